@@ -1,0 +1,46 @@
+"""Admin access for the operator's endpoints (reset): a shared token or a staff session."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from rest_framework import authentication, exceptions, permissions
+
+
+class AdminTokenUser:
+    """Who a request is when it carries the admin token: staff, and nobody in the DB."""
+
+    is_authenticated = True
+    is_active = True
+    is_staff = True
+    username = "admin-token"
+
+    def __str__(self) -> str:
+        return self.username
+
+
+class AdminTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Token <FLASHSALE_ADMIN_TOKEN>``."""
+
+    keyword = "Token"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None  # not ours: let session authentication try
+        expected = settings.FLASHSALE_ADMIN_TOKEN
+        if len(header) != 2 or not expected:
+            raise exceptions.AuthenticationFailed("invalid token header")
+        if not hmac.compare_digest(header[1], expected.encode()):
+            raise exceptions.AuthenticationFailed("invalid token")
+        return AdminTokenUser(), None
+
+    def authenticate_header(self, request) -> str:
+        # Makes DRF answer 401 (not 403) to a request with no credentials.
+        return self.keyword
+
+
+class IsStaff(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)

@@ -1,0 +1,98 @@
+"""The one business-error hierarchy, and the one JSON error shape it maps to.
+
+Every error a client can see leaves as ``{"error": <code>, "message": <text>,
+...extra}``; the DRF exception handler below is the only place that shapes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+
+class ApplicationError(Exception):
+    status_code = status.HTTP_400_BAD_REQUEST
+    code = "error"
+
+    def __init__(self, message: str, *, extra: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.extra = extra or {}
+        self.headers = headers or {}
+
+
+class InvalidInput(ApplicationError):
+    status_code = status.HTTP_400_BAD_REQUEST
+    code = "invalid"
+
+
+class NotFound(ApplicationError):
+    status_code = status.HTTP_404_NOT_FOUND
+    code = "not_found"
+
+
+class SoldOut(ApplicationError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "sold_out"
+
+
+class IdempotencyConflict(ApplicationError):
+    """The key was used before with a different request body."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "idempotency_conflict"
+
+
+class Busy(ApplicationError):
+    """The lock (or an in-flight request with the same key) did not free up in time;
+    the client may retry after ``retry_after`` seconds."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after: int = 1, **kwargs):
+        super().__init__(message, **kwargs)
+        self.headers.setdefault("Retry-After", str(retry_after))
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": code, "message": message, **extra}
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape."""
+    if isinstance(exc, ApplicationError):
+        return Response(
+            error_body(exc.code, exc.message, **exc.extra),
+            status=exc.status_code,
+            headers=exc.headers,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    if isinstance(exc, exceptions.APIException):
+        headers = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        if exc.status_code == status.HTTP_400_BAD_REQUEST:
+            # Malformed JSON (ParseError) and failed validation are both "invalid".
+            extra = {"fields": exc.detail} if isinstance(exc, exceptions.ValidationError) else {}
+            message = "request is invalid" if extra else str(exc.detail)
+            return Response(error_body("invalid", message, **extra), status=400)
+        return Response(
+            error_body(exc.default_code, str(exc.detail)), status=exc.status_code, headers=headers
+        )
+    return None  # unexpected: Django's 500 handler below answers it
+
+
+def handler404(request, exception=None):
+    return JsonResponse(error_body("not_found", "no such page"), status=404)
+
+
+def handler500(request):
+    return JsonResponse(error_body("server_error", "internal server error"), status=500)

@@ -1,0 +1,181 @@
+"""Settings for every environment, read from environment variables in this one place.
+
+The defaults match the local stack (``python -m stack up``): MariaDB on 3310, Redis
+on 6390, ZooKeeper on 2190, all on loopback.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from flashsale.strategies import UnknownStrategy, strategy_get
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+
+# --- Core ------------------------------------------------------------------------
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# A fixed development key: this is a teaching stack on loopback. Set
+# DJANGO_SECRET_KEY anywhere else.
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="flashsale-local-development-only")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "inventory",
+    "orders",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "flashsale.urls"
+WSGI_APPLICATION = "flashsale.wsgi.application"
+# The API's paths have no trailing slash (POST /api/orders); never redirect them.
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+# --- Database (MariaDB/MySQL) ------------------------------------------------------
+
+MYSQL_PORT = env.int("MYSQL_PORT", default=3310)
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default=f"mysql://flashsale:flashsale@127.0.0.1:{MYSQL_PORT}/flashsale"
+    )
+}
+DATABASES["default"].setdefault("OPTIONS", {}).update(
+    {
+        "charset": "utf8mb4",
+        # MySQL's own default, which the seed articles assume. Django would pick
+        # READ COMMITTED; under REPEATABLE READ the snapshot pitfalls (stock read
+        # before the lock was held) are the ones a MySQL shop actually meets.
+        "isolation_level": env.str("MYSQL_ISOLATION_LEVEL", default="repeatable read"),
+    }
+)
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
+
+# --- Redis (idempotency flags; later the Redis lock strategies) --------------------
+
+REDIS_PORT = env.int("REDIS_PORT", default=6390)
+REDIS_URL = env.str("REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env.str("REDIS_KEY_PREFIX", default="flashsale"),
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.DefaultClient",
+            "SOCKET_CONNECT_TIMEOUT": 1,
+            "SOCKET_TIMEOUT": 2,
+        },
+    }
+}
+
+# --- ZooKeeper ------------------------------------------------------------------
+
+ZK_PORT = env.int("ZK_PORT", default=2190)
+ZOOKEEPER_HOSTS = env.str("ZOOKEEPER_HOSTS", default=f"127.0.0.1:{ZK_PORT}")
+
+# --- Flash sale: strategy, instance, limits -----------------------------------------
+
+FLASHSALE_STRATEGY = env.str("FLASHSALE_STRATEGY", default="atomic")
+try:
+    strategy_get(FLASHSALE_STRATEGY)
+except UnknownStrategy as e:
+    raise ImproperlyConfigured(f"FLASHSALE_STRATEGY: {e}") from None
+
+# Reported in every response, so a client can see which instance served it.
+FLASHSALE_INSTANCE = env.str("FLASHSALE_INSTANCE", default=socket.gethostname())
+FLASHSALE_MAX_PER_ORDER = env.int("FLASHSALE_MAX_PER_ORDER", default=5)
+# Sleep inside the critical section so the race shows on a 2-core machine. It
+# lengthens every locked section too: take throughput figures with it at 0.
+FLASHSALE_RACE_DELAY_MS = env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)
+# How long a purchase waits for the stock lock before answering 503 busy.
+FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0)
+# Idempotency flags in Redis: a claim lives while its request is in flight (and is
+# dropped when it fails); a completed purchase's flag answers replays this long.
+FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL", default=30)
+FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600)
+# Token for the admin API (reset). Empty: only a staff session may reset.
+FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
+# The product the browser page shows when the URL names none.
+FLASHSALE_DEMO_SKU = env.str("FLASHSALE_DEMO_SKU", default="demo-1")
+
+# One alias per strategy; the alias named by FLASHSALE_STRATEGY guards the stock.
+LOCKING = {
+    "none": {"BACKEND": "locking.backends.null.NullLockBackend"},
+    "atomic": {"BACKEND": "locking.backends.null.NullLockBackend"},
+    "local": {
+        "BACKEND": "locking.backends.local.LocalLockBackend",
+        "OPTIONS": {"wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+    },
+}
+
+# --- REST framework ----------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "flashsale.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "flashsale",
+    "DESCRIPTION": "A flash-sale purchase API with pluggable concurrency strategies.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Logging ---------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+}

@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from flashsale import health
+from orders import views
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("healthz", health.healthz, name="healthz"),
+    path("api/ping", health.ping, name="ping"),
+    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/", include("orders.urls")),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "flashsale.errors.handler404"
+handler500 = "flashsale.errors.handler500"

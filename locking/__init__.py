@@ -1,0 +1,17 @@
+"""Lock strategies and nothing else: this package imports nothing from the
+inventory or orders apps, so any of its locks can guard any critical section."""
+
+from .base import BaseLock, BaseLockBackend
+from .exceptions import InvalidLockBackendError, LockError, LockNotAcquiredError, LockNotOwnedError
+from .handler import get_lock, locks
+
+__all__ = [
+    "BaseLock",
+    "BaseLockBackend",
+    "InvalidLockBackendError",
+    "LockError",
+    "LockNotAcquiredError",
+    "LockNotOwnedError",
+    "get_lock",
+    "locks",
+]

@@ -1,0 +1,22 @@
+"""Lock errors. Each carries the lock's name, so a log line says which lock failed."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class LockError(Exception):
+    def __init__(self, message: str, *, lock_name: str | None = None):
+        super().__init__(message)
+        self.lock_name = lock_name
+
+
+class LockNotAcquiredError(LockError):
+    """``with lock:`` could not get the lock within its wait timeout."""
+
+
+class LockNotOwnedError(LockError):
+    """Release (or renewal) of a lock this holder does not hold: never acquired,
+    already released, or expired and taken by someone else."""
+
+
+class InvalidLockBackendError(ImproperlyConfigured):
+    """``settings.LOCKING`` names an alias or backend that does not exist."""

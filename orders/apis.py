@@ -1,0 +1,133 @@
+"""The JSON API. Each view parses, calls one service or selector, and answers;
+errors leave through ``flashsale.errors.exception_handler``."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flashsale.auth import AdminTokenAuthentication, IsStaff
+from flashsale.errors import InvalidInput
+from inventory.selectors import product_get
+
+from .selectors import sale_audit
+from .services import OrderResult, order_create, sale_reset
+
+# Visible ASCII, as HTTP header values allow; long enough for a UUID or a ULID
+# with a prefix, short enough for the unique index.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+_SKU_MAX_LENGTH = 64
+
+ErrorSerializer = inline_serializer(
+    "Error",
+    {"error": serializers.CharField(), "message": serializers.CharField()},
+)
+
+
+def _check_sku(sku: str) -> str:
+    if len(sku) > _SKU_MAX_LENGTH:
+        raise InvalidInput(f"sku longer than {_SKU_MAX_LENGTH} characters")
+    return sku
+
+
+class OrderCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        sku = serializers.CharField(max_length=_SKU_MAX_LENGTH)
+        quantity = serializers.IntegerField(min_value=1)
+        user_id = serializers.CharField(max_length=64)
+
+        def validate_quantity(self, value: int) -> int:
+            if value > settings.FLASHSALE_MAX_PER_ORDER:
+                raise serializers.ValidationError(
+                    f"at most {settings.FLASHSALE_MAX_PER_ORDER} per order"
+                )
+            return value
+
+    class OutputSerializer(serializers.Serializer):
+        order_id = serializers.IntegerField(source="order.pk")
+        sku = serializers.CharField(source="order.product.sku")
+        quantity = serializers.IntegerField(source="order.quantity")
+        remaining = serializers.IntegerField()
+        strategy = serializers.CharField(source="order.strategy")
+        instance = serializers.CharField(source="order.instance")
+
+    @extend_schema(
+        request=InputSerializer,
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
+                                     description="Retries with the same key count once.")],
+        responses={
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
+            400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 503: ErrorSerializer,
+        },
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
+        result: OrderResult = order_create(idempotency_key=key, **serializer.validated_data)
+        body = self.OutputSerializer(result).data
+        if result.replayed:
+            return Response(body, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class ProductDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        name = serializers.CharField()
+        stock = serializers.IntegerField(source="stock.quantity")
+        initial_stock = serializers.IntegerField(source="stock.initial_quantity")
+
+    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    def get(self, request, sku: str):
+        product = product_get(sku=_check_sku(sku))
+        return Response(self.OutputSerializer(product).data)
+
+
+class ProductAuditApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        initial_stock = serializers.IntegerField()
+        remaining = serializers.IntegerField()
+        orders = serializers.IntegerField()
+        ordered_quantity = serializers.IntegerField()
+        flow_rows = serializers.IntegerField()
+        flow_quantity = serializers.IntegerField()
+        oversold = serializers.IntegerField()
+        lost_updates = serializers.IntegerField()
+        consistent = serializers.BooleanField()
+
+    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    def get(self, request, sku: str):
+        audit = sale_audit(sku=_check_sku(sku))
+        return Response(self.OutputSerializer(audit).data)
+
+
+class ProductResetApi(APIView):
+    authentication_classes = [AdminTokenAuthentication, SessionAuthentication]
+    permission_classes = [IsStaff]
+
+    class InputSerializer(serializers.Serializer):
+        stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
+        name = serializers.CharField(max_length=200, required=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: ProductDetailApi.OutputSerializer, 400: ErrorSerializer,
+                   401: ErrorSerializer, 403: ErrorSerializer},
+    )
+    def post(self, request, sku: str):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        sale_reset(sku=_check_sku(sku), **serializer.validated_data)
+        product = product_get(sku=sku)
+        return Response(ProductDetailApi.OutputSerializer(product).data)

@@ -1,0 +1,71 @@
+"""The Redis fast path of idempotency: one flag per Idempotency-Key.
+
+A request claims its key with SET NX (Django's ``cache.add``) before doing any
+work; a retry that finds the flag is answered without taking the lock. The flag
+only saves work: the unique key on ``Order`` is what guarantees one order per key,
+so when Redis is unreachable purchases go on without the fast path.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+from django_redis.exceptions import ConnectionInterrupted
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+_REDIS_ERRORS = (ConnectionInterrupted, RedisError, OSError)
+
+
+@dataclass(frozen=True)
+class Flag:
+    fingerprint: str
+    order_id: int | None  # None while the request that claimed the key is in flight
+
+
+def _cache_key(key: str) -> str:
+    return f"idem:{key}"
+
+
+def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
+    """Claim ``key`` for this request.
+
+    :returns: ``None`` if this request now owns the key (or Redis is down), else
+        the flag another request left.
+    """
+    pending = {"fingerprint": fingerprint, "order_id": None}
+    try:
+        for _ in range(2):  # the other flag may expire between ADD and GET
+            if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL):
+                return None
+            existing = cache.get(_cache_key(key))
+            if existing is not None:
+                return Flag(**existing)
+    except _REDIS_ERRORS as e:
+        logger.warning("idempotency fast path unavailable, relying on the database: %s", e)
+    return None
+
+
+def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
+    try:
+        cache.set(
+            _cache_key(key),
+            {"fingerprint": fingerprint, "order_id": order_id},
+            timeout=settings.FLASHSALE_IDEMPOTENCY_TTL,
+        )
+    except _REDIS_ERRORS as e:
+        logger.warning("could not record idempotency flag for %s: %s", key, e)
+
+
+def flags_forget(*, keys: list[str]) -> None:
+    """Drop flags: the request failed (so a retry may try again) or its order was reset."""
+    if not keys:
+        return
+    try:
+        cache.delete_many([_cache_key(k) for k in keys])
+    except _REDIS_ERRORS as e:
+        logger.warning("could not drop idempotency flags: %s", e)

@@ -1,0 +1,21 @@
+from django.db import models
+
+from inventory.models import Product
+
+
+class Order(models.Model):
+    user_id = models.CharField(max_length=64)
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="orders")
+    quantity = models.PositiveIntegerField()
+    # The final guard against a retried purchase counting twice: whatever the Redis
+    # fast path misses, the database refuses.
+    idempotency_key = models.CharField(max_length=128, unique=True)
+    instance = models.CharField(max_length=64)
+    strategy = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["product", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"order {self.pk}: {self.quantity} x {self.product_id} for {self.user_id}"

@@ -1,0 +1,161 @@
+"""The purchase, and the reset of a sale.
+
+One purchase, in order: validate → idempotency check → acquire the stock lock →
+open the transaction → create the order, deduct the stock, append the flow row →
+commit → release the lock. The lock is held across the commit: released earlier,
+the next holder could read the stock before this write is visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from flashsale.errors import Busy, IdempotencyConflict, InvalidInput
+from flashsale.strategies import strategy_get
+from inventory.models import Product
+from inventory.selectors import flow_get, product_get
+from inventory.services import product_reset, stock_deduct
+from locking import get_lock
+
+from .idempotency import flag_claim, flag_complete, flags_forget
+from .models import Order
+
+
+@dataclass(frozen=True)
+class OrderResult:
+    order: Order
+    remaining: int
+    replayed: bool
+
+
+def _fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
+    return hashlib.sha256(f"{sku}\0{quantity}\0{user_id}".encode()).hexdigest()
+
+
+def _replay(*, order: Order, fingerprint: str) -> OrderResult:
+    if _fingerprint(sku=order.product.sku, quantity=order.quantity, user_id=order.user_id) != fingerprint:
+        raise IdempotencyConflict(
+            "this Idempotency-Key was used with a different request",
+            extra={"order_id": order.pk},
+        )
+    flow = flow_get(operation_flag=order.idempotency_key)
+    return OrderResult(order=order, remaining=flow.quantity_after, replayed=True)
+
+
+def _order_by_key(key: str) -> Order | None:
+    return Order.objects.select_related("product").filter(idempotency_key=key).first()
+
+
+def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
+    """Claim the key; if an earlier request holds it, answer as that request did.
+
+    :returns: the original order's result for a replay, ``None`` when this
+        request owns the key and should go ahead.
+    """
+    for _ in range(2):
+        flag = flag_claim(key=key, fingerprint=fingerprint)
+        if flag is None:
+            return None
+        if flag.fingerprint != fingerprint:
+            raise IdempotencyConflict("this Idempotency-Key was used with a different request")
+        order = _order_by_key(key)
+        if order is not None:
+            return _replay(order=order, fingerprint=fingerprint)
+        if flag.order_id is None:
+            raise Busy("a request with this Idempotency-Key is still in progress", retry_after=1)
+        # The flag outlived its order (the sale was reset): the key is free again.
+        flags_forget(keys=[key])
+    raise Busy("could not claim the Idempotency-Key", retry_after=1)
+
+
+def _order_place(*, product: Product, quantity: int, user_id: str, key: str) -> tuple[Order, int]:
+    strategy = strategy_get(settings.FLASHSALE_STRATEGY)
+    lock = get_lock(f"stock:{product.sku}", alias=strategy.name)
+    if not lock.acquire():
+        raise Busy(
+            f"stock lock for {product.sku} not acquired within its wait timeout",
+            extra={"strategy": strategy.name},
+        )
+    try:
+        with transaction.atomic():
+            order = Order.objects.create(
+                user_id=user_id,
+                product=product,
+                quantity=quantity,
+                idempotency_key=key,
+                instance=settings.FLASHSALE_INSTANCE,
+                strategy=strategy.name,
+            )
+            remaining = stock_deduct(
+                product=product,
+                quantity=quantity,
+                operation_flag=key,
+                order_reference=str(order.pk),
+                deduction=strategy.deduction,
+            )
+        # Committed; only now may the next holder read the stock.
+    finally:
+        lock.release()
+    return order, remaining
+
+
+def order_create(
+    *, sku: str, quantity: int, user_id: str, idempotency_key: str | None = None
+) -> OrderResult:
+    """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key.
+
+    :raises InvalidInput: quantity out of range.
+    :raises NotFound: unknown sku.
+    :raises SoldOut: not enough stock left.
+    :raises IdempotencyConflict: the key was used for a different request.
+    :raises Busy: the stock lock, or the key's first request, did not free up in time.
+    """
+    if not 1 <= quantity <= settings.FLASHSALE_MAX_PER_ORDER:
+        raise InvalidInput(
+            f"quantity must be between 1 and {settings.FLASHSALE_MAX_PER_ORDER}",
+            extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
+        )
+    product = product_get(sku=sku)
+    fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
+    if idempotency_key:
+        key = idempotency_key
+        known = _known_outcome(key=key, fingerprint=fingerprint)
+        if known is not None:
+            return known
+    else:
+        key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
+
+    try:
+        order, remaining = _order_place(product=product, quantity=quantity, user_id=user_id, key=key)
+    except IntegrityError:
+        # The Redis flag was gone (expired, flushed) and an earlier request with
+        # this key had committed: the unique key refused the second order.
+        existing = _order_by_key(key)
+        if existing is None:
+            raise
+        result = _replay(order=existing, fingerprint=fingerprint)
+        flag_complete(key=key, fingerprint=fingerprint, order_id=existing.pk)
+        return result
+    except BaseException:
+        if idempotency_key:
+            flags_forget(keys=[key])  # failed: a retry may try again
+        raise
+    if idempotency_key:
+        flag_complete(key=key, fingerprint=fingerprint, order_id=order.pk)
+    return OrderResult(order=order, remaining=remaining, replayed=False)
+
+
+def sale_reset(*, sku: str, stock: int, name: str | None = None) -> Product:
+    """Create or reset a product to ``stock`` units, clearing its orders and ledger."""
+    with transaction.atomic():
+        orders = Order.objects.filter(product__sku=sku)
+        keys = list(orders.values_list("idempotency_key", flat=True))
+        orders.delete()
+        product = product_reset(sku=sku, stock=stock, name=name)
+    flags_forget(keys=keys)
+    return product

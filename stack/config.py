@@ -1,0 +1,106 @@
+"""The local stack's configuration, read from the environment in this one place.
+
+Every knob is an environment variable with the default below; the Django settings
+read the same port variables, so apps, tests and tools agree without a second copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import environ
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisord
+
+# Environment variables handed to every app instance as they are, when set.
+APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    run_dir: Path
+    mysql_port: int
+    redis_port: int
+    zk_port: int
+    nginx_port: int
+    app_port: int  # first instance's port; instance i listens on app_port + i - 1
+    instances: int
+    workers: int
+    threads: int
+    strategy: str
+    race_delay_ms: float
+
+    @classmethod
+    def from_env(cls) -> StackConfig:
+        env = environ.Env()
+        config = cls(
+            run_dir=Path(env.str("RUN_DIR", default=str(ROOT / ".run"))).resolve(),
+            mysql_port=env.int("MYSQL_PORT", default=3310),
+            redis_port=env.int("REDIS_PORT", default=6390),
+            zk_port=env.int("ZK_PORT", default=2190),
+            nginx_port=env.int("NGINX_PORT", default=8080),
+            app_port=env.int("APP_PORT", default=8001),
+            instances=env.int("INSTANCES", default=2),
+            workers=env.int("WORKERS", default=2),
+            threads=env.int("THREADS", default=8),
+            strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
+            race_delay_ms=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0),
+        )
+        if config.instances < 1:
+            raise SystemExit("INSTANCES must be at least 1")
+        return config
+
+    def replace(self, **changes) -> StackConfig:
+        return dataclasses.replace(self, **changes)
+
+    # --- derived -------------------------------------------------------------
+
+    @property
+    def app_names(self) -> list[str]:
+        return [f"app{i}" for i in range(1, self.instances + 1)]
+
+    def app_port_of(self, name: str) -> int:
+        return self.app_port + int(name.removeprefix("app")) - 1
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.nginx_port}"
+
+    def dir(self, *parts: str) -> Path:
+        path = self.run_dir.joinpath(*parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.run_dir / "admin-token"
+
+    def admin_token(self) -> str:
+        """FLASHSALE_ADMIN_TOKEN if set, else a token generated once for this stack."""
+        if token := os.environ.get("FLASHSALE_ADMIN_TOKEN"):
+            return token
+        if not self.admin_token_file.exists():
+            self.dir()
+            self.admin_token_file.write_text(secrets.token_hex(16) + "\n")
+            self.admin_token_file.chmod(0o600)
+        return self.admin_token_file.read_text().strip()
+
+    def app_environment(self, name: str) -> dict[str, str]:
+        passthrough = {k: v for k, v in os.environ.items() if k.startswith(APP_PASSTHROUGH_PREFIXES)}
+        return {
+            **passthrough,
+            "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+            "MYSQL_PORT": str(self.mysql_port),
+            "REDIS_PORT": str(self.redis_port),
+            "ZK_PORT": str(self.zk_port),
+            "FLASHSALE_INSTANCE": name,
+            "FLASHSALE_STRATEGY": self.strategy,
+            "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),
+            "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
+        }

@@ -1,0 +1,247 @@
+"""The servers of the local stack: how each starts, where it logs, when it is ready.
+
+All listen on 127.0.0.1 only and keep their data, logs and pid files under the
+run directory (``.run/``, git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import string
+import subprocess
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import BIN, ROOT, StackConfig
+
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
+ZOOKEEPER_CLASSPATH = ":".join(
+    f"/usr/share/java/{jar}" for jar in ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
+)
+
+
+class Placeholders(string.Template):
+    # nginx configs are full of $variables; ours are @{name}.
+    delimiter = "@"
+
+
+class StackError(Exception):
+    pass
+
+
+def binary(name: str) -> str:
+    path = shutil.which(name, path=SBIN_PATH)
+    if path is None:
+        raise StackError(f"{name} is not installed (run `make install`)")
+    return path
+
+
+def render(template: Path, target: Path, **values) -> Path:
+    target.write_text(Placeholders(template.read_text()).substitute(**values))
+    return target
+
+
+@dataclass
+class Server:
+    name: str
+    command: list[str]
+    port: int
+    probe: Callable[[], None]  # raises until the server answers
+    priority: int  # supervisor starts low first and stops high first
+    logs: list[Path] = field(default_factory=list)  # beside supervisor's capture of stdout
+    environment: dict[str, str] = field(default_factory=dict)
+    stop_wait: int = 10
+    ready_timeout: float = 30.0
+
+
+# --- readiness probes --------------------------------------------------------------
+
+
+def _mariadb_probe(sock: Path) -> Callable[[], None]:
+    def probe() -> None:
+        import MySQLdb
+
+        MySQLdb.connect(unix_socket=str(sock), user="root", connect_timeout=1).close()
+
+    return probe
+
+
+def _redis_probe(port: int) -> Callable[[], None]:
+    def probe() -> None:
+        import redis
+
+        redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).ping()
+
+    return probe
+
+
+def _zookeeper_probe(port: int) -> Callable[[], None]:
+    def probe() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"ruok")
+            if s.recv(4) != b"imok":
+                raise ConnectionError("zookeeper did not answer imok")
+
+    return probe
+
+
+def http_probe(url: str) -> Callable[[], None]:
+    def probe() -> None:
+        with urllib.request.urlopen(url, timeout=2) as response:  # non-2xx raises
+            response.read()
+
+    return probe
+
+
+# --- the stack ---------------------------------------------------------------------
+
+
+def mariadb(config: StackConfig) -> Server:
+    d = config.dir("mariadb")
+    as_root = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses root otherwise
+    return Server(
+        name="mariadb",
+        command=[
+            binary("mariadbd"), "--no-defaults", f"--datadir={d / 'data'}",
+            f"--socket={d / 'mysqld.sock'}", f"--port={config.mysql_port}",
+            "--bind-address=127.0.0.1", f"--pid-file={d / 'mysqld.pid'}",
+            f"--log-error={d / 'error.log'}", "--skip-log-bin", "--skip-name-resolve",
+            "--max-connections=1000", "--innodb-buffer-pool-size=256M", *as_root,
+        ],
+        port=config.mysql_port,
+        probe=_mariadb_probe(d / "mysqld.sock"),
+        priority=10,
+        logs=[d / "error.log"],
+        stop_wait=60,
+    )
+
+
+def redis(config: StackConfig) -> Server:
+    d = config.dir("redis")
+    conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
+                  port=config.redis_port, data_dir=d)
+    return Server(
+        name="redis",
+        command=[binary("redis-server"), str(conf)],
+        port=config.redis_port,
+        probe=_redis_probe(config.redis_port),
+        priority=10,
+    )
+
+
+def zookeeper(config: StackConfig) -> Server:
+    d = config.dir("zookeeper")
+    conf = render(ROOT / "stack/templates/zoo.cfg", d / "zoo.cfg",
+                  port=config.zk_port, data_dir=config.dir("zookeeper", "data"))
+    log4j = render(ROOT / "stack/templates/log4j.properties", d / "log4j.properties")
+    return Server(
+        name="zookeeper",
+        command=[
+            binary("java"), "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH,
+            f"-Dlog4j.configuration=file:{log4j}",
+            "org.apache.zookeeper.server.ZooKeeperServerMain", str(conf),
+        ],
+        port=config.zk_port,
+        probe=_zookeeper_probe(config.zk_port),
+        priority=10,
+        ready_timeout=60,
+    )
+
+
+def app(config: StackConfig, name: str) -> Server:
+    port = config.app_port_of(name)
+    return Server(
+        name=name,
+        command=[
+            str(BIN / "gunicorn"), "flashsale.wsgi:application",
+            f"--bind=127.0.0.1:{port}", f"--name={name}",
+            "--worker-class=gthread", f"--workers={config.workers}", f"--threads={config.threads}",
+            "--timeout=60", "--graceful-timeout=5", "--error-logfile=-", "--log-level=warning",
+        ],
+        port=port,
+        probe=http_probe(f"http://127.0.0.1:{port}/healthz"),
+        priority=20,
+        environment=config.app_environment(name),
+    )
+
+
+def nginx(config: StackConfig) -> Server:
+    d = config.dir("nginx")
+    upstream = "\n".join(
+        f"        server 127.0.0.1:{config.app_port_of(name)};" for name in config.app_names
+    )
+    conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
+                  run=d, port=config.nginx_port, upstream_servers=upstream)
+    return Server(
+        name="nginx",
+        command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
+        port=config.nginx_port,
+        probe=http_probe(f"{config.base_url}/healthz"),
+        priority=30,
+        logs=[d / "error.log"],
+    )
+
+
+def infrastructure(config: StackConfig) -> list[Server]:
+    return [mariadb(config), redis(config), zookeeper(config)]
+
+
+def apps(config: StackConfig) -> list[Server]:
+    return [app(config, name) for name in config.app_names]
+
+
+def all_servers(config: StackConfig) -> list[Server]:
+    return [*infrastructure(config), *apps(config), nginx(config)]
+
+
+# --- one-time preparation ------------------------------------------------------------
+
+
+def mariadb_install(config: StackConfig) -> None:
+    """Create the data directory once (``mariadb-install-db``)."""
+    d = config.dir("mariadb")
+    if (d / "data" / "mysql").is_dir():
+        return
+    user = "root" if os.geteuid() == 0 else os.environ.get("USER", "mysql")
+    log = d / "install.log"
+    with log.open("w") as out:
+        result = subprocess.run(
+            [binary("mariadb-install-db"), "--no-defaults", f"--datadir={d / 'data'}",
+             f"--user={user}", "--auth-root-authentication-method=normal", "--skip-test-db"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    if result.returncode:
+        raise StackError(f"mariadb-install-db failed; see {log}\n{tail(log)}")
+
+
+def mariadb_bootstrap(config: StackConfig) -> None:
+    """The app's database and user, with rights on pytest-django's test_ database too."""
+    import MySQLdb
+
+    conn = MySQLdb.connect(unix_socket=str(config.run_dir / "mariadb" / "mysqld.sock"), user="root")
+    try:
+        cursor = conn.cursor()
+        cursor.execute("CREATE DATABASE IF NOT EXISTS flashsale CHARACTER SET utf8mb4")
+        for host in ("127.0.0.1", "localhost"):
+            cursor.execute(f"CREATE USER IF NOT EXISTS 'flashsale'@'{host}' IDENTIFIED BY 'flashsale'")
+            cursor.execute(f"GRANT ALL ON flashsale.* TO 'flashsale'@'{host}'")
+            cursor.execute(f"GRANT ALL ON `test\\_flashsale%`.* TO 'flashsale'@'{host}'")
+    finally:
+        conn.close()
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    if not path.exists():
+        return f"  ({path} does not exist)"
+    text = path.read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join(f"  | {line}" for line in text) or f"  ({path} is empty)"
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
