@@ -2,7 +2,12 @@
 inventory or orders apps, so any of its locks can guard any critical section."""
 
 from .base import BaseLock, BaseLockBackend
-from .exceptions import InvalidLockBackendError, LockError, LockNotAcquiredError, LockNotOwnedError
+from .exceptions import (
+    InvalidLockBackendError,
+    LockError,
+    LockNotAcquiredError,
+    LockNotOwnedError,
+)
 from .handler import get_lock, locks
 
 __all__ = [

@@ -1,0 +1,53 @@
+"""A small HTTP client for the flash-sale API, shared by the demo, the tests and
+the load tools so that each speaks the contract the same way."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import requests
+
+
+@dataclass
+class FlashsaleClient:
+    base_url: str
+    admin_token: str | None = None
+    timeout: float = 30.0
+
+    def __post_init__(self):
+        self.session = requests.Session()
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url.rstrip('/')}{path}"
+
+    def reset(self, sku: str, stock: int, name: str | None = None) -> dict:
+        body = {"stock": stock} | ({"name": name} if name else {})
+        response = self.session.post(
+            self._url(f"/api/admin/products/{sku}/reset"), json=body, timeout=self.timeout,
+            headers={"Authorization": f"Token {self.admin_token}"},
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def audit(self, sku: str) -> dict:
+        response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout)
+        response.raise_for_status()
+        return response.json()
+
+    def product(self, sku: str) -> dict:
+        response = self.session.get(self._url(f"/api/products/{sku}"), timeout=self.timeout)
+        response.raise_for_status()
+        return response.json()
+
+    def healthz(self) -> dict:
+        return self.session.get(self._url("/healthz"), timeout=self.timeout).json()
+
+    def order(self, sku: str, quantity: int, user_id: str, key: str | None = None) -> requests.Response:
+        """POST /api/orders; returns the response whatever its status."""
+        return self.session.post(
+            self._url("/api/orders"),
+            json={"sku": sku, "quantity": quantity, "user_id": user_id},
+            headers={"Idempotency-Key": key or uuid.uuid4().hex},
+            timeout=self.timeout,
+        )

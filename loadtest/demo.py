@@ -1,0 +1,98 @@
+"""``make demo``: the same burst of concurrent purchases through nginx, once per
+strategy, and a table of what each did to the stock.
+
+    python -m loadtest.demo [--strategies none,local,atomic] [--stock 50]
+                            [--attempts 400] [--concurrency 32] [--race-delay-ms 5]
+
+Each strategy gets its own product (``burst-<strategy>``), left as it ended, so
+``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards. The stack is
+left running with the strategy it had before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from flashsale.strategies import STRATEGIES, strategy_get
+from stack.config import StackConfig
+from stack.control import reconfigure
+
+from .burst import BurstResult, burst
+from .client import FlashsaleClient
+
+
+@dataclass(frozen=True)
+class Row:
+    strategy: str
+    result: BurstResult
+    audit: dict
+
+
+def run_strategy(config: StackConfig, client: FlashsaleClient, strategy: str, *,
+                 stock: int, attempts: int, concurrency: int, race_delay_ms: float) -> Row:
+    reconfigure(config.replace(strategy=strategy, race_delay_ms=race_delay_ms))
+    sku = f"burst-{strategy}"
+    client.reset(sku, stock, name=f"Burst under {strategy}")
+    result = burst(base_url=config.base_url, sku=sku, attempts=attempts, concurrency=concurrency)
+    return Row(strategy=strategy, result=result, audit=client.audit(sku))
+
+
+def table(rows: list[Row]) -> str:
+    header = ["strategy", "attempts", "orders", "sold out", "busy", "errors",
+              "oversold", "lost updates", "ledger consistent", "wall s"]
+    lines = [header]
+    for row in rows:
+        r, a = row.result, row.audit
+        lines.append([
+            row.strategy, str(r.attempts), str(a["orders"]), str(r.sold_out), str(r.busy),
+            str(r.errors), str(a["oversold"]), str(a["lost_updates"]),
+            "yes" if a["consistent"] else "NO", f"{r.seconds:.2f}",
+        ])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    fmt = lambda line: "| " + " | ".join(c.rjust(w) if i else c.ljust(w)  # noqa: E731
+                                        for i, (c, w) in enumerate(zip(line, widths))) + " |"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([fmt(lines[0]), rule, *(fmt(line) for line in lines[1:])])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--stock", type=int, default=50)
+    parser.add_argument("--attempts", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--race-delay-ms", type=float, default=5.0,
+                        help="sleep inside the critical section so the race shows (default 5)")
+    args = parser.parse_args(argv)
+    strategies = [strategy_get(name.strip()).name for name in args.strategies.split(",")]
+
+    config = StackConfig.from_env()
+    client = FlashsaleClient(config.base_url, admin_token=config.admin_token())
+    print(f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
+          f"stock {args.stock}, {config.instances} instances behind nginx, "
+          f"race delay {args.race_delay_ms:g} ms\n", flush=True)
+    rows = []
+    try:
+        for strategy in strategies:
+            rows.append(run_strategy(config, client, strategy, stock=args.stock,
+                                     attempts=args.attempts, concurrency=args.concurrency,
+                                     race_delay_ms=args.race_delay_ms))
+    finally:
+        reconfigure(config)  # back to the strategy the stack was started with
+    print()
+    print(table(rows))
+
+    broken = [row.strategy for row in rows
+              if strategy_get(row.strategy).claims_correct and not row.audit["consistent"]]
+    print(f"\nEach product is still there to inspect: {config.base_url}/?sku=burst-<strategy>")
+    if broken:
+        print(f"FAIL: {', '.join(broken)} claim correctness but oversold or lost updates",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Bringing the local stack up, in line, and down; the CLI in ``__main__`` calls these,
+and so do the demo and the end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from .config import ROOT, StackConfig
+from .servers import (
+    Server,
+    StackError,
+    all_servers,
+    apps,
+    infrastructure,
+    mariadb_bootstrap,
+    mariadb_install,
+    nginx,
+    port_in_use,
+    tail,
+)
+from .supervisor import FAILED_STATES, Supervisor, log_file, write_conf
+
+
+def _say(message: str) -> None:
+    print(f"[stack] {message}", flush=True)
+
+
+def _fail(config: StackConfig, server: Server, why: str) -> StackError:
+    logs = [log_file(config, server.name), *server.logs]
+    tails = "\n".join(f"--- {path}\n{tail(path)}" for path in logs)
+    return StackError(f"{server.name} failed to start: {why}\n{tails}")
+
+
+def _wait_ready(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
+    """Wait until every server answers its probe; fail fast if one exits."""
+    pending = {s.name: s for s in servers}
+    started = time.monotonic()
+    last_error: dict[str, str] = {}
+    while pending:
+        for name, server in list(pending.items()):
+            state = sup.info(name)["statename"]
+            if state in FAILED_STATES:
+                raise _fail(config, server, f"process is {state}")
+            try:
+                server.probe()
+            except Exception as e:  # not ready yet: the probe's error says why
+                last_error[name] = f"{type(e).__name__}: {e}"
+                if time.monotonic() - started > server.ready_timeout:
+                    raise _fail(config, server, f"not ready after {server.ready_timeout:.0f}s "
+                                                f"({last_error[name]})") from None
+            else:
+                _say(f"{name} ready on 127.0.0.1:{server.port} "
+                     f"(pid {sup.info(name)['pid']}, {time.monotonic() - started:.1f}s)")
+                del pending[name]
+        time.sleep(0.1)
+
+
+def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
+    to_start = [s for s in servers if sup.info(s.name)["statename"] not in ("RUNNING", "STARTING")]
+    for server in to_start:
+        if port_in_use(server.port):
+            raise StackError(f"{server.name} can't start: port {server.port} is taken by "
+                             f"another process (set the port's environment variable to move it)")
+        sup.start(server.name)
+    _wait_ready(sup, config, to_start)
+
+
+def _start_front(sup: Supervisor, config: StackConfig) -> None:
+    """Start the app instances, then nginx; a running nginx reloads, since the
+    upstream list in its config may have changed."""
+    _start(sup, config, apps(config))
+    front = nginx(config)
+    if sup.info(front.name)["statename"] == "RUNNING":
+        sup.rpc.signalProcess(front.name, "HUP")
+        _wait_ready(sup, config, [front])
+    else:
+        _start(sup, config, [front])
+
+
+def _migrate(config: StackConfig) -> None:
+    env = {**os.environ, **config.app_environment("migrate")}
+    result = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise StackError(f"migrate failed:\n{result.stdout}{result.stderr}")
+
+
+def up(config: StackConfig) -> None:
+    servers = all_servers(config)
+    write_conf(config, servers)
+    mariadb_install(config)
+    sup = Supervisor(config)
+    if sup.is_running():
+        replaced = sup.reload()
+        if replaced:
+            _say(f"configuration changed for: {', '.join(sorted(replaced))}")
+    else:
+        sup.start_daemon()
+    _start(sup, config, infrastructure(config))
+    mariadb_bootstrap(config)
+    _migrate(config)
+    _start_front(sup, config)
+    _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
+         f"race_delay_ms={config.race_delay_ms:g}")
+    _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
+
+
+def reconfigure(config: StackConfig) -> StackConfig:
+    """Bring a running stack in line with ``config`` (strategy, race delay, instances,
+    workers): only the app instances restart, and nginx reloads its upstream."""
+    sup = Supervisor(config)
+    if not sup.is_running():
+        raise StackError("the stack is not running: `make up` first")
+    write_conf(config, all_servers(config))
+    sup.reload()
+    _start_front(sup, config)
+    _say(f"apps now: strategy={config.strategy} instances={config.instances} "
+         f"workers={config.workers} race_delay_ms={config.race_delay_ms:g}")
+    return config
+
+
+def down(config: StackConfig) -> None:
+    sup = Supervisor(config)
+    if sup.daemon_pid() is None:
+        _say("not running")
+        return
+    stopped = sup.shutdown()
+    _say(f"down: stopped pids {' '.join(map(str, stopped))}")
+
+
+def status(config: StackConfig) -> int:
+    sup = Supervisor(config)
+    if not sup.is_running():
+        _say("not running")
+        return 3
+    print(f"{'server':<11} {'state':<9} {'pid':>7}  {'port':>5}  {'uptime':>8}  health")
+    servers = {s.name: s for s in all_servers(config)}
+    healthy = True
+    for proc in sup.processes():
+        server = servers.get(proc["name"])
+        health = "-"
+        if server is not None and proc["statename"] == "RUNNING":
+            try:
+                server.probe()
+                health = "ok"
+            except Exception as e:
+                health, healthy = f"{type(e).__name__}: {e}", False
+        uptime = proc["now"] - proc["start"] if proc["statename"] == "RUNNING" else 0
+        print(f"{proc['name']:<11} {proc['statename']:<9} {proc['pid'] or '-':>7}  "
+              f"{server.port if server else '':>5}  {uptime:>7}s  {health}")
+    print(f"\n{config.base_url}/   admin token: {config.admin_token_file}")
+    return 0 if healthy else 1
+
+
+def run(config: StackConfig, command: list[str]) -> int:
+    """Run ``command`` against the stack, bringing it up and down around it if needed."""
+    ours = not Supervisor(config).is_running()
+    try:
+        up(config)
+        return subprocess.call(command)
+    finally:
+        if ours:
+            down(config)
+
+
