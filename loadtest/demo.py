@@ -51,14 +51,19 @@ def table(rows: list[Row]) -> str:
             "yes" if a["consistent"] else "NO", f"{r.seconds:.2f}",
         ])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    fmt = lambda line: "| " + " | ".join(c.rjust(w) if i else c.ljust(w)  # noqa: E731
-                                        for i, (c, w) in enumerate(zip(line, widths))) + " |"
+
+    def fmt(line: list[str]) -> str:  # first column left-aligned, figures right-aligned
+        cells = (c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+        return "| " + " | ".join(cells) + " |"
+
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([fmt(lines[0]), rule, *(fmt(line) for line in lines[1:])])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--stock", type=int, default=50)
     parser.add_argument("--attempts", type=int, default=400)

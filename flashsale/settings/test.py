@@ -1,13 +1,13 @@
 """Test settings: base, with only what the suite needs changed.
 
-pytest-django creates ``test_<dbname>`` on the stack's MariaDB; Redis keys get
-their own prefix so the suite never touches the running stack's flags.
+pytest-django creates ``test_<dbname>`` on the stack's MariaDB; the suite's Redis
+keys live in their own database (1), so clearing them never touches the stack's.
 """
 
 from .base import *  # noqa: F403
-from .base import CACHES
+from .base import CACHES, REDIS_PORT, env
 
-CACHES["default"]["KEY_PREFIX"] = "flashsale-test"
+CACHES["default"]["LOCATION"] = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/1")
 FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"
 FLASHSALE_RACE_DELAY_MS = 0.0

@@ -1,0 +1,55 @@
+# flashsale — every command a user needs. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: help install install-test up down status demo test lint clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $(VENV)/.runtime $@
+
+install:  ## Debian packages (servers, headers) and the virtualenv, whatever is missing
+	scripts/install-system-packages.sh
+	$(MAKE) --no-print-directory $(VENV)/.runtime
+
+install-test:
+	scripts/install-system-packages.sh --test
+	$(MAKE) --no-print-directory $(VENV)/.dev
+
+up: install  ## start the stack: MariaDB, Redis, ZooKeeper, INSTANCES x gunicorn, nginx on :8080
+	$(PY) -m stack up
+
+down:  ## stop exactly the processes `up` started, by PID
+	@if [ -x $(PY) ]; then $(PY) -m stack down; else echo "not running"; fi
+
+status:  ## state, PID and health of each server
+	$(PY) -m stack status
+
+demo: up  ## the same burst through nginx under each strategy, and the oversell table
+	$(PY) -m loadtest.demo
+	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ ; 'make down' stops it."
+
+lint: install-test  ## ruff
+	$(VENV)/bin/ruff check .
+
+test: install-test  ## lint, then the whole suite against a stack it starts (and stops) itself
+	$(VENV)/bin/ruff check .
+	$(PY) -m stack run -- $(PY) -m pytest $(PYTEST_ARGS)
+
+clean: down  ## remove runtime state (.run/): databases, logs, generated configs
+	rm -rf .run

@@ -1,0 +1,24 @@
+import pytest
+from django.test import override_settings
+
+
+@pytest.mark.django_db
+def test_healthz_reports_each_backend(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"instance": "test", "strategy": "atomic", "database": "ok",
+                               "redis": "ok", "zookeeper": "ok"}
+
+
+@pytest.mark.django_db
+@override_settings(ZOOKEEPER_HOSTS="127.0.0.1:1")
+def test_healthz_names_the_backend_that_is_down(client):
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["database"] == "ok" and body["redis"] == "ok"
+    assert body["zookeeper"].startswith("ConnectionRefusedError")
+
+
+def test_ping_touches_no_backend(client):
+    assert client.get("/api/ping").json() == {"instance": "test"}

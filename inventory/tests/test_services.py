@@ -1,0 +1,117 @@
+import threading
+
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+
+from flashsale.errors import SoldOut
+from flashsale.strategies import Deduction
+from inventory.models import Stock, StockFlow
+from inventory.selectors import stock_audit
+from inventory.services import product_reset, stock_deduct
+
+
+def deduct(product, quantity, flag, deduction):
+    with transaction.atomic():
+        return stock_deduct(product=product, quantity=quantity, operation_flag=flag,
+                            order_reference=flag, deduction=deduction)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deduction", list(Deduction))
+def test_deduct_writes_stock_and_one_flow_row(product_factory, deduction):
+    product = product_factory(stock=10)
+    assert deduct(product, 3, "op-1", deduction) == 7
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.initial_quantity, stock.version) == (7, 10, 1)
+    flow = StockFlow.objects.get(operation_flag="op-1")
+    assert (flow.quantity, flow.quantity_before, flow.quantity_after) == (3, 10, 7)
+    assert flow.instance == "test"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deduction", list(Deduction))
+def test_sold_out_writes_nothing(product_factory, deduction):
+    product = product_factory(stock=2)
+    with pytest.raises(SoldOut) as caught:
+        deduct(product, 3, "op-1", deduction)
+    assert caught.value.extra == {"sku": product.sku, "requested": 3, "remaining": 2}
+    assert Stock.objects.get(product=product).quantity == 2
+    assert not StockFlow.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deduction", list(Deduction))
+def test_the_same_operation_flag_cannot_be_recorded_twice(product_factory, deduction):
+    from django.db import IntegrityError
+
+    product = product_factory(stock=10)
+    deduct(product, 1, "op-1", deduction)
+    with pytest.raises(IntegrityError):
+        deduct(product, 1, "op-1", deduction)
+    assert Stock.objects.get(product=product).quantity == 9  # the second rolled back whole
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deduct_outside_a_transaction_is_refused(product_factory):
+    product = product_factory()
+    with pytest.raises(RuntimeError, match="transaction.atomic"):
+        stock_deduct(product=product, quantity=1, operation_flag="x", order_reference="x",
+                     deduction=Deduction.READ_MODIFY_WRITE)
+
+
+@pytest.mark.django_db
+def test_reset_restores_stock_clears_ledger_and_renames(product_factory):
+    product = product_factory(sku="sku-r", stock=5, name="Old")
+    deduct(product, 2, "op-1", Deduction.CONDITIONAL_UPDATE)
+    product = product_reset(sku="sku-r", stock=8, name="New")
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.initial_quantity, stock.version) == (8, 8, 0)
+    assert product.name == "New"
+    assert not StockFlow.objects.filter(product=product).exists()
+
+
+def _two_buyers_at_once(product, deduction) -> list[BaseException]:
+    """Two transactions deduct 1 each, released together by a barrier."""
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def buyer(n: int) -> None:
+        try:
+            barrier.wait()
+            deduct(product, 1, f"op-{n}", deduction)
+        except BaseException as e:  # surfaced by the assertion below
+            errors.append(e)
+        finally:
+            connection.close()  # this thread's connection
+
+    threads = [threading.Thread(target=buyer, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+# 300 ms between the read and the write: both buyers read before either writes,
+# unless a thread starts 300 ms late, which is what makes the lost update certain.
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
+    product = product_factory(stock=10)
+    assert _two_buyers_at_once(product, Deduction.READ_MODIFY_WRITE) == []
+    audit = stock_audit(product=product, ordered_quantity=2, order_references=["op-0", "op-1"])
+    assert audit.remaining == 9  # two sold, one taken off: the second write overwrote the first
+    assert audit.lost_updates == 1 and not audit.consistent
+    befores = StockFlow.objects.filter(product=product).values_list("quantity_before", flat=True)
+    assert list(befores) == [10, 10]  # both writers read the same stock
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
+    product = product_factory(stock=10)
+    assert _two_buyers_at_once(product, Deduction.CONDITIONAL_UPDATE) == []
+    audit = stock_audit(product=product, ordered_quantity=2, order_references=["op-0", "op-1"])
+    assert audit.remaining == 8
+    assert audit.lost_updates == 0 and audit.consistent

@@ -1,0 +1,239 @@
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from inventory.models import Stock, StockFlow
+from orders.models import Order
+
+ORDER = {"sku": "sku-1", "quantity": 2, "user_id": "u1"}
+
+
+@pytest.fixture
+def api():
+    return APIClient()
+
+
+@pytest.fixture
+def product(product_factory):
+    return product_factory(sku="sku-1", stock=10, name="Phone")
+
+
+def post_order(api, body=ORDER, key="k1", raw=None, content_type="application/json"):
+    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
+    data = raw if raw is not None else json.dumps(body)
+    return api.post("/api/orders", data=data, content_type=content_type, **headers)
+
+
+def nothing_written(product) -> bool:
+    return (not Order.objects.exists() and not StockFlow.objects.exists()
+            and Stock.objects.get(product=product).quantity == 10)
+
+
+@pytest.mark.django_db
+def test_order_created(api, product):
+    response = post_order(api)
+    assert response.status_code == 201
+    body = response.json()
+    assert body == {"order_id": body["order_id"], "sku": "sku-1", "quantity": 2, "remaining": 8,
+                    "strategy": "atomic", "instance": "test"}
+    assert "Idempotent-Replayed" not in response.headers
+
+
+@pytest.mark.django_db
+def test_replay_is_200_with_the_same_body_and_header(api, product):
+    first = post_order(api)
+    second = post_order(api)
+    assert second.status_code == 200
+    assert second.json() == first.json()
+    assert second.headers["Idempotent-Replayed"] == "true"
+    assert Order.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_conflicting_reuse_of_a_key_is_409(api, product):
+    post_order(api)
+    response = post_order(api, body={**ORDER, "quantity": 1})
+    assert response.status_code == 409
+    assert response.json()["error"] == "idempotency_conflict"
+
+
+@pytest.mark.django_db
+def test_sold_out_is_409(api, product_factory):
+    product_factory(sku="sku-1", stock=1)
+    response = post_order(api)
+    assert response.status_code == 409
+    assert response.json() == {"error": "sold_out", "message": "sku-1: 2 requested, 1 left",
+                               "sku": "sku-1", "requested": 2, "remaining": 1}
+
+
+@pytest.mark.django_db
+def test_unknown_sku_is_404(api, product):
+    response = post_order(api, body={**ORDER, "sku": "nope"})
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert nothing_written(product)
+
+
+BAD_ORDERS = {
+    "malformed json": dict(raw="{not json"),
+    "json array": dict(raw="[1, 2]"),
+    "missing sku": dict(body={"quantity": 1, "user_id": "u1"}),
+    "missing quantity": dict(body={"sku": "sku-1", "user_id": "u1"}),
+    "missing user_id": dict(body={"sku": "sku-1", "quantity": 1}),
+    "quantity zero": dict(body={**ORDER, "quantity": 0}),
+    "quantity negative": dict(body={**ORDER, "quantity": -3}),
+    "quantity above the per-order maximum": dict(body={**ORDER, "quantity": 6}),
+    "quantity not a number": dict(body={**ORDER, "quantity": "two"}),
+    "quantity fractional": dict(body={**ORDER, "quantity": 1.5}),
+    "quantity boolean": dict(body={**ORDER, "quantity": True}),
+    "sku too long": dict(body={**ORDER, "sku": "s" * 65}),
+    "user_id too long": dict(body={**ORDER, "user_id": "u" * 65}),
+    "empty user_id": dict(body={**ORDER, "user_id": ""}),
+    "idempotency key too long": dict(key="k" * 129),
+    "idempotency key with spaces": dict(key="two words"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", BAD_ORDERS.values(), ids=BAD_ORDERS.keys())
+def test_bad_input_is_400_and_writes_nothing(api, product, case):
+    response = post_order(api, **case)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid"
+    assert response.json()["message"]
+    assert nothing_written(product)
+
+
+@pytest.mark.django_db
+def test_form_encoded_body_is_415_json_error(api, product):
+    response = api.post("/api/orders", data="sku=sku-1", content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415
+    assert response.json()["error"] == "unsupported_media_type"
+    assert nothing_written(product)
+
+
+@pytest.mark.django_db
+def test_get_on_orders_is_405_json_error(api):
+    response = api.get("/api/orders")
+    assert response.status_code == 405
+    assert response.json()["error"] == "method_not_allowed"
+
+
+@pytest.mark.django_db
+def test_product_detail_and_audit(api, product):
+    post_order(api)
+    assert api.get("/api/products/sku-1").json() == {
+        "sku": "sku-1", "name": "Phone", "stock": 8, "initial_stock": 10}
+    audit = api.get("/api/products/sku-1/audit").json()
+    assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
+                     "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
+                     "lost_updates": 0, "consistent": True}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/products/nope", "/api/products/nope/audit"])
+def test_unknown_product_is_404(api, path):
+    response = api.get(path)
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+def test_unknown_url_is_a_json_404(api):
+    response = api.get("/api/nothing/here")
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+# --- reset: the admin API -------------------------------------------------------------
+
+RESET = "/api/admin/products/sku-1/reset"
+
+
+@pytest.mark.django_db
+def test_reset_with_the_admin_token(api, product):
+    post_order(api)
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    response = api.post(RESET, {"stock": 4, "name": "Tablet"}, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"sku": "sku-1", "name": "Tablet", "stock": 4, "initial_stock": 4}
+    assert not Order.objects.exists() and not StockFlow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_reset_creates_an_unknown_product(api):
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    response = api.post("/api/admin/products/new-1/reset", {"stock": 3}, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"sku": "new-1", "name": "new-1", "stock": 3, "initial_stock": 3}
+
+
+@pytest.mark.django_db
+def test_reset_with_a_staff_session(api, product):
+    api.force_login(User.objects.create_user("op", is_staff=True))
+    assert api.post(RESET, {"stock": 4}, format="json").status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("auth, status, error", [
+    (None, 401, "not_authenticated"),
+    ("Token wrong", 401, "authentication_failed"),
+    ("Token", 401, "authentication_failed"),
+    ("Bearer test-admin-token", 401, "not_authenticated"),
+])
+def test_reset_without_valid_credentials_is_401(api, product, auth, status, error):
+    if auth:
+        api.credentials(HTTP_AUTHORIZATION=auth)
+    response = api.post(RESET, {"stock": 4}, format="json")
+    assert response.status_code == status
+    assert response.json()["error"] == error
+    assert response.headers["WWW-Authenticate"] == "Token"
+    assert Stock.objects.get(product=product).quantity == 10
+
+
+@pytest.mark.django_db
+def test_reset_by_a_non_staff_session_is_403(api, product):
+    api.force_login(User.objects.create_user("buyer"))
+    response = api.post(RESET, {"stock": 4}, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"] == "permission_denied"
+    assert Stock.objects.get(product=product).quantity == 10
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("body", [{}, {"stock": -1}, {"stock": "many"}, {"stock": 5, "name": "n" * 201}])
+def test_reset_with_bad_input_is_400_and_changes_nothing(api, product, body):
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    response = api.post(RESET, body, format="json")
+    assert response.status_code == 400 and response.json()["error"] == "invalid"
+    assert Stock.objects.get(product=product).quantity == 10
+
+
+@pytest.mark.django_db
+def test_reset_with_an_over_long_sku_is_400(api):
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    response = api.post(f"/api/admin/products/{'s' * 65}/reset", {"stock": 1}, format="json")
+    assert response.status_code == 400
+    assert not Stock.objects.exists()
+
+
+# --- schema, page ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_openapi_schema_describes_the_contract(api):
+    response = api.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    paths = json.loads(response.content)["paths"]
+    assert {"/api/orders", "/api/products/{sku}", "/api/products/{sku}/audit",
+            "/api/admin/products/{sku}/reset"} <= set(paths)
+    assert "201" in paths["/api/orders"]["post"]["responses"]
+
+
+@pytest.mark.django_db
+def test_page_renders_product_strategy_and_csrf(client, product):
+    response = client.get("/?sku=sku-1")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<script id="sku-data" type="application/json">"sku-1"</script>' in html
+    assert "csrfmiddlewaretoken" in html and "atomic" in html
+    assert "csrftoken" in response.cookies

@@ -1,0 +1,183 @@
+import threading
+
+import pytest
+from django.core.cache import cache
+from django.db import transaction
+from django.test import override_settings
+
+from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
+from inventory.models import Stock, StockFlow
+from locking import BaseLock, BaseLockBackend, get_lock
+from orders.idempotency import flag_claim
+from orders.models import Order
+from orders.services import order_create, sale_reset
+
+
+def counts() -> tuple[int, int]:
+    return Order.objects.count(), StockFlow.objects.count()
+
+
+@pytest.fixture
+def product(product_factory):
+    return product_factory(sku="sku-1", stock=10)
+
+
+@pytest.mark.django_db
+def test_order_deducts_and_links_one_flow_row(product):
+    result = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    assert not result.replayed and result.remaining == 8
+    order = result.order
+    assert (order.quantity, order.user_id, order.strategy, order.instance) == (2, "u1", "atomic", "test")
+    flow = StockFlow.objects.get(operation_flag="k1")
+    assert flow.order_reference == str(order.pk) and flow.quantity == 2
+    assert Stock.objects.get(product=product).quantity == 8
+
+
+@pytest.mark.django_db
+def test_replayed_key_returns_the_original_order_once(product):
+    first = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    order_create(sku="sku-1", quantity=1, user_id="u2", idempotency_key="k2")
+    again = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    assert again.replayed
+    assert again.order.pk == first.order.pk
+    assert again.remaining == first.remaining == 8  # the original answer, not today's stock
+    assert counts() == (2, 2)
+    assert Stock.objects.get(product=product).quantity == 7
+
+
+@pytest.mark.django_db
+def test_replay_after_the_redis_flag_is_lost_is_caught_by_the_unique_key(product):
+    first = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    cache.clear()  # Redis flushed or the flag expired: only the database remembers
+    again = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    assert again.replayed and again.order.pk == first.order.pk
+    assert counts() == (1, 1)
+    assert Stock.objects.get(product=product).quantity == 8
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change", [{"quantity": 3}, {"user_id": "u2"}])
+def test_key_reused_for_a_different_request_conflicts(product, change):
+    order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    with pytest.raises(IdempotencyConflict):
+        order_create(**{"sku": "sku-1", "quantity": 2, "user_id": "u1", **change}, idempotency_key="k1")
+    assert counts() == (1, 1)
+
+
+@pytest.mark.django_db
+def test_key_still_in_flight_elsewhere_is_busy(product):
+    flag_claim(key="k1", fingerprint=_fingerprint_of(sku="sku-1", quantity=1, user_id="u1"))
+    with pytest.raises(Busy) as caught:
+        order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert caught.value.headers["Retry-After"] == "1"
+    assert counts() == (0, 0)
+
+
+def _fingerprint_of(**request):
+    from orders.services import _fingerprint
+
+    return _fingerprint(**request)
+
+
+@pytest.mark.django_db
+def test_sold_out_writes_nothing_and_frees_the_key_for_a_retry(product_factory):
+    product_factory(sku="sku-1", stock=1)
+    with pytest.raises(SoldOut):
+        order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    assert counts() == (0, 0)
+    sale_reset(sku="sku-1", stock=5)
+    assert not order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1").replayed
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("quantity", [0, -1, 6])
+def test_quantity_out_of_range_is_invalid(product, quantity):
+    with pytest.raises(InvalidInput):
+        order_create(sku="sku-1", quantity=quantity, user_id="u1")
+    assert counts() == (0, 0)
+
+
+@pytest.mark.django_db
+def test_unknown_sku_is_not_found():
+    with pytest.raises(NotFound):
+        order_create(sku="nope", quantity=1, user_id="u1")
+    assert counts() == (0, 0)
+
+
+@pytest.mark.django_db
+def test_orders_without_a_key_are_each_their_own_operation(product):
+    order_create(sku="sku-1", quantity=1, user_id="u1")
+    order_create(sku="sku-1", quantity=1, user_id="u1")
+    assert counts() == (2, 2)
+
+
+@pytest.mark.django_db
+def test_sale_reset_clears_orders_ledger_and_flags(product):
+    order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    sale_reset(sku="sku-1", stock=3)
+    assert counts() == (0, 0)
+    assert Stock.objects.get(product=product).quantity == 3
+    # The key is free again: a new purchase, not a replay of a deleted order.
+    assert not order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1").replayed
+
+
+LOCAL_FAST = {"local": {"BACKEND": "locking.backends.local.LocalLockBackend",
+                        "OPTIONS": {"wait_timeout": 0.1}}}
+
+
+@pytest.mark.django_db
+@override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
+def test_lock_not_had_in_time_is_busy_and_writes_nothing(product):
+    held = threading.Event()
+    done = threading.Event()
+
+    def holder():
+        with get_lock("stock:sku-1", alias="local"):
+            held.set()
+            done.wait(5)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(5)
+    try:
+        with pytest.raises(Busy) as caught:
+            order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    finally:
+        done.set()
+        t.join()
+    assert caught.value.extra == {"strategy": "local"}
+    assert counts() == (0, 0)
+    # The failed attempt gave its key back.
+    assert not order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1").replayed
+
+
+class RecordingLock(BaseLock):
+    """Records, at release, whether the purchase's transaction had committed."""
+
+    events: list[str] = []
+
+    def do_acquire(self, *, blocking, timeout):
+        self.events.append("acquire")
+        return True
+
+    def do_release(self):
+        committed = not transaction.get_connection().in_atomic_block
+        self.events.append("release after commit" if committed else "release inside transaction")
+
+    def locked(self):
+        return False
+
+
+class RecordingBackend(BaseLockBackend):
+    lock_class = RecordingLock
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}})
+def test_the_lock_is_released_only_after_commit(product_factory):
+    product_factory(sku="sku-1", stock=1)
+    RecordingLock.events.clear()
+    order_create(sku="sku-1", quantity=1, user_id="u1")
+    with pytest.raises(SoldOut):
+        order_create(sku="sku-1", quantity=1, user_id="u1")
+    assert RecordingLock.events == ["acquire", "release after commit", "acquire", "release after commit"]

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages the stack runs on, only those missing.
+#   scripts/install-system-packages.sh          servers and build headers (make demo)
+#   scripts/install-system-packages.sh --test   also chromium, for the browser test
+set -euo pipefail
+
+packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config)
+[ "${1:-}" = "--test" ] && packages+=(chromium)
+
+# A Python without venv/ensurepip or its headers (Debian's own python3) needs these
+# to build the virtualenv and compile mysqlclient.
+python3 - <<'PY' 2>/dev/null || packages+=(python3-venv python3-dev)
+import ensurepip, os, sysconfig, venv
+assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+PY
+command -v gcc >/dev/null || packages+=(build-essential)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system packages: all present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# Debian's packages would start their servers on install where an init system
+# runs; the stack starts its own on loopback ports, so say no to that.
+$sudo env RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "system packages: installed ${missing[*]}"
