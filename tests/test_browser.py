@@ -1,0 +1,50 @@
+"""The page in a real browser (Debian's chromium, driven by Playwright) against the
+running stack through nginx: it shows the product, buys, and a retry is a replay."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def page():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
+def test_buy_from_the_page_and_retry_is_a_replay(stack_apps, stack_config, page):
+    client = stack_apps()  # the stack as it was started
+    client.reset("browser-1", 3, name="Browser phone")
+    page.goto(f"{stack_config.base_url}/?sku=browser-1")
+    expect(page.locator("#stock")).to_have_text("3")
+    expect(page.locator("#name")).to_have_text("Browser phone (browser-1)")
+
+    page.fill("#quantity", "2")
+    page.click("#buy-button")
+    first = page.locator("#log li").first
+    expect(first).to_contain_text("201 order")
+    expect(first).to_contain_text("1 left")
+    expect(page.locator("#stock")).to_have_text("1")
+
+    page.click("#retry")
+    expect(page.locator("#log li").first).to_contain_text("(replayed)")
+    page.click("#buy-button")  # 2 more than the 1 left
+    expect(page.locator("#log li").first).to_contain_text("409 sold_out")
+
+    expect(page.locator('#audit td[data-k="orders"]')).to_have_text("1")
+    expect(page.locator('#audit td[data-k="consistent"]')).to_have_text("yes")
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "page.png"), full_page=True)
+
+    audit = client.audit("browser-1")
+    assert (audit["orders"], audit["remaining"], audit["consistent"]) == (1, 1, True)

@@ -1,0 +1,78 @@
+"""Concurrent purchases through nginx on real instances: oversell with the weak
+strategies, none with the fix.
+
+The race is widened on purpose: 20 ms between reading the stock and writing it,
+32 buyers released at once. Without protection nearly every pair of overlapping
+purchases loses an update, so "no lost update at all" would take hundreds of
+sections never overlapping: if these ever flake, widen the delay, never loosen
+the assertions.
+"""
+
+import concurrent.futures
+import uuid
+
+import pytest
+
+from loadtest.burst import burst
+
+pytestmark = pytest.mark.e2e
+
+RACE = dict(race_delay_ms=20.0)
+STOCK, ATTEMPTS, BUYERS = 20, 200, 32
+
+
+def sale(client, sku: str) -> dict:
+    client.reset(sku, STOCK)
+    result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS)
+    assert result.errors == 0, result.statuses  # every answer was 201, 409 or 503
+    audit = client.audit(sku)
+    assert audit["orders"] == result.created
+    return audit
+
+
+def test_none_on_two_instances_oversells(stack_apps):
+    audit = sale(stack_apps(strategy="none", instances=2, **RACE), "e2e-none")
+    assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
+    assert not audit["consistent"]
+
+
+def test_local_lock_on_two_instances_oversells(stack_apps):
+    audit = sale(stack_apps(strategy="local", instances=2, **RACE), "e2e-local-2")
+    assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
+    assert not audit["consistent"]
+
+
+def test_local_lock_in_one_process_is_correct(stack_apps):
+    audit = sale(stack_apps(strategy="local", instances=1, workers=1, **RACE), "e2e-local-1")
+    assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
+    assert audit["remaining"] == 0 and audit["orders"] == STOCK
+
+
+def test_atomic_on_two_instances_is_correct(stack_apps):
+    audit = sale(stack_apps(strategy="atomic", instances=2, **RACE), "e2e-atomic")
+    assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
+    assert audit["remaining"] == 0 and audit["orders"] == STOCK
+
+
+def test_one_key_sent_many_times_at_once_counts_once(stack_apps):
+    client = stack_apps(strategy="atomic", instances=2, **RACE)
+    client.reset("e2e-retry", STOCK)
+    key = uuid.uuid4().hex
+
+    def send(_):
+        from loadtest.client import FlashsaleClient
+
+        return FlashsaleClient(client.base_url).order("e2e-retry", 1, "retrying-buyer", key=key)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        responses = list(pool.map(send, range(16)))
+    statuses = sorted(r.status_code for r in responses)
+    # One request does the work; the rest are replays (200) or told it is in flight (503).
+    assert statuses.count(201) == 1 and set(statuses) <= {200, 201, 503}, statuses
+    created = next(r.json() for r in responses if r.status_code == 201)
+    assert all(r.json() == created for r in responses if r.status_code == 200)
+    audit = client.audit("e2e-retry")
+    assert (audit["orders"], audit["flow_rows"], audit["remaining"]) == (1, 1, STOCK - 1)
+    # And once it is done, a late retry is a replay.
+    late = client.order("e2e-retry", 1, "retrying-buyer", key=key)
+    assert late.status_code == 200 and late.json() == created
