@@ -5,8 +5,9 @@ strategy, and a table of what each did to the stock.
                             [--attempts 400] [--concurrency 32] [--race-delay-ms 5]
 
 Each strategy gets its own product (``burst-<strategy>``), left as it ended, so
-``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards. The stack is
-left running with the strategy it had before.
+``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards; ``demo-1`` is
+seeded with 100 units for the browser page. The stack is left running with the
+strategy it had before.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from stack.control import reconfigure
 
 from .burst import BurstResult, burst
 from .client import FlashsaleClient
+
+PAGE_SKU = "demo-1"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
           f"stock {args.stock}, {config.instances} instances behind nginx, "
           f"race delay {args.race_delay_ms:g} ms\n", flush=True)
+    client.reset(PAGE_SKU, 100, name="Demo phone")  # what the browser page shows
     rows = []
     try:
         for strategy in strategies:
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
     broken = [row.strategy for row in rows
               if strategy_get(row.strategy).claims_correct and not row.audit["consistent"]]
-    print(f"\nEach product is still there to inspect: {config.base_url}/?sku=burst-<strategy>")
+    print(f"\nBuy from the browser: {config.base_url}/ (sku {PAGE_SKU}, 100 in stock). "
+          f"Each burst's product is still there: {config.base_url}/?sku=burst-<strategy>")
     if broken:
         print(f"FAIL: {', '.join(broken)} claim correctness but oversold or lost updates",
               file=sys.stderr)
