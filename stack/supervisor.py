@@ -146,7 +146,7 @@ class Supervisor:
         self.rpc.shutdown()
         deadline = time.monotonic() + timeout
         for pid in [*children, daemon]:
-            while _alive(pid):
+            while pid_alive(pid):
                 if time.monotonic() > deadline:
                     raise StackError(f"process {pid} is still running after shutdown")
                 time.sleep(0.1)
@@ -185,11 +185,11 @@ class Supervisor:
         return set(added + changed)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    # Signal 0 checks existence only. supervisord daemonizes, so neither it nor its
+    # children are ours: none can linger as our zombie and look alive.
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie child of ours would count as alive; supervisord is not our child
-    # once daemonized, and its children are not ours at all.
     return True

@@ -12,7 +12,7 @@ import pytest
 
 from stack.config import ROOT, StackConfig
 from stack.servers import port_in_use
-from stack.supervisor import Supervisor
+from stack.supervisor import Supervisor, pid_alive
 
 PORTS = {"MYSQL_PORT": "3410", "REDIS_PORT": "6490", "ZK_PORT": "2290",
          "NGINX_PORT": "8180", "APP_PORT": "8101"}
@@ -35,14 +35,6 @@ def config_for(run_dir: Path) -> StackConfig:
         os.environ.update(saved)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.fixture
 def run_dir(tmp_path):
     yield tmp_path
@@ -61,11 +53,11 @@ def test_up_status_down_leaves_no_process_and_no_port(run_dir):
 
     sup = Supervisor(config_for(run_dir))
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
-    assert len(pids) == 6 and all(alive(pid) for pid in pids)
+    assert len(pids) == 6 and all(pid_alive(pid) for pid in pids)
 
     down = stack(run_dir, "down")
     assert down.returncode == 0, down.stderr
-    assert not [pid for pid in pids if alive(pid)]
+    assert not [pid for pid in pids if pid_alive(pid)]
     assert not [port for port in PORTS.values() if port_in_use(int(port))]
     assert stack(run_dir, "status").returncode == 3  # "not running"
 
