@@ -49,6 +49,20 @@ STRATEGIES: dict[str, StrategySpec] = {
             "oversells across workers and instances",
         ),
         StrategySpec(
+            name="setnx",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="Redis SET NX PX with a per-holder token, polled; Lua compare-and-delete "
+            "release: correct while the holder finishes within the ttl",
+        ),
+        StrategySpec(
+            name="redisson",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="Redisson-style reentrant Redis hash lock with a watchdog-renewed lease "
+            "and pub/sub wake-ups",
+        ),
+        StrategySpec(
             name="atomic",
             deduction=Deduction.CONDITIONAL_UPDATE,
             claims_correct=True,

@@ -150,6 +150,25 @@ LOCKING = {
         "BACKEND": "locking.backends.local.LocalLockBackend",
         "OPTIONS": {"wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
     },
+    "setnx": {
+        "BACKEND": "locking.backends.redis.setnx.SetnxLockBackend",
+        "OPTIONS": {
+            "url": REDIS_URL,
+            "key_prefix": "flashsale:lock:",
+            "ttl_ms": env.int("FLASHSALE_SETNX_TTL_MS", default=10_000),
+            "retry_interval": env.float("FLASHSALE_SETNX_RETRY_MS", default=20) / 1000,
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+        },
+    },
+    "redisson": {
+        "BACKEND": "locking.backends.redis.redisson.RedissonLockBackend",
+        "OPTIONS": {
+            "url": REDIS_URL,
+            "key_prefix": "flashsale:rlock:",
+            "watchdog_timeout_ms": env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=30_000),
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+        },
+    },
 }
 
 # --- REST framework ----------------------------------------------------------------

@@ -5,9 +5,13 @@ keys live in their own database (1), so clearing them never touches the stack's.
 """
 
 from .base import *  # noqa: F403
-from .base import CACHES, REDIS_PORT, env
+from .base import CACHES, LOCKING, REDIS_PORT, env
 
-CACHES["default"]["LOCATION"] = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/1")
+TEST_REDIS_URL = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/1")
+CACHES["default"]["LOCATION"] = TEST_REDIS_URL
+for _alias in LOCKING.values():
+    if "url" in _alias.get("OPTIONS", {}):
+        _alias["OPTIONS"]["url"] = TEST_REDIS_URL
 FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"
 FLASHSALE_RACE_DELAY_MS = 0.0

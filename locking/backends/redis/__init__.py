@@ -1,0 +1,6 @@
+"""Redis locks: ``setnx`` (SET NX PX with a per-holder token) and ``redisson`` (a
+reentrant hash lock with a watchdog and pub/sub wake-ups, after Redisson's RLock).
+
+Both are as safe as one Redis master is: if the master fails over before the lock
+key reached the replica, a second client can take the same lock (scenario S10).
+"""

@@ -1,0 +1,45 @@
+"""What the Redis backends share: one client (connection pool) per backend and the
+Lua scripts, read once from the ``.lua`` files beside this module."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from ...base import BaseLockBackend
+
+LUA_DIR = Path(__file__).resolve().parent
+
+
+@cache
+def lua(name: str) -> str:
+    return (LUA_DIR / f"{name}.lua").read_text()
+
+
+class RedisLockBackend(BaseLockBackend):
+    """
+    OPTIONS: ``url`` (redis://host:port/db), ``key_prefix`` (default
+    ``"lock:"``), plus each lock class's own options.
+    """
+
+    scripts: tuple[str, ...] = ()
+
+    def __init__(self, alias: str, options: dict[str, Any]):
+        super().__init__(alias, options)
+        url = self.options.pop("url", "redis://127.0.0.1:6379/0")
+        self.key_prefix = self.options.pop("key_prefix", "lock:")
+        # redis-py's pool notices a fork and reconnects in the child, so one client
+        # per backend serves every gunicorn worker forked after it.
+        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
+                                           health_check_interval=30)
+        # register_script runs EVALSHA and falls back to loading the script (SCRIPT
+        # LOAD) when the server does not know it yet, e.g. after a restart.
+        self.script: dict[str, Script] = {name: self.client.register_script(lua(name))
+                                          for name in self.scripts}
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,172 @@
+"""``redisson``: Redisson's RLock on redis-py (seeds 000 and 001).
+
+The lock is a hash ``{holder: hold count}`` where a holder is
+``<process id>:<thread id>``, so the same thread may re-enter it and must release as
+often as it acquired (scenario S8).
+
+Failure semantics:
+
+- Without an explicit ``lease_ms`` the lock's TTL is ``watchdog_timeout_ms`` (30 s)
+  and a watchdog thread renews it every third of that while this process holds it:
+  a slow holder keeps the lock, a dead process loses it within one timeout.
+- With ``lease_ms`` there is no watchdog: the lock expires after the lease however
+  long the holder works; its release then raises :class:`LockNotOwnedError`.
+- Waiters subscribe to the lock's channel and sleep until a release message or
+  the lock's TTL, whichever is first, then try again: no fixed-interval polling.
+- A release lost on the wire is retried once with the same request id; the unlock
+  latch makes the retry answer as the first attempt did instead of releasing twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+import redis
+
+from ...base import BaseLock
+from ...exceptions import LockNotOwnedError
+from .base import RedisLockBackend
+from .wakeups import Wakeups
+from .watchdog import Watchdog
+
+UNLOCK_MESSAGE = "0"
+# Long enough for a retried release to find the first one's answer.
+UNLOCK_LATCH_MS = 10_000
+
+_process_id = uuid.uuid4().hex[:12]
+
+
+def _new_process_id() -> None:
+    global _process_id
+    _process_id = uuid.uuid4().hex[:12]
+
+
+# Forked workers must not share holder names, or one could release (and re-enter)
+# another's lock. The hook runs in the child before any of its threads exist; a
+# lazy "pid changed?" check would race between a new process's first threads.
+os.register_at_fork(after_in_child=_new_process_id)
+
+
+def process_id() -> str:
+    """A random id for this process (a new one after a fork)."""
+    return _process_id
+
+
+class RedissonLock(BaseLock):
+    def __init__(self, name: str, *, backend: RedissonLockBackend, lease_ms: int | None = None,
+                 wait_timeout: float | None = None):
+        super().__init__(name, wait_timeout=wait_timeout)
+        self.backend = backend
+        self.lease_ms = None if lease_ms is None else int(lease_ms)
+        # {name} is a hash tag: the key, channel and latches land in one cluster slot.
+        prefix = backend.key_prefix
+        self.key = f"{prefix}{{{name}}}"
+        self.channel = f"{prefix}channel:{{{name}}}"
+        self._latch_prefix = f"{prefix}unlock_latch:{{{name}}}:"
+
+    # --- holder and lease --------------------------------------------------------
+
+    @staticmethod
+    def holder() -> str:
+        return f"{process_id()}:{threading.get_ident()}"
+
+    @property
+    def _lease(self) -> int:
+        return self.lease_ms if self.lease_ms is not None else self.backend.watchdog.timeout_ms
+
+    def _try_acquire(self, holder: str) -> int | None:
+        """One attempt: None if acquired, else the lock's remaining TTL in ms."""
+        ttl = self.backend.script["redisson_acquire"](keys=[self.key], args=[self._lease, holder])
+        if ttl is None and self.lease_ms is None:
+            self.backend.watchdog.watch(self.key, holder)
+        return ttl
+
+    # --- protocol ---------------------------------------------------------------------
+
+    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
+        holder = self.holder()
+        if self._try_acquire(holder) is None:
+            return True
+        if not blocking:
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Subscribe first, then try again: a release between the failed attempt
+        # and the subscription would otherwise go unheard.
+        with self.backend.wakeups.subscribed(self.channel) as sub:
+            while True:
+                ttl = self._try_acquire(holder)
+                if ttl is None:
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                # ttl -1 would be a key without expiry, set by something else:
+                # look again in a second rather than sleep forever.
+                sleep = ttl / 1000 if ttl >= 0 else 1.0
+                sub.wait(sleep if left is None else min(sleep, left))
+
+    def do_release(self) -> None:
+        holder = self.holder()
+        latch = f"{self._latch_prefix}{uuid.uuid4().hex}"
+        release = self.backend.script["redisson_release"]
+        args = [UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS]
+        try:
+            result = release(keys=[self.key, self.channel, latch], args=args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            # The reply may be what was lost, not the release: the latch tells.
+            result = release(keys=[self.key, self.channel, latch], args=args)
+        if result is None:
+            raise LockNotOwnedError("lock is not held by this thread (expired, released, or "
+                                    "never acquired)", lock_name=self.name)
+        if result == 1:
+            self.backend.watchdog.unwatch(self.key, holder)
+
+    def locked(self) -> bool:
+        return bool(self.backend.client.exists(self.key))
+
+    # --- Redisson's extras ------------------------------------------------------------
+
+    def owned(self) -> bool:
+        """Held by this thread."""
+        return bool(self.backend.client.hexists(self.key, self.holder()))
+
+    def hold_count(self) -> int:
+        """How many times this thread holds it (0 when it doesn't)."""
+        count = self.backend.client.hget(self.key, self.holder())
+        return int(count) if count is not None else 0
+
+    def ttl_ms(self) -> int:
+        """The lock's remaining time to live in ms; -2 when free."""
+        return self.backend.client.pttl(self.key)
+
+    def force_release(self) -> bool:
+        """Delete the lock whoever holds it and wake the waiters; True if it was held."""
+        self.backend.watchdog.unwatch(self.key)
+        return bool(self.backend.script["redisson_force_release"](
+            keys=[self.key, self.channel], args=[UNLOCK_MESSAGE]))
+
+
+class RedissonLockBackend(RedisLockBackend):
+    """OPTIONS: ``url``, ``key_prefix``, ``lease_ms`` (None: watchdog),
+    ``watchdog_timeout_ms`` (30000), ``wait_timeout`` seconds."""
+
+    scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release")
+
+    def __init__(self, alias: str, options: dict[str, Any]):
+        options = dict(options)
+        watchdog_timeout_ms = options.pop("watchdog_timeout_ms", 30_000)
+        super().__init__(alias, options)
+        self.watchdog = Watchdog(self.script["redisson_renew"], watchdog_timeout_ms)
+        self.wakeups = Wakeups(self.client, standing_channel=f"{self.key_prefix}wakeups")
+
+    def lock(self, name: str) -> RedissonLock:
+        return RedissonLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)
+
+    def close(self) -> None:
+        self.watchdog.stop()
+        self.wakeups.close()
+        super().close()

@@ -1,0 +1,81 @@
+"""``setnx``: ``SET key token NX PX ttl`` to acquire, a Lua compare-and-delete to
+release (seeds 001 and 003).
+
+Failure semantics: the key expires ``ttl_ms`` after it was taken whether or not the
+holder is done; a holder that runs longer than that shares the critical section
+with the next one (scenario S5; ``redisson``'s watchdog is the fix). Its release
+then finds another token and raises :class:`LockNotOwnedError` without deleting it.
+Waiting is polling: one SET every ``retry_interval`` until ``wait_timeout``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from ...base import BaseLock
+from ...exceptions import LockNotOwnedError
+from .base import RedisLockBackend
+
+
+class SetnxLock(BaseLock):
+    def __init__(self, name: str, *, backend: SetnxLockBackend, ttl_ms: int = 10_000,
+                 retry_interval: float = 0.02, wait_timeout: float | None = None):
+        super().__init__(name, wait_timeout=wait_timeout)
+        self.backend = backend
+        self.key = f"{backend.key_prefix}{name}"
+        self.ttl_ms = int(ttl_ms)
+        self.retry_interval = float(retry_interval)
+        # One token per holder: this lock object in this thread, fresh per acquire.
+        self._local = threading.local()
+
+    @property
+    def token(self) -> str | None:
+        return getattr(self._local, "token", None)
+
+    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
+        token = uuid.uuid4().hex
+        deadline = None if timeout is None else time.monotonic() + timeout
+        client = self.backend.client
+        while True:
+            if client.set(self.key, token, nx=True, px=self.ttl_ms):
+                self._local.token = token
+                return True
+            if not blocking:
+                return False
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(self.retry_interval, left))
+            else:
+                time.sleep(self.retry_interval)
+
+    def do_release(self) -> None:
+        token = self.token
+        if token is None:
+            raise LockNotOwnedError("release of a lock this thread did not acquire", lock_name=self.name)
+        self._local.token = None
+        if not self.backend.script["compare_and_delete"](keys=[self.key], args=[token]):
+            raise LockNotOwnedError(
+                "lock expired and is held by someone else (or no one); nothing deleted",
+                lock_name=self.name,
+            )
+
+    def locked(self) -> bool:
+        return bool(self.backend.client.exists(self.key))
+
+    def owned(self) -> bool:
+        token = self.token
+        return token is not None and self.backend.client.get(self.key) == token.encode()
+
+
+class SetnxLockBackend(RedisLockBackend):
+    """OPTIONS: ``url``, ``key_prefix``, ``ttl_ms`` (10000), ``retry_interval``
+    seconds (0.02), ``wait_timeout`` seconds."""
+
+    scripts = ("compare_and_delete",)
+
+    def lock(self, name: str) -> SetnxLock:
+        return SetnxLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)

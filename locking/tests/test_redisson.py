@@ -1,0 +1,262 @@
+"""The Redisson-style lock against a real Redis, after the intent of Redisson's
+RedissonLockTest and redis-py's test_lock.py.
+
+Time bounds here are behaviour, not performance: each is several times wider than
+the effect it checks (a 1 s timeout, a 30 s TTL), so a busy machine does not flip them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from locking import LockNotOwnedError
+from locking.backends.redis.redisson import UNLOCK_MESSAGE, process_id
+
+from .workers import increment_under_lock
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def in_thread(fn):
+    """Run ``fn`` in another thread; return what it returned (or raise what it raised)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_reentrant_two_acquires_one_release_still_excludes_others(redisson):
+    lock = redisson().lock("r")
+    assert lock.acquire() and lock.acquire()
+    lock.release()
+    assert not in_thread(lambda: lock.acquire(blocking=False))
+    lock.release()
+    assert in_thread(lambda: lock.acquire(blocking=False))
+
+
+def test_hold_count_goes_0_1_2_1_0(redisson):
+    lock = redisson().lock("r")
+    counts = [lock.hold_count()]
+    for step in (lock.acquire, lock.acquire, lock.release, lock.release):
+        step()
+        counts.append(lock.hold_count())
+    assert counts == [0, 1, 2, 1, 0]
+    assert not lock.locked()
+
+
+def test_owned_only_in_the_owning_thread_locked_everywhere(redisson):
+    lock = redisson().lock("r")
+    lock.acquire()
+    assert lock.owned() and lock.locked()
+    assert in_thread(lock.owned) is False
+    assert in_thread(lock.locked) is True
+    assert in_thread(lock.hold_count) == 0
+    lock.release()
+    assert not lock.owned() and not lock.locked()
+
+
+def test_release_by_a_non_owner_raises_and_leaves_the_lock(redisson):
+    lock = redisson().lock("r")
+    lock.acquire()
+    with pytest.raises(LockNotOwnedError) as caught:
+        in_thread(lock.release)
+    assert caught.value.lock_name == "r"
+    assert lock.owned() and lock.hold_count() == 1
+    lock.release()
+
+
+def test_release_without_acquire_raises(redisson):
+    with pytest.raises(LockNotOwnedError):
+        redisson().lock("r").release()
+
+
+def test_force_release_frees_it_and_wakes_a_waiter(redisson):
+    backend = redisson()
+    lock = backend.lock("r")
+    lock.acquire()
+    waited = {}
+
+    def waiter():
+        started = time.monotonic()
+        waited["acquired"] = backend.lock("r").acquire(timeout=10)
+        waited["seconds"] = time.monotonic() - started
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.2)
+    assert in_thread(lock.force_release) is True
+    t.join()
+    assert waited["acquired"] and waited["seconds"] < 2  # the TTL was 30 s: a message woke it
+    assert not lock.owned()
+
+
+def test_explicit_lease_expires_and_the_old_holders_release_raises(redisson):
+    lock = redisson(lease_ms=300).lock("r")
+    lock.acquire()
+    assert not redisson().watchdog.watching(lock.key, lock.holder())
+    time.sleep(0.6)
+    assert not lock.locked()
+    assert in_thread(lambda: lock.acquire(blocking=False))  # someone else now
+    with pytest.raises(LockNotOwnedError):
+        lock.release()
+    assert lock.locked()  # the new holder's lock is untouched
+
+
+def test_watchdog_keeps_the_lock_past_three_leases(redisson):
+    backend = redisson(watchdog_timeout_ms=600)
+    lock = backend.lock("r")
+    lock.acquire()
+    time.sleep(2.0)  # more than 3 x 600 ms
+    assert lock.owned()
+    assert 0 < lock.ttl_ms() <= 600
+    lock.release()
+    assert lock.ttl_ms() == -2
+    assert not backend.watchdog.watching(lock.key, lock.holder())
+
+
+def test_a_holder_killed_with_sigkill_frees_the_lock_within_one_lease(redisson, redis_url, key_prefix):
+    lease_ms = 1000
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "locking.tests.workers", redis_url, key_prefix, str(lease_ms)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        lock = redisson().lock("held")
+        time.sleep(1.5)  # past one lease: the holder's watchdog is renewing it
+        assert lock.locked() and not lock.acquire(blocking=False)
+        os.kill(holder.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        holder.wait()
+        assert lock.acquire(timeout=5)  # woken by the TTL: nobody publishes for the dead
+        freed_after = time.monotonic() - killed
+        assert freed_after <= lease_ms / 1000 + 0.5, freed_after
+        lock.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_ttl_is_about_the_lease_and_minus_two_when_free(redisson):
+    lock = redisson(lease_ms=5000).lock("r")
+    assert lock.ttl_ms() == -2
+    lock.acquire()
+    assert 4000 < lock.ttl_ms() <= 5000
+    lock.release()
+    assert lock.ttl_ms() == -2
+
+
+def test_blocking_acquire_with_a_1s_timeout_returns_false_after_about_1s(redisson):
+    lock = redisson().lock("r")
+    lock.acquire()
+    started = time.monotonic()
+    assert in_thread(lambda: lock.acquire(timeout=1)) is False
+    assert 0.95 <= time.monotonic() - started < 2.0
+    lock.release()
+
+
+def test_a_waiter_wakes_promptly_when_the_holder_releases(redisson):
+    backend = redisson()  # 30 s watchdog lease: only the release message can wake it fast
+    lock = backend.lock("r")
+    lock.acquire()
+    woke = {}
+
+    def waiter():
+        assert backend.lock("r").acquire(timeout=20)
+        woke["at"] = time.monotonic()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    lock.release()
+    t.join()
+    assert woke["at"] - released < 0.5
+
+
+def test_waiters_of_one_process_share_one_subscription(redisson, redis_client):
+    backend = redisson()
+    lock = backend.lock("r")
+    lock.acquire()
+    results = []
+
+    def waiter():
+        mine = backend.lock("r")
+        results.append(mine.acquire(timeout=10))
+        mine.release()
+
+    waiters = [threading.Thread(target=waiter) for _ in range(5)]
+    for w in waiters:
+        w.start()
+    time.sleep(0.5)
+    [(_, subscribers)] = redis_client.pubsub_numsub(lock.channel)
+    assert subscribers == 1
+    assert backend.wakeups.subscriber_count() == 1
+    lock.release()
+    for w in waiters:
+        w.join()
+    assert results == [True] * 5  # each release woke the next
+    assert backend.wakeups.subscriber_count() == 0
+
+
+def test_a_retried_release_is_answered_from_the_unlock_latch(redisson):
+    backend = redisson()
+    lock = backend.lock("r")
+    lock.acquire()
+    lock.acquire()
+    latch = f"{lock._latch_prefix}{uuid.uuid4().hex}"
+    release = backend.script["redisson_release"]
+    args = [UNLOCK_MESSAGE, 30_000, lock.holder(), 10_000]
+    assert release(keys=[lock.key, lock.channel, latch], args=args) == 0
+    assert release(keys=[lock.key, lock.channel, latch], args=args) == 0  # the same request again
+    assert lock.hold_count() == 1  # released once, not twice
+    lock.release()
+
+
+def _child_process_id(queue):
+    queue.put(process_id())
+
+
+def test_forked_workers_get_their_own_holder_ids():
+    parent = process_id()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_process_id, args=(queue,))
+    child.start()
+    child.join()
+    assert queue.get(timeout=5) != parent
+
+
+def test_threads_and_processes_lose_no_increment(redis_url, key_prefix, redis_client):
+    counter = f"{key_prefix}value"  # the lock itself is named "counter"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=increment_under_lock,
+                         args=("redisson", redis_url, key_prefix, counter, 4, 25)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    increment_under_lock("redisson", redis_url, key_prefix, counter, 4, 25)
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    assert int(redis_client.get(counter)) == 4 * 4 * 25

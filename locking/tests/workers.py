@@ -1,0 +1,58 @@
+"""Code that runs in child processes of the lock tests (importable by ``spawn``)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import redis
+
+from locking.backends.redis.redisson import RedissonLockBackend
+from locking.backends.redis.setnx import SetnxLockBackend
+
+BACKENDS = {"redisson": RedissonLockBackend, "setnx": SetnxLockBackend}
+
+
+def increment_under_lock(kind: str, url: str, prefix: str, counter: str, threads: int, rounds: int) -> None:
+    """``threads`` threads each add 1 to ``counter`` ``rounds`` times as GET, pause,
+    SET: without the lock, increments are lost."""
+    backend = BACKENDS[kind]("test", {"url": url, "key_prefix": prefix, "wait_timeout": 30})
+    client = redis.Redis.from_url(url)
+
+    errors = []
+
+    def work():
+        lock = backend.lock("counter")
+        try:
+            for _ in range(rounds):
+                with lock:
+                    value = int(client.get(counter) or 0)
+                    time.sleep(0.0005)
+                    client.set(counter, value + 1)
+        except BaseException as e:
+            errors.append(e)
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    backend.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {threads} threads failed: {errors[0]!r}")
+
+
+def hold_forever(url: str, prefix: str, watchdog_timeout_ms: int) -> None:
+    """Take a redisson lock with the watchdog, say so, and never let go."""
+    backend = RedissonLockBackend("test", {"url": url, "key_prefix": prefix,
+                                           "watchdog_timeout_ms": watchdog_timeout_ms})
+    lock = backend.lock("held")
+    assert lock.acquire(blocking=False)
+    print("held", flush=True)
+    while True:
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    hold_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]))
