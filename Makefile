@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo test lint clean
+.PHONY: help install install-test up down status demo test lint clean bench-redis-locks
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ status:  ## state, PID and health of each server
 demo: up  ## the same burst through nginx under each strategy, and the oversell table
 	$(PY) -m loadtest.demo
 	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ ; 'make down' stops it."
+
+bench-redis-locks: install  ## setnx and redisson beside redis-py's Lock and python-redis-lock
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)
 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .

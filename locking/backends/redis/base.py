@@ -23,7 +23,8 @@ def lua(name: str) -> str:
 class RedisLockBackend(BaseLockBackend):
     """
     OPTIONS: ``url`` (redis://host:port/db), ``key_prefix`` (default
-    ``"lock:"``), plus each lock class's own options.
+    ``"lock:"``), ``connection_class`` (redis-py's by default; a benchmark passes
+    one that counts round trips), plus each lock class's own options.
     """
 
     scripts: tuple[str, ...] = ()
@@ -32,10 +33,14 @@ class RedisLockBackend(BaseLockBackend):
         super().__init__(alias, options)
         url = self.options.pop("url", "redis://127.0.0.1:6379/0")
         self.key_prefix = self.options.pop("key_prefix", "lock:")
+        connection_class = self.options.pop("connection_class", redis.Connection)
         # redis-py's pool notices a fork and reconnects in the child, so one client
         # per backend serves every gunicorn worker forked after it.
-        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2,
-                                           health_check_interval=30)
+        pool = redis.ConnectionPool.from_url(
+            url, connection_class=connection_class, socket_timeout=5, socket_connect_timeout=2,
+            health_check_interval=30,
+        )
+        self.client = redis.Redis(connection_pool=pool)
         # register_script runs EVALSHA and falls back to loading the script (SCRIPT
         # LOAD) when the server does not know it yet, e.g. after a restart.
         self.script: dict[str, Script] = {name: self.client.register_script(lua(name))
