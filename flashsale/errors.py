@@ -59,6 +59,11 @@ class Busy(ApplicationError):
         self.headers.setdefault("Retry-After", str(retry_after))
 
 
+class StockChanged(Busy):
+    """An optimistic write found the stock row changed since it was read. The
+    purchase retries with fresh data; past the retry budget this is the 503."""
+
+
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": code, "message": message, **extra}
 

@@ -21,6 +21,9 @@ class Deduction(enum.StrEnum):
     # One ``UPDATE ... SET quantity = quantity - n WHERE quantity >= n``: the row
     # lock InnoDB takes for the statement is the only protection needed.
     CONDITIONAL_UPDATE = "conditional_update"
+    # SELECT, check, then UPDATE ... WHERE version = <read version>: a write that
+    # finds the row changed fails (StockChanged) and the purchase is retried.
+    VERSIONED = "versioned"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,32 @@ STRATEGIES: dict[str, StrategySpec] = {
             claims_correct=True,
             summary="Redisson-style reentrant Redis hash lock with a watchdog-renewed lease "
             "and pub/sub wake-ups",
+        ),
+        StrategySpec(
+            name="zookeeper",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="kazoo's lock recipe: ephemeral sequential node, each waiter watching "
+            "its predecessor only",
+        ),
+        StrategySpec(
+            name="mysql",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="a unique-key INSERT into a lock table inside the purchase transaction; "
+            "the commit releases it",
+        ),
+        StrategySpec(
+            name="mysql-for-update",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="SELECT ... FOR UPDATE on a lock row inside the purchase transaction",
+        ),
+        StrategySpec(
+            name="optimistic",
+            deduction=Deduction.VERSIONED,
+            claims_correct=True,
+            summary="no lock: compare-and-set on the stock row's version, bounded retries",
         ),
         StrategySpec(
             name="atomic",

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from flashsale.errors import SoldOut
+from flashsale.errors import SoldOut, StockChanged
 from flashsale.strategies import Deduction
 
 from .models import Product, Stock, StockFlow
@@ -71,6 +71,21 @@ def stock_deduct(
         after = Stock.objects.values_list("quantity", flat=True).get(product=product)
         before = after + quantity
         _widen_race()  # same work inside the section as the other strategies
+    elif deduction is Deduction.VERSIONED:
+        stock = Stock.objects.get(product=product)
+        before = stock.quantity
+        if before < quantity:
+            raise _sold_out(product, quantity, before)
+        _widen_race()
+        updated = Stock.objects.filter(pk=stock.pk, version=stock.version, quantity__gte=quantity).update(
+            quantity=F("quantity") - quantity, version=F("version") + 1
+        )
+        if not updated:
+            # Someone wrote since our read. Re-reading in this transaction would
+            # show the same snapshot (REPEATABLE READ): the caller retries anew.
+            raise StockChanged(f"{product.sku}: stock changed since it was read",
+                               extra={"sku": product.sku})
+        after = before - quantity
     else:
         raise ValueError(f"unknown deduction {deduction!r}")
 

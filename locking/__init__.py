@@ -5,6 +5,7 @@ from .base import BaseLock, BaseLockBackend
 from .exceptions import (
     InvalidLockBackendError,
     LockError,
+    LockLostError,
     LockNotAcquiredError,
     LockNotOwnedError,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "BaseLockBackend",
     "InvalidLockBackendError",
     "LockError",
+    "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "get_lock",

@@ -45,6 +45,14 @@ class BaseLock:
         """Release the lock; :class:`LockNotOwnedError` if this holder doesn't hold it."""
         self.do_release()
 
+    def ensure_held(self) -> None:
+        """Raise :class:`LockLostError` if this backend knows the lock was lost since
+        it was acquired. Call it last thing before committing work done under it.
+
+        A lock that cannot tell (most can't, cheaply) returns quietly: this narrows
+        the window, it does not replace fencing.
+        """
+
     def locked(self) -> bool:
         """Whether anyone holds the lock (as far as this backend can see)."""
         raise NotImplementedError("subclasses of BaseLock must provide a locked() method")

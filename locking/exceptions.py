@@ -18,5 +18,10 @@ class LockNotOwnedError(LockError):
     already released, or expired and taken by someone else."""
 
 
+class LockLostError(LockError):
+    """The backend knows the lock stopped being held while its holder was working
+    (a ZooKeeper session expired): work done under it must not be committed."""
+
+
 class InvalidLockBackendError(ImproperlyConfigured):
     """``settings.LOCKING`` names an alias or backend that does not exist."""

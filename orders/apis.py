@@ -110,6 +110,7 @@ class ProductAuditApi(APIView):
         oversold = serializers.IntegerField()
         lost_updates = serializers.IntegerField()
         consistent = serializers.BooleanField()
+        retries = serializers.IntegerField()
 
     @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
     def get(self, request, sku: str):

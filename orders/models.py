@@ -12,6 +12,9 @@ class Order(models.Model):
     idempotency_key = models.CharField(max_length=128, unique=True)
     instance = models.CharField(max_length=64)
     strategy = models.CharField(max_length=32)
+    # Attempts that found the stock changed before this one went through
+    # (the optimistic strategy; 0 for the others).
+    retries = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

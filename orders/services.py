@@ -9,22 +9,24 @@ the next holder could read the stock before this write is visible.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from flashsale.errors import Busy, IdempotencyConflict, InvalidInput
-from flashsale.strategies import strategy_get
+from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, StockChanged
+from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product
 from inventory.selectors import flow_get, product_get
 from inventory.services import product_reset, stock_deduct
-from locking import get_lock
+from locking import BaseLock, LockError, LockLostError, get_lock
 
 from .idempotency import flag_claim, flag_complete, flags_forget
 from .models import Order
 
+logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class OrderResult:
@@ -73,6 +75,19 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
     raise Busy("could not claim the Idempotency-Key", retry_after=1)
 
 
+def _release(lock: BaseLock, *, committed: bool) -> None:
+    """Release after the transaction ended. A lock that was no longer ours changes
+    nothing now: after a commit, say so loudly (mutual exclusion may have been
+    broken); after a failure, the failure is what the caller needs to hear."""
+    try:
+        lock.release()
+    except LockError as e:
+        if committed:
+            logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
+        else:
+            logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
+
+
 def _order_place(*, product: Product, quantity: int, user_id: str, key: str) -> tuple[Order, int]:
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
     lock = get_lock(f"stock:{product.sku}", alias=strategy.name)
@@ -82,26 +97,50 @@ def _order_place(*, product: Product, quantity: int, user_id: str, key: str) -> 
             extra={"strategy": strategy.name},
         )
     try:
-        with transaction.atomic():
-            order = Order.objects.create(
-                user_id=user_id,
-                product=product,
-                quantity=quantity,
-                idempotency_key=key,
-                instance=settings.FLASHSALE_INSTANCE,
-                strategy=strategy.name,
-            )
-            remaining = stock_deduct(
-                product=product,
-                quantity=quantity,
-                operation_flag=key,
-                order_reference=str(order.pk),
-                deduction=strategy.deduction,
-            )
-        # Committed; only now may the next holder read the stock.
-    finally:
-        lock.release()
+        order, remaining = _order_write(product=product, quantity=quantity, user_id=user_id,
+                                        key=key, strategy=strategy, lock=lock)
+    except BaseException:
+        _release(lock, committed=False)
+        raise
+    # Committed; only now may the next holder read the stock.
+    _release(lock, committed=True)
     return order, remaining
+
+
+def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
+                 strategy: StrategySpec, lock: BaseLock) -> tuple[Order, int]:
+    """The purchase transaction, retried while an optimistic write finds the stock
+    changed (each attempt a new transaction, so it reads fresh data)."""
+    retries = 0
+    while True:
+        try:
+            with transaction.atomic():
+                order = Order.objects.create(
+                    user_id=user_id,
+                    product=product,
+                    quantity=quantity,
+                    idempotency_key=key,
+                    instance=settings.FLASHSALE_INSTANCE,
+                    strategy=strategy.name,
+                    retries=retries,
+                )
+                remaining = stock_deduct(
+                    product=product,
+                    quantity=quantity,
+                    operation_flag=key,
+                    order_reference=str(order.pk),
+                    deduction=strategy.deduction,
+                )
+                lock.ensure_held()  # the last moment to find out before commit
+            return order, remaining
+        except StockChanged as e:
+            if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
+                raise Busy(f"{product.sku}: stock kept changing; gave up after {retries} retries",
+                           extra={"strategy": strategy.name, "retries": retries}) from e
+            retries += 1
+        except LockLostError as e:
+            raise Busy(f"lost the stock lock for {product.sku} before commit; nothing was written",
+                       extra={"strategy": strategy.name}) from e
 
 
 def order_create(

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "locking",
     "inventory",
     "orders",
 ]
@@ -133,6 +134,9 @@ FLASHSALE_MAX_PER_ORDER = env.int("FLASHSALE_MAX_PER_ORDER", default=5)
 FLASHSALE_RACE_DELAY_MS = env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)
 # How long a purchase waits for the stock lock before answering 503 busy.
 FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0)
+# How often an optimistic purchase redoes its transaction after finding the stock
+# changed before answering 503 busy.
+FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
 # Idempotency flags in Redis: a claim lives while its request is in flight (and is
 # dropped when it fails); a completed purchase's flag answers replays this long.
 FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL", default=30)
@@ -169,6 +173,25 @@ LOCKING = {
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
         },
     },
+    "zookeeper": {
+        "BACKEND": "locking.backends.zookeeper.ZooKeeperLockBackend",
+        "OPTIONS": {
+            "hosts": ZOOKEEPER_HOSTS,
+            "root": "/flashsale/locks",
+            "session_timeout": env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=10.0),
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+        },
+    },
+    "mysql": {
+        "BACKEND": "locking.backends.mysql.InsertLockBackend",
+        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+    },
+    "mysql-for-update": {
+        "BACKEND": "locking.backends.mysql.ForUpdateLockBackend",
+        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+    },
+    # No lock: the versioned write detects a concurrent change and the purchase retries.
+    "optimistic": {"BACKEND": "locking.backends.null.NullLockBackend"},
 }
 
 # --- REST framework ----------------------------------------------------------------

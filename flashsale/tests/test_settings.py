@@ -18,7 +18,7 @@ def test_unknown_strategy_fails_at_start_up_naming_the_choices():
     result = start_django(FLASHSALE_STRATEGY="bogus")
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
-    assert "unknown strategy 'bogus'; choose one of: none, local, setnx, redisson, atomic" in result.stderr
+    assert "unknown strategy 'bogus'; choose one of: none, local, setnx, redisson, zookeeper, mysql, mysql-for-update, optimistic, atomic" in result.stderr
 
 
 def test_known_strategy_starts():

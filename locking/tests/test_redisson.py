@@ -250,12 +250,13 @@ def test_forked_workers_get_their_own_holder_ids():
 
 def test_threads_and_processes_lose_no_increment(redis_url, key_prefix, redis_client):
     counter = f"{key_prefix}value"  # the lock itself is named "counter"
+    options = {"url": redis_url, "key_prefix": key_prefix}
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=increment_under_lock,
-                         args=("redisson", redis_url, key_prefix, counter, 4, 25)) for _ in range(3)]
+                         args=("redisson", options, redis_url, counter, 4, 25)) for _ in range(3)]
     for p in procs:
         p.start()
-    increment_under_lock("redisson", redis_url, key_prefix, counter, 4, 25)
+    increment_under_lock("redisson", options, redis_url, counter, 4, 25)
     for p in procs:
         p.join()
     assert all(p.exitcode == 0 for p in procs)

@@ -103,12 +103,13 @@ def test_a_waiter_gets_the_lock_within_a_retry_interval_of_its_release(setnx):
 
 def test_threads_and_processes_lose_no_increment(redis_url, key_prefix, redis_client):
     counter = f"{key_prefix}value"  # the lock itself is named "counter"
+    options = {"url": redis_url, "key_prefix": key_prefix}
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=increment_under_lock,
-                         args=("setnx", redis_url, key_prefix, counter, 4, 25)) for _ in range(3)]
+                         args=("setnx", options, redis_url, counter, 4, 25)) for _ in range(3)]
     for p in procs:
         p.start()
-    increment_under_lock("setnx", redis_url, key_prefix, counter, 4, 25)
+    increment_under_lock("setnx", options, redis_url, counter, 4, 25)
     for p in procs:
         p.join()
     assert all(p.exitcode == 0 for p in procs)

@@ -10,14 +10,15 @@ import redis
 
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
+from locking.backends.zookeeper import ZooKeeperLockBackend
 
-BACKENDS = {"redisson": RedissonLockBackend, "setnx": SetnxLockBackend}
+BACKENDS = {"redisson": RedissonLockBackend, "setnx": SetnxLockBackend, "zookeeper": ZooKeeperLockBackend}
 
 
-def increment_under_lock(kind: str, url: str, prefix: str, counter: str, threads: int, rounds: int) -> None:
-    """``threads`` threads each add 1 to ``counter`` ``rounds`` times as GET, pause,
-    SET: without the lock, increments are lost."""
-    backend = BACKENDS[kind]("test", {"url": url, "key_prefix": prefix, "wait_timeout": 30})
+def increment_under_lock(kind: str, options: dict, url: str, counter: str, threads: int, rounds: int) -> None:
+    """``threads`` threads each add 1 to the Redis key ``counter`` ``rounds`` times
+    as GET, pause, SET: without the lock, increments are lost."""
+    backend = BACKENDS[kind]("test", {**options, "wait_timeout": 30})
     client = redis.Redis.from_url(url)
 
     errors = []

@@ -129,7 +129,7 @@ def test_product_detail_and_audit(api, product):
     audit = api.get("/api/products/sku-1/audit").json()
     assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
-                     "lost_updates": 0, "consistent": True}
+                     "lost_updates": 0, "consistent": True, "retries": 0}
 
 
 @pytest.mark.django_db

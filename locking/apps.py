@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LockingConfig(AppConfig):
+    name = "locking"
+    verbose_name = "Locking"

@@ -1,0 +1,299 @@
+"""``mysql`` and ``mysql-for-update``: locks that are rows of the database the work
+is written to (seed 000), held by the transaction they are taken in.
+
+The first lock a thread takes opens a transaction on its database connection; every
+lock it takes while that is open joins it, and the transaction commits when the
+thread's last lock is released. The caller's own ``transaction.atomic()`` inside
+becomes a savepoint, so the work commits in the same COMMIT that frees the lock:
+it can never be released before the work is visible. A rollback, or a connection
+that dies, releases too.
+
+- ``mysql``: INSERT the name into a UNIQUE-keyed table; a second holder's INSERT
+  waits on the first's uncommitted row, for at most the session's
+  ``innodb_lock_wait_timeout``, set to the wait timeout for the attempt and put
+  back after. The holder DELETEs the row before committing, so the waiter's INSERT
+  then goes through.
+- ``mysql-for-update``: ``SELECT ... FOR UPDATE`` on a row per name, created once.
+
+Several names at once (``lock_many``) are de-duplicated and taken in sorted order,
+so two holders of overlapping sets cannot deadlock each other. A name the thread
+already holds is counted, not taken again (reentrant per thread).
+
+Snapshot: nothing here reads a table without locking it, so under REPEATABLE READ
+the transaction's snapshot is taken by the caller's first read, after the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import DatabaseError, OperationalError, connections, transaction
+
+from ..base import BaseLock, BaseLockBackend
+from ..exceptions import LockError, LockNotOwnedError
+from ..models import LockClaim, LockRow
+
+logger = logging.getLogger(__name__)
+
+ER_LOCK_WAIT_TIMEOUT = 1205
+ER_LOCK_DEADLOCK = 1213
+# MariaDB's ceiling for innodb_lock_wait_timeout: "wait forever".
+FOREVER_SECONDS = 1_073_741_824
+
+
+@contextmanager
+def lock_wait_timeout(using: str, deadline: float | None) -> Iterator:
+    """A cursor whose session waits for row locks until ``deadline`` at most
+    (whole seconds, the variable's unit), and waits as before afterwards."""
+    left = None if deadline is None else max(deadline - time.monotonic(), 0)
+    seconds = FOREVER_SECONDS if left is None else math.ceil(left)
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.innodb_lock_wait_timeout")
+        previous = cursor.fetchone()[0]
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [seconds])
+        try:
+            yield cursor
+        finally:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", [previous])
+
+
+@contextmanager
+def side_connection(using: str) -> Iterator:
+    """A cursor on a connection of its own, in autocommit, outside this thread's
+    transaction and unaffected by it."""
+    side = connections[using].copy()
+    try:
+        with side.cursor() as cursor:
+            yield cursor
+    finally:
+        side.close()
+
+
+class _RowMissing(Exception):
+    """The lock row to lock does not exist (yet, or any more)."""
+
+
+class _Holdings(threading.local):
+    """Per thread: names held and how often, and the transaction holding them."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.atomic: transaction.Atomic | None = None
+
+
+def _error_code(e: DatabaseError) -> int | None:
+    return e.args[0] if e.args and isinstance(e.args[0], int) else None
+
+
+class MySQLLock(BaseLock):
+    def __init__(self, names: Iterable[str], *, backend: MySQLLockBackend,
+                 wait_timeout: float | None = None):
+        self.names = sorted(set(names))
+        super().__init__(",".join(self.names), wait_timeout=wait_timeout)
+        self.backend = backend
+
+    # --- mechanism, per strategy ------------------------------------------------
+
+    def take(self, cursor, name: str) -> None:
+        raise NotImplementedError("subclasses of MySQLLock must provide a take() method")
+
+    def give_back(self, cursor, name: str) -> None:
+        """Undo ``take`` before the commit, if it left anything behind."""
+
+    def prepare(self, names: list[str]) -> None:
+        """Work that must be done outside the holder's transaction, before it."""
+
+    def forget(self, names: list[str]) -> None:
+        """What ``prepare`` remembered about ``names`` is stale."""
+
+    # --- protocol ---------------------------------------------------------------
+
+    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
+        held = self.backend.holdings
+        new = [n for n in self.names if not held.counts.get(n)]
+        if new:
+            wait = 0 if not blocking else timeout
+            deadline = None if wait is None else time.monotonic() + wait
+            if not self._take_all(new, deadline):
+                return False
+        for name in self.names:
+            held.counts[name] = held.counts.get(name, 0) + 1
+        return True
+
+    def _take_all(self, names: list[str], deadline: float | None) -> bool:
+        held = self.backend.holdings
+        self.prepare(names)
+        while True:
+            opened = held.atomic is None
+            if opened:
+                held.atomic = transaction.atomic(using=self.backend.using)
+                held.atomic.__enter__()
+            try:
+                # A savepoint, so a failed attempt inside a transaction that holds
+                # other names leaves that transaction usable.
+                with transaction.atomic(using=self.backend.using), \
+                        lock_wait_timeout(self.backend.using, deadline) as cursor:
+                    for name in names:
+                        self.take(cursor, name)
+                return True
+            except _RowMissing as e:
+                # Roll back first: the failed locking read left a gap lock that
+                # would block the row's creation on the side connection.
+                self._end_if(opened, e)
+                if not opened:
+                    raise LockError("a lock row went missing while other names were held",
+                                    lock_name=self.name) from e
+                self.forget(names)
+                self.prepare(names)
+            except OperationalError as e:
+                code = _error_code(e)
+                if code == ER_LOCK_DEADLOCK and not opened:
+                    # InnoDB rolled back the whole transaction, names held before included.
+                    self._abandon()
+                    raise LockError("deadlock while taking more names; the transaction holding "
+                                    "this thread's other locks was rolled back",
+                                    lock_name=self.name) from e
+                self._end_if(opened, e)
+                if code == ER_LOCK_WAIT_TIMEOUT:
+                    return False
+                if code != ER_LOCK_DEADLOCK:
+                    raise
+                # Waiters queued on one uncommitted INSERT can deadlock each other
+                # when it goes away (they all hold S locks, each wants X). The
+                # victim held nothing else: try again within the deadline.
+                logger.info("deadlock taking %s; retrying", self.name)
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+            except BaseException as e:
+                self._end_if(opened, e)
+                raise
+
+    def _end_if(self, opened: bool, error: BaseException) -> None:
+        """Roll back the transaction this attempt opened (it holds nothing)."""
+        held = self.backend.holdings
+        if opened and held.atomic is not None:
+            atomic, held.atomic = held.atomic, None
+            atomic.__exit__(type(error), error, error.__traceback__)
+
+    def _abandon(self) -> None:
+        held = self.backend.holdings
+        atomic, held.atomic = held.atomic, None
+        held.counts.clear()
+        if atomic is not None:
+            err = LockError("abandoned")
+            atomic.__exit__(type(err), err, None)
+
+    def do_release(self) -> None:
+        held = self.backend.holdings
+        if any(not held.counts.get(n) for n in self.names):
+            raise LockNotOwnedError("lock is not held by this thread", lock_name=self.name)
+        last = [n for n in self.names if held.counts[n] == 1]
+        if last:
+            with connections[self.backend.using].cursor() as cursor:
+                for name in last:
+                    self.give_back(cursor, name)
+        for name in self.names:
+            held.counts[name] -= 1
+            if not held.counts[name]:
+                del held.counts[name]
+        if not held.counts:
+            atomic, held.atomic = held.atomic, None
+            atomic.__exit__(None, None, None)  # COMMIT: the work and the release, at once
+
+    def held_names(self) -> dict[str, int]:
+        """Names this thread holds, with counts (for tests and figures)."""
+        return dict(self.backend.holdings.counts)
+
+
+class InsertLock(MySQLLock):
+    table = LockClaim._meta.db_table
+
+    def take(self, cursor, name: str) -> None:
+        cursor.execute(f"INSERT INTO {self.table} (name) VALUES (%s)", [name])
+
+    def give_back(self, cursor, name: str) -> None:
+        cursor.execute(f"DELETE FROM {self.table} WHERE name = %s", [name])
+
+    def locked(self) -> bool:
+        # A holder's row is uncommitted: only a READ UNCOMMITTED reader sees it.
+        with side_connection(self.backend.using) as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+            placeholders = ",".join(["%s"] * len(self.names))
+            cursor.execute(f"SELECT COUNT(*) FROM {self.table} WHERE name IN ({placeholders})",
+                           self.names)
+            return cursor.fetchone()[0] > 0
+
+
+class ForUpdateLock(MySQLLock):
+    table = LockRow._meta.db_table
+    # (database, name) whose row this process has seen created, so the side
+    # connection below is paid once per name per process.
+    _known: set[tuple[str, str]] = set()
+
+    def prepare(self, names: list[str]) -> None:
+        missing = [n for n in names if (self.backend.using, n) not in self._known]
+        if not missing:
+            return
+        # In autocommit on a side connection: an INSERT IGNORE inside the holder's
+        # transaction would keep a shared lock on an existing row, and two holders
+        # upgrading theirs to FOR UPDATE would deadlock.
+        with side_connection(self.backend.using) as cursor:
+            for name in missing:
+                cursor.execute(f"INSERT IGNORE INTO {self.table} (name) VALUES (%s)", [name])
+        self._known.update((self.backend.using, n) for n in missing)
+
+    def forget(self, names: list[str]) -> None:
+        self._known.difference_update((self.backend.using, n) for n in names)
+
+    def take(self, cursor, name: str) -> None:
+        cursor.execute(f"SELECT id FROM {self.table} WHERE name = %s FOR UPDATE", [name])
+        if cursor.fetchone() is None:  # the table was emptied since we created it
+            raise _RowMissing(name)
+
+    def locked(self) -> bool:
+        with side_connection(self.backend.using) as cursor:
+            placeholders = ",".join(["%s"] * len(self.names))
+            cursor.execute("START TRANSACTION")
+            try:
+                cursor.execute(f"SELECT id FROM {self.table} WHERE name IN ({placeholders}) "
+                               "FOR UPDATE NOWAIT", self.names)
+                return False
+            except OperationalError as e:
+                if _error_code(e) == ER_LOCK_WAIT_TIMEOUT:
+                    return True
+                raise
+            finally:
+                cursor.execute("ROLLBACK")
+
+
+class MySQLLockBackend(BaseLockBackend):
+    """OPTIONS: ``using`` (the database alias, "default"), ``wait_timeout`` seconds
+    (rounded up to whole seconds: innodb_lock_wait_timeout's unit)."""
+
+    lock_class = InsertLock
+
+    def __init__(self, alias: str, options: dict[str, Any]):
+        super().__init__(alias, options)
+        self.using = self.options.pop("using", "default")
+        self.holdings = _Holdings()
+
+    def lock(self, name: str) -> MySQLLock:
+        return self.lock_class([name], backend=self, wait_timeout=self.wait_timeout)
+
+    def lock_many(self, names: Iterable[str]) -> MySQLLock:
+        """One lock over several names (a multi-item purchase)."""
+        return self.lock_class(names, backend=self, wait_timeout=self.wait_timeout)
+
+
+class InsertLockBackend(MySQLLockBackend):
+    lock_class = InsertLock
+
+
+class ForUpdateLockBackend(MySQLLockBackend):
+    lock_class = ForUpdateLock

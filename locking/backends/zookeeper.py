@@ -1,0 +1,159 @@
+"""``zookeeper``: kazoo's lock recipe (seed 002's "efficient" lock).
+
+Each contender creates an ephemeral sequential node under ``<root>/<name>`` and
+watches only the node just before its own, so a release wakes exactly one waiter
+(no herd effect; the naive single-node lock is in ``locking.teaching``).
+
+Failure semantics: the nodes are ephemeral, so a holder whose session ends (process
+killed, network partition longer than the session timeout) loses the lock and the
+next contender gets it. The holder is told through the connection state: once the
+connection is SUSPENDED or the session LOST after the acquisition,
+:meth:`ZooKeeperLock.ensure_held` raises :class:`LockLostError`, and work done
+under the lock must not be committed. (SUSPENDED may still end in a reconnect with
+the lock intact; not knowing is treated as not holding.)
+
+One ``KazooClient`` per process and backend, started on first use, stopped at exit,
+and started anew in a forked child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any
+from urllib.parse import quote
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
+from kazoo.recipe.lock import Lock as KazooLock
+
+from ..base import BaseLock, BaseLockBackend
+from ..exceptions import LockLostError, LockNotOwnedError
+
+_counters_mutex = threading.Lock()
+_wakeups = {"recipe": 0}
+
+
+def count_wakeup(kind: str) -> None:
+    with _counters_mutex:
+        _wakeups[kind] = _wakeups.get(kind, 0) + 1
+
+
+def wakeups(kind: str) -> int:
+    """Watch notifications that woke a waiter in this process, per lock kind."""
+    with _counters_mutex:
+        return _wakeups.get(kind, 0)
+
+
+class CountingLock(KazooLock):
+    """kazoo's recipe, counting each time a waiter is woken by its predecessor's watch."""
+
+    def _watch_predecessor(self, event):
+        count_wakeup("recipe")
+        super()._watch_predecessor(event)
+
+
+class ZooKeeperLock(BaseLock):
+    def __init__(self, name: str, *, backend: ZooKeeperLockBackend, wait_timeout: float | None = None):
+        super().__init__(name, wait_timeout=wait_timeout)
+        self.backend = backend
+        self.path = f"{backend.root}/{quote(name, safe='')}"
+        self._recipe: CountingLock | None = None
+        self._losses_at_acquire = 0
+
+    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
+        client = self.backend.client
+        if self._recipe is None:
+            identifier = f"{os.getpid()}:{threading.get_ident()}"
+            self._recipe = CountingLock(client, self.path, identifier=identifier)
+        losses = self.backend.losses
+        try:
+            # On a timeout kazoo deletes the waiter's node before raising.
+            acquired = self._recipe.acquire(blocking=blocking, timeout=timeout)
+        except LockTimeout:
+            return False
+        if acquired:
+            self._losses_at_acquire = losses
+        return acquired
+
+    def do_release(self) -> None:
+        if self._recipe is None or not self._recipe.is_acquired:
+            raise LockNotOwnedError("lock is not held by this lock object", lock_name=self.name)
+        lost = self.backend.losses != self._losses_at_acquire
+        try:
+            self._recipe.release()  # a node already gone with its session is no error to kazoo
+        except KazooException as e:
+            self._recipe.is_acquired = False
+            raise LockNotOwnedError(f"session lost before release: {e!r}", lock_name=self.name) from e
+        if lost:
+            raise LockNotOwnedError("the ZooKeeper connection was lost while the lock was held: "
+                                    "someone else may have held it meanwhile", lock_name=self.name)
+
+    def ensure_held(self) -> None:
+        if self._recipe is None or not self._recipe.is_acquired:
+            raise LockLostError("lock is not held", lock_name=self.name)
+        state = self.backend.client.state
+        if self.backend.losses != self._losses_at_acquire or state != KazooState.CONNECTED:
+            raise LockLostError(f"ZooKeeper connection was {state} since the lock was taken",
+                                lock_name=self.name)
+
+    def locked(self) -> bool:
+        try:
+            return bool(self.backend.client.get_children(self.path))
+        except NoNodeError:
+            return False
+
+    def contenders(self) -> int:
+        """Nodes under the lock's path: the holder and its waiters."""
+        try:
+            return len(self.backend.client.get_children(self.path))
+        except NoNodeError:
+            return 0
+
+
+class ZooKeeperLockBackend(BaseLockBackend):
+    """OPTIONS: ``hosts`` ("127.0.0.1:2181"), ``root`` ("/locks"),
+    ``session_timeout`` seconds (10), ``wait_timeout`` seconds."""
+
+    lock_class = ZooKeeperLock
+
+    def __init__(self, alias: str, options: dict[str, Any]):
+        super().__init__(alias, options)
+        self.hosts = self.options.pop("hosts", "127.0.0.1:2181")
+        self.root = self.options.pop("root", "/locks").rstrip("/")
+        self.session_timeout = float(self.options.pop("session_timeout", 10.0))
+        self._mutex = threading.Lock()
+        self._client: KazooClient | None = None
+        self._pid = os.getpid()
+        # Bumped on every SUSPENDED or LOST: a holder compares it with the value it
+        # saw when it acquired.
+        self.losses = 0
+        atexit.register(self.close)
+
+    @property
+    def client(self) -> KazooClient:
+        with self._mutex:
+            if self._pid != os.getpid():  # a forked child: the parent's session is not ours
+                self._client, self._pid, self.losses = None, os.getpid(), 0
+            if self._client is None:
+                client = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
+                client.add_listener(self._on_state)
+                client.start(timeout=10)
+                client.ensure_path(self.root)
+                self._client = client
+            return self._client
+
+    def _on_state(self, state: str) -> None:
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self.losses += 1
+
+    def lock(self, name: str) -> ZooKeeperLock:
+        return ZooKeeperLock(name, backend=self, wait_timeout=self.wait_timeout)
+
+    def close(self) -> None:
+        with self._mutex:
+            client, self._client = self._client, None
+        if client is not None and self._pid == os.getpid():
+            client.stop()
+            client.close()

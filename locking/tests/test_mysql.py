@@ -1,0 +1,188 @@
+"""The MySQL locks (unique-key INSERT, SELECT ... FOR UPDATE) on the real MariaDB.
+Each test thread has its own database connection, so these are real transactions
+competing for real row locks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from inventory.models import Stock
+from locking import LockNotOwnedError
+from locking.backends.mysql import ForUpdateLockBackend, InsertLockBackend
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BACKENDS = [InsertLockBackend, ForUpdateLockBackend]
+
+
+@pytest.fixture(params=BACKENDS, ids=["mysql", "mysql-for-update"])
+def backend_cls(request):
+    return request.param
+
+
+def make(backend_cls, **options):
+    return backend_cls("test", {"using": "default", **options})
+
+
+def in_own_thread(fn):
+    """Run ``fn`` in a thread with its own connection; return (result, error)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:
+            box["error"] = e
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def test_two_holders_of_one_name_serialize(backend_cls):
+    backend = make(backend_cls, wait_timeout=10)
+    events = []
+    first_in = threading.Event()
+
+    def holder(tag, hold):
+        lock = backend.lock("stock:x")
+        assert lock.acquire()
+        events.append((tag, "in", time.monotonic()))
+        first_in.set()
+        time.sleep(hold)
+        events.append((tag, "out", time.monotonic()))
+        lock.release()
+
+    a, _ = in_own_thread(lambda: holder("a", 0.5))
+    first_in.wait(5)
+    b, box = in_own_thread(lambda: holder("b", 0))
+    a.join()
+    b.join()
+    assert "error" not in box
+    assert [e[:2] for e in events] == [("a", "in"), ("a", "out"), ("b", "in"), ("b", "out")]
+
+
+def test_lock_wait_timeout_gives_false_after_the_wait(backend_cls):
+    backend = make(backend_cls, wait_timeout=1)
+    holding, done = threading.Event(), threading.Event()
+
+    def holder():
+        lock = backend.lock("stock:x")
+        lock.acquire()
+        holding.set()
+        done.wait(10)
+        lock.release()
+
+    t, _ = in_own_thread(holder)
+    holding.wait(5)
+    started = time.monotonic()
+    assert backend.lock("stock:x").acquire() is False
+    waited = time.monotonic() - started
+    assert backend.lock("stock:x").acquire(blocking=False) is False
+    done.set()
+    t.join()
+    assert 0.9 <= waited < 3
+    assert not connection.in_atomic_block  # the failed attempt left no transaction open
+    lock = backend.lock("stock:x")
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
+def test_a_holder_whose_connection_dies_releases(backend_cls):
+    backend = make(backend_cls, wait_timeout=10)
+    holding = threading.Event()
+
+    def crashing_holder():
+        backend.lock("stock:x").acquire()
+        holding.set()
+        time.sleep(0.3)
+        connection.close()  # the process dies: the server rolls back, and the lock goes
+
+    t, _ = in_own_thread(crashing_holder)
+    holding.wait(5)
+    lock = backend.lock("stock:x")
+    started = time.monotonic()
+    assert lock.acquire()
+    assert time.monotonic() - started < 5
+    lock.release()
+    t.join()
+
+
+def test_nested_acquire_in_one_thread_does_not_deadlock(backend_cls):
+    backend = make(backend_cls, wait_timeout=2)
+    outer, inner = backend.lock("stock:x"), backend.lock("stock:x")
+    assert outer.acquire()
+    started = time.monotonic()
+    assert inner.acquire()
+    assert time.monotonic() - started < 0.5
+    assert outer.held_names() == {"stock:x": 2}
+    inner.release()
+    assert connection.in_atomic_block  # still held: not committed yet
+    outer.release()
+    assert not connection.in_atomic_block
+    with pytest.raises(LockNotOwnedError):
+        outer.release()
+
+
+def test_overlapping_multi_key_holders_in_opposite_orders_both_finish(backend_cls):
+    backend = make(backend_cls, wait_timeout=10)
+    barrier = threading.Barrier(2)
+
+    def buyer(names):
+        lock = backend.lock_many(names)
+        barrier.wait()
+        assert lock.acquire()
+        time.sleep(0.3)
+        lock.release()
+        return lock.names
+
+    a, box_a = in_own_thread(lambda: buyer(["stock:a", "stock:b", "stock:a"]))
+    b, box_b = in_own_thread(lambda: buyer(["stock:b", "stock:a"]))
+    a.join()
+    b.join()
+    assert "error" not in box_a and "error" not in box_b, (box_a, box_b)
+    assert box_a["value"] == box_b["value"] == ["stock:a", "stock:b"]  # de-duplicated, sorted
+
+
+def test_the_waiter_reads_the_stock_the_holder_committed(backend_cls, product_factory):
+    """REPEATABLE READ: the waiter's transaction began before the holder committed;
+    its snapshot must still be taken after it got the lock, or it reads stale stock."""
+    product = product_factory(stock=10)
+    backend = make(backend_cls, wait_timeout=10)
+    holding = threading.Event()
+
+    def holder():
+        lock = backend.lock("stock:x")
+        lock.acquire()
+        holding.set()
+        time.sleep(0.3)  # the waiter is now inside its transaction, waiting
+        Stock.objects.filter(product=product).update(quantity=7)
+        lock.release()  # commits the update
+
+    t, _ = in_own_thread(holder)
+    holding.wait(5)
+    lock = backend.lock("stock:x")
+    assert lock.acquire()
+    assert connection.in_atomic_block
+    seen = Stock.objects.get(product=product).quantity
+    lock.release()
+    t.join()
+    assert seen == 7
+
+
+def test_locked_is_seen_from_other_threads(backend_cls):
+    backend = make(backend_cls, wait_timeout=2)
+    lock = backend.lock("stock:x")
+    assert not lock.locked()
+    lock.acquire()
+    t, box = in_own_thread(lambda: backend.lock("stock:x").locked())
+    t.join()
+    lock.release()
+    assert box["value"] is True
+    assert not lock.locked()

@@ -1,0 +1,172 @@
+"""The ZooKeeper lock (kazoo's recipe) and its herd-effect teaching variant, against
+the stack's real ZooKeeper."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from kazoo.client import KazooClient, KazooState
+
+from locking import LockLostError, LockNotOwnedError
+from locking.backends import zookeeper
+from locking.backends.zookeeper import ZooKeeperLockBackend
+from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
+
+from .test_redisson import in_thread
+from .workers import increment_under_lock
+
+
+@pytest.fixture
+def zk_root():
+    return f"/flashsale-test/{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def zk(zk_root):
+    """``zk(**options)`` → a ZooKeeperLockBackend with its own client (session)."""
+    made = []
+
+    def make(cls=ZooKeeperLockBackend, **options):
+        backend = cls("test", {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root, **options})
+        made.append(backend)
+        return backend
+
+    yield make
+    if made:
+        made[0].client.delete(zk_root, recursive=True)
+    for backend in made:
+        backend.close()
+
+
+def expire_session(client: KazooClient) -> None:
+    """End ``client``'s session from outside, as a long partition would: another
+    client attaches to the same session and closes it."""
+    intruder = KazooClient(hosts=settings.ZOOKEEPER_HOSTS, client_id=client.client_id)
+    intruder.start()
+    intruder.stop()
+    intruder.close()
+
+
+def test_non_blocking_acquire_while_held_returns_false(zk):
+    backend = zk()
+    holder = backend.lock("z")
+    assert holder.acquire()
+    assert holder.locked()
+    assert zk().lock("z").acquire(blocking=False) is False  # another session
+    assert in_thread(lambda: backend.lock("z").acquire(blocking=False)) is False  # another thread
+    holder.release()
+    assert not holder.locked()
+
+
+def test_a_timed_out_waiter_returns_false_and_leaves_no_node(zk):
+    holder = zk().lock("z")
+    holder.acquire()
+    waiter = zk().lock("z")
+    started = time.monotonic()
+    assert waiter.acquire(timeout=1) is False
+    assert 0.95 <= time.monotonic() - started < 3
+    assert holder.contenders() == 1  # the holder's node only
+    holder.release()
+
+
+def test_release_without_acquire_raises(zk):
+    with pytest.raises(LockNotOwnedError):
+        zk().lock("z").release()
+
+
+def test_waiter_gets_the_lock_when_the_holder_releases(zk):
+    holder = zk().lock("z")
+    holder.acquire()
+    got = {}
+
+    def wait():
+        lock = zk().lock("z")
+        got["acquired"] = lock.acquire(timeout=10)
+        got["at"] = time.monotonic()
+        lock.release()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    holder.release()
+    t.join()
+    assert got["acquired"] and got["at"] - released < 1
+
+
+def test_expired_session_loses_the_lock_and_says_so(zk):
+    backend = zk(session_timeout=2)
+    holder = backend.lock("z")
+    holder.acquire()
+    holder.ensure_held()  # held: quiet
+    expire_session(backend.client)
+    contender = zk().lock("z")
+    assert contender.acquire(timeout=5)  # the ephemeral node went with the session
+    deadline = time.monotonic() + 5
+    while backend.losses == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the holder's client learns at its next contact with the server
+    with pytest.raises(LockLostError):
+        holder.ensure_held()
+    with pytest.raises(LockNotOwnedError):
+        holder.release()
+    assert contender.locked()
+    contender.release()
+    assert backend.client.state == KazooState.CONNECTED  # kazoo opened a new session
+
+
+def test_threads_and_processes_lose_no_increment(zk_root, redis_url, redis_client, key_prefix):
+    counter = f"{key_prefix}value"
+    options = {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root}
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=increment_under_lock,
+                         args=("zookeeper", options, redis_url, counter, 3, 15)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    increment_under_lock("zookeeper", options, redis_url, counter, 3, 15)
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    assert int(redis_client.get(counter)) == 4 * 3 * 15
+
+
+def wakeups_for_a_queue(zk, backend_cls, kind: str, waiters: int) -> int:
+    """Watch wake-ups while ``waiters`` queue behind a holder and each takes the
+    lock in turn, holding it long enough for the others to watch again."""
+    backend = zk(cls=backend_cls)
+    name = f"queue-{waiters}"
+    holder = backend.lock(name)
+    holder.acquire()
+    queued = threading.Barrier(waiters + 1)
+
+    def waiter():
+        lock = backend.lock(name)
+        queued.wait()
+        assert lock.acquire(timeout=30)
+        time.sleep(0.1)
+        lock.release()
+
+    threads = [threading.Thread(target=waiter) for _ in range(waiters)]
+    for t in threads:
+        t.start()
+    queued.wait()
+    time.sleep(0.5)  # every waiter is watching
+    before = zookeeper.wakeups(kind)
+    holder.release()
+    for t in threads:
+        t.join()
+    return zookeeper.wakeups(kind) - before
+
+
+def test_herd_effect_grows_with_the_square_of_waiters_the_recipe_linearly(zk):
+    recipe = {n: wakeups_for_a_queue(zk, ZooKeeperLockBackend, "recipe", n) for n in (4, 8)}
+    herd = {n: wakeups_for_a_queue(zk, HerdEffectZooKeeperLockBackend, "herd", n) for n in (4, 8)}
+    # Recipe: each release wakes the one waiter behind it: n wake-ups for n waiters.
+    assert recipe == {4: 4, 8: 8}
+    # Herd: each release wakes everyone still waiting: n + (n-1) + ... + 1.
+    assert herd[4] >= 4 * 5 // 2 and herd[8] >= 8 * 9 // 2, herd
+    assert herd[8] / herd[4] > 3  # n(n+1)/2: 36 / 10; linear would be 2
