@@ -4,7 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from flashsale.errors import SoldOut
+from flashsale.errors import SoldOut, StockChanged
 from flashsale.strategies import Deduction
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
@@ -115,3 +115,14 @@ def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
     audit = stock_audit(product=product, ordered_quantity=2, order_references=["op-0", "op-1"])
     assert audit.remaining == 8
     assert audit.lost_updates == 0 and audit.consistent
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+def test_versioned_write_under_the_same_race_detects_the_change(product_factory):
+    product = product_factory(stock=10)
+    errors = _two_buyers_at_once(product, Deduction.VERSIONED)
+    assert len(errors) == 1 and isinstance(errors[0], StockChanged)  # the second writer
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.version) == (9, 1)
+    assert StockFlow.objects.filter(product=product).count() == 1

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -45,6 +46,9 @@ ER_LOCK_WAIT_TIMEOUT = 1205
 ER_LOCK_DEADLOCK = 1213
 # MariaDB's ceiling for innodb_lock_wait_timeout: "wait forever".
 FOREVER_SECONDS = 1_073_741_824
+# Pause after the n-th deadlock: uniform in [0, min(cap, base * 2**n)] seconds.
+DEADLOCK_BACKOFF_BASE = 0.002
+DEADLOCK_BACKOFF_CAP = 0.1
 
 
 @contextmanager
@@ -129,6 +133,7 @@ class MySQLLock(BaseLock):
     def _take_all(self, names: list[str], deadline: float | None) -> bool:
         held = self.backend.holdings
         self.prepare(names)
+        deadlocks = 0
         while True:
             opened = held.atomic is None
             if opened:
@@ -164,12 +169,17 @@ class MySQLLock(BaseLock):
                     return False
                 if code != ER_LOCK_DEADLOCK:
                     raise
-                # Waiters queued on one uncommitted INSERT can deadlock each other
-                # when it goes away (they all hold S locks, each wants X). The
-                # victim held nothing else: try again within the deadline.
-                logger.info("deadlock taking %s; retrying", self.name)
-                if deadline is not None and time.monotonic() >= deadline:
+                # Waiters queued on one uncommitted INSERT deadlock each other when
+                # it goes away: each was granted a shared lock on the duplicate key
+                # and each now wants it exclusive. The victim held nothing else, so
+                # it tries again, after a random pause so the survivors can finish
+                # instead of deadlocking with it again at once.
+                deadlocks += 1
+                logger.info("deadlock %d taking %s; retrying", deadlocks, self.name)
+                pause = random.uniform(0, min(DEADLOCK_BACKOFF_CAP, DEADLOCK_BACKOFF_BASE * 2 ** deadlocks))
+                if deadline is not None and time.monotonic() + pause >= deadline:
                     return False
+                time.sleep(pause)
             except BaseException as e:
                 self._end_if(opened, e)
                 raise

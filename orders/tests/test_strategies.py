@@ -1,0 +1,142 @@
+"""The purchase under strategies whose failure modes need the service's help:
+optimistic retries, a lock that is busy, a ZooKeeper session lost mid-purchase."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+from kazoo.client import KazooClient
+
+from flashsale.errors import Busy
+from inventory.models import Stock, StockFlow
+from locking import get_lock, locks
+from locking.backends.zookeeper import ZooKeeperLockBackend
+from orders.models import Order
+from orders.selectors import sale_audit
+from orders.services import order_create
+
+
+def buyers_at_once(n: int, quantity: int = 1) -> list[BaseException | None]:
+    """``n`` threads (each its own DB connection) buy sku-1 together."""
+    barrier = threading.Barrier(n)
+    outcomes: list[BaseException | None] = [None] * n
+
+    def buy(i):
+        try:
+            barrier.wait()
+            order_create(sku="sku-1", quantity=quantity, user_id=f"u{i}")
+        except BaseException as e:
+            outcomes[i] = e
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=buy, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_RACE_DELAY_MS=50,
+                   FLASHSALE_OPTIMISTIC_RETRIES=50)
+def test_optimistic_never_oversells_and_counts_its_retries(product_factory):
+    product_factory(sku="sku-1", stock=5)
+    outcomes = buyers_at_once(8)
+    sold_out = [o for o in outcomes if o is not None]
+    assert len(sold_out) == 3 and all(type(o).__name__ == "SoldOut" for o in sold_out), outcomes
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.oversold, audit.lost_updates) == (5, 0, 0, 0)
+    assert audit.consistent
+    # 8 buyers read at once, one write wins per round: the rest redo theirs.
+    assert audit.retries >= 4
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_RACE_DELAY_MS=300,
+                   FLASHSALE_OPTIMISTIC_RETRIES=0)
+def test_optimistic_out_of_retries_is_busy_and_writes_nothing(product_factory):
+    product_factory(sku="sku-1", stock=5)
+    outcomes = buyers_at_once(2)
+    busy = [o for o in outcomes if isinstance(o, Busy)]
+    assert len(busy) == 1 and outcomes.count(None) == 1, outcomes
+    assert busy[0].extra == {"strategy": "optimistic", "retries": 0}
+    assert Order.objects.count() == 1 and StockFlow.objects.count() == 1
+    assert Stock.objects.get().quantity == 4
+
+
+MYSQL_FAST = {"mysql": {"BACKEND": "locking.backends.mysql.InsertLockBackend",
+                        "OPTIONS": {"wait_timeout": 1}}}
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="mysql", LOCKING=MYSQL_FAST)
+def test_mysql_lock_wait_timeout_is_busy_and_writes_nothing(product_factory):
+    product_factory(sku="sku-1", stock=5)
+    holding, done = threading.Event(), threading.Event()
+
+    def holder():
+        lock = get_lock("stock:sku-1", alias="mysql")
+        lock.acquire()
+        holding.set()
+        done.wait(10)
+        lock.release()
+        connection.close()
+
+    t = threading.Thread(target=holder)
+    t.start()
+    holding.wait(5)
+    try:
+        with pytest.raises(Busy):
+            order_create(sku="sku-1", quantity=1, user_id="u1")
+    finally:
+        done.set()
+        t.join()
+    assert not Order.objects.exists() and not StockFlow.objects.exists()
+    assert Stock.objects.get().quantity == 5
+    assert order_create(sku="sku-1", quantity=1, user_id="u1").remaining == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="zookeeper", FLASHSALE_RACE_DELAY_MS=3000)
+def test_zookeeper_session_lost_mid_purchase_commits_nothing(product_factory):
+    """The holder's session expires while it is inside the critical section; a
+    contender takes the lock; the holder must fail rather than commit."""
+    product_factory(sku="sku-1", stock=5)
+    backend = locks["zookeeper"]
+    outcome = {}
+
+    def buy():
+        try:
+            outcome["result"] = order_create(sku="sku-1", quantity=1, user_id="u1")
+        except BaseException as e:
+            outcome["error"] = e
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=buy)
+    t.start()
+    # Another process's session: this process's would expire with the buyer's.
+    other_process = ZooKeeperLockBackend("other", settings.LOCKING["zookeeper"]["OPTIONS"])
+    contender = other_process.lock("stock:sku-1")
+    deadline = time.monotonic() + 5
+    while not contender.locked() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the buyer holds the lock and sleeps in the critical section
+    intruder = KazooClient(hosts=settings.ZOOKEEPER_HOSTS, client_id=backend.client.client_id)
+    intruder.start()
+    intruder.stop()  # closes the buyer's session: its ephemeral node goes
+    intruder.close()
+    assert contender.acquire(timeout=2)  # well inside the buyer's 3 s sleep
+    t.join()
+    contender.release()
+    other_process.close()
+    assert isinstance(outcome.get("error"), Busy), outcome
+    assert "lost the stock lock" in outcome["error"].message
+    assert not Order.objects.exists() and not StockFlow.objects.exists()
+    assert Stock.objects.get().quantity == 5
