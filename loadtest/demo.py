@@ -43,14 +43,14 @@ def run_strategy(config: StackConfig, client: FlashsaleClient, strategy: str, *,
 
 
 def table(rows: list[Row]) -> str:
-    header = ["strategy", "attempts", "orders", "sold out", "busy", "errors",
+    header = ["strategy", "attempts", "orders", "sold out", "busy", "errors", "retries",
               "oversold", "lost updates", "ledger consistent", "wall s"]
     lines = [header]
     for row in rows:
         r, a = row.result, row.audit
         lines.append([
             row.strategy, str(r.attempts), str(a["orders"]), str(r.sold_out), str(r.busy),
-            str(r.errors), str(a["oversold"]), str(a["lost_updates"]),
+            str(r.errors), str(a["retries"]), str(a["oversold"]), str(a["lost_updates"]),
             "yes" if a["consistent"] else "NO", f"{r.seconds:.2f}",
         ])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
