@@ -1,11 +1,10 @@
-import threading
-
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import override_settings
 
 from flashsale.errors import SoldOut, StockChanged
 from flashsale.strategies import Deduction
+from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
 from inventory.services import product_reset, stock_deduct
@@ -72,25 +71,9 @@ def test_reset_restores_stock_clears_ledger_and_renames(product_factory):
 
 
 def _two_buyers_at_once(product, deduction) -> list[BaseException]:
-    """Two transactions deduct 1 each, released together by a barrier."""
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def buyer(n: int) -> None:
-        try:
-            barrier.wait()
-            deduct(product, 1, f"op-{n}", deduction)
-        except BaseException as e:  # surfaced by the assertion below
-            errors.append(e)
-        finally:
-            connection.close()  # this thread's connection
-
-    threads = [threading.Thread(target=buyer, args=(n,)) for n in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
+    """Two transactions deduct 1 each, released together."""
+    outcomes = run_at_once(lambda n: deduct(product, 1, f"op-{n}", deduction), 2)
+    return [e for e in outcomes if e is not None]
 
 
 # 300 ms between the read and the write: both buyers read before either writes,

@@ -24,6 +24,11 @@ def redis_client(redis_url):
 
 
 @pytest.fixture
+def zk_root():
+    return f"/flashsale-test/{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
 def key_prefix(redis_client):
     prefix = f"test:{uuid.uuid4().hex[:8]}:"
     yield prefix

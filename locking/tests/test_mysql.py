@@ -10,6 +10,7 @@ import time
 import pytest
 from django.db import connection
 
+from flashsale.testing import start_thread
 from inventory.models import Stock
 from locking import LockNotOwnedError
 from locking.backends.mysql import ForUpdateLockBackend, InsertLockBackend
@@ -28,23 +29,6 @@ def make(backend_cls, **options):
     return backend_cls("test", {"using": "default", **options})
 
 
-def in_own_thread(fn):
-    """Run ``fn`` in a thread with its own connection; return (result, error)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:
-            box["error"] = e
-        finally:
-            connection.close()
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, box
-
-
 def test_two_holders_of_one_name_serialize(backend_cls):
     backend = make(backend_cls, wait_timeout=10)
     events = []
@@ -59,9 +43,9 @@ def test_two_holders_of_one_name_serialize(backend_cls):
         events.append((tag, "out", time.monotonic()))
         lock.release()
 
-    a, _ = in_own_thread(lambda: holder("a", 0.5))
+    a, _ = start_thread(lambda: holder("a", 0.5))
     first_in.wait(5)
-    b, box = in_own_thread(lambda: holder("b", 0))
+    b, box = start_thread(lambda: holder("b", 0))
     a.join()
     b.join()
     assert "error" not in box
@@ -79,7 +63,7 @@ def test_lock_wait_timeout_gives_false_after_the_wait(backend_cls):
         done.wait(10)
         lock.release()
 
-    t, _ = in_own_thread(holder)
+    t, _ = start_thread(holder)
     holding.wait(5)
     started = time.monotonic()
     assert backend.lock("stock:x").acquire() is False
@@ -104,7 +88,7 @@ def test_a_holder_whose_connection_dies_releases(backend_cls):
         time.sleep(0.3)
         connection.close()  # the process dies: the server rolls back, and the lock goes
 
-    t, _ = in_own_thread(crashing_holder)
+    t, _ = start_thread(crashing_holder)
     holding.wait(5)
     lock = backend.lock("stock:x")
     started = time.monotonic()
@@ -142,8 +126,8 @@ def test_overlapping_multi_key_holders_in_opposite_orders_both_finish(backend_cl
         lock.release()
         return lock.names
 
-    a, box_a = in_own_thread(lambda: buyer(["stock:a", "stock:b", "stock:a"]))
-    b, box_b = in_own_thread(lambda: buyer(["stock:b", "stock:a"]))
+    a, box_a = start_thread(lambda: buyer(["stock:a", "stock:b", "stock:a"]))
+    b, box_b = start_thread(lambda: buyer(["stock:b", "stock:a"]))
     a.join()
     b.join()
     assert "error" not in box_a and "error" not in box_b, (box_a, box_b)
@@ -165,7 +149,7 @@ def test_the_waiter_reads_the_stock_the_holder_committed(backend_cls, product_fa
         Stock.objects.filter(product=product).update(quantity=7)
         lock.release()  # commits the update
 
-    t, _ = in_own_thread(holder)
+    t, _ = start_thread(holder)
     holding.wait(5)
     lock = backend.lock("stock:x")
     assert lock.acquire()
@@ -181,7 +165,7 @@ def test_locked_is_seen_from_other_threads(backend_cls):
     lock = backend.lock("stock:x")
     assert not lock.locked()
     lock.acquire()
-    t, box = in_own_thread(lambda: backend.lock("stock:x").locked())
+    t, box = start_thread(lambda: backend.lock("stock:x").locked())
     t.join()
     lock.release()
     assert box["value"] is True

@@ -19,30 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from flashsale.testing import in_thread
 from locking import LockNotOwnedError
 from locking.backends.redis.redisson import UNLOCK_MESSAGE, process_id
 
-from .workers import increment_under_lock
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def in_thread(fn):
-    """Run ``fn`` in another thread; return what it returned (or raise what it raised)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:
-            box["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def test_reentrant_two_acquires_one_release_still_excludes_others(redisson):
@@ -246,18 +227,3 @@ def test_forked_workers_get_their_own_holder_ids():
     child.start()
     child.join()
     assert queue.get(timeout=5) != parent
-
-
-def test_threads_and_processes_lose_no_increment(redis_url, key_prefix, redis_client):
-    counter = f"{key_prefix}value"  # the lock itself is named "counter"
-    options = {"url": redis_url, "key_prefix": key_prefix}
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=increment_under_lock,
-                         args=("redisson", options, redis_url, counter, 4, 25)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    increment_under_lock("redisson", options, redis_url, counter, 4, 25)
-    for p in procs:
-        p.join()
-    assert all(p.exitcode == 0 for p in procs)
-    assert int(redis_client.get(counter)) == 4 * 4 * 25

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 
 import pytest
 
+from flashsale.testing import in_thread
 from locking import LockNotOwnedError
-
-from .test_redisson import in_thread
-from .workers import increment_under_lock
 
 
 def test_acquire_sets_the_key_with_a_token_and_ttl(setnx, redis_client):
@@ -99,18 +96,3 @@ def test_a_waiter_gets_the_lock_within_a_retry_interval_of_its_release(setnx):
     holder.release()
     t.join()
     assert got["at"] - released < 0.5
-
-
-def test_threads_and_processes_lose_no_increment(redis_url, key_prefix, redis_client):
-    counter = f"{key_prefix}value"  # the lock itself is named "counter"
-    options = {"url": redis_url, "key_prefix": key_prefix}
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=increment_under_lock,
-                         args=("setnx", options, redis_url, counter, 4, 25)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    increment_under_lock("setnx", options, redis_url, counter, 4, 25)
-    for p in procs:
-        p.join()
-    assert all(p.exitcode == 0 for p in procs)
-    assert int(redis_client.get(counter)) == 4 * 4 * 25

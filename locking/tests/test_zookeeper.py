@@ -3,27 +3,18 @@ the stack's real ZooKeeper."""
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
-import uuid
 
 import pytest
 from django.conf import settings
 from kazoo.client import KazooClient, KazooState
 
+from flashsale.testing import in_thread
 from locking import LockLostError, LockNotOwnedError
 from locking.backends import zookeeper
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
-
-from .test_redisson import in_thread
-from .workers import increment_under_lock
-
-
-@pytest.fixture
-def zk_root():
-    return f"/flashsale-test/{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
@@ -117,21 +108,6 @@ def test_expired_session_loses_the_lock_and_says_so(zk):
     assert contender.locked()
     contender.release()
     assert backend.client.state == KazooState.CONNECTED  # kazoo opened a new session
-
-
-def test_threads_and_processes_lose_no_increment(zk_root, redis_url, redis_client, key_prefix):
-    counter = f"{key_prefix}value"
-    options = {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root}
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=increment_under_lock,
-                         args=("zookeeper", options, redis_url, counter, 3, 15)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    increment_under_lock("zookeeper", options, redis_url, counter, 3, 15)
-    for p in procs:
-        p.join()
-    assert all(p.exitcode == 0 for p in procs)
-    assert int(redis_client.get(counter)) == 4 * 3 * 15
 
 
 def wakeups_for_a_queue(zk, backend_cls, kind: str, waiters: int) -> int:

@@ -8,11 +8,11 @@ import time
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
 from kazoo.client import KazooClient
 
 from flashsale.errors import Busy
+from flashsale.testing import run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
@@ -21,26 +21,9 @@ from orders.selectors import sale_audit
 from orders.services import order_create
 
 
-def buyers_at_once(n: int, quantity: int = 1) -> list[BaseException | None]:
-    """``n`` threads (each its own DB connection) buy sku-1 together."""
-    barrier = threading.Barrier(n)
-    outcomes: list[BaseException | None] = [None] * n
-
-    def buy(i):
-        try:
-            barrier.wait()
-            order_create(sku="sku-1", quantity=quantity, user_id=f"u{i}")
-        except BaseException as e:
-            outcomes[i] = e
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=buy, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outcomes
+def buyers_at_once(n: int) -> list[BaseException | None]:
+    """``n`` threads (each its own DB connection) buy 1 of sku-1 together."""
+    return run_at_once(lambda i: order_create(sku="sku-1", quantity=1, user_id=f"u{i}"), n)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -87,10 +70,8 @@ def test_mysql_lock_wait_timeout_is_busy_and_writes_nothing(product_factory):
         holding.set()
         done.wait(10)
         lock.release()
-        connection.close()
 
-    t = threading.Thread(target=holder)
-    t.start()
+    t, _ = start_thread(holder)
     holding.wait(5)
     try:
         with pytest.raises(Busy):
@@ -110,18 +91,7 @@ def test_zookeeper_session_lost_mid_purchase_commits_nothing(product_factory):
     contender takes the lock; the holder must fail rather than commit."""
     product_factory(sku="sku-1", stock=5)
     backend = locks["zookeeper"]
-    outcome = {}
-
-    def buy():
-        try:
-            outcome["result"] = order_create(sku="sku-1", quantity=1, user_id="u1")
-        except BaseException as e:
-            outcome["error"] = e
-        finally:
-            connection.close()
-
-    t = threading.Thread(target=buy)
-    t.start()
+    t, outcome = start_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="u1"))
     # Another process's session: this process's would expire with the buyer's.
     other_process = ZooKeeperLockBackend("other", settings.LOCKING["zookeeper"]["OPTIONS"])
     contender = other_process.lock("stock:sku-1")

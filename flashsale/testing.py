@@ -1,0 +1,52 @@
+"""Helpers for the test suites of every app: running code in other threads, each
+with its own database connection, as concurrent requests would."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+
+
+def start_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict]:
+    """Start ``fn`` in a thread; its outcome lands in the returned dict as "value"
+    or "error". The thread's database connection, if it opened one, is closed."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:
+            box["error"] = e
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, box
+
+
+def in_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in another thread and wait: return its value or raise its error."""
+    thread, box = start_thread(fn)
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_at_once(fn: Callable[[int], Any], n: int) -> list[BaseException | None]:
+    """Call ``fn(0)`` … ``fn(n - 1)`` in ``n`` threads released together by a
+    barrier; return each call's exception, or None where it returned."""
+    barrier = threading.Barrier(n)
+
+    def call(i):
+        barrier.wait()
+        return fn(i)
+
+    started = [start_thread(lambda i=i: call(i)) for i in range(n)]
+    for thread, _ in started:
+        thread.join()
+    return [box.get("error") for _, box in started]
