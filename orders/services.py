@@ -1,6 +1,6 @@
 """The purchase, and the reset of a sale.
 
-One purchase, in order: validate → idempotency check → acquire the stock lock →
+One purchase, in order: validate → idempotency check → sold-out mark → acquire the stock lock →
 open the transaction → create the order, deduct the stock, append the flow row →
 commit → release the lock. The lock is held across the commit: released earlier,
 the next holder could read the stock before this write is visible.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, StockChanged
+from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, StockChanged
 from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product
 from inventory.selectors import flow_get, product_get
@@ -25,6 +25,7 @@ from locking import BaseLock, LockError, LockLostError, get_lock
 
 from .idempotency import flag_claim, flag_complete, flags_forget
 from .models import Order
+from .soldout import soldout_clear, soldout_mark, soldout_marked
 
 logger = logging.getLogger(__name__)
 
@@ -159,17 +160,19 @@ def order_create(
             f"quantity must be between 1 and {settings.FLASHSALE_MAX_PER_ORDER}",
             extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
         )
-    product = product_get(sku=sku)
     fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key
         known = _known_outcome(key=key, fingerprint=fingerprint)
         if known is not None:
-            return known
+            return known  # a replay is answered even after the sale sold out
     else:
         key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
 
     try:
+        if soldout_marked(sku=sku):
+            raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
+        product = product_get(sku=sku)
         order, remaining = _order_place(product=product, quantity=quantity, user_id=user_id, key=key)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
@@ -180,10 +183,14 @@ def order_create(
         result = _replay(order=existing, fingerprint=fingerprint)
         flag_complete(key=key, fingerprint=fingerprint, order_id=existing.pk)
         return result
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0:
+            soldout_mark(sku=sku)
         if idempotency_key:
             flags_forget(keys=[key])  # failed: a retry may try again
         raise
+    if remaining == 0:
+        soldout_mark(sku=sku)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=order.pk)
     return OrderResult(order=order, remaining=remaining, replayed=False)
@@ -197,4 +204,5 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None) -> Product:
         orders.delete()
         product = product_reset(sku=sku, stock=stock, name=name)
     flags_forget(keys=keys)
+    soldout_clear(sku=sku)
     return product

@@ -35,6 +35,7 @@ class StackConfig:
     threads: int
     strategy: str
     race_delay_ms: float
+    fast_path: bool  # the sold-out mark (FLASHSALE_SOLDOUT_FAST_PATH)
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -51,6 +52,7 @@ class StackConfig:
             threads=env.int("THREADS", default=8),
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
             race_delay_ms=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0),
+            fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
         )
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
@@ -102,5 +104,6 @@ class StackConfig:
             "FLASHSALE_INSTANCE": name,
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),
+            "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
         }

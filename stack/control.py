@@ -118,7 +118,8 @@ def reconfigure(config: StackConfig) -> StackConfig:
     sup.reload()
     _start_front(sup, config)
     _say(f"apps now: strategy={config.strategy} instances={config.instances} "
-         f"workers={config.workers} race_delay_ms={config.race_delay_ms:g}")
+         f"workers={config.workers} race_delay_ms={config.race_delay_ms:g} "
+         f"fast_path={'on' if config.fast_path else 'off'}")
     return config
 
 

@@ -137,6 +137,9 @@ FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5
 # How often an optimistic purchase redoes its transaction after finding the stock
 # changed before answering 503 busy.
 FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
+# Once the stock is gone, answer sold out from a Redis mark without lock or
+# transaction. Off: every purchase pays the full path (to compare lock costs).
+FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
 # Idempotency flags in Redis: a claim lives while its request is in flight (and is
 # dropped when it fails); a completed purchase's flag answers replays this long.
 FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL", default=30)

@@ -1,0 +1,176 @@
+"""From one Locust run's raw answers (and the sale's audit) to the figures the
+comparison reports; medians over rounds; the correctness gate. Pure functions:
+no servers, so every step is unit-tested on small fixtures."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+REJECTED = ("sold_out", "conflict")
+
+
+@dataclass(frozen=True)
+class LocustTotals:
+    """The Aggregated row of Locust's ``<prefix>_stats.csv``."""
+
+    requests: int
+    failures: int
+    requests_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+def parse_locust_stats(path: Path) -> LocustTotals:
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["Name"] == "Aggregated":
+                return LocustTotals(
+                    requests=int(row["Request Count"]),
+                    failures=int(row["Failure Count"]),
+                    requests_per_s=float(row["Requests/s"]),
+                    p50_ms=float(row["50%"]),
+                    p95_ms=float(row["95%"]),
+                    p99_ms=float(row["99%"]),
+                )
+    raise ValueError(f"{path}: no Aggregated row")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), nearest-rank; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    attempts: int
+    created: int
+    replayed: int
+    sold_out: int
+    busy: int
+    errors: int
+    seconds: float
+    throughput: float  # answers per second over the whole run
+    sell_out_seconds: float  # first to last successful order (NaN: none or one)
+    orders_per_s: float  # while stock lasted
+    rejections_per_s: float  # answers per second after the last order
+    ok_p50_ms: float
+    ok_p95_ms: float
+    ok_p99_ms: float
+    rejected_p50_ms: float
+    rejected_p95_ms: float
+    rejected_p99_ms: float
+    # From the audit of the sale, when there is one (not for the ping ceiling).
+    orders: int = 0
+    oversold: int = 0
+    lost_updates: int = 0
+    consistent: bool = True
+    retries: int = 0
+
+
+def run_figures(attempts: list[tuple[float, float, str]], audit: dict | None = None) -> RunFigures:
+    """``attempts``: (start, end, outcome) per request, as the locustfile records them."""
+    if not attempts:
+        raise ValueError("a run with no attempts")
+    by = {k: [a for a in attempts if a[2] == k]
+          for k in ("created", "replayed", "sold_out", "conflict", "busy", "error", "ping")}
+    first = min(a[0] for a in attempts)
+    last = max(a[1] for a in attempts)
+    seconds = last - first
+    created_ends = sorted(a[1] for a in by["created"])
+    sell_out = created_ends[-1] - created_ends[0] if len(created_ends) > 1 else math.nan
+    ok = by["created"] + by["ping"]
+    rejected = [a for k in REJECTED for a in by[k]]
+    after = [a for a in attempts if created_ends and a[0] > created_ends[-1]]
+    after_seconds = last - created_ends[-1] if created_ends else math.nan
+
+    def ms(group, q):
+        return percentile([(a[1] - a[0]) * 1000 for a in group], q)
+
+    audit = audit or {}
+    return RunFigures(
+        attempts=len(attempts),
+        created=len(by["created"]),
+        replayed=len(by["replayed"]),
+        sold_out=len(by["sold_out"]),
+        busy=len(by["busy"]),
+        errors=len(by["error"]) + len(by["conflict"]),
+        seconds=seconds,
+        throughput=len(attempts) / seconds if seconds > 0 else math.nan,
+        sell_out_seconds=sell_out,
+        orders_per_s=len(created_ends) / sell_out if sell_out and sell_out > 0 else math.nan,
+        rejections_per_s=len(after) / after_seconds if after and after_seconds > 0 else math.nan,
+        ok_p50_ms=ms(ok, 50), ok_p95_ms=ms(ok, 95), ok_p99_ms=ms(ok, 99),
+        rejected_p50_ms=ms(rejected, 50), rejected_p95_ms=ms(rejected, 95),
+        rejected_p99_ms=ms(rejected, 99),
+        orders=audit.get("orders", 0),
+        oversold=audit.get("oversold", 0),
+        lost_updates=audit.get("lost_updates", 0),
+        consistent=audit.get("consistent", True),
+        retries=audit.get("retries", 0),
+    )
+
+
+@dataclass
+class Row:
+    """One line of the report: a strategy (or the ceiling), medians over its rounds."""
+
+    label: str
+    strategy: str
+    claims_correct: bool
+    fast_path: bool
+    median: RunFigures
+    rounds: list[RunFigures] = field(default_factory=list)
+    ratio_to_ceiling: float = math.nan
+
+    @property
+    def worst_oversold(self) -> int:
+        return max(r.oversold for r in self.rounds)
+
+    @property
+    def worst_lost_updates(self) -> int:
+        return max(abs(r.lost_updates) for r in self.rounds)
+
+    @property
+    def always_consistent(self) -> bool:
+        return all(r.consistent for r in self.rounds)
+
+
+def median_figures(rounds: list[RunFigures]) -> RunFigures:
+    """Each field's median over the rounds (booleans: all must hold)."""
+    values = {}
+    for f in fields(RunFigures):
+        column = [getattr(r, f.name) for r in rounds]
+        if f.type in ("bool",) or isinstance(column[0], bool):
+            values[f.name] = all(column)
+        else:
+            finite = [v for v in column if not (isinstance(v, float) and math.isnan(v))]
+            values[f.name] = statistics.median(finite) if finite else math.nan
+            if isinstance(column[0], int) and finite:
+                values[f.name] = int(round(values[f.name]))
+    return RunFigures(**values)
+
+
+def gate(rows: list[Row]) -> list[str]:
+    """Strategies that claim correctness but oversold, lost an update or left the
+    ledger inconsistent in any round (not the median: one bad round is a bug)."""
+    broken = []
+    for row in rows:
+        if row.claims_correct and (row.worst_oversold or row.worst_lost_updates or not row.always_consistent):
+            broken.append(f"{row.label}: oversold {row.worst_oversold}, lost updates "
+                          f"{row.worst_lost_updates}, consistent {row.always_consistent}")
+    return broken
+
+
+def as_dict(row: Row) -> dict:
+    return {"label": row.label, "strategy": row.strategy, "claims_correct": row.claims_correct,
+            "fast_path": row.fast_path, "ratio_to_ceiling": row.ratio_to_ceiling,
+            "median": asdict(row.median), "rounds": [asdict(r) for r in row.rounds]}

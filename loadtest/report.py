@@ -1,0 +1,202 @@
+"""The comparison report: a markdown table, and an HTML page with the same table and
+charts drawn by matplotlib as inline SVG (no CDN, opens offline), and an index of
+past runs."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .figures import Row  # noqa: E402
+
+OK_COLOR, BAD_COLOR, CEILING_COLOR, NEUTRAL_COLOR = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
+
+
+def _num(value: float, digits: int = 0) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+COLUMNS = [
+    ("strategy", lambda r: r.label),
+    ("attempts", lambda r: _num(r.median.attempts)),
+    ("orders", lambda r: _num(r.median.orders) if r.strategy != "ping" else "–"),
+    ("oversold", lambda r: _num(r.worst_oversold) if r.strategy != "ping" else "–"),
+    ("lost updates", lambda r: _num(r.worst_lost_updates) if r.strategy != "ping" else "–"),
+    ("ledger", lambda r: ("ok" if r.always_consistent else "BROKEN") if r.strategy != "ping" else "–"),
+    ("req/s", lambda r: _num(r.median.throughput)),
+    ("× ceiling", lambda r: _num(r.ratio_to_ceiling, 2)),
+    ("sell-out s", lambda r: _num(r.median.sell_out_seconds, 2)),
+    ("orders/s", lambda r: _num(r.median.orders_per_s)),
+    ("rejections/s", lambda r: _num(r.median.rejections_per_s)),
+    ("ok p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
+        r.median.ok_p50_ms, r.median.ok_p95_ms, r.median.ok_p99_ms))),
+    ("rejected p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
+        r.median.rejected_p50_ms, r.median.rejected_p95_ms, r.median.rejected_p99_ms))),
+    ("busy", lambda r: _num(r.median.busy)),
+    ("retries", lambda r: _num(r.median.retries)),
+    ("errors", lambda r: _num(r.median.errors)),
+]
+
+
+def markdown_table(rows: list[Row]) -> str:
+    header = "| " + " | ".join(name for name, _ in COLUMNS) + " |"
+    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(COLUMNS))) + "|"
+    lines = [header, rule]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def _svg(fig) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # inline: drop the XML prologue
+
+
+def _bars(labels, values, colors, title, ylabel, hline=None, hline_label=None):
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    clean = [0 if (isinstance(v, float) and math.isnan(v)) else v for v in values]
+    bars = ax.bar(labels, clean, color=colors)
+    for bar, value in zip(bars, values, strict=True):
+        nan = isinstance(value, float) and math.isnan(value)
+        text = "–" if nan else f"{value:,.2f}".rstrip("0").rstrip(".")
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    if hline is not None:
+        ax.axhline(hline, color=CEILING_COLOR, linestyle="--", linewidth=1, label=hline_label)
+        ax.legend(fontsize=8, frameon=False, loc="upper right")
+    ax.set_title(title, fontsize=11)
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+def charts(rows: list[Row]) -> dict[str, str]:
+    """name → inline SVG."""
+    ceiling = next((r for r in rows if r.strategy == "ping"), None)
+    sales = [r for r in rows if r.strategy != "ping"]
+    labels = [r.label for r in sales]
+    out = {}
+    out["throughput"] = _svg(_bars(
+        labels, [r.median.throughput for r in sales], NEUTRAL_COLOR,
+        "Throughput (all answers)", "requests/s",
+        hline=ceiling.median.throughput if ceiling else None, hline_label="no-op ceiling"))
+    out["sell_out"] = _svg(_bars(
+        labels, [r.median.sell_out_seconds for r in sales], NEUTRAL_COLOR,
+        "Time to sell out (first to last order)", "seconds"))
+    out["oversold"] = _svg(_bars(
+        labels, [r.worst_oversold for r in sales],
+        [BAD_COLOR if r.worst_oversold > 0 else OK_COLOR for r in sales],
+        "Oversold units (worst round)", "units"))
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    width = 0.27
+    for i, (q, alpha) in enumerate(((50, 1.0), (95, 0.65), (99, 0.35))):
+        values = [getattr(r.median, f"ok_p{q}_ms") for r in sales]
+        xs = [x + (i - 1) * width for x in range(len(sales))]
+        ax.bar(xs, [0 if math.isnan(v) else v for v in values], width, label=f"p{q}",
+               color=NEUTRAL_COLOR, alpha=alpha)
+    ax.set_xticks(range(len(sales)), labels, rotation=30, fontsize=8)
+    ax.set_title("Latency of successful purchases", fontsize=11)
+    ax.set_ylabel("ms")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    out["latency"] = _svg(fig)
+    return out
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>flashsale comparison {stamp}</title>
+<style>
+body {{ font: 14px/1.45 system-ui, sans-serif; color: #1d2330; max-width: 1100px;
+        margin: 2rem auto; padding: 0 1rem; }}
+table {{ border-collapse: collapse; font-size: 12.5px; margin: 1rem 0; }}
+th, td {{ padding: .3rem .5rem; border-bottom: 1px solid #e4e7ec; text-align: right; white-space: nowrap; }}
+th:first-child, td:first-child {{ text-align: left; }}
+td.bad {{ color: #c62828; font-weight: 600; }}
+code {{ background: #f2f4f7; padding: .1rem .3rem; border-radius: 4px; }}
+.charts {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }}
+.charts svg {{ width: 100%; height: auto; }}
+@media (max-width: 900px) {{ .charts {{ grid-template-columns: 1fr; }} }}
+</style></head><body>
+<h1>flashsale: strategies compared</h1>
+<p>{stamp} · <code>{command}</code></p>
+<p>{setup}</p>
+{gate}
+<div style="overflow-x: auto">{table}</div>
+<div class="charts">{charts}</div>
+<h2>How to read it</h2>
+<ul>
+<li><b>× ceiling</b>: throughput as a share of <code>/api/ping</code> through the same nginx and
+instances (no database, no lock): what the stack can do before any purchase logic.</li>
+<li><b>sell-out s</b>: first to last successful order; <b>orders/s</b>: orders while stock lasted.
+Afterwards every answer is a rejection: <b>rejections/s</b>, cheap when the sold-out mark answers
+them without the lock.</li>
+<li>Oversold and lost updates are the worst round; the rest are medians of {rounds} round(s).
+The machine is shared and noisy: compare strategies as ratios within one report.</li>
+</ul>
+<p><a href="../index.html">All runs</a></p>
+</body></html>
+"""
+
+
+def html_table(rows: list[Row]) -> str:
+    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in COLUMNS)
+    body = []
+    for row in rows:
+        cells = []
+        for name, cell in COLUMNS:
+            value = cell(row)
+            bad = (name == "oversold" and value not in ("0", "–")) or \
+                  (name == "lost updates" and value not in ("0", "–")) or value == "BROKEN"
+            css = ' class="bad"' if bad else ""
+            cells.append(f"<td{css}>{html.escape(value)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, setup: str,
+                 rounds: int, broken: list[str]) -> tuple[Path, Path]:
+    md = directory / "report.md"
+    md.write_text(f"# flashsale comparison {stamp}\n\n`{command}`\n\n{setup}\n\n{markdown_table(rows)}\n"
+                  + (f"\n**Gate failed:** {'; '.join(broken)}\n" if broken else ""))
+    gate_html = (f'<p style="color:#c62828"><b>Gate failed:</b> {html.escape("; ".join(broken))}</p>'
+                 if broken else "<p>Gate: every strategy that claims correctness sold exactly its stock.</p>")
+    drawn = charts(rows)
+    for name, svg in drawn.items():  # also as files, to link or check in
+        (directory / f"{name}.svg").write_text(svg)
+    page = PAGE.format(stamp=html.escape(stamp), command=html.escape(command), setup=html.escape(setup),
+                       gate=gate_html, table=html_table(rows), rounds=rounds,
+                       charts="".join(f"<div>{svg}</div>" for svg in drawn.values()))
+    report = directory / "report.html"
+    report.write_text(page)
+    return md, report
+
+
+def write_index(reports_dir: Path) -> Path:
+    """``reports/index.html``: every run, newest first, with its gate and best strategy."""
+    items = []
+    for summary in sorted(reports_dir.glob("*/summary.json"), reverse=True):
+        data = json.loads(summary.read_text())
+        verdict = "gate failed" if data.get("broken") else "gate passed"
+        items.append(f'<li><a href="{summary.parent.name}/report.html">{summary.parent.name}</a> · '
+                     f'{len(data.get("rows", []))} rows · {verdict} · '
+                     f'<code>{html.escape(data.get("command", ""))}</code></li>')
+    index = reports_dir / "index.html"
+    index.write_text("<!doctype html><meta charset='utf-8'><title>flashsale runs</title>"
+                     "<body style='font: 14px system-ui; max-width: 900px; margin: 2rem auto'>"
+                     f"<h1>Comparison runs</h1><ul>{''.join(items)}</ul></body>")
+    return index
