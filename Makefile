@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo test lint clean bench-redis-locks
+.PHONY: help install install-test up down status demo compare test lint clean bench-redis-locks
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -40,9 +40,13 @@ down:  ## stop exactly the processes `up` started, by PID
 status:  ## state, PID and health of each server
 	$(PY) -m stack status
 
-demo: up  ## the same burst through nginx under each strategy, and the oversell table
+demo: up  ## the burst under each strategy (the oversell table), then one round of the comparison
 	$(PY) -m loadtest.demo
+	$(PY) -m loadtest.compare --rounds 1 $(COMPARE_ARGS)
 	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ ; 'make down' stops it."
+
+compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report in reports/<time>/
+	$(PY) -m loadtest.compare $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 bench-redis-locks: install  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt

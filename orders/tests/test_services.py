@@ -173,7 +173,8 @@ class RecordingBackend(BaseLockBackend):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}})
+@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}},
+                   FLASHSALE_SOLDOUT_FAST_PATH=False)  # the sold-out purchase must reach the lock
 def test_the_lock_is_released_only_after_commit(product_factory):
     product_factory(sku="sku-1", stock=1)
     RecordingLock.events.clear()
@@ -181,3 +182,41 @@ def test_the_lock_is_released_only_after_commit(product_factory):
     with pytest.raises(SoldOut):
         order_create(sku="sku-1", quantity=1, user_id="u1")
     assert RecordingLock.events == ["acquire", "release after commit", "acquire", "release after commit"]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}})
+def test_once_sold_out_the_mark_answers_without_lock_or_transaction(product_factory):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    product_factory(sku="sku-1", stock=1)
+    RecordingLock.events.clear()
+    assert order_create(sku="sku-1", quantity=1, user_id="u1").remaining == 0
+    with CaptureQueriesContext(connection) as queries, pytest.raises(SoldOut) as caught:
+        order_create(sku="sku-1", quantity=1, user_id="u2")
+    assert len(queries) == 0  # not even the product lookup
+    assert caught.value.extra == {"sku": "sku-1", "requested": 1, "remaining": 0}
+    assert RecordingLock.events == ["acquire", "release after commit"]  # the first purchase only
+    sale_reset(sku="sku-1", stock=1)  # clears the mark
+    assert order_create(sku="sku-1", quantity=1, user_id="u2").remaining == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}},
+                   FLASHSALE_SOLDOUT_FAST_PATH=False)
+def test_without_the_mark_every_sold_out_takes_the_lock(product_factory):
+    product_factory(sku="sku-1", stock=1)
+    RecordingLock.events.clear()
+    order_create(sku="sku-1", quantity=1, user_id="u1")
+    with pytest.raises(SoldOut):
+        order_create(sku="sku-1", quantity=1, user_id="u2")
+    assert RecordingLock.events.count("acquire") == 2
+
+
+@pytest.mark.django_db
+def test_a_replay_is_answered_after_the_sale_sold_out(product_factory):
+    product_factory(sku="sku-1", stock=1)
+    first = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    again = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert again.replayed and again.order.pk == first.order.pk

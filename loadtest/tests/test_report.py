@@ -1,0 +1,61 @@
+"""The report's rendering, on hand-made rows."""
+
+import json
+
+from loadtest.figures import Row, as_dict, run_figures
+from loadtest.report import html_table, markdown_table, write_index, write_report
+
+from .test_figures import AUDIT, RUN
+
+
+def rows():
+    ping = run_figures([(0.0, 0.01, "ping"), (0.0, 0.02, "ping")])
+    broken = run_figures(RUN, {**AUDIT, "oversold": 7, "lost_updates": 7, "consistent": False})
+    fine = run_figures(RUN, AUDIT)
+    return [
+        Row(label="ping (no-op ceiling)", strategy="ping", claims_correct=False, fast_path=True,
+            median=ping, rounds=[ping], ratio_to_ceiling=1.0),
+        Row(label="none", strategy="none", claims_correct=False, fast_path=True, median=broken,
+            rounds=[broken], ratio_to_ceiling=0.25),
+        Row(label="atomic", strategy="atomic", claims_correct=True, fast_path=True, median=fine,
+            rounds=[fine], ratio_to_ceiling=0.5),
+    ]
+
+
+def test_markdown_table_has_a_row_per_strategy_and_the_ceiling():
+    lines = markdown_table(rows()).splitlines()
+    assert lines[0].startswith("| strategy | attempts | orders | oversold |")
+    assert len(lines) == 2 + 3
+    assert lines[2] == ("| ping (no-op ceiling) | 2 | – | – | – | – | 100 | 1.00 | – | – | – "
+                        "| 10/20/20 | –/–/– | 0 | 0 | 0 |")
+    assert "| none | 9 | 3 | 7 | 7 | BROKEN |" in lines[3]
+    assert "| atomic | 9 | 3 | 0 | 0 | ok |" in lines[4]
+    assert "| 0.50 |" in lines[4]
+
+
+def test_html_marks_oversell_in_red():
+    table = html_table(rows())
+    assert table.count('class="bad"') == 3  # oversold, lost updates, ledger of "none"
+
+
+def test_write_report_renders_offline_charts_and_an_index(tmp_path):
+    run = tmp_path / "20260101-000000"
+    run.mkdir()
+    md, page = write_report(run, rows(), stamp="20260101-000000", command="python -m loadtest.compare",
+                            setup="test setup", rounds=1, broken=[])
+    text = page.read_text()
+    assert text.count("<svg") == 4  # throughput, sell-out, oversold, latency
+    assert "http://" not in text.split("<svg", 1)[0] and "<script" not in text  # nothing fetched
+    oversold_svg = (run / "oversold.svg").read_text()
+    assert "#c62828" in oversold_svg  # the red bar of "none"
+    assert "| atomic |" in md.read_text()
+    (run / "summary.json").write_text(json.dumps({"command": "c", "broken": [],
+                                                  "rows": [as_dict(r) for r in rows()]}))
+    index = write_index(tmp_path).read_text()
+    assert 'href="20260101-000000/report.html"' in index and "gate passed" in index
+
+
+def test_a_failed_gate_is_in_the_report(tmp_path):
+    md, page = write_report(tmp_path, rows(), stamp="s", command="c", setup="s", rounds=1,
+                            broken=["setnx: oversold 1, lost updates 1, consistent False"])
+    assert "Gate failed" in md.read_text() and "Gate failed" in page.read_text()

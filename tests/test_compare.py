@@ -1,0 +1,37 @@
+"""One short comparison on the real stack: the pipeline from Locust to report works.
+(Figures are the report's business, not this test's.)"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stack.config import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest.compare", "--strategies", "none,atomic", "--rounds", "1",
+         "--users", "20", "--attempts", "150", "--stock", "50", "--reports", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    stack_apps()  # compare put the instances back as they were started; so does the fixture
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for name in ("report.md", "report.html", "summary.json", "throughput.svg",
+                 "ping-r1_stats.csv", "atomic-r1_stats.csv", "none-r1_stats.csv"):
+        assert (run / name).exists(), name
+    summary = json.loads((run / "summary.json").read_text())
+    rows = {row["label"]: row for row in summary["rows"]}
+    assert list(rows) == ["ping (no-op ceiling)", "none", "atomic"]
+    atomic = rows["atomic"]["median"]
+    assert (atomic["orders"], atomic["oversold"], atomic["lost_updates"], atomic["consistent"]) == \
+        (50, 0, 0, True)
+    assert atomic["attempts"] == 150 and atomic["errors"] == 0
+    assert 0 < rows["atomic"]["ratio_to_ceiling"]
+    assert summary["broken"] == []
+    assert "| atomic | 150 | 50 | 0 | 0 | ok |" in result.stdout
+    assert (tmp_path / "index.html").exists()
