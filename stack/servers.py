@@ -160,7 +160,8 @@ def app(config: StackConfig, name: str) -> Server:
             str(BIN / "gunicorn"), "flashsale.wsgi:application",
             f"--bind=127.0.0.1:{port}", f"--name={name}",
             "--worker-class=gthread", f"--workers={config.workers}", f"--threads={config.threads}",
-            "--timeout=60", "--graceful-timeout=5", "--error-logfile=-", "--log-level=warning",
+            "--timeout=60", "--graceful-timeout=5", "--keep-alive=75",  # > nginx's 60 s
+            "--error-logfile=-", "--log-level=warning",
         ],
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/healthz"),
