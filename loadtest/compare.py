@@ -46,14 +46,15 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
     command = [
         str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE), "--headless",
         "-u", str(users), "-r", str(users), "-H", base_url, "--run-time", f"{int(timeout)}s",
-        "--csv", str(out), "--only-summary", "--loglevel", "WARNING",
+        "--csv", str(out), "--only-summary", "--loglevel", "ERROR",
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
         "--retry-share", str(retry_share), "--summary-json", str(summary),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
-    # how many, so only a missing summary is an error here.
+    # how many, so only a missing summary is an error here. Its summary goes to a
+    # log; the locustfile's progress lines (stderr) to the terminal.
     with open(out.with_suffix(".log"), "w") as log:
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=timeout + 60,
+        subprocess.run(command, stdout=log, cwd=ROOT, timeout=timeout + 60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     if not summary.exists():
         raise RuntimeError(f"locust wrote no summary; see {out.with_suffix('.log')}")
@@ -138,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(Row(label=label, strategy=strategy,
                                 claims_correct=strategy_get(strategy).claims_correct, fast_path=fast_path,
                                 median=median, rounds=rounds,
-                                ratio_to_ceiling=median.throughput / ceiling.median.throughput))
+                                ratio_to_ceiling=median.throughput / ceiling.median.throughput,
+                                rejections_ratio_to_ceiling=median.rejections_per_s
+                                / ceiling.median.throughput))
     finally:
         reconfigure(config)  # the strategy the stack was started with
 

@@ -130,6 +130,7 @@ class Row:
     median: RunFigures
     rounds: list[RunFigures] = field(default_factory=list)
     ratio_to_ceiling: float = math.nan
+    rejections_ratio_to_ceiling: float = math.nan
 
     @property
     def worst_oversold(self) -> int:
@@ -173,4 +174,5 @@ def gate(rows: list[Row]) -> list[str]:
 def as_dict(row: Row) -> dict:
     return {"label": row.label, "strategy": row.strategy, "claims_correct": row.claims_correct,
             "fast_path": row.fast_path, "ratio_to_ceiling": row.ratio_to_ceiling,
+            "rejections_ratio_to_ceiling": row.rejections_ratio_to_ceiling,
             "median": asdict(row.median), "rounds": [asdict(r) for r in row.rounds]}

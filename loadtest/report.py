@@ -37,7 +37,8 @@ COLUMNS = [
     ("× ceiling", lambda r: _num(r.ratio_to_ceiling, 2)),
     ("sell-out s", lambda r: _num(r.median.sell_out_seconds, 2)),
     ("orders/s", lambda r: _num(r.median.orders_per_s)),
-    ("rejections/s", lambda r: _num(r.median.rejections_per_s)),
+    ("rejections/s (× ceiling)", lambda r: "–" if math.isnan(r.median.rejections_per_s) else
+     f"{_num(r.median.rejections_per_s)} ({_num(r.rejections_ratio_to_ceiling, 2)})"),
     ("ok p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
         r.median.ok_p50_ms, r.median.ok_p95_ms, r.median.ok_p99_ms))),
     ("rejected p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (

@@ -18,7 +18,7 @@ def rows():
         Row(label="none", strategy="none", claims_correct=False, fast_path=True, median=broken,
             rounds=[broken], ratio_to_ceiling=0.25),
         Row(label="atomic", strategy="atomic", claims_correct=True, fast_path=True, median=fine,
-            rounds=[fine], ratio_to_ceiling=0.5),
+            rounds=[fine], ratio_to_ceiling=0.5, rejections_ratio_to_ceiling=0.08),
     ]
 
 
@@ -28,6 +28,7 @@ def test_markdown_table_has_a_row_per_strategy_and_the_ceiling():
     assert len(lines) == 2 + 3
     assert lines[2] == ("| ping (no-op ceiling) | 2 | – | – | – | – | 100 | 1.00 | – | – | – "
                         "| 10/20/20 | –/–/– | 0 | 0 | 0 |")
+    assert "| 8 (0.08) |" in lines[4]  # rejections/s after the sale, and its share of the ceiling
     assert "| none | 9 | 3 | 7 | 7 | BROKEN |" in lines[3]
     assert "| atomic | 9 | 3 | 0 | 0 | ok |" in lines[4]
     assert "| 0.50 |" in lines[4]
