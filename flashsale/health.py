@@ -30,12 +30,21 @@ def _redis() -> None:
 
 def _zookeeper() -> None:
     # The four-letter word needs no session: cheaper than starting a client here.
-    host, _, port = settings.ZOOKEEPER_HOSTS.split(",")[0].rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=1) as sock:
-        sock.sendall(b"ruok")
-        answer = sock.recv(16)
-    if answer != b"imok":
-        raise ConnectionError(f"ruok answered {answer!r}")
+    # One member of an ensemble answering is enough: that is all a client needs.
+    errors = []
+    for address in settings.ZOOKEEPER_HOSTS.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1) as sock:
+                sock.sendall(b"ruok")
+                answer = sock.recv(16)
+        except OSError as e:
+            errors.append(f"{address}: {e}")
+            continue
+        if answer == b"imok":
+            return
+        errors.append(f"{address}: ruok answered {answer!r}")
+    raise ConnectionError("; ".join(errors))
 
 
 def healthz(request):

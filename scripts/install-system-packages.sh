@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages the stack runs on, only those missing.
 #   scripts/install-system-packages.sh          servers and build headers (make demo)
-#   scripts/install-system-packages.sh --test   also chromium, for the browser test
+#   scripts/install-system-packages.sh --test   also chromium (browser test) and Debian's
+#                                               docker-compose v1 (validates the compose
+#                                               file offline; no Docker engine is needed)
 set -euo pipefail
 
 packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config)
-[ "${1:-}" = "--test" ] && packages+=(chromium)
+[ "${1:-}" = "--test" ] && packages+=(chromium docker-compose)
 
 # A Python without venv/ensurepip or its headers (Debian's own python3) needs these
 # to build the virtualenv and compile mysqlclient.

@@ -28,6 +28,7 @@ class StackConfig:
     mysql_port: int
     redis_port: int
     zk_port: int
+    zk_nodes: int  # 1: standalone; 3 (or any odd n): an ensemble on zk_port .. zk_port + n - 1
     nginx_port: int
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
     instances: int
@@ -45,6 +46,7 @@ class StackConfig:
             mysql_port=env.int("MYSQL_PORT", default=3310),
             redis_port=env.int("REDIS_PORT", default=6390),
             zk_port=env.int("ZK_PORT", default=2190),
+            zk_nodes=env.int("ZK_NODES", default=1),
             nginx_port=env.int("NGINX_PORT", default=8080),
             app_port=env.int("APP_PORT", default=8001),
             instances=env.int("INSTANCES", default=2),
@@ -69,6 +71,10 @@ class StackConfig:
 
     def app_port_of(self, name: str) -> int:
         return self.app_port + int(name.removeprefix("app")) - 1
+
+    @property
+    def zk_hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{self.zk_port + i}" for i in range(self.zk_nodes))
 
     @property
     def base_url(self) -> str:
@@ -101,6 +107,7 @@ class StackConfig:
             "MYSQL_PORT": str(self.mysql_port),
             "REDIS_PORT": str(self.redis_port),
             "ZK_PORT": str(self.zk_port),
+            "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),

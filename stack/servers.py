@@ -81,12 +81,21 @@ def _redis_probe(port: int) -> Callable[[], None]:
 
 def _zookeeper_probe(port: int) -> Callable[[], None]:
     def probe() -> None:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(b"ruok")
-            if s.recv(4) != b"imok":
-                raise ConnectionError("zookeeper did not answer imok")
+        # "srvr" names the node's mode once it serves: standalone, leader or
+        # follower (an ensemble member without a quorum answers no mode).
+        if "Mode: " not in zookeeper_four_letters(port, b"srvr"):
+            raise ConnectionError("zookeeper is not serving yet")
 
     return probe
+
+
+def zookeeper_four_letters(port: int, word: bytes) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+        s.sendall(word)
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def http_probe(url: str) -> Callable[[], None]:
@@ -133,23 +142,37 @@ def redis(config: StackConfig) -> Server:
     )
 
 
-def zookeeper(config: StackConfig) -> Server:
-    d = config.dir("zookeeper")
-    conf = render(ROOT / "stack/templates/zoo.cfg", d / "zoo.cfg",
-                  port=config.zk_port, data_dir=config.dir("zookeeper", "data"))
-    log4j = render(ROOT / "stack/templates/log4j.properties", d / "log4j.properties")
-    return Server(
-        name="zookeeper",
-        command=[
-            binary("java"), "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH,
-            f"-Dlog4j.configuration=file:{log4j}",
-            "org.apache.zookeeper.server.ZooKeeperServerMain", str(conf),
-        ],
-        port=config.zk_port,
-        probe=_zookeeper_probe(config.zk_port),
-        priority=10,
-        ready_timeout=60,
-    )
+def zookeepers(config: StackConfig) -> list[Server]:
+    """One standalone server, or an ensemble of ``zk_nodes`` on consecutive ports
+    (peer and election ports 100 and 200 above)."""
+    ensemble = config.zk_nodes > 1
+    names = [f"zk{i}" for i in range(1, config.zk_nodes + 1)] if ensemble else ["zookeeper"]
+    members = "\n".join(
+        f"server.{i}=127.0.0.1:{config.zk_port + 100 + i}:{config.zk_port + 200 + i}"
+        for i in range(1, config.zk_nodes + 1)
+    ) if ensemble else ""
+    servers = []
+    for i, name in enumerate(names):
+        d = config.dir("zookeeper", name) if ensemble else config.dir("zookeeper")
+        data = config.dir(*d.relative_to(config.run_dir).parts, "data")
+        if ensemble:
+            (data / "myid").write_text(f"{i + 1}\n")
+        conf = render(ROOT / "stack/templates/zoo.cfg", d / "zoo.cfg",
+                      port=config.zk_port + i, data_dir=data, members=members)
+        log4j = render(ROOT / "stack/templates/log4j.properties", d / "log4j.properties")
+        servers.append(Server(
+            name=name,
+            command=[
+                binary("java"), "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH,
+                f"-Dlog4j.configuration=file:{log4j}",
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf),
+            ],
+            port=config.zk_port + i,
+            probe=_zookeeper_probe(config.zk_port + i),
+            priority=10,
+            ready_timeout=60,
+        ))
+    return servers
 
 
 def app(config: StackConfig, name: str) -> Server:
@@ -176,7 +199,7 @@ def nginx(config: StackConfig) -> Server:
         f"        server 127.0.0.1:{config.app_port_of(name)};" for name in config.app_names
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
-                  run=d, port=config.nginx_port, upstream_servers=upstream)
+                  run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream)
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
@@ -188,7 +211,7 @@ def nginx(config: StackConfig) -> Server:
 
 
 def infrastructure(config: StackConfig) -> list[Server]:
-    return [mariadb(config), redis(config), zookeeper(config)]
+    return [mariadb(config), redis(config), *zookeepers(config)]
 
 
 def apps(config: StackConfig) -> list[Server]:

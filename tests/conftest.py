@@ -10,6 +10,8 @@ from stack.config import StackConfig
 from stack.control import reconfigure
 from stack.supervisor import Supervisor
 
+from .second_stack import stack
+
 
 @pytest.fixture(scope="session")
 def stack_config() -> StackConfig:
@@ -36,3 +38,11 @@ def stack_apps(stack_config):
     yield use
     if current != stack_config:
         reconfigure(stack_config)
+
+
+@pytest.fixture
+def second_run_dir(tmp_path):
+    """A run directory for a second stack (tests/second_stack.py), stopped afterwards
+    whatever a failed assertion left running."""
+    yield tmp_path
+    stack(tmp_path, "down")

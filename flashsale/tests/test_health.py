@@ -17,7 +17,14 @@ def test_healthz_names_the_backend_that_is_down(client):
     assert response.status_code == 503
     body = response.json()
     assert body["database"] == "ok" and body["redis"] == "ok"
-    assert body["zookeeper"].startswith("ConnectionRefusedError")
+    assert body["zookeeper"].startswith("ConnectionError: 127.0.0.1:1: ")
+    assert "Connection refused" in body["zookeeper"]
+
+
+@pytest.mark.django_db
+def test_healthz_is_content_with_one_live_ensemble_member(client, settings):
+    settings.ZOOKEEPER_HOSTS = f"127.0.0.1:1,{settings.ZOOKEEPER_HOSTS}"
+    assert client.get("/healthz").json()["zookeeper"] == "ok"
 
 
 def test_ping_touches_no_backend(client):

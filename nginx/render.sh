@@ -1,0 +1,27 @@
+#!/bin/sh
+# Docker's nginx: render nginx.conf.template the way the local launcher does
+# (stack/servers.py), from the environment, then run nginx in the foreground.
+#   UPSTREAMS   "app1:8000 app2:8000"   one server line each
+#   NGINX_PORT  8080                    listened on, on every interface
+#   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
+#   RENDER_ONLY 1                       write the config, print its path, don't start
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+run=${RUN_DIR:-/tmp/nginx}
+mkdir -p "$run"
+
+servers=""
+for upstream in ${UPSTREAMS:?set UPSTREAMS to the app instances, e.g. "app1:8000 app2:8000"}; do
+  servers="${servers}        server ${upstream};\n"
+done
+
+awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" '
+  /@\{upstream_servers\}/ { printf "%s", servers; next }
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); print }
+' "$here/nginx.conf.template" > "$run/nginx.conf"
+
+if [ "${RENDER_ONLY:-}" = "1" ]; then
+  echo "$run/nginx.conf"
+  exit 0
+fi
+exec nginx -c "$run/nginx.conf" -p "$run" -e "$run/error.log"

@@ -1,0 +1,130 @@
+"""The Docker topology, checked without a Docker engine: the compose file as
+docker-compose reads it, the nginx config in both modes, the Dockerfile linted."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stack.config import ROOT, StackConfig
+from stack.servers import nginx
+
+LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "nginx", "locust-master"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    """docker-compose.yml as Debian's docker-compose v1 resolves it (anchors,
+    defaults, profiles); it exits non-zero on a key the Compose spec lacks."""
+    result = subprocess.run(["docker-compose", "-f", "docker-compose.yml", "config"], cwd=ROOT,
+                            capture_output=True, text=True, env={**os.environ, "FLASHSALE_STRATEGY": ""})
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def test_the_services_of_the_topology(compose):
+    assert set(compose["services"]) == LONG_RUNNING | {"migrate", "locust-worker"}
+    assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
+    for name in ("migrate", "app1", "app2", "locust-master", "locust-worker"):
+        assert compose["services"][name]["build"]["context"] == str(ROOT)
+    assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
+
+
+def test_ports_nginx_8080_and_locust_8089(compose):
+    ports = {name: [str(p.get("published")) + ":" + str(p.get("target")) if isinstance(p, dict) else p
+                    for p in svc.get("ports", [])]
+             for name, svc in compose["services"].items()}
+    assert ports["nginx"] == ["8080:8080"]
+    assert ports["locust-master"] == ["8089:8089"]
+    assert not any(ports[name] for name in ports if name not in ("nginx", "locust-master"))
+
+
+def test_every_long_running_service_has_a_health_check(compose):
+    for name in LONG_RUNNING:
+        check = compose["services"][name].get("healthcheck", {})
+        assert check.get("test") and not check.get("disable"), name
+
+
+def test_instances_wait_for_healthy_backends_and_one_migration(compose):
+    for name in ("app1", "app2"):
+        depends = compose["services"][name]["depends_on"]
+        assert depends == {"db": {"condition": "service_healthy"},
+                           "redis": {"condition": "service_healthy"},
+                           "zookeeper": {"condition": "service_healthy"},
+                           "migrate": {"condition": "service_completed_successfully"}}
+    migrate = compose["services"]["migrate"]
+    assert migrate["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert "migrate" not in migrate["depends_on"]
+    nginx_depends = compose["services"]["nginx"]["depends_on"]
+    assert nginx_depends == {"app1": {"condition": "service_healthy"},
+                             "app2": {"condition": "service_healthy"}}
+
+
+def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert text.count("${FLASHSALE_STRATEGY:-atomic}") == 1  # one place, shared by every app service
+    for name in ("migrate", "app1", "app2"):
+        assert compose["services"][name]["environment"]["FLASHSALE_STRATEGY"] == "atomic"
+    assert compose["services"]["app1"]["environment"]["FLASHSALE_INSTANCE"] == "app1"
+    assert compose["services"]["app2"]["environment"]["FLASHSALE_INSTANCE"] == "app2"
+    assert "FLASHSALE_STRATEGY=" in (ROOT / ".env.example").read_text()
+
+
+def test_load_test_services_are_behind_a_profile(compose):
+    for name in ("locust-master", "locust-worker"):
+        assert compose["services"][name]["profiles"] == ["loadtest"]
+
+
+def nginx_t(conf: Path, prefix: Path) -> subprocess.CompletedProcess:
+    binary = shutil.which("nginx", path=os.environ["PATH"] + ":/usr/sbin")
+    return subprocess.run([binary, "-t", "-c", str(conf), "-p", str(prefix), "-e", str(prefix / "error.log")],
+                           capture_output=True, text=True)
+
+
+def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
+    config = StackConfig.from_env().replace(run_dir=tmp_path)
+    server = nginx(config)
+    conf = Path(server.command[server.command.index("-c") + 1])
+    result = nginx_t(conf, conf.parent)
+    assert result.returncode == 0, result.stderr
+    text = conf.read_text()
+    assert f"listen 127.0.0.1:{config.nginx_port};" in text
+    assert text.count("server 127.0.0.1:") == config.instances
+
+
+def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
+    # Docker's service names only resolve inside its network: check the same
+    # template with loopback addresses in their place.
+    result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
+                            env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
+                                 "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080"})
+    assert result.returncode == 0, result.stderr
+    conf = Path(result.stdout.strip())
+    text = conf.read_text()
+    assert "listen 8080;" in text and "@{" not in text
+    assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
+    check = nginx_t(conf, tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    result = subprocess.run([str(hadolint), "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_runs_as_non_root_from_a_pinned_base_without_secrets():
+    text = (ROOT / "Dockerfile").read_text()
+    bases = re.findall(r"^FROM (\S+)", text, flags=re.M)
+    assert bases and all(":" in b and not b.endswith(":latest") for b in bases)
+    users = re.findall(r"^USER (\S+)", text, flags=re.M)
+    assert users and users[-1] not in ("root", "0")
+    assert not re.search(r"(PASSWORD|SECRET|TOKEN)\s*=", text)
+    assert "migrate" not in re.findall(r"^CMD .*", text, flags=re.M)[0]  # migrations: once, in compose
