@@ -4,7 +4,8 @@ with its own database connection, as concurrent requests would."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -50,3 +51,29 @@ def run_at_once(fn: Callable[[int], Any], n: int) -> list[BaseException | None]:
     for thread, _ in started:
         thread.join()
     return [box.get("error") for _, box in started]
+
+
+@contextmanager
+def held_elsewhere(make_lock: Callable[[], Any]) -> Iterator[None]:
+    """Inside the ``with`` block, another thread (its own DB connection) holds the
+    lock ``make_lock()`` returns; it releases it on the way out."""
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        lock = make_lock()
+        assert lock.acquire(timeout=10)
+        holding.set()
+        done.wait(30)
+        lock.release()
+
+    thread, box = start_thread(hold)
+    if not holding.wait(10):
+        thread.join()
+        raise box.get("error") or RuntimeError("the other thread never got the lock")
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    if "error" in box:
+        raise box["error"]

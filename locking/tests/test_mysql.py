@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from flashsale.testing import start_thread
+from flashsale.testing import held_elsewhere, start_thread
 from inventory.models import Stock
 from locking import LockNotOwnedError
 from locking.backends.mysql import ForUpdateLockBackend, InsertLockBackend
@@ -54,23 +54,11 @@ def test_two_holders_of_one_name_serialize(backend_cls):
 
 def test_lock_wait_timeout_gives_false_after_the_wait(backend_cls):
     backend = make(backend_cls, wait_timeout=1)
-    holding, done = threading.Event(), threading.Event()
-
-    def holder():
-        lock = backend.lock("stock:x")
-        lock.acquire()
-        holding.set()
-        done.wait(10)
-        lock.release()
-
-    t, _ = start_thread(holder)
-    holding.wait(5)
-    started = time.monotonic()
-    assert backend.lock("stock:x").acquire() is False
-    waited = time.monotonic() - started
-    assert backend.lock("stock:x").acquire(blocking=False) is False
-    done.set()
-    t.join()
+    with held_elsewhere(lambda: backend.lock("stock:x")):
+        started = time.monotonic()
+        assert backend.lock("stock:x").acquire() is False
+        waited = time.monotonic() - started
+        assert backend.lock("stock:x").acquire(blocking=False) is False
     assert 0.9 <= waited < 3
     assert not connection.in_atomic_block  # the failed attempt left no transaction open
     lock = backend.lock("stock:x")

@@ -1,4 +1,3 @@
-import threading
 
 import pytest
 from django.core.cache import cache
@@ -6,6 +5,7 @@ from django.db import transaction
 from django.test import override_settings
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
+from flashsale.testing import held_elsewhere
 from inventory.models import Stock, StockFlow
 from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
@@ -128,23 +128,8 @@ LOCAL_FAST = {"local": {"BACKEND": "locking.backends.local.LocalLockBackend",
 @pytest.mark.django_db
 @override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
 def test_lock_not_had_in_time_is_busy_and_writes_nothing(product):
-    held = threading.Event()
-    done = threading.Event()
-
-    def holder():
-        with get_lock("stock:sku-1", alias="local"):
-            held.set()
-            done.wait(5)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    held.wait(5)
-    try:
-        with pytest.raises(Busy) as caught:
-            order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
-    finally:
-        done.set()
-        t.join()
+    with held_elsewhere(lambda: get_lock("stock:sku-1", alias="local")), pytest.raises(Busy) as caught:
+        order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
     assert caught.value.extra == {"strategy": "local"}
     assert counts() == (0, 0)
     # The failed attempt gave its key back.

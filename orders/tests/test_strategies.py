@@ -3,7 +3,6 @@ optimistic retries, a lock that is busy, a ZooKeeper session lost mid-purchase."
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -12,7 +11,7 @@ from django.test import override_settings
 from kazoo.client import KazooClient
 
 from flashsale.errors import Busy
-from flashsale.testing import run_at_once, start_thread
+from flashsale.testing import held_elsewhere, run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
@@ -62,23 +61,8 @@ MYSQL_FAST = {"mysql": {"BACKEND": "locking.backends.mysql.InsertLockBackend",
 @override_settings(FLASHSALE_STRATEGY="mysql", LOCKING=MYSQL_FAST)
 def test_mysql_lock_wait_timeout_is_busy_and_writes_nothing(product_factory):
     product_factory(sku="sku-1", stock=5)
-    holding, done = threading.Event(), threading.Event()
-
-    def holder():
-        lock = get_lock("stock:sku-1", alias="mysql")
-        lock.acquire()
-        holding.set()
-        done.wait(10)
-        lock.release()
-
-    t, _ = start_thread(holder)
-    holding.wait(5)
-    try:
-        with pytest.raises(Busy):
-            order_create(sku="sku-1", quantity=1, user_id="u1")
-    finally:
-        done.set()
-        t.join()
+    with held_elsewhere(lambda: get_lock("stock:sku-1", alias="mysql")), pytest.raises(Busy):
+        order_create(sku="sku-1", quantity=1, user_id="u1")
     assert not Order.objects.exists() and not StockFlow.objects.exists()
     assert Stock.objects.get().quantity == 5
     assert order_create(sku="sku-1", quantity=1, user_id="u1").remaining == 4
