@@ -51,10 +51,10 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--retry-share", str(retry_share), "--summary-json", str(summary),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
-    # how many, so only a missing summary is an error here. Its summary goes to a
-    # log; the locustfile's progress lines (stderr) to the terminal.
+    # how many, so only a missing summary is an error here. Its own summary (on
+    # stderr) goes to a log; the locustfile's progress lines (stdout) to the terminal.
     with open(out.with_suffix(".log"), "w") as log:
-        subprocess.run(command, stdout=log, cwd=ROOT, timeout=timeout + 60,
+        subprocess.run(command, stderr=log, cwd=ROOT, timeout=timeout + 60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     if not summary.exists():
         raise RuntimeError(f"locust wrote no summary; see {out.with_suffix('.log')}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import sys
 import time
 import uuid
 
@@ -79,7 +78,7 @@ def _progress(environment):
         done = len(tally.attempts)
         created = sum(1 for a in tally.attempts if a[2] == "created")
         print(f"    {done}/{tally.limit} answered, {done - last} req/s now, {created} orders, "
-              f"{time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+              f"{time.monotonic() - started:.0f}s", flush=True)
         last = done
 
 
