@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare test lint clean bench-redis-locks
+.PHONY: help install install-test up down status demo compare scenario scenarios test lint clean bench-redis-locks
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report
 bench-redis-locks: install  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)
+
+scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario S=S6
+	$(PY) -m scenarios $(S)
+
+scenarios: up  ## every scenario implemented so far (python -m scenarios --list)
+	$(PY) -m scenarios all
 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,64 @@
+"""What a scenario is: a pitfall from the seeds, run twice (the broken variant and
+the fix), each half reporting numbers, each with the verdict its numbers support."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Half:
+    """One side of a scenario: what ran, the figures it produced, and whether those
+    figures show the failure (``failed``)."""
+
+    variant: str
+    figures: dict[str, object]
+    failed: bool
+
+
+@dataclass
+class Outcome:
+    broken: Half
+    fixed: Half
+
+    @property
+    def as_expected(self) -> bool:
+        """The broken variant still breaks and the fix still holds."""
+        return self.broken.failed and not self.fixed.failed
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    seed: str  # which article, which part
+    story: str  # what the seed says and what you are about to see
+    run: Callable[..., Outcome] = field(repr=False)
+    needs: tuple[str, ...] = ("redis",)  # servers it talks to
+
+
+def render(scenario: Scenario, outcome: Outcome) -> str:
+    """The side-by-side table a user reads after the run."""
+    names = list(dict.fromkeys([*outcome.broken.figures, *outcome.fixed.figures]))
+    rows = [("", f"broken: {outcome.broken.variant}", f"fixed: {outcome.fixed.variant}")]
+    rows += [(name, _show(outcome.broken.figures.get(name)), _show(outcome.fixed.figures.get(name)))
+             for name in names]
+    rows.append(("shows the failure", "yes" if outcome.broken.failed else "NO",
+                 "NO" if not outcome.fixed.failed else "YES (the fix failed)"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    verdict = ("as the seed says: broken variant breaks, fix holds" if outcome.as_expected
+               else "NOT as expected")
+    return "\n".join([*lines, "", f"{scenario.id}: {verdict}"])
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)

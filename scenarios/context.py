@@ -1,0 +1,48 @@
+"""Where a scenario runs: the Redis it uses, under a key prefix of its own, and
+backends of the project's locks built for it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+
+from locking.backends.redis.redisson import RedissonLockBackend
+from locking.backends.redis.setnx import SetnxLockBackend
+
+
+@dataclass
+class Context:
+    redis_url: str
+    prefix: str = field(default_factory=lambda: f"scenario:{uuid.uuid4().hex[:8]}:")
+
+    def __post_init__(self):
+        self.client = redis.Redis.from_url(self.redis_url)
+        self._backends = []
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    # The project's locks keep their keys apart from the broken variants' (which a
+    # scenario may leave behind on purpose).
+    def setnx(self, **options) -> SetnxLockBackend:
+        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
+        return self._track(SetnxLockBackend("scenario", options))
+
+    def redisson(self, **options) -> RedissonLockBackend:
+        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
+        return self._track(RedissonLockBackend("scenario", options))
+
+    def _track(self, backend):
+        self._backends.append(backend)
+        return backend
+
+    def close(self) -> None:
+        """Drop the scenario's keys and backends."""
+        keys = list(self.client.scan_iter(f"{self.prefix}*"))
+        if keys:
+            self.client.delete(*keys)
+        for backend in self._backends:
+            backend.close()
+        self.client.close()
