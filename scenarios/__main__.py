@@ -49,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no scenario {', '.join(unknown)}; there are: {', '.join(CATALOG)}")
 
-    url = f"redis://127.0.0.1:{StackConfig.from_env().redis_port}/4"
+    config = StackConfig.from_env()
+    url = f"redis://127.0.0.1:{config.redis_port}/4"
     unexpected = []
     for scenario_id in ids:
         scenario = CATALOG[scenario_id]
         print(f"\n== {scenario.id}: {scenario.title}  [seed {scenario.seed}]\n{scenario.story}\n", flush=True)
-        ctx = Context(url)
+        ctx = Context(url, zk_hosts=config.zk_hosts, base_url=config.base_url,
+                      admin_token=config.admin_token())
         try:
             outcome = scenario.run(ctx)
         finally:

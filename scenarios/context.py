@@ -8,13 +8,18 @@ from dataclasses import dataclass, field
 
 import redis
 
+from loadtest.client import FlashsaleClient
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
+from locking.backends.zookeeper import ZooKeeperLockBackend
 
 
 @dataclass
 class Context:
     redis_url: str
+    zk_hosts: str = ""
+    base_url: str = ""  # the stack behind nginx, for scenarios that buy through it
+    admin_token: str = ""
     prefix: str = field(default_factory=lambda: f"scenario:{uuid.uuid4().hex[:8]}:")
 
     def __post_init__(self):
@@ -34,6 +39,13 @@ class Context:
         options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
         return self._track(RedissonLockBackend("scenario", options))
 
+    def zookeeper(self, backend_cls=ZooKeeperLockBackend, **options) -> ZooKeeperLockBackend:
+        root = f"/scenarios/{self.prefix.split(':')[1]}"
+        return self._track(backend_cls("scenario", {"hosts": self.zk_hosts, "root": root, **options}))
+
+    def api(self) -> FlashsaleClient:
+        return FlashsaleClient(self.base_url, admin_token=self.admin_token)
+
     def _track(self, backend):
         self._backends.append(backend)
         return backend
@@ -44,5 +56,7 @@ class Context:
         if keys:
             self.client.delete(*keys)
         for backend in self._backends:
+            if isinstance(backend, ZooKeeperLockBackend) and backend._client is not None:
+                backend.client.delete(backend.root, recursive=True)
             backend.close()
         self.client.close()

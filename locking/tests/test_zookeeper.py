@@ -12,9 +12,9 @@ from kazoo.client import KazooClient, KazooState
 
 from flashsale.testing import in_thread
 from locking import LockLostError, LockNotOwnedError
-from locking.backends import zookeeper
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
+from scenarios.more import wakeups_for_a_queue
 
 
 @pytest.fixture
@@ -110,37 +110,9 @@ def test_expired_session_loses_the_lock_and_says_so(zk):
     assert backend.client.state == KazooState.CONNECTED  # kazoo opened a new session
 
 
-def wakeups_for_a_queue(zk, backend_cls, kind: str, waiters: int) -> int:
-    """Watch wake-ups while ``waiters`` queue behind a holder and each takes the
-    lock in turn, holding it long enough for the others to watch again."""
-    backend = zk(cls=backend_cls)
-    name = f"queue-{waiters}"
-    holder = backend.lock(name)
-    holder.acquire()
-    queued = threading.Barrier(waiters + 1)
-
-    def waiter():
-        lock = backend.lock(name)
-        queued.wait()
-        assert lock.acquire(timeout=30)
-        time.sleep(0.1)
-        lock.release()
-
-    threads = [threading.Thread(target=waiter) for _ in range(waiters)]
-    for t in threads:
-        t.start()
-    queued.wait()
-    time.sleep(0.5)  # every waiter is watching
-    before = zookeeper.wakeups(kind)
-    holder.release()
-    for t in threads:
-        t.join()
-    return zookeeper.wakeups(kind) - before
-
-
 def test_herd_effect_grows_with_the_square_of_waiters_the_recipe_linearly(zk):
-    recipe = {n: wakeups_for_a_queue(zk, ZooKeeperLockBackend, "recipe", n) for n in (4, 8)}
-    herd = {n: wakeups_for_a_queue(zk, HerdEffectZooKeeperLockBackend, "herd", n) for n in (4, 8)}
+    recipe = {n: wakeups_for_a_queue(zk(cls=ZooKeeperLockBackend), "recipe", n) for n in (4, 8)}
+    herd = {n: wakeups_for_a_queue(zk(cls=HerdEffectZooKeeperLockBackend), "herd", n) for n in (4, 8)}
     # Recipe: each release wakes the one waiter behind it: n wake-ups for n waiters.
     assert recipe == {4: 4, 8: 8}
     # Herd: each release wakes everyone still waiting: n + (n-1) + ... + 1.

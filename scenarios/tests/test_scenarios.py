@@ -8,12 +8,15 @@ from scenarios import CATALOG
 from scenarios.__main__ import markdown
 from scenarios.base import render
 from scenarios.context import Context
-from stack.config import ROOT
+from stack.config import ROOT, StackConfig
 
 
 @pytest.mark.parametrize("scenario", CATALOG.values(), ids=CATALOG.keys())
 def test_the_broken_variant_breaks_and_the_fix_holds(scenario):
-    ctx = Context(settings.TEST_REDIS_URL)
+    # The test Redis and ZooKeeper; scenarios that buy go through the running stack.
+    stack = StackConfig.from_env()
+    ctx = Context(settings.TEST_REDIS_URL, zk_hosts=settings.ZOOKEEPER_HOSTS, base_url=stack.base_url,
+                  admin_token=stack.admin_token())
     try:
         outcome = scenario.run(ctx)
     finally:

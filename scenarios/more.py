@@ -1,0 +1,94 @@
+"""Scenarios beyond the SETNX family: the ZooKeeper herd (S11) and the retried
+request without an operation flag (S13)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from locking.backends import zookeeper
+from locking.backends.zookeeper import ZooKeeperLockBackend
+from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
+
+from .base import Half, Outcome, Scenario
+from .context import Context
+
+
+def wakeups_for_a_queue(backend, kind: str, waiters: int) -> int:
+    """Watch wake-ups while ``waiters`` queue behind a holder and each takes the
+    lock in turn, holding it long enough for the others to watch again."""
+    name = f"queue-{waiters}-{uuid.uuid4().hex[:6]}"
+    holder = backend.lock(name)
+    holder.acquire()
+    queued = threading.Barrier(waiters + 1)
+
+    def waiter():
+        lock = backend.lock(name)
+        queued.wait()
+        assert lock.acquire(timeout=30)
+        time.sleep(0.1)
+        lock.release()
+
+    threads = [threading.Thread(target=waiter) for _ in range(waiters)]
+    for t in threads:
+        t.start()
+    queued.wait()
+    time.sleep(0.5)  # every waiter is watching
+    before = zookeeper.wakeups(kind)
+    holder.release()
+    for t in threads:
+        t.join()
+    return zookeeper.wakeups(kind) - before
+
+
+def s11_herd_effect(ctx: Context) -> Outcome:
+    def queue(backend_cls, kind) -> dict:
+        backend = ctx.zookeeper(backend_cls)
+        counts = {n: wakeups_for_a_queue(backend, kind, n) for n in (4, 8)}
+        return {"wake-ups, 4 waiters": counts[4], "wake-ups, 8 waiters": counts[8],
+                "growth 4 → 8 waiters": f"{counts[8] / counts[4]:.1f}x"}
+
+    figures = queue(HerdEffectZooKeeperLockBackend, "herd")
+    broken = Half("one node, every waiter watches it", figures,
+                  failed=figures["wake-ups, 8 waiters"] >= 8 * 9 // 2)  # n(n+1)/2
+    figures = queue(ZooKeeperLockBackend, "recipe")
+    fixed = Half("sequential nodes, watch the predecessor", figures,
+                 failed=figures["wake-ups, 8 waiters"] > 8)
+    return Outcome(broken, fixed)
+
+
+def s13_retry_without_operation_flag(ctx: Context) -> Outcome:
+    client = ctx.api()
+
+    def buy_twice(sku: str, key: str | None) -> dict:
+        client.reset(sku, 10)
+        headers = {"Idempotency-Key": key} if key else {}
+        statuses = []
+        for _ in range(2):  # the first answer was lost on the way back; the client retries
+            response = client.session.post(f"{client.base_url}/api/orders", headers=headers,
+                                           json={"sku": sku, "quantity": 1, "user_id": "retrying-buyer"})
+            statuses.append(response.status_code)
+        audit = client.audit(sku)
+        return {"answers": " ".join(map(str, statuses)), "orders": audit["orders"],
+                "stock taken": audit["initial_stock"] - audit["remaining"],
+                "stock-flow rows": audit["flow_rows"]}
+
+    figures = buy_twice(ctx.key("s13-broken").replace(":", "-")[-40:], None)
+    broken = Half("retry without an operation flag", figures, failed=figures["orders"] == 2)
+    figures = buy_twice(ctx.key("s13-fixed").replace(":", "-")[-40:], uuid.uuid4().hex)
+    fixed = Half("the same Idempotency-Key on the retry", figures, failed=figures["orders"] != 1)
+    return Outcome(broken, fixed)
+
+
+SCENARIOS = [
+    Scenario("S11", "ZooKeeper single-node lock: the herd effect", "002, 000",
+             "When every waiter watches the one lock node, each release wakes them all to race "
+             "for it again. You will see the wake-ups of a queue of 4 and of 8 waiters under "
+             "each design.", s11_herd_effect, needs=("zookeeper",)),
+    Scenario("S13", "retried request without an operation flag", "002",
+             "A purchase whose answer is lost gets retried. Without an operation flag the "
+             "stock service cannot tell the retry from a new purchase. You will see one buyer "
+             "send the same purchase twice through nginx.", s13_retry_without_operation_flag,
+             needs=("stack",)),
+]
