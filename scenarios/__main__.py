@@ -5,20 +5,28 @@
     python -m scenarios --list        # what there is
     python -m scenarios --markdown    # the catalog as docs/scenarios.md
 
-Uses the local stack's Redis (database 4); `make scenario S=S6` starts the stack first.
+Uses the local stack (Redis database 4, its ZooKeeper, its MariaDB, nginx for the
+scenarios that buy); `make scenario S=S6` starts the stack first.
 Exits 1 if a scenario did not come out as the seed says.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from stack.config import StackConfig
+import django
 
-from . import CATALOG
-from .base import render
-from .context import Context
+# Some scenarios use the models, and the catalog imports them all: Django first.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
+django.setup()
+
+from stack.config import StackConfig  # noqa: E402
+
+from .base import render  # noqa: E402
+from .catalog import CATALOG  # noqa: E402
+from .context import Context  # noqa: E402
 
 
 def markdown() -> str:

@@ -4,13 +4,14 @@ and the fix must still hold. A broken half that stops breaking fails here."""
 import pytest
 from django.conf import settings
 
-from scenarios import CATALOG
 from scenarios.__main__ import markdown
 from scenarios.base import render
+from scenarios.catalog import CATALOG
 from scenarios.context import Context
 from stack.config import ROOT, StackConfig
 
 
+@pytest.mark.django_db(transaction=True)  # S12 and S16 commit for real, from several threads
 @pytest.mark.parametrize("scenario", CATALOG.values(), ids=CATALOG.keys())
 def test_the_broken_variant_breaks_and_the_fix_holds(scenario):
     # The test Redis and ZooKeeper; scenarios that buy go through the running stack.

@@ -1,0 +1,11 @@
+"""Every scenario implemented so far, by id (S2 … S16). Importing this needs Django
+set up: some scenarios use the models."""
+
+from .base import Scenario
+from .database import SCENARIOS as _DATABASE
+from .more import SCENARIOS as _MORE
+from .redis_locks import SCENARIOS as _REDIS
+
+CATALOG: dict[str, Scenario] = {
+    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE], key=lambda s: int(s.id[1:]))
+}
