@@ -125,3 +125,43 @@ SCENARIOS = [
              "holder read the stock before this write is committed. 20 buyers, 10 units, a 50 ms "
              "gap before each commit.", s16_release_before_commit, needs=("redis", "mysql")),
 ]
+
+
+def s15_optimistic_under_contention(ctx: Context) -> Outcome:
+    from django.test import override_settings
+
+    from flashsale.errors import Busy
+    from flashsale.testing import run_at_once
+    from orders.selectors import sale_audit
+    from orders.services import order_create, sale_reset
+
+    buyers, stock = 16, 10
+
+    def sale(strategy: str) -> dict:
+        sku = f"s15-{uuid.uuid4().hex[:8]}"
+        sale_reset(sku=sku, stock=stock)
+        # 20 ms of work between the read and the write: every concurrent buyer reads
+        # the same version; each round, one write wins.
+        with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_RACE_DELAY_MS=20,
+                               FLASHSALE_OPTIMISTIC_RETRIES=3):
+            outcomes = run_at_once(lambda i: order_create(sku=sku, quantity=1, user_id=f"u{i}"), buyers)
+        audit = sale_audit(sku=sku)
+        return {"buyers": buyers, "stock": stock, "orders": audit.orders, "retries": audit.retries,
+                "gave up (503 busy)": sum(isinstance(o, Busy) for o in outcomes),
+                "oversold": audit.oversold}
+
+    figures = sale("optimistic")
+    broken = Half("optimistic, 3 retries", figures,
+                  failed=figures["retries"] >= buyers // 2 or figures["gave up (503 busy)"] > 0)
+    figures = sale("mysql-for-update")
+    fixed = Half("a lock (mysql-for-update)", figures,
+                 failed=figures["retries"] > 0 or figures["orders"] != stock)
+    return Outcome(broken, fixed)
+
+
+SCENARIOS.append(
+    Scenario("S15", "optimistic version under heavy contention", "000, 004",
+             "A version check needs no lock and never oversells, but when everyone writes the "
+             "same row at once most writes find the version moved and retry, and some give up "
+             "while stock remains. 16 buyers, 10 units, at most 3 retries each.",
+             s15_optimistic_under_contention, needs=("mysql",)))

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from locking import LockNotOwnedError
@@ -235,3 +236,53 @@ SCENARIOS = [
              "A thread that holds a lock and asks for it again waits for itself. You will see "
              "a nested acquire with a 1 s timeout on each lock.", s8_nested_acquire),
 ]
+
+
+def s5_lease_expires_while_working(ctx: Context) -> Outcome:
+    """A holds the lock and is paused (GC, a slow call) for 0.8 s; its lease is
+    0.3 s. Does B get in while A is still inside?"""
+
+    def run(backend) -> dict:
+        inside, most, lost = 0, 0, []
+        count = threading.Lock()
+        a_inside = threading.Event()
+
+        def buyer(work_seconds: float, is_a: bool) -> None:
+            nonlocal inside, most
+            lock = backend.lock("s5")
+            assert lock.acquire(timeout=5)
+            with count:
+                inside += 1
+                most = max(most, inside)
+            if is_a:
+                a_inside.set()
+            time.sleep(work_seconds)
+            with count:
+                inside -= 1
+            try:
+                lock.release()
+            except LockNotOwnedError:
+                lost.append(is_a)
+
+        a = threading.Thread(target=buyer, args=(0.8, True))
+        a.start()
+        a_inside.wait(5)
+        b = threading.Thread(target=buyer, args=(0.05, False))
+        b.start()
+        a.join()
+        b.join()
+        return {"holders inside at once (most)": most, "A's release found its lock gone": bool(lost)}
+
+    figures = run(ctx.setnx(ttl_ms=300))
+    broken = Half("setnx, 300 ms ttl", figures, failed=figures["holders inside at once (most)"] > 1)
+    figures = run(ctx.redisson(watchdog_timeout_ms=300))
+    fixed = Half("redisson, watchdog renewing a 300 ms lease", figures,
+                 failed=figures["holders inside at once (most)"] > 1)
+    return Outcome(broken, fixed)
+
+
+SCENARIOS.append(
+    Scenario("S5", "lease expires while the holder still works", "000 问题2, 001 ③",
+             "A lock with a fixed TTL expires when the holder is slower than the TTL (a long GC "
+             "pause, a slow downstream call): the next buyer walks in while the first is still "
+             "inside. A is paused 0.8 s under a 0.3 s lease.", s5_lease_expires_while_working))
