@@ -49,18 +49,7 @@ def stock_deduct(
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("stock_deduct must run inside transaction.atomic()")
 
-    if deduction is Deduction.READ_MODIFY_WRITE:
-        stock = Stock.objects.get(product=product)  # plain read: no row lock
-        before = stock.quantity
-        if before < quantity:
-            raise _sold_out(product, quantity, before)
-        _widen_race()
-        stock.quantity = before - quantity
-        stock.version += 1
-        # Writes the value computed above, whatever the row holds by now.
-        stock.save(update_fields=["quantity", "version"])
-        after = stock.quantity
-    elif deduction is Deduction.CONDITIONAL_UPDATE:
+    if deduction is Deduction.CONDITIONAL_UPDATE:
         updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
             quantity=F("quantity") - quantity, version=F("version") + 1
         )
@@ -71,20 +60,26 @@ def stock_deduct(
         after = Stock.objects.values_list("quantity", flat=True).get(product=product)
         before = after + quantity
         _widen_race()  # same work inside the section as the other strategies
-    elif deduction is Deduction.VERSIONED:
-        stock = Stock.objects.get(product=product)
+    elif deduction in (Deduction.READ_MODIFY_WRITE, Deduction.VERSIONED):
+        stock = Stock.objects.get(product=product)  # plain read: no row lock
         before = stock.quantity
         if before < quantity:
             raise _sold_out(product, quantity, before)
         _widen_race()
-        updated = Stock.objects.filter(pk=stock.pk, version=stock.version, quantity__gte=quantity).update(
-            quantity=F("quantity") - quantity, version=F("version") + 1
-        )
-        if not updated:
-            # Someone wrote since our read. Re-reading in this transaction would
-            # show the same snapshot (REPEATABLE READ): the caller retries anew.
-            raise StockChanged(f"{product.sku}: stock changed since it was read",
-                               extra={"sku": product.sku})
+        if deduction is Deduction.READ_MODIFY_WRITE:
+            stock.quantity = before - quantity
+            stock.version += 1
+            # Writes the value computed above, whatever the row holds by now.
+            stock.save(update_fields=["quantity", "version"])
+        else:
+            updated = Stock.objects.filter(
+                pk=stock.pk, version=stock.version, quantity__gte=quantity
+            ).update(quantity=F("quantity") - quantity, version=F("version") + 1)
+            if not updated:
+                # Someone wrote since our read. Re-reading in this transaction would
+                # show the same snapshot (REPEATABLE READ): the caller retries anew.
+                raise StockChanged(f"{product.sku}: stock changed since it was read",
+                                   extra={"sku": product.sku})
         after = before - quantity
     else:
         raise ValueError(f"unknown deduction {deduction!r}")
