@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from benchmarks.redis_locks import CountingConnection, round_trips
 from locking.backends import zookeeper
@@ -16,31 +18,49 @@ from .base import Half, Outcome, Scenario
 from .context import Context
 
 
-def wakeups_for_a_queue(backend, kind: str, waiters: int) -> int:
-    """Watch wake-ups while ``waiters`` queue behind a holder and each takes the
-    lock in turn, holding it long enough for the others to watch again."""
+@dataclass
+class Drained:
+    counted: int  # how far the counter moved from the first release to the last
+    acquired: list[float]  # monotonic times, one per waiter
+    released: list[float]  # the holder's release and each waiter's
+
+
+def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float) -> Drained:
+    """``waiters`` threads queue behind a holder; once all wait, the holder lets go
+    and each takes the lock once, holding it ``hold`` seconds."""
     name = f"queue-{waiters}-{uuid.uuid4().hex[:6]}"
     holder = backend.lock(name)
     holder.acquire()
-    queued = threading.Barrier(waiters + 1)
+    ready = threading.Barrier(waiters + 1)
+    acquired: list[float] = []
+    released: list[float] = []
 
     def waiter():
         lock = backend.lock(name)
-        queued.wait()
-        assert lock.acquire(timeout=30)
-        time.sleep(0.1)
+        ready.wait()
+        assert lock.acquire(timeout=60)
+        acquired.append(time.monotonic())
+        time.sleep(hold)
+        released.append(time.monotonic())
         lock.release()
 
     threads = [threading.Thread(target=waiter) for _ in range(waiters)]
     for t in threads:
         t.start()
-    queued.wait()
-    time.sleep(0.5)  # every waiter is watching
-    before = zookeeper.wakeups(kind)
+    ready.wait()
+    time.sleep(0.5)  # every waiter is waiting (watching, subscribed or polling)
+    before = counter()
+    released.append(time.monotonic())
     holder.release()
     for t in threads:
         t.join()
-    return zookeeper.wakeups(kind) - before
+    return Drained(counter() - before, acquired, released)
+
+
+def wakeups_for_a_queue(backend, kind: str, waiters: int) -> int:
+    """Watch wake-ups while a queue drains, each holder keeping the lock long
+    enough (0.1 s) for the others to watch again."""
+    return drain_queue(backend, waiters, lambda: zookeeper.wakeups(kind), hold=0.1).counted
 
 
 def s11_herd_effect(ctx: Context) -> Outcome:
@@ -95,45 +115,20 @@ SCENARIOS = [
 ]
 
 
-def drain_queue(backend, waiters: int) -> dict:
-    """``waiters`` threads queue behind a holder; each takes the lock once and holds
-    it 10 ms. Round trips to Redis per acquisition (counted in the client: polls
-    and wake-ups, retries included) and the release-to-acquire handoff."""
-    name = f"queue-{uuid.uuid4().hex[:6]}"
-    holder = backend.lock(name)
-    holder.acquire()
-    ready = threading.Barrier(waiters + 1)
-    acquired: list[float] = []
-    released: list[float] = []
-
-    def waiter():
-        lock = backend.lock(name)
-        ready.wait()
-        assert lock.acquire(timeout=60)
-        acquired.append(time.monotonic())
-        time.sleep(0.01)
-        released.append(time.monotonic())
-        lock.release()
-
-    threads = [threading.Thread(target=waiter) for _ in range(waiters)]
-    for t in threads:
-        t.start()
-    ready.wait()
-    time.sleep(0.2)  # everyone is waiting
-    before = round_trips()
-    released.append(time.monotonic())
-    holder.release()
-    for t in threads:
-        t.join()
-    sent = round_trips() - before
+def round_trips_and_handoff(backend, waiters: int) -> dict:
+    """Round trips to Redis per acquisition (counted in the client: polls and
+    wake-ups, retries included) and the median release-to-acquire handoff, while a
+    queue drains with 10 ms holds."""
+    drained = drain_queue(backend, waiters, round_trips, hold=0.01)
     # The k-th acquisition follows the k-th release: the lock is exclusive.
-    handoffs = sorted(a - r for a, r in zip(sorted(acquired), sorted(released), strict=False))
-    return {"round_trips": sent / waiters, "handoff_ms": handoffs[len(handoffs) // 2] * 1000}
+    handoffs = sorted(a - r for a, r in zip(sorted(drained.acquired), sorted(drained.released),
+                                            strict=False))
+    return {"round_trips": drained.counted / waiters, "handoff_ms": handoffs[len(handoffs) // 2] * 1000}
 
 
 def s9_polling_vs_notification(ctx: Context) -> Outcome:
     def measure(backend) -> dict:
-        small, large = drain_queue(backend, 4), drain_queue(backend, 32)
+        small, large = round_trips_and_handoff(backend, 4), round_trips_and_handoff(backend, 32)
         return {"round trips / acquisition, 4 waiters": round(small["round_trips"], 1),
                 "round trips / acquisition, 32 waiters": round(large["round_trips"], 1),
                 "growth": round(large["round_trips"] / small["round_trips"], 1),
