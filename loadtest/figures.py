@@ -150,7 +150,7 @@ def median_figures(rounds: list[RunFigures]) -> RunFigures:
     values = {}
     for f in fields(RunFigures):
         column = [getattr(r, f.name) for r in rounds]
-        if f.type in ("bool",) or isinstance(column[0], bool):
+        if isinstance(column[0], bool):
             values[f.name] = all(column)
         else:
             finite = [v for v in column if not (isinstance(v, float) and math.isnan(v))]

@@ -81,12 +81,19 @@ def _redis_probe(port: int) -> Callable[[], None]:
 
 def _zookeeper_probe(port: int) -> Callable[[], None]:
     def probe() -> None:
-        # "srvr" names the node's mode once it serves: standalone, leader or
-        # follower (an ensemble member without a quorum answers no mode).
-        if "Mode: " not in zookeeper_four_letters(port, b"srvr"):
+        if zookeeper_mode(port) is None:
             raise ConnectionError("zookeeper is not serving yet")
 
     return probe
+
+
+def zookeeper_mode(port: int) -> str | None:
+    """standalone, leader or follower, as "srvr" says once the node serves; None
+    for an ensemble member without a quorum (it answers no mode)."""
+    for line in zookeeper_four_letters(port, b"srvr").splitlines():
+        if line.startswith("Mode: "):
+            return line.removeprefix("Mode: ")
+    return None
 
 
 def zookeeper_four_letters(port: int, word: bytes) -> str:

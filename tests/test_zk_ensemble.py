@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.burst import burst
 from loadtest.client import FlashsaleClient
-from stack.servers import zookeeper_four_letters
+from stack.servers import zookeeper_mode
 from stack.supervisor import Supervisor
 
 from .second_stack import config_for, stack
@@ -23,12 +23,11 @@ def modes(ports: dict[str, int]) -> dict[str, str]:
     found = {}
     for name, port in ports.items():
         try:
-            answer = zookeeper_four_letters(port, b"srvr")
+            mode = zookeeper_mode(port)
         except OSError:
-            continue
-        for line in answer.splitlines():
-            if line.startswith("Mode: "):
-                found[name] = line.removeprefix("Mode: ")
+            continue  # stopped
+        if mode is not None:
+            found[name] = mode
     return found
 
 
