@@ -53,6 +53,17 @@ class BaseLock:
         the window, it does not replace fencing.
         """
 
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of this thread's current holding, or ``None`` if the
+        backend hands out none (or the lock is not held).
+
+        Tokens grow with every acquisition of the same name, so a resource that
+        remembers the highest token it has seen can refuse a write from a holder
+        whose lock expired and went to someone newer (scenario S17).
+        """
+        return None
+
     def locked(self) -> bool:
         """Whether anyone holds the lock (as far as this backend can see)."""
         raise NotImplementedError("subclasses of BaseLock must provide a locked() method")

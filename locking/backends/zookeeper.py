@@ -98,6 +98,14 @@ class ZooKeeperLock(BaseLock):
             raise LockLostError(f"ZooKeeper connection was {state} since the lock was taken",
                                 lock_name=self.name)
 
+    @property
+    def fence(self) -> int | None:
+        """The holder node's sequence number: ZooKeeper numbers the children of
+        one parent in creation order, durably, so it serves as the token."""
+        if self._recipe is None or not self._recipe.is_acquired:
+            return None
+        return int(self._recipe.node[-10:])  # kazoo names nodes <id>__lock__<10 digits>
+
     def locked(self) -> bool:
         try:
             return bool(self.backend.client.get_children(self.path))

@@ -1,5 +1,5 @@
-"""Redis lock fixtures: real backends on the stack's Redis (the test database),
-each test under a key prefix of its own."""
+"""Lock fixtures: real backends on the stack's Redis (the test database) and
+ZooKeeper, each test under a key prefix or root of its own."""
 
 import uuid
 
@@ -9,6 +9,7 @@ from django.conf import settings
 
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
+from locking.backends.zookeeper import ZooKeeperLockBackend
 
 
 @pytest.fixture
@@ -62,5 +63,22 @@ def setnx(redis_url, key_prefix):
     """``setnx(**options)`` → a SetnxLockBackend on the test Redis."""
     make, made = _factory(SetnxLockBackend, redis_url, key_prefix)
     yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def zk(zk_root):
+    """``zk(**options)`` → a ZooKeeperLockBackend with its own client (session)."""
+    made = []
+
+    def make(cls=ZooKeeperLockBackend, **options):
+        backend = cls("test", {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root, **options})
+        made.append(backend)
+        return backend
+
+    yield make
+    if made:
+        made[0].client.delete(zk_root, recursive=True)
     for backend in made:
         backend.close()

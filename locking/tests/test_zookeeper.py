@@ -17,23 +17,6 @@ from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
 from scenarios.more import wakeups_for_a_queue
 
 
-@pytest.fixture
-def zk(zk_root):
-    """``zk(**options)`` → a ZooKeeperLockBackend with its own client (session)."""
-    made = []
-
-    def make(cls=ZooKeeperLockBackend, **options):
-        backend = cls("test", {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root, **options})
-        made.append(backend)
-        return backend
-
-    yield make
-    if made:
-        made[0].client.delete(zk_root, recursive=True)
-    for backend in made:
-        backend.close()
-
-
 def expire_session(client: KazooClient) -> None:
     """End ``client``'s session from outside, as a long partition would: another
     client attaches to the same session and closes it."""

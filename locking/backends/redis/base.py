@@ -15,9 +15,14 @@ from ...base import BaseLockBackend
 LUA_DIR = Path(__file__).resolve().parent
 
 
+# Lua scripts cannot include one another: these get their helpers prepended.
+PRELUDES = {"setnx_acquire": ("fence",), "redisson_acquire": ("fence",)}
+
+
 @cache
 def lua(name: str) -> str:
-    return (LUA_DIR / f"{name}.lua").read_text()
+    parts = [*PRELUDES.get(name, ()), name]
+    return "\n".join((LUA_DIR / f"{part}.lua").read_text() for part in parts)
 
 
 class RedisLockBackend(BaseLockBackend):

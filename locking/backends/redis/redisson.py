@@ -67,6 +67,8 @@ class RedissonLock(BaseLock):
         self.key = f"{prefix}{{{name}}}"
         self.channel = f"{prefix}channel:{{{name}}}"
         self._latch_prefix = f"{prefix}unlock_latch:{{{name}}}:"
+        self.fence_key = f"{prefix}fence:{{{name}}}"
+        self._fences = threading.local()  # this thread's holding's fencing token
 
     # --- holder and lease --------------------------------------------------------
 
@@ -80,10 +82,18 @@ class RedissonLock(BaseLock):
 
     def _try_acquire(self, holder: str) -> int | None:
         """One attempt: None if acquired, else the lock's remaining TTL in ms."""
-        ttl = self.backend.script["redisson_acquire"](keys=[self.key], args=[self._lease, holder])
-        if ttl is None and self.lease_ms is None:
+        taken, value = self.backend.script["redisson_acquire"](
+            keys=[self.key, self.fence_key], args=[self._lease, holder])
+        if not taken:
+            return value
+        self._fences.fence = value
+        if self.lease_ms is None:
             self.backend.watchdog.watch(self.key, holder)
-        return ttl
+        return None
+
+    @property
+    def fence(self) -> int | None:
+        return getattr(self._fences, "fence", None)
 
     # --- protocol ---------------------------------------------------------------------
 
@@ -120,10 +130,12 @@ class RedissonLock(BaseLock):
             # The reply may be what was lost, not the release: the latch tells.
             result = release(keys=[self.key, self.channel, latch], args=args)
         if result is None:
+            self._fences.fence = None
             raise LockNotOwnedError("lock is not held by this thread (expired, released, or "
                                     "never acquired)", lock_name=self.name)
         if result == 1:
             self.backend.watchdog.unwatch(self.key, holder)
+            self._fences.fence = None
 
     def locked(self) -> bool:
         return bool(self.backend.client.exists(self.key))

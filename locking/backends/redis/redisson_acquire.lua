@@ -1,13 +1,22 @@
 -- Take or re-enter a Redisson-style lock: a hash of holder -> hold count.
 -- KEYS[1]  the lock key
+-- KEYS[2]  the lock's fencing counter
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the holder: "<client id>:<thread id>"
--- Returns nil when the lock is now held by ARGV[2] (count incremented, lease
--- reset); otherwise the lock's remaining time to live in ms, which bounds how
--- long a waiter sleeps if the release message never comes.
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+-- Returns {1, fencing token} when the lock is now held by ARGV[2] (count
+-- incremented, lease reset; a re-entry keeps its holding's token); otherwise
+-- {0, the lock's remaining time to live in ms}, which bounds how long a waiter
+-- sleeps if the release message never comes.
+if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
+    return {1, next_fence(KEYS[2])}
 end
-return redis.call('pttl', KEYS[1])
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Held all along by this holder, so no one has taken a token since ours
+    -- (a counter flushed meanwhile starts again from the clock).
+    return {1, tonumber(redis.call('get', KEYS[2]) or next_fence(KEYS[2]))}
+end
+return {0, redis.call('pttl', KEYS[1])}

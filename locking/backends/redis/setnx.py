@@ -1,5 +1,6 @@
 """``setnx``: ``SET key token NX PX ttl`` to acquire, a Lua compare-and-delete to
-release (seeds 001 and 003).
+release (seeds 001 and 003). Each acquisition also takes the next fencing token
+from a counter beside the key (``<key>:fence``), in the same script.
 
 Failure semantics: the key expires ``ttl_ms`` after it was taken whether or not the
 holder is done; a holder that runs longer than that shares the critical section
@@ -25,6 +26,7 @@ class SetnxLock(BaseLock):
         super().__init__(name, wait_timeout=wait_timeout)
         self.backend = backend
         self.key = f"{backend.key_prefix}{name}"
+        self.fence_key = f"{self.key}:fence"
         self.ttl_ms = int(ttl_ms)
         self.retry_interval = float(retry_interval)
         # One token per holder: this lock object in this thread, fresh per acquire.
@@ -34,13 +36,18 @@ class SetnxLock(BaseLock):
     def token(self) -> str | None:
         return getattr(self._local, "token", None)
 
+    @property
+    def fence(self) -> int | None:
+        return getattr(self._local, "fence", None) if self.token is not None else None
+
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         token = uuid.uuid4().hex
         deadline = None if timeout is None else time.monotonic() + timeout
-        client = self.backend.client
+        acquire = self.backend.script["setnx_acquire"]
         while True:
-            if client.set(self.key, token, nx=True, px=self.ttl_ms):
-                self._local.token = token
+            fence = acquire(keys=[self.key, self.fence_key], args=[token, self.ttl_ms])
+            if fence is not None:
+                self._local.token, self._local.fence = token, fence
                 return True
             if not blocking:
                 return False
@@ -75,7 +82,7 @@ class SetnxLockBackend(RedisLockBackend):
     """OPTIONS: ``url``, ``key_prefix``, ``ttl_ms`` (10000), ``retry_interval``
     seconds (0.02), ``wait_timeout`` seconds."""
 
-    scripts = ("compare_and_delete",)
+    scripts = ("setnx_acquire", "compare_and_delete")
 
     def lock(self, name: str) -> SetnxLock:
         return SetnxLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)
