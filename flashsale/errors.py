@@ -64,6 +64,14 @@ class StockChanged(Busy):
     purchase retries with fresh data; past the retry budget this is the 503."""
 
 
+class StaleLock(Busy):
+    """The stock lock expired while this purchase worked and a newer holder has
+    written the stock since: the fencing token refused this write, and nothing of
+    the purchase was kept. The client may retry."""
+
+    code = "stale_lock"
+
+
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": code, "message": message, **extra}
 

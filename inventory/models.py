@@ -18,6 +18,11 @@ class Stock(models.Model):
     initial_quantity = models.PositiveIntegerField()
     # Bumped by every write; the optimistic strategy compares-and-sets on it.
     version = models.PositiveBigIntegerField(default=0)
+    # The highest fencing token that wrote this row, and which lock issued it
+    # (tokens of different locks are not comparable): a write under an older
+    # token than this one is refused (scenario S17).
+    fence_source = models.CharField(max_length=64, blank=True, default="")
+    fence = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"{self.product_id}: {self.quantity}/{self.initial_quantity}"

@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from flashsale.errors import SoldOut, StockChanged
+from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 
 from .models import Product, Stock, StockFlow
+
+
+class Fence(NamedTuple):
+    """A lock holder's fencing token, and the lock that issued it."""
+
+    source: str
+    token: int
+
+
+_stalls = threading.local()
+
+
+@contextmanager
+def stalled(pause: Callable[[], object]) -> Iterator[None]:
+    """Fault injection: inside the block, this thread's critical sections call
+    ``pause()`` between the read and the write, as a GC pause or a stopped VM
+    would strike a lock holder (scenario S17)."""
+    _stalls.pause = pause
+    try:
+        yield
+    finally:
+        _stalls.pause = None
 
 
 def _widen_race() -> None:
@@ -20,6 +46,25 @@ def _widen_race() -> None:
     delay_ms = settings.FLASHSALE_RACE_DELAY_MS
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)
+    pause = getattr(_stalls, "pause", None)
+    if pause is not None:
+        pause()
+
+
+def _write_computed(product: Product, stock: Stock, quantity: int, fence: Fence | None) -> None:
+    """Write the quantity computed from the earlier read, whatever the row holds
+    by now; with a fence, only if no newer holder of the same lock has written it."""
+    rows = Stock.objects.filter(pk=stock.pk)
+    fields = {"quantity": quantity, "version": F("version") + 1}
+    if fence is not None:
+        rows = rows.exclude(fence_source=fence.source, fence__gt=fence.token)
+        fields |= {"fence_source": fence.source, "fence": fence.token}
+    if not rows.update(**fields):
+        raise StaleLock(
+            f"{product.sku}: the stock lock expired during this purchase and a newer "
+            "holder has written the stock; nothing was written",
+            extra={"sku": product.sku, "fence": fence.token if fence else None},
+        )
 
 
 def _sold_out(product: Product, quantity: int, available: int) -> SoldOut:
@@ -36,6 +81,7 @@ def stock_deduct(
     operation_flag: str,
     order_reference: str,
     deduction: Deduction,
+    fence: Fence | None = None,
 ) -> int:
     """Take ``quantity`` off the product's stock and append its stock-flow row.
 
@@ -43,11 +89,18 @@ def stock_deduct(
     and, for read-modify-write, under whatever lock the strategy provides: the
     read, the check and the write are deliberately separate statements.
 
+    With a ``fence`` (the lock holder's token), the read-modify-write's write is
+    refused if the row was written under a newer token of the same lock: the lock
+    expired while this holder worked and went to someone else.
+
     :returns: the stock left, as this writer computed it.
     :raises SoldOut: not enough stock; nothing is written.
+    :raises StaleLock: fenced out; nothing is written.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("stock_deduct must run inside transaction.atomic()")
+    if fence is not None and deduction is not Deduction.READ_MODIFY_WRITE:
+        raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
 
     if deduction is Deduction.CONDITIONAL_UPDATE:
         updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
@@ -67,10 +120,7 @@ def stock_deduct(
             raise _sold_out(product, quantity, before)
         _widen_race()
         if deduction is Deduction.READ_MODIFY_WRITE:
-            stock.quantity = before - quantity
-            stock.version += 1
-            # Writes the value computed above, whatever the row holds by now.
-            stock.save(update_fields=["quantity", "version"])
+            _write_computed(product, stock, before - quantity, fence)
         else:
             updated = Stock.objects.filter(
                 pk=stock.pk, version=stock.version, quantity__gte=quantity
@@ -109,6 +159,8 @@ def product_reset(*, sku: str, stock: int, name: str | None = None) -> Product:
     StockFlow.objects.filter(product=product).delete()
     Stock.objects.update_or_create(
         product=product,
-        defaults={"quantity": stock, "initial_quantity": stock, "version": 0},
+        # A new sale starts a new fencing epoch: the lock's counter may have been reset too.
+        defaults={"quantity": stock, "initial_quantity": stock, "version": 0,
+                  "fence_source": "", "fence": 0},
     )
     return product

@@ -3,7 +3,10 @@
 One purchase, in order: validate → idempotency check → sold-out mark → acquire the stock lock →
 open the transaction → create the order, deduct the stock, append the flow row →
 commit → release the lock. The lock is held across the commit: released earlier,
-the next holder could read the stock before this write is visible.
+the next holder could read the stock before this write is visible. The lock's
+fencing token, where it has one, goes with the stock write, which refuses it once
+a newer holder has written: a lease that ran out mid-purchase costs this purchase,
+not the stock.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, S
 from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product
 from inventory.selectors import flow_get, product_get
-from inventory.services import product_reset, stock_deduct
+from inventory.services import Fence, product_reset, stock_deduct
 from locking import BaseLock, LockError, LockLostError, get_lock
 
 from .idempotency import flag_claim, flag_complete, flags_forget
@@ -113,6 +116,8 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
+    token = lock.fence if settings.FLASHSALE_FENCING else None
+    fence = None if token is None else Fence(source=strategy.name, token=token)
     while True:
         try:
             with transaction.atomic():
@@ -131,6 +136,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
                     operation_flag=key,
                     order_reference=str(order.pk),
                     deduction=strategy.deduction,
+                    fence=fence,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
             return order, remaining

@@ -3,9 +3,10 @@ set up: some scenarios use the models."""
 
 from .base import Scenario
 from .database import SCENARIOS as _DATABASE
+from .fencing import SCENARIOS as _FENCING
 from .more import SCENARIOS as _MORE
 from .redis_locks import SCENARIOS as _REDIS
 
 CATALOG: dict[str, Scenario] = {
-    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE], key=lambda s: int(s.id[1:]))
+    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE, *_FENCING], key=lambda s: int(s.id[1:]))
 }

@@ -2,18 +2,72 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
-from flashsale.errors import SoldOut, StockChanged
+from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import product_reset, stock_deduct
+from inventory.services import Fence, product_reset, stock_deduct
 
 
-def deduct(product, quantity, flag, deduction):
+def deduct(product, quantity, flag, deduction, fence=None):
     with transaction.atomic():
         return stock_deduct(product=product, quantity=quantity, operation_flag=flag,
-                            order_reference=flag, deduction=deduction)
+                            order_reference=flag, deduction=deduction, fence=fence)
+
+
+RMW = Deduction.READ_MODIFY_WRITE
+
+
+@pytest.mark.django_db
+def test_a_fenced_write_records_its_token(product_factory):
+    product = product_factory(stock=10)
+    deduct(product, 1, "op-1", RMW, fence=Fence("setnx", 7))
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.fence_source, stock.fence) == (9, "setnx", 7)
+    deduct(product, 1, "op-2", RMW, fence=Fence("setnx", 7))  # the same holding again
+    deduct(product, 1, "op-3", RMW, fence=Fence("setnx", 9))
+    assert Stock.objects.get(product=product).fence == 9
+
+
+@pytest.mark.django_db
+def test_an_older_token_is_refused_and_nothing_is_written(product_factory):
+    product = product_factory(stock=10)
+    deduct(product, 1, "op-new", RMW, fence=Fence("setnx", 8))
+    with pytest.raises(StaleLock) as caught:
+        deduct(product, 1, "op-stale", RMW, fence=Fence("setnx", 7))
+    assert caught.value.status_code == 503 and caught.value.extra["fence"] == 7
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.fence) == (9, 8)
+    assert list(StockFlow.objects.values_list("operation_flag", flat=True)) == ["op-new"]
+
+
+@pytest.mark.django_db
+def test_tokens_of_another_lock_are_not_compared(product_factory):
+    # Switching strategy starts a new series: a small ZooKeeper sequence number is
+    # not older than a clock-seeded Redis token.
+    product = product_factory(stock=10)
+    deduct(product, 1, "op-1", RMW, fence=Fence("redisson", 1_800_000_000_000_000))
+    deduct(product, 1, "op-2", RMW, fence=Fence("zookeeper", 3))
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.fence_source, stock.fence) == (8, "zookeeper", 3)
+
+
+@pytest.mark.django_db
+def test_a_reset_starts_a_new_fencing_epoch(product_factory):
+    product = product_factory(stock=10)
+    deduct(product, 1, "op-1", RMW, fence=Fence("setnx", 50))
+    product_reset(sku=product.sku, stock=10)
+    deduct(product, 1, "op-2", RMW, fence=Fence("setnx", 1))
+    assert Stock.objects.get(product=product).fence == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deduction", [Deduction.CONDITIONAL_UPDATE, Deduction.VERSIONED])
+def test_only_the_read_modify_write_takes_a_fence(product_factory, deduction):
+    product = product_factory(stock=10)
+    with pytest.raises(ValueError):
+        deduct(product, 1, "op-1", deduction, fence=Fence("setnx", 1))
 
 
 @pytest.mark.django_db
