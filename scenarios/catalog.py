@@ -1,12 +1,13 @@
-"""Every scenario implemented so far, by id (S2 … S16). Importing this needs Django
+"""Every scenario implemented so far, by id. Importing this needs Django
 set up: some scenarios use the models."""
 
 from .base import Scenario
+from .clocks import SCENARIOS as _CLOCKS
 from .database import SCENARIOS as _DATABASE
 from .fencing import SCENARIOS as _FENCING
 from .more import SCENARIOS as _MORE
 from .redis_locks import SCENARIOS as _REDIS
 
 CATALOG: dict[str, Scenario] = {
-    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE, *_FENCING], key=lambda s: int(s.id[1:]))
+    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING], key=lambda s: int(s.id[1:]))
 }

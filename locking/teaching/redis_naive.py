@@ -11,11 +11,16 @@ one flaw at a time, so each can be shown beside ``locking.backends.redis.setnx``
 - ``release="get_then_del"``: the owner check is a GET in the client, then a DEL;
   the key can change hands in the gap (``between_get_and_del`` hook) (S7).
 
+``GetsetExpiryLock`` is seed 004's second way (SETNX of an expiry time, GET and
+GETSET to take over an expired one): expiry is judged by each client's clock, so a
+client whose clock runs ahead takes over a live lock (S14).
+
 Never configure these as a strategy.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 
@@ -58,4 +63,45 @@ class NaiveSetnxLock:
         if self.client.get(self.key) != self.token.encode():
             return False
         self.between_get_and_del()  # the key may expire and be taken right here
+        return bool(self.client.delete(self.key))
+
+
+class GetsetExpiryLock:
+    """Seed 004, 第二种, step by step. The key's value is the holder's expiry time
+    by its own clock; there is no Redis TTL and no owner token.
+
+    :param clock: this client's wall clock (``time.time``); a scenario passes one
+        that runs ahead, as a host whose NTP drifted would.
+    """
+
+    def __init__(self, client: redis.Redis, key: str, *, lease_ms: int,
+                 clock: Callable[[], float] = time.time):
+        self.client = client
+        self.key = key
+        self.lease = lease_ms / 1000
+        self.clock = clock
+        self.acquired_at: float | None = None
+
+    def acquire(self) -> bool:
+        """One try: SETNX; else take over a value that is in the past by our clock,
+        if GETSET shows nobody took it over first."""
+        now = self.clock()
+        expires = repr(now + self.lease).encode()
+        if self.client.setnx(self.key, expires):  # step 1
+            self.acquired_at = now
+            return True
+        old = self.client.get(self.key)  # step 2: expired? by *our* clock
+        if old is None or float(old) >= now:
+            return False
+        if self.client.getset(self.key, expires) != old:  # steps 3 and 4
+            return False  # someone else's GETSET came first
+        self.acquired_at = now
+        return True
+
+    def release(self) -> bool:
+        """Step 5: DEL only if, by our clock, our lease has not run out. True if a
+        key was deleted (whoever's it was)."""
+        if self.acquired_at is None or self.clock() - self.acquired_at >= self.lease:
+            return False
+        self.acquired_at = None
         return bool(self.client.delete(self.key))
