@@ -7,7 +7,7 @@ from .database import SCENARIOS as _DATABASE
 from .fencing import SCENARIOS as _FENCING
 from .more import SCENARIOS as _MORE
 from .redis_locks import SCENARIOS as _REDIS
+from .replication import SCENARIOS as _REPLICATION
 
-CATALOG: dict[str, Scenario] = {
-    s.id: s for s in sorted([*_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING], key=lambda s: int(s.id[1:]))
-}
+_ALL = [*_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING, *_REPLICATION]
+CATALOG: dict[str, Scenario] = {s.id: s for s in sorted(_ALL, key=lambda s: int(s.id[1:]))}

@@ -7,6 +7,13 @@ holder is done; a holder that runs longer than that shares the critical section
 with the next one (scenario S5; ``redisson``'s watchdog is the fix). Its release
 then finds another token and raises :class:`LockNotOwnedError` without deleting it.
 Waiting is polling: one SET every ``retry_interval`` until ``wait_timeout``.
+
+Replication is asynchronous: a master that fails over before the key reached its
+replica hands the lock to a second client (S10). With ``replicas=N`` an acquisition
+counts only once N replicas acknowledged it (Redis ``WAIT``, up to
+``replica_timeout_ms``); otherwise the key is deleted again and the attempt failed.
+That closes the window for a failover to an acknowledging replica; it does not make
+Redis strongly consistent.
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ from .base import RedisLockBackend
 
 class SetnxLock(BaseLock):
     def __init__(self, name: str, *, backend: SetnxLockBackend, ttl_ms: int = 10_000,
-                 retry_interval: float = 0.02, wait_timeout: float | None = None):
+                 retry_interval: float = 0.02, replicas: int = 0, replica_timeout_ms: int = 100,
+                 wait_timeout: float | None = None):
         super().__init__(name, wait_timeout=wait_timeout)
         self.backend = backend
         self.key = f"{backend.key_prefix}{name}"
         self.fence_key = f"{self.key}:fence"
         self.ttl_ms = int(ttl_ms)
         self.retry_interval = float(retry_interval)
+        self.replicas = int(replicas)
+        self.replica_timeout_ms = int(replica_timeout_ms)
         # One token per holder: this lock object in this thread, fresh per acquire.
         self._local = threading.local()
 
@@ -43,9 +53,8 @@ class SetnxLock(BaseLock):
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         token = uuid.uuid4().hex
         deadline = None if timeout is None else time.monotonic() + timeout
-        acquire = self.backend.script["setnx_acquire"]
         while True:
-            fence = acquire(keys=[self.key, self.fence_key], args=[token, self.ttl_ms])
+            fence = self._try(token)
             if fence is not None:
                 self._local.token, self._local.fence = token, fence
                 return True
@@ -58,6 +67,24 @@ class SetnxLock(BaseLock):
                 time.sleep(min(self.retry_interval, left))
             else:
                 time.sleep(self.retry_interval)
+
+    def _try(self, token: str) -> int | None:
+        """One attempt: the fencing token if taken (and, with ``replicas``,
+        acknowledged by that many replicas), else None."""
+        acquire = self.backend.script["setnx_acquire"]
+        keys, args = [self.key, self.fence_key], [token, self.ttl_ms]
+        if not self.replicas:
+            return acquire(keys=keys, args=args)
+        # WAIT counts the writes of its own connection: it must follow the SET on
+        # the same one, which a pipeline guarantees (and it saves a round trip).
+        pipe = self.backend.client.pipeline(transaction=False)
+        acquire(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", self.replicas, self.replica_timeout_ms)
+        fence, acknowledged = pipe.execute()
+        if fence is not None and acknowledged < self.replicas:
+            self.backend.script["compare_and_delete"](keys=[self.key], args=[token])
+            return None
+        return fence
 
     def do_release(self) -> None:
         token = self.token
@@ -80,7 +107,8 @@ class SetnxLock(BaseLock):
 
 class SetnxLockBackend(RedisLockBackend):
     """OPTIONS: ``url``, ``key_prefix``, ``ttl_ms`` (10000), ``retry_interval``
-    seconds (0.02), ``wait_timeout`` seconds."""
+    seconds (0.02), ``replicas`` (0) and ``replica_timeout_ms`` (100),
+    ``wait_timeout`` seconds."""
 
     scripts = ("setnx_acquire", "compare_and_delete")
 

@@ -1,0 +1,94 @@
+"""Throwaway redis-server processes, for what needs more than the stack's one Redis:
+a master with a replica (scenario S10) and independent masters (RedLock).
+
+Each runs on a free loopback port in a temporary directory, without persistence,
+as this process's child; it is stopped by its PID and its directory removed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from .servers import StackError, binary, tail
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ScratchRedis:
+    port: int
+    process: subprocess.Popen
+    dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self, **options) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=1, **options)
+
+    def crash(self) -> None:
+        """SIGKILL: the server is gone with whatever it had not passed on."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(5)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.crash()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_redis(*args: str, port: int | None = None) -> ScratchRedis:
+    """Start a redis-server (extra ``args`` as on its command line) and wait until
+    it answers; a restart on the same ``port`` starts empty, as after a crash."""
+    port = port or free_port()
+    directory = Path(tempfile.mkdtemp(prefix=f"flashsale-redis-{port}-"))
+    log = directory / "redis.log"
+    command = [binary("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+               "--appendonly", "no", "--dir", str(directory), "--logfile", str(log),
+               # A replica's first sync starts at once (Redis waits 5 s for more replicas).
+               "--repl-diskless-sync-delay", "0", *args]
+    server = ScratchRedis(port, subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                                 stdout=subprocess.DEVNULL), directory)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            server.client().ping()
+            return server
+        except redis.ConnectionError:
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                why = tail(log)
+                server.stop()
+                raise StackError(f"scratch redis-server on port {port} failed to start\n{why}") from None
+            time.sleep(0.02)
+
+
+@contextmanager
+def redis_servers(count: int, *args: str) -> Iterator[list[ScratchRedis]]:
+    """``count`` independent redis-servers, stopped on the way out."""
+    with ExitStack() as stack:
+        servers = []
+        for _ in range(count):
+            server = start_redis(*args)
+            stack.callback(server.stop)
+            servers.append(server)
+        yield servers
