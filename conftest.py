@@ -4,6 +4,11 @@ Redis of the local stack (``make test`` starts it); nothing here is a fake."""
 import pytest
 from django.core.cache import cache
 
+from loadtest.client import FlashsaleClient
+from stack.config import StackConfig
+from stack.control import apps_as_needed
+from stack.supervisor import Supervisor
+
 
 @pytest.fixture(autouse=True)
 def _clean_redis(request):
@@ -21,3 +26,25 @@ def product_factory(db):
         return product_reset(sku=sku, stock=stock, name=name)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def stack_config() -> StackConfig:
+    config = StackConfig.from_env()
+    if not Supervisor(config).is_running():
+        pytest.fail("the local stack is not running: `make test` starts it "
+                    "(or `python -m stack run -- pytest`)")
+    return config
+
+
+@pytest.fixture(scope="session")
+def stack_apps(stack_config):
+    """``stack_apps(strategy=..., instances=..., ...)`` restarts the stack's app
+    instances so configured (only when that is not what runs) and returns an API
+    client for them through nginx; at the end they are put back as started."""
+    with apps_as_needed(stack_config) as use:
+        def client(**changes) -> FlashsaleClient:
+            config = use(**changes)
+            return FlashsaleClient(config.base_url, admin_token=config.admin_token())
+
+        yield client

@@ -22,7 +22,9 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup()
 
+from loadtest.client import FlashsaleClient  # noqa: E402
 from stack.config import StackConfig  # noqa: E402
+from stack.control import apps_as_needed  # noqa: E402
 
 from .base import render  # noqa: E402
 from .catalog import CATALOG  # noqa: E402
@@ -60,18 +62,25 @@ def main(argv: list[str] | None = None) -> int:
     config = StackConfig.from_env()
     url = f"redis://127.0.0.1:{config.redis_port}/4"
     unexpected = []
-    for scenario_id in ids:
-        scenario = CATALOG[scenario_id]
-        print(f"\n== {scenario.id}: {scenario.title}  [seed {scenario.seed}]\n{scenario.story}\n", flush=True)
-        ctx = Context(url, zk_hosts=config.zk_hosts, base_url=config.base_url,
-                      admin_token=config.admin_token())
-        try:
-            outcome = scenario.run(ctx)
-        finally:
-            ctx.close()
-        print(render(scenario, outcome))
-        if not outcome.as_expected:
-            unexpected.append(scenario_id)
+    # Scenarios that restart the app instances (S1) get them back as started.
+    with apps_as_needed(config) as use:
+        def apps(**changes) -> FlashsaleClient:
+            changed = use(**changes)
+            return FlashsaleClient(changed.base_url, admin_token=changed.admin_token())
+
+        for scenario_id in ids:
+            scenario = CATALOG[scenario_id]
+            print(f"\n== {scenario.id}: {scenario.title}  [seed {scenario.seed}]\n{scenario.story}\n",
+                  flush=True)
+            ctx = Context(url, zk_hosts=config.zk_hosts, base_url=config.base_url,
+                          admin_token=config.admin_token(), apps=apps)
+            try:
+                outcome = scenario.run(ctx)
+            finally:
+                ctx.close()
+            print(render(scenario, outcome))
+            if not outcome.as_expected:
+                unexpected.append(scenario_id)
     if unexpected:
         print(f"\nNot as the seeds say: {', '.join(unexpected)}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ backends of the project's locks built for it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
@@ -20,6 +21,9 @@ class Context:
     zk_hosts: str = ""
     base_url: str = ""  # the stack behind nginx, for scenarios that buy through it
     admin_token: str = ""
+    # apps(strategy=..., instances=..., ...) restarts the stack's app instances so
+    # configured and returns a client for them; whoever provides it puts them back.
+    apps: Callable[..., FlashsaleClient] | None = None
     prefix: str = field(default_factory=lambda: f"scenario:{uuid.uuid4().hex[:8]}:")
 
     def __post_init__(self):

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from .config import ROOT, StackConfig
 from .servers import (
@@ -121,6 +123,27 @@ def reconfigure(config: StackConfig) -> StackConfig:
          f"workers={config.workers} race_delay_ms={config.race_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'}")
     return config
+
+
+@contextmanager
+def apps_as_needed(config: StackConfig) -> Iterator[Callable[..., StackConfig]]:
+    """Yield ``use(**changes)``, which restarts the app instances with ``config`` so
+    changed, unless that is what already runs; on the way out, the instances are
+    put back to ``config``."""
+    current = config
+
+    def use(**changes) -> StackConfig:
+        nonlocal current
+        wanted = config.replace(**changes)
+        if wanted != current:
+            current = reconfigure(wanted)
+        return wanted
+
+    try:
+        yield use
+    finally:
+        if current != config:
+            reconfigure(config)
 
 
 def down(config: StackConfig) -> None:

@@ -8,16 +8,16 @@ from scenarios.__main__ import markdown
 from scenarios.base import render
 from scenarios.catalog import CATALOG
 from scenarios.context import Context
-from stack.config import ROOT, StackConfig
+from stack.config import ROOT
 
 
 @pytest.mark.django_db(transaction=True)  # S12 and S16 commit for real, from several threads
 @pytest.mark.parametrize("scenario", CATALOG.values(), ids=CATALOG.keys())
-def test_the_broken_variant_breaks_and_the_fix_holds(scenario):
+def test_the_broken_variant_breaks_and_the_fix_holds(scenario, stack_config, stack_apps):
     # The test Redis and ZooKeeper; scenarios that buy go through the running stack.
-    stack = StackConfig.from_env()
-    ctx = Context(settings.TEST_REDIS_URL, zk_hosts=settings.ZOOKEEPER_HOSTS, base_url=stack.base_url,
-                  admin_token=stack.admin_token())
+    ctx = Context(settings.TEST_REDIS_URL, zk_hosts=settings.ZOOKEEPER_HOSTS,
+                  base_url=stack_config.base_url, admin_token=stack_config.admin_token(),
+                  apps=stack_apps)
     try:
         outcome = scenario.run(ctx)
     finally:
