@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 
 from flashsale.testing import in_thread
 from locking import LockNotOwnedError
@@ -213,6 +214,37 @@ def test_a_retried_release_is_answered_from_the_unlock_latch(redisson):
     assert release(keys=[lock.key, lock.channel, latch], args=args) == 0  # the same request again
     assert lock.hold_count() == 1  # released once, not twice
     lock.release()
+
+
+class ReplyLosingConnection(redis.Connection):
+    """Loses the next reply once ``lose_next`` is set: the command ran on the server,
+    the client hears a broken connection."""
+
+    lose_next = threading.Event()
+
+    def read_response(self, *args, **kwargs):
+        response = super().read_response(*args, **kwargs)
+        if ReplyLosingConnection.lose_next.is_set():
+            ReplyLosingConnection.lose_next.clear()
+            self.disconnect()
+            raise redis.ConnectionError("reply lost on the way back (injected)")
+        return response
+
+
+def test_a_release_whose_reply_is_lost_is_retried_and_counts_once(redisson):
+    backend = redisson(connection_class=ReplyLosingConnection, lease_ms=30_000)
+    with backend.lock("warm-up"):  # the scripts are loaded: the lost reply is the release's
+        pass
+    lock = backend.lock("r")
+    lock.acquire()
+    lock.acquire()
+    ReplyLosingConnection.lose_next.set()
+    # The reply is lost; the retry (redis-py's own, or ours) finds the unlock latch.
+    lock.release()
+    assert not ReplyLosingConnection.lose_next.is_set(), "the fault was not injected"
+    assert lock.hold_count() == 1  # one hold released, not two
+    lock.release()
+    assert not lock.locked()
 
 
 def _child_process_id(queue):
