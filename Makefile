@@ -55,7 +55,7 @@ bench-redis-locks: install  ## setnx and redisson beside redis-py's Lock and pyt
 scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario S=S6
 	$(PY) -m scenarios $(S)
 
-scenarios: up  ## every scenario implemented so far (python -m scenarios --list)
+scenarios: up  ## all 17 scenarios (python -m scenarios --list)
 	$(PY) -m scenarios all
 
 lint: install-test  ## ruff

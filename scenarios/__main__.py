@@ -1,7 +1,7 @@
 """Run scenarios from the catalog and print each broken variant beside its fix.
 
     python -m scenarios S6            # one
-    python -m scenarios all           # every scenario implemented so far
+    python -m scenarios all           # every scenario
     python -m scenarios --list        # what there is
     python -m scenarios --markdown    # the catalog as docs/scenarios.md
 

@@ -1,4 +1,4 @@
-"""Every scenario implemented so far, by id. Importing this needs Django
+"""Every scenario, by id. Importing this needs Django
 set up: some scenarios use the models."""
 
 from .base import Scenario
