@@ -138,9 +138,10 @@ FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5
 # changed before answering 503 busy.
 FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
 # Pass the lock's fencing token (setnx, redisson, zookeeper) to the stock write,
-# which refuses a holder whose lock expired and went to a newer one. Off: a
-# stale holder's write lands (scenario S17).
-FLASHSALE_FENCING = env.bool("FLASHSALE_FENCING", default=True)
+# which refuses a holder whose lock expired and went to a newer one. Only scenario
+# S17 turns it off (override_settings), to show a stale holder's write landing:
+# deliberately no environment variable, so no deployment switches it off by accident.
+FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis mark without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
