@@ -65,9 +65,9 @@ class StockChanged(Busy):
 
 
 class StaleLock(Busy):
-    """The stock lock expired while this purchase worked and a newer holder has
-    written the stock since: the fencing token refused this write, and nothing of
-    the purchase was kept. The client may retry."""
+    """The stock lock expired before this purchase touched the stock, and a newer
+    holder has touched it since: the fencing token was refused, and nothing of the
+    purchase was kept. The client may retry."""
 
     code = "stale_lock"
 

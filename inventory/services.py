@@ -29,15 +29,22 @@ _stalls = threading.local()
 
 
 @contextmanager
-def stalled(pause: Callable[[], object]) -> Iterator[None]:
+def stalled(pause: Callable[[str], object]) -> Iterator[None]:
     """Fault injection: inside the block, this thread's critical sections call
-    ``pause()`` between the read and the write, as a GC pause or a stopped VM
-    would strike a lock holder (scenario S17)."""
+    ``pause(point)`` at each point where a GC pause or a stopped VM could strike a
+    lock holder: ``"start"`` (the lock is held, the stock not yet touched) and
+    ``"read"`` (the stock was read, not yet written). Scenario S17 uses it."""
     _stalls.pause = pause
     try:
         yield
     finally:
         _stalls.pause = None
+
+
+def _stall(point: str) -> None:
+    pause = getattr(_stalls, "pause", None)
+    if pause is not None:
+        pause(point)
 
 
 def _widen_race() -> None:
@@ -46,24 +53,26 @@ def _widen_race() -> None:
     delay_ms = settings.FLASHSALE_RACE_DELAY_MS
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)
-    pause = getattr(_stalls, "pause", None)
-    if pause is not None:
-        pause()
 
 
-def _write_computed(product: Product, stock: Stock, quantity: int, fence: Fence | None) -> None:
-    """Write the quantity computed from the earlier read, whatever the row holds
-    by now; with a fence, only if no newer holder of the same lock has written it."""
-    rows = Stock.objects.filter(pk=stock.pk)
-    fields = {"quantity": quantity, "version": F("version") + 1}
-    if fence is not None:
-        rows = rows.exclude(fence_source=fence.source, fence__gt=fence.token)
-        fields |= {"fence_source": fence.source, "fence": fence.token}
-    if not rows.update(**fields):
+def _fence_stamp(product: Product, fence: Fence) -> None:
+    """Stamp the stock row with this holder's token before reading it, unless a
+    newer holder of the same lock has stamped it already.
+
+    The stamp is the first write of the transaction, so the row stays locked by it
+    until commit: a newer holder's stamp waits, then reads what this one wrote. An
+    older holder (its lease ran out while it stalled) finds a larger token and is
+    refused before it reads anything. Checking the token only at the write would
+    leave a gap: a stale write landing between a newer holder's read and its write.
+    """
+    stamped = (Stock.objects.filter(product=product)
+               .exclude(fence_source=fence.source, fence__gt=fence.token)
+               .update(fence_source=fence.source, fence=fence.token))
+    if not stamped:
         raise StaleLock(
-            f"{product.sku}: the stock lock expired during this purchase and a newer "
-            "holder has written the stock; nothing was written",
-            extra={"sku": product.sku, "fence": fence.token if fence else None},
+            f"{product.sku}: the stock lock expired before this purchase touched the stock, "
+            "and a newer holder has; nothing was written",
+            extra={"sku": product.sku, "fence": fence.token},
         )
 
 
@@ -89,9 +98,9 @@ def stock_deduct(
     and, for read-modify-write, under whatever lock the strategy provides: the
     read, the check and the write are deliberately separate statements.
 
-    With a ``fence`` (the lock holder's token), the read-modify-write's write is
-    refused if the row was written under a newer token of the same lock: the lock
-    expired while this holder worked and went to someone else.
+    With a ``fence`` (the lock holder's token), the read-modify-write first stamps
+    the row with it and is refused if a newer token of the same lock got there
+    first: this holder's lock expired and went to someone else.
 
     :returns: the stock left, as this writer computed it.
     :raises SoldOut: not enough stock; nothing is written.
@@ -101,6 +110,9 @@ def stock_deduct(
         raise RuntimeError("stock_deduct must run inside transaction.atomic()")
     if fence is not None and deduction is not Deduction.READ_MODIFY_WRITE:
         raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
+    _stall("start")
+    if fence is not None:
+        _fence_stamp(product, fence)
 
     if deduction is Deduction.CONDITIONAL_UPDATE:
         updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
@@ -119,8 +131,12 @@ def stock_deduct(
         if before < quantity:
             raise _sold_out(product, quantity, before)
         _widen_race()
+        _stall("read")
         if deduction is Deduction.READ_MODIFY_WRITE:
-            _write_computed(product, stock, before - quantity, fence)
+            stock.quantity = before - quantity
+            stock.version += 1
+            # Writes the value computed above, whatever the row holds by now.
+            stock.save(update_fields=["quantity", "version"])
         else:
             updated = Stock.objects.filter(
                 pk=stock.pk, version=stock.version, quantity__gte=quantity

@@ -4,9 +4,9 @@ One purchase, in order: validate → idempotency check → sold-out mark → acq
 open the transaction → create the order, deduct the stock, append the flow row →
 commit → release the lock. The lock is held across the commit: released earlier,
 the next holder could read the stock before this write is visible. The lock's
-fencing token, where it has one, goes with the stock write, which refuses it once
-a newer holder has written: a lease that ran out mid-purchase costs this purchase,
-not the stock.
+fencing token, where it has one, goes with the stock deduction, which refuses it
+once a newer holder has touched the stock: a lease that ran out mid-purchase costs
+this purchase, not the stock.
 """
 
 from __future__ import annotations

@@ -32,61 +32,76 @@ def s17_fencing_token(ctx: Context) -> Outcome:
                     "retry_interval": 0.01, "wait_timeout": 5},
     }}
 
-    def sale(fencing: bool) -> dict:
+    def answer(box) -> str:
+        error = box.get("error")
+        return "201" if error is None else f"{error.status_code} {error.code}"
+
+    def sale(*, fencing: bool, stall_at: str) -> dict:
+        """One unit; A takes the lock and stalls at ``stall_at`` until B is done (or,
+        if B cannot finish while A stalls, for 1 s), well past A's lease."""
         sku = f"s17-{uuid.uuid4().hex[:8]}"
         sale_reset(sku=sku, stock=1)
         a_paused, b_done = threading.Event(), threading.Event()
 
-        def pause_a():
-            # A has read the stock (1 left) and stops, holding the lock, until B
-            # (which gets the lock once A's lease runs out) has bought and committed.
-            a_paused.set()
-            b_done.wait(10)
+        def pause(point):
+            if point == stall_at:
+                a_paused.set()
+                b_done.wait(1.0)
 
         def buyer_a():
-            with stalled(pause_a):
-                return order_create(sku=sku, quantity=1, user_id="a-paused")
+            with stalled(pause):
+                return order_create(sku=sku, quantity=1, user_id="a-stalled")
 
         with override_settings(FLASHSALE_STRATEGY="setnx", FLASHSALE_FENCING=fencing,
                                FLASHSALE_RACE_DELAY_MS=0, LOCKING=locking):
             a, a_box = start_thread(buyer_a)
             if not a_paused.wait(10):
                 a.join()
-                raise a_box.get("error") or RuntimeError("A never reached its critical section")
+                raise a_box.get("error") or RuntimeError("A never reached the stall")
             b, b_box = start_thread(lambda: order_create(sku=sku, quantity=1, user_id="b"))
-            b.join()
+            b.join(5)
             b_done.set()
             a.join()
+            b.join()
         for box in (a_box, b_box):
             if "error" in box and not isinstance(box["error"], ApplicationError):
                 raise box["error"]
         audit = sale_audit(sku=sku)
+        return {"answers": f"A {answer(a_box)}, B {answer(b_box)}", "orders": audit.orders,
+                "oversold": audit.oversold, "consistent": audit.consistent}
 
-        def answer(box) -> str:
-            error = box.get("error")
-            return "201 created" if error is None else f"{error.status_code} {error.code}"
+    def half(fencing: bool) -> dict:
+        read = sale(fencing=fencing, stall_at="read")
+        start = sale(fencing=fencing, stall_at="start")
+        return {"A stalls after its read: answers": read["answers"],
+                "A stalls after its read: orders for 1 unit": read["orders"],
+                "A stalls after its read: oversold": read["oversold"],
+                "A stalls before touching the stock: answers": start["answers"],
+                "A stalls before touching the stock: orders": start["orders"],
+                "ledger matches orders, both sales": read["consistent"] and start["consistent"]}
 
-        return {"stock": 1, "B (the newer holder)": answer(b_box), "A (paused past its lease)": answer(a_box),
-                "orders": audit.orders, "stock-flow rows": audit.flow_rows, "oversold": audit.oversold,
-                "ledger matches orders": audit.consistent}
-
-    figures = sale(fencing=False)
-    broken = Half(f"setnx, {LEASE_MS} ms lease, no fence", figures, failed=figures["oversold"] > 0)
-    figures = sale(fencing=True)
-    fixed = Half("the same lock, its token checked by the stock write", figures,
-                 failed=figures["oversold"] != 0 or figures["orders"] != 1
-                 or not figures["ledger matches orders"]
-                 or not figures["A (paused past its lease)"].startswith("503"))
+    figures = half(fencing=False)
+    broken = Half(f"setnx, {LEASE_MS} ms lease, no fence", figures,
+                  failed=figures["A stalls after its read: oversold"] > 0)
+    figures = half(fencing=True)
+    fixed = Half("the same lock, its token stamped on the stock row", figures,
+                 failed=figures["A stalls after its read: oversold"] != 0
+                 or figures["A stalls after its read: orders for 1 unit"] != 1
+                 or figures["A stalls before touching the stock: orders"] != 1
+                 or "A 503 stale_lock" not in figures["A stalls before touching the stock: answers"]
+                 or not figures["ledger matches orders, both sales"])
     return Outcome(broken, fixed)
 
 
 SCENARIOS = [
     Scenario("S17", "a holder paused past its lease writes after the next holder",
              "003 (Kleppmann: fencing)",
-             "No lease can tell a paused holder that it expired: A reads the stock (1 left), "
-             f"stalls (a GC pause) past its {LEASE_MS} ms lease, B takes the lock and buys the "
-             "unit, then A wakes and writes what it computed. With fencing every acquisition "
-             "gets a larger token, the stock row keeps the largest that wrote it, and A's older "
-             "token is refused: A's purchase answers 503 and leaves nothing behind.",
+             "No lease can tell a paused holder that it expired. A takes the lock and stalls "
+             f"(a GC pause) past its {LEASE_MS} ms lease; B takes the lock and buys the one unit. "
+             "If A had read the stock before stalling, it then writes what it computed: two "
+             "orders. With fencing every acquisition gets a larger token and the purchase stamps "
+             "the stock row with it before reading: B waits for the row A stamped and then reads "
+             "A's sale; and a holder whose token is older than the row's (A stalled before "
+             "touching the stock) is refused, 503, with nothing written.",
              s17_fencing_token, needs=("redis", "mysql")),
 ]

@@ -4,10 +4,10 @@ from django.test import override_settings
 
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
-from flashsale.testing import run_at_once
+from flashsale.testing import run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Fence, product_reset, stock_deduct
+from inventory.services import Fence, product_reset, stalled, stock_deduct
 
 
 def deduct(product, quantity, flag, deduction, fence=None):
@@ -40,6 +40,40 @@ def test_an_older_token_is_refused_and_nothing_is_written(product_factory):
     stock = Stock.objects.get(product=product)
     assert (stock.quantity, stock.fence) == (9, 8)
     assert list(StockFlow.objects.values_list("operation_flag", flat=True)) == ["op-new"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_write_cannot_land_between_a_newer_holders_read_and_write(product_factory):
+    """A (token 1) has read and stalls; B (token 2) comes while A still works. B
+    waits on the row A stamped and then reads what A wrote: no lost update, even
+    though A's lock (in this story) had expired. Without the stamp, B's write would
+    overwrite A's."""
+    import threading
+
+    product = product_factory(stock=10)
+    a_read, a_go = threading.Event(), threading.Event()
+
+    def holder_a():
+        def pause(point):
+            if point == "read":
+                a_read.set()
+                a_go.wait(10)
+
+        with stalled(pause):
+            return deduct(product, 1, "op-a", RMW, fence=Fence("setnx", 1))
+
+    a, a_box = start_thread(holder_a)
+    assert a_read.wait(10)
+    b, b_box = start_thread(lambda: deduct(product, 1, "op-b", RMW, fence=Fence("setnx", 2)))
+    b.join(0.5)
+    assert b.is_alive(), "B read the row A had stamped before A committed"
+    a_go.set()
+    a.join()
+    b.join()
+    assert (a_box.get("value"), b_box.get("value")) == (9, 8), (a_box, b_box)
+    stock = Stock.objects.get(product=product)
+    assert (stock.quantity, stock.fence) == (8, 2)
+    assert StockFlow.objects.get(operation_flag="op-b").quantity_before == 9
 
 
 @pytest.mark.django_db

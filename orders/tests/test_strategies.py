@@ -1,5 +1,6 @@
 """The purchase under strategies whose failure modes need the service's help:
-optimistic retries, a lock that is busy, a ZooKeeper session lost mid-purchase."""
+optimistic retries, a lock that is busy, a ZooKeeper session lost mid-purchase, a
+holder fenced out after its lease ran out."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test import override_settings
 from kazoo.client import KazooClient
 
 from flashsale.errors import Busy
-from flashsale.testing import held_elsewhere, run_at_once, start_thread
+from flashsale.testing import held_elsewhere, in_thread, run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
@@ -94,3 +95,49 @@ def test_zookeeper_session_lost_mid_purchase_commits_nothing(product_factory):
     assert "lost the stock lock" in outcome["error"].message
     assert not Order.objects.exists() and not StockFlow.objects.exists()
     assert Stock.objects.get().quantity == 5
+
+
+FENCED_SETNX = {"setnx": {"BACKEND": "locking.backends.redis.setnx.SetnxLockBackend",
+                          "OPTIONS": {"url": settings.TEST_REDIS_URL, "key_prefix": "test:fenced:",
+                                      "ttl_ms": 200, "retry_interval": 0.01, "wait_timeout": 5}}}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["setnx", "redisson", "zookeeper"])
+def test_every_fencing_lock_stamps_the_stock_row(product_factory, strategy):
+    product_factory(sku="sku-1", stock=5)
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        order_create(sku="sku-1", quantity=1, user_id="u1")
+        first = Stock.objects.get()
+        order_create(sku="sku-1", quantity=1, user_id="u2")
+        second = Stock.objects.get()
+    assert first.fence_source == second.fence_source == strategy
+    assert 0 < first.fence < second.fence
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="setnx", LOCKING=FENCED_SETNX)
+def test_a_holder_fenced_out_is_refused_and_its_key_is_free_again(product_factory):
+    """A's lease runs out before it touches the stock; B buys meanwhile. A's older
+    token is refused: 503 stale_lock, no order, no ledger row; the same key then works."""
+    from inventory.services import stalled
+
+    product_factory(sku="sku-1", stock=5)
+
+    def pause(point):
+        if point == "start":
+            time.sleep(0.3)  # past the 200 ms lease
+            in_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="b"))
+
+    def buyer_a():
+        with stalled(pause):
+            return order_create(sku="sku-1", quantity=1, user_id="a", idempotency_key="key-a")
+
+    thread, box = start_thread(buyer_a)
+    thread.join()
+    error = box.get("error")
+    assert error is not None and error.code == "stale_lock" and error.status_code == 503, box
+    assert list(Order.objects.values_list("user_id", flat=True)) == ["b"]
+    assert StockFlow.objects.count() == 1 and Stock.objects.get().quantity == 4
+    retried = order_create(sku="sku-1", quantity=1, user_id="a", idempotency_key="key-a")
+    assert not retried.replayed and retried.remaining == 3
