@@ -8,6 +8,7 @@ the runner sets Django up first, so the Django imports happen inside the functio
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 from .base import Half, Outcome, Scenario
@@ -37,8 +38,9 @@ def s17_fencing_token(ctx: Context) -> Outcome:
         return "201" if error is None else f"{error.status_code} {error.code}"
 
     def sale(*, fencing: bool, stall_at: str) -> dict:
-        """One unit; A takes the lock and stalls at ``stall_at`` until B is done (or,
-        if B cannot finish while A stalls, for 1 s), well past A's lease."""
+        """One unit; A takes the lock and stalls at ``stall_at`` past its lease, until
+        B is done or, when B cannot finish while A stalls (it waits for a row A
+        locked), for 2 s: when A resumes then does not change the outcome."""
         sku = f"s17-{uuid.uuid4().hex[:8]}"
         sale_reset(sku=sku, stock=1)
         a_paused, b_done = threading.Event(), threading.Event()
@@ -46,7 +48,8 @@ def s17_fencing_token(ctx: Context) -> Outcome:
         def pause(point):
             if point == stall_at:
                 a_paused.set()
-                b_done.wait(1.0)
+                time.sleep(LEASE_MS / 1000 + 0.05)  # past the lease, whatever happens next
+                b_done.wait(2)
 
         def buyer_a():
             with stalled(pause):
@@ -59,7 +62,7 @@ def s17_fencing_token(ctx: Context) -> Outcome:
                 a.join()
                 raise a_box.get("error") or RuntimeError("A never reached the stall")
             b, b_box = start_thread(lambda: order_create(sku=sku, quantity=1, user_id="b"))
-            b.join(5)
+            b.join(15)
             b_done.set()
             a.join()
             b.join()
