@@ -43,8 +43,4 @@ def stack_apps(stack_config):
     instances so configured (only when that is not what runs) and returns an API
     client for them through nginx; at the end they are put back as started."""
     with apps_as_needed(stack_config) as use:
-        def client(**changes) -> FlashsaleClient:
-            config = use(**changes)
-            return FlashsaleClient(config.base_url, admin_token=config.admin_token())
-
-        yield client
+        yield lambda **changes: FlashsaleClient.for_stack(use(**changes))

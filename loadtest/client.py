@@ -18,6 +18,12 @@ class FlashsaleClient:
     def __post_init__(self):
         self.session = requests.Session()
 
+    @classmethod
+    def for_stack(cls, config) -> FlashsaleClient:
+        """A client for a local stack (a ``stack.config.StackConfig``): through its
+        nginx, with its admin token."""
+        return cls(config.base_url, admin_token=config.admin_token())
+
     def _url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}{path}"
 

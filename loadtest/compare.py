@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
 
     config = StackConfig.from_env()
-    client = FlashsaleClient(config.base_url, admin_token=config.admin_token())
+    client = FlashsaleClient.for_stack(config)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(args.reports) / stamp
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     strategies = [strategy_get(name.strip()).name for name in args.strategies.split(",")]
 
     config = StackConfig.from_env()
-    client = FlashsaleClient(config.base_url, admin_token=config.admin_token())
+    client = FlashsaleClient.for_stack(config)
     print(f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
           f"stock {args.stock}, {config.instances} instances behind nginx, "
           f"race delay {args.race_delay_ms:g} ms\n", flush=True)

@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     # Scenarios that restart the app instances (S1) get them back as started.
     with apps_as_needed(config) as use:
         def apps(**changes) -> FlashsaleClient:
-            changed = use(**changes)
-            return FlashsaleClient(changed.base_url, admin_token=changed.admin_token())
+            return FlashsaleClient.for_stack(use(**changes))
 
         for scenario_id in ids:
             scenario = CATALOG[scenario_id]

@@ -18,6 +18,12 @@ def fast_clock() -> float:
     return time.time() + SKEW
 
 
+def _figures(took_over: dict[str, bool], a_deleted: bool) -> dict:
+    return {"B took over A's expired lock": took_over["B"],
+            f"C (clock {SKEW:g} s fast) took over too": took_over["C"],
+            "holders at once": sum(took_over.values()), "A's late release deleted a lock": a_deleted}
+
+
 def s14_getset_takeover(ctx: Context) -> Outcome:
     """A takes the lock and stalls past its lease. B takes over, as it should; then
     C, whose clock runs ahead, also finds the lock expired and takes over from B."""
@@ -31,13 +37,11 @@ def s14_getset_takeover(ctx: Context) -> Outcome:
         time.sleep(LEASE_MS / 1000 + 0.1)  # A stalls past its lease
         took_over = {"B": b.acquire(), "C": c.acquire()}
         a_deleted = a.release()
-        holders = sum(took_over.values())
+        figures = _figures(took_over, a_deleted)
         for lock, held in zip((b, c), took_over.values(), strict=True):
             if held:
                 lock.release()
-        return {"B took over A's expired lock": took_over["B"],
-                f"C (clock {SKEW:g} s fast) took over too": took_over["C"],
-                "holders at once": holders, "A's late release deleted a lock": a_deleted}
+        return figures
 
     def token_and_lua() -> dict:
         backend = ctx.setnx(ttl_ms=LEASE_MS)
@@ -52,12 +56,10 @@ def s14_getset_takeover(ctx: Context) -> Outcome:
             a_deleted = True
         except LockNotOwnedError:
             a_deleted = False
-        holders = sum(took_over.values())
+        figures = _figures(took_over, a_deleted)
         if took_over["B"]:
             b.release()
-        return {"B took over A's expired lock": took_over["B"],
-                f"C (clock {SKEW:g} s fast) took over too": took_over["C"],
-                "holders at once": holders, "A's late release deleted a lock": a_deleted}
+        return figures
 
     figures = naive()
     broken = Half("SETNX expiry time + GETSET takeover", figures, failed=figures["holders at once"] > 1)

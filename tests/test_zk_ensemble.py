@@ -47,7 +47,7 @@ def test_the_zookeeper_strategy_keeps_selling_when_the_leader_stops(second_run_d
     ports = {f"zk{i + 1}": config.zk_port + i for i in range(3)}
     before = modes(ports)
     assert sorted(before.values()) == ["follower", "follower", "leader"], before
-    client = FlashsaleClient(config.base_url, admin_token=config.admin_token())
+    client = FlashsaleClient.for_stack(config)
     sell(client, "ensemble-before")
 
     leader = next(name for name, mode in before.items() if mode == "leader")
