@@ -25,6 +25,15 @@ class Fence(NamedTuple):
     token: int
 
 
+class Deducted(NamedTuple):
+    """What a deduction left, and since when (``time.perf_counter()``) this
+    transaction has held the stock row: from its first write to it until commit,
+    nobody else can write the row. The hold time the comparison reports."""
+
+    remaining: int
+    row_held_since: float
+
+
 _stalls = threading.local()
 
 
@@ -55,7 +64,7 @@ def _widen_race() -> None:
         time.sleep(delay_ms / 1000)
 
 
-def _fence_stamp(product: Product, fence: Fence) -> None:
+def _fence_stamp(product: Product, fence: Fence) -> float:
     """Stamp the stock row with this holder's token before reading it, unless a
     newer holder of the same lock has stamped it already.
 
@@ -74,6 +83,7 @@ def _fence_stamp(product: Product, fence: Fence) -> None:
             "and a newer holder has; nothing was written",
             extra={"sku": product.sku, "fence": fence.token},
         )
+    return time.perf_counter()
 
 
 def _sold_out(product: Product, quantity: int, available: int) -> SoldOut:
@@ -91,7 +101,7 @@ def stock_deduct(
     order_reference: str,
     deduction: Deduction,
     fence: Fence | None = None,
-) -> int:
+) -> Deducted:
     """Take ``quantity`` off the product's stock and append its stock-flow row.
 
     The critical section of a purchase. Must run inside the caller's transaction
@@ -102,7 +112,7 @@ def stock_deduct(
     the row with it and is refused if a newer token of the same lock got there
     first: this holder's lock expired and went to someone else.
 
-    :returns: the stock left, as this writer computed it.
+    :returns: the stock left, as this writer computed it, and since when the row is held.
     :raises SoldOut: not enough stock; nothing is written.
     :raises StaleLock: fenced out; nothing is written.
     """
@@ -111,8 +121,9 @@ def stock_deduct(
     if fence is not None and deduction is not Deduction.READ_MODIFY_WRITE:
         raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
     _stall("start")
+    held_since = None
     if fence is not None:
-        _fence_stamp(product, fence)
+        held_since = _fence_stamp(product, fence)
 
     if deduction is Deduction.CONDITIONAL_UPDATE:
         updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
@@ -121,6 +132,7 @@ def stock_deduct(
         if not updated:
             available = Stock.objects.values_list("quantity", flat=True).get(product=product)
             raise _sold_out(product, quantity, available)
+        held_since = time.perf_counter()
         # The row is ours until commit, so this read sees our own write.
         after = Stock.objects.values_list("quantity", flat=True).get(product=product)
         before = after + quantity
@@ -137,6 +149,7 @@ def stock_deduct(
             stock.version += 1
             # Writes the value computed above, whatever the row holds by now.
             stock.save(update_fields=["quantity", "version"])
+            held_since = held_since or time.perf_counter()
         else:
             updated = Stock.objects.filter(
                 pk=stock.pk, version=stock.version, quantity__gte=quantity
@@ -146,6 +159,7 @@ def stock_deduct(
                 # show the same snapshot (REPEATABLE READ): the caller retries anew.
                 raise StockChanged(f"{product.sku}: stock changed since it was read",
                                    extra={"sku": product.sku})
+            held_since = time.perf_counter()
         after = before - quantity
     else:
         raise ValueError(f"unknown deduction {deduction!r}")
@@ -159,7 +173,7 @@ def stock_deduct(
         quantity_after=after,
         instance=settings.FLASHSALE_INSTANCE,
     )
-    return after
+    return Deducted(remaining=after, row_held_since=held_since)
 
 
 @transaction.atomic

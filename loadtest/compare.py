@@ -3,6 +3,13 @@
     python -m loadtest.compare [--strategies a,b] [--users 200] [--stock 100]
                                [--attempts 1000] [--rounds 3] [--retry-share 0.1]
                                [--fast-path on|off|both] [--reports reports]
+    python -m loadtest.compare --mode hot [--seconds 10] [--strategies a,b] [--users 200]
+
+The default (sale) mode sells out: most answers are refusals after the stock is
+gone. The hot mode is where a flash sale lives: every request buys one hot product
+for ``--seconds``, then the same load is spread over one product per buyer (nobody
+waits for anybody: the purchase path's own ceiling); each row gets orders/s beside
+the ceiling and beside its spread run, and the app's own lock wait and hold times.
 
 First the ceiling: the same load on ``/api/ping`` (no database, no lock) through the
 same nginx and instances. Then for each strategy: restart the app instances with it
@@ -33,14 +40,29 @@ from stack.config import ROOT, StackConfig
 from stack.control import reconfigure
 
 from .client import FlashsaleClient
-from .figures import Row, RunFigures, as_dict, gate, median_figures, parse_locust_stats, run_figures
-from .report import markdown_table, write_index, write_report
+from .figures import (
+    HotRow,
+    Row,
+    RunFigures,
+    as_dict,
+    audits_combined,
+    gate,
+    hot_as_dict,
+    median_figures,
+    parse_locust_stats,
+    run_figures,
+)
+from .report import hot_table, markdown_table, write_index, write_report
 
 LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
+# Hot mode's stock, and its cap on requests: more than any window sells, so every
+# request buys.
+HOT_STOCK = 1_000_000
 
 
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
-               retry_share: float, timeout: float = 300) -> list[tuple[float, float, str]]:
+               retry_share: float, seconds: float = 0, skus: int = 1,
+               timeout: float = 300) -> list[tuple]:
     """One headless Locust run; its CSVs land beside ``out``. Returns every answer."""
     summary = out.with_suffix(".json")
     command = [
@@ -49,6 +71,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--csv", str(out), "--only-summary", "--loglevel", "ERROR",
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
         "--retry-share", str(retry_share), "--summary-json", str(summary),
+        "--seconds", str(seconds), "--skus", str(skus),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
     # how many, so only a missing summary is an error here. Its own summary (on
@@ -77,84 +100,150 @@ def measure(label: str, rounds: int, one_round) -> list[RunFigures]:
     return figures
 
 
+def _file_label(label: str) -> str:
+    return label.replace(" ", "_").replace("(", "").replace(")", "")
+
+
+class Comparison:
+    """One run of the runner: the stack, the Locust settings and the output folder."""
+
+    def __init__(self, args, config: StackConfig, out_dir: Path):
+        self.args = args
+        self.config = config
+        self.client = FlashsaleClient.for_stack(config)
+        self.out_dir = out_dir
+        # Hot mode: a window, and a stock no window can sell out, so every request buys.
+        self.seconds = args.seconds if args.mode == "hot" else 0
+        self.attempts = HOT_STOCK if args.mode == "hot" else args.attempts
+        self.retry_share = 0 if args.mode == "hot" else args.retry_share
+
+    def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1) -> list[tuple]:
+        return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
+                          sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
+                          retry_share=self.retry_share, seconds=self.seconds, skus=skus)
+
+    def ceiling(self) -> Row:
+        rounds = measure("ceiling (/api/ping)", self.args.rounds,
+                         lambda n: run_figures(self.locust("ping", "-", "ping", n)))
+        return Row(label="ping (no-op ceiling)", strategy="ping", claims_correct=False,
+                   fast_path=True, median=median_figures(rounds), rounds=rounds, ratio_to_ceiling=1.0)
+
+    def sale(self, label: str, strategy: str, *, stock: int, skus: int = 1, fast_path: bool = True,
+             ceiling: Row) -> Row:
+        """``rounds`` sales of one strategy (the instances already run it): each resets
+        the product(s), runs Locust and reads the audit."""
+        sku = f"compare-{strategy}" if skus == 1 else f"spread-{strategy}"
+        products = [sku] if skus == 1 else [f"{sku}-{k}" for k in range(skus)]
+
+        def one_round(n):
+            for product in products:
+                self.client.reset(product, stock, name=f"Compared under {label}")
+            answers = self.locust(label, sku, "purchase", n, skus=skus)
+            return run_figures(answers, audits_combined([self.client.audit(p) for p in products]))
+
+        rounds = measure(label, self.args.rounds, one_round)
+        median = median_figures(rounds)
+        return Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
+                   fast_path=fast_path, median=median, rounds=rounds,
+                   ratio_to_ceiling=median.throughput / ceiling.median.throughput,
+                   rejections_ratio_to_ceiling=median.rejections_per_s / ceiling.median.throughput)
+
+    def use(self, strategy: str, fast_path: bool = True) -> None:
+        reconfigure(self.config.replace(strategy=strategy, race_delay_ms=0.0, fast_path=fast_path))
+
+
+def sale_mode(run: Comparison, strategies: list[str], modes: list[bool]) -> list[Row]:
+    """Most requests come after the stock is gone: what a whole sale costs."""
+    ceiling = run.ceiling()
+    rows = [ceiling]
+    for i, strategy in enumerate(strategies, 1):
+        for fast_path in modes:
+            mark = "mark" if fast_path else "no mark"
+            label = strategy if len(modes) == 1 else f"{strategy} ({mark})"
+            print(f"[{i}/{len(strategies)}] {label}", flush=True)
+            run.use(strategy, fast_path)
+            rows.append(run.sale(label, strategy, stock=run.args.stock, fast_path=fast_path,
+                                 ceiling=ceiling))
+    return rows
+
+
+def hot_mode(run: Comparison, strategies: list[str]) -> tuple[list[Row], list[HotRow]]:
+    """Every request buys: one hot product, then the same load spread over one
+    product per buyer (nobody waits for anybody: the purchase path's own ceiling)."""
+    ceiling = run.ceiling()
+    hot_rows = []
+    for i, strategy in enumerate(strategies, 1):
+        print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
+        run.use(strategy)
+        hot = run.sale(strategy, strategy, stock=HOT_STOCK, ceiling=ceiling)
+        spread = run.sale(f"{strategy} (spread)", strategy, stock=HOT_STOCK, skus=run.args.users,
+                          ceiling=ceiling)
+        hot_rows.append(HotRow(label=strategy, hot=hot, spread=spread,
+                               ceiling=ceiling.median.throughput))
+    return [ceiling], hot_rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--mode", choices=["sale", "hot"], default="sale",
+                        help="sale: stock runs out, most answers are refusals; "
+                             "hot: every request buys, for a window of --seconds")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--users", type=int, default=200)
-    parser.add_argument("--stock", type=int, default=100)
-    parser.add_argument("--attempts", type=int, default=1000, help="requests per run, retries included")
+    parser.add_argument("--stock", type=int, default=100, help="sale mode")
+    parser.add_argument("--attempts", type=int, default=1000,
+                        help="sale mode: requests per run, retries included")
+    parser.add_argument("--seconds", type=float, default=10, help="hot mode: the window of each run")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--retry-share", type=float, default=0.1)
+    parser.add_argument("--retry-share", type=float, default=0.1, help="sale mode")
     parser.add_argument("--fast-path", choices=["on", "off", "both"], default="on",
-                        help="the sold-out mark; 'both' runs each strategy with and without it")
+                        help="sale mode: the sold-out mark; 'both' runs each strategy with and without it")
     parser.add_argument("--reports", default=str(ROOT / "reports"))
     args = parser.parse_args(argv)
     strategies = [strategy_get(s.strip()).name for s in args.strategies.split(",")]
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
 
     config = StackConfig.from_env()
-    client = FlashsaleClient.for_stack(config)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(args.reports) / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
     command = "python -m loadtest.compare " + shlex.join(argv if argv is not None else sys.argv[1:])
-    setup = (f"{args.users} Locust users on 127.0.0.1 ({os.cpu_count()} cores shared with the servers), "
-             f"{args.attempts} requests per run ({args.retry_share:.0%} sent twice with the same key), "
-             f"stock {args.stock}, {config.instances} instances x {config.workers} workers x "
-             f"{config.threads} threads behind nginx, race delay 0, {args.rounds} round(s); medians")
+    servers = (f"{config.instances} instances x {config.workers} workers x {config.threads} threads "
+               f"behind nginx, race delay 0, {args.rounds} round(s); medians")
+    client = f"{args.users} Locust users on 127.0.0.1 ({os.cpu_count()} cores shared with the servers)"
+    if args.mode == "hot":
+        setup = (f"Hot SKU: {client}, every request buys (stock {HOT_STOCK:,}, no retries), "
+                 f"{args.seconds:g} s per run; spread: the same users over {args.users} products, "
+                 f"one each; {servers}")
+    else:
+        setup = (f"{client}, {args.attempts} requests per run ({args.retry_share:.0%} sent twice with "
+                 f"the same key), stock {args.stock}, {servers}")
     print(f"Comparing {len(strategies)} strategies: {setup}\nRaw data: {out_dir}", flush=True)
 
-    def locust(label, sku, endpoint, n):
-        return run_locust(base_url=config.base_url, out=out_dir / f"{label}-r{n}", sku=sku,
-                          endpoint=endpoint, users=args.users, attempts=args.attempts,
-                          retry_share=args.retry_share)
-
-    rows: list[Row] = []
+    run = Comparison(args, config, out_dir)
+    hot_rows: list[HotRow] = []
     try:
         reconfigure(config.replace(race_delay_ms=0.0))
-        ceiling_rounds = measure("ceiling (/api/ping)", args.rounds,
-                                 lambda n: run_figures(locust("ping", "-", "ping", n)))
-        ceiling = Row(label="ping (no-op ceiling)", strategy="ping", claims_correct=False,
-                      fast_path=True, median=median_figures(ceiling_rounds), rounds=ceiling_rounds,
-                      ratio_to_ceiling=1.0)
-        rows.append(ceiling)
-        for i, strategy in enumerate(strategies, 1):
-            for fast_path in modes:
-                mark = "mark" if fast_path else "no mark"
-                label = strategy if len(modes) == 1 else f"{strategy} ({mark})"
-                print(f"[{i}/{len(strategies)}] {label}", flush=True)
-                reconfigure(config.replace(strategy=strategy, race_delay_ms=0.0, fast_path=fast_path))
-                sku = f"compare-{strategy}"
-
-                def one_round(n, sku=sku, label=label):
-                    client.reset(sku, args.stock, name=f"Compared under {label}")
-                    answers = locust(label.replace(" ", "_").replace("(", "").replace(")", ""), sku,
-                                     "purchase", n)
-                    return run_figures(answers, client.audit(sku))
-
-                rounds = measure(label, args.rounds, one_round)
-                median = median_figures(rounds)
-                rows.append(Row(label=label, strategy=strategy,
-                                claims_correct=strategy_get(strategy).claims_correct, fast_path=fast_path,
-                                median=median, rounds=rounds,
-                                ratio_to_ceiling=median.throughput / ceiling.median.throughput,
-                                rejections_ratio_to_ceiling=median.rejections_per_s
-                                / ceiling.median.throughput))
+        if args.mode == "hot":
+            rows, hot_rows = hot_mode(run, strategies)
+        else:
+            rows = sale_mode(run, strategies, modes)
     finally:
         reconfigure(config)  # the strategy the stack was started with
 
-    broken = gate(rows)
+    broken = gate(rows + [r for h in hot_rows for r in (h.hot, h.spread)])
     md, report = write_report(out_dir, rows, stamp=stamp, command=command, setup=setup,
-                              rounds=args.rounds, broken=broken)
+                              rounds=args.rounds, broken=broken, hot_rows=hot_rows)
     (out_dir / "summary.json").write_text(json.dumps(
-        {"command": command, "setup": setup, "broken": broken, "rows": [as_dict(r) for r in rows]},
+        {"command": command, "mode": args.mode, "setup": setup, "broken": broken,
+         "rows": [as_dict(r) for r in rows], "hot_rows": [hot_as_dict(h) for h in hot_rows]},
         indent=1, default=str))
     write_index(Path(args.reports))
     print()
     print(f"command: {command}")
-    print(markdown_table(rows))
+    print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
     print(f"\nReport: {report}\nTable:  {md}")
     if broken:
         print("FAIL: strategies that claim correctness did not hold:\n  " + "\n  ".join(broken),

@@ -40,6 +40,21 @@ def parse_locust_stats(path: Path) -> LocustTotals:
     raise ValueError(f"{path}: no Aggregated row")
 
 
+def server_timing(header: str | None) -> dict[str, float]:
+    """``lock-wait;dur=0.1, hold;dur=2.5`` → ``{"lock-wait": 0.1, "hold": 2.5}`` (ms)."""
+    timings = {}
+    for metric in (header or "").split(","):
+        name, _, params = metric.strip().partition(";")
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "dur":
+                try:
+                    timings[name] = float(value)
+                except ValueError:
+                    pass
+    return timings
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0-100), nearest-rank; NaN for no values."""
     if not values:
@@ -74,10 +89,17 @@ class RunFigures:
     lost_updates: int = 0
     consistent: bool = True
     retries: int = 0
+    # From the purchases' Server-Timing (the app's own clock), created orders only:
+    # the wait for the stock lock, and how long the lock (or the row) was held.
+    wait_p50_ms: float = math.nan
+    wait_p99_ms: float = math.nan
+    hold_p50_ms: float = math.nan
+    hold_p99_ms: float = math.nan
 
 
-def run_figures(attempts: list[tuple[float, float, str]], audit: dict | None = None) -> RunFigures:
-    """``attempts``: (start, end, outcome) per request, as the locustfile records them."""
+def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
+    """``attempts``: (start, end, outcome[, lock wait ms, hold ms]) per request, as
+    the locustfile records them."""
     if not attempts:
         raise ValueError("a run with no attempts")
     by = {k: [a for a in attempts if a[2] == k]
@@ -94,6 +116,9 @@ def run_figures(attempts: list[tuple[float, float, str]], audit: dict | None = N
 
     def ms(group, q):
         return percentile([(a[1] - a[0]) * 1000 for a in group], q)
+
+    def timed(column, q):  # a Server-Timing figure of the created orders that carry one
+        return percentile([a[column] for a in by["created"] if len(a) > column and a[column] is not None], q)
 
     audit = audit or {}
     return RunFigures(
@@ -116,7 +141,19 @@ def run_figures(attempts: list[tuple[float, float, str]], audit: dict | None = N
         lost_updates=audit.get("lost_updates", 0),
         consistent=audit.get("consistent", True),
         retries=audit.get("retries", 0),
+        wait_p50_ms=timed(3, 50), wait_p99_ms=timed(3, 99),
+        hold_p50_ms=timed(4, 50), hold_p99_ms=timed(4, 99),
     )
+
+
+def audits_combined(audits: list[dict]) -> dict:
+    """One audit for a sale spread over several products: counts add up, and the
+    ledger is consistent only if it is for every product."""
+    return {"orders": sum(a["orders"] for a in audits),
+            "oversold": sum(a["oversold"] for a in audits),
+            "lost_updates": sum(abs(a["lost_updates"]) for a in audits),
+            "consistent": all(a["consistent"] for a in audits),
+            "retries": sum(a.get("retries", 0) for a in audits)}
 
 
 @dataclass
@@ -160,6 +197,29 @@ def median_figures(rounds: list[RunFigures]) -> RunFigures:
     return RunFigures(**values)
 
 
+@dataclass
+class HotRow:
+    """One strategy in the hot-SKU mode: every buyer on one product, beside the
+    same load spread over one product per buyer (nobody waits for anybody)."""
+
+    label: str
+    hot: Row
+    spread: Row
+    ceiling: float  # /api/ping's answers per second in the same run
+
+    @property
+    def hot_to_ceiling(self) -> float:
+        return self.hot.median.orders_per_s / self.ceiling
+
+    @property
+    def spread_to_ceiling(self) -> float:
+        return self.spread.median.orders_per_s / self.ceiling
+
+    @property
+    def hot_to_spread(self) -> float:
+        return self.hot.median.orders_per_s / self.spread.median.orders_per_s
+
+
 def gate(rows: list[Row]) -> list[str]:
     """Strategies that claim correctness but oversold, lost an update or left the
     ledger inconsistent in any round (not the median: one bad round is a bug)."""
@@ -176,3 +236,9 @@ def as_dict(row: Row) -> dict:
             "fast_path": row.fast_path, "ratio_to_ceiling": row.ratio_to_ceiling,
             "rejections_ratio_to_ceiling": row.rejections_ratio_to_ceiling,
             "median": asdict(row.median), "rounds": [asdict(r) for r in row.rounds]}
+
+
+def hot_as_dict(row: HotRow) -> dict:
+    return {"label": row.label, "ceiling": row.ceiling, "hot_to_ceiling": row.hot_to_ceiling,
+            "spread_to_ceiling": row.spread_to_ceiling, "hot_to_spread": row.hot_to_spread,
+            "hot": as_dict(row.hot), "spread": as_dict(row.spread)}

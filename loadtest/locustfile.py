@@ -6,8 +6,12 @@
 Each simulated buyer has its own user_id and asks again as soon as it is answered,
 each purchase with a fresh Idempotency-Key; a share of purchases is sent a second
 time with the same key, as a client or gateway retry would. The run stops after
-``--attempts`` requests (retries included). ``--endpoint ping`` sends the same load
-to ``/api/ping`` instead: the ceiling of nginx + gunicorn + Django on this machine.
+``--attempts`` requests (retries included), or with ``--seconds`` once that window
+has passed since the first request (the requests in flight are answered and
+counted). ``--skus N`` spreads the buyers over ``<sku>-0`` … ``<sku>-N-1`` (buyer b
+buys ``<sku>-(b mod N)``): with N = users nobody waits for anybody.
+``--endpoint ping`` sends the same load to ``/api/ping`` instead: the ceiling of
+nginx + gunicorn + Django on this machine.
 
 Sold out and replays are expected answers; 503 busy, other statuses and malformed
 bodies are failures. Every attempt's timing and outcome is written to
@@ -26,6 +30,8 @@ import gevent
 from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 
+from loadtest.figures import server_timing
+
 _buyer_ids = itertools.count(1)
 # Locust snapshots its --csv stats every second and not again at exit: wait that
 # long after the last answer so the CSV holds the final figures.
@@ -36,6 +42,10 @@ CSV_SETTLE_SECONDS = 1.2
 def _arguments(parser):
     parser.add_argument("--sku", default="demo-1", help="product to buy")
     parser.add_argument("--attempts", type=int, default=1000, help="stop after this many requests")
+    parser.add_argument("--seconds", type=float, default=0,
+                        help="stop sending this long after the first request (0: no window)")
+    parser.add_argument("--skus", type=int, default=1,
+                        help="spread the buyers over this many products named <sku>-<n>")
     parser.add_argument("--retry-share", type=float, default=0.1,
                         help="share of purchases sent again with the same Idempotency-Key")
     parser.add_argument("--endpoint", choices=["purchase", "ping"], default="purchase")
@@ -43,23 +53,39 @@ def _arguments(parser):
 
 
 class Tally:
-    """Tickets for the fixed number of attempts, and what each attempt got."""
+    """Tickets for the attempts (a fixed number, or as many as fit in a window),
+    and what each attempt got."""
 
     def __init__(self):
         self.limit = 0
         self.issued = 0
-        self.attempts: list[tuple[float, float, str]] = []  # (start, end, outcome)
+        self.window = 0.0
+        self.deadline: float | None = None
+        self.environment = None
+        # (start, end, outcome, lock wait ms, hold ms); the last two from the
+        # purchase's Server-Timing header, None where it had none.
+        self.attempts: list[tuple[float, float, str, float | None, float | None]] = []
 
     def take_ticket(self) -> bool:
+        if self.window and self.deadline is None:
+            self.deadline = time.monotonic() + self.window
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.limit = self.issued  # the window is over: no more tickets
+            self._quit_when_all_answered()
         if self.issued >= self.limit:
             return False
         self.issued += 1
         return True
 
-    def record(self, start: float, end: float, outcome: str, environment) -> None:
-        self.attempts.append((start, end, outcome))
-        if len(self.attempts) == self.limit and environment.runner is not None:
-            gevent.spawn_later(CSV_SETTLE_SECONDS, environment.runner.quit)  # the last answer is in
+    def record(self, start: float, end: float, outcome: str, timing: dict[str, float]) -> None:
+        self.attempts.append((start, end, outcome, timing.get("lock-wait"), timing.get("hold")))
+        self._quit_when_all_answered()
+
+    def _quit_when_all_answered(self) -> None:
+        runner = self.environment.runner if self.environment else None
+        if len(self.attempts) == self.limit and runner is not None:
+            self.environment = None  # quit once
+            gevent.spawn_later(CSV_SETTLE_SECONDS, runner.quit)  # the last answer is in
 
 
 tally = Tally()
@@ -68,6 +94,8 @@ tally = Tally()
 @events.test_start.add_listener
 def _start(environment, **kwargs):
     tally.limit = environment.parsed_options.attempts
+    tally.window = environment.parsed_options.seconds
+    tally.environment = environment
     gevent.spawn(_progress, environment)
 
 
@@ -77,8 +105,9 @@ def _progress(environment):
         gevent.sleep(1)
         done = len(tally.attempts)
         created = sum(1 for a in tally.attempts if a[2] == "created")
-        print(f"    {done}/{tally.limit} answered, {done - last} req/s now, {created} orders, "
-              f"{time.monotonic() - started:.0f}s", flush=True)
+        limit, window = ("", f" of {tally.window:g}") if tally.window else (f"/{tally.limit}", "")
+        print(f"    {done}{limit} answered, {done - last} req/s now, {created} orders, "
+              f"{time.monotonic() - started:.0f}s{window}", flush=True)
         last = done
 
 
@@ -90,6 +119,7 @@ def _write_summary(environment, **kwargs):
             json.dump({"options": {"sku": environment.parsed_options.sku,
                                    "endpoint": environment.parsed_options.endpoint,
                                    "attempts": tally.limit},
+                       "seconds": tally.window, "skus": environment.parsed_options.skus,
                        "attempts": tally.attempts}, out)
 
 
@@ -112,8 +142,11 @@ class Buyer(FastHttpUser):
     wait_time = constant(0)  # a flash sale: ask again the moment you are answered
 
     def on_start(self):
-        self.user_id = f"buyer-{next(_buyer_ids)}"
+        number = next(_buyer_ids)
+        self.user_id = f"buyer-{number}"
         self.options = self.environment.parsed_options
+        skus = self.options.skus
+        self.sku = self.options.sku if skus <= 1 else f"{self.options.sku}-{number % skus}"
 
     @task
     def buy(self):
@@ -130,7 +163,7 @@ class Buyer(FastHttpUser):
             raise StopUser()
         start = time.time()
         with self.client.post("/api/orders", name=name, catch_response=True,
-                              json={"sku": self.options.sku, "quantity": 1, "user_id": self.user_id},
+                              json={"sku": self.sku, "quantity": 1, "user_id": self.user_id},
                               headers={"Idempotency-Key": key}) as response:
             try:
                 body = response.json()
@@ -141,7 +174,8 @@ class Buyer(FastHttpUser):
                 response.success()
             else:
                 response.failure(f"{response.status_code} {outcome}")
-        tally.record(start, time.time(), outcome, self.environment)
+            timing = server_timing(response.headers.get("Server-Timing"))
+        tally.record(start, time.time(), outcome, timing)
 
     def _ping(self) -> None:
         if not tally.take_ticket():
@@ -151,4 +185,4 @@ class Buyer(FastHttpUser):
             ok = response.status_code == 200
             if not ok:
                 response.failure(f"{response.status_code}")
-        tally.record(start, time.time(), "ping" if ok else "error", self.environment)
+        tally.record(start, time.time(), "ping" if ok else "error", {})

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .figures import Row  # noqa: E402
+from .figures import HotRow, Row  # noqa: E402
 
 OK_COLOR, BAD_COLOR, CEILING_COLOR, NEUTRAL_COLOR = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
 
@@ -49,13 +49,46 @@ COLUMNS = [
 ]
 
 
-def markdown_table(rows: list[Row]) -> str:
-    header = "| " + " | ".join(name for name, _ in COLUMNS) + " |"
-    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(COLUMNS))) + "|"
+def _ms(*values: float) -> str:
+    return "/".join(_num(v, 1 if not math.isnan(v) and v < 10 else 0) for v in values)
+
+
+def _worst(h: HotRow, attribute: str) -> int:
+    return max(getattr(h.hot, attribute), getattr(h.spread, attribute))
+
+
+HOT_COLUMNS = [
+    ("strategy", lambda h: h.label),
+    ("hot orders/s", lambda h: _num(h.hot.median.orders_per_s)),
+    ("× ping", lambda h: _num(h.hot_to_ceiling, 2)),
+    ("spread orders/s", lambda h: _num(h.spread.median.orders_per_s)),
+    ("spread × ping", lambda h: _num(h.spread_to_ceiling, 2)),
+    ("hot ÷ spread", lambda h: _num(h.hot_to_spread, 2)),
+    ("ok p50/p95/p99 ms", lambda h: _ms(h.hot.median.ok_p50_ms, h.hot.median.ok_p95_ms,
+                                         h.hot.median.ok_p99_ms)),
+    ("hold p50/p99 ms", lambda h: _ms(h.hot.median.hold_p50_ms, h.hot.median.hold_p99_ms)),
+    ("spread hold p50/p99 ms", lambda h: _ms(h.spread.median.hold_p50_ms, h.spread.median.hold_p99_ms)),
+    ("lock wait p50/p99 ms", lambda h: _ms(h.hot.median.wait_p50_ms, h.hot.median.wait_p99_ms)),
+    ("busy", lambda h: _num(h.hot.median.busy)),
+    ("errors", lambda h: _num(h.hot.median.errors)),
+    ("oversold", lambda h: _num(_worst(h, "worst_oversold"))),
+    ("lost updates", lambda h: _num(_worst(h, "worst_lost_updates"))),
+    ("ledger", lambda h: "ok" if h.hot.always_consistent and h.spread.always_consistent else "BROKEN"),
+]
+
+
+def markdown_table(rows: list, columns=COLUMNS) -> str:
+    header = "| " + " | ".join(name for name, _ in columns) + " |"
+    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"
     lines = [header, rule]
     for row in rows:
-        lines.append("| " + " | ".join(cell(row) for _, cell in COLUMNS) + " |")
+        lines.append("| " + " | ".join(cell(row) for _, cell in columns) + " |")
     return "\n".join(lines)
+
+
+def hot_table(hot_rows: list[HotRow], ceiling: Row) -> str:
+    return (f"Ceiling: /api/ping answered {_num(ceiling.median.throughput)} req/s.\n\n"
+            + markdown_table(hot_rows, HOT_COLUMNS))
 
 
 def _svg(fig) -> str:
@@ -119,6 +152,44 @@ def charts(rows: list[Row]) -> dict[str, str]:
     return out
 
 
+def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
+    """name → inline SVG: orders/s hot beside spread against the ping ceiling, and
+    how long each purchase held the stock."""
+    labels = [h.label for h in hot_rows]
+    xs = range(len(hot_rows))
+    width = 0.4
+    out = {}
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    for offset, name, alpha in ((-width / 2, "hot", 1.0), (width / 2, "spread", 0.45)):
+        values = [getattr(h, name).median.orders_per_s for h in hot_rows]
+        ax.bar([x + offset for x in xs], [0 if math.isnan(v) else v for v in values], width,
+               label=f"{name} (one product)" if name == "hot" else f"{name} (one product per buyer)",
+               color=NEUTRAL_COLOR, alpha=alpha)
+    if hot_rows:
+        ax.axhline(hot_rows[0].ceiling, color=CEILING_COLOR, linestyle="--", linewidth=1,
+                   label="/api/ping (answers/s)")
+    ax.set_xticks(list(xs), labels, rotation=30, fontsize=8)
+    ax.set_title("Orders per second when every request buys", fontsize=11)
+    ax.set_ylabel("orders/s")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    out["hot_throughput"] = _svg(fig)
+
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    for offset, q, alpha in ((-width / 2, 50, 1.0), (width / 2, 99, 0.45)):
+        values = [getattr(h.hot.median, f"hold_p{q}_ms") for h in hot_rows]
+        ax.bar([x + offset for x in xs], [0 if math.isnan(v) else v for v in values], width,
+               label=f"p{q}", color=NEUTRAL_COLOR, alpha=alpha)
+    ax.set_xticks(list(xs), labels, rotation=30, fontsize=8)
+    ax.set_title("How long a purchase held the stock (lock, or row), hot product", fontsize=11)
+    ax.set_ylabel("ms")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    out["hot_hold"] = _svg(fig)
+    return out
+
+
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flashsale comparison {stamp}</title>
 <style>
@@ -140,7 +211,7 @@ code {{ background: #f2f4f7; padding: .1rem .3rem; border-radius: 4px; }}
 <div style="overflow-x: auto">{table}</div>
 <div class="charts">{charts}</div>
 <h2>How to read it</h2>
-<ul>
+<ul>{hot_notes}
 <li><b>× ceiling</b>: throughput as a share of <code>/api/ping</code> through the same nginx and
 instances (no database, no lock): what the stack can do before any purchase logic.</li>
 <li><b>sell-out s</b>: first to last successful order; <b>orders/s</b>: orders while stock lasted.
@@ -154,12 +225,24 @@ The machine is shared and noisy: compare strategies as ratios within one report.
 """
 
 
-def html_table(rows: list[Row]) -> str:
-    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in COLUMNS)
+HOT_NOTES = """
+<li><b>Hot mode</b>: every request buys (the stock outlasts the window). <b>hot</b>: every buyer on
+one product, so purchases queue for its lock or row; <b>spread</b>: the same users, one product
+each, so nobody waits for anybody: the purchase path's own ceiling. <b>hot ÷ spread</b> is what
+contention costs; <b>× ping</b> is what the purchase path costs.</li>
+<li><b>hold</b>: how long a purchase held the stock, from the app's own clock (the
+<code>Server-Timing</code> header): the lock from granted to released, or for a lockless strategy
+the row from its first write to the commit. One product can sell at most 1000 / hold orders
+per second, whatever the hardware. <b>lock wait</b>: from asking for the lock to getting it.</li>
+"""
+
+
+def html_table(rows: list, columns=COLUMNS) -> str:
+    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
     body = []
     for row in rows:
         cells = []
-        for name, cell in COLUMNS:
+        for name, cell in columns:
             value = cell(row)
             bad = (name == "oversold" and value not in ("0", "–")) or \
                   (name == "lost updates" and value not in ("0", "–")) or value == "BROKEN"
@@ -170,17 +253,28 @@ def html_table(rows: list[Row]) -> str:
 
 
 def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, setup: str,
-                 rounds: int, broken: list[str]) -> tuple[Path, Path]:
+                 rounds: int, broken: list[str], hot_rows: list[HotRow] = ()) -> tuple[Path, Path]:
+    """The sale mode's table of ``rows`` or, given ``hot_rows``, the hot mode's table
+    (``rows`` then holds the ceiling)."""
     md = directory / "report.md"
-    md.write_text(f"# flashsale comparison {stamp}\n\n`{command}`\n\n{setup}\n\n{markdown_table(rows)}\n"
+    table_md = hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows)
+    md.write_text(f"# flashsale comparison {stamp}\n\n`{command}`\n\n{setup}\n\n{table_md}\n"
                   + (f"\n**Gate failed:** {'; '.join(broken)}\n" if broken else ""))
     gate_html = (f'<p style="color:#c62828"><b>Gate failed:</b> {html.escape("; ".join(broken))}</p>'
-                 if broken else "<p>Gate: every strategy that claims correctness sold exactly its stock.</p>")
-    drawn = charts(rows)
+                 if broken else "<p>Gate: every strategy that claims correctness sold exactly what it "
+                 "took off the stock, never more than it had.</p>")
+    if hot_rows:
+        drawn = hot_charts(hot_rows)
+        table = (f"<p>Ceiling: <code>/api/ping</code> answered {_num(rows[0].median.throughput)} req/s.</p>"
+                 + html_table(hot_rows, HOT_COLUMNS))
+    else:
+        drawn = charts(rows)
+        table = html_table(rows)
     for name, svg in drawn.items():  # also as files, to link or check in
         (directory / f"{name}.svg").write_text(svg)
     page = PAGE.format(stamp=html.escape(stamp), command=html.escape(command), setup=html.escape(setup),
-                       gate=gate_html, table=html_table(rows), rounds=rounds,
+                       gate=gate_html, table=table, rounds=rounds,
+                       hot_notes=HOT_NOTES if hot_rows else "",
                        charts="".join(f"<div>{svg}</div>" for svg in drawn.values()))
     report = directory / "report.html"
     report.write_text(page)

@@ -21,6 +21,10 @@ class BaseLock:
         ``None`` waits forever.
     """
 
+    # False for a lock that excludes nobody (the null lock of the lockless
+    # strategies): holding it says nothing about who may touch the resource.
+    exclusive = True
+
     def __init__(self, name: str, *, wait_timeout: float | None = None):
         self.name = name
         self.wait_timeout = wait_timeout

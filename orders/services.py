@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, S
 from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product
 from inventory.selectors import flow_get, product_get
-from inventory.services import Fence, product_reset, stock_deduct
+from inventory.services import Deducted, Fence, product_reset, stock_deduct
 from locking import BaseLock, LockError, LockLostError, get_lock
 
 from .idempotency import flag_claim, flag_complete, flags_forget
@@ -33,10 +34,22 @@ from .soldout import soldout_clear, soldout_mark, soldout_marked
 logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
+class Timings:
+    """Where a purchase spent its time around the stock, in milliseconds."""
+
+    lock_wait_ms: float  # from asking for the stock lock until it was granted
+    # From taking the stock until giving it up: the lock, from granted to released
+    # (after the commit); for a lockless strategy, the stock row, from its first
+    # write to the commit. What every other buyer of the product waits behind.
+    hold_ms: float
+
+
+@dataclass(frozen=True)
 class OrderResult:
     order: Order
     remaining: int
     replayed: bool
+    timings: Timings | None = None  # None for a replay
 
 
 def _fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
@@ -92,27 +105,33 @@ def _release(lock: BaseLock, *, committed: bool) -> None:
             logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
 
 
-def _order_place(*, product: Product, quantity: int, user_id: str, key: str) -> tuple[Order, int]:
+def _order_place(*, product: Product, quantity: int, user_id: str,
+                 key: str) -> tuple[Order, int, Timings]:
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
     lock = get_lock(f"stock:{product.sku}", alias=strategy.name)
+    asked = time.perf_counter()
     if not lock.acquire():
         raise Busy(
             f"stock lock for {product.sku} not acquired within its wait timeout",
             extra={"strategy": strategy.name},
         )
+    granted = time.perf_counter()
     try:
-        order, remaining = _order_write(product=product, quantity=quantity, user_id=user_id,
-                                        key=key, strategy=strategy, lock=lock)
+        order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id,
+                                       key=key, strategy=strategy, lock=lock)
     except BaseException:
         _release(lock, committed=False)
         raise
     # Committed; only now may the next holder read the stock.
     _release(lock, committed=True)
-    return order, remaining
+    given_up = time.perf_counter()
+    held_since = granted if lock.exclusive else deducted.row_held_since
+    timings = Timings(lock_wait_ms=(granted - asked) * 1000, hold_ms=(given_up - held_since) * 1000)
+    return order, deducted.remaining, timings
 
 
 def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
-                 strategy: StrategySpec, lock: BaseLock) -> tuple[Order, int]:
+                 strategy: StrategySpec, lock: BaseLock) -> tuple[Order, Deducted]:
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
@@ -130,7 +149,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
                     strategy=strategy.name,
                     retries=retries,
                 )
-                remaining = stock_deduct(
+                deducted = stock_deduct(
                     product=product,
                     quantity=quantity,
                     operation_flag=key,
@@ -139,7 +158,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
                     fence=fence,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
-            return order, remaining
+            return order, deducted
         except StockChanged as e:
             if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
                 raise Busy(f"{product.sku}: stock kept changing; gave up after {retries} retries",
@@ -179,7 +198,8 @@ def order_create(
         if soldout_marked(sku=sku):
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         product = product_get(sku=sku)
-        order, remaining = _order_place(product=product, quantity=quantity, user_id=user_id, key=key)
+        order, remaining, timings = _order_place(product=product, quantity=quantity,
+                                                 user_id=user_id, key=key)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
@@ -199,7 +219,7 @@ def order_create(
         soldout_mark(sku=sku)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=order.pk)
-    return OrderResult(order=order, remaining=remaining, replayed=False)
+    return OrderResult(order=order, remaining=remaining, replayed=False, timings=timings)
 
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None) -> Product:

@@ -35,3 +35,30 @@ def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps
     assert summary["broken"] == []
     assert "| atomic | 150 | 50 | 0 | 0 | ok |" in result.stdout
     assert (tmp_path / "index.html").exists()
+
+
+def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_apps, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest.compare", "--mode", "hot", "--strategies", "redisson",
+         "--rounds", "1", "--users", "8", "--seconds", "2", "--reports", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    stack_apps()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for name in ("report.md", "report.html", "hot_throughput.svg", "hot_hold.svg",
+                 "redisson-r1_stats.csv", "redisson_spread-r1_stats.csv"):
+        assert (run / name).exists(), name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["mode"] == "hot" and summary["broken"] == []
+    [row] = summary["hot_rows"]
+    for side in ("hot", "spread"):
+        median = row[side]["median"]
+        # Every request bought, and every order is in the audit of its product(s).
+        assert median["created"] == median["attempts"] == median["orders"] > 0
+        assert (median["oversold"], median["lost_updates"], median["consistent"]) == (0, 0, True)
+        assert 0 < median["hold_p50_ms"] <= median["hold_p99_ms"]  # the app's Server-Timing
+        assert median["seconds"] >= 1.9  # the window (give or take the last answer in flight)
+    spread_answers = json.loads((run / "redisson_spread-r1.json").read_text())
+    assert spread_answers["skus"] == 8
+    assert "| redisson |" in result.stdout and "Ceiling: /api/ping answered" in result.stdout

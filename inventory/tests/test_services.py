@@ -1,3 +1,5 @@
+import time
+
 import pytest
 from django.db import transaction
 from django.test import override_settings
@@ -7,10 +9,15 @@ from flashsale.strategies import Deduction
 from flashsale.testing import run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Fence, product_reset, stalled, stock_deduct
+from inventory.services import Deducted, Fence, product_reset, stalled, stock_deduct
 
 
-def deduct(product, quantity, flag, deduction, fence=None):
+def deduct(product, quantity, flag, deduction, fence=None) -> int:
+    """The stock left after one deduction in a transaction of its own."""
+    return deducted(product, quantity, flag, deduction, fence).remaining
+
+
+def deducted(product, quantity, flag, deduction, fence=None) -> Deducted:
     with transaction.atomic():
         return stock_deduct(product=product, quantity=quantity, operation_flag=flag,
                             order_reference=flag, deduction=deduction, fence=fence)
@@ -108,7 +115,10 @@ def test_only_the_read_modify_write_takes_a_fence(product_factory, deduction):
 @pytest.mark.parametrize("deduction", list(Deduction))
 def test_deduct_writes_stock_and_one_flow_row(product_factory, deduction):
     product = product_factory(stock=10)
-    assert deduct(product, 3, "op-1", deduction) == 7
+    before = time.perf_counter()
+    result = deducted(product, 3, "op-1", deduction)
+    assert result.remaining == 7
+    assert before < result.row_held_since < time.perf_counter()  # taken inside the call
     stock = Stock.objects.get(product=product)
     assert (stock.quantity, stock.initial_quantity, stock.version) == (7, 10, 1)
     flow = StockFlow.objects.get(operation_flag="op-1")

@@ -1,11 +1,22 @@
 """The runner's arithmetic, on small hand-made runs whose figures are known."""
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 
-from loadtest.figures import Row, gate, median_figures, parse_locust_stats, percentile, run_figures
+from loadtest.figures import (
+    HotRow,
+    Row,
+    audits_combined,
+    gate,
+    median_figures,
+    parse_locust_stats,
+    percentile,
+    run_figures,
+    server_timing,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -94,3 +105,46 @@ def test_gate_names_correct_claimers_that_broke_in_any_round():
     assert broken[0].startswith("setnx: oversold 1, lost updates 1")
     assert broken[1].startswith("mysql: oversold 0, lost updates 2")
     assert gate(rows[:2]) == []
+
+
+def test_server_timing_reads_each_metrics_duration():
+    assert server_timing("lock-wait;dur=0.125, hold;dur=2.5") == {"lock-wait": 0.125, "hold": 2.5}
+    assert server_timing('db;desc="x";dur=3') == {"db": 3.0}
+    assert server_timing("hold;dur=abc, cache") == {}
+    assert server_timing(None) == {}
+
+
+# Four orders with the app's timings (lock wait, hold), one without (an older app),
+# and a refusal, whose timings are not the orders' and are left out.
+TIMED = [
+    (0.0, 0.1, "created", 0.0, 2.0),
+    (0.0, 0.2, "created", 10.0, 4.0),
+    (0.1, 0.3, "created", 20.0, 6.0),
+    (0.2, 0.4, "created", 30.0, 100.0),
+    (0.3, 0.5, "created"),
+    (0.4, 0.5, "busy", 5000.0, None),
+]
+
+
+def test_run_figures_takes_wait_and_hold_percentiles_of_the_orders():
+    f = run_figures(TIMED)
+    assert (f.wait_p50_ms, f.wait_p99_ms) == (10.0, 30.0)
+    assert (f.hold_p50_ms, f.hold_p99_ms) == (4.0, 100.0)
+    assert math.isnan(run_figures(RUN).hold_p50_ms)  # no timings at all
+
+
+def test_audits_of_a_spread_sale_add_up_and_one_bad_product_breaks_the_ledger():
+    good = {"orders": 3, "oversold": 0, "lost_updates": 0, "consistent": True, "retries": 1}
+    bad = {"orders": 5, "oversold": 2, "lost_updates": -2, "consistent": False, "retries": 0}
+    assert audits_combined([good, good]) == {"orders": 6, "oversold": 0, "lost_updates": 0,
+                                             "consistent": True, "retries": 2}
+    combined = audits_combined([good, bad])
+    assert (combined["orders"], combined["oversold"], combined["lost_updates"]) == (8, 2, 2)
+    assert combined["consistent"] is False
+
+
+def test_a_hot_row_compares_its_orders_with_the_ceiling_and_its_spread_run():
+    hot, spread = row("atomic", True), row("atomic (spread)", True)  # 3 orders/s each
+    spread.median = dataclasses.replace(spread.median, orders_per_s=6.0)
+    h = HotRow(label="atomic", hot=hot, spread=spread, ceiling=30.0)
+    assert (h.hot_to_ceiling, h.spread_to_ceiling, h.hot_to_spread) == (0.1, 0.2, 0.5)

@@ -2,8 +2,8 @@
 
 import json
 
-from loadtest.figures import Row, as_dict, run_figures
-from loadtest.report import html_table, markdown_table, write_index, write_report
+from loadtest.figures import HotRow, Row, as_dict, run_figures
+from loadtest.report import HOT_COLUMNS, hot_table, html_table, markdown_table, write_index, write_report
 
 from .test_figures import AUDIT, RUN
 
@@ -60,3 +60,24 @@ def test_a_failed_gate_is_in_the_report(tmp_path):
     md, page = write_report(tmp_path, rows(), stamp="s", command="c", setup="s", rounds=1,
                             broken=["setnx: oversold 1, lost updates 1, consistent False"])
     assert "Gate failed" in md.read_text() and "Gate failed" in page.read_text()
+
+
+def test_hot_table_puts_each_strategy_beside_its_spread_run():
+    ceiling, _, atomic = rows()
+    timed = run_figures([(0.0, 0.5, "created", 0.0, 2.0), (0.0, 1.0, "created", 1.0, 4.0)],
+                        {**AUDIT, "orders": 2})
+    spread = Row(label="atomic (spread)", strategy="atomic", claims_correct=True, fast_path=True,
+                 median=timed, rounds=[timed])
+    broken = Row(label="none", strategy="none", claims_correct=False, fast_path=True,
+                 median=timed, rounds=[run_figures(RUN, {**AUDIT, "lost_updates": 4, "consistent": False})])
+    hot_rows = [HotRow(label="atomic", hot=atomic, spread=spread, ceiling=20.0),
+                HotRow(label="none", hot=broken, spread=spread, ceiling=20.0)]
+    lines = hot_table(hot_rows, ceiling).splitlines()
+    assert lines[0] == "Ceiling: /api/ping answered 100 req/s."
+    assert lines[2].startswith("| strategy | hot orders/s | × ping | spread orders/s | spread × ping "
+                               "| hot ÷ spread | ok p50/p95/p99 ms | hold p50/p99 ms |")
+    # atomic: 3 orders/s hot (0.15 of 20), 4 spread (0.20), 0.75 of its spread run.
+    assert lines[4].startswith("| atomic | 3 | 0.15 | 4 | 0.20 | 0.75 | 900/1,200/1,200 | –/– | 2.0/4.0 |")
+    assert lines[4].endswith("| 0 | 0 | ok |")
+    assert lines[5].endswith("| 0 | 4 | BROKEN |")
+    assert html_table(hot_rows, HOT_COLUMNS).count('class="bad"') == 2  # none's lost updates, ledger

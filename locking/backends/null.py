@@ -8,6 +8,8 @@ from ..base import BaseLock, BaseLockBackend
 
 
 class NullLock(BaseLock):
+    exclusive = False
+
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         return True
 

@@ -39,6 +39,9 @@ def test_order_created(api, product):
     assert body == {"order_id": body["order_id"], "sku": "sku-1", "quantity": 2, "remaining": 8,
                     "strategy": "atomic", "instance": "test"}
     assert "Idempotent-Replayed" not in response.headers
+    # lock-wait;dur=0.004, hold;dur=2.345 (ms)
+    names = [part.split(";")[0].strip() for part in response.headers["Server-Timing"].split(",")]
+    assert names == ["lock-wait", "hold"]
 
 
 @pytest.mark.django_db
@@ -48,6 +51,7 @@ def test_replay_is_200_with_the_same_body_and_header(api, product):
     assert second.status_code == 200
     assert second.json() == first.json()
     assert second.headers["Idempotent-Replayed"] == "true"
+    assert "Server-Timing" not in second.headers  # a replay took nothing
     assert Order.objects.count() == 1
 
 

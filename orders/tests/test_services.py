@@ -1,3 +1,4 @@
+import time
 
 import pytest
 from django.core.cache import cache
@@ -5,8 +6,9 @@ from django.db import transaction
 from django.test import override_settings
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
-from flashsale.testing import held_elsewhere
+from flashsale.testing import held_elsewhere, start_thread
 from inventory.models import Stock, StockFlow
+from inventory.services import stalled
 from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order
@@ -134,6 +136,44 @@ def test_lock_not_had_in_time_is_busy_and_writes_nothing(product):
     assert counts() == (0, 0)
     # The failed attempt gave its key back.
     assert not order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1").replayed
+
+
+STALL_S = 0.3
+
+
+def _stall_before_the_stock(point: str) -> None:
+    if point == "start":  # the lock (if any) is held; the stock row is not touched yet
+        time.sleep(STALL_S)
+
+
+@pytest.mark.django_db
+@override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
+def test_a_lock_is_held_from_grant_to_release(product):
+    with stalled(_stall_before_the_stock):
+        result = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert result.timings.hold_ms >= STALL_S * 1000  # the stall happened under the lock
+
+
+@pytest.mark.django_db
+def test_a_lockless_purchase_holds_the_row_from_its_write_to_the_commit(product):
+    with stalled(_stall_before_the_stock):
+        result = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    # atomic: the stall came before the conditional UPDATE took the row, so it is no
+    # part of the hold (a few statements and a commit on loopback).
+    assert 0 < result.timings.hold_ms < STALL_S * 1000
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="local", LOCKING={
+    "local": {"BACKEND": "locking.backends.local.LocalLockBackend", "OPTIONS": {"wait_timeout": 10}}})
+def test_the_lock_wait_is_the_time_until_another_holder_let_go(product):
+    with held_elsewhere(lambda: get_lock("stock:sku-1", alias="local")):
+        buyer, box = start_thread(
+            lambda: order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1"))
+        time.sleep(STALL_S)
+    buyer.join()
+    assert box["value"].timings.lock_wait_ms >= STALL_S * 1000 / 2
+    assert order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1").timings is None
 
 
 class RecordingLock(BaseLock):
