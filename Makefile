@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare scenario scenarios test lint clean bench-redis-locks
+.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios test lint clean bench-redis-locks
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -48,8 +48,17 @@ demo: up  ## the burst under each strategy (the oversell table), then one round 
 compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report in reports/<time>/
 	$(PY) -m loadtest.compare $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
-bench-redis-locks: install  ## setnx and redisson beside redis-py's Lock and python-redis-lock
+compare-hot: up  ## every request buys one hot product, beside the same load spread (STRATEGIES=a,b)
+	$(PY) -m loadtest.compare --mode hot $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+
+$(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	touch $@
+
+profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATEGY=atomic): docs/profile/
+	$(PY) -m benchmarks.profile_purchase --strategy $(or $(STRATEGY),atomic) $(PROFILE_ARGS)
+
+bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)
 
 scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario S=S6
