@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Func, PositiveIntegerField
 
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
@@ -64,7 +64,21 @@ def _widen_race() -> None:
         time.sleep(delay_ms / 1000)
 
 
-def _fence_stamp(product: Product, fence: Fence) -> float:
+class _Remembered(Func):
+    """``LAST_INSERT_ID(expr)``: MySQL returns the value in the statement's own reply
+    (the insert id of the OK packet), so an UPDATE tells what it wrote or read
+    without a second round trip while it holds the row."""
+
+    function = "LAST_INSERT_ID"
+    output_field = PositiveIntegerField()
+
+
+def _remembered() -> int:
+    """The value the last statement's ``_Remembered`` handed back."""
+    return transaction.get_connection().connection.insert_id()
+
+
+def _fence_stamp(product: Product, fence: Fence) -> int:
     """Stamp the stock row with this holder's token before reading it, unless a
     newer holder of the same lock has stamped it already.
 
@@ -73,17 +87,21 @@ def _fence_stamp(product: Product, fence: Fence) -> float:
     older holder (its lease ran out while it stalled) finds a larger token and is
     refused before it reads anything. Checking the token only at the write would
     leave a gap: a stale write landing between a newer holder's read and its write.
+
+    :returns: the stock quantity, read by the stamp itself (the newest, since the
+        stamp holds the row): the read of the read-modify-write, at no extra trip.
     """
     stamped = (Stock.objects.filter(product=product)
                .exclude(fence_source=fence.source, fence__gt=fence.token)
-               .update(fence_source=fence.source, fence=fence.token))
+               .update(fence_source=fence.source, fence=fence.token,
+                       quantity=_Remembered(F("quantity"))))
     if not stamped:
         raise StaleLock(
             f"{product.sku}: the stock lock expired before this purchase touched the stock, "
             "and a newer holder has; nothing was written",
             extra={"sku": product.sku, "fence": fence.token},
         )
-    return time.perf_counter()
+    return _remembered()
 
 
 def _sold_out(product: Product, quantity: int, available: int) -> SoldOut:
@@ -122,44 +140,54 @@ def stock_deduct(
         raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
     _stall("start")
     held_since = None
+    stamped_quantity = None
     if fence is not None:
-        held_since = _fence_stamp(product, fence)
+        stamped_quantity = _fence_stamp(product, fence)
+        held_since = time.perf_counter()
 
+    # Each statement below runs while this transaction holds the row, except the
+    # plain reads: as few as the database allows, since every other buyer of the
+    # product waits for the commit.
     if deduction is Deduction.CONDITIONAL_UPDATE:
         updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
-            quantity=F("quantity") - quantity, version=F("version") + 1
+            quantity=_Remembered(F("quantity") - quantity), version=F("version") + 1
         )
         if not updated:
             available = Stock.objects.values_list("quantity", flat=True).get(product=product)
             raise _sold_out(product, quantity, available)
         held_since = time.perf_counter()
-        # The row is ours until commit, so this read sees our own write.
-        after = Stock.objects.values_list("quantity", flat=True).get(product=product)
+        after = _remembered()  # what the UPDATE wrote, from its own reply
         before = after + quantity
         _widen_race()  # same work inside the section as the other strategies
-    elif deduction in (Deduction.READ_MODIFY_WRITE, Deduction.VERSIONED):
+    elif deduction is Deduction.READ_MODIFY_WRITE:
+        # The read: the stamp's, or a plain SELECT (no row lock) without a fence.
+        before = (stamped_quantity if stamped_quantity is not None
+                  else Stock.objects.values_list("quantity", flat=True).get(product=product))
+        if before < quantity:
+            raise _sold_out(product, quantity, before)
+        _widen_race()
+        _stall("read")
+        # Writes the value computed above, whatever the row holds by now.
+        Stock.objects.filter(product=product).update(quantity=before - quantity,
+                                                     version=F("version") + 1)
+        held_since = held_since or time.perf_counter()
+        after = before - quantity
+    elif deduction is Deduction.VERSIONED:
         stock = Stock.objects.get(product=product)  # plain read: no row lock
         before = stock.quantity
         if before < quantity:
             raise _sold_out(product, quantity, before)
         _widen_race()
         _stall("read")
-        if deduction is Deduction.READ_MODIFY_WRITE:
-            stock.quantity = before - quantity
-            stock.version += 1
-            # Writes the value computed above, whatever the row holds by now.
-            stock.save(update_fields=["quantity", "version"])
-            held_since = held_since or time.perf_counter()
-        else:
-            updated = Stock.objects.filter(
-                pk=stock.pk, version=stock.version, quantity__gte=quantity
-            ).update(quantity=F("quantity") - quantity, version=F("version") + 1)
-            if not updated:
-                # Someone wrote since our read. Re-reading in this transaction would
-                # show the same snapshot (REPEATABLE READ): the caller retries anew.
-                raise StockChanged(f"{product.sku}: stock changed since it was read",
-                                   extra={"sku": product.sku})
-            held_since = time.perf_counter()
+        updated = Stock.objects.filter(
+            pk=stock.pk, version=stock.version, quantity__gte=quantity
+        ).update(quantity=F("quantity") - quantity, version=F("version") + 1)
+        if not updated:
+            # Someone wrote since our read. Re-reading in this transaction would
+            # show the same snapshot (REPEATABLE READ): the caller retries anew.
+            raise StockChanged(f"{product.sku}: stock changed since it was read",
+                               extra={"sku": product.sku})
+        held_since = time.perf_counter()
         after = before - quantity
     else:
         raise ValueError(f"unknown deduction {deduction!r}")

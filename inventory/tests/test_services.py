@@ -1,8 +1,9 @@
 import time
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
@@ -207,3 +208,32 @@ def test_versioned_write_under_the_same_race_detects_the_change(product_factory)
     stock = Stock.objects.get(product=product)
     assert (stock.quantity, stock.version) == (9, 1)
     assert StockFlow.objects.filter(product=product).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("deduction", "fence", "statements"), [
+    # The UPDATE hands back what it wrote (LAST_INSERT_ID): no read after it.
+    (Deduction.CONDITIONAL_UPDATE, None, ["UPDATE", "INSERT"]),
+    # The stamp reads the quantity as it locks the row: no SELECT under the lock.
+    (RMW, Fence("setnx", 1), ["UPDATE", "UPDATE", "INSERT"]),
+    # Without a fence the read stays a plain SELECT: the weak strategies' honest race.
+    (RMW, None, ["SELECT", "UPDATE", "INSERT"]),
+    (Deduction.VERSIONED, None, ["SELECT", "UPDATE", "INSERT"]),
+])
+def test_a_deduction_is_as_few_statements_as_the_database_allows(product_factory, deduction, fence,
+                                                                   statements):
+    product = product_factory(stock=10)
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        deducted = stock_deduct(product=product, quantity=3, operation_flag="op-1", order_reference="1",
+                                deduction=deduction, fence=fence)
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == statements
+    assert deducted.remaining == 7
+    flow = StockFlow.objects.get(operation_flag="op-1")
+    assert (flow.quantity_before, flow.quantity_after) == (10, 7)
+
+
+@pytest.mark.django_db
+def test_the_last_unit_reads_back_as_zero_left(product_factory):
+    product = product_factory(stock=2)
+    assert deduct(product, 2, "op-1", Deduction.CONDITIONAL_UPDATE) == 0
+    assert deduct(product_factory(sku="sku-2", stock=1), 1, "op-2", RMW, fence=Fence("setnx", 1)) == 0
