@@ -22,8 +22,8 @@ def _clean_redis(request):
 def product_factory(db):
     from inventory.services import product_reset
 
-    def make(sku: str = "sku-1", stock: int = 10, name: str | None = None):
-        return product_reset(sku=sku, stock=stock, name=name)
+    def make(sku: str = "sku-1", stock: int = 10, name: str | None = None, segments: int = 1):
+        return product_reset(sku=sku, stock=stock, name=name, segments=segments)
 
     return make
 

@@ -12,9 +12,15 @@ class Product(models.Model):
 
 
 class Stock(models.Model):
-    product = models.OneToOneField(Product, on_delete=models.CASCADE, related_name="stock")
+    """One segment of a product's stock (seed 004's 分段锁, ConcurrentHashMap's
+    segments applied to inventory): the stock is split over ``segment`` 0..N-1, each
+    row written under its own lock name, so N buyers can be inside at once. One
+    segment, the default, is the whole stock in one row."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="segments")
+    segment = models.PositiveSmallIntegerField(default=0)
     quantity = models.PositiveIntegerField()
-    # What the sale started with; the audit compares orders against it.
+    # What the segment started the sale with; the audit compares orders against the sum.
     initial_quantity = models.PositiveIntegerField()
     # Bumped by every write; the optimistic strategy compares-and-sets on it.
     version = models.PositiveBigIntegerField(default=0)
@@ -24,21 +30,28 @@ class Stock(models.Model):
     fence_source = models.CharField(max_length=64, blank=True, default="")
     fence = models.PositiveBigIntegerField(default=0)
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["product", "segment"],
+                                               name="stock_one_row_per_segment")]
+
     def __str__(self) -> str:
-        return f"{self.product_id}: {self.quantity}/{self.initial_quantity}"
+        return f"{self.product_id}[{self.segment}]: {self.quantity}/{self.initial_quantity}"
 
 
 class StockFlow(models.Model):
-    """One row per deduction: the ledger the audit reconciles with the orders.
+    """One row per deduction from a segment: the ledger the audit reconciles with the
+    orders. An order served by several segments has a row for each.
 
-    ``operation_flag`` is unique, so the same operation (a retried purchase) can
-    never be recorded, and so deducted, twice. ``quantity_before``/``after`` are
-    what the writer saw and wrote: under a lost update two rows share a "before".
+    ``(operation_flag, segment)`` is unique, so the same operation (a retried
+    purchase) can never be recorded, and so deducted, twice from a segment.
+    ``quantity_before``/``after`` are what the writer saw and wrote in its segment:
+    under a lost update two rows of one segment share a "before".
     """
 
     product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="flows")
+    segment = models.PositiveSmallIntegerField(default=0)
     quantity = models.PositiveIntegerField()
-    operation_flag = models.CharField(max_length=128, unique=True)
+    operation_flag = models.CharField(max_length=128)
     # The order this deduction belongs to, by id: inventory knows nothing of orders.
     order_reference = models.CharField(max_length=64)
     quantity_before = models.PositiveIntegerField()
@@ -48,6 +61,8 @@ class StockFlow(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["product", "created_at"])]
+        constraints = [models.UniqueConstraint(fields=["operation_flag", "segment"],
+                                               name="flow_one_row_per_operation_and_segment")]
 
     def __str__(self) -> str:
-        return f"{self.product_id} -{self.quantity} ({self.operation_flag})"
+        return f"{self.product_id}[{self.segment}] -{self.quantity} ({self.operation_flag})"

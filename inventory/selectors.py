@@ -12,15 +12,43 @@ from flashsale.errors import NotFound
 from .models import Product, Stock, StockFlow
 
 
+def _not_found(sku: str) -> NotFound:
+    return NotFound(f"no product with sku {sku!r}", extra={"sku": sku})
+
+
 def product_get(*, sku: str) -> Product:
     try:
-        return Product.objects.select_related("stock").get(sku=sku)
+        return Product.objects.get(sku=sku)
     except Product.DoesNotExist:
-        raise NotFound(f"no product with sku {sku!r}", extra={"sku": sku}) from None
+        raise _not_found(sku) from None
 
 
-def stock_get(*, product: Product) -> Stock:
-    return Stock.objects.get(product=product)
+def segments_get(*, sku: str) -> list[Stock]:
+    """The product's stock segments (each with its product), in segment order: one
+    plain read, no row lock, so the quantities are what they were, not what they are."""
+    segments = list(Stock.objects.select_related("product").filter(product__sku=sku).order_by("segment"))
+    if not segments:
+        raise _not_found(sku)
+    return segments
+
+
+@dataclass(frozen=True)
+class ProductStock:
+    sku: str
+    name: str
+    stock: int
+    initial_stock: int
+    segments: int
+
+
+def product_stock_get(*, sku: str) -> ProductStock:
+    """A product with its stock summed over its segments."""
+    segments = segments_get(sku=sku)
+    product = segments[0].product
+    return ProductStock(sku=product.sku, name=product.name,
+                        stock=sum(s.quantity for s in segments),
+                        initial_stock=sum(s.initial_quantity for s in segments),
+                        segments=len(segments))
 
 
 @dataclass(frozen=True)
@@ -35,6 +63,7 @@ class StockAudit:
     oversold: int
     lost_updates: int
     consistent: bool
+    segments_remaining: tuple[int, ...] = ()  # what each segment has left, in segment order
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -44,22 +73,26 @@ def stock_audit(*, product: Product, ordered_quantity: int, order_references: Co
     """Check the sale's invariants against what the orders side says was sold.
 
     ``order_references`` are the ids of the product's orders (as the ledger
-    records them): the ledger must hold exactly one row for each.
+    records them): the ledger must hold a row for each (one per segment the order
+    took from), and no row for anything else. Oversell and lost updates are the
+    product's, over all its segments.
     """
-    stock = stock_get(product=product)
+    segments = Stock.objects.filter(product=product).order_by("segment")
+    initial = sum(s.initial_quantity for s in segments)
+    remaining = [s.quantity for s in segments]
     flows = StockFlow.objects.filter(product=product)
     totals = flows.aggregate(rows=Count("id"), quantity=Sum("quantity"))
     flow_rows, flow_quantity = totals["rows"], totals["quantity"] or 0
     referenced = set(flows.values_list("order_reference", flat=True))
 
-    sold = stock.initial_quantity - stock.quantity
-    oversold = max(0, ordered_quantity - stock.initial_quantity)
+    sold = initial - sum(remaining)
+    oversold = max(0, ordered_quantity - initial)
     lost_updates = ordered_quantity - sold
-    one_to_one = flow_rows == len(order_references) and referenced == set(order_references)
+    one_to_one = flow_rows >= len(order_references) and referenced == set(order_references)
     return StockAudit(
         sku=product.sku,
-        initial_stock=stock.initial_quantity,
-        remaining=stock.quantity,
+        initial_stock=initial,
+        remaining=sum(remaining),
         orders=len(order_references),
         ordered_quantity=ordered_quantity,
         flow_rows=flow_rows,
@@ -69,8 +102,12 @@ def stock_audit(*, product: Product, ordered_quantity: int, order_references: Co
         consistent=(
             oversold == 0 and lost_updates == 0 and one_to_one and flow_quantity == ordered_quantity
         ),
+        segments_remaining=tuple(remaining),
     )
 
 
-def flow_get(*, operation_flag: str) -> StockFlow | None:
-    return StockFlow.objects.filter(operation_flag=operation_flag).first()
+def flows_remaining(*, operation_flag: str) -> int:
+    """What the segments an operation took from had left right after it (its
+    answer's ``remaining``, read back for a replay)."""
+    return StockFlow.objects.filter(operation_flag=operation_flag).aggregate(
+        left=Sum("quantity_after"))["left"] or 0

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -78,9 +79,9 @@ def _remembered() -> int:
     return transaction.get_connection().connection.insert_id()
 
 
-def _fence_stamp(product: Product, fence: Fence) -> int:
-    """Stamp the stock row with this holder's token before reading it, unless a
-    newer holder of the same lock has stamped it already.
+def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
+    """Stamp the segment's stock row with this holder's token before reading it,
+    unless a newer holder of the same lock has stamped it already.
 
     The stamp is the first write of the transaction, so the row stays locked by it
     until commit: a newer holder's stamp waits, then reads what this one wrote. An
@@ -88,10 +89,10 @@ def _fence_stamp(product: Product, fence: Fence) -> int:
     refused before it reads anything. Checking the token only at the write would
     leave a gap: a stale write landing between a newer holder's read and its write.
 
-    :returns: the stock quantity, read by the stamp itself (the newest, since the
+    :returns: the segment's quantity, read by the stamp itself (the newest, since the
         stamp holds the row): the read of the read-modify-write, at no extra trip.
     """
-    stamped = (Stock.objects.filter(product=product)
+    stamped = (Stock.objects.filter(product=product, segment=segment)
                .exclude(fence_source=fence.source, fence__gt=fence.token)
                .update(fence_source=fence.source, fence=fence.token,
                        quantity=_Remembered(F("quantity"))))
@@ -111,6 +112,21 @@ def _sold_out(product: Product, quantity: int, available: int) -> SoldOut:
     )
 
 
+def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
+    """How much to take from each segment, in the order given: each as much as it
+    has, until the quantity is covered. Empty if the segments together cannot."""
+    if sum(available.values()) < quantity:
+        return {}
+    shares, need = {}, quantity
+    for segment, has in available.items():
+        if need == 0:
+            break
+        if has:
+            shares[segment] = min(has, need)
+            need -= shares[segment]
+    return shares
+
+
 def stock_deduct(
     *,
     product: Product,
@@ -118,107 +134,151 @@ def stock_deduct(
     operation_flag: str,
     order_reference: str,
     deduction: Deduction,
-    fence: Fence | None = None,
+    segments: Sequence[int] = (0,),
+    fences: Mapping[int, Fence] | None = None,
 ) -> Deducted:
-    """Take ``quantity`` off the product's stock and append its stock-flow row.
+    """Take ``quantity`` off the product's stock, from the given ``segments`` (in
+    that order, each as much as it has), and append a stock-flow row per segment
+    taken from.
 
     The critical section of a purchase. Must run inside the caller's transaction
-    and, for read-modify-write, under whatever lock the strategy provides: the
-    read, the check and the write are deliberately separate statements.
+    and, for read-modify-write, under whatever lock the strategy provides for every
+    segment given: the read, the check and the write are deliberately separate
+    statements.
 
-    With a ``fence`` (the lock holder's token), the read-modify-write first stamps
-    the row with it and is refused if a newer token of the same lock got there
-    first: this holder's lock expired and went to someone else.
+    With ``fences`` (each segment's lock holder's token), the read-modify-write
+    first stamps each segment's row with its token and is refused if a newer token
+    of the same lock got there first: this holder's lock expired and went to
+    someone else.
 
-    :returns: the stock left, as this writer computed it, and since when the row is held.
-    :raises SoldOut: not enough stock; nothing is written.
+    :returns: what the segments taken from have left, and since when this
+        transaction holds a stock row.
+    :raises SoldOut: the segments together do not have it; nothing is written.
+    :raises StockChanged: a versioned write, or the conditional write of one of
+        several segments, found the stock changed since it was read.
     :raises StaleLock: fenced out; nothing is written.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("stock_deduct must run inside transaction.atomic()")
-    if fence is not None and deduction is not Deduction.READ_MODIFY_WRITE:
+    if fences and deduction is not Deduction.READ_MODIFY_WRITE:
         raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
+    segments = list(dict.fromkeys(segments))
     _stall("start")
     held_since = None
-    stamped_quantity = None
-    if fence is not None:
-        stamped_quantity = _fence_stamp(product, fence)
-        held_since = time.perf_counter()
 
-    # Each statement below runs while this transaction holds the row, except the
+    # Each statement below runs while this transaction holds a row, except the
     # plain reads: as few as the database allows, since every other buyer of the
-    # product waits for the commit.
-    if deduction is Deduction.CONDITIONAL_UPDATE:
-        updated = Stock.objects.filter(product=product, quantity__gte=quantity).update(
+    # segment waits for the commit.
+    if deduction is Deduction.CONDITIONAL_UPDATE and len(segments) == 1:
+        [segment] = segments
+        updated = Stock.objects.filter(product=product, segment=segment, quantity__gte=quantity).update(
             quantity=_Remembered(F("quantity") - quantity), version=F("version") + 1
         )
         if not updated:
-            available = Stock.objects.values_list("quantity", flat=True).get(product=product)
+            available = Stock.objects.values_list("quantity", flat=True).get(product=product,
+                                                                             segment=segment)
             raise _sold_out(product, quantity, available)
         held_since = time.perf_counter()
         after = _remembered()  # what the UPDATE wrote, from its own reply
-        before = after + quantity
+        taken = [(segment, quantity, after + quantity, after)]
         _widen_race()  # same work inside the section as the other strategies
-    elif deduction is Deduction.READ_MODIFY_WRITE:
-        # The read: the stamp's, or a plain SELECT (no row lock) without a fence.
-        before = (stamped_quantity if stamped_quantity is not None
-                  else Stock.objects.values_list("quantity", flat=True).get(product=product))
-        if before < quantity:
-            raise _sold_out(product, quantity, before)
-        _widen_race()
-        _stall("read")
-        # Writes the value computed above, whatever the row holds by now.
-        Stock.objects.filter(product=product).update(quantity=before - quantity,
-                                                     version=F("version") + 1)
-        held_since = held_since or time.perf_counter()
-        after = before - quantity
-    elif deduction is Deduction.VERSIONED:
-        stock = Stock.objects.get(product=product)  # plain read: no row lock
-        before = stock.quantity
-        if before < quantity:
-            raise _sold_out(product, quantity, before)
-        _widen_race()
-        _stall("read")
-        updated = Stock.objects.filter(
-            pk=stock.pk, version=stock.version, quantity__gte=quantity
-        ).update(quantity=F("quantity") - quantity, version=F("version") + 1)
-        if not updated:
-            # Someone wrote since our read. Re-reading in this transaction would
-            # show the same snapshot (REPEATABLE READ): the caller retries anew.
-            raise StockChanged(f"{product.sku}: stock changed since it was read",
-                               extra={"sku": product.sku})
-        held_since = time.perf_counter()
-        after = before - quantity
     else:
-        raise ValueError(f"unknown deduction {deduction!r}")
+        # The read: for a fenced read-modify-write the stamps' (they hold the rows),
+        # otherwise one plain SELECT (no row lock): the weak strategies' honest race.
+        available, versions = {}, {}
+        if fences:
+            for segment in segments:
+                available[segment] = _fence_stamp(product, segment, fences[segment])
+                held_since = held_since or time.perf_counter()
+        else:
+            read = {segment: (quantity, version) for segment, quantity, version in
+                    Stock.objects.filter(product=product, segment__in=segments)
+                    .values_list("segment", "quantity", "version")}
+            for segment in segments:
+                available[segment], versions[segment] = read[segment]
+        shares = _shares(available, quantity)
+        if not shares:
+            raise _sold_out(product, quantity, sum(available.values()))
+        _widen_race()
+        _stall("read")
+        taken = []
+        for segment, share in shares.items():
+            before = available[segment]
+            rows = Stock.objects.filter(product=product, segment=segment)
+            if deduction is Deduction.READ_MODIFY_WRITE:
+                # Writes the value computed above, whatever the row holds by now.
+                rows.update(quantity=before - share, version=F("version") + 1)
+            else:
+                # Versioned, or the conditional write of one of several segments: the
+                # row must still hold what was read (or at least the share).
+                if deduction is Deduction.VERSIONED:
+                    rows = rows.filter(version=versions[segment])
+                if not rows.filter(quantity__gte=share).update(quantity=F("quantity") - share,
+                                                               version=F("version") + 1):
+                    # Someone wrote since our read. Re-reading in this transaction would
+                    # show the same snapshot (REPEATABLE READ): the caller retries anew.
+                    raise StockChanged(f"{product.sku}: stock changed since it was read",
+                                       extra={"sku": product.sku})
+            held_since = held_since or time.perf_counter()
+            taken.append((segment, share, before, before - share))
 
-    StockFlow.objects.create(
-        product=product,
-        quantity=quantity,
-        operation_flag=operation_flag,
-        order_reference=order_reference,
-        quantity_before=before,
-        quantity_after=after,
-        instance=settings.FLASHSALE_INSTANCE,
-    )
-    return Deducted(remaining=after, row_held_since=held_since)
+    StockFlow.objects.bulk_create([
+        StockFlow(product=product, segment=segment, quantity=share, operation_flag=operation_flag,
+                  order_reference=order_reference, quantity_before=before, quantity_after=after,
+                  instance=settings.FLASHSALE_INSTANCE)
+        for segment, share, before, after in taken
+    ])
+    return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
+
+
+def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random = random) -> list[list[int]]:
+    """The groups of segments a purchase of ``quantity`` tries, in order, from a
+    plain read of the product's ``segments``: first every segment that has enough
+    alone, starting at a random one so buyers spread over the segments; when none
+    does, the fewest that have it together (the fullest first), or, when the read
+    says not even all of them do, all of them. The read only orders the tries: the
+    deduction under the group's locks decides, and the last group is never empty.
+    """
+    singles = [s.segment for s in segments if s.quantity >= quantity]
+    if singles:
+        start = rng.randrange(len(singles))
+        return [[segment] for segment in singles[start:] + singles[:start]]
+    group, need = [], quantity
+    for s in sorted(segments, key=lambda s: -s.quantity):
+        group.append(s.segment)
+        need -= s.quantity
+        if need <= 0:
+            break
+    return [sorted(group)]
 
 
 @transaction.atomic
-def product_reset(*, sku: str, stock: int, name: str | None = None) -> Product:
-    """Create the product or put it back to ``stock`` units with an empty ledger.
+def product_reset(*, sku: str, stock: int, name: str | None = None,
+                  segments: int | None = None) -> Product:
+    """Create the product or put it back to ``stock`` units with an empty ledger,
+    split over ``segments`` rows (``FLASHSALE_STOCK_SEGMENTS`` when not given) as
+    evenly as whole units allow.
 
     The caller clears anything else that refers to the product (orders) first.
     """
+    segments = segments or settings.FLASHSALE_STOCK_SEGMENTS
+    if segments < 1:
+        raise ValueError("a product has at least one stock segment")
     product, created = Product.objects.get_or_create(sku=sku, defaults={"name": name or sku})
     if name and not created and product.name != name:
         product.name = name
         product.save(update_fields=["name"])
     StockFlow.objects.filter(product=product).delete()
-    Stock.objects.update_or_create(
-        product=product,
-        # A new sale starts a new fencing epoch: the lock's counter may have been reset too.
-        defaults={"quantity": stock, "initial_quantity": stock, "version": 0,
-                  "fence_source": "", "fence": 0},
-    )
+    Stock.objects.filter(product=product).delete()
+    # A new sale starts a new fencing epoch (fence 0): the lock's counter may have
+    # been reset too.
+    Stock.objects.bulk_create([
+        Stock(product=product, segment=n, quantity=size, initial_quantity=size)
+        for n, size in enumerate(_split(stock, segments))
+    ])
     return product
+
+
+def _split(stock: int, parts: int) -> list[int]:
+    """``stock`` in ``parts`` as equal as whole units allow, the larger ones first."""
+    return [stock // parts + (1 if n < stock % parts else 0) for n in range(parts)]

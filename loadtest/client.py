@@ -27,8 +27,9 @@ class FlashsaleClient:
     def _url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}{path}"
 
-    def reset(self, sku: str, stock: int, name: str | None = None) -> dict:
-        body = {"stock": stock} | ({"name": name} if name else {})
+    def reset(self, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> dict:
+        body = {"stock": stock} | ({"name": name} if name else {}) | (
+            {"segments": segments} if segments else {})
         response = self.session.post(
             self._url(f"/api/admin/products/{sku}/reset"), json=body, timeout=self.timeout,
             headers={"Authorization": f"Token {self.admin_token}"},

@@ -8,8 +8,9 @@ from .exceptions import (
     LockLostError,
     LockNotAcquiredError,
     LockNotOwnedError,
+    LockReleaseError,
 )
-from .handler import get_lock, locks
+from .handler import get_lock, get_locks, locks
 
 __all__ = [
     "BaseLock",
@@ -19,6 +20,8 @@ __all__ = [
     "LockLostError",
     "LockNotAcquiredError",
     "LockNotOwnedError",
+    "LockReleaseError",
     "get_lock",
+    "get_locks",
     "locks",
 ]

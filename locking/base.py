@@ -26,6 +26,9 @@ class BaseLock:
     # False for a lock that excludes nobody (the null lock of the lockless
     # strategies): holding it says nothing about who may touch the resource.
     exclusive = True
+    # True for a lock whose release commits the transaction the holder's work
+    # joined (the MySQL locks): the work is done only once the release succeeded.
+    commits_work = False
 
     def __init__(self, name: str, *, wait_timeout: float | None = None):
         self.name = name

@@ -23,5 +23,10 @@ class LockLostError(LockError):
     (a ZooKeeper session expired): work done under it must not be committed."""
 
 
+class LockReleaseError(LockError):
+    """Releasing failed in a way that undid the holding's work: a lock whose release
+    commits the transaction the work joined (``commits_work``) could not commit."""
+
+
 class InvalidLockBackendError(ImproperlyConfigured):
     """``settings.LOCKING`` names an alias or backend that does not exist."""

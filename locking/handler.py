@@ -13,6 +13,7 @@ useful if the threads it must exclude see the same one.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -68,6 +69,12 @@ locks = LockHandler()
 def get_lock(name: str, *, alias: str) -> BaseLock:
     """A lock on ``name`` from the backend configured as ``LOCKING[alias]``."""
     return locks[alias].lock(name)
+
+
+def get_locks(names: Iterable[str], *, alias: str) -> BaseLock:
+    """One lock over several names from ``LOCKING[alias]``: de-duplicated and taken
+    in sorted order (one name: that name's lock)."""
+    return locks[alias].lock_many(names)
 
 
 def _reset_on_setting_changed(*, setting, **kwargs):

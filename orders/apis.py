@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from flashsale.auth import AdminTokenAuthentication, IsStaff
 from flashsale.errors import InvalidInput
-from inventory.selectors import product_get
+from inventory.selectors import product_stock_get
 
 from .selectors import sale_audit
 from .services import OrderResult, Timings, order_create, sale_reset
@@ -28,6 +28,8 @@ from .services import OrderResult, Timings, order_create, sale_reset
 # with a prefix, short enough for the unique index.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _SKU_MAX_LENGTH = 64
+# Each segment is a lock a buyer can hold; past a few per core they buy nothing.
+MAX_SEGMENTS = 64
 
 ErrorSerializer = inline_serializer(
     "Error",
@@ -95,12 +97,13 @@ class ProductDetailApi(APIView):
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         name = serializers.CharField()
-        stock = serializers.IntegerField(source="stock.quantity")
-        initial_stock = serializers.IntegerField(source="stock.initial_quantity")
+        stock = serializers.IntegerField()
+        initial_stock = serializers.IntegerField()
+        segments = serializers.IntegerField()
 
     @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
     def get(self, request, sku: str):
-        product = product_get(sku=_check_sku(sku))
+        product = product_stock_get(sku=_check_sku(sku))
         return Response(self.OutputSerializer(product).data)
 
 
@@ -117,6 +120,7 @@ class ProductAuditApi(APIView):
         lost_updates = serializers.IntegerField()
         consistent = serializers.BooleanField()
         retries = serializers.IntegerField()
+        segments_remaining = serializers.ListField(child=serializers.IntegerField())
 
     @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
     def get(self, request, sku: str):
@@ -131,6 +135,8 @@ class ProductResetApi(APIView):
     class InputSerializer(serializers.Serializer):
         stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
         name = serializers.CharField(max_length=200, required=False)
+        # Default: FLASHSALE_STOCK_SEGMENTS.
+        segments = serializers.IntegerField(min_value=1, max_value=MAX_SEGMENTS, required=False)
 
     @extend_schema(
         request=InputSerializer,
@@ -141,5 +147,5 @@ class ProductResetApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         sale_reset(sku=_check_sku(sku), **serializer.validated_data)
-        product = product_get(sku=sku)
+        product = product_stock_get(sku=sku)
         return Response(ProductDetailApi.OutputSerializer(product).data)

@@ -1,12 +1,14 @@
 """The purchase, and the reset of a sale.
 
-One purchase, in order: validate → idempotency check → sold-out mark → acquire the stock lock →
-open the transaction → create the order, deduct the stock, append the flow row →
-commit → release the lock. The lock is held across the commit: released earlier,
-the next holder could read the stock before this write is visible. The lock's
-fencing token, where it has one, goes with the stock deduction, which refuses it
-once a newer holder has touched the stock: a lease that ran out mid-purchase costs
-this purchase, not the stock.
+One purchase, in order: validate → idempotency check → sold-out mark → read the
+product's stock segments → for each group of segments the plan names: acquire their
+locks → open the transaction → create the order, deduct the stock, append the flow
+rows → commit → release the locks; a group that ran dry since the read falls over to
+the next. The locks are held across the commit: released earlier, the next holder
+could read the stock before this write is visible. Each lock's fencing token, where
+it has one, goes with the stock deduction, which refuses it once a newer holder has
+touched that segment: a lease that ran out mid-purchase costs this purchase, not
+the stock.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, StockChanged
 from flashsale.strategies import StrategySpec, strategy_get
-from inventory.models import Product
-from inventory.selectors import flow_get, product_get
-from inventory.services import Deducted, Fence, product_reset, stock_deduct
-from locking import BaseLock, LockError, LockLostError, get_lock
+from inventory.models import Product, Stock
+from inventory.selectors import flows_remaining, segments_get
+from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
+from locking import BaseLock, LockError, LockLostError, LockReleaseError, get_locks
 
 from .idempotency import flag_claim, flag_complete, flags_forget
 from .models import Order
@@ -62,8 +65,8 @@ def _replay(*, order: Order, fingerprint: str) -> OrderResult:
             "this Idempotency-Key was used with a different request",
             extra={"order_id": order.pk},
         )
-    flow = flow_get(operation_flag=order.idempotency_key)
-    return OrderResult(order=order, remaining=flow.quantity_after, replayed=True)
+    return OrderResult(order=order, remaining=flows_remaining(operation_flag=order.idempotency_key),
+                       replayed=True)
 
 
 def _order_by_key(key: str) -> Order | None:
@@ -95,9 +98,16 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
 def _release(lock: BaseLock, *, committed: bool) -> None:
     """Release after the transaction ended. A lock that was no longer ours changes
     nothing now: after a commit, say so loudly (mutual exclusion may have been
-    broken); after a failure, the failure is what the caller needs to hear."""
+    broken); after a failure, the failure is what the caller needs to hear. A lock
+    whose release is the commit (the MySQL locks) failing to release means the
+    purchase was rolled back: that the buyer must hear."""
     try:
         lock.release()
+    except LockReleaseError as e:
+        if committed and lock.commits_work:
+            raise Busy("the purchase was rolled back as its lock was released; nothing was written",
+                       extra={"lock": lock.name}) from e
+        logger.info("%s: release failed after a failed purchase: %s", lock, e)
     except LockError as e:
         if committed:
             logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
@@ -105,10 +115,57 @@ def _release(lock: BaseLock, *, committed: bool) -> None:
             logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
 
 
-def _order_place(*, product: Product, quantity: int, user_id: str,
-                 key: str) -> tuple[Order, int, Timings]:
+# Rounds of planning a purchase of a segmented product: the plan comes from a plain
+# read, and each round re-reads after every group it named ran dry meanwhile.
+PLAN_ROUNDS = 3
+
+
+def _lock_name(sku: str, segment: int, segments: int) -> str:
+    # A product in one segment keeps the product's own lock name.
+    return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
+
+
+class _Placed(NamedTuple):
+    order: Order
+    remaining: int  # what the segments it took from have left (the answer's "remaining")
+    product_left: int  # the product's stock as far as this purchase knows: at least what is left
+    timings: Timings
+
+
+def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str) -> _Placed:
+    """Take the stock from the groups of segments the plan names, in turn: a group
+    that ran dry since the plan's read falls over to the next. Sold out only when
+    no combination of segments can serve the quantity."""
+    product = segments[0].product
+    for round_ in range(PLAN_ROUNDS):
+        if round_:
+            segments = segments_get(sku=product.sku)
+        for group in stock_plan(segments, quantity):
+            try:
+                order, deducted, timings = _order_take(product=product, group=group, count=len(segments),
+                                                       quantity=quantity, user_id=user_id, key=key)
+            except SoldOut as e:
+                refused, last = group, e  # the group ran dry since the read: the next one
+                continue
+            others = sum(s.quantity for s in segments if s.segment not in group)
+            return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
+        if len(refused) == len(segments):
+            raise last  # every segment, counted under its lock: this is the product's answer
+    # Rounds out: the read says what is left (at most that: stock only falls in a sale).
+    available = sum(s.quantity for s in segments_get(sku=product.sku))
+    if available >= quantity:
+        raise Busy(f"{product.sku}: the segments ran dry under every try; the stock is still there",
+                   extra={"sku": product.sku})
+    raise SoldOut(f"{product.sku}: {quantity} requested, {available} left",
+                  extra={"sku": product.sku, "requested": quantity, "remaining": available})
+
+
+def _order_take(*, product: Product, group: list[int], count: int, quantity: int, user_id: str,
+                key: str) -> tuple[Order, Deducted, Timings]:
+    """One try: lock the group's segments, write the purchase, commit, release."""
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
-    lock = get_lock(f"stock:{product.sku}", alias=strategy.name)
+    names = {segment: _lock_name(product.sku, segment, count) for segment in group}
+    lock = get_locks(names.values(), alias=strategy.name)
     asked = time.perf_counter()
     if not lock.acquire():
         raise Busy(
@@ -116,27 +173,32 @@ def _order_place(*, product: Product, quantity: int, user_id: str,
             extra={"strategy": strategy.name},
         )
     granted = time.perf_counter()
+    fences = None
+    if settings.FLASHSALE_FENCING:
+        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
+        if None not in tokens.values():
+            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
     try:
-        order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id,
-                                       key=key, strategy=strategy, lock=lock)
+        order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
+                                       strategy=strategy, lock=lock, group=group, fences=fences)
     except BaseException:
         _release(lock, committed=False)
         raise
-    # Committed; only now may the next holder read the stock.
+    # Committed (or, for a lock whose release commits, about to be); only now may
+    # the next holder read the stock.
     _release(lock, committed=True)
     given_up = time.perf_counter()
     held_since = granted if lock.exclusive else deducted.row_held_since
-    timings = Timings(lock_wait_ms=(granted - asked) * 1000, hold_ms=(given_up - held_since) * 1000)
-    return order, deducted.remaining, timings
+    return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
+                                    hold_ms=(given_up - held_since) * 1000)
 
 
-def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
-                 strategy: StrategySpec, lock: BaseLock) -> tuple[Order, Deducted]:
+def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
+                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None
+                 ) -> tuple[Order, Deducted]:
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
-    token = lock.fence if settings.FLASHSALE_FENCING else None
-    fence = None if token is None else Fence(source=strategy.name, token=token)
     while True:
         try:
             with transaction.atomic():
@@ -155,7 +217,8 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str,
                     operation_flag=key,
                     order_reference=str(order.pk),
                     deduction=strategy.deduction,
-                    fence=fence,
+                    segments=group,
+                    fences=fences,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
             return order, deducted
@@ -197,9 +260,8 @@ def order_create(
     try:
         if soldout_marked(sku=sku):
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        product = product_get(sku=sku)
-        order, remaining, timings = _order_place(product=product, quantity=quantity,
-                                                 user_id=user_id, key=key)
+        placed = _order_place(segments=segments_get(sku=sku), quantity=quantity,
+                              user_id=user_id, key=key)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
@@ -215,20 +277,22 @@ def order_create(
         if idempotency_key:
             flags_forget(keys=[key])  # failed: a retry may try again
         raise
-    if remaining == 0:
+    if placed.product_left == 0:
         soldout_mark(sku=sku)
     if idempotency_key:
-        flag_complete(key=key, fingerprint=fingerprint, order_id=order.pk)
-    return OrderResult(order=order, remaining=remaining, replayed=False, timings=timings)
+        flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
+    return OrderResult(order=placed.order, remaining=placed.remaining, replayed=False,
+                       timings=placed.timings)
 
 
-def sale_reset(*, sku: str, stock: int, name: str | None = None) -> Product:
-    """Create or reset a product to ``stock`` units, clearing its orders and ledger."""
+def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> Product:
+    """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
+    orders and ledger."""
     with transaction.atomic():
         orders = Order.objects.filter(product__sku=sku)
         keys = list(orders.values_list("idempotency_key", flat=True))
         orders.delete()
-        product = product_reset(sku=sku, stock=stock, name=name)
+        product = product_reset(sku=sku, stock=stock, name=name, segments=segments)
     flags_forget(keys=keys)
     soldout_clear(sku=sku)
     return product

@@ -25,20 +25,28 @@ CORRECT = [name for name, spec in STRATEGIES.items() if spec.claims_correct]
 WEAK = [name for name, spec in STRATEGIES.items() if not spec.claims_correct]
 
 
-def sale(client, sku: str) -> dict:
-    client.reset(sku, STOCK)
-    result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS)
+def sale(client, sku: str, *, stock: int = STOCK, segments: int = 1, quantity: int = 1) -> dict:
+    client.reset(sku, stock, segments=segments)
+    result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
+                   quantity=quantity)
     assert result.errors == 0, result.statuses  # every answer was 201, 409 or 503
     audit = client.audit(sku)
     assert audit["orders"] == result.created
     return audit
 
 
+# Segmented: 21 units in 4 segments (6, 5, 5, 5), bought 2 at a time. Each segment
+# ends with 0 or 1 unit, so the last orders need two segments at once; once 1 unit
+# is left in all, nothing can serve 2 more.
+SEGMENTED = dict(stock=21, segments=4, quantity=2)
+
+
 @pytest.mark.parametrize("strategy", WEAK)
 def test_weak_strategy_on_two_instances_oversells(stack_apps, strategy):
-    audit = sale(stack_apps(strategy=strategy, instances=2, **RACE), f"e2e-{strategy}")
-    assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
-    assert not audit["consistent"]
+    client = stack_apps(strategy=strategy, instances=2, **RACE)
+    for audit in (sale(client, f"e2e-{strategy}"), sale(client, f"e2e-{strategy}-seg", **SEGMENTED)):
+        assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
+        assert not audit["consistent"]
 
 
 def test_local_lock_in_one_process_is_correct(stack_apps):
@@ -49,9 +57,15 @@ def test_local_lock_in_one_process_is_correct(stack_apps):
 
 @pytest.mark.parametrize("strategy", CORRECT)
 def test_correct_strategy_on_two_instances_sells_exactly_the_stock(stack_apps, strategy):
-    audit = sale(stack_apps(strategy=strategy, instances=2, **RACE), f"e2e-{strategy}")
+    client = stack_apps(strategy=strategy, instances=2, **RACE)
+    audit = sale(client, f"e2e-{strategy}")
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
     assert audit["remaining"] == 0 and audit["orders"] == STOCK
+    # The same in segments, orders spanning two of them included.
+    audit = sale(client, f"e2e-{strategy}-seg", **SEGMENTED)
+    assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
+    assert (audit["ordered_quantity"], audit["remaining"]) == (20, 1), audit
+    assert audit["flow_rows"] > audit["orders"]  # some order took from two segments
 
 
 def test_one_key_sent_many_times_at_once_counts_once(stack_apps):

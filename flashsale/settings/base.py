@@ -129,6 +129,9 @@ except UnknownStrategy as e:
 # Reported in every response, so a client can see which instance served it.
 FLASHSALE_INSTANCE = env.str("FLASHSALE_INSTANCE", default=socket.gethostname())
 FLASHSALE_MAX_PER_ORDER = env.int("FLASHSALE_MAX_PER_ORDER", default=5)
+# Rows a product's stock is split into by a reset that does not say (seed 004's
+# segmented lock): N segments let N buyers of one product in at once.
+FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
 # Sleep inside the critical section so the race shows on a 2-core machine. It
 # lengthens every locked section too: take throughput figures with it at 0.
 FLASHSALE_RACE_DELAY_MS = env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)

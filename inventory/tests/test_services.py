@@ -19,9 +19,11 @@ def deduct(product, quantity, flag, deduction, fence=None) -> int:
 
 
 def deducted(product, quantity, flag, deduction, fence=None) -> Deducted:
+    """One deduction from segment 0 (fenced with ``fence``, if given)."""
     with transaction.atomic():
         return stock_deduct(product=product, quantity=quantity, operation_flag=flag,
-                            order_reference=flag, deduction=deduction, fence=fence)
+                            order_reference=flag, deduction=deduction,
+                            fences=None if fence is None else {0: fence})
 
 
 RMW = Deduction.READ_MODIFY_WRITE
@@ -225,7 +227,7 @@ def test_a_deduction_is_as_few_statements_as_the_database_allows(product_factory
     product = product_factory(stock=10)
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         deducted = stock_deduct(product=product, quantity=3, operation_flag="op-1", order_reference="1",
-                                deduction=deduction, fence=fence)
+                                deduction=deduction, fences=None if fence is None else {0: fence})
     assert [q["sql"].split()[0] for q in queries.captured_queries] == statements
     assert deducted.remaining == 7
     flow = StockFlow.objects.get(operation_flag="op-1")

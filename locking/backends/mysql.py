@@ -37,7 +37,7 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from ..base import BaseLock, BaseLockBackend
-from ..exceptions import LockError, LockNotOwnedError
+from ..exceptions import LockError, LockNotOwnedError, LockReleaseError
 from ..models import LockClaim, LockRow
 
 logger = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ def _error_code(e: DatabaseError) -> int | None:
 
 
 class MySQLLock(BaseLock):
+    commits_work = True
+
     def __init__(self, names: Iterable[str], *, backend: MySQLLockBackend,
                  wait_timeout: float | None = None):
         self.names = sorted(set(names))
@@ -204,17 +206,27 @@ class MySQLLock(BaseLock):
         if any(not held.counts.get(n) for n in self.names):
             raise LockNotOwnedError("lock is not held by this thread", lock_name=self.name)
         last = [n for n in self.names if held.counts[n] == 1]
-        if last:
-            with connections[self.backend.using].cursor() as cursor:
-                for name in last:
-                    self.give_back(cursor, name)
-        for name in self.names:
-            held.counts[name] -= 1
-            if not held.counts[name]:
-                del held.counts[name]
-        if not held.counts:
-            atomic, held.atomic = held.atomic, None
-            atomic.__exit__(None, None, None)  # COMMIT: the work and the release, at once
+        try:
+            if last:
+                with connections[self.backend.using].cursor() as cursor:
+                    for name in last:
+                        self.give_back(cursor, name)
+            for name in self.names:
+                held.counts[name] -= 1
+                if not held.counts[name]:
+                    del held.counts[name]
+            if not held.counts:
+                atomic, held.atomic = held.atomic, None
+                atomic.__exit__(None, None, None)  # COMMIT: the work and the release, at once
+        except DatabaseError as e:
+            # A deadlock victim (names next to each other in the unique index share
+            # gap locks) or a lost connection: InnoDB rolled the transaction back,
+            # work and locks alike. End it here, or the thread's connection stays
+            # inside a broken transaction and every later request on it fails.
+            self._abandon()
+            raise LockReleaseError("releasing failed and the transaction holding the lock, "
+                                   "with the work done under it, was rolled back",
+                                   lock_name=self.name) from e
 
     def held_names(self) -> dict[str, int]:
         """Names this thread holds, with counts (for tests and figures)."""

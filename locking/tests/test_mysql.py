@@ -10,9 +10,9 @@ import time
 import pytest
 from django.db import connection
 
-from flashsale.testing import held_elsewhere, start_thread
+from flashsale.testing import held_elsewhere, in_thread, start_thread
 from inventory.models import Stock
-from locking import LockNotOwnedError
+from locking import LockNotOwnedError, LockReleaseError
 from locking.backends.mysql import ForUpdateLockBackend, InsertLockBackend
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -158,3 +158,30 @@ def test_locked_is_seen_from_other_threads(backend_cls):
     lock.release()
     assert box["value"] is True
     assert not lock.locked()
+
+
+def test_a_release_that_cannot_commit_rolls_the_work_back_and_leaves_the_thread_usable(backend_cls,
+                                                                                     product_factory):
+    """The release is the commit: if it fails (here the connection is killed under
+    it; in a sale, a deadlock victim), the work is gone and the caller must hear it."""
+    backend = make(backend_cls, wait_timeout=10)
+    product = product_factory(sku="rolled-back", stock=5)
+    lock = backend.lock("stock:x")
+    assert lock.acquire()
+    Stock.objects.filter(product=product).update(quantity=4)  # the work, under the lock
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT CONNECTION_ID()")
+        [holder_id] = cursor.fetchone()
+    in_thread(lambda: _kill(holder_id))
+    with pytest.raises(LockReleaseError):
+        lock.release()
+    assert not connection.in_atomic_block and lock.held_names() == {}
+    assert Stock.objects.get(product=product).quantity == 5  # rolled back
+    again = backend.lock("stock:x")  # the thread's next purchase works: nothing left broken
+    assert again.acquire(blocking=False)
+    again.release()
+
+
+def _kill(connection_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("KILL CONNECTION %s", [connection_id])

@@ -129,11 +129,12 @@ def test_get_on_orders_is_405_json_error(api):
 def test_product_detail_and_audit(api, product):
     post_order(api)
     assert api.get("/api/products/sku-1").json() == {
-        "sku": "sku-1", "name": "Phone", "stock": 8, "initial_stock": 10}
+        "sku": "sku-1", "name": "Phone", "stock": 8, "initial_stock": 10, "segments": 1}
     audit = api.get("/api/products/sku-1/audit").json()
     assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
-                     "lost_updates": 0, "consistent": True, "retries": 0}
+                     "lost_updates": 0, "consistent": True, "retries": 0,
+                     "segments_remaining": [8]}
 
 
 @pytest.mark.django_db
@@ -159,7 +160,8 @@ def test_reset_with_the_admin_token(api, product):
     api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
     response = api.post(RESET, {"stock": 4, "name": "Tablet"}, format="json")
     assert response.status_code == 200
-    assert response.json() == {"sku": "sku-1", "name": "Tablet", "stock": 4, "initial_stock": 4}
+    assert response.json() == {"sku": "sku-1", "name": "Tablet", "stock": 4, "initial_stock": 4,
+                               "segments": 1}
     assert not Order.objects.exists() and not StockFlow.objects.exists()
 
 
@@ -168,7 +170,7 @@ def test_reset_creates_an_unknown_product(api):
     api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
     response = api.post("/api/admin/products/new-1/reset", {"stock": 3}, format="json")
     assert response.status_code == 200
-    assert response.json() == {"sku": "new-1", "name": "new-1", "stock": 3, "initial_stock": 3}
+    assert response.json() == {"sku": "new-1", "name": "new-1", "stock": 3, "initial_stock": 3, "segments": 1}
 
 
 @pytest.mark.django_db

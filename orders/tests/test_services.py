@@ -1,3 +1,4 @@
+import random
 import time
 
 import pytest
@@ -6,13 +7,15 @@ from django.db import transaction
 from django.test import override_settings
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
-from flashsale.testing import held_elsewhere, start_thread
+from flashsale.testing import held_elsewhere, in_thread, start_thread
 from inventory.models import Stock, StockFlow
 from inventory.services import stalled
 from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order
+from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset
+from orders.soldout import soldout_marked
 
 
 def counts() -> tuple[int, int]:
@@ -245,3 +248,74 @@ def test_a_replay_is_answered_after_the_sale_sold_out(product_factory):
     first = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
     again = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
     assert again.replayed and again.order.pk == first.order.pk
+
+
+# --- segmented stock ---------------------------------------------------------------
+
+
+@pytest.fixture
+def first_segment_first(monkeypatch):
+    """The plan's random start is segment 0's: the order of tries without chance."""
+    monkeypatch.setattr(random, "randrange", lambda n: 0)
+
+
+@pytest.mark.django_db
+def test_a_segmented_product_sells_exactly_its_stock_then_is_marked_sold_out(product_factory):
+    product_factory(sku="seg-1", stock=10, segments=4)  # 3, 3, 2, 2
+    results = [order_create(sku="seg-1", quantity=1, user_id=f"u{n}") for n in range(10)]
+    assert {r.order.pk for r in results} and len(results) == 10
+    with pytest.raises(SoldOut) as caught:
+        order_create(sku="seg-1", quantity=1, user_id="late")
+    assert caught.value.extra["remaining"] == 0
+    assert soldout_marked(sku="seg-1")  # the product as a whole, not one segment, ran out
+    audit = sale_audit(sku="seg-1")
+    assert (audit.orders, audit.remaining, audit.oversold, audit.lost_updates) == (10, 0, 0, 0)
+    assert audit.consistent and audit.segments_remaining == (0, 0, 0, 0)
+
+
+@pytest.mark.django_db
+def test_an_order_larger_than_any_segment_takes_several_and_sold_out_means_the_total(product_factory):
+    product_factory(sku="seg-1", stock=4, segments=4)  # 1 each
+    big = order_create(sku="seg-1", quantity=3, user_id="u1", idempotency_key="k-big")
+    assert big.remaining == 0  # the segments it took from are empty
+    assert StockFlow.objects.filter(operation_flag="k-big").count() == 3
+    assert not soldout_marked(sku="seg-1")  # one unit is left elsewhere
+    with pytest.raises(SoldOut) as caught:
+        order_create(sku="seg-1", quantity=2, user_id="u2")
+    assert caught.value.extra["remaining"] == 1  # refused only because the total cannot serve
+    assert order_create(sku="seg-1", quantity=1, user_id="u3").remaining == 0
+    assert soldout_marked(sku="seg-1")
+    replay = order_create(sku="seg-1", quantity=3, user_id="u1", idempotency_key="k-big")
+    assert replay.replayed and replay.remaining == big.remaining == 0
+    audit = sale_audit(sku="seg-1")
+    assert (audit.orders, audit.flow_rows, audit.remaining, audit.consistent) == (2, 4, 0, True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_segment_that_ran_dry_since_the_read_falls_over_to_the_next(product_factory,
+                                                                       first_segment_first):
+    product = product_factory(sku="seg-1", stock=6, segments=2)  # 3, 3
+    stalls = []
+
+    def another_buyer_empties_segment_0(point):
+        if point == "start" and not stalls:  # the first try, at segment 0
+            in_thread(lambda: Stock.objects.filter(product=product, segment=0).update(quantity=0))
+        stalls.append(point)
+
+    with stalled(another_buyer_empties_segment_0):
+        result = order_create(sku="seg-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert stalls.count("start") == 2  # segment 0 refused, segment 1 served
+    assert list(StockFlow.objects.values_list("segment", flat=True)) == [1]
+    assert result.remaining == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
+def test_each_segment_has_a_lock_of_its_own(product_factory, monkeypatch):
+    product_factory(sku="seg-1", stock=4, segments=2)
+    monkeypatch.setattr(random, "randrange", lambda n: 1)  # the plan starts at segment 1
+    with held_elsewhere(lambda: get_lock("stock:seg-1:0", alias="local")):
+        result = order_create(sku="seg-1", quantity=1, user_id="u1")  # not blocked by segment 0
+    assert StockFlow.objects.get(order_reference=str(result.order.pk)).segment == 1
+    with held_elsewhere(lambda: get_lock("stock:seg-1:1", alias="local")), pytest.raises(Busy):
+        order_create(sku="seg-1", quantity=1, user_id="u2")  # segment 1's lock is the one it waits for
