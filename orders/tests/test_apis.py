@@ -166,6 +166,19 @@ def test_reset_with_the_admin_token(api, product):
 
 
 @pytest.mark.django_db
+def test_reset_in_segments_splits_the_stock_and_the_audit_shows_each(api, product):
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    response = api.post(RESET, {"stock": 10, "segments": 4}, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"sku": "sku-1", "name": "Phone", "stock": 10, "initial_stock": 10,
+                               "segments": 4}
+    assert post_order(api).status_code == 201  # 2 units from one segment
+    audit = api.get("/api/products/sku-1/audit").json()
+    assert (audit["remaining"], audit["consistent"]) == (8, True)
+    assert sorted(audit["segments_remaining"]) in ([1, 2, 2, 3], [0, 2, 3, 3])  # from a 3 or a 2
+
+
+@pytest.mark.django_db
 def test_reset_creates_an_unknown_product(api):
     api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
     response = api.post("/api/admin/products/new-1/reset", {"stock": 3}, format="json")
@@ -206,7 +219,9 @@ def test_reset_by_a_non_staff_session_is_403(api, product):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("body", [{}, {"stock": -1}, {"stock": "many"}, {"stock": 5, "name": "n" * 201}])
+@pytest.mark.parametrize("body", [{}, {"stock": -1}, {"stock": "many"}, {"stock": 5, "name": "n" * 201},
+                                  {"stock": 5, "segments": 0}, {"stock": 5, "segments": 65},
+                                  {"stock": 5, "segments": "many"}])
 def test_reset_with_bad_input_is_400_and_changes_nothing(api, product, body):
     api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
     response = api.post(RESET, body, format="json")
