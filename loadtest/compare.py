@@ -101,7 +101,7 @@ def measure(label: str, rounds: int, one_round) -> list[RunFigures]:
 
 
 def _file_label(label: str) -> str:
-    return label.replace(" ", "_").replace("(", "").replace(")", "")
+    return label.replace(" ", "_").replace("(", "").replace(")", "").replace("×", "x")
 
 
 class Comparison:
@@ -128,16 +128,16 @@ class Comparison:
         return Row(label="ping (no-op ceiling)", strategy="ping", claims_correct=False,
                    fast_path=True, median=median_figures(rounds), rounds=rounds, ratio_to_ceiling=1.0)
 
-    def sale(self, label: str, strategy: str, *, stock: int, skus: int = 1, fast_path: bool = True,
-             ceiling: Row) -> Row:
+    def sale(self, label: str, strategy: str, *, stock: int, skus: int = 1, segments: int = 1,
+             fast_path: bool = True, ceiling: Row) -> Row:
         """``rounds`` sales of one strategy (the instances already run it): each resets
-        the product(s), runs Locust and reads the audit."""
+        the product(s) (in ``segments``), runs Locust and reads the audit."""
         sku = f"compare-{strategy}" if skus == 1 else f"spread-{strategy}"
         products = [sku] if skus == 1 else [f"{sku}-{k}" for k in range(skus)]
 
         def one_round(n):
             for product in products:
-                self.client.reset(product, stock, name=f"Compared under {label}")
+                self.client.reset(product, stock, name=f"Compared under {label}", segments=segments)
             answers = self.locust(label, sku, "purchase", n, skus=skus)
             return run_figures(answers, audits_combined([self.client.audit(p) for p in products]))
 
@@ -167,19 +167,23 @@ def sale_mode(run: Comparison, strategies: list[str], modes: list[bool]) -> list
     return rows
 
 
-def hot_mode(run: Comparison, strategies: list[str]) -> tuple[list[Row], list[HotRow]]:
-    """Every request buys: one hot product, then the same load spread over one
-    product per buyer (nobody waits for anybody: the purchase path's own ceiling)."""
+def hot_mode(run: Comparison, strategies: list[str],
+             segment_counts: list[int]) -> tuple[list[Row], list[HotRow]]:
+    """Every request buys: one hot product (in each of ``segment_counts`` segments),
+    then the same load spread over one product per buyer (nobody waits for anybody:
+    the purchase path's own ceiling)."""
     ceiling = run.ceiling()
     hot_rows = []
     for i, strategy in enumerate(strategies, 1):
         print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
         run.use(strategy)
-        hot = run.sale(strategy, strategy, stock=HOT_STOCK, ceiling=ceiling)
         spread = run.sale(f"{strategy} (spread)", strategy, stock=HOT_STOCK, skus=run.args.users,
                           ceiling=ceiling)
-        hot_rows.append(HotRow(label=strategy, hot=hot, spread=spread,
-                               ceiling=ceiling.median.throughput))
+        for count in segment_counts:
+            label = strategy if count == 1 else f"{strategy} ×{count}"
+            hot = run.sale(label, strategy, stock=HOT_STOCK, segments=count, ceiling=ceiling)
+            hot_rows.append(HotRow(label=label, hot=hot, spread=spread, ceiling=ceiling.median.throughput,
+                                   strategy=strategy, segments=count))
     return [ceiling], hot_rows
 
 
@@ -196,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempts", type=int, default=1000,
                         help="sale mode: requests per run, retries included")
     parser.add_argument("--seconds", type=float, default=10, help="hot mode: the window of each run")
+    parser.add_argument("--segments", default="1",
+                        help="hot mode: the hot product's stock segments, a count or a list to "
+                             "sweep (1,2,4,8)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--retry-share", type=float, default=0.1, help="sale mode")
     parser.add_argument("--fast-path", choices=["on", "off", "both"], default="on",
@@ -204,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     strategies = [strategy_get(s.strip()).name for s in args.strategies.split(",")]
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
+    try:
+        segment_counts = [int(n) for n in args.segments.split(",")]
+        if any(not 1 <= n <= 64 for n in segment_counts):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--segments: counts of 1 to 64, comma-separated, not {args.segments!r}")
 
     config = StackConfig.from_env()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -215,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     client = f"{args.users} Locust users on 127.0.0.1 ({os.cpu_count()} cores shared with the servers)"
     if args.mode == "hot":
         setup = (f"Hot SKU: {client}, every request buys (stock {HOT_STOCK:,}, no retries), "
-                 f"{args.seconds:g} s per run; spread: the same users over {args.users} products, "
-                 f"one each; {servers}")
+                 f"{args.seconds:g} s per run, the hot product in {args.segments} segment(s); "
+                 f"spread: the same users over {args.users} products, one each; {servers}")
     else:
         setup = (f"{client}, {args.attempts} requests per run ({args.retry_share:.0%} sent twice with "
                  f"the same key), stock {args.stock}, {servers}")
@@ -227,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         reconfigure(config.replace(race_delay_ms=0.0))
         if args.mode == "hot":
-            rows, hot_rows = hot_mode(run, strategies)
+            rows, hot_rows = hot_mode(run, strategies, segment_counts)
         else:
             rows = sale_mode(run, strategies, modes)
     finally:

@@ -206,6 +206,8 @@ class HotRow:
     hot: Row
     spread: Row
     ceiling: float  # /api/ping's answers per second in the same run
+    strategy: str = ""
+    segments: int = 1  # the hot product's stock segments
 
     @property
     def hot_to_ceiling(self) -> float:
@@ -239,6 +241,7 @@ def as_dict(row: Row) -> dict:
 
 
 def hot_as_dict(row: HotRow) -> dict:
-    return {"label": row.label, "ceiling": row.ceiling, "hot_to_ceiling": row.hot_to_ceiling,
+    return {"label": row.label, "strategy": row.strategy, "segments": row.segments,
+            "ceiling": row.ceiling, "hot_to_ceiling": row.hot_to_ceiling,
             "spread_to_ceiling": row.spread_to_ceiling, "hot_to_spread": row.hot_to_spread,
             "hot": as_dict(row.hot), "spread": as_dict(row.spread)}

@@ -86,9 +86,37 @@ def markdown_table(rows: list, columns=COLUMNS) -> str:
     return "\n".join(lines)
 
 
+def _sweep(hot_rows: list[HotRow]) -> tuple[list[int], dict[str, dict[int, HotRow]]]:
+    """Segment counts, and per strategy its hot row at each count."""
+    counts = sorted({h.segments for h in hot_rows})
+    by_strategy: dict[str, dict[int, HotRow]] = {}
+    for h in hot_rows:
+        by_strategy.setdefault(h.strategy or h.label, {})[h.segments] = h
+    return counts, by_strategy
+
+
+def segments_table(hot_rows: list[HotRow]) -> str:
+    """Orders/s per strategy per segment count, each beside its share of the
+    strategy's spread run; empty unless the run swept more than one count."""
+    counts, by_strategy = _sweep(hot_rows)
+    if len(counts) < 2:
+        return ""
+    lines = ["| strategy | spread orders/s | " + " | ".join(f"×{n} segments" for n in counts) + " |",
+             "|---|---:|" + "---:|" * len(counts)]
+    for strategy, rows in by_strategy.items():
+        spread = next(iter(rows.values())).spread.median.orders_per_s
+        cells = [f"{_num(rows[n].hot.median.orders_per_s)} ({_num(rows[n].hot_to_spread, 2)})"
+                 if n in rows else "–" for n in counts]
+        lines.append(f"| {strategy} | {_num(spread)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def hot_table(hot_rows: list[HotRow], ceiling: Row) -> str:
+    sweep = segments_table(hot_rows)
     return (f"Ceiling: /api/ping answered {_num(ceiling.median.throughput)} req/s.\n\n"
-            + markdown_table(hot_rows, HOT_COLUMNS))
+            + markdown_table(hot_rows, HOT_COLUMNS)
+            + (f"\n\nOrders/s by the hot product's segments (in brackets: × the strategy's spread run):"
+               f"\n\n{sweep}" if sweep else ""))
 
 
 def _svg(fig) -> str:
@@ -187,6 +215,21 @@ def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     out["hot_hold"] = _svg(fig)
+
+    counts, by_strategy = _sweep(hot_rows)
+    if len(counts) > 1:
+        fig, ax = plt.subplots(figsize=(7.5, 3.6))
+        for strategy, rows in by_strategy.items():
+            xs = [n for n in counts if n in rows]
+            ax.plot(xs, [rows[n].hot.median.orders_per_s for n in xs], marker="o", label=strategy)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(n) for n in counts])
+        ax.set_xlabel("segments of the hot product's stock")
+        ax.set_ylabel("orders/s")
+        ax.set_title("One hot product, its stock in segments", fontsize=11)
+        ax.legend(fontsize=7, frameon=False, ncol=2)
+        ax.spines[["top", "right"]].set_visible(False)
+        out["segments"] = _svg(fig)
     return out
 
 
@@ -234,6 +277,10 @@ contention costs; <b>× ping</b> is what the purchase path costs.</li>
 <code>Server-Timing</code> header): the lock from granted to released, or for a lockless strategy
 the row from its first write to the commit. One product can sell at most 1000 / hold orders
 per second, whatever the hardware. <b>lock wait</b>: from asking for the lock to getting it.</li>
+<li><b>×N</b>: the hot product's stock split into N segments, each its own row and lock name
+(seed 004's 分段锁): up to N buyers of it at once. What it costs: a buyer may find its segment
+empty while others still have stock (it falls over to another), and an order larger than any one
+segment takes several locks at once.</li>
 """
 
 
@@ -265,8 +312,20 @@ def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, 
                  "took off the stock, never more than it had.</p>")
     if hot_rows:
         drawn = hot_charts(hot_rows)
+        counts, by_strategy = _sweep(hot_rows)
+        sweep = ""
+        if len(counts) > 1:
+            sweep_columns = [("strategy", lambda item: item[0]),
+                             ("spread orders/s",
+                              lambda item: _num(next(iter(item[1].values())).spread.median.orders_per_s))]
+            sweep_columns += [(f"×{n} segments", lambda item, n=n: (
+                f"{_num(item[1][n].hot.median.orders_per_s)} ({_num(item[1][n].hot_to_spread, 2)})"
+                if n in item[1] else "–")) for n in counts]
+            sweep = ("<h2>Segments</h2><p>Orders/s of the hot product by its stock segments "
+                     "(in brackets: × the strategy's spread run).</p>"
+                     + html_table(list(by_strategy.items()), sweep_columns))
         table = (f"<p>Ceiling: <code>/api/ping</code> answered {_num(rows[0].median.throughput)} req/s.</p>"
-                 + html_table(hot_rows, HOT_COLUMNS))
+                 + html_table(hot_rows, HOT_COLUMNS) + sweep)
     else:
         drawn = charts(rows)
         table = html_table(rows)

@@ -40,18 +40,19 @@ def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps
 def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_apps, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "loadtest.compare", "--mode", "hot", "--strategies", "redisson",
-         "--rounds", "1", "--users", "8", "--seconds", "2", "--reports", str(tmp_path)],
+         "--rounds", "1", "--users", "8", "--seconds", "2", "--segments", "1,4", "--reports", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     stack_apps()
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
-    for name in ("report.md", "report.html", "hot_throughput.svg", "hot_hold.svg",
-                 "redisson-r1_stats.csv", "redisson_spread-r1_stats.csv"):
+    for name in ("report.md", "report.html", "hot_throughput.svg", "hot_hold.svg", "segments.svg",
+                 "redisson-r1_stats.csv", "redisson_spread-r1_stats.csv", "redisson_x4-r1_stats.csv"):
         assert (run / name).exists(), name
     summary = json.loads((run / "summary.json").read_text())
     assert summary["mode"] == "hot" and summary["broken"] == []
-    [row] = summary["hot_rows"]
+    row, segmented = summary["hot_rows"]
+    assert (row["segments"], segmented["segments"]) == (1, 4)
     for side in ("hot", "spread"):
         median = row[side]["median"]
         # Every request bought, and every order is in the audit of its product(s).
@@ -61,4 +62,7 @@ def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_
         assert median["seconds"] >= 1.9  # the window (give or take the last answer in flight)
     spread_answers = json.loads((run / "redisson_spread-r1.json").read_text())
     assert spread_answers["skus"] == 8
-    assert "| redisson |" in result.stdout and "Ceiling: /api/ping answered" in result.stdout
+    hot_4 = segmented["hot"]["median"]
+    assert hot_4["created"] == hot_4["orders"] > 0 and hot_4["consistent"]
+    assert "| redisson |" in result.stdout and "| redisson ×4 |" in result.stdout
+    assert "| redisson | " in result.stdout.split("Orders/s by the hot product's segments")[1]

@@ -1,9 +1,18 @@
 """The report's rendering, on hand-made rows."""
 
+import dataclasses
 import json
 
 from loadtest.figures import HotRow, Row, as_dict, run_figures
-from loadtest.report import HOT_COLUMNS, hot_table, html_table, markdown_table, write_index, write_report
+from loadtest.report import (
+    HOT_COLUMNS,
+    hot_table,
+    html_table,
+    markdown_table,
+    segments_table,
+    write_index,
+    write_report,
+)
 
 from .test_figures import AUDIT, RUN
 
@@ -81,3 +90,22 @@ def test_hot_table_puts_each_strategy_beside_its_spread_run():
     assert lines[4].endswith("| 0 | 0 | ok |")
     assert lines[5].endswith("| 0 | 4 | BROKEN |")
     assert html_table(hot_rows, HOT_COLUMNS).count('class="bad"') == 2  # none's lost updates, ledger
+
+
+def test_the_segments_sweep_is_a_table_of_orders_per_strategy_and_count():
+    _, _, atomic = rows()  # 3 orders/s
+
+    def hot(strategy, segments, spread_orders_per_s):
+        spread = Row(label=f"{strategy} (spread)", strategy=strategy, claims_correct=True, fast_path=True,
+                     median=dataclasses.replace(atomic.median, orders_per_s=spread_orders_per_s),
+                     rounds=atomic.rounds)
+        return HotRow(label=f"{strategy} ×{segments}", hot=atomic, spread=spread, ceiling=20.0,
+                      strategy=strategy, segments=segments)
+
+    sweep = [hot("atomic", 1, 4.0), hot("atomic", 4, 4.0), hot("redisson", 4, 6.0)]
+    lines = segments_table(sweep).splitlines()
+    assert lines[0] == "| strategy | spread orders/s | ×1 segments | ×4 segments |"
+    assert lines[2] == "| atomic | 4 | 3 (0.75) | 3 (0.75) |"
+    assert lines[3] == "| redisson | 6 | – | 3 (0.50) |"
+    assert segments_table(sweep[:1]) == ""  # one count: no sweep
+    assert "Orders/s by the hot product's segments" in hot_table(sweep, rows()[0])
