@@ -8,7 +8,9 @@ import time
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from kazoo.client import KazooClient
 
 from flashsale.errors import Busy
@@ -141,3 +143,26 @@ def test_a_holder_fenced_out_is_refused_and_its_key_is_free_again(product_factor
     assert StockFlow.objects.count() == 1 and Stock.objects.get().quantity == 4
     retried = order_create(sku="sku-1", quantity=1, user_id="a", idempotency_key="key-a")
     assert not retried.replayed and retried.remaining == 3
+
+
+def _statements(sku: str) -> list[str]:
+    """The SQL verbs of one purchase, the connection already warm (a second purchase)."""
+    order_create(sku=sku, quantity=1, user_id="warm-up")
+    with CaptureQueriesContext(connection) as queries:
+        order_create(sku=sku, quantity=1, user_id="measured")
+    return [" ".join(q["sql"].split()[:2]) if q["sql"].startswith("SELECT id FROM") else q["sql"].split()[0]
+            for q in queries.captured_queries]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("strategy", "expected"), [
+    # The segments' read, then under the lock: the lock statement, the purchase, and
+    # the commit (for the lock table, the claim deleted first). No savepoints, and the
+    # session's lock wait is set once per connection, not per purchase.
+    ("mysql-for-update", ["SELECT", "BEGIN", "SELECT id", "INSERT", "SELECT", "UPDATE", "INSERT", "COMMIT"]),
+    ("mysql", ["SELECT", "BEGIN", "INSERT", "INSERT", "SELECT", "UPDATE", "INSERT", "DELETE", "COMMIT"]),
+])
+def test_a_purchase_under_a_mysql_lock_runs_only_what_it_must(product_factory, strategy, expected):
+    product_factory(sku="sku-1", stock=5)
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        assert _statements("sku-1") == expected
