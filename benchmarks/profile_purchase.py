@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"({figures.created / figures.seconds:,.0f} orders/s); strategy {args.strategy}; "
                  f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
                  f"py-spy at 200 Hz on one worker of app1 for {args.seconds:g} s, {total:,} samples "
-                 f"(CPU only: threads waiting in a system call are not sampled)")
+                 f"(threads py-spy sees idle are left out; a thread waiting inside a MySQL or "
+                 f"Redis call still counts: the round trips show)")
 
     def table(rows):
         return "\n".join(["| share | function |", "|---:|---|"]
