@@ -146,6 +146,25 @@ def _bars(labels, values, colors, title, ylabel, hline=None, hline_label=None):
     return fig
 
 
+def _grouped_bars(labels: list[str], series: list[tuple[str, list[float]]], title: str, ylabel: str,
+                  hline: float | None = None, hline_label: str | None = None) -> str:
+    """Bars side by side per label, one series each (fading left to right), as SVG."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series):
+        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
+        ax.bar(xs, [0 if math.isnan(v) else v for v in values], width, label=name,
+               color=NEUTRAL_COLOR, alpha=1.0 - 0.6 * i / max(len(series) - 1, 1))
+    if hline is not None:
+        ax.axhline(hline, color=CEILING_COLOR, linestyle="--", linewidth=1, label=hline_label)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, fontsize=8)
+    ax.set_title(title, fontsize=11)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
 def charts(rows: list[Row]) -> dict[str, str]:
     """name → inline SVG."""
     ceiling = next((r for r in rows if r.strategy == "ping"), None)
@@ -164,19 +183,9 @@ def charts(rows: list[Row]) -> dict[str, str]:
         [BAD_COLOR if r.worst_oversold > 0 else OK_COLOR for r in sales],
         "Oversold units (worst round)", "units"))
 
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    width = 0.27
-    for i, (q, alpha) in enumerate(((50, 1.0), (95, 0.65), (99, 0.35))):
-        values = [getattr(r.median, f"ok_p{q}_ms") for r in sales]
-        xs = [x + (i - 1) * width for x in range(len(sales))]
-        ax.bar(xs, [0 if math.isnan(v) else v for v in values], width, label=f"p{q}",
-               color=NEUTRAL_COLOR, alpha=alpha)
-    ax.set_xticks(range(len(sales)), labels, rotation=30, fontsize=8)
-    ax.set_title("Latency of successful purchases", fontsize=11)
-    ax.set_ylabel("ms")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    out["latency"] = _svg(fig)
+    out["latency"] = _grouped_bars(
+        labels, [(f"p{q}", [getattr(r.median, f"ok_p{q}_ms") for r in sales]) for q in (50, 95, 99)],
+        "Latency of successful purchases", "ms")
     return out
 
 
@@ -184,37 +193,15 @@ def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
     """name → inline SVG: orders/s hot beside spread against the ping ceiling, and
     how long each purchase held the stock."""
     labels = [h.label for h in hot_rows]
-    xs = range(len(hot_rows))
-    width = 0.4
     out = {}
-
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    for offset, name, alpha in ((-width / 2, "hot", 1.0), (width / 2, "spread", 0.45)):
-        values = [getattr(h, name).median.orders_per_s for h in hot_rows]
-        ax.bar([x + offset for x in xs], [0 if math.isnan(v) else v for v in values], width,
-               label=f"{name} (one product)" if name == "hot" else f"{name} (one product per buyer)",
-               color=NEUTRAL_COLOR, alpha=alpha)
-    if hot_rows:
-        ax.axhline(hot_rows[0].ceiling, color=CEILING_COLOR, linestyle="--", linewidth=1,
-                   label="/api/ping (answers/s)")
-    ax.set_xticks(list(xs), labels, rotation=30, fontsize=8)
-    ax.set_title("Orders per second when every request buys", fontsize=11)
-    ax.set_ylabel("orders/s")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    out["hot_throughput"] = _svg(fig)
-
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    for offset, q, alpha in ((-width / 2, 50, 1.0), (width / 2, 99, 0.45)):
-        values = [getattr(h.hot.median, f"hold_p{q}_ms") for h in hot_rows]
-        ax.bar([x + offset for x in xs], [0 if math.isnan(v) else v for v in values], width,
-               label=f"p{q}", color=NEUTRAL_COLOR, alpha=alpha)
-    ax.set_xticks(list(xs), labels, rotation=30, fontsize=8)
-    ax.set_title("How long a purchase held the stock (lock, or row), hot product", fontsize=11)
-    ax.set_ylabel("ms")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    out["hot_hold"] = _svg(fig)
+    out["hot_throughput"] = _grouped_bars(
+        labels, [("hot (one product)", [h.hot.median.orders_per_s for h in hot_rows]),
+                 ("spread (one product per buyer)", [h.spread.median.orders_per_s for h in hot_rows])],
+        "Orders per second when every request buys", "orders/s",
+        hline=hot_rows[0].ceiling if hot_rows else None, hline_label="/api/ping (answers/s)")
+    out["hot_hold"] = _grouped_bars(
+        labels, [(f"p{q}", [getattr(h.hot.median, f"hold_p{q}_ms") for h in hot_rows]) for q in (50, 99)],
+        "How long a purchase held the stock (lock, or row), hot product", "ms")
 
     counts, by_strategy = _sweep(hot_rows)
     if len(counts) > 1:
