@@ -11,6 +11,7 @@ from typing import Any
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
+from rest_framework.views import set_rollback
 
 
 class ApplicationError(Exception):
@@ -77,7 +78,15 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape."""
+    """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape. Like DRF's
+    own handler, it marks an open atomic request for rollback before answering."""
+    response = _error_response(exc)
+    if response is not None:
+        set_rollback()
+    return response
+
+
+def _error_response(exc: Exception) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response(
             error_body(exc.code, exc.message, **exc.extra),

@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
-from django_redis.exceptions import ConnectionInterrupted
-from redis.exceptions import RedisError
+
+from .cache_errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
 
-_REDIS_ERRORS = (ConnectionInterrupted, RedisError, OSError)
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
             existing = cache.get(_cache_key(key))
             if existing is not None:
                 return Flag(**existing)
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("idempotency fast path unavailable, relying on the database: %s", e)
     return None
 
@@ -57,7 +56,7 @@ def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
             {"fingerprint": fingerprint, "order_id": order_id},
             timeout=settings.FLASHSALE_IDEMPOTENCY_TTL,
         )
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("could not record idempotency flag for %s: %s", key, e)
 
 
@@ -67,5 +66,5 @@ def flags_forget(*, keys: list[str]) -> None:
         return
     try:
         cache.delete_many([_cache_key(k) for k in keys])
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("could not drop idempotency flags: %s", e)

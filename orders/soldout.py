@@ -12,11 +12,10 @@ import logging
 
 from django.conf import settings
 from django.core.cache import cache
-from django_redis.exceptions import ConnectionInterrupted
-from redis.exceptions import RedisError
+
+from .cache_errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
-_REDIS_ERRORS = (ConnectionInterrupted, RedisError, OSError)
 
 
 def _key(sku: str) -> str:
@@ -28,7 +27,7 @@ def soldout_marked(*, sku: str) -> bool:
         return False
     try:
         return bool(cache.get(_key(sku)))
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("sold-out mark unreadable, taking the slow path: %s", e)
         return False
 
@@ -36,12 +35,12 @@ def soldout_marked(*, sku: str) -> bool:
 def soldout_mark(*, sku: str) -> None:
     try:
         cache.set(_key(sku), 1, timeout=None)  # until the sale is reset
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("could not set the sold-out mark for %s: %s", sku, e)
 
 
 def soldout_clear(*, sku: str) -> None:
     try:
         cache.delete(_key(sku))
-    except _REDIS_ERRORS as e:
+    except CACHE_ERRORS as e:
         logger.warning("could not clear the sold-out mark for %s: %s", sku, e)
