@@ -100,7 +100,8 @@ def _release(lock: BaseLock, *, committed: bool) -> None:
     nothing now: after a commit, say so loudly (mutual exclusion may have been
     broken); after a failure, the failure is what the caller needs to hear. A lock
     whose release is the commit (the MySQL locks) failing to release means the
-    purchase was rolled back: that the buyer must hear."""
+    purchase was rolled back: that the buyer must hear. Any other failure to release
+    (the lock's server gone) changes nothing already decided: logged, not raised."""
     try:
         lock.release()
     except LockReleaseError as e:
@@ -113,6 +114,12 @@ def _release(lock: BaseLock, *, committed: bool) -> None:
             logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
         else:
             logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
+    except Exception as e:
+        # The lock's server went away (a Redis or ZooKeeper connection error). The
+        # purchase's outcome is decided already, and the buyer must hear that, not
+        # this: the lease (or the session) frees the lock on its own.
+        logger.error("%s: release failed (%s: %s); the lock frees itself when its lease ends",
+                     lock, type(e).__name__, e)
 
 
 # Rounds of planning a purchase of a segmented product: the plan comes from a plain

@@ -16,11 +16,13 @@ from kazoo.client import KazooClient
 from flashsale.errors import Busy
 from flashsale.testing import held_elsewhere, in_thread, run_at_once, start_thread
 from inventory.models import Stock, StockFlow
+from inventory.services import stalled
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from orders.models import Order
 from orders.selectors import sale_audit
 from orders.services import order_create
+from stack.scratch import redis_servers
 
 
 def buyers_at_once(n: int) -> list[BaseException | None]:
@@ -166,3 +168,24 @@ def test_a_purchase_under_a_mysql_lock_runs_only_what_it_must(product_factory, s
     product_factory(sku="sku-1", stock=5)
     with override_settings(FLASHSALE_STRATEGY=strategy):
         assert _statements("sku-1") == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purchase_that_committed_answers_its_order_even_if_the_lock_release_fails(product_factory):
+    """The lock's Redis goes away after the commit (here: while the lock is held, so
+    the release is the first call to fail). The buyer was charged: the answer must
+    say so; the lock's lease expires on its own."""
+    product_factory(sku="sku-1", stock=5)
+    with redis_servers(1) as [lock_redis]:
+        options = {**settings.LOCKING["redisson"]["OPTIONS"], "url": lock_redis.url}
+        locking = {"redisson": {**settings.LOCKING["redisson"], "OPTIONS": options}}
+
+        def redis_dies(point):
+            if point == "read":  # the lock is held and the stock read
+                lock_redis.crash()
+
+        with override_settings(FLASHSALE_STRATEGY="redisson", LOCKING=locking), stalled(redis_dies):
+            result = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert not result.replayed and result.remaining == 4
+    assert Order.objects.filter(idempotency_key="k1").exists()
+    assert sale_audit(sku="sku-1").consistent
