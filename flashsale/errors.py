@@ -60,6 +60,19 @@ class Busy(ApplicationError):
         self.headers.setdefault("Retry-After", str(retry_after))
 
 
+class Unavailable(ApplicationError):
+    """A server the purchase needs (named in ``backend``) cannot be reached; nothing
+    was written. The client may retry after ``retry_after`` seconds."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    code = "unavailable"
+
+    def __init__(self, message: str, *, backend: str, retry_after: int = 1, **kwargs):
+        super().__init__(message, **kwargs)
+        self.extra.setdefault("backend", backend)
+        self.headers.setdefault("Retry-After", str(retry_after))
+
+
 class StockChanged(Busy):
     """An optimistic write found the stock row changed since it was read. The
     purchase retries with fresh data; past the retry budget this is the 503."""

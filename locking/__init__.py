@@ -9,6 +9,7 @@ from .exceptions import (
     LockNotAcquiredError,
     LockNotOwnedError,
     LockReleaseError,
+    LockUnavailableError,
 )
 from .handler import get_lock, get_locks, locks
 
@@ -21,6 +22,7 @@ __all__ = [
     "LockNotAcquiredError",
     "LockNotOwnedError",
     "LockReleaseError",
+    "LockUnavailableError",
     "get_lock",
     "get_locks",
     "locks",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .exceptions import LockError, LockNotAcquiredError
+from .exceptions import LockNotAcquiredError, LockUnavailableError
 
 
 class BaseLock:
@@ -29,6 +29,9 @@ class BaseLock:
     # True for a lock whose release commits the transaction the holder's work
     # joined (the MySQL locks): the work is done only once the release succeeded.
     commits_work = False
+    # What the backend's client raises when its server cannot be reached; acquire()
+    # turns it into LockUnavailableError, one error for every backend.
+    unavailable: tuple[type[BaseException], ...] = ()
 
     def __init__(self, name: str, *, wait_timeout: float | None = None):
         self.name = name
@@ -43,12 +46,15 @@ class BaseLock:
         if not blocking:
             if timeout != -1:
                 raise ValueError("can't specify a timeout for a non-blocking call")
-            return self.do_acquire(blocking=False, timeout=None)
-        if timeout == -1:
+        elif timeout == -1:
             timeout = self.wait_timeout
         elif timeout < 0:
             raise ValueError("timeout value must be a non-negative number or -1")
-        return self.do_acquire(blocking=True, timeout=timeout)
+        try:
+            return self.do_acquire(blocking=blocking, timeout=timeout if blocking else None)
+        except self.unavailable as e:
+            raise LockUnavailableError(f"the server of lock {self.name!r} cannot be reached: {e}",
+                                       lock_name=self.name) from e
 
     def release(self) -> None:
         """Release the lock; :class:`LockNotOwnedError` if this holder doesn't hold it."""
@@ -113,36 +119,42 @@ class MultiLock(BaseLock):
     def __init__(self, locks: list[BaseLock], *, wait_timeout: float | None = None):
         self.locks = sorted({lock.name: lock for lock in locks}.values(), key=lambda lock: lock.name)
         super().__init__(",".join(lock.name for lock in self.locks), wait_timeout=wait_timeout)
+        self.unavailable = tuple({error for lock in self.locks for error in lock.unavailable})
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         taken: list[BaseLock] = []
-        for lock in self.locks:
-            if not blocking:
-                got = lock.do_acquire(blocking=False, timeout=None)
-            else:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0)
-                got = lock.do_acquire(blocking=True, timeout=left)
-            if not got:
-                self._give_back(taken)
-                return False
-            taken.append(lock)
+        try:
+            for lock in self.locks:
+                if not blocking:
+                    got = lock.do_acquire(blocking=False, timeout=None)
+                else:
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0)
+                    got = lock.do_acquire(blocking=True, timeout=left)
+                if not got:
+                    self._give_back(taken)
+                    return False
+                taken.append(lock)
+        except BaseException:
+            self._give_back(taken)  # what could not be given back, its lease frees
+            raise
         return True
 
     def do_release(self) -> None:
-        self._give_back(self.locks)
+        error = self._give_back(self.locks)
+        if error is not None:
+            raise error
 
     @staticmethod
-    def _give_back(locks: list[BaseLock]) -> None:
-        """Release each, the last taken first; every one is tried, the first error raised."""
+    def _give_back(locks: list[BaseLock]) -> Exception | None:
+        """Release each, the last taken first; every one is tried. Returns the first error."""
         first_error = None
         for lock in reversed(locks):
             try:
                 lock.release()
-            except LockError as e:
+            except Exception as e:  # noqa: BLE001 - the others must still be released
                 first_error = first_error or e
-        if first_error is not None:
-            raise first_error
+        return first_error
 
     def ensure_held(self) -> None:
         for lock in self.locks:

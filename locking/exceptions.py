@@ -23,6 +23,11 @@ class LockLostError(LockError):
     (a ZooKeeper session expired): work done under it must not be committed."""
 
 
+class LockUnavailableError(LockError):
+    """The lock's server cannot be reached (refused, timed out, connection lost):
+    whether the lock is free is unknown, so it was not taken."""
+
+
 class LockReleaseError(LockError):
     """Releasing failed in a way that undid the holding's work: a lock whose release
     commits the transaction the work joined (``commits_work``) could not commit."""

@@ -23,12 +23,12 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, StockChanged
+from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, StockChanged, Unavailable
 from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product, Stock
 from inventory.selectors import flows_remaining, segments_get
 from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
-from locking import BaseLock, LockError, LockLostError, LockReleaseError, get_locks
+from locking import BaseLock, LockError, LockLostError, LockReleaseError, LockUnavailableError, get_locks
 
 from .idempotency import flag_claim, flag_complete, flags_forget
 from .models import Order
@@ -174,7 +174,12 @@ def _order_take(*, product: Product, group: list[int], count: int, quantity: int
     names = {segment: _lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.name)
     asked = time.perf_counter()
-    if not lock.acquire():
+    try:
+        acquired = lock.acquire()
+    except LockUnavailableError as e:
+        raise Unavailable(f"the stock lock's server cannot be reached; nothing was written: {e}",
+                          backend=strategy.name) from e
+    if not acquired:
         raise Busy(
             f"stock lock for {product.sku} not acquired within its wait timeout",
             extra={"strategy": strategy.name},

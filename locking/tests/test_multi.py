@@ -7,8 +7,10 @@ import time
 import pytest
 
 from flashsale.testing import start_thread
+from locking import LockUnavailableError
 from locking.backends.local import LocalLockBackend
 from locking.base import MultiLock
+from stack.scratch import free_port
 
 
 @pytest.fixture(params=["setnx", "redisson", "zookeeper", "local"])
@@ -89,3 +91,14 @@ def try_and_release(lock) -> bool:
     if got:
         lock.release()
     return got
+
+
+@pytest.mark.parametrize("kind", ["setnx", "redisson"])
+def test_a_redis_lock_whose_server_is_gone_is_unavailable_not_a_crash(request, kind):
+    make = request.getfixturevalue(kind)
+    backend = make(url=f"redis://127.0.0.1:{free_port()}/0", wait_timeout=1)  # nothing listens
+    with pytest.raises(LockUnavailableError) as caught:
+        backend.lock("stock:a").acquire()
+    assert caught.value.lock_name == "stock:a"
+    with pytest.raises(LockUnavailableError):
+        backend.lock_many(["stock:a", "stock:b"]).acquire()

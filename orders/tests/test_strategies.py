@@ -12,6 +12,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from kazoo.client import KazooClient
+from rest_framework.test import APIClient
 
 from flashsale.errors import Busy
 from flashsale.testing import held_elsewhere, in_thread, run_at_once, start_thread
@@ -22,7 +23,7 @@ from locking.backends.zookeeper import ZooKeeperLockBackend
 from orders.models import Order
 from orders.selectors import sale_audit
 from orders.services import order_create
-from stack.scratch import redis_servers
+from stack.scratch import free_port, redis_servers
 
 
 def buyers_at_once(n: int) -> list[BaseException | None]:
@@ -189,3 +190,20 @@ def test_a_purchase_that_committed_answers_its_order_even_if_the_lock_release_fa
     assert not result.replayed and result.remaining == 4
     assert Order.objects.filter(idempotency_key="k1").exists()
     assert sale_audit(sku="sku-1").consistent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_server_that_cannot_be_reached_is_503_unavailable_and_nothing_is_written(product_factory):
+    product_factory(sku="sku-1", stock=5)
+    options = {**settings.LOCKING["redisson"]["OPTIONS"], "url": f"redis://127.0.0.1:{free_port()}/0"}
+    with override_settings(FLASHSALE_STRATEGY="redisson",
+                           LOCKING={"redisson": {**settings.LOCKING["redisson"], "OPTIONS": options}}):
+        response = APIClient().post("/api/orders", {"sku": "sku-1", "quantity": 1, "user_id": "u1"},
+                                    format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["error"], body["backend"]) == ("unavailable", "redisson") and body["message"]
+    assert response.headers["Retry-After"] == "1"
+    assert not Order.objects.exists() and Stock.objects.get().quantity == 5
+    # The key was given back: once the lock's server is there, the same request goes through.
+    assert not order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1").replayed

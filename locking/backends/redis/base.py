@@ -12,6 +12,9 @@ from redis.commands.core import Script
 
 from ...base import BaseLockBackend
 
+# What redis-py raises when the server is down, refuses, or stops answering.
+UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+
 LUA_DIR = Path(__file__).resolve().parent
 
 

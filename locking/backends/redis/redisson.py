@@ -29,7 +29,7 @@ import redis
 
 from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
-from .base import RedisLockBackend
+from .base import UNREACHABLE, RedisLockBackend
 from .wakeups import Wakeups
 from .watchdog import Watchdog
 
@@ -57,6 +57,8 @@ def process_id() -> str:
 
 
 class RedissonLock(BaseLock):
+    unavailable = UNREACHABLE
+
     def __init__(self, name: str, *, backend: RedissonLockBackend, lease_ms: int | None = None,
                  wait_timeout: float | None = None):
         super().__init__(name, wait_timeout=wait_timeout)

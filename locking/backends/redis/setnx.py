@@ -24,10 +24,12 @@ import uuid
 
 from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
-from .base import RedisLockBackend
+from .base import UNREACHABLE, RedisLockBackend
 
 
 class SetnxLock(BaseLock):
+    unavailable = UNREACHABLE
+
     def __init__(self, name: str, *, backend: SetnxLockBackend, ttl_ms: int = 10_000,
                  retry_interval: float = 0.02, replicas: int = 0, replica_timeout_ms: int = 100,
                  wait_timeout: float | None = None):
