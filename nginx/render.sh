@@ -17,7 +17,7 @@ done
 
 awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" '
   /@\{upstream_servers\}/ { printf "%s", servers; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); print }
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
 
 if [ "${RENDER_ONLY:-}" = "1" ]; then

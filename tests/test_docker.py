@@ -97,6 +97,7 @@ def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     text = conf.read_text()
     assert f"listen 127.0.0.1:{config.nginx_port};" in text
     assert text.count("server 127.0.0.1:") == config.instances
+    assert "location @too_large {" in text and "@@" not in text  # nginx's named locations
 
 
 def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
@@ -109,6 +110,7 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     conf = Path(result.stdout.strip())
     text = conf.read_text()
     assert "listen 8080;" in text and "@{" not in text
+    assert "location @too_large {" in text and "@@" not in text
     assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
     check = nginx_t(conf, tmp_path)
     assert check.returncode == 0, check.stderr

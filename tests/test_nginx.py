@@ -1,0 +1,46 @@
+"""nginx speaks the API's contract too: the errors it produces itself (a body too
+large, no instance to take a request) are JSON in the one error shape, with
+Retry-After where a retry makes sense, and bodies never touch a temp file."""
+
+import json
+
+import pytest
+import requests
+
+from stack.control import reconfigure
+from stack.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_body_past_16_kb_is_413_json_and_nothing_is_written(stack_apps):
+    client = stack_apps()
+    client.reset("nginx-413", 5)
+    body = json.dumps({"sku": "nginx-413", "quantity": 1, "user_id": "u" * 100_000})
+    response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
+                             headers={"Content-Type": "application/json", "Idempotency-Key": "k-413"})
+    assert response.status_code == 413
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json()["error"] == "too_large" and response.json()["message"]
+    assert client.audit("nginx-413")["orders"] == 0
+    # Under the limit, the body reaches the app, which judges it (a user_id too long).
+    body = json.dumps({"sku": "nginx-413", "quantity": 1, "user_id": "u" * 10_000})
+    response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
+                             headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"] == "invalid"
+
+
+def test_no_instance_to_take_a_purchase_is_502_json_with_retry_after(stack_apps, stack_config):
+    client = stack_apps()
+    supervisor = Supervisor(stack_config)
+    try:
+        for name in stack_config.app_names:
+            supervisor.stop(name)
+        response = client.order("nginx-502", 1, "u1", key="k-502")
+    finally:
+        reconfigure(stack_config)  # starts the instances again and waits until they answer
+    assert response.status_code == 502
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.headers["Retry-After"] == "1"
+    body = response.json()
+    assert (body["error"], body["backend"]) == ("unavailable", "app") and "Idempotency-Key" in body["message"]
