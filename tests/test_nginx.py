@@ -44,3 +44,21 @@ def test_no_instance_to_take_a_purchase_is_502_json_with_retry_after(stack_apps,
     assert response.headers["Retry-After"] == "1"
     body = response.json()
     assert (body["error"], body["backend"]) == ("unavailable", "app") and "Idempotency-Key" in body["message"]
+
+
+def test_bodies_never_need_a_directory_nginx_workers_cannot_enter(stack_apps, stack_config):
+    """The stack runs as root, nginx's workers as nobody; a checkout under a 0700
+    home is closed to them. Closed here: nginx's own run directory."""
+    client = stack_apps()
+    run_dir = stack_config.run_dir / "nginx"
+    mode = run_dir.stat().st_mode
+    body = json.dumps({"sku": "nginx-0700", "quantity": 1, "user_id": "u" * 15_000})
+    try:
+        run_dir.chmod(0o700)
+        response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
+                                 headers={"Content-Type": "application/json"})
+        schema = requests.get(f"{client.base_url}/api/schema", timeout=10)
+    finally:
+        run_dir.chmod(mode)
+    assert response.status_code == 400 and response.json()["error"] == "invalid"  # the app judged it
+    assert schema.status_code == 200 and "paths" in schema.text
