@@ -73,13 +73,22 @@ def _order_by_key(key: str) -> Order | None:
     return Order.objects.select_related("product").filter(idempotency_key=key).first()
 
 
+# How often a retry waiting for its key's first request looks again.
+INFLIGHT_POLL_SECONDS = 0.05
+
+
 def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
     """Claim the key; if an earlier request holds it, answer as that request did.
+
+    A retry that arrives while the first request is still in flight waits for it, a
+    short and bounded time (``FLASHSALE_INFLIGHT_WAIT``), and answers its outcome: a
+    client that retried on a timeout gets its order, not a 503 to retry again.
 
     :returns: the original order's result for a replay, ``None`` when this
         request owns the key and should go ahead.
     """
-    for _ in range(2):
+    deadline = time.monotonic() + settings.FLASHSALE_INFLIGHT_WAIT
+    while True:
         flag = flag_claim(key=key, fingerprint=fingerprint)
         if flag is None:
             return None
@@ -88,11 +97,13 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
         order = _order_by_key(key)
         if order is not None:
             return _replay(order=order, fingerprint=fingerprint)
-        if flag.order_id is None:
+        if flag.order_id is not None:
+            # The flag outlived its order (the sale was reset): the key is free again.
+            flags_forget(keys=[key])
+        elif time.monotonic() >= deadline:
             raise Busy("a request with this Idempotency-Key is still in progress", retry_after=1)
-        # The flag outlived its order (the sale was reset): the key is free again.
-        flags_forget(keys=[key])
-    raise Busy("could not claim the Idempotency-Key", retry_after=1)
+        else:
+            time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
 
 def _release(lock: BaseLock, *, committed: bool) -> None:

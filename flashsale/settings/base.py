@@ -150,7 +150,14 @@ FLASHSALE_FENCING = True
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
 # Idempotency flags in Redis: a claim lives while its request is in flight (and is
 # dropped when it fails); a completed purchase's flag answers replays this long.
-FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL", default=30)
+# The claim's TTL outlives its request (the lock wait and the work) but not by much:
+# a claim left by an instance that died frees its key this soon. The unique key on
+# orders, not the claim, is what prevents a second order if a claim expires early.
+FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
+                                            default=int(2 * FLASHSALE_LOCK_WAIT_TIMEOUT) + 5)
+# How long a retry whose key's first request is still in flight waits for its outcome
+# before answering 503 busy.
+FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)
 FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600)
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")

@@ -1,4 +1,5 @@
 import random
+import threading
 import time
 
 import pytest
@@ -70,12 +71,37 @@ def test_key_reused_for_a_different_request_conflicts(product, change):
 
 
 @pytest.mark.django_db
-def test_key_still_in_flight_elsewhere_is_busy(product):
+@override_settings(FLASHSALE_INFLIGHT_WAIT=0.3)
+def test_key_still_in_flight_elsewhere_past_the_wait_is_busy(product):
     flag_claim(key="k1", fingerprint=_fingerprint_of(sku="sku-1", quantity=1, user_id="u1"))
+    started = time.monotonic()
     with pytest.raises(Busy) as caught:
         order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    assert time.monotonic() - started >= 0.3  # it waited for the first request, boundedly
     assert caught.value.headers["Retry-After"] == "1"
     assert counts() == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_while_the_first_request_is_in_flight_waits_and_answers_its_order(product):
+    first_inside, let_go = threading.Event(), threading.Event()
+
+    def first_request_is_slow(point):
+        if point == "start":  # the first request holds its key and is inside the purchase
+            first_inside.set()
+            let_go.wait(10)
+
+    def first():
+        with stalled(first_request_is_slow):
+            return order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+
+    thread, box = start_thread(first)
+    assert first_inside.wait(10)
+    threading.Timer(0.3, let_go.set).start()  # it finishes while the retry waits (2 s)
+    retry = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
+    thread.join()
+    assert retry.replayed and retry.order.pk == box["value"].order.pk
+    assert counts() == (1, 1)
 
 
 def _fingerprint_of(**request):
