@@ -16,6 +16,7 @@ from django.db.models import F, Func, PositiveIntegerField
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 
+from .limits import MAX_SEGMENTS
 from .models import Product, Stock, StockFlow
 
 
@@ -262,8 +263,8 @@ def product_reset(*, sku: str, stock: int, name: str | None = None,
     The caller clears anything else that refers to the product (orders) first.
     """
     segments = segments or settings.FLASHSALE_STOCK_SEGMENTS
-    if segments < 1:
-        raise ValueError("a product has at least one stock segment")
+    if not 1 <= segments <= MAX_SEGMENTS:
+        raise ValueError(f"a product's stock has 1 to {MAX_SEGMENTS} segments, not {segments}")
     product, created = Product.objects.get_or_create(sku=sku, defaults={"name": name or sku})
     if name and not created and product.name != name:
         product.name = name

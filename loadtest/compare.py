@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 
 from flashsale.strategies import STRATEGIES, strategy_get
+from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
 from stack.control import reconfigure
 
@@ -183,7 +184,7 @@ def hot_mode(run: Comparison, strategies: list[str],
             label = strategy if count == 1 else f"{strategy} ×{count}"
             hot = run.sale(label, strategy, stock=HOT_STOCK, segments=count, ceiling=ceiling)
             hot_rows.append(HotRow(label=label, hot=hot, spread=spread, ceiling=ceiling.median.throughput,
-                                   strategy=strategy, segments=count))
+                                   segments=count))
     return [ceiling], hot_rows
 
 
@@ -213,10 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
     try:
         segment_counts = [int(n) for n in args.segments.split(",")]
-        if any(not 1 <= n <= 64 for n in segment_counts):
+        if any(not 1 <= n <= MAX_SEGMENTS for n in segment_counts):
             raise ValueError
     except ValueError:
-        parser.error(f"--segments: counts of 1 to 64, comma-separated, not {args.segments!r}")
+        parser.error(f"--segments: counts of 1 to {MAX_SEGMENTS}, comma-separated, not {args.segments!r}")
 
     config = StackConfig.from_env()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -206,8 +206,11 @@ class HotRow:
     hot: Row
     spread: Row
     ceiling: float  # /api/ping's answers per second in the same run
-    strategy: str = ""
     segments: int = 1  # the hot product's stock segments
+
+    @property
+    def strategy(self) -> str:
+        return self.hot.strategy
 
     @property
     def hot_to_ceiling(self) -> float:

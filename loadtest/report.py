@@ -91,7 +91,7 @@ def _sweep(hot_rows: list[HotRow]) -> tuple[list[int], dict[str, dict[int, HotRo
     counts = sorted({h.segments for h in hot_rows})
     by_strategy: dict[str, dict[int, HotRow]] = {}
     for h in hot_rows:
-        by_strategy.setdefault(h.strategy or h.label, {})[h.segments] = h
+        by_strategy.setdefault(h.strategy, {})[h.segments] = h
     return counts, by_strategy
 
 

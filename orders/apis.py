@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from flashsale.auth import AdminTokenAuthentication, IsStaff
 from flashsale.errors import InvalidInput
+from inventory.limits import MAX_SEGMENTS
 from inventory.selectors import product_stock_get
 
 from .selectors import sale_audit
@@ -27,8 +28,6 @@ from .services import OrderResult, Timings, order_create, sale_reset
 # with a prefix, short enough for the unique index.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _SKU_MAX_LENGTH = 64
-# Each segment is a lock a buyer can hold; past a few per core they buy nothing.
-MAX_SEGMENTS = 64
 
 ErrorSerializer = inline_serializer(
     "Error",

@@ -19,7 +19,6 @@ from .cache_errors import CACHE_ERRORS
 logger = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class Flag:
     fingerprint: str

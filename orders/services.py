@@ -36,6 +36,7 @@ from .soldout import soldout_clear, soldout_mark, soldout_marked
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Timings:
     """Where a purchase spent its time around the stock, in milliseconds."""

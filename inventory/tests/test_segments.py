@@ -10,6 +10,7 @@ from django.test import override_settings
 from flashsale.errors import SoldOut, StockChanged
 from flashsale.strategies import Deduction
 from flashsale.testing import in_thread
+from inventory.limits import MAX_SEGMENTS
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
 from inventory.services import Fence, product_reset, stalled, stock_deduct, stock_plan
@@ -63,8 +64,9 @@ def test_a_reset_without_a_count_takes_the_setting_and_a_new_count_replaces_the_
     assert Stock.objects.filter(product=product).count() == 3
     product_reset(sku="seg", stock=9, segments=2)
     assert Stock.objects.filter(product=product).count() == 2
-    with pytest.raises(ValueError):
-        product_reset(sku="seg", stock=9, segments=-1)
+    for bad in (-1, MAX_SEGMENTS + 1):
+        with pytest.raises(ValueError):
+            product_reset(sku="seg", stock=9, segments=bad)
 
 
 def take(product, quantity, group, deduction, fences=None, flag="op-1"):

@@ -99,8 +99,8 @@ def test_the_segments_sweep_is_a_table_of_orders_per_strategy_and_count():
         spread = Row(label=f"{strategy} (spread)", strategy=strategy, claims_correct=True, fast_path=True,
                      median=dataclasses.replace(atomic.median, orders_per_s=spread_orders_per_s),
                      rounds=atomic.rounds)
-        return HotRow(label=f"{strategy} ×{segments}", hot=atomic, spread=spread, ceiling=20.0,
-                      strategy=strategy, segments=segments)
+        return HotRow(label=f"{strategy} ×{segments}", spread=spread, ceiling=20.0, segments=segments,
+                      hot=dataclasses.replace(atomic, label=f"{strategy} ×{segments}", strategy=strategy))
 
     sweep = [hot("atomic", 1, 4.0), hot("atomic", 4, 4.0), hot("redisson", 4, 6.0)]
     lines = segments_table(sweep).splitlines()
