@@ -17,13 +17,18 @@ from rest_framework.views import set_rollback
 class ApplicationError(Exception):
     status_code = status.HTTP_400_BAD_REQUEST
     code = "error"
+    # Seconds after which a retry may succeed (the Retry-After header); None: it won't.
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, extra: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, retry_after: int | None = None):
         super().__init__(message)
         self.message = message
         self.extra = extra or {}
         self.headers = headers or {}
+        retry_after = self.retry_after if retry_after is None else retry_after
+        if retry_after is not None:
+            self.headers.setdefault("Retry-After", str(retry_after))
 
 
 class InvalidInput(ApplicationError):
@@ -54,10 +59,7 @@ class Busy(ApplicationError):
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     code = "busy"
-
-    def __init__(self, message: str, *, retry_after: int = 1, **kwargs):
-        super().__init__(message, **kwargs)
-        self.headers.setdefault("Retry-After", str(retry_after))
+    retry_after = 1
 
 
 class Unavailable(ApplicationError):
@@ -66,11 +68,31 @@ class Unavailable(ApplicationError):
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     code = "unavailable"
+    retry_after = 1
 
-    def __init__(self, message: str, *, backend: str, retry_after: int = 1, **kwargs):
+    def __init__(self, message: str, *, backend: str, **kwargs):
         super().__init__(message, **kwargs)
         self.extra.setdefault("backend", backend)
-        self.headers.setdefault("Retry-After", str(retry_after))
+
+
+class OutcomeUnknown(ApplicationError):
+    """The database connection died during the COMMIT: whether the order was placed
+    is unknown here. A retry with the same Idempotency-Key finds the truth."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    code = "outcome_unknown"
+    retry_after = 1
+
+    def __init__(self, message: str, *, order_id: int, **kwargs):
+        super().__init__(message, **kwargs)
+        self.order_id = order_id  # the order the commit carried, if it landed (not in the body)
+
+
+class LimitReached(ApplicationError):
+    """The buyer already bought the most one buyer may of this product."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "limit_reached"
 
 
 class StockChanged(Busy):

@@ -4,6 +4,7 @@ inventory or orders apps, so any of its locks can guard any critical section."""
 from .base import BaseLock, BaseLockBackend
 from .exceptions import (
     InvalidLockBackendError,
+    LockCommitUnknownError,
     LockError,
     LockLostError,
     LockNotAcquiredError,
@@ -17,6 +18,7 @@ __all__ = [
     "BaseLock",
     "BaseLockBackend",
     "InvalidLockBackendError",
+    "LockCommitUnknownError",
     "LockError",
     "LockLostError",
     "LockNotAcquiredError",

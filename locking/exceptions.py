@@ -33,5 +33,10 @@ class LockReleaseError(LockError):
     commits the transaction the work joined (``commits_work``) could not commit."""
 
 
+class LockCommitUnknownError(LockReleaseError):
+    """The connection died during the COMMIT that releases the lock (``commits_work``):
+    whether the work was committed is unknown to the holder. Only the database knows."""
+
+
 class InvalidLockBackendError(ImproperlyConfigured):
     """``settings.LOCKING`` names an alias or backend that does not exist."""

@@ -9,6 +9,7 @@ so when Redis is unreachable purchases go on without the fast path.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -29,12 +30,37 @@ def _cache_key(key: str) -> str:
     return f"idem:{key}"
 
 
+# Flags of completed orders that Redis refused, by cache key; written before the next claim.
+_owed: dict[str, dict] = {}
+_owed_mutex = threading.Lock()
+
+
+def flags_owed() -> bool:
+    """Whether this process owes Redis a completed order's flag."""
+    return bool(_owed)
+
+
+def _pay_owed() -> None:
+    with _owed_mutex:
+        owed = dict(_owed)
+    try:
+        cache.set_many(owed, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+    except CACHE_ERRORS:
+        return  # still unreachable: owed a while longer
+    with _owed_mutex:
+        for cache_key in owed:
+            _owed.pop(cache_key, None)
+    logger.info("wrote %d owed idempotency flags", len(owed))
+
+
 def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     """Claim ``key`` for this request.
 
     :returns: ``None`` if this request now owns the key (or Redis is down), else
         the flag another request left.
     """
+    if _owed:
+        _pay_owed()
     pending = {"fingerprint": fingerprint, "order_id": None}
     try:
         for _ in range(2):  # the other flag may expire between ADD and GET
@@ -49,14 +75,15 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
 
 
 def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
+    """Record that ``key`` has an order (or, after a commit whose outcome is unknown,
+    may have one: a retry that finds this flag asks the database)."""
+    flag = {"fingerprint": fingerprint, "order_id": order_id}
     try:
-        cache.set(
-            _cache_key(key),
-            {"fingerprint": fingerprint, "order_id": order_id},
-            timeout=settings.FLASHSALE_IDEMPOTENCY_TTL,
-        )
+        cache.set(_cache_key(key), flag, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
-        logger.warning("could not record idempotency flag for %s: %s", key, e)
+        logger.warning("could not record idempotency flag for %s, owed until Redis answers: %s", key, e)
+        with _owed_mutex:
+            _owed[_cache_key(key)] = flag
 
 
 def flags_forget(*, keys: list[str]) -> None:

@@ -21,18 +21,36 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
-from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, SoldOut, StockChanged, Unavailable
+from flashsale.database import database_unreachable
+from flashsale.errors import (
+    ApplicationError,
+    Busy,
+    IdempotencyConflict,
+    InvalidInput,
+    OutcomeUnknown,
+    SoldOut,
+    StockChanged,
+    Unavailable,
+)
 from flashsale.strategies import StrategySpec, strategy_get
 from inventory.models import Product, Stock
 from inventory.selectors import flows_remaining, segments_get
 from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
-from locking import BaseLock, LockError, LockLostError, LockReleaseError, LockUnavailableError, get_locks
+from locking import (
+    BaseLock,
+    LockCommitUnknownError,
+    LockError,
+    LockLostError,
+    LockReleaseError,
+    LockUnavailableError,
+    get_locks,
+)
 
 from .idempotency import flag_claim, flag_complete, flags_forget
 from .models import Order
-from .soldout import soldout_clear, soldout_mark, soldout_marked
+from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +92,23 @@ def _order_by_key(key: str) -> Order | None:
     return Order.objects.select_related("product").filter(idempotency_key=key).first()
 
 
+def _replay_by_key(*, key: str, fingerprint: str) -> OrderResult | None:
+    """The database's answer for ``key``: its order's, if it has one. The flag Redis
+    lost is written again, with the original request's fingerprint."""
+    existing = _order_by_key(key)
+    if existing is None:
+        return None
+    original = _fingerprint(sku=existing.product.sku, quantity=existing.quantity, user_id=existing.user_id)
+    flag_complete(key=key, fingerprint=original, order_id=existing.pk)
+    return _replay(order=existing, fingerprint=fingerprint)
+
+
+def _outcome_unknown(order: Order) -> OutcomeUnknown:
+    return OutcomeUnknown("the database connection died during the commit: whether the order was "
+                          "placed is unknown; retry with the same Idempotency-Key to learn it",
+                          order_id=order.pk)
+
+
 # How often a retry waiting for its key's first request looks again.
 INFLIGHT_POLL_SECONDS = 0.05
 
@@ -107,22 +142,27 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
 
-def _release(lock: BaseLock, *, committed: bool) -> None:
-    """Release after the transaction ended. A lock that was no longer ours changes
-    nothing now: after a commit, say so loudly (mutual exclusion may have been
-    broken); after a failure, the failure is what the caller needs to hear. A lock
-    whose release is the commit (the MySQL locks) failing to release means the
-    purchase was rolled back: that the buyer must hear. Any other failure to release
-    (the lock's server gone) changes nothing already decided: logged, not raised."""
+def _release(lock: BaseLock, *, written: Order | None) -> None:
+    """Release after the transaction ended (``written``: the order it committed, or
+    for a lock whose release commits, is about to; ``None`` after a failure). A lock
+    that was no longer ours changes nothing now: after a commit, say so loudly
+    (mutual exclusion may have been broken); after a failure, the failure is what
+    the caller needs to hear. A lock whose release is the commit (the MySQL locks)
+    failing to release means the purchase was rolled back, or, if the connection
+    died during the COMMIT, that nobody here knows: that the buyer must hear. Any
+    other failure to release (the lock's server gone) changes nothing already
+    decided: logged, not raised."""
     try:
         lock.release()
     except LockReleaseError as e:
-        if committed and lock.commits_work:
+        if written is not None and lock.commits_work:
+            if isinstance(e, LockCommitUnknownError):
+                raise _outcome_unknown(written) from e
             raise Busy("the purchase was rolled back as its lock was released; nothing was written",
                        extra={"lock": lock.name}) from e
         logger.info("%s: release failed after a failed purchase: %s", lock, e)
     except LockError as e:
-        if committed:
+        if written is not None:
             logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
         else:
             logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
@@ -206,11 +246,11 @@ def _order_take(*, product: Product, group: list[int], count: int, quantity: int
         order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
                                        strategy=strategy, lock=lock, group=group, fences=fences)
     except BaseException:
-        _release(lock, committed=False)
+        _release(lock, written=None)
         raise
     # Committed (or, for a lock whose release commits, about to be); only now may
     # the next holder read the stock.
-    _release(lock, committed=True)
+    _release(lock, written=order)
     given_up = time.perf_counter()
     held_since = granted if lock.exclusive else deducted.row_held_since
     return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
@@ -224,6 +264,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
     while True:
+        commits_on = None  # the raw connection the COMMIT goes out on
         try:
             # A lock whose release commits (the MySQL locks) opened the transaction:
             # the purchase joins it without a savepoint of its own, so a failure rolls
@@ -249,7 +290,17 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                     fences=fences,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
+                if not lock.commits_work:
+                    commits_on = transaction.get_connection().connection  # leaving the block commits
             return order, deducted
+        except DatabaseError as e:
+            # Django answers a failed COMMIT with a ROLLBACK, and drops the connection
+            # if that fails too (the next statement opens another): a server that
+            # answered refused the commit; a connection that died may have died
+            # after the commit landed.
+            if commits_on is not None and transaction.get_connection().connection is not commits_on:
+                raise _outcome_unknown(order) from e
+            raise
         except StockChanged as e:
             if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
                 raise Busy(f"{product.sku}: stock kept changing; gave up after {retries} retries",
@@ -270,12 +321,28 @@ def order_create(
     :raises SoldOut: not enough stock left.
     :raises IdempotencyConflict: the key was used for a different request.
     :raises Busy: the stock lock, or the key's first request, did not free up in time.
+    :raises Unavailable: a server the purchase needs cannot be reached; nothing was written.
+    :raises OutcomeUnknown: the connection died during the commit; a retry with the
+        key learns whether the order was placed.
     """
     if not 1 <= quantity <= settings.FLASHSALE_MAX_PER_ORDER:
         raise InvalidInput(
             f"quantity must be between 1 and {settings.FLASHSALE_MAX_PER_ORDER}",
             extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
         )
+    try:
+        return _order_create(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key)
+    except DatabaseError as e:
+        if database_unreachable(e):
+            # Closed now, not at the end of the request: whatever runs next on this
+            # thread opens a new connection, once the server is back.
+            transaction.get_connection().close()
+            raise Unavailable("the database cannot be reached; nothing was written",
+                              backend="database") from e
+        raise
+
+
+def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None) -> OrderResult:
     fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key
@@ -285,32 +352,59 @@ def order_create(
     else:
         key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
 
+    mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
     try:
-        if soldout_marked(sku=sku):
+        if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         placed = _order_place(segments=segments_get(sku=sku), quantity=quantity,
                               user_id=user_id, key=key)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
-        existing = _order_by_key(key)
-        if existing is None:
+        known = _replay_by_key(key=key, fingerprint=fingerprint)
+        if known is None:
             raise
-        result = _replay(order=existing, fingerprint=fingerprint)
-        flag_complete(key=key, fingerprint=fingerprint, order_id=existing.pk)
-        return result
-    except BaseException as e:
-        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0:
-            soldout_mark(sku=sku)
+        return known
+    except OutcomeUnknown as e:
         if idempotency_key:
-            flags_forget(keys=[key])  # failed: a retry may try again
+            # A flag that names the order: a retry asks the database whether it landed.
+            flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
+        raise
+    except BaseException as e:
+        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not mark.sold_out:
+            sale_mark_sold_out(sku=sku, seen=mark)
+        if idempotency_key:
+            known = _refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark)
+            if known is not None:
+                return known
         raise
     if placed.product_left == 0:
-        soldout_mark(sku=sku)
+        sale_mark_sold_out(sku=sku, seen=mark)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult(order=placed.order, remaining=placed.remaining, replayed=False,
                        timings=placed.timings)
+
+
+def _refusal_checked(error: BaseException, *, key: str, fingerprint: str,
+                     mark: SaleMark) -> OrderResult | None:
+    """Before a keyed request is refused, make sure its key has no order: the
+    database is the truth for idempotency. The flags answer for it (no look-up) only
+    while the sale's mark vouches that no flag was lost; then this request's fresh
+    claim means the key has none. Returns the order's replay if it has one; else the
+    key is freed, so a retry may try again."""
+    known = None
+    if isinstance(error, ApplicationError) and not mark.flags_complete:
+        try:
+            known = _replay_by_key(key=key, fingerprint=fingerprint)
+        except IdempotencyConflict:
+            raise  # the key has an order, and its flag again
+        except BaseException:
+            flags_forget(keys=[key])
+            raise
+    if known is None:
+        flags_forget(keys=[key])
+    return known
 
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> Product:
@@ -322,5 +416,5 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         orders.delete()
         product = product_reset(sku=sku, stock=stock, name=name, segments=segments)
     flags_forget(keys=keys)
-    soldout_clear(sku=sku)
+    sale_mark_open(sku=sku)
     return product

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from ..base import BaseLock, BaseLockBackend
-from ..exceptions import LockError, LockNotOwnedError, LockReleaseError
+from ..exceptions import LockCommitUnknownError, LockError, LockNotOwnedError, LockReleaseError
 from ..models import LockClaim, LockRow
 
 logger = logging.getLogger(__name__)
@@ -137,8 +137,12 @@ class MySQLLock(BaseLock):
         while True:
             opened = held.atomic is None
             if opened:
-                held.atomic = transaction.atomic(using=self.backend.using)
-                held.atomic.__enter__()
+                atomic = transaction.atomic(using=self.backend.using)
+                # Remembered only once entered: an Atomic whose BEGIN failed (the
+                # database down) would pass for an open transaction to every later
+                # lock of this thread, and each would fail on it.
+                atomic.__enter__()
+                held.atomic = atomic
             try:
                 # Inside a transaction that holds other names, a savepoint, so a failed
                 # attempt leaves it usable; in the one just opened, none is needed (a
@@ -208,28 +212,45 @@ class MySQLLock(BaseLock):
         last = [n for n in self.names if held.counts[n] == 1]
         # Work that failed without a savepoint of its own marked the transaction for
         # rollback: the rollback gives the names back, no DELETE needed (nor allowed).
-        failed = connections[self.backend.using].needs_rollback
+        connection = connections[self.backend.using]
+        failed = connection.needs_rollback
         try:
             if last and not failed:
-                with connections[self.backend.using].cursor() as cursor:
+                with connection.cursor() as cursor:
                     for name in last:
                         self.give_back(cursor, name)
             for name in self.names:
                 held.counts[name] -= 1
                 if not held.counts[name]:
                     del held.counts[name]
-            if not held.counts:
-                atomic, held.atomic = held.atomic, None
-                atomic.__exit__(None, None, None)  # COMMIT (or the rollback): work and release at once
         except DatabaseError as e:
             # A deadlock victim (names next to each other in the unique index share
             # gap locks) or a lost connection: InnoDB rolled the transaction back,
-            # work and locks alike. End it here, or the thread's connection stays
-            # inside a broken transaction and every later request on it fails.
+            # work and locks alike (a connection that dies before COMMIT commits
+            # nothing). End it here, or the thread's connection stays inside a broken
+            # transaction and every later request on it fails.
             self._abandon()
             raise LockReleaseError("releasing failed and the transaction holding the lock, "
                                    "with the work done under it, was rolled back",
                                    lock_name=self.name) from e
+        if held.counts:
+            return
+        atomic, held.atomic = held.atomic, None
+        commits_on = connection.connection
+        try:
+            atomic.__exit__(None, None, None)  # COMMIT (or the rollback): work and release at once
+        except DatabaseError as e:
+            held.counts.clear()
+            # Django answers a failed COMMIT with a ROLLBACK, and drops the connection
+            # if that fails too (the next statement opens another). A server that
+            # answered refused the commit; a connection that died may have died
+            # after the commit landed.
+            if connection.connection is not commits_on:
+                raise LockCommitUnknownError("the connection died during the COMMIT that releases "
+                                             "the lock: the work may or may not have been committed",
+                                             lock_name=self.name) from e
+            raise LockReleaseError("the COMMIT that releases the lock failed and the work done "
+                                   "under it was rolled back", lock_name=self.name) from e
 
     def held_names(self) -> dict[str, int]:
         """Names this thread holds, with counts (for tests and figures)."""

@@ -185,3 +185,20 @@ def test_a_release_that_cannot_commit_rolls_the_work_back_and_leaves_the_thread_
 def _kill(connection_id: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("KILL CONNECTION %s", [connection_id])
+
+
+def test_a_lock_taken_while_the_database_is_down_leaves_the_thread_usable_once_it_is_back(
+        backend_cls, monkeypatch):
+    from django.db import OperationalError
+
+    backend = make(backend_cls, wait_timeout=5)
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "PORT", 1)  # nothing listens: the database is down
+    with pytest.raises(OperationalError):
+        backend.lock("stock:x").acquire()
+    monkeypatch.undo()  # back: this thread's next lock opens a transaction of its own
+    lock = backend.lock("stock:x")
+    assert lock.acquire()
+    assert connection.in_atomic_block
+    lock.release()
+    assert not connection.in_atomic_block and not lock.locked()

@@ -1,0 +1,134 @@
+"""What a refusal costs: sold-out purchases, each with a key of its own, against
+``/api/ping`` through the same nginx and instances, in alternating rounds.
+
+    python -m benchmarks.rejections [--seconds 5] [--rounds 2] [--processes 4] [--threads 16]
+
+Three rows besides ping:
+
+- ``marked``: the sale's mark in Redis says sold out and vouches for the
+  idempotency flags: the answer comes from Redis alone.
+- ``mark lost``: the mark is deleted before the round, as a Redis restart or flush
+  would: the purchase finds the stock empty the slow way, and (since the flags
+  can no longer vouch that the key has no order) looks its key up in the database.
+- ``replays``: every request repeats a key that bought (the answer is its order).
+
+The client is several processes of threads on keep-alive connections, so that it is
+not the bottleneck; every row is a ratio to ping measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import shlex
+import sys
+import time
+import uuid
+
+import redis
+
+from loadtest.client import FlashsaleClient
+from stack.config import StackConfig
+
+SKU = "bench-rejections"
+
+
+def _worker(port: int, path: str, body: dict | None, keys: list[str] | None, seconds: float,
+            threads: int, out: multiprocessing.Queue) -> None:
+    import threading
+
+    counts = {"ok": 0, "other": 0}
+    mutex = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def loop(n: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        ok = other = 0
+        i = n
+        while time.monotonic() < deadline:
+            if body is None:
+                conn.request("GET", path)
+            else:
+                key = keys[i % len(keys)] if keys else uuid.uuid4().hex
+                i += threads
+                conn.request("POST", path, body=json.dumps(body),
+                             headers={"Content-Type": "application/json", "Idempotency-Key": key})
+            response = conn.getresponse()
+            response.read()
+            expected = 200 if body is None or keys else 409
+            if response.status == expected:
+                ok += 1
+            else:
+                other += 1
+        with mutex:
+            counts["ok"] += ok
+            counts["other"] += other
+
+    pool = [threading.Thread(target=loop, args=(n,)) for n in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(counts)
+
+
+def measure(*, port: int, path: str, body: dict | None, keys: list[str] | None, seconds: float,
+            processes: int, threads: int) -> tuple[float, int]:
+    """Requests per second answered as expected, and how many were not."""
+    out: multiprocessing.Queue = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_worker, args=(port, path, body, keys, seconds, threads, out))
+               for _ in range(processes)]
+    for w in workers:
+        w.start()
+    totals = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+    return sum(t["ok"] for t in totals) / seconds, sum(t["other"] for t in totals)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.rejections", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=16)
+    args = parser.parse_args(argv)
+
+    config = StackConfig.from_env()
+    client = FlashsaleClient.for_stack(config)
+    store = redis.Redis(port=config.redis_port)
+    client.reset(SKU, stock=200)
+    bought = [uuid.uuid4().hex for _ in range(200)]
+    for key in bought:
+        client.order(SKU, 1, "bench-user", key=key).raise_for_status()
+    client.order(SKU, 1, "bench-user")  # finds the stock at 0: the mark says sold out
+    purchase = {"sku": SKU, "quantity": 1, "user_id": "bench-user"}
+    rows: dict[str, list[float]] = {"ping": [], "marked": [], "mark lost": [], "replays": []}
+    errors = 0
+    common = dict(port=config.nginx_port, seconds=args.seconds, processes=args.processes,
+                  threads=args.threads)
+    for _ in range(args.rounds):
+        for row in rows:
+            if row == "mark lost":
+                store.delete(*store.keys(f"*:{SKU}"))  # the sale's marks, as a restart loses them
+            rate, other = measure(path="/api/ping" if row == "ping" else "/api/orders",
+                                  body=None if row == "ping" else purchase,
+                                  keys=bought if row == "replays" else None, **common)
+            rows[row].append(rate)
+            errors += other
+    ping = sum(rows["ping"]) / len(rows["ping"])
+    print(f"$ python -m benchmarks.rejections {shlex.join(argv or sys.argv[1:])}")
+    print(f"{args.processes} processes x {args.threads} threads, {args.rounds} rounds of "
+          f"{args.seconds:g} s per row; unexpected answers: {errors}\n")
+    print("| row | req/s | x ping |\n|---|---:|---:|")
+    for row, rates in rows.items():
+        rate = sum(rates) / len(rates)
+        print(f"| {row} | {rate:,.0f} | {rate / ping:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

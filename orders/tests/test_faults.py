@@ -1,0 +1,136 @@
+"""A purchase meets a fault: every answer stays true, nothing is lost.
+
+Faults are real and injected at a chosen moment: Redis loses its data (FLUSHDB, as a
+restart without persistence does), a database connection is killed by the server
+(``KILL``, as a restart does to every connection), Redis refuses one write.
+"""
+
+import pytest
+import redis
+from django.core.cache import cache, caches
+from django.db import OperationalError, connection, connections
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from flashsale.errors import OutcomeUnknown, SoldOut
+from inventory.models import Stock
+from locking.backends.mysql import side_connection
+from orders import idempotency
+from orders.models import Order
+from orders.salemark import sale_mark_get
+from orders.selectors import sale_audit
+from orders.services import order_create, sale_reset
+
+
+def buy(key: str, user: str = "u1", sku: str = "sku-1"):
+    return order_create(sku=sku, quantity=1, user_id=user, idempotency_key=key)
+
+
+def kill_this_connection() -> None:
+    """The server ends this thread's database connection, as a restart would."""
+    thread_id = connection.connection.thread_id()
+    with side_connection("default") as cursor:
+        cursor.execute("KILL %s", [thread_id])
+
+
+@pytest.fixture
+def sold_out_sale(db):
+    """A sale of 2 units, sold to k1 and k2; its mark says sold out."""
+    sale_reset(sku="sku-1", stock=2)
+    bought = {key: buy(key, user=key).order.pk for key in ("k1", "k2")}
+    assert sale_mark_get(sku="sku-1").sold_out
+    return bought
+
+
+@pytest.mark.django_db
+def test_after_redis_lost_its_data_a_replay_answers_its_order_not_sold_out(sold_out_sale):
+    cache.clear()  # what a restart of a Redis without persistence leaves
+    for key, order_id in sold_out_sale.items():
+        again = buy(key, user=key)
+        assert again.replayed and again.order.pk == order_id
+    with pytest.raises(SoldOut):  # a key that never bought is still refused
+        buy("k3", user="k3")
+    assert Order.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_flag_past_its_ttl_is_looked_up_in_the_database(sold_out_sale):
+    cache.delete("idem:k1")  # the flag expired; the sale is as old as the flag's TTL
+    with override_settings(FLASHSALE_IDEMPOTENCY_TTL=0):
+        again = buy("k1", user="k1")
+    assert again.replayed and again.order.pk == sold_out_sale["k1"]
+
+
+@pytest.mark.django_db
+def test_while_the_mark_vouches_for_the_flags_a_refusal_asks_no_database(sold_out_sale,
+                                                                         django_assert_num_queries):
+    assert sale_mark_get(sku="sku-1").flags_complete
+    with django_assert_num_queries(0), pytest.raises(SoldOut):
+        buy("k3", user="k3")
+
+
+@pytest.mark.django_db
+def test_a_flag_redis_refused_is_owed_until_it_answers(db, monkeypatch):
+    sale_reset(sku="sku-1", stock=5)
+
+    def refused(*args, **kwargs):
+        raise redis.ConnectionError("Redis is restarting")
+
+    monkeypatch.setattr(caches["default"], "set", refused)  # the write after the commit fails
+    first = buy("k1")
+    monkeypatch.undo()
+    # Until the flag is written, this process does not let the mark vouch for the flags...
+    assert idempotency.flags_owed() and not sale_mark_get(sku="sku-1").flags_complete
+    assert cache.get("idem:k1")["order_id"] is None  # only the claim is there
+    buy("k2", user="k2")  # ...and its next claim writes it
+    assert not idempotency.flags_owed() and sale_mark_get(sku="sku-1").flags_complete
+    assert cache.get("idem:k1")["order_id"] == first.order.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_connection_killed_mid_purchase_is_503_unavailable_and_writes_nothing(product_factory):
+    product_factory(sku="sku-1", stock=5)
+    connection.ensure_connection()
+    kill_this_connection()
+    response = APIClient().post("/api/orders", {"sku": "sku-1", "quantity": 1, "user_id": "u1"},
+                                format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert response.status_code == 503, response.content
+    body = response.json()
+    assert (body["error"], body["backend"]) == ("unavailable", "database") and body["message"]
+    assert response.headers["Retry-After"] == "1"
+    # The next request reconnects by itself, and the key was given back.
+    assert not buy("k1").replayed
+    assert Order.objects.count() == 1 and Stock.objects.get().quantity == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "redisson", "mysql", "mysql-for-update"])
+@pytest.mark.parametrize("landed", [False, True], ids=["lost-before-commit", "lost-after-commit"])
+def test_a_connection_that_dies_during_commit_says_the_outcome_is_unknown_and_a_retry_learns_it(
+        product_factory, monkeypatch, strategy, landed):
+    product_factory(sku="sku-1", stock=5)
+    wrapper = connections["default"]  # this thread's, not the proxy: monkeypatch restores it
+    wrapper.ensure_connection()
+    real_commit = wrapper._commit
+
+    def commit_and_lose_the_connection():
+        monkeypatch.setattr(wrapper, "_commit", real_commit)
+        if landed:
+            real_commit()  # the COMMIT landed; its reply is lost with the connection
+        kill_this_connection()
+        if landed:
+            raise OperationalError(2013, "Lost connection to server during query")
+        real_commit()
+
+    monkeypatch.setattr(wrapper, "_commit", commit_and_lose_the_connection)
+    with override_settings(FLASHSALE_STRATEGY=strategy), pytest.raises(OutcomeUnknown) as caught:
+        buy("k1")
+    assert caught.value.status_code == 503 and caught.value.headers["Retry-After"] == "1"
+    assert Order.objects.count() == (1 if landed else 0)
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        retry = buy("k1")
+    assert retry.replayed is landed  # the order it had, or the purchase made now
+    if landed:
+        assert retry.order.pk == caught.value.order_id
+    assert Order.objects.count() == 1 and Stock.objects.get().quantity == 4
+    assert sale_audit(sku="sku-1").consistent
