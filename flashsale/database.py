@@ -4,6 +4,7 @@ cannot be reached at all (then the client is told to retry, with 503)."""
 from __future__ import annotations
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from MySQLdb.constants import ER
 
 
 def database_unreachable(error: BaseException, using: str = DEFAULT_DB_ALIAS) -> bool:
@@ -15,3 +16,11 @@ def database_unreachable(error: BaseException, using: str = DEFAULT_DB_ALIAS) ->
         return False
     connection = connections[using]
     return connection.connection is None or not connection.is_usable()
+
+
+def database_gave_up(error: BaseException) -> bool:
+    """Whether the server rolled the statement (or its transaction) back because it
+    waited too long for a row lock or chose it as a deadlock's victim: nothing was
+    written, and a retry may well pass."""
+    return isinstance(error, OperationalError) and bool(error.args) and error.args[0] in (
+        ER.LOCK_WAIT_TIMEOUT, ER.LOCK_DEADLOCK)

@@ -6,6 +6,7 @@ Every error a client can see leaves as ``{"error": <code>, "message": <text>,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.http import Http404, JsonResponse
@@ -135,7 +136,7 @@ def _error_response(exc: Exception) -> Response | None:
         if getattr(exc, "auth_header", None):
             headers["WWW-Authenticate"] = exc.auth_header
         if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+            headers["Retry-After"] = str(math.ceil(exc.wait))  # whole seconds, never 0 too early
         if exc.status_code == status.HTTP_400_BAD_REQUEST:
             # Malformed JSON (ParseError) and failed validation are both "invalid".
             extra = {"fields": exc.detail} if isinstance(exc, exceptions.ValidationError) else {}

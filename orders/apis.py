@@ -23,6 +23,7 @@ from inventory.selectors import product_stock_get
 
 from .selectors import sale_audit
 from .services import OrderResult, Timings, order_create, sale_reset
+from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
 # Visible ASCII, as HTTP header values allow; long enough for a UUID or a ULID
 # with a prefix, short enough for the unique index.
@@ -48,6 +49,8 @@ def _server_timing(timings: Timings) -> dict[str, str]:
 
 
 class OrderCreateApi(APIView):
+    throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
+
     class InputSerializer(serializers.Serializer):
         sku = serializers.CharField(max_length=_SKU_MAX_LENGTH)
         # Its range (1..FLASHSALE_MAX_PER_ORDER) is a sale rule: order_create keeps it.
@@ -69,7 +72,8 @@ class OrderCreateApi(APIView):
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 503: ErrorSerializer,
+            400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer,
+            429: ErrorSerializer, 503: ErrorSerializer,
         },
     )
     def post(self, request):

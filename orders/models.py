@@ -22,3 +22,20 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"order {self.pk}: {self.quantity} x {self.product_id} for {self.user_id}"
+
+
+class BuyerQuota(models.Model):
+    """Units each buyer has bought of a product, for the per-user limit
+    (``FLASHSALE_PER_USER_LIMIT``). Written in the purchase's own transaction by one
+    conditional UPDATE, so the limit holds under every strategy, the lockless ones
+    too, and a purchase that fails gives its units back with its rollback."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="quotas")
+    user_id = models.CharField(max_length=64)
+    bought = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["product", "user_id"], name="one_quota_per_buyer")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} bought {self.bought} of {self.product_id}"

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
-from flashsale.database import database_unreachable
+from flashsale.database import database_gave_up, database_unreachable
 from flashsale.errors import (
     ApplicationError,
     Busy,
@@ -49,7 +49,8 @@ from locking import (
 )
 
 from .idempotency import flag_claim, flag_complete, flags_forget
-from .models import Order
+from .limits import quota_open, quota_take
+from .models import BuyerQuota, Order
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
 
 logger = logging.getLogger(__name__)
@@ -196,6 +197,7 @@ def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str
     that ran dry since the plan's read falls over to the next. Sold out only when
     no combination of segments can serve the quantity."""
     product = segments[0].product
+    quota_open(product=product, user_id=user_id)
     for round_ in range(PLAN_ROUNDS):
         if round_:
             segments = segments_get(sku=product.sku)
@@ -271,6 +273,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
             # back all of it, the holding included, and two statements fewer run
             # under the lock.
             with transaction.atomic(savepoint=not lock.commits_work):
+                quota_take(product=product, user_id=user_id, quantity=quantity)
                 order = Order.objects.create(
                     user_id=user_id,
                     product=product,
@@ -339,6 +342,9 @@ def order_create(
             transaction.get_connection().close()
             raise Unavailable("the database cannot be reached; nothing was written",
                               backend="database") from e
+        if database_gave_up(e):
+            raise Busy("the database gave up waiting for a row lock (or broke a deadlock); "
+                       "nothing was written") from e
         raise
 
 
@@ -414,6 +420,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         orders = Order.objects.filter(product__sku=sku)
         keys = list(orders.values_list("idempotency_key", flat=True))
         orders.delete()
+        BuyerQuota.objects.filter(product__sku=sku).delete()
         product = product_reset(sku=sku, stock=stock, name=name, segments=segments)
     flags_forget(keys=keys)
     sale_mark_open(sku=sku)

@@ -113,4 +113,8 @@ class StackConfig:
             "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
+            # Every load test here comes from one address, and the comparison's
+            # buyers would trip a per-user rate too: off unless asked for.
+            "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),
+            "FLASHSALE_THROTTLE_ADDRESS": os.environ.get("FLASHSALE_THROTTLE_ADDRESS", ""),
         }

@@ -92,6 +92,14 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
         "isolation_level": env.str("MYSQL_ISOLATION_LEVEL", default="repeatable read"),
     }
 )
+# A transaction left idle this long (its process paused, its thread starved) is ended
+# by MariaDB, and the row and lock rows it held are freed: a stopped holder stalls
+# the sale for seconds, not until it resumes. A purchase never idles that long; 0
+# turns it off. (MariaDB's own variable: unset it for MySQL.)
+DB_IDLE_TRANSACTION_TIMEOUT = env.int("DB_IDLE_TRANSACTION_TIMEOUT", default=5)
+if DB_IDLE_TRANSACTION_TIMEOUT:
+    DATABASES["default"]["OPTIONS"]["init_command"] = (
+        f"SET SESSION idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT}")
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
@@ -129,6 +137,9 @@ except UnknownStrategy as e:
 # Reported in every response, so a client can see which instance served it.
 FLASHSALE_INSTANCE = env.str("FLASHSALE_INSTANCE", default=socket.gethostname())
 FLASHSALE_MAX_PER_ORDER = env.int("FLASHSALE_MAX_PER_ORDER", default=5)
+# Units one buyer (user_id) may buy of one product over the whole sale, counted in the
+# database under every strategy; 0: no limit (the load tests' buyers are all distinct).
+FLASHSALE_PER_USER_LIMIT = env.int("FLASHSALE_PER_USER_LIMIT", default=0)
 # Rows a product's stock is split into by a reset that does not say (seed 004's
 # segmented lock): N segments let N buyers of one product in at once.
 FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
@@ -164,6 +175,16 @@ FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # The product the browser page shows when the URL names none.
 FLASHSALE_DEMO_SKU = env.str("FLASHSALE_DEMO_SKU", default="demo-1")
 
+# Leases: how long a holder that died (or stopped) keeps the stock from everyone.
+# A purchase holds its lock for milliseconds, so a few seconds leave a wide margin;
+# past it, a slow holder's lease runs out and the fencing token refuses its write
+# (503 stale_lock, nothing kept). Redisson's watchdog renews a live holder every
+# third of its lease; setnx has no watchdog. ZooKeeper's session cannot be shorter
+# than two ticks of the server (4 s with the stack's tickTime of 2 s).
+FLASHSALE_SETNX_TTL_MS = env.int("FLASHSALE_SETNX_TTL_MS", default=5_000)
+FLASHSALE_WATCHDOG_TIMEOUT_MS = env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=5_000)
+FLASHSALE_ZK_SESSION_TIMEOUT = env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=4.0)
+
 # One alias per strategy; the alias named by FLASHSALE_STRATEGY guards the stock.
 LOCKING = {
     "none": {"BACKEND": "locking.backends.null.NullLockBackend"},
@@ -177,7 +198,7 @@ LOCKING = {
         "OPTIONS": {
             "url": REDIS_URL,
             "key_prefix": "flashsale:lock:",
-            "ttl_ms": env.int("FLASHSALE_SETNX_TTL_MS", default=10_000),
+            "ttl_ms": FLASHSALE_SETNX_TTL_MS,
             "retry_interval": env.float("FLASHSALE_SETNX_RETRY_MS", default=20) / 1000,
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
         },
@@ -187,7 +208,7 @@ LOCKING = {
         "OPTIONS": {
             "url": REDIS_URL,
             "key_prefix": "flashsale:rlock:",
-            "watchdog_timeout_ms": env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=30_000),
+            "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
         },
     },
@@ -196,7 +217,7 @@ LOCKING = {
         "OPTIONS": {
             "hosts": ZOOKEEPER_HOSTS,
             "root": "/flashsale/locks",
-            "session_timeout": env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=10.0),
+            "session_timeout": FLASHSALE_ZK_SESSION_TIMEOUT,
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
         },
     },
@@ -221,7 +242,13 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "flashsale.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Proxies in front of the instances (nginx): a throttle counts the address the
+    # first of them saw, not a forwarded header a client could write.
+    "NUM_PROXIES": env.int("FLASHSALE_TRUSTED_PROXIES", default=1),
 }
+# Purchase throttles (orders.throttles), DRF rates "<n>/<s|m|h|d>"; empty: off.
+FLASHSALE_THROTTLE_USER = env.str("FLASHSALE_THROTTLE_USER", default="5/s")
+FLASHSALE_THROTTLE_ADDRESS = env.str("FLASHSALE_THROTTLE_ADDRESS", default="100/s")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "flashsale",

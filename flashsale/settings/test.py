@@ -17,3 +17,6 @@ FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"
 FLASHSALE_RACE_DELAY_MS = 0.0
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Throttles off, as on the local stack; their own tests turn them on.
+FLASHSALE_THROTTLE_USER = ""
+FLASHSALE_THROTTLE_ADDRESS = ""

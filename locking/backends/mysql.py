@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, connections, transaction
+from MySQLdb.constants import ER
 
 from ..base import BaseLock, BaseLockBackend
 from ..exceptions import LockCommitUnknownError, LockError, LockNotOwnedError, LockReleaseError
@@ -42,8 +43,6 @@ from ..models import LockClaim, LockRow
 
 logger = logging.getLogger(__name__)
 
-ER_LOCK_WAIT_TIMEOUT = 1205
-ER_LOCK_DEADLOCK = 1213
 # MariaDB's ceiling for innodb_lock_wait_timeout: "wait forever".
 FOREVER_SECONDS = 1_073_741_824
 # Pause after the n-th deadlock: uniform in [0, min(cap, base * 2**n)] seconds.
@@ -164,16 +163,16 @@ class MySQLLock(BaseLock):
                 self.prepare(names)
             except OperationalError as e:
                 code = _error_code(e)
-                if code == ER_LOCK_DEADLOCK and not opened:
+                if code == ER.LOCK_DEADLOCK and not opened:
                     # InnoDB rolled back the whole transaction, names held before included.
                     self._abandon()
                     raise LockError("deadlock while taking more names; the transaction holding "
                                     "this thread's other locks was rolled back",
                                     lock_name=self.name) from e
                 self._end_if(opened, e)
-                if code == ER_LOCK_WAIT_TIMEOUT:
+                if code == ER.LOCK_WAIT_TIMEOUT:
                     return False
-                if code != ER_LOCK_DEADLOCK:
+                if code != ER.LOCK_DEADLOCK:
                     raise
                 # Waiters queued on one uncommitted INSERT deadlock each other when
                 # it goes away: each was granted a shared lock on the duplicate key
@@ -311,7 +310,7 @@ class ForUpdateLock(MySQLLock):
                                "FOR UPDATE NOWAIT", self.names)
                 return False
             except OperationalError as e:
-                if _error_code(e) == ER_LOCK_WAIT_TIMEOUT:
+                if _error_code(e) == ER.LOCK_WAIT_TIMEOUT:
                     return True
                 raise
             finally:

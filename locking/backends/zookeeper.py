@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import quote
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, LockTimeout, NoNodeError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock as KazooLock
 
 from ..base import BaseLock, BaseLockBackend
@@ -55,6 +56,9 @@ class CountingLock(KazooLock):
 
 
 class ZooKeeperLock(BaseLock):
+    # No session could be started in time, or the session is not connected now.
+    unavailable = (KazooTimeoutError, ConnectionLoss, SessionExpiredError)
+
     def __init__(self, name: str, *, backend: ZooKeeperLockBackend, wait_timeout: float | None = None):
         super().__init__(name, wait_timeout=wait_timeout)
         self.backend = backend
@@ -64,6 +68,10 @@ class ZooKeeperLock(BaseLock):
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         client = self.backend.client
+        if client.state != KazooState.CONNECTED:
+            # Not connected now (kazoo reconnects on its own): say so at once, rather
+            # than let the recipe retry until the wait timeout and answer "busy".
+            raise ConnectionLoss(f"not connected to ZooKeeper (session {client.state})")
         if self._recipe is None:
             identifier = f"{os.getpid()}:{threading.get_ident()}"
             self._recipe = CountingLock(client, self.path, identifier=identifier)
@@ -122,7 +130,9 @@ class ZooKeeperLock(BaseLock):
 
 class ZooKeeperLockBackend(BaseLockBackend):
     """OPTIONS: ``hosts`` ("127.0.0.1:2181"), ``root`` ("/locks"),
-    ``session_timeout`` seconds (10), ``wait_timeout`` seconds."""
+    ``session_timeout`` seconds (10), ``connect_timeout`` seconds (2: how long the
+    first lock waits for a session before the server counts as unreachable),
+    ``wait_timeout`` seconds."""
 
     lock_class = ZooKeeperLock
 
@@ -131,6 +141,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
         self.hosts = self.options.pop("hosts", "127.0.0.1:2181")
         self.root = self.options.pop("root", "/locks").rstrip("/")
         self.session_timeout = float(self.options.pop("session_timeout", 10.0))
+        self.connect_timeout = float(self.options.pop("connect_timeout", 2.0))
         self._mutex = threading.Lock()
         self._client: KazooClient | None = None
         self._pid = os.getpid()
@@ -147,7 +158,11 @@ class ZooKeeperLockBackend(BaseLockBackend):
             if self._client is None:
                 client = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
                 client.add_listener(self._on_state)
-                client.start(timeout=10)
+                try:
+                    client.start(timeout=self.connect_timeout)
+                except KazooTimeoutError:
+                    client.close()  # kazoo stopped it; its handler's threads go too
+                    raise
                 client.ensure_path(self.root)
                 self._client = client
             return self._client

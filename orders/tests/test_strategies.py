@@ -193,16 +193,20 @@ def test_a_purchase_that_committed_answers_its_order_even_if_the_lock_release_fa
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lock_server_that_cannot_be_reached_is_503_unavailable_and_nothing_is_written(product_factory):
+@pytest.mark.parametrize("strategy", ["setnx", "redisson", "zookeeper"])
+def test_a_lock_server_that_cannot_be_reached_is_503_unavailable_and_nothing_is_written(product_factory,
+                                                                                        strategy):
     product_factory(sku="sku-1", stock=5)
-    options = {**settings.LOCKING["redisson"]["OPTIONS"], "url": f"redis://127.0.0.1:{free_port()}/0"}
-    with override_settings(FLASHSALE_STRATEGY="redisson",
-                           LOCKING={"redisson": {**settings.LOCKING["redisson"], "OPTIONS": options}}):
+    nowhere = {"url": f"redis://127.0.0.1:{free_port()}/0"} if strategy != "zookeeper" else {
+        "hosts": f"127.0.0.1:{free_port()}", "connect_timeout": 0.5}
+    options = {**settings.LOCKING[strategy]["OPTIONS"], **nowhere}
+    with override_settings(FLASHSALE_STRATEGY=strategy,
+                           LOCKING={strategy: {**settings.LOCKING[strategy], "OPTIONS": options}}):
         response = APIClient().post("/api/orders", {"sku": "sku-1", "quantity": 1, "user_id": "u1"},
                                     format="json", HTTP_IDEMPOTENCY_KEY="k1")
     assert response.status_code == 503
     body = response.json()
-    assert (body["error"], body["backend"]) == ("unavailable", "redisson") and body["message"]
+    assert (body["error"], body["backend"]) == ("unavailable", strategy) and body["message"]
     assert response.headers["Retry-After"] == "1"
     assert not Order.objects.exists() and Stock.objects.get().quantity == 5
     # The key was given back: once the lock's server is there, the same request goes through.
