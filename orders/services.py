@@ -192,7 +192,7 @@ class _Placed(NamedTuple):
     timings: Timings
 
 
-def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str) -> _Placed:
+def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str, deadline: float) -> _Placed:
     """Take the stock from the groups of segments the plan names, in turn: a group
     that ran dry since the plan's read falls over to the next. Sold out only when
     no combination of segments can serve the quantity."""
@@ -204,7 +204,8 @@ def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str
         for group in stock_plan(segments, quantity):
             try:
                 order, deducted, timings = _order_take(product=product, group=group, count=len(segments),
-                                                       quantity=quantity, user_id=user_id, key=key)
+                                                       quantity=quantity, user_id=user_id, key=key,
+                                                       deadline=deadline)
             except SoldOut as e:
                 refused, last = group, e  # the group ran dry since the read: the next one
                 continue
@@ -222,7 +223,7 @@ def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str
 
 
 def _order_take(*, product: Product, group: list[int], count: int, quantity: int, user_id: str,
-                key: str) -> tuple[Order, Deducted, Timings]:
+                key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
     """One try: lock the group's segments, write the purchase, commit, release."""
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
     names = {segment: _lock_name(product.sku, segment, count) for segment in group}
@@ -246,7 +247,8 @@ def _order_take(*, product: Product, group: list[int], count: int, quantity: int
             fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
     try:
         order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
-                                       strategy=strategy, lock=lock, group=group, fences=fences)
+                                       strategy=strategy, lock=lock, group=group, fences=fences,
+                                       deadline=deadline)
     except BaseException:
         _release(lock, written=None)
         raise
@@ -260,7 +262,7 @@ def _order_take(*, product: Product, group: list[int], count: int, quantity: int
 
 
 def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
-                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None
+                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None, deadline: float
                  ) -> tuple[Order, Deducted]:
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
@@ -293,6 +295,11 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                     fences=fences,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
+                if time.monotonic() > deadline:
+                    # Paused or starved past the deadline: nginx has answered 504 for
+                    # this request and its client has moved on; an order committed
+                    # now would be one nobody was told of.
+                    raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written")
                 if not lock.commits_work:
                     commits_on = transaction.get_connection().connection  # leaving the block commits
             return order, deducted
@@ -349,6 +356,7 @@ def order_create(
 
 
 def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None) -> OrderResult:
+    deadline = time.monotonic() + settings.FLASHSALE_PURCHASE_DEADLINE
     fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key
@@ -363,7 +371,7 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
         if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         placed = _order_place(segments=segments_get(sku=sku), quantity=quantity,
-                              user_id=user_id, key=key)
+                              user_id=user_id, key=key, deadline=deadline)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.

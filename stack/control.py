@@ -110,6 +110,13 @@ def up(config: StackConfig) -> None:
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
 
 
+def start_again(config: StackConfig, names: list[str]) -> None:
+    """Start servers of the running stack that stopped (a fault killed them), and
+    wait until each answers its probe."""
+    by_name = {server.name: server for server in all_servers(config)}
+    _start(Supervisor(config), config, [by_name[name] for name in names])
+
+
 def reconfigure(config: StackConfig) -> StackConfig:
     """Bring a running stack in line with ``config`` (strategy, race delay, instances,
     workers): only the app instances restart, and nginx reloads its upstream."""

@@ -171,6 +171,19 @@ class Supervisor:
         if self.info(name)["statename"] in RUNNING_STATES:
             self.rpc.stopProcess(f"{group}:{name}", True)
 
+    def signal_group(self, name: str, signum: int) -> int:
+        """Send ``signum`` to the process group of program ``name`` (supervisord
+        starts each program as the leader of its own group: gunicorn's master and its
+        workers, for an app). Fault injection: SIGKILL, SIGSTOP, SIGCONT.
+
+        :returns: the program's PID.
+        """
+        pid = self.info(name)["pid"]
+        if not pid:
+            raise StackError(f"{name} is not running")
+        os.killpg(pid, signum)
+        return pid
+
     def reload(self) -> set[str]:
         """Re-read the config; replace groups whose definition changed.
 

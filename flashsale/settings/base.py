@@ -166,6 +166,10 @@ FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=Tr
 # orders, not the claim, is what prevents a second order if a claim expires early.
 FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
                                             default=int(2 * FLASHSALE_LOCK_WAIT_TIMEOUT) + 5)
+# A purchase older than this (its process was paused, or starved) is not committed
+# (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
+# has moved on. Below nginx's proxy_read_timeout and the key's claim TTL.
+FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=9.0)
 # How long a retry whose key's first request is still in flight waits for its outcome
 # before answering 503 busy.
 FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)

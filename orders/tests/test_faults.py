@@ -5,6 +5,8 @@ restart without persistence does), a database connection is killed by the server
 (``KILL``, as a restart does to every connection), Redis refuses one write.
 """
 
+import time
+
 import pytest
 import redis
 from django.core.cache import cache, caches
@@ -12,8 +14,9 @@ from django.db import OperationalError, connection, connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import OutcomeUnknown, SoldOut
+from flashsale.errors import Busy, OutcomeUnknown, SoldOut
 from inventory.models import Stock
+from inventory.services import stalled
 from locking.backends.mysql import side_connection
 from orders import idempotency
 from orders.models import Order
@@ -134,3 +137,19 @@ def test_a_connection_that_dies_during_commit_says_the_outcome_is_unknown_and_a_
         assert retry.order.pk == caught.value.order_id
     assert Order.objects.count() == 1 and Stock.objects.get().quantity == 4
     assert sale_audit(sku="sku-1").consistent
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "mysql"])
+def test_a_purchase_paused_past_its_deadline_commits_nothing(product_factory, strategy):
+    product_factory(sku="sku-1", stock=5)
+
+    def paused(point):
+        if point == "start":  # the stock is not yet touched
+            time.sleep(0.3)
+
+    with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_PURCHASE_DEADLINE=0.2), \
+            stalled(paused), pytest.raises(Busy, match="deadline"):
+        buy("k1")
+    assert not Order.objects.exists() and Stock.objects.get().quantity == 5
+    assert not buy("k1").replayed  # the key is free for the retry

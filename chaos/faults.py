@@ -1,0 +1,97 @@
+"""The faults a sale meets, injected into the local stack by signals to the process
+groups it started (supervisord starts each server as one): each fault breaks one
+server at a chosen moment and brings it back.
+
+``inject`` returns once the server is broken; ``heal`` brings it back and waits
+until it answers its probe. Healing runs in the background while the sale goes on,
+after ``down_seconds``, or at the end of the sale for a fault that stays (a killed
+instance).
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from stack.config import StackConfig
+from stack.control import start_again
+from stack.servers import zookeeper_mode
+from stack.supervisor import Supervisor
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    summary: str
+    # Seconds the server stays broken before it is brought back during the sale;
+    # None: it stays broken until the sale's end.
+    down_seconds: float | None
+
+    def target(self, config: StackConfig) -> str:
+        raise NotImplementedError
+
+    def inject(self, config: StackConfig) -> str:
+        """Break the server; returns its name."""
+        raise NotImplementedError
+
+    def heal(self, config: StackConfig, name: str) -> None:
+        start_again(config, [name])
+
+
+@dataclass(frozen=True)
+class Killed(Fault):
+    """SIGKILL to the server's process group; started again later (a crash and a restart)."""
+
+    server: str = ""
+
+    def target(self, config: StackConfig) -> str:
+        return self.server
+
+    def inject(self, config: StackConfig) -> str:
+        name = self.target(config)
+        Supervisor(config).signal_group(name, signal.SIGKILL)
+        return name
+
+
+@dataclass(frozen=True)
+class ZooKeeperLeaderKilled(Killed):
+    def target(self, config: StackConfig) -> str:
+        if config.zk_nodes == 1:
+            return "zookeeper"  # a standalone server is its own leader
+        ports = {f"zk{i + 1}": config.zk_port + i for i in range(config.zk_nodes)}
+        return next(name for name, port in ports.items() if zookeeper_mode(port) == "leader")
+
+
+@dataclass(frozen=True)
+class Paused(Fault):
+    """SIGSTOP to the server's process group, SIGCONT after ``down_seconds`` (a VM
+    or a process frozen, then thawed: it comes back believing nothing happened)."""
+
+    server: str = ""
+
+    def target(self, config: StackConfig) -> str:
+        return self.server
+
+    def inject(self, config: StackConfig) -> str:
+        Supervisor(config).signal_group(self.server, signal.SIGSTOP)
+        return self.server
+
+    def heal(self, config: StackConfig, name: str) -> None:
+        Supervisor(config).signal_group(name, signal.SIGCONT)
+
+
+FAULTS: dict[str, Fault] = {
+    fault.name: fault
+    for fault in (
+        Killed("kill-app", "an app instance (app1) SIGKILLed, started again after the sale",
+               down_seconds=None, server="app1"),
+        Killed("restart-redis", "Redis killed and started again 1 s later, empty (no persistence)",
+               down_seconds=1.0, server="redis"),
+        Killed("restart-mariadb", "MariaDB killed and started again 2 s later (crash recovery)",
+               down_seconds=2.0, server="mariadb"),
+        Paused("pause-app", "app1 frozen (SIGSTOP) for 12 s: past the 5 s lock leases and "
+               "nginx's 10 s timeout, then thawed", down_seconds=12.0, server="app1"),
+        ZooKeeperLeaderKilled("zk-leader", "the ZooKeeper leader killed, started again 2 s later "
+                              "(ZK_NODES=3: the others elect a new one)", down_seconds=2.0),
+    )
+}

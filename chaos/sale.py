@@ -1,0 +1,236 @@
+"""One sale under one fault: buyers that retry as a careful client does, the fault
+injected mid-sale, then the verdict read from the database itself.
+
+A buyer sends one purchase with its own Idempotency-Key and retries it, with the
+same key, on a connection error, 502, 503 and 504: 5 tries, backing off from 0.2 s
+to 2 s. Its last answer is its *final answer*. The verdict:
+
+- oversold, lost updates and the ledger, as the audit counts them;
+- keys with two orders (the unique key should make it impossible);
+- replays: every key that has an order, sent again, must get that order back;
+- lies: final answers that are not true of the database at the end: a success for a
+  key without that order, a refusal or an error for a key that has an order;
+- the stall: the longest gap between consecutive orders while stock remained.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import MySQLdb
+import requests
+
+from loadtest.client import FlashsaleClient
+from stack.config import StackConfig
+
+from .faults import Fault
+
+RETRIED = {0, 502, 503, 504}  # 0: no HTTP answer (connection refused, reset, timed out)
+TRIES = 5
+BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
+
+
+@dataclass(frozen=True)
+class Answer:
+    key: str
+    user: str
+    status: int  # the final answer's HTTP status; 0 when there was none
+    error: str | None  # its "error" code, for a refusal
+    order_id: int | None  # its order, for a success
+    tries: int
+
+
+@dataclass
+class Verdict:
+    strategy: str
+    fault: str
+    stock: int
+    orders: int
+    oversold: int
+    lost_updates: int
+    ledger_consistent: bool
+    double_keys: int
+    replays_wrong: int
+    lies: int
+    stall_seconds: float
+    answers: Counter
+    seconds: float
+    injected: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def broken(self) -> list[str]:
+        """The invariants this sale broke (empty: every answer true, nothing lost)."""
+        checks = {"oversold": self.oversold, "lost updates": self.lost_updates,
+                  "ledger": not self.ledger_consistent, "keys with two orders": self.double_keys,
+                  "replays": self.replays_wrong, "lying answers": self.lies,
+                  "fault not injected": not self.injected}
+        return [name for name, bad in checks.items() if bad]
+
+
+def _buy(client: FlashsaleClient, sku: str, key: str, user: str) -> Answer:
+    pause = BACKOFF[0]
+    for attempt in range(1, TRIES + 1):
+        try:
+            response = client.order(sku, 1, user, key=key)
+            status = response.status_code
+            body = response.json() if response.headers.get("Content-Type", "").startswith(
+                "application/json") else {}
+        except (requests.RequestException, ValueError):
+            status, body = 0, {}
+        if status not in RETRIED or attempt == TRIES:
+            return Answer(key, user, status, body.get("error"), body.get("order_id"), attempt)
+        time.sleep(pause)
+        pause = min(pause * 2, BACKOFF[1])
+    raise AssertionError("unreachable")
+
+
+class _Truth:
+    """What the stack's database holds for one product, read as an auditor would."""
+
+    def __init__(self, config: StackConfig):
+        self.db = MySQLdb.connect(host="127.0.0.1", port=config.mysql_port, user="flashsale",
+                                  password="flashsale", database="flashsale", autocommit=True)
+
+    def _rows(self, sql: str, sku: str) -> list[tuple]:
+        with self.db.cursor() as cursor:
+            cursor.execute(sql, [sku])
+            return list(cursor.fetchall())
+
+    def orders_by_key(self, sku: str) -> dict[str, int]:
+        return dict(self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
+                               "ON p.id = o.product_id WHERE p.sku = %s", sku))
+
+    def double_keys(self, sku: str) -> int:
+        return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "
+                              "ON p.id = o.product_id WHERE p.sku = %s GROUP BY o.idempotency_key "
+                              "HAVING COUNT(*) > 1", sku))
+
+    def order_times(self, sku: str) -> list[float]:
+        rows = self._rows("SELECT UNIX_TIMESTAMP(o.created_at) FROM orders_order o JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.created_at", sku)
+        return [float(t) for (t,) in rows]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _stall(times: list[float], *, sold_out: bool, started: float, ended: float) -> float:
+    """The longest stretch without an order while stock remained: from the start to
+    the first order, between orders, and (unless it sold out) from the last to the end."""
+    marks = [started, *times] + ([] if sold_out else [ended])
+    return max((b - a for a, b in zip(marks, marks[1:], strict=False)), default=0.0)
+
+
+def _until_healthy(config: StackConfig, seconds: float = 60) -> None:
+    """Until /healthz through nginx says every backend is ok, several times in a row
+    (so on each instance of the round robin)."""
+    client = FlashsaleClient(config.base_url, timeout=2)
+    deadline = time.monotonic() + seconds
+    in_a_row = 0
+    while in_a_row < 2 * config.instances:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the stack did not come back healthy within a minute")
+        try:
+            body = client.healthz()
+            healthy = all(body.get(k) == "ok" for k in ("database", "redis", "zookeeper"))
+        except (requests.RequestException, ValueError):
+            healthy = False
+        in_a_row = in_a_row + 1 if healthy else 0
+        if not healthy:
+            time.sleep(0.2)
+
+
+def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock: int, buyers: int,
+                     threads: int, trigger: int) -> Verdict:
+    _until_healthy(config)
+    admin = FlashsaleClient.for_stack(config)
+    sku = f"chaos-{strategy}-{fault.name}-{uuid.uuid4().hex[:6]}"
+    admin.reset(sku, stock=stock)
+    sold = 0
+    mutex = threading.Lock()
+    fire = threading.Event()
+    fault_state: dict = {}
+
+    def run_fault() -> None:
+        if not fire.wait(120):
+            return
+        fault_state["name"] = fault.inject(config)
+        fault_state["at"] = time.time()
+        if fault.down_seconds is not None:
+            time.sleep(fault.down_seconds)
+            fault.heal(config, fault_state["name"])
+            fault_state["healed"] = True
+
+    local = threading.local()
+
+    def buyer(n: int) -> Answer:
+        nonlocal sold
+        if not hasattr(local, "client"):  # a keep-alive connection per buyer thread
+            local.client = FlashsaleClient(config.base_url, timeout=15)
+        answer = _buy(local.client, sku, uuid.uuid4().hex, f"chaos-buyer-{n}")
+        if answer.status == 201:
+            with mutex:
+                sold += 1
+                if sold >= trigger:
+                    fire.set()
+        return answer
+
+    injector = threading.Thread(target=run_fault, daemon=True)
+    injector.start()
+    started = time.time()
+    with ThreadPoolExecutor(threads) as pool:
+        answers = list(pool.map(buyer, range(buyers)))
+    ended = time.time()
+    fire.set()  # a sale that never reached the trigger: inject now, so the stack is left healed
+    injector.join()
+    if "name" in fault_state and not fault_state.get("healed"):
+        fault.heal(config, fault_state["name"])
+    _until_healthy(config)
+    return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
+                  started=started, ended=ended, injected_at=fault_state.get("at"))
+
+
+def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault,
+           stock: int, answers: list[Answer], started: float, ended: float,
+           injected_at: float | None) -> Verdict:
+    audit = client.audit(sku)
+    truth = _Truth(config)
+    try:
+        orders = truth.orders_by_key(sku)
+        double = truth.double_keys(sku)
+        times = truth.order_times(sku)
+    finally:
+        truth.close()
+    lies = 0
+    for a in answers:
+        if a.status in (200, 201):
+            lies += orders.get(a.key) != a.order_id
+        else:
+            lies += a.key in orders
+    users = {a.key: a.user for a in answers}
+    local = threading.local()
+
+    def replay(key: str) -> bool:
+        if not hasattr(local, "client"):
+            local.client = FlashsaleClient(config.base_url, timeout=15)
+        response = local.client.order(sku, 1, users[key], key=key)
+        return response.status_code == 200 and response.json().get("order_id") == orders[key]
+
+    with ThreadPoolExecutor(8) as pool:
+        replays_wrong = sum(not ok for ok in pool.map(replay, orders))
+    statuses = Counter(f"{a.status} {a.error}" if a.error else str(a.status) for a in answers)
+    notes = [] if injected_at is None else [f"injected {injected_at - started:.1f} s in"]
+    return Verdict(
+        strategy=strategy, fault=fault.name, stock=stock, orders=audit["orders"],
+        oversold=audit["oversold"], lost_updates=audit["lost_updates"],
+        ledger_consistent=audit["consistent"], double_keys=double, replays_wrong=replays_wrong,
+        lies=lies,
+        stall_seconds=_stall(times, sold_out=audit["remaining"] == 0, started=started, ended=ended),
+        answers=statuses, seconds=ended - started, injected=injected_at is not None, notes=notes,
+    )
