@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios test lint clean bench-redis-locks
+.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario 
 
 scenarios: up  ## all 17 scenarios (python -m scenarios --list)
 	$(PY) -m scenarios all
+
+chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAULTS=x,y): reports/<time>/chaos.md
+	$(PY) -m chaos $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(FAULTS),--faults $(FAULTS)) $(CHAOS_ARGS)
 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 verdicts.append(verdict)
                 broke = ", ".join(verdict.broken) or "nothing"
                 print(f"[chaos]   {verdict.orders}/{verdict.stock} sold, lies {verdict.lies}, "
-                      f"stall {verdict.stall_seconds:.1f} s, broken: {broke}", flush=True)
+                      f"stall {verdict.stall_seconds:.1f} s, broken: {broke}; {'; '.join(verdict.notes)}",
+                      flush=True)
     broken = [v for v in verdicts if v.broken and STRATEGIES[v.strategy].claims_correct]
     faults_doc = "\n".join(f"- `{f}`: {FAULTS[f].summary}" for f in faults)
     report = (f"# Sales under faults\n\n`{command}`, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: stock "

@@ -216,16 +216,22 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     users = {a.key: a.user for a in answers}
     local = threading.local()
 
-    def replay(key: str) -> bool:
+    def replay(key: str) -> str | None:
+        """What was wrong with the replay of ``key``: None if it got its order back."""
         if not hasattr(local, "client"):
             local.client = FlashsaleClient(config.base_url, timeout=15)
         response = local.client.order(sku, 1, users[key], key=key)
-        return response.status_code == 200 and response.json().get("order_id") == orders[key]
+        body = response.json()
+        if response.status_code == 200 and body.get("order_id") == orders[key]:
+            return None
+        return f"{response.status_code} {body.get('error') or body.get('order_id')}"
 
     with ThreadPoolExecutor(8) as pool:
-        replays_wrong = sum(not ok for ok in pool.map(replay, orders))
+        wrong = Counter(w for w in pool.map(replay, orders) if w is not None)
+    replays_wrong = sum(wrong.values())
     statuses = Counter(f"{a.status} {a.error}" if a.error else str(a.status) for a in answers)
     notes = [] if injected_at is None else [f"injected {injected_at - started:.1f} s in"]
+    notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
     return Verdict(
         strategy=strategy, fault=fault.name, stock=stock, orders=audit["orders"],
         oversold=audit["oversold"], lost_updates=audit["lost_updates"],

@@ -1,5 +1,5 @@
-"""The sale's mark: one Redis key per product, written by the reset, that answers two
-questions before any lock or transaction.
+"""The sale's mark: two Redis keys per product, that answer two questions before any
+lock or transaction.
 
 - **Sold out?** Once the product's stock reaches 0 the mark says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
@@ -7,9 +7,10 @@ questions before any lock or transaction.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left
-  a flag that is still there. The mark is how Redis tells: the reset writes it before
-  the sale's first order, so it is older than every flag of the sale, and whatever
-  loses the flags (a restart without persistence, a flush) loses the mark with them.
+  a flag that is still there. The mark is how Redis tells: the reset writes when the
+  sale opened, before its first order, so that key is older than every flag of the
+  sale, and whatever loses the flags (a restart without persistence, a flush) loses
+  it with them; nothing but the next reset writes it again.
   A flag's TTL is the other way to lose one: the mark vouches only while the sale is
   younger than that TTL. Redis evicts nothing here (no ``maxmemory``); with an
   eviction policy, the flags could go without the mark.
@@ -51,39 +52,40 @@ class SaleMark:
 LOST = SaleMark(sold_out=False, opened=None)
 
 
-def _key(sku: str) -> str:
-    return f"sale:{sku}"
+# Two keys, read in one MGET: the reset alone writes "opened", so nothing written
+# after a loss (a purchase that read the mark before it, a sold-out mark) can make
+# the mark vouch again for flags lost with it.
+def _opened_key(sku: str) -> str:
+    return f"sale:{sku}:opened"
+
+
+def _sold_out_key(sku: str) -> str:
+    return f"sale:{sku}:sold-out"
 
 
 def sale_mark_get(*, sku: str) -> SaleMark:
+    opened_key, sold_out_key = _opened_key(sku), _sold_out_key(sku)
     try:
-        value = cache.get(_key(sku))
+        values = cache.get_many([opened_key, sold_out_key])
     except CACHE_ERRORS as e:
         logger.warning("sale mark unreadable, taking the slow path: %s", e)
         return LOST
-    if value is None:
-        return LOST
-    return SaleMark(sold_out=value["sold_out"] and settings.FLASHSALE_SOLDOUT_FAST_PATH,
-                    opened=value["opened"])
+    return SaleMark(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
+                    opened=values.get(opened_key))
 
 
 def sale_mark_open(*, sku: str) -> None:
     """The reset opens the sale: before its first order, so the mark is older than
     every flag of the sale."""
     try:
-        cache.set(_key(sku), {"opened": time.time(), "sold_out": False}, timeout=None)
+        cache.delete(_sold_out_key(sku))
+        cache.set(_opened_key(sku), time.time(), timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not write the sale mark of %s: %s", sku, e)
 
 
-def sale_mark_sold_out(*, sku: str, seen: SaleMark) -> None:
-    """Mark the sale sold out, keeping what the mark ``seen`` at the purchase's start
-    said about the flags. A mark seen, but lost since, is not written back (SET XX):
-    written back, it would vouch for flags lost with it. A mark seen lost is written
-    as vouching for nothing (SET NX)."""
-    value = {"opened": seen.opened, "sold_out": True}
+def sale_mark_sold_out(*, sku: str) -> None:
     try:
-        cache.set(_key(sku), value, timeout=None, nx=seen.opened is None, xx=seen.opened is not None)
+        cache.set(_sold_out_key(sku), 1, timeout=None)  # until the sale is reset
     except CACHE_ERRORS as e:
         logger.warning("could not mark %s sold out: %s", sku, e)
-

@@ -386,14 +386,14 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
         raise
     except BaseException as e:
         if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not mark.sold_out:
-            sale_mark_sold_out(sku=sku, seen=mark)
+            sale_mark_sold_out(sku=sku)
         if idempotency_key:
             known = _refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark)
             if known is not None:
                 return known
         raise
     if placed.product_left == 0:
-        sale_mark_sold_out(sku=sku, seen=mark)
+        sale_mark_sold_out(sku=sku)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult(order=placed.order, remaining=placed.remaining, replayed=False,

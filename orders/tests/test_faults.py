@@ -20,7 +20,7 @@ from inventory.services import stalled
 from locking.backends.mysql import side_connection
 from orders import idempotency
 from orders.models import Order
-from orders.salemark import sale_mark_get
+from orders.salemark import sale_mark_get, sale_mark_sold_out
 from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset
 
@@ -54,6 +54,16 @@ def test_after_redis_lost_its_data_a_replay_answers_its_order_not_sold_out(sold_
     with pytest.raises(SoldOut):  # a key that never bought is still refused
         buy("k3", user="k3")
     assert Order.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_the_flags(db):
+    sale_reset(sku="sku-1", stock=1)
+    assert sale_mark_get(sku="sku-1").flags_complete
+    cache.clear()  # lost, while a purchase that read the mark before is still on its way
+    sale_mark_sold_out(sku="sku-1")  # ...and it sells the last unit
+    mark = sale_mark_get(sku="sku-1")
+    assert mark.sold_out and not mark.flags_complete
 
 
 @pytest.mark.django_db
