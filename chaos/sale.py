@@ -207,12 +207,15 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
         times = truth.order_times(sku)
     finally:
         truth.close()
-    lies = 0
+    lying = Counter()
     for a in answers:
+        said = f"{a.status} {a.error}" if a.error else str(a.status)
         if a.status in (200, 201):
-            lies += orders.get(a.key) != a.order_id
-        else:
-            lies += a.key in orders
+            if orders.get(a.key) != a.order_id:
+                lying[f"{said} without that order"] += 1
+        elif a.key in orders:
+            lying[f"{said} with an order"] += 1
+    lies = sum(lying.values())
     users = {a.key: a.user for a in answers}
     local = threading.local()
 
@@ -232,6 +235,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     statuses = Counter(f"{a.status} {a.error}" if a.error else str(a.status) for a in answers)
     notes = [] if injected_at is None else [f"injected {injected_at - started:.1f} s in"]
     notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
+    notes += [f"final answer {what}: {n}" for what, n in lying.items()]
     return Verdict(
         strategy=strategy, fault=fault.name, stock=stock, orders=audit["orders"],
         oversold=audit["oversold"], lost_updates=audit["lost_updates"],

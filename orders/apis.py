@@ -3,7 +3,9 @@ errors leave through ``flashsale.errors.exception_handler``."""
 
 from __future__ import annotations
 
+import math
 import re
+import time
 
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -40,6 +42,17 @@ def _check_sku(sku: str) -> str:
     if len(sku) > _SKU_MAX_LENGTH:
         raise InvalidInput(f"sku longer than {_SKU_MAX_LENGTH} characters")
     return sku
+
+
+def _received_at(request) -> float | None:
+    """When nginx received the request (``X-Request-Start: t=<epoch seconds>``, which
+    nginx writes over anything a client sent); never later than now, None without it."""
+    value = request.headers.get("X-Request-Start", "")
+    try:
+        received = float(value.removeprefix("t="))
+    except ValueError:
+        return None
+    return min(received, time.time()) if math.isfinite(received) else None
 
 
 def _server_timing(timings: Timings) -> dict[str, str]:
@@ -82,7 +95,8 @@ class OrderCreateApi(APIView):
         key = request.headers.get("Idempotency-Key")
         if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
             raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
-        result: OrderResult = order_create(idempotency_key=key, **serializer.validated_data)
+        result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request),
+                                           **serializer.validated_data)
         body = self.OutputSerializer(result).data
         if result.replayed:
             return Response(body, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})

@@ -322,9 +322,13 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
 
 
 def order_create(
-    *, sku: str, quantity: int, user_id: str, idempotency_key: str | None = None
+    *, sku: str, quantity: int, user_id: str, idempotency_key: str | None = None,
+    received_at: float | None = None,
 ) -> OrderResult:
     """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key.
+
+    ``received_at`` (epoch seconds, default now) is when the request reached the
+    front: the purchase commits nothing after ``FLASHSALE_PURCHASE_DEADLINE`` from it.
 
     :raises InvalidInput: quantity out of range.
     :raises NotFound: unknown sku.
@@ -340,8 +344,11 @@ def order_create(
             f"quantity must be between 1 and {settings.FLASHSALE_MAX_PER_ORDER}",
             extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
         )
+    waited = 0.0 if received_at is None else max(time.time() - received_at, 0.0)
+    deadline = time.monotonic() - waited + settings.FLASHSALE_PURCHASE_DEADLINE
     try:
-        return _order_create(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key)
+        return _order_create(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
+                             deadline=deadline)
     except DatabaseError as e:
         if database_unreachable(e):
             # Closed now, not at the end of the request: whatever runs next on this
@@ -355,8 +362,12 @@ def order_create(
         raise
 
 
-def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None) -> OrderResult:
-    deadline = time.monotonic() + settings.FLASHSALE_PURCHASE_DEADLINE
+def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                  deadline: float) -> OrderResult:
+    if time.monotonic() > deadline:
+        # It waited in a queue (a frozen instance's) past the deadline: its client has
+        # been answered 504 and moved on; nothing is claimed, nothing written.
+        raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
     fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key

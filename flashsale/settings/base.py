@@ -6,6 +6,7 @@ on 6390, ZooKeeper on 2190, all on loopback.
 
 from __future__ import annotations
 
+import math
 import socket
 from pathlib import Path
 
@@ -92,14 +93,6 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
         "isolation_level": env.str("MYSQL_ISOLATION_LEVEL", default="repeatable read"),
     }
 )
-# A transaction left idle this long (its process paused, its thread starved) is ended
-# by MariaDB, and the row and lock rows it held are freed: a stopped holder stalls
-# the sale for seconds, not until it resumes. A purchase never idles that long; 0
-# turns it off. (MariaDB's own variable: unset it for MySQL.)
-DB_IDLE_TRANSACTION_TIMEOUT = env.int("DB_IDLE_TRANSACTION_TIMEOUT", default=5)
-if DB_IDLE_TRANSACTION_TIMEOUT:
-    DATABASES["default"]["OPTIONS"]["init_command"] = (
-        f"SET SESSION idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT}")
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
@@ -148,6 +141,20 @@ FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
 FLASHSALE_RACE_DELAY_MS = env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)
 # How long a purchase waits for the stock lock before answering 503 busy.
 FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0)
+# Row locks: a statement waits at most the purchase's lock wait for a row another
+# transaction holds (the stock row under atomic or optimistic; the MySQL lock
+# strategies set their own per acquisition), then gives up (503 busy).
+# A transaction left idle longer than that (its process paused, its thread starved)
+# is ended by MariaDB, and the rows and lock rows it held are freed: a stopped holder
+# stalls the sale for seconds, not until it resumes. Longer than the row lock wait,
+# so the stopped process's own waiters give up before they could be granted the row
+# and stall the sale once more each. A purchase never idles that long; 0 turns it
+# off. (MariaDB's own variable: unset it for MySQL.)
+DB_IDLE_TRANSACTION_TIMEOUT = env.int("DB_IDLE_TRANSACTION_TIMEOUT",
+                                      default=int(FLASHSALE_LOCK_WAIT_TIMEOUT) + 1)
+DATABASES["default"]["OPTIONS"]["init_command"] = "SET SESSION " + ", ".join(
+    [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT)}"]
+    + ([f"idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT}"] if DB_IDLE_TRANSACTION_TIMEOUT else []))
 # How often an optimistic purchase redoes its transaction after finding the stock
 # changed before answering 503 busy.
 FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
@@ -169,7 +176,7 @@ FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the key's claim TTL.
-FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=9.0)
+FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=8.0)
 # How long a retry whose key's first request is still in flight waits for its outcome
 # before answering 503 busy.
 FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)

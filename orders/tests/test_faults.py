@@ -163,3 +163,21 @@ def test_a_purchase_paused_past_its_deadline_commits_nothing(product_factory, st
         buy("k1")
     assert not Order.objects.exists() and Stock.objects.get().quantity == 5
     assert not buy("k1").replayed  # the key is free for the retry
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("header", "status"), [
+    (lambda now: f"t={now - 10:.3f}", 503),  # waited in a frozen instance's queue past the deadline
+    (lambda now: f"t={now - 1:.3f}", 201),
+    (lambda now: f"t={now + 3600:.3f}", 201),  # a clock ahead counts as now
+    (lambda now: "t=soon", 201), (lambda now: "t=nan", 201),  # not nginx's: ignored
+])
+def test_the_deadline_counts_from_when_nginx_received_the_request(product_factory, header, status):
+    product_factory(sku="sku-1", stock=5)
+    response = APIClient().post("/api/orders", {"sku": "sku-1", "quantity": 1, "user_id": "u1"},
+                                format="json", HTTP_IDEMPOTENCY_KEY="k1",
+                                HTTP_X_REQUEST_START=header(time.time()))
+    assert response.status_code == status, response.content
+    assert Order.objects.count() == (status == 201)
+    if status == 503:
+        assert response.json()["error"] == "busy" and "deadline" in response.json()["message"]

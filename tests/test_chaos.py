@@ -1,0 +1,37 @@
+"""A small sale under each fault, as ``make chaos`` runs them (larger, for every
+strategy): the fault is real (a signal to the server's process group, then a
+restart), and the verdict is read from the database."""
+
+import pytest
+from django.db import connections
+
+from chaos.__main__ import table
+from chaos.faults import FAULTS
+from chaos.sale import _stall, sale_under_fault
+
+# Each fault once, under a strategy it bites: the lock's server is the one that fails,
+# or a holder dies or freezes with the lock.
+CASES = [("kill-app", "redisson"), ("restart-redis", "setnx"), ("restart-mariadb", "mysql"),
+         ("pause-app", "atomic"), ("zk-leader", "zookeeper")]
+
+
+@pytest.fixture
+def reconnect_afterwards():
+    yield
+    connections.close_all()  # the suite's own connections, should MariaDB have restarted under them
+
+
+@pytest.mark.parametrize(("fault", "strategy"), CASES, ids=[f for f, _ in CASES])
+def test_a_sale_under_the_fault_keeps_every_invariant_and_every_answer_true(
+        fault, strategy, stack_config, stack_apps, reconnect_afterwards):
+    stack_apps(strategy=strategy)
+    verdict = sale_under_fault(stack_config.replace(strategy=strategy), strategy=strategy,
+                               fault=FAULTS[fault], stock=30, buyers=240, threads=12, trigger=10)
+    assert verdict.injected and verdict.orders == 30, table([verdict])
+    assert verdict.broken == [], table([verdict]) + "\n" + "; ".join(verdict.notes)
+
+
+def test_the_stall_is_the_longest_stretch_without_an_order_while_stock_remained():
+    assert _stall([1.0, 1.5, 4.0], sold_out=True, started=0.5, ended=9.0) == 2.5
+    assert _stall([1.0, 1.5, 4.0], sold_out=False, started=0.5, ended=9.0) == 5.0  # then nothing sold
+    assert _stall([], sold_out=False, started=0.0, ended=3.0) == 3.0
