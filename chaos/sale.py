@@ -212,7 +212,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
         said = f"{a.status} {a.error}" if a.error else str(a.status)
         if a.status in (200, 201):
             if orders.get(a.key) != a.order_id:
-                lying[f"{said} without that order"] += 1
+                lying[f"{said} without that order (order {a.order_id}, key {a.key})"] += 1
         elif a.key in orders:
             lying[f"{said} with an order"] += 1
     lies = sum(lying.values())

@@ -4,16 +4,24 @@ cannot be reached at all (then the client is told to retry, with 503)."""
 from __future__ import annotations
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
-from MySQLdb.constants import ER
+from MySQLdb.constants import CR, ER
+
+ER_CONNECTION_KILLED = 1927  # MariaDB's; not among mysqlclient's constants
+# The client's "cannot connect", "gone away", "lost during query", and the server's
+# "shutting down" and "connection killed".
+_CONNECTION_ERRORS = {CR.CONNECTION_ERROR, CR.CONN_HOST_ERROR, CR.SERVER_GONE_ERROR, CR.SERVER_LOST,
+                      CR.SERVER_LOST_EXTENDED, ER.SERVER_SHUTDOWN, ER_CONNECTION_KILLED}
 
 
 def database_unreachable(error: BaseException, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Whether ``error`` came from a connection that could not be made or died (the
     server stopped, restarted, or the network dropped), not from a statement the
-    server refused. Asks the connection itself, so it holds for any error code:
-    a connection Django closed, or one that no longer answers a ping."""
+    server refused: by its code, or else by asking the connection itself (one
+    Django closed, or one that no longer answers a ping)."""
     if not isinstance(error, (OperationalError, InterfaceError)):
         return False
+    if error.args and error.args[0] in _CONNECTION_ERRORS:
+        return True  # even if Django has opened another connection since
     connection = connections[using]
     return connection.connection is None or not connection.is_usable()
 

@@ -155,19 +155,26 @@ def _release(lock: BaseLock, *, written: Order | None) -> None:
     decided: logged, not raised."""
     try:
         lock.release()
-    except LockReleaseError as e:
+    except Exception as e:
         if written is not None and lock.commits_work:
-            if isinstance(e, LockCommitUnknownError):
-                raise _outcome_unknown(written) from e
-            raise Busy("the purchase was rolled back as its lock was released; nothing was written",
-                       extra={"lock": lock.name}) from e
+            if isinstance(e, LockReleaseError) and not isinstance(e, LockCommitUnknownError):
+                raise Busy("the purchase was rolled back as its lock was released; nothing was written",
+                           extra={"lock": lock.name}) from e
+            # The release was the commit, and it did not say it committed: only the
+            # database knows now.
+            raise _outcome_unknown(written) from e
+        _release_failed(lock, e, committed=written is not None)
+
+
+def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
+    if isinstance(e, LockReleaseError):
         logger.info("%s: release failed after a failed purchase: %s", lock, e)
-    except LockError as e:
-        if written is not None:
+    elif isinstance(e, LockError):
+        if committed:
             logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
         else:
             logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
-    except Exception as e:
+    else:
         # The lock's server went away (a Redis or ZooKeeper connection error). The
         # purchase's outcome is decided already, and the buyer must hear that, not
         # this: the lease (or the session) frees the lock on its own.

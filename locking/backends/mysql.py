@@ -228,7 +228,10 @@ class MySQLLock(BaseLock):
             # work and locks alike (a connection that dies before COMMIT commits
             # nothing). End it here, or the thread's connection stays inside a broken
             # transaction and every later request on it fails.
-            self._abandon()
+            try:
+                self._abandon()
+            except DatabaseError:
+                pass  # reconnecting failed too (the server is down): nothing to end here
             raise LockReleaseError("releasing failed and the transaction holding the lock, "
                                    "with the work done under it, was rolled back",
                                    lock_name=self.name) from e

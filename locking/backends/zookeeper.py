@@ -68,9 +68,11 @@ class ZooKeeperLock(BaseLock):
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         client = self.backend.client
-        if client.state != KazooState.CONNECTED:
-            # Not connected now (kazoo reconnects on its own): say so at once, rather
-            # than let the recipe retry until the wait timeout and answer "busy".
+        patience = min(self.backend.connect_timeout, float("inf") if timeout is None else timeout)
+        if not self.backend.connected.wait(patience if blocking else 0):
+            # Not connected (kazoo reconnects on its own: an ensemble's election takes
+            # a second or two, which the wait above rides out): say so now, rather than
+            # let the recipe retry until the wait timeout and answer "busy".
             raise ConnectionLoss(f"not connected to ZooKeeper (session {client.state})")
         if self._recipe is None:
             identifier = f"{os.getpid()}:{threading.get_ident()}"
@@ -148,6 +150,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
         # Bumped on every SUSPENDED or LOST: a holder compares it with the value it
         # saw when it acquired.
         self.losses = 0
+        self.connected = threading.Event()  # set while the session is connected
         atexit.register(self.close)
 
     @property
@@ -155,6 +158,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
         with self._mutex:
             if self._pid != os.getpid():  # a forked child: the parent's session is not ours
                 self._client, self._pid, self.losses = None, os.getpid(), 0
+                self.connected.clear()
             if self._client is None:
                 client = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
                 client.add_listener(self._on_state)
@@ -163,6 +167,8 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 except KazooTimeoutError:
                     client.close()  # kazoo stopped it; its handler's threads go too
                     raise
+                if client.connected:
+                    self.connected.set()
                 client.ensure_path(self.root)
                 self._client = client
             return self._client
@@ -170,6 +176,9 @@ class ZooKeeperLockBackend(BaseLockBackend):
     def _on_state(self, state: str) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             self.losses += 1
+            self.connected.clear()
+        else:
+            self.connected.set()
 
     def lock(self, name: str) -> ZooKeeperLock:
         return ZooKeeperLock(name, backend=self, wait_timeout=self.wait_timeout)

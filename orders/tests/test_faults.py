@@ -14,10 +14,10 @@ from django.db import OperationalError, connection, connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import Busy, OutcomeUnknown, SoldOut
+from flashsale.errors import Busy, OutcomeUnknown, SoldOut, Unavailable
 from inventory.models import Stock
 from inventory.services import stalled
-from locking.backends.mysql import side_connection
+from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
 from orders.models import Order
 from orders.salemark import sale_mark_get, sale_mark_sold_out
@@ -181,3 +181,48 @@ def test_the_deadline_counts_from_when_nginx_received_the_request(product_factor
     assert Order.objects.count() == (status == 201)
     if status == 503:
         assert response.json()["error"] == "busy" and "deadline" in response.json()["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "redisson", "mysql", "mysql-for-update"])
+def test_a_connection_killed_while_the_lock_is_held_is_503_unavailable_and_writes_nothing(
+        product_factory, strategy):
+    product_factory(sku="sku-1", stock=5)
+
+    def the_database_restarts(point):
+        if point == "start":  # the lock is held, the order row written, the stock not yet
+            kill_this_connection()
+
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        with stalled(the_database_restarts), pytest.raises(Unavailable):
+            buy("k1")
+        assert not Order.objects.exists() and Stock.objects.get().quantity == 5
+        assert not buy("k1").replayed  # reconnected; the key was given back
+    assert sale_audit(sku="sku-1").consistent
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["mysql", "mysql-for-update"])
+@pytest.mark.parametrize("step", ["give_back", "_commit"])
+def test_a_database_that_goes_down_as_the_mysql_lock_releases_never_answers_201(
+        product_factory, monkeypatch, strategy, step):
+    product_factory(sku="sku-1", stock=5)
+    wrapper = connections["default"]
+    wrapper.ensure_connection()
+    lock_class = InsertLock if strategy == "mysql" else ForUpdateLock
+    owner = lock_class if step == "give_back" else wrapper
+    real = getattr(owner, step)
+
+    def the_database_goes_down(*args):
+        kill_this_connection()
+        monkeypatch.setitem(wrapper.settings_dict, "PORT", 1)  # and stays down: reconnecting fails
+        return real(*args)
+
+    monkeypatch.setattr(owner, step, the_database_goes_down)
+    with override_settings(FLASHSALE_STRATEGY=strategy), pytest.raises((Busy, OutcomeUnknown, Unavailable)):
+        buy("k1")
+    monkeypatch.undo()  # back up
+    wrapper.close()
+    assert not Order.objects.exists() and Stock.objects.get().quantity == 5
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        assert not buy("k1").replayed
