@@ -275,7 +275,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
     while True:
-        commits_on = None  # the raw connection the COMMIT goes out on
+        committing = False
         try:
             # A lock whose release commits (the MySQL locks) opened the transaction:
             # the purchase joins it without a savepoint of its own, so a failure rolls
@@ -307,15 +307,13 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                     # this request and its client has moved on; an order committed
                     # now would be one nobody was told of.
                     raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written")
-                if not lock.commits_work:
-                    commits_on = transaction.get_connection().connection  # leaving the block commits
+                committing = not lock.commits_work  # leaving the block commits
             return order, deducted
         except DatabaseError as e:
-            # Django answers a failed COMMIT with a ROLLBACK, and drops the connection
-            # if that fails too (the next statement opens another): a server that
-            # answered refused the commit; a connection that died may have died
-            # after the commit landed.
-            if commits_on is not None and transaction.get_connection().connection is not commits_on:
+            # Past the last statement, a failure is the COMMIT's or that of Django's
+            # SET autocommit after it: the commit may have landed, and only the
+            # database knows now.
+            if committing:
                 raise _outcome_unknown(order) from e
             raise
         except StockChanged as e:

@@ -238,21 +238,19 @@ class MySQLLock(BaseLock):
         if held.counts:
             return
         atomic, held.atomic = held.atomic, None
-        commits_on = connection.connection
         try:
             atomic.__exit__(None, None, None)  # COMMIT (or the rollback): work and release at once
         except DatabaseError as e:
             held.counts.clear()
-            # Django answers a failed COMMIT with a ROLLBACK, and drops the connection
-            # if that fails too (the next statement opens another). A server that
-            # answered refused the commit; a connection that died may have died
-            # after the commit landed.
-            if connection.connection is not commits_on:
-                raise LockCommitUnknownError("the connection died during the COMMIT that releases "
-                                             "the lock: the work may or may not have been committed",
-                                             lock_name=self.name) from e
-            raise LockReleaseError("the COMMIT that releases the lock failed and the work done "
-                                   "under it was rolled back", lock_name=self.name) from e
+            # The COMMIT failed, or the connection died around it (Django's reconnect
+            # after a failed COMMIT, or its SET autocommit after a good one): whether
+            # the work landed, only the database knows now.
+            raise LockCommitUnknownError("the COMMIT that releases the lock failed: the work may "
+                                         "or may not have been committed", lock_name=self.name) from e
+        if failed:
+            # Django rolled back without a word: whoever thinks its work is done must hear it.
+            raise LockReleaseError("the work under the lock had failed: its transaction was rolled "
+                                   "back, the lock released", lock_name=self.name)
 
     def held_names(self) -> dict[str, int]:
         """Names this thread holds, with counts (for tests and figures)."""
