@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -24,6 +25,16 @@ logger = logging.getLogger(__name__)
 class Flag:
     fingerprint: str
     order_id: int | None  # None while the request that claimed the key is in flight
+    since: float | None = None  # when a claim was made (epoch seconds)
+
+    @property
+    def stale(self) -> bool:
+        """A claim whose request would have finished by now, had it lived: its
+        instance died (or lost Redis) between its work and its answer. The claim is
+        not dropped by a TTL, so that a key whose order committed just before its
+        instance died is never taken for a key without one: the database decides."""
+        return (self.order_id is None and self.since is not None
+                and time.time() - self.since > settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL)
 
 
 def _cache_key(key: str) -> str:
@@ -61,10 +72,10 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     """
     if _owed:
         _pay_owed()
-    pending = {"fingerprint": fingerprint, "order_id": None}
+    pending = {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
     try:
         for _ in range(2):  # the other flag may expire between ADD and GET
-            if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL):
+            if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL):
                 return None
             existing = cache.get(_cache_key(key))
             if existing is not None:
@@ -72,6 +83,15 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     except CACHE_ERRORS as e:
         logger.warning("idempotency fast path unavailable, relying on the database: %s", e)
     return None
+
+
+def flag_take_over(*, key: str, fingerprint: str) -> None:
+    """Claim ``key`` in place of a stale claim (the database said it has no order)."""
+    pending = {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
+    try:
+        cache.set(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+    except CACHE_ERRORS as e:
+        logger.warning("could not take over the claim of %s: %s", key, e)
 
 
 def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:

@@ -1,14 +1,19 @@
 """The purchase, and the reset of a sale.
 
-One purchase, in order: validate → idempotency check → sold-out mark → read the
+One purchase, in order: validate → idempotency check → the sale's mark → read the
 product's stock segments → for each group of segments the plan names: acquire their
-locks → open the transaction → create the order, deduct the stock, append the flow
-rows → commit → release the locks; a group that ran dry since the read falls over to
-the next. The locks are held across the commit: released earlier, the next holder
-could read the stock before this write is visible. Each lock's fencing token, where
-it has one, goes with the stock deduction, which refuses it once a newer holder has
-touched that segment: a lease that ran out mid-purchase costs this purchase, not
-the stock.
+locks → open the transaction → count the buyer's units, create the order, deduct the
+stock, append the flow rows → commit → release the locks; a group that ran dry since
+the read falls over to the next. The locks are held across the commit: released
+earlier, the next holder could read the stock before this write is visible. Each
+lock's fencing token, where it has one, goes with the stock deduction, which refuses
+it once a newer holder has touched that segment: a lease that ran out mid-purchase
+costs this purchase, not the stock.
+
+Every answer is true of the database: a refused keyed request first makes sure its
+key has no order (unless the sale's mark vouches for the flags); a failure at or
+after the COMMIT is ``OutcomeUnknown``, never "nothing written"; a database that
+cannot be reached is ``Unavailable``; nothing commits past the purchase's deadline.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
-from flashsale.database import database_gave_up, database_unreachable
 from flashsale.errors import (
     ApplicationError,
     Busy,
@@ -48,7 +52,8 @@ from locking import (
     get_locks,
 )
 
-from .idempotency import flag_claim, flag_complete, flags_forget
+from .database_errors import database_gave_up, database_unreachable
+from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget
 from .limits import quota_open, quota_take
 from .models import BuyerQuota, Order
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
@@ -135,8 +140,14 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
         if order is not None:
             return _replay(order=order, fingerprint=fingerprint)
         if flag.order_id is not None:
-            # The flag outlived its order (the sale was reset): the key is free again.
+            # The flag outlived its order (the sale was reset, or a commit whose
+            # outcome was unknown did not land): the key is free again.
             flags_forget(keys=[key])
+        elif flag.stale:
+            # Its request died without an answer, and the database says it left no
+            # order (it cannot commit now: past its deadline): this request goes on.
+            flag_take_over(key=key, fingerprint=fingerprint)
+            return None
         elif time.monotonic() >= deadline:
             raise Busy("a request with this Idempotency-Key is still in progress", retry_after=1)
         else:

@@ -166,17 +166,20 @@ FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis mark without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
-# Idempotency flags in Redis: a claim lives while its request is in flight (and is
-# dropped when it fails); a completed purchase's flag answers replays this long.
-# The claim's TTL outlives its request (the lock wait and the work) but not by much:
-# a claim left by an instance that died frees its key this soon. The unique key on
-# orders, not the claim, is what prevents a second order if a claim expires early.
-FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
-                                            default=int(2 * FLASHSALE_LOCK_WAIT_TIMEOUT) + 5)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the key's claim TTL.
 FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=8.0)
+# Idempotency flags in Redis: a request claims its key before any work (and drops the
+# claim when it fails); a completed purchase's flag answers replays for a day. A
+# claim whose request has not finished after FLASHSALE_IDEMPOTENCY_PENDING_TTL is
+# stale: its instance died between its work and its answer. A retry that finds it
+# asks the database (the order, or nothing) and takes the key over. The claim does
+# not expire by itself: an expired claim of an order that committed just before its
+# instance died would look like a key never used. The stale age outlives the request
+# (its deadline) but not by much: a dead instance's keys are free in seconds.
+FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
+                                            default=math.ceil(FLASHSALE_PURCHASE_DEADLINE) + 2)
 # How long a retry whose key's first request is still in flight waits for its outcome
 # before answering 503 busy.
 FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)

@@ -226,3 +226,40 @@ def test_a_database_that_goes_down_as_the_mysql_lock_releases_never_answers_201(
     assert not Order.objects.exists() and Stock.objects.get().quantity == 5
     with override_settings(FLASHSALE_STRATEGY=strategy):
         assert not buy("k1").replayed
+
+
+def _claim_as_a_dead_instance(key: str, user: str, seconds_ago: float) -> None:
+    from orders.services import _fingerprint
+
+    fingerprint = _fingerprint(sku="sku-1", quantity=1, user_id=user)
+    cache.set(f"idem:{key}", {"fingerprint": fingerprint, "order_id": None,
+                              "since": time.time() - seconds_ago}, timeout=None)
+
+
+@pytest.mark.django_db
+def test_an_instance_that_died_between_its_commit_and_its_flag_leaves_a_key_that_replays(db):
+    sale_reset(sku="sku-1", stock=1)
+    first = buy("k1")  # committed; then its instance died before it could write the flag:
+    _claim_as_a_dead_instance("k1", "u1", seconds_ago=60)  # only its claim is left, long stale
+    assert sale_mark_get(sku="sku-1").sold_out and sale_mark_get(sku="sku-1").flags_complete
+    again = buy("k1")  # the sale sold out, and the mark vouches for the flags: still the order
+    assert again.replayed and again.order.pk == first.order.pk
+
+
+@pytest.mark.django_db
+def test_a_stale_claim_without_an_order_is_taken_over(db):
+    sale_reset(sku="sku-1", stock=5)
+    _claim_as_a_dead_instance("k1", "u1", seconds_ago=60)  # died before it wrote anything
+    assert not buy("k1").replayed
+    assert Order.objects.filter(idempotency_key="k1").count() == 1
+    assert cache.get("idem:k1")["order_id"] is not None
+
+
+@pytest.mark.django_db
+@override_settings(FLASHSALE_INFLIGHT_WAIT=0.2)
+def test_a_fresh_claim_of_another_request_is_still_waited_for(db):
+    sale_reset(sku="sku-1", stock=5)
+    _claim_as_a_dead_instance("k1", "u1", seconds_ago=1)  # still within its deadline
+    with pytest.raises(Busy, match="in progress"):
+        buy("k1")
+    assert not Order.objects.exists()
