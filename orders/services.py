@@ -415,7 +415,7 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
         if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not mark.sold_out:
             sale_mark_sold_out(sku=sku)
         if idempotency_key:
-            known = _refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark)
+            known = _refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark, deadline=deadline)
             if known is not None:
                 return known
         raise
@@ -427,8 +427,8 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
                        timings=placed.timings)
 
 
-def _refusal_checked(error: BaseException, *, key: str, fingerprint: str,
-                     mark: SaleMark) -> OrderResult | None:
+def _refusal_checked(error: BaseException, *, key: str, fingerprint: str, mark: SaleMark,
+                     deadline: float) -> OrderResult | None:
     """Before a keyed request is refused, make sure its key has no order: the
     database is the truth for idempotency. The flags answer for it (no look-up) only
     while the sale's mark vouches that no flag was lost; then this request's fresh
@@ -441,11 +441,19 @@ def _refusal_checked(error: BaseException, *, key: str, fingerprint: str,
         except IdempotencyConflict:
             raise  # the key has an order, and its flag again
         except BaseException:
-            flags_forget(keys=[key])
+            _free(key, deadline)
             raise
     if known is None:
-        flags_forget(keys=[key])
+        _free(key, deadline)
     return known
+
+
+def _free(key: str, deadline: float) -> None:
+    """Drop this request's claim of ``key``, if it is still this request's: past the
+    deadline, the claim may have gone stale and been taken over by a retry (whose
+    order's flag it now is), so it is left to go stale instead."""
+    if time.monotonic() < deadline:
+        flags_forget(keys=[key])
 
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> Product:

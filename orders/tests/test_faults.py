@@ -162,7 +162,28 @@ def test_a_purchase_paused_past_its_deadline_commits_nothing(product_factory, st
             stalled(paused), pytest.raises(Busy, match="deadline"):
         buy("k1")
     assert not Order.objects.exists() and Stock.objects.get().quantity == 5
-    assert not buy("k1").replayed  # the key is free for the retry
+    # Its claim is left to go stale (past the deadline it may no longer be its own);
+    # once stale, the retry asks the database and takes the key over.
+    assert cache.get("idem:k1")["order_id"] is None
+    with override_settings(FLASHSALE_IDEMPOTENCY_PENDING_TTL=0):
+        assert not buy("k1").replayed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_past_its_deadline_does_not_drop_the_flag_of_the_retry_that_took_its_key_over(
+        product_factory):
+    product_factory(sku="sku-1", stock=5)
+
+    def a_retry_takes_over_meanwhile(point):
+        if point == "start":
+            time.sleep(0.3)
+            took_over = {"fingerprint": "the retry's", "order_id": 4242, "since": None}
+            cache.set("idem:k1", took_over, timeout=None)
+
+    with override_settings(FLASHSALE_PURCHASE_DEADLINE=0.2), stalled(a_retry_takes_over_meanwhile), \
+            pytest.raises(Busy, match="deadline"):
+        buy("k1")
+    assert cache.get("idem:k1")["order_id"] == 4242
 
 
 @pytest.mark.django_db
