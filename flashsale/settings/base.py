@@ -168,7 +168,7 @@ FLASHSALE_FENCING = True
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
-# has moved on. Below nginx's proxy_read_timeout and the key's claim TTL.
+# has moved on. Below nginx's proxy_read_timeout and the age at which a claim is stale.
 FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=8.0)
 # Idempotency flags in Redis: a request claims its key before any work (and drops the
 # claim when it fails); a completed purchase's flag answers replays for a day. A
