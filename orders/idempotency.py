@@ -4,6 +4,12 @@ A request claims its key with SET NX (Django's ``cache.add``) before doing any
 work; a retry that finds the flag is answered without taking the lock. The flag
 only saves work: the unique key on ``Order`` is what guarantees one order per key,
 so when Redis is unreachable purchases go on without the fast path.
+
+A claim does not expire: one whose request should have finished long ago is stale
+(``Flag.stale``), and the retry that finds it lets the database decide. A completed
+order's flag that Redis refused (it was unreachable at that moment) is *owed*: this
+process writes it before its next claim and, until then, does not let the sale's
+mark vouch for the flags (``orders.salemark``).
 """
 
 from __future__ import annotations
