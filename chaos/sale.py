@@ -22,11 +22,11 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import MySQLdb
 import requests
 
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
+from stack.servers import mariadb_app_connection
 
 from .faults import Fault
 
@@ -94,8 +94,7 @@ class _Truth:
     """What the stack's database holds for one product, read as an auditor would."""
 
     def __init__(self, config: StackConfig):
-        self.db = MySQLdb.connect(host="127.0.0.1", port=config.mysql_port, user="flashsale",
-                                  password="flashsale", database="flashsale", autocommit=True)
+        self.db = mariadb_app_connection(config)
 
     def _rows(self, sql: str, sku: str) -> list[tuple]:
         with self.db.cursor() as cursor:

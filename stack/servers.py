@@ -249,6 +249,10 @@ def mariadb_install(config: StackConfig) -> None:
         raise StackError(f"mariadb-install-db failed; see {log}\n{tail(log)}")
 
 
+# The app's database and user on the local stack (the settings' default DATABASE_URL).
+APP_DATABASE = APP_DB_USER = APP_DB_PASSWORD = "flashsale"
+
+
 def mariadb_bootstrap(config: StackConfig) -> None:
     """The app's database and user, with rights on pytest-django's test_ database too."""
     import MySQLdb
@@ -256,13 +260,23 @@ def mariadb_bootstrap(config: StackConfig) -> None:
     conn = MySQLdb.connect(unix_socket=str(config.run_dir / "mariadb" / "mysqld.sock"), user="root")
     try:
         cursor = conn.cursor()
-        cursor.execute("CREATE DATABASE IF NOT EXISTS flashsale CHARACTER SET utf8mb4")
+        cursor.execute(f"CREATE DATABASE IF NOT EXISTS {APP_DATABASE} CHARACTER SET utf8mb4")
         for host in ("127.0.0.1", "localhost"):
-            cursor.execute(f"CREATE USER IF NOT EXISTS 'flashsale'@'{host}' IDENTIFIED BY 'flashsale'")
-            cursor.execute(f"GRANT ALL ON flashsale.* TO 'flashsale'@'{host}'")
-            cursor.execute(f"GRANT ALL ON `test\\_flashsale%`.* TO 'flashsale'@'{host}'")
+            user = f"'{APP_DB_USER}'@'{host}'"
+            cursor.execute(f"CREATE USER IF NOT EXISTS {user} IDENTIFIED BY '{APP_DB_PASSWORD}'")
+            cursor.execute(f"GRANT ALL ON {APP_DATABASE}.* TO {user}")
+            cursor.execute(f"GRANT ALL ON `test\\_{APP_DATABASE}%`.* TO {user}")
     finally:
         conn.close()
+
+
+def mariadb_app_connection(config: StackConfig):
+    """A connection to the app's database as the app's user, in autocommit: what an
+    auditor outside the apps reads the sale from."""
+    import MySQLdb
+
+    return MySQLdb.connect(host="127.0.0.1", port=config.mysql_port, user=APP_DB_USER,
+                           password=APP_DB_PASSWORD, database=APP_DATABASE, autocommit=True)
 
 
 def tail(path: Path, lines: int = 20) -> str:
