@@ -149,7 +149,7 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
             flag_take_over(key=key, fingerprint=fingerprint)
             return None
         elif time.monotonic() >= deadline:
-            raise Busy("a request with this Idempotency-Key is still in progress", retry_after=1)
+            raise Busy("a request with this Idempotency-Key is still in progress")
         else:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
