@@ -52,6 +52,11 @@ _owed: dict[str, dict] = {}
 _owed_mutex = threading.Lock()
 
 
+def _claim(fingerprint: str) -> dict:
+    """A claim of a key by a request starting now (its flag while it is in flight)."""
+    return {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
+
+
 def flags_owed() -> bool:
     """Whether this process owes Redis a completed order's flag."""
     return bool(_owed)
@@ -78,7 +83,7 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     """
     if _owed:
         _pay_owed()
-    pending = {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
+    pending = _claim(fingerprint)
     try:
         for _ in range(2):  # the other flag may expire between ADD and GET
             if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL):
@@ -93,9 +98,8 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
 
 def flag_take_over(*, key: str, fingerprint: str) -> None:
     """Claim ``key`` in place of a stale claim (the database said it has no order)."""
-    pending = {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
     try:
-        cache.set(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+        cache.set(_cache_key(key), _claim(fingerprint), timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
         logger.warning("could not take over the claim of %s: %s", key, e)
 
