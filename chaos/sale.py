@@ -153,12 +153,13 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
     admin.reset(sku, stock=stock)
     sold = 0
     mutex = threading.Lock()
-    fire = threading.Event()
+    fire, over = threading.Event(), threading.Event()
     fault_state: dict = {}
 
     def run_fault() -> None:
-        if not fire.wait(120):
-            return
+        while not fire.wait(0.05):
+            if over.is_set():
+                return  # the sale never reached the trigger: not injected, and said so
         fault_state["name"] = fault.inject(config)
         fault_state["at"] = time.time()
         if fault.down_seconds is not None:
@@ -186,7 +187,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
     with ThreadPoolExecutor(threads) as pool:
         answers = list(pool.map(buyer, range(buyers)))
     ended = time.time()
-    fire.set()  # a sale that never reached the trigger: inject now, so the stack is left healed
+    over.set()
     injector.join()
     if "name" in fault_state and not fault_state.get("healed"):
         fault.heal(config, fault_state["name"])
