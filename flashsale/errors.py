@@ -77,16 +77,18 @@ class Unavailable(ApplicationError):
 
 
 class OutcomeUnknown(ApplicationError):
-    """The database connection died during the COMMIT: whether the order was placed
-    is unknown here. A retry with the same Idempotency-Key finds the truth."""
+    """The connection died during the COMMIT (or, for the gate, the script's reply
+    was lost): whether the order was placed is unknown here. A retry with the same
+    Idempotency-Key finds the truth."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     code = "outcome_unknown"
     retry_after = 1
 
-    def __init__(self, message: str, *, order_id: int, **kwargs):
+    def __init__(self, message: str, *, order_id: int | None, **kwargs):
         super().__init__(message, **kwargs)
-        self.order_id = order_id  # the order the commit carried, if it landed (not in the body)
+        # The order the commit carried, if it landed (not in the body); None when not known.
+        self.order_id = order_id
 
 
 class LimitReached(ApplicationError):

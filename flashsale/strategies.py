@@ -1,9 +1,12 @@
 """The concurrency strategies a deployment can run, and what each one is made of.
 
-A strategy is two choices: which lock (a ``settings.LOCKING`` alias of the same
-name) guards the critical section, and how the stock row is written inside it.
-The table is plain data, imported by settings, so an unknown name fails at start-up
-rather than on the first purchase.
+A strategy names its seller, the shape of a purchase: the locked transaction
+(lock, transaction, deduct, commit, release) or the gate (Redis decides, a
+persister writes the order later). For the locked transaction it names two more
+choices: which lock (a ``settings.LOCKING`` alias of the same name) guards the
+critical section, and how the stock row is written inside it. The table is plain
+data, imported by settings, so an unknown name fails at start-up rather than on
+the first purchase.
 """
 
 from __future__ import annotations
@@ -26,6 +29,17 @@ class Deduction(enum.StrEnum):
     VERSIONED = "versioned"
 
 
+class Seller(enum.StrEnum):
+    """Who sells: the one decision ``orders.services.order_create`` makes per purchase."""
+
+    # Lock, transaction, deduct, commit, release: the order is in the database when
+    # the buyer hears 201.
+    TRANSACTION = "transaction"
+    # One Redis script takes the unit and appends the order to a stream; a persister
+    # writes it to the database in batches (``orders.gate``, ``orders.persister``).
+    GATE = "gate"
+
+
 @dataclass(frozen=True)
 class StrategySpec:
     name: str
@@ -33,6 +47,13 @@ class StrategySpec:
     # Whether the strategy claims to prevent oversell; runners gate on it.
     claims_correct: bool
     summary: str
+    seller: Seller = Seller.TRANSACTION
+
+    @property
+    def segmented(self) -> bool:
+        """Whether a product's stock may be split into segments (seed 004): they let
+        several lock holders in at once. The gate keeps one counter in Redis."""
+        return self.seller is Seller.TRANSACTION
 
 
 STRATEGIES: dict[str, StrategySpec] = {
@@ -96,6 +117,15 @@ STRATEGIES: dict[str, StrategySpec] = {
             deduction=Deduction.CONDITIONAL_UPDATE,
             claims_correct=True,
             summary="one conditional UPDATE ... WHERE quantity >= n, no lock",
+        ),
+        StrategySpec(
+            name="gate",
+            # The persister's: one conditional UPDATE per batch of orders.
+            deduction=Deduction.CONDITIONAL_UPDATE,
+            claims_correct=True,
+            summary="one Redis Lua script takes the unit and appends the order to a stream; "
+            "persisters write the stream to MySQL in batches",
+            seller=Seller.GATE,
         ),
     )
 }

@@ -111,3 +111,9 @@ def flows_remaining(*, operation_flag: str) -> int:
     answer's ``remaining``, read back for a replay)."""
     return StockFlow.objects.filter(operation_flag=operation_flag).aggregate(
         left=Sum("quantity_after"))["left"] or 0
+
+
+def flows_after(*, product: Product) -> dict[str, int]:
+    """What each operation left of the product's stock, by operation flag, for a
+    product in one segment (the gate's): its answers' ``remaining``."""
+    return dict(StockFlow.objects.filter(product=product).values_list("operation_flag", "quantity_after"))

@@ -232,6 +232,39 @@ def stock_deduct(
     return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
 
 
+class Decided(NamedTuple):
+    """A deduction decided elsewhere (the gate's Redis script), to be recorded."""
+
+    quantity: int
+    operation_flag: str
+    order_reference: str
+    quantity_before: int  # the stock as the decider saw it
+    quantity_after: int
+
+
+def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> None:
+    """Write deductions already decided (by the gate, in Redis) to the product's one
+    stock row and its ledger: one conditional UPDATE for their total, one ledger row
+    each, with the before/after the decider saw. Inside the caller's transaction.
+
+    :raises SoldOut: the row has less than the total (the decider sold stock the
+        database does not have: Redis lost writes); nothing is written.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("stock_record_decided must run inside transaction.atomic()")
+    total = sum(d.quantity for d in decided)
+    if not Stock.objects.filter(product=product, segment=0, quantity__gte=total).update(
+            quantity=F("quantity") - total, version=F("version") + 1):
+        available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
+        raise _sold_out(product, total, available)
+    StockFlow.objects.bulk_create([
+        StockFlow(product=product, segment=0, quantity=d.quantity, operation_flag=d.operation_flag,
+                  order_reference=d.order_reference, quantity_before=d.quantity_before,
+                  quantity_after=d.quantity_after, instance=settings.FLASHSALE_INSTANCE)
+        for d in decided
+    ])
+
+
 def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random = random) -> list[list[int]]:
     """The groups of segments a purchase of ``quantity`` tries, in order, from a
     plain read of the product's ``segments``: first every segment that has enough

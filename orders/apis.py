@@ -23,7 +23,7 @@ from flashsale.errors import InvalidInput
 from inventory.limits import MAX_SEGMENTS
 from inventory.selectors import product_stock_get
 
-from .selectors import sale_audit
+from .selectors import order_status_get, sale_audit
 from .services import OrderResult, Timings, order_create, sale_reset
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
@@ -71,12 +71,14 @@ class OrderCreateApi(APIView):
         user_id = serializers.CharField(max_length=64)
 
     class OutputSerializer(serializers.Serializer):
-        order_id = serializers.IntegerField(source="order.pk")
-        sku = serializers.CharField(source="order.product.sku")
-        quantity = serializers.IntegerField(source="order.quantity")
+        order_id = serializers.IntegerField()
+        sku = serializers.CharField()
+        quantity = serializers.IntegerField()
         remaining = serializers.IntegerField()
-        strategy = serializers.CharField(source="order.strategy")
-        instance = serializers.CharField(source="order.instance")
+        strategy = serializers.CharField()
+        instance = serializers.CharField()
+        # "confirmed" (in the database) or, under the gate, "accepted" (on its way there).
+        status = serializers.CharField()
 
     @extend_schema(
         request=InputSerializer,
@@ -103,6 +105,22 @@ class OrderCreateApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED, headers=_server_timing(result.timings))
 
 
+class OrderDetailApi(APIView):
+    """Follow an order: ``accepted`` by the gate, ``confirmed`` once in the database."""
+
+    class OutputSerializer(serializers.Serializer):
+        order_id = serializers.IntegerField()
+        sku = serializers.CharField()
+        quantity = serializers.IntegerField()
+        strategy = serializers.CharField()
+        instance = serializers.CharField()
+        status = serializers.ChoiceField(choices=["accepted", "confirmed", "dead_lettered"])
+
+    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer, 503: ErrorSerializer})
+    def get(self, request, order_id: int):
+        return Response(self.OutputSerializer(order_status_get(order_id=order_id)).data)
+
+
 class ProductDetailApi(APIView):
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
@@ -115,6 +133,21 @@ class ProductDetailApi(APIView):
     def get(self, request, sku: str):
         product = product_stock_get(sku=_check_sku(sku))
         return Response(self.OutputSerializer(product).data)
+
+
+class GateAuditSerializer(serializers.Serializer):
+    """The gate's side of a sale: Redis, its stream and MySQL, reconciled."""
+
+    redis_remaining = serializers.IntegerField()
+    loaded = serializers.IntegerField()
+    accepted = serializers.IntegerField()
+    accepted_quantity = serializers.IntegerField()
+    persisted = serializers.IntegerField()
+    backlog = serializers.IntegerField()
+    unacknowledged = serializers.IntegerField()
+    undelivered = serializers.IntegerField()
+    dead_lettered = serializers.IntegerField()
+    reconciled = serializers.BooleanField()
 
 
 class ProductAuditApi(APIView):
@@ -131,6 +164,8 @@ class ProductAuditApi(APIView):
         consistent = serializers.BooleanField()
         retries = serializers.IntegerField()
         segments_remaining = serializers.ListField(child=serializers.IntegerField())
+        # Null unless the product is sold through the gate.
+        gate = GateAuditSerializer(allow_null=True)
 
     @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
     def get(self, request, sku: str):
@@ -151,7 +186,7 @@ class ProductResetApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={200: ProductDetailApi.OutputSerializer, 400: ErrorSerializer,
-                   401: ErrorSerializer, 403: ErrorSerializer},
+                   401: ErrorSerializer, 403: ErrorSerializer, 503: ErrorSerializer},
     )
     def post(self, request, sku: str):
         serializer = self.InputSerializer(data=request.data)

@@ -14,6 +14,7 @@ mark vouch for the flags (``orders.salemark``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -41,6 +42,11 @@ class Flag:
         instance died is never taken for a key without one: the database decides."""
         return (self.order_id is None and self.since is not None
                 and time.time() - self.since > settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL)
+
+
+def request_fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
+    """What a key's requests must agree on: a key reused with another body conflicts."""
+    return hashlib.sha256(f"{sku}\0{quantity}\0{user_id}".encode()).hexdigest()
 
 
 def _cache_key(key: str) -> str:

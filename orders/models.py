@@ -16,6 +16,9 @@ class Order(models.Model):
     # (the optimistic strategy; 0 for the others).
     retries = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the gate accepted the order (its stream entry's time); created_at is when a
+    # persister wrote it. Null for the other strategies: they answer after the write.
+    accepted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["product", "created_at"])]
@@ -39,3 +42,19 @@ class BuyerQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} bought {self.bought} of {self.product_id}"
+
+
+class GateSale(models.Model):
+    """One sale of a product under the gate (``orders.gate``): each reset or warm-up
+    opens a new one. Its id is the block the sale's order ids come from, so they are
+    known in Redis at once and never collide with another sale's, or with the ids
+    MySQL hands out (odd: see ``auto_increment_increment`` in the settings; the
+    gate's are even)."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="gate_sales")
+    # The stock Redis was loaded with: order ids are block * 2**25 + 2 * (units sold before).
+    loaded_stock = models.PositiveIntegerField()
+    opened_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"gate sale {self.pk} of {self.product_id}"

@@ -1,19 +1,64 @@
-"""Reads across orders and inventory: the audit of one sale."""
+"""Reads across orders and inventory: an order's status, and the audit of one sale."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
+from flashsale.errors import NotFound
 from inventory.selectors import StockAudit, product_get, stock_audit
 
-from .models import Order
+from .gate import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
+from .models import GateSale, Order
+
+
+def order_status_get(*, order_id: int) -> OrderStatus:
+    """An order as the buyer can follow it: ``confirmed`` once the database has it,
+    ``accepted`` while the gate's stream carries it to the database.
+
+    :raises NotFound: neither has it.
+    """
+    order = Order.objects.select_related("product").filter(pk=order_id).first()
+    if order is not None:
+        return OrderStatus(order_id=order.pk, sku=order.product.sku, quantity=order.quantity,
+                           strategy=order.strategy, instance=order.instance, status="confirmed")
+    accepted = gate_order_get(order_id=order_id)
+    if accepted is None:
+        raise NotFound(f"no order {order_id}", extra={"order_id": order_id})
+    return accepted
+
+
+@dataclass(frozen=True)
+class GateAudit(GateTally):
+    """The three places a gate sale lives, reconciled: Redis, its stream, MySQL."""
+
+    persisted: int = 0  # orders of this sale in MySQL
+    backlog: int = 0  # accepted, neither persisted nor dead-lettered yet
+    # Redis's stock and the stream agree (remaining + accepted = loaded), nothing
+    # waits to be written, and nothing was dead-lettered.
+    reconciled: bool = False
 
 
 @dataclass(frozen=True)
 class SaleAudit(StockAudit):
     retries: int = 0  # optimistic attempts that had to be redone, over all orders
+    gate: GateAudit | None = None  # the gate's side, for a product sold through it
+
+
+def _gate_audit(product) -> GateAudit | None:
+    tally = gate_tally(sku=product.sku)
+    sale = GateSale.objects.filter(product=product).order_by("-pk").first()
+    if tally is None or sale is None:
+        return None
+    block = sale.pk << ID_BLOCK_SHIFT
+    persisted = Order.objects.filter(product=product, pk__gte=block,
+                                     pk__lt=block + (1 << ID_BLOCK_SHIFT)).aggregate(n=Count("pk"))["n"]
+    backlog = tally.accepted - persisted - tally.dead_lettered
+    reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
+                  and backlog == 0 and tally.dead_lettered == 0)
+    return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled)
 
 
 def sale_audit(*, sku: str) -> SaleAudit:
@@ -23,4 +68,8 @@ def sale_audit(*, sku: str) -> SaleAudit:
     references = [str(pk) for pk in orders.values_list("pk", flat=True)]
     audit = stock_audit(product=product, ordered_quantity=totals["quantity"] or 0,
                         order_references=references)
-    return SaleAudit(**audit.as_dict(), retries=totals["retries"] or 0)
+    gate = _gate_audit(product)
+    fields = audit.as_dict()
+    if gate is not None:
+        fields["consistent"] = fields["consistent"] and gate.reconciled
+    return SaleAudit(**fields, retries=totals["retries"] or 0, gate=gate)

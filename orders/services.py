@@ -18,7 +18,6 @@ cannot be reached is ``Unavailable``; nothing commits past the purchase's deadli
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import uuid
@@ -38,7 +37,7 @@ from flashsale.errors import (
     StockChanged,
     Unavailable,
 )
-from flashsale.strategies import StrategySpec, strategy_get
+from flashsale.strategies import Seller, StrategySpec, strategy_get
 from inventory.models import Product, Stock
 from inventory.selectors import flows_remaining, segments_get
 from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
@@ -53,9 +52,10 @@ from locking import (
 )
 
 from .database_errors import database_gave_up, database_unreachable
-from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget
+from .gate import gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
+from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget, request_fingerprint
 from .limits import quota_open, quota_take
-from .models import BuyerQuota, Order
+from .models import BuyerQuota, GateSale, Order
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
 
 logger = logging.getLogger(__name__)
@@ -74,24 +74,37 @@ class Timings:
 
 @dataclass(frozen=True)
 class OrderResult:
-    order: Order
+    """A purchase's answer, whichever seller made it."""
+
+    order_id: int
+    sku: str
+    quantity: int
+    strategy: str
+    instance: str  # the instance that placed (or accepted) the order
+    # "confirmed": the order is in the database; "accepted": the gate took the stock
+    # and the order is on its way there (GET /api/orders/<id> follows it).
+    status: str
     remaining: int
     replayed: bool
     timings: Timings | None = None  # None for a replay
 
-
-def _fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
-    return hashlib.sha256(f"{sku}\0{quantity}\0{user_id}".encode()).hexdigest()
+    @classmethod
+    def of(cls, order: Order, *, remaining: int, replayed: bool,
+           timings: Timings | None = None) -> OrderResult:
+        return cls(order_id=order.pk, sku=order.product.sku, quantity=order.quantity, strategy=order.strategy,
+                   instance=order.instance, status="confirmed", remaining=remaining, replayed=replayed,
+                   timings=timings)
 
 
 def _replay(*, order: Order, fingerprint: str) -> OrderResult:
-    if _fingerprint(sku=order.product.sku, quantity=order.quantity, user_id=order.user_id) != fingerprint:
+    if request_fingerprint(sku=order.product.sku, quantity=order.quantity,
+                           user_id=order.user_id) != fingerprint:
         raise IdempotencyConflict(
             "this Idempotency-Key was used with a different request",
             extra={"order_id": order.pk},
         )
-    return OrderResult(order=order, remaining=flows_remaining(operation_flag=order.idempotency_key),
-                       replayed=True)
+    return OrderResult.of(order, remaining=flows_remaining(operation_flag=order.idempotency_key),
+                          replayed=True)
 
 
 def _order_by_key(key: str) -> Order | None:
@@ -104,7 +117,8 @@ def _replay_by_key(*, key: str, fingerprint: str) -> OrderResult | None:
     existing = _order_by_key(key)
     if existing is None:
         return None
-    original = _fingerprint(sku=existing.product.sku, quantity=existing.quantity, user_id=existing.user_id)
+    original = request_fingerprint(sku=existing.product.sku, quantity=existing.quantity,
+                                   user_id=existing.user_id)
     flag_complete(key=key, fingerprint=original, order_id=existing.pk)
     return _replay(order=existing, fingerprint=fingerprint)
 
@@ -362,9 +376,14 @@ def order_create(
         )
     waited = 0.0 if received_at is None else max(time.time() - received_at, 0.0)
     deadline = time.monotonic() - waited + settings.FLASHSALE_PURCHASE_DEADLINE
+    if time.monotonic() > deadline:
+        # It waited in a queue (a frozen instance's) past the deadline: its client has
+        # been answered 504 and moved on; nothing is claimed, nothing written.
+        raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
+    sell = _SELLERS[strategy_get(settings.FLASHSALE_STRATEGY).seller]
     try:
-        return _order_create(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
-                             deadline=deadline)
+        return sell(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
+                    deadline=deadline)
     except DatabaseError as e:
         if database_unreachable(e):
             # Closed now, not at the end of the request: whatever runs next on this
@@ -380,11 +399,8 @@ def order_create(
 
 def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
                   deadline: float) -> OrderResult:
-    if time.monotonic() > deadline:
-        # It waited in a queue (a frozen instance's) past the deadline: its client has
-        # been answered 504 and moved on; nothing is claimed, nothing written.
-        raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
-    fingerprint = _fingerprint(sku=sku, quantity=quantity, user_id=user_id)
+    """The locked transaction's purchase: the order is in the database when it returns."""
+    fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key
         known = _known_outcome(key=key, fingerprint=fingerprint)
@@ -423,8 +439,24 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
         sale_mark_sold_out(sku=sku)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
-    return OrderResult(order=placed.order, remaining=placed.remaining, replayed=False,
-                       timings=placed.timings)
+    return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
+
+
+def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                deadline: float) -> OrderResult:
+    """The gate's purchase: one script in Redis decides (``orders.gate``); the
+    database hears of the order from a persister, after the answer."""
+    sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
+                     key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
+                     fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
+    return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
+                       instance=sold.instance, status="accepted", remaining=sold.remaining,
+                       replayed=sold.replayed,
+                       timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))
+
+
+# Who sells, by the strategy's seller: the one decision between the two shapes of a purchase.
+_SELLERS = {Seller.TRANSACTION: _order_create, Seller.GATE: _gate_order}
 
 
 def _refusal_checked(error: BaseException, *, key: str, fingerprint: str, mark: SaleMark,
@@ -458,13 +490,56 @@ def _free(key: str, deadline: float) -> None:
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> Product:
     """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
-    orders and ledger."""
+    orders and ledger; under the gate, load the stock into Redis as a new sale.
+
+    :raises InvalidInput: segments for a strategy that keeps the stock in one counter.
+    :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
+    """
+    gated = strategy_get(settings.FLASHSALE_STRATEGY).seller is Seller.GATE
+    if gated and (segments or 1) > 1:
+        raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
+                           "strategies that lock the database's stock rows",
+                           extra={"fields": {"segments": ["must be 1 under the gate"]}})
+    # First, so that no purchase is accepted into the sale being wiped: until the new
+    # one opens, the product is cold (503).
+    gate_close(sku=sku)
     with transaction.atomic():
+        # Before the orders: this waits for a persister's batch of the product to
+        # commit (it holds the sale's row), and then deletes what it wrote.
+        GateSale.objects.filter(product__sku=sku).delete()
         orders = Order.objects.filter(product__sku=sku)
         keys = list(orders.values_list("idempotency_key", flat=True))
         orders.delete()
         BuyerQuota.objects.filter(product__sku=sku).delete()
-        product = product_reset(sku=sku, stock=stock, name=name, segments=segments)
+        product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments)
+        sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     flags_forget(keys=keys)
     sale_mark_open(sku=sku)
+    if sale is not None:
+        gate_open(sale=sale)
     return product
+
+
+def gate_warm(*, sku: str) -> GateSale:
+    """Open a gate sale of what the database has left of ``sku``, with its orders'
+    keys (so their replays are answered): after Redis lost the sale (a restart
+    without its AOF). What Redis accepted and no persister wrote is lost with it;
+    anything still in the stream must be written first.
+
+    :raises NotFound: no such product.
+    :raises InvalidInput: not a gate product, or Redis still holds its sale.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    if strategy_get(settings.FLASHSALE_STRATEGY).seller is not Seller.GATE:
+        raise InvalidInput(f"the strategy is {settings.FLASHSALE_STRATEGY}: "
+                           "it does not sell through the gate")
+    segments = segments_get(sku=sku)
+    if len(segments) > 1:
+        raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
+    if gate_tally(sku=sku) is not None:
+        raise InvalidInput(f"Redis holds a sale of {sku} already: reset the product to start over")
+    product = segments[0].product
+    sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
+    keys, bought = keys_of_orders(product)
+    gate_open(sale=sale, keys=keys, bought=bought)
+    return sale

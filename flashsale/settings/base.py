@@ -152,8 +152,12 @@ FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5
 # off. (MariaDB's own variable: unset it for MySQL.)
 DB_IDLE_TRANSACTION_TIMEOUT = env.int("DB_IDLE_TRANSACTION_TIMEOUT",
                                       default=int(FLASHSALE_LOCK_WAIT_TIMEOUT) + 1)
+# Ids MySQL hands out are odd (auto_increment_increment 2, offset 1): the gate's
+# order ids, allocated in Redis before their row exists, are even (orders.gate), and
+# an explicit id never pushes MySQL's counter onto one the gate will still hand out.
 DATABASES["default"]["OPTIONS"]["init_command"] = "SET SESSION " + ", ".join(
-    [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT)}"]
+    [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT)}",
+     "auto_increment_increment = 2", "auto_increment_offset = 1"]
     + ([f"idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT}"] if DB_IDLE_TRANSACTION_TIMEOUT else []))
 # How often an optimistic purchase redoes its transaction after finding the stock
 # changed before answering 503 busy.
@@ -184,6 +188,16 @@ FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
 # before answering 503 busy.
 FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)
 FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600)
+# The gate strategy (orders.gate): its Redis (the sale's stock, the order stream);
+# a Redis Cluster when FLASHSALE_GATE_REDIS_CLUSTER is true (every key of one product
+# shares a hash tag, so one script touches one slot).
+FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=REDIS_URL)
+FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
+# The persister (manage.py persist_orders): most orders one transaction writes, and
+# how long an entry may sit unacknowledged with a consumer before another claims it
+# (the consumer died or stopped mid-batch). A live one commits a batch in milliseconds.
+FLASHSALE_GATE_BATCH = env.int("FLASHSALE_GATE_BATCH", default=200)
+FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5_000)
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # The product the browser page shows when the URL names none.

@@ -12,6 +12,7 @@ CACHES["default"]["LOCATION"] = TEST_REDIS_URL
 for _alias in LOCKING.values():
     if "url" in _alias.get("OPTIONS", {}):
         _alias["OPTIONS"]["url"] = TEST_REDIS_URL
+FLASHSALE_GATE_REDIS_URL = TEST_REDIS_URL
 LOCKING["zookeeper"]["OPTIONS"]["root"] = "/flashsale-test/locks"
 FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"

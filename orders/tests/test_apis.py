@@ -37,7 +37,7 @@ def test_order_created(api, product):
     assert response.status_code == 201
     body = response.json()
     assert body == {"order_id": body["order_id"], "sku": "sku-1", "quantity": 2, "remaining": 8,
-                    "strategy": "atomic", "instance": "test"}
+                    "strategy": "atomic", "instance": "test", "status": "confirmed"}
     assert "Idempotent-Replayed" not in response.headers
     # lock-wait;dur=0.004, hold;dur=2.345 (ms)
     names = [part.split(";")[0].strip() for part in response.headers["Server-Timing"].split(",")]
@@ -134,7 +134,7 @@ def test_product_detail_and_audit(api, product):
     assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
                      "lost_updates": 0, "consistent": True, "retries": 0,
-                     "segments_remaining": [8]}
+                     "segments_remaining": [8], "gate": None}
 
 
 @pytest.mark.django_db

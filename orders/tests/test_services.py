@@ -32,8 +32,10 @@ def product(product_factory):
 def test_order_deducts_and_links_one_flow_row(product):
     result = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
     assert not result.replayed and result.remaining == 8
-    order = result.order
+    order = Order.objects.get(pk=result.order_id)
     assert (order.quantity, order.user_id, order.strategy, order.instance) == (2, "u1", "atomic", "test")
+    assert (result.quantity, result.strategy, result.instance, result.status) == (2, "atomic", "test", "confirmed")
+    assert order.pk % 2 == 1  # MySQL's ids are odd: the gate's are even
     flow = StockFlow.objects.get(operation_flag="k1")
     assert flow.order_reference == str(order.pk) and flow.quantity == 2
     assert Stock.objects.get(product=product).quantity == 8
@@ -45,7 +47,7 @@ def test_replayed_key_returns_the_original_order_once(product):
     order_create(sku="sku-1", quantity=1, user_id="u2", idempotency_key="k2")
     again = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
     assert again.replayed
-    assert again.order.pk == first.order.pk
+    assert again.order_id == first.order_id
     assert again.remaining == first.remaining == 8  # the original answer, not today's stock
     assert counts() == (2, 2)
     assert Stock.objects.get(product=product).quantity == 7
@@ -56,7 +58,7 @@ def test_replay_after_the_redis_flag_is_lost_is_caught_by_the_unique_key(product
     first = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
     cache.clear()  # Redis flushed or the flag expired: only the database remembers
     again = order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
-    assert again.replayed and again.order.pk == first.order.pk
+    assert again.replayed and again.order_id == first.order_id
     assert counts() == (1, 1)
     assert Stock.objects.get(product=product).quantity == 8
 
@@ -100,12 +102,12 @@ def test_a_retry_while_the_first_request_is_in_flight_waits_and_answers_its_orde
     threading.Timer(0.3, let_go.set).start()  # it finishes while the retry waits (2 s)
     retry = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
     thread.join()
-    assert retry.replayed and retry.order.pk == box["value"].order.pk
+    assert retry.replayed and retry.order_id == box["value"].order_id
     assert counts() == (1, 1)
 
 
 def _fingerprint_of(**request):
-    from orders.services import _fingerprint
+    from orders.idempotency import request_fingerprint as _fingerprint
 
     return _fingerprint(**request)
 
@@ -273,7 +275,7 @@ def test_a_replay_is_answered_after_the_sale_sold_out(product_factory):
     product_factory(sku="sku-1", stock=1)
     first = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
     again = order_create(sku="sku-1", quantity=1, user_id="u1", idempotency_key="k1")
-    assert again.replayed and again.order.pk == first.order.pk
+    assert again.replayed and again.order_id == first.order_id
 
 
 # --- segmented stock ---------------------------------------------------------------
@@ -289,7 +291,7 @@ def first_segment_first(monkeypatch):
 def test_a_segmented_product_sells_exactly_its_stock_then_is_marked_sold_out(product_factory):
     product_factory(sku="seg-1", stock=10, segments=4)  # 3, 3, 2, 2
     results = [order_create(sku="seg-1", quantity=1, user_id=f"u{n}") for n in range(10)]
-    assert {r.order.pk for r in results} and len(results) == 10
+    assert {r.order_id for r in results} and len(results) == 10
     with pytest.raises(SoldOut) as caught:
         order_create(sku="seg-1", quantity=1, user_id="late")
     assert caught.value.extra["remaining"] == 0
@@ -342,6 +344,6 @@ def test_each_segment_has_a_lock_of_its_own(product_factory, monkeypatch):
     monkeypatch.setattr(random, "randrange", lambda n: 1)  # the plan starts at segment 1
     with held_elsewhere(lambda: get_lock("stock:seg-1:0", alias="local")):
         result = order_create(sku="seg-1", quantity=1, user_id="u1")  # not blocked by segment 0
-    assert StockFlow.objects.get(order_reference=str(result.order.pk)).segment == 1
+    assert StockFlow.objects.get(order_reference=str(result.order_id)).segment == 1
     with held_elsewhere(lambda: get_lock("stock:seg-1:1", alias="local")), pytest.raises(Busy):
         order_create(sku="seg-1", quantity=1, user_id="u2")  # segment 1's lock is the one it waits for

@@ -1,0 +1,355 @@
+"""The gate: a sale decided in Redis, written to the database afterwards.
+
+The reset loads the product's stock into Redis (``gate_open``). From then on a
+purchase is one Lua script, atomic on the Redis server: it answers a replayed
+Idempotency-Key with its first answer, checks the per-user limit and the stock,
+takes the units, and appends the order intent to the product's stream with XADD.
+Either all of that happens or none: there is no moment in which the stock was taken
+and the intent is missing. The buyer hears 201 ``accepted`` with the order's id; the
+persisters (``orders.persister``) write the stream to MySQL in batches, and the
+order turns ``confirmed``.
+
+Every key of one product carries the same hash tag, ``{<sku>}``, so on a Redis
+Cluster they live in one slot and one script may touch them all.
+
+Order ids are known before the row exists: the sale's block (a ``GateSale`` row,
+allocated by MySQL at the reset) and the units sold before this order make the id,
+``block * 2**25 + 2 * sold_before``. Even, so never one of MySQL's own (odd, see
+the settings), and one per unit sold, so never reused within a sale.
+
+What this trades away: an accepted order is as durable as Redis is (its AOF), not
+as MySQL is; see the README's "The gate".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import redis
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from flashsale.errors import (
+    IdempotencyConflict,
+    LimitReached,
+    NotFound,
+    OutcomeUnknown,
+    SoldOut,
+    Unavailable,
+)
+from inventory.models import Product
+from inventory.selectors import flows_after
+
+from .idempotency import request_fingerprint
+from .models import GateSale, Order
+
+logger = logging.getLogger(__name__)
+
+# Ids: the sale's block above 25 bits, twice the units sold before below (a reset
+# takes at most 10,000,000 units, under 2**24). Below 2**53 for blocks under 2**28,
+# so a browser's JSON numbers hold them exactly.
+ID_BLOCK_SHIFT = 25
+GROUP = "persisters"  # the consumer group every persister reads the streams in
+SKUS = "gate:skus"  # the products whose streams the persisters read (no hash tag: not in a script)
+
+
+class GateKeys(NamedTuple):
+    sale: str  # hash: stock, loaded, base, accepted (units), opened
+    keys: str  # hash: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
+    orders: str  # hash: order id -> its stream entry id ("dead <id>" once dead-lettered)
+    bought: str  # hash: user -> units bought (the per-user limit)
+    stream: str  # the order intents, read by the persisters' group
+    dead: str  # the intents the persisters could not write, with the reason
+
+
+def gate_keys(sku: str) -> GateKeys:
+    # The sku is escaped so that no "{" or "}" of its own moves the hash tag.
+    tag = "{" + sku.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
+    return GateKeys(*(f"gate:{tag}{suffix}" for suffix in ("", ":keys", ":orders", ":bought", ":stream",
+                                                          ":dead")))
+
+
+# Returns {"cold"} (nothing loaded), {"replay", record}, {"sold_out", stock},
+# {"limit", bought} or {"accepted", order_id, remaining}. Every check comes before
+# the first write, and XADD is the first write: a script that fails stops before
+# it, or after the stream has the intent.
+_SELL = """
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base')
+if not sale[1] then return {'cold'} end
+local key, keyed = ARGV[1], ARGV[7] == '1'
+if keyed then
+  local record = redis.call('HGET', KEYS[2], key)
+  if record then return {'replay', record} end
+end
+local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
+if stock < quantity then return {'sold_out', stock} end
+local limit = tonumber(ARGV[6])
+if limit > 0 then
+  local bought = tonumber(redis.call('HGET', KEYS[4], ARGV[4]) or '0')
+  if bought + quantity > limit then return {'limit', bought} end
+end
+local after = stock - quantity
+local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * (tonumber(sale[2]) - stock))
+local entry = redis.call('XADD', KEYS[5], '*', 'order', order_id, 'key', key, 'user', ARGV[4],
+  'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5])
+redis.call('HSET', KEYS[1], 'stock', after)
+redis.call('HINCRBY', KEYS[1], 'accepted', quantity)
+redis.call('HSET', KEYS[3], order_id, entry)
+if limit > 0 then redis.call('HINCRBY', KEYS[4], ARGV[4], quantity) end
+if keyed then
+  redis.call('HSET', KEYS[2], key, table.concat({ARGV[2], order_id, after, quantity, ARGV[5]}, ' '))
+end
+return {'accepted', order_id, after}
+"""
+
+# Opens a sale: drops whatever the product had, then makes its stream and group
+# and, last, its sale hash: purchases find the product cold until that exists.
+_OPEN = """
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[5], KEYS[6])
+redis.call('XGROUP', 'CREATE', KEYS[5], ARGV[5], '$', 'MKSTREAM')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2], 'accepted', 0,
+  'opened', ARGV[3], 'block', ARGV[4])
+return 1
+"""
+
+_client: redis.Redis | None = None
+_client_mutex = threading.Lock()
+
+
+def gate_redis() -> redis.Redis:
+    """The gate's Redis client, one per process. It never retries a command by
+    itself: a script whose reply was lost may have run, and running it again would
+    sell a second unit to a buyer without a key."""
+    global _client
+    with _client_mutex:
+        if _client is None:
+            options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
+                           decode_responses=True)
+            if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+                _client = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
+            else:
+                _client = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
+        return _client
+
+
+@receiver(setting_changed)
+def _forget_client(*, setting, **kwargs):
+    global _client
+    if setting.startswith("FLASHSALE_GATE_REDIS"):
+        with _client_mutex:
+            _client = None
+
+
+def _script(source: str):
+    return gate_redis().register_script(source)
+
+
+def _unreachable(e: redis.RedisError) -> bool:
+    """Whether ``e`` says the command never reached Redis (the connection could not
+    be made), as opposed to a reply lost after it was sent."""
+    return isinstance(e, redis.ConnectionError | redis.TimeoutError) and "connecting to" in str(e)
+
+
+# --- opening a sale --------------------------------------------------------------------
+
+
+def gate_open(*, sale: GateSale, keys: dict[str, str] | None = None,
+              bought: dict[str, int] | None = None) -> None:
+    """Load ``sale`` (its product's stock, its id block) into Redis, with the replay
+    records and per-user counts of orders the product already has (a warm-up after
+    Redis lost the sale: ``keys`` and ``bought``), and put the product on the
+    persisters' list. Whatever Redis held of the product before is dropped."""
+    k = gate_keys(sale.product.sku)
+    client = gate_redis()
+    try:
+        client.delete(k.keys, k.bought)
+        for chunk in _chunks(keys or {}):
+            client.hset(k.keys, mapping=chunk)
+        for chunk in _chunks(bought or {}):
+            client.hset(k.bought, mapping=chunk)
+        _script(_OPEN)(keys=list(k), args=[sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk,
+                                           GROUP])
+        client.sadd(SKUS, sale.product.sku)
+    except redis.RedisError as e:
+        raise Unavailable(f"the gate's Redis cannot be reached; the sale of {sale.product.sku} "
+                          f"is not open: {e}", backend="redis") from e
+
+
+def gate_close(*, sku: str) -> None:
+    """Stop selling ``sku`` from Redis and drop its sale there (every reset does
+    this first). Redis out of reach is logged: a product that had no gate sale
+    loses nothing, and the gate's reset fails at ``gate_open`` anyway."""
+    try:
+        gate_redis().delete(*gate_keys(sku))
+        gate_redis().srem(SKUS, sku)
+    except redis.RedisError as e:
+        logger.warning("could not close the gate of %s: %s", sku, e)
+
+
+def _chunks(mapping: dict, size: int = 1000):
+    items = list(mapping.items())
+    for start in range(0, len(items), size):
+        yield dict(items[start:start + size])
+
+
+def replay_record(*, fingerprint: str, order_id: int, remaining: int, quantity: int, instance: str) -> str:
+    """A key's replay record, as the script writes it."""
+    return f"{fingerprint} {order_id} {remaining} {quantity} {instance}"
+
+
+# --- selling ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateSold:
+    order_id: int
+    remaining: int
+    quantity: int
+    instance: str
+    replayed: bool
+    script_ms: float  # the script's round trip: the longest the stock could have been held
+
+
+def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str) -> GateSold:
+    """Run the sale's script for one purchase.
+
+    :raises SoldOut: Redis has fewer than ``quantity`` units left.
+    :raises LimitReached: the buyer has no room left under the per-user limit.
+    :raises IdempotencyConflict: the key was used with a different request.
+    :raises NotFound: no such product.
+    :raises Unavailable: Redis cannot be reached, or holds no sale of this product.
+    :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
+    """
+    started = time.perf_counter()
+    try:
+        reply = _script(_SELL)(keys=list(gate_keys(sku)), args=[
+            key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
+            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0"])
+    except redis.RedisError as e:
+        if _unreachable(e):
+            raise Unavailable(f"the gate's Redis cannot be reached; nothing was taken: {e}",
+                              backend="redis") from e
+        raise OutcomeUnknown(f"the gate's reply was lost ({e}): whether the order was accepted is unknown; "
+                             "retry with the same Idempotency-Key to learn it", order_id=None) from e
+    script_ms = (time.perf_counter() - started) * 1000
+    verdict = reply[0]
+    if verdict == "accepted":
+        return GateSold(order_id=int(reply[1]), remaining=int(reply[2]), quantity=quantity,
+                        instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
+    if verdict == "replay":
+        known, order_id, remaining, bought, instance = reply[1].split(" ", 4)
+        if known != fingerprint:
+            raise IdempotencyConflict("this Idempotency-Key was used with a different request",
+                                      extra={"order_id": int(order_id)})
+        return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
+                        instance=instance, replayed=True, script_ms=script_ms)
+    if verdict == "sold_out":
+        left = int(reply[1])
+        raise SoldOut(f"{sku}: {quantity} requested, {left} left",
+                      extra={"sku": sku, "requested": quantity, "remaining": left})
+    if verdict == "limit":
+        raise LimitReached(f"{user_id} may buy at most {settings.FLASHSALE_PER_USER_LIMIT} of {sku}",
+                           extra={"sku": sku, "limit": settings.FLASHSALE_PER_USER_LIMIT})
+    # Cold: the product has no sale in Redis.
+    if not Product.objects.filter(sku=sku).exists():
+        raise NotFound(f"no product with sku {sku!r}", extra={"sku": sku})
+    raise Unavailable(f"the gate holds no stock of {sku} (Redis lost it, or the product was reset "
+                      "under another strategy): reset it, or run `manage.py gate_warm`", backend="gate")
+
+
+# --- following an order, and the tally ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderStatus:
+    """An order as its buyer can follow it."""
+
+    order_id: int
+    sku: str
+    quantity: int
+    strategy: str
+    instance: str
+    # "confirmed" (in the database), "accepted" (in the gate's stream) or
+    # "dead_lettered" (the persisters could not write it).
+    status: str
+
+
+def gate_order_get(*, order_id: int) -> OrderStatus | None:
+    """An order the gate accepted that the database does not have (yet)."""
+    if order_id % 2:
+        return None  # odd: one of MySQL's ids
+    sale = GateSale.objects.select_related("product").filter(pk=order_id >> ID_BLOCK_SHIFT).first()
+    if sale is None:
+        return None
+    k = gate_keys(sale.product.sku)
+    client = gate_redis()
+    try:
+        where = client.hget(k.orders, str(order_id))
+        if where is None:
+            return None
+        status, _, entry_id = where.rpartition(" ")
+        entries = client.xrange(k.stream, entry_id, entry_id)
+    except redis.RedisError as e:
+        raise Unavailable(f"the gate's Redis cannot be reached: {e}", backend="redis") from e
+    if not entries:
+        return None
+    fields = entries[0][1]
+    return OrderStatus(order_id=order_id, sku=sale.product.sku, quantity=int(fields["quantity"]),
+                       strategy="gate", instance=fields["instance"],
+                       status="dead_lettered" if status == "dead" else "accepted")
+
+
+@dataclass(frozen=True)
+class GateTally:
+    """The gate's side of a sale, for the audit."""
+
+    redis_remaining: int
+    loaded: int  # the stock Redis was loaded with
+    accepted: int  # orders in the stream
+    accepted_quantity: int
+    unacknowledged: int  # entries a persister read and has not acknowledged
+    undelivered: int  # entries no persister has read yet
+    dead_lettered: int
+
+
+def gate_tally(*, sku: str) -> GateTally | None:
+    """The gate's counts for ``sku``; None if Redis holds no sale of it."""
+    k = gate_keys(sku)
+    client = gate_redis()
+    try:
+        sale = client.hgetall(k.sale)
+        if not sale:
+            return None
+        accepted, dead = client.xlen(k.stream), client.xlen(k.dead)
+        group = next((g for g in client.xinfo_groups(k.stream) if g["name"] == GROUP), None)
+    except redis.RedisError as e:
+        raise Unavailable(f"the gate's Redis cannot be reached: {e}", backend="redis") from e
+    return GateTally(
+        redis_remaining=int(sale["stock"]), loaded=int(sale["loaded"]), accepted=accepted,
+        accepted_quantity=int(sale["accepted"]),
+        unacknowledged=group["pending"] if group else 0,
+        # "lag" is what the group has not been delivered yet (Redis 7).
+        undelivered=(group.get("lag") or 0) if group else accepted,
+        dead_lettered=dead,
+    )
+
+
+def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
+    """The replay records and per-user counts of the product's orders in the
+    database: what a warm-up loads so that Redis answers for the orders it lost."""
+    after = flows_after(product=product)
+    records, bought = {}, {}
+    for order in Order.objects.filter(product=product):
+        records[order.idempotency_key] = replay_record(
+            fingerprint=request_fingerprint(sku=product.sku, quantity=order.quantity, user_id=order.user_id),
+            order_id=order.pk, remaining=after.get(order.idempotency_key, 0), quantity=order.quantity,
+            instance=order.instance)
+        bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
+    return records, bought

@@ -1,0 +1,28 @@
+"""``manage.py persist_orders``: a persister of the gate's streams (orders.persister)."""
+
+import signal
+import threading
+
+from django.core.management.base import BaseCommand
+
+from orders.persister import Persister, default_name
+
+
+class Command(BaseCommand):
+    help = "Write the orders the gate accepted to MySQL, in batches, until SIGTERM or SIGINT."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", default=None,
+                            help="this consumer's name in the group (default: host-pid); a restarted "
+                                 "persister under its old name reads its own pending entries first")
+        parser.add_argument("--batch", type=int, default=None, help="most orders per transaction "
+                            "(default: FLASHSALE_GATE_BATCH)")
+        parser.add_argument("--claim-idle-ms", type=int, default=None,
+                            help="claim entries another consumer left pending this long "
+                                 "(default: FLASHSALE_GATE_CLAIM_IDLE_MS)")
+
+    def handle(self, *args, name, batch, claim_idle_ms, **options):
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
+        Persister(name or default_name(), batch=batch, claim_idle_ms=claim_idle_ms, stop=stop).run()

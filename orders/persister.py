@@ -1,0 +1,264 @@
+"""The persisters: the gate's streams, written to MySQL in batches.
+
+Each persister (``manage.py persist_orders``, two on the local stack) reads every
+gate product's stream in one consumer group, so each entry goes to one of them. A
+batch is written in one transaction (its orders, their ledger rows, one UPDATE of
+the stock row) and acknowledged (XACK) only after the commit. So:
+
+- a persister that dies before its commit leaves its entries pending; once they
+  have been idle ``FLASHSALE_GATE_CLAIM_IDLE_MS``, another claims them (XAUTOCLAIM);
+- one that dies between its commit and its XACK leaves entries that are written
+  already: the next to read them finds their orders and acknowledges them. Writing
+  is idempotent on the order id (and the operation flag, unique in the ledger);
+- an entry that cannot be written (the database refuses it: Redis sold stock the
+  database does not have, a key with another order) is copied to the product's
+  dead-letter stream with the reason, and acknowledged: it never blocks the rest.
+  The audit counts it, and ``GET /api/orders/<id>`` answers ``dead_lettered``.
+
+A database that cannot be reached stops nothing but the writing: the entries stay
+pending with this persister, which tries them again until the database is back.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, DataError, IntegrityError, transaction
+
+from flashsale.errors import SoldOut
+from inventory.services import Decided, stock_record_decided
+
+from .gate import GROUP, ID_BLOCK_SHIFT, SKUS, gate_keys, gate_redis
+from .models import GateSale, Order
+
+logger = logging.getLogger(__name__)
+
+
+class Intent(NamedTuple):
+    """One entry of a gate stream: an order the gate accepted."""
+
+    entry_id: str
+    order_id: int
+    key: str
+    user_id: str
+    quantity: int
+    before: int
+    after: int
+    instance: str
+
+    @classmethod
+    def parse(cls, entry_id: str, fields: dict[str, str]) -> Intent:
+        """:raises ValueError: the entry is not one the gate's script writes."""
+        try:
+            return cls(entry_id=entry_id, order_id=int(fields["order"]), key=fields["key"],
+                       user_id=fields["user"], quantity=int(fields["quantity"]), before=int(fields["before"]),
+                       after=int(fields["after"]), instance=fields["instance"])
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"malformed gate entry {entry_id}: {fields!r}") from e
+
+    @property
+    def accepted_at(self) -> datetime.datetime:
+        """When the gate accepted it: a stream entry's id is Redis's clock, in ms."""
+        ms = int(self.entry_id.partition("-")[0])
+        return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+@dataclass
+class Written:
+    """What one batch came to."""
+
+    written: list[Intent] = field(default_factory=list)
+    already: list[Intent] = field(default_factory=list)  # redelivered: written before
+    closed: list[Intent] = field(default_factory=list)  # of a sale since reset: nothing to write
+    dead: list[tuple[Intent, str]] = field(default_factory=list)  # could not be written, and why
+
+
+# What the database answers to a write it will never accept: the intent is dead.
+# Anything else (unreachable, a lock wait, a deadlock) passes; the batch is tried again.
+REFUSED = (IntegrityError, DataError, SoldOut)
+
+
+def intents_write(intents: list[Intent]) -> Written:
+    """Write a batch in one transaction; if the database refuses it, write its
+    intents one at a time, each in its own, and return the ones it refuses as dead.
+
+    :raises DatabaseError: the database cannot be reached, or gave up on a lock:
+        nothing is decided, the batch is tried again.
+    """
+    try:
+        with transaction.atomic():
+            return _write(intents)
+    except REFUSED as e:
+        logger.warning("a batch of %d was refused (%s); writing its intents one at a time", len(intents), e)
+    outcome = Written()
+    for intent in intents:
+        try:
+            with transaction.atomic():
+                one = _write([intent])
+        except REFUSED as e:
+            outcome.dead.append((intent, f"{type(e).__name__}: {e}"))
+            continue
+        outcome.written += one.written
+        outcome.already += one.already
+        outcome.closed += one.closed
+    return outcome
+
+
+def _write(intents: list[Intent]) -> Written:
+    outcome = Written()
+    # The sales' rows, locked until the commit: a reset of the product deletes its
+    # sale first, so it waits for this batch and then deletes what it wrote. An
+    # intent whose sale is gone belongs to a sale since reset: nothing to write.
+    blocks = {intent.order_id >> ID_BLOCK_SHIFT for intent in intents}
+    sales = {sale.pk: sale for sale in
+             GateSale.objects.select_for_update().select_related("product").filter(pk__in=blocks)}
+    live = []
+    for intent in intents:
+        (live if intent.order_id >> ID_BLOCK_SHIFT in sales else outcome.closed).append(intent)
+    existing = set(Order.objects.filter(pk__in=[i.order_id for i in live]).values_list("pk", flat=True))
+    for intent in live:
+        (outcome.already if intent.order_id in existing else outcome.written).append(intent)
+    if not outcome.written:
+        return outcome
+    by_sale: dict[int, list[Intent]] = {}
+    for intent in outcome.written:
+        by_sale.setdefault(intent.order_id >> ID_BLOCK_SHIFT, []).append(intent)
+    for block, batch in by_sale.items():
+        product = sales[block].product
+        Order.objects.bulk_create([
+            Order(pk=i.order_id, user_id=i.user_id, product=product, quantity=i.quantity,
+                  idempotency_key=i.key, instance=i.instance, strategy="gate", accepted_at=i.accepted_at)
+            for i in batch
+        ])
+        stock_record_decided(product=product, decided=[
+            Decided(quantity=i.quantity, operation_flag=i.key, order_reference=str(i.order_id),
+                    quantity_before=i.before, quantity_after=i.after)
+            for i in batch
+        ])
+    return outcome
+
+
+# Copies an entry to the dead-letter stream and marks its order dead, once: a
+# persister that dies between this and its XACK leaves the entry to be read again.
+_DEAD_LETTER = """
+local marked = redis.call('HGET', KEYS[1], ARGV[1])
+if marked and string.sub(marked, 1, 5) == 'dead ' then return 0 end
+redis.call('XADD', KEYS[2], '*', 'entry', ARGV[2], 'order', ARGV[1], 'reason', ARGV[3], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], ARGV[1], 'dead ' .. ARGV[2])
+return 1
+"""
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Persister:
+    """One consumer of the gate streams' group. ``run`` loops until ``stop`` is set;
+    ``step`` is one round (the tests drive it)."""
+
+    def __init__(self, name: str | None = None, *, batch: int | None = None, claim_idle_ms: int | None = None,
+                 block_ms: int = 1000, stop: threading.Event | None = None):
+        self.name = name or default_name()
+        self.batch = batch or settings.FLASHSALE_GATE_BATCH
+        self.claim_idle_ms = settings.FLASHSALE_GATE_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
+        self.block_ms = block_ms
+        self.stop = stop or threading.Event()
+        self.redis = gate_redis()
+        self._dead_letter = self.redis.register_script(_DEAD_LETTER)
+        self._claimed_at = 0.0
+
+    def run(self) -> None:
+        logger.warning("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
+        while not self.stop.is_set():
+            try:
+                self.step()
+            except redis.RedisError as e:
+                logger.warning("persister %s: Redis: %s; trying again", self.name, e)
+                self.stop.wait(0.5)
+            except DatabaseError as e:
+                # Nothing was acknowledged: the entries stay pending with this
+                # persister, which reads them again first.
+                logger.warning("persister %s: database: %s; trying again", self.name, e)
+                transaction.get_connection().close()  # the next round connects anew
+                self.stop.wait(0.5)
+
+    def step(self) -> int:
+        """One round: claim entries a dead consumer left, re-read this one's own
+        pending entries, then wait up to ``block_ms`` for new ones. Returns how
+        many entries it acknowledged."""
+        skus = sorted(self.redis.smembers(SKUS))
+        if not skus:
+            self.stop.wait(self.block_ms / 1000)
+            return 0
+        streams = {gate_keys(sku).stream: sku for sku in skus}
+        done = 0
+        if time.monotonic() - self._claimed_at >= self.claim_idle_ms / 2000:
+            self._claimed_at = time.monotonic()
+            for stream, sku in streams.items():
+                done += self._claim(stream, sku)
+        try:
+            # This consumer's own pending entries first (a batch that failed), then new ones.
+            replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, "0"), count=self.batch)
+            if not any(entries for _, entries in replies):
+                replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, ">"),
+                                                count=self.batch, block=self.block_ms)
+        except redis.ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+            return done  # a product was reset or closed since the list was read: read it again
+        for stream, entries in replies or []:
+            if entries:
+                done += self._handle(streams[stream], entries)
+        return done
+
+    def _claim(self, stream: str, sku: str) -> int:
+        done, start = 0, "0-0"
+        while True:
+            try:
+                start, entries, *_ = self.redis.xautoclaim(stream, GROUP, self.name, self.claim_idle_ms,
+                                                           start_id=start, count=self.batch)
+            except redis.ResponseError as e:
+                if "NOGROUP" not in str(e):
+                    raise
+                return done
+            if entries:
+                logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
+                               len(entries), sku)
+                done += self._handle(sku, entries)
+            if start == "0-0":
+                return done
+
+    def _handle(self, sku: str, entries: Iterable[tuple[str, dict[str, str] | None]]) -> int:
+        keys = gate_keys(sku)
+        intents, dead, ids = [], [], []
+        for entry_id, fields in entries:
+            ids.append(entry_id)
+            if not fields:
+                continue  # deleted from the stream since it was delivered
+            try:
+                intents.append(Intent.parse(entry_id, fields))
+            except ValueError as e:
+                dead.append((entry_id, fields, str(e)))
+        outcome = intents_write(intents) if intents else Written()
+        for intent, reason in outcome.dead:
+            dead.append((intent.entry_id, intent._asdict(), reason))
+        for entry_id, fields, reason in dead:
+            logger.error("persister %s: dead-lettered %s of %s: %s", self.name, entry_id, sku, reason)
+            order = str(fields.get("order_id", fields.get("order", "")))
+            flat = [str(part) for pair in fields.items() for part in pair]
+            self._dead_letter(keys=[keys.orders, keys.dead], args=[order, entry_id, reason, *flat])
+        self.redis.xack(keys.stream, GROUP, *ids)  # only now: everything above is committed
+        if outcome.written:
+            logger.info("persister %s: wrote %d orders of %s", self.name, len(outcome.written), sku)
+        return len(ids)

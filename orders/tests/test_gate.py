@@ -1,0 +1,247 @@
+"""The gate: Redis decides, a stream carries the order, persisters write it.
+
+On the real Redis (the suite's database 1) and MariaDB; the persister is driven
+round by round here (``Persister.step``), and run as real processes in
+``test_gate_processes``.
+"""
+
+import threading
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from flashsale.errors import IdempotencyConflict, InvalidInput, LimitReached, NotFound, SoldOut, Unavailable
+from flashsale.testing import run_at_once
+from inventory.models import Stock, StockFlow
+from orders.gate import GROUP, gate_keys, gate_redis
+from orders.models import Order
+from orders.persister import Intent, Persister, intents_write
+from orders.selectors import order_status_get, sale_audit
+from orders.services import gate_warm, order_create, sale_reset
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gate")]
+
+
+@pytest.fixture
+def gate():
+    with override_settings(FLASHSALE_STRATEGY="gate"):
+        yield
+
+
+def buy(key: str | None = None, *, user: str = "u1", quantity: int = 1, sku: str = "sku-1"):
+    return order_create(sku=sku, quantity=quantity, user_id=user, idempotency_key=key)
+
+
+def persist() -> int:
+    """Rounds of one persister until it has nothing left; how many it acknowledged."""
+    persister = Persister("test", block_ms=1, claim_idle_ms=0)
+    done = total = persister.step()
+    while done:
+        done = persister.step()
+        total += done
+    return total
+
+
+def test_a_purchase_is_accepted_in_redis_and_confirmed_once_a_persister_writes_it():
+    sale_reset(sku="sku-1", stock=5)
+    result = buy("k1", quantity=2)
+    assert (result.status, result.strategy, result.remaining, result.replayed) == ("accepted", "gate", 3, False)
+    assert result.order_id % 2 == 0  # the gate's ids are even; MySQL's own are odd
+    assert not Order.objects.exists() and Stock.objects.get().quantity == 5  # nothing written yet
+    assert order_status_get(order_id=result.order_id).status == "accepted"
+    audit = sale_audit(sku="sku-1")
+    assert (audit.gate.accepted, audit.gate.redis_remaining, audit.gate.backlog) == (1, 3, 1)
+    assert not audit.consistent  # an order is on its way: not yet
+
+    assert persist() == 1
+    order = Order.objects.get()
+    assert (order.pk, order.quantity, order.idempotency_key, order.strategy) == (result.order_id, 2, "k1", "gate")
+    assert order.accepted_at is not None and order.accepted_at <= order.created_at
+    flow = StockFlow.objects.get()
+    assert (flow.order_reference, flow.quantity_before, flow.quantity_after) == (str(order.pk), 5, 3)
+    assert Stock.objects.get().quantity == 3
+    assert order_status_get(order_id=result.order_id).status == "confirmed"
+    audit = sale_audit(sku="sku-1")
+    assert (audit.gate.persisted, audit.gate.backlog, audit.gate.reconciled, audit.consistent) == (1, 0, True, True)
+
+
+def test_the_script_refuses_past_the_stock_and_nothing_is_taken():
+    sale_reset(sku="sku-1", stock=3)
+    buy("k1", quantity=2)
+    with pytest.raises(SoldOut) as refused:
+        buy("k2", quantity=2)
+    assert refused.value.extra["remaining"] == 1
+    buy("k3")  # the last unit still sells
+    with pytest.raises(SoldOut):
+        buy("k4")
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.ordered_quantity, audit.remaining, audit.consistent) == (2, 3, 0, True)
+
+
+def test_many_buyers_at_once_get_exactly_the_stock():
+    sale_reset(sku="sku-1", stock=20)
+    errors = run_at_once(lambda i: buy(f"k{i}", user=f"u{i}"), 40)
+    assert sum(e is None for e in errors) == 20
+    assert all(isinstance(e, SoldOut) for e in errors if e is not None)
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.oversold, audit.consistent) == (20, 0, 0, True)
+    assert audit.gate.reconciled and audit.gate.accepted == 20
+    # Each unit went to one order, in the order Redis took them.
+    befores = sorted(StockFlow.objects.values_list("quantity_before", flat=True))
+    assert befores == list(range(1, 21))
+
+
+def test_a_replay_answers_the_first_answer_before_and_after_the_order_is_written():
+    sale_reset(sku="sku-1", stock=5)
+    first = buy("k1", quantity=2)
+    buy("k2")
+    again = buy("k1", quantity=2)
+    assert again.replayed and (again.order_id, again.remaining) == (first.order_id, 3)
+    persist()
+    again = buy("k1", quantity=2)
+    assert again.replayed and again.order_id == first.order_id
+    with pytest.raises(IdempotencyConflict):
+        buy("k1", quantity=1)  # the same key with another body
+    assert Order.objects.count() == 2 and Stock.objects.get().quantity == 2
+
+
+def test_the_per_user_limit_holds_in_the_script():
+    sale_reset(sku="sku-1", stock=10)
+    with override_settings(FLASHSALE_PER_USER_LIMIT=2):
+        buy("k1", user="u1")
+        with pytest.raises(LimitReached):
+            buy("k2", user="u1", quantity=2)
+        buy("k3", user="u1")
+        with pytest.raises(LimitReached):
+            buy("k4", user="u1")
+        buy("k5", user="u2", quantity=2)
+    persist()
+    assert sale_audit(sku="sku-1").ordered_quantity == 4
+
+
+def test_a_product_is_sold_through_the_gate_in_one_segment():
+    with pytest.raises(InvalidInput):
+        sale_reset(sku="sku-1", stock=10, segments=4)
+    with override_settings(FLASHSALE_STOCK_SEGMENTS=4):
+        sale_reset(sku="sku-1", stock=10)
+    assert Stock.objects.count() == 1
+
+
+def test_an_unknown_product_is_404_and_one_redis_does_not_hold_is_503():
+    with pytest.raises(NotFound):
+        buy("k1", sku="nope")
+    with override_settings(FLASHSALE_STRATEGY="atomic"):
+        sale_reset(sku="sku-1", stock=5)  # reset under another strategy: nothing in Redis
+    with pytest.raises(Unavailable) as cold:
+        buy("k1")
+    assert cold.value.extra["backend"] == "gate"
+
+
+def test_redis_out_of_reach_is_503_unavailable_and_nothing_is_taken():
+    sale_reset(sku="sku-1", stock=5)
+    with override_settings(FLASHSALE_GATE_REDIS_URL="redis://127.0.0.1:1/0"), pytest.raises(Unavailable) as e:
+        buy("k1")
+    assert e.value.extra["backend"] == "redis"
+    assert sale_audit(sku="sku-1").gate.redis_remaining == 5
+
+
+def test_an_intent_the_database_refuses_is_dead_lettered_and_does_not_block_the_rest():
+    sale_reset(sku="sku-1", stock=3)
+    # Redis believes in more stock than MySQL has (what a Redis that lost writes does).
+    gate_redis().hset(gate_keys("sku-1").sale, mapping={"stock": 5, "loaded": 5})
+    results = [buy(f"k{i}", user=f"u{i}") for i in range(5)]
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.oversold) == (3, 0, 0)
+    assert (audit.gate.dead_lettered, audit.gate.backlog, audit.gate.reconciled) == (2, 0, False)
+    assert not audit.consistent
+    statuses = [order_status_get(order_id=r.order_id).status for r in results]
+    assert sorted(statuses) == ["confirmed"] * 3 + ["dead_lettered"] * 2
+    dead = gate_redis().xrange(gate_keys("sku-1").dead)
+    assert all("SoldOut" in fields["reason"] for _, fields in dead)
+    persist()  # dead-lettered once, however often it is read
+    assert sale_audit(sku="sku-1").gate.dead_lettered == 2
+
+
+def test_a_batch_written_but_not_acknowledged_is_written_once_when_read_again():
+    sale_reset(sku="sku-1", stock=10)
+    for i in range(4):
+        buy(f"k{i}", user=f"u{i}")
+    client, keys = gate_redis(), gate_keys("sku-1")
+    # A persister reads the batch and commits it, and dies before its XACK.
+    [(_, entries)] = client.xreadgroup(GROUP, "died", {keys.stream: ">"}, count=10)
+    intents = [Intent.parse(entry_id, fields) for entry_id, fields in entries]
+    assert len(intents_write(intents).written) == 4
+    assert persist() == 4  # claimed from the dead consumer (idle 0 ms here), found written
+    assert client.xpending(keys.stream, GROUP)["pending"] == 0
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.flow_rows, audit.remaining, audit.consistent) == (4, 4, 6, True)
+
+
+def test_a_reset_drops_the_old_sales_backlog():
+    sale_reset(sku="sku-1", stock=10)
+    buy("k1")
+    client, keys = gate_redis(), gate_keys("sku-1")
+    [(_, entries)] = client.xreadgroup(GROUP, "slow", {keys.stream: ">"}, count=10)
+    sale_reset(sku="sku-1", stock=10)
+    # The slow persister's batch, from the sale before the reset, writes nothing.
+    outcome = intents_write([Intent.parse(entry_id, fields) for entry_id, fields in entries])
+    assert (len(outcome.written), len(outcome.closed)) == (0, 1)
+    buy("k1")
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.consistent) == (1, 9, True)
+
+
+def test_a_warm_up_after_redis_lost_the_sale_sells_what_mysql_has_left_and_replays_its_orders():
+    sale_reset(sku="sku-1", stock=5)
+    first = buy("k1", quantity=2)
+    persist()
+    gate_redis().flushdb()  # a restart without persistence
+    with pytest.raises(Unavailable):
+        buy("k2")
+    sale = gate_warm(sku="sku-1")
+    assert sale.loaded_stock == 3
+    again = buy("k1", quantity=2)
+    assert again.replayed and (again.order_id, again.remaining) == (first.order_id, 3)
+    buy("k2", quantity=3)
+    with pytest.raises(SoldOut):
+        buy("k3")
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.consistent) == (2, 0, True)
+    with pytest.raises(InvalidInput):
+        gate_warm(sku="sku-1")  # Redis holds the sale: a second warm-up would sell it twice
+
+
+def test_the_api_answers_accepted_then_the_order_can_be_followed():
+    sale_reset(sku="sku-1", stock=5)
+    api = APIClient()
+    response = api.post("/api/orders", {"sku": "sku-1", "quantity": 1, "user_id": "u1"}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="k1")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["status"], body["strategy"], body["remaining"]) == ("accepted", "gate", 4)
+    assert "hold;dur=" in response.headers["Server-Timing"]
+    follow = api.get(f"/api/orders/{body['order_id']}")
+    assert follow.status_code == 200 and follow.json()["status"] == "accepted"
+    persist()
+    assert api.get(f"/api/orders/{body['order_id']}").json()["status"] == "confirmed"
+    for missing in (body["order_id"] + 2, body["order_id"] + 1, 2**62):
+        response = api.get(f"/api/orders/{missing}")
+        assert response.status_code == 404 and response.json()["error"] == "not_found"
+    audit = api.get("/api/products/sku-1/audit").json()
+    assert audit["gate"]["reconciled"] and audit["consistent"]
+
+
+def test_a_persister_stops_when_told():
+    stop = threading.Event()
+    persister = Persister("test", block_ms=50, stop=stop)
+    thread = threading.Thread(target=persister.run)
+    thread.start()
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
