@@ -3,6 +3,7 @@ the load tools so that each speaks the contract the same way."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -37,10 +38,18 @@ class FlashsaleClient:
         response.raise_for_status()
         return response.json()
 
-    def audit(self, sku: str) -> dict:
-        response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout)
-        response.raise_for_status()
-        return response.json()
+    def audit(self, sku: str, *, settle: float = 30.0) -> dict:
+        """The sale's audit. A product sold through the gate is audited once the
+        persisters have written every order it accepted (its backlog is 0), or
+        after ``settle`` seconds, whichever comes first (0: as it is now)."""
+        deadline = time.monotonic() + settle
+        while True:
+            response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout)
+            response.raise_for_status()
+            audit = response.json()
+            if not (audit.get("gate") or {}).get("backlog") or time.monotonic() >= deadline:
+                return audit
+            time.sleep(0.05)
 
     def product(self, sku: str) -> dict:
         response = self.session.get(self._url(f"/api/products/{sku}"), timeout=self.timeout)

@@ -180,7 +180,7 @@ def hot_mode(run: Comparison, strategies: list[str],
         run.use(strategy)
         spread = run.sale(f"{strategy} (spread)", strategy, stock=HOT_STOCK, skus=run.args.users,
                           ceiling=ceiling)
-        for count in segment_counts:
+        for count in segment_counts if strategy_get(strategy).segmented else [1]:
             label = strategy if count == 1 else f"{strategy} ×{count}"
             hot = run.sale(label, strategy, stock=HOT_STOCK, segments=count, ceiling=ceiling)
             hot_rows.append(HotRow(label=label, hot=hot, spread=spread, ceiling=ceiling.median.throughput,

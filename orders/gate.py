@@ -130,8 +130,10 @@ def gate_redis() -> redis.Redis:
     global _client
     with _client_mutex:
         if _client is None:
+            # Named after the process, so CLIENT LIST shows who is connected (the
+            # stack's readiness probe of a persister looks for its name).
             options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
-                           decode_responses=True)
+                           decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
             if settings.FLASHSALE_GATE_REDIS_CLUSTER:
                 _client = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
             else:

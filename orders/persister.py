@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import os
 import socket
 import threading
@@ -175,8 +176,9 @@ class Persister:
         self.block_ms = block_ms
         self.stop = stop or threading.Event()
         self.redis = gate_redis()
+        self.redis.ping()  # connected from the start: the stack's readiness probe looks for it
         self._dead_letter = self.redis.register_script(_DEAD_LETTER)
-        self._claimed_at = 0.0
+        self._claimed_at = -math.inf
 
     def run(self) -> None:
         logger.warning("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)

@@ -32,6 +32,7 @@ class StackConfig:
     nginx_port: int
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
     instances: int
+    persisters: int  # of the gate's streams (manage.py persist_orders)
     workers: int
     threads: int
     strategy: str
@@ -50,6 +51,7 @@ class StackConfig:
             nginx_port=env.int("NGINX_PORT", default=8080),
             app_port=env.int("APP_PORT", default=8001),
             instances=env.int("INSTANCES", default=2),
+            persisters=env.int("PERSISTERS", default=2),
             workers=env.int("WORKERS", default=2),
             threads=env.int("THREADS", default=8),
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
@@ -68,6 +70,10 @@ class StackConfig:
     @property
     def app_names(self) -> list[str]:
         return [f"app{i}" for i in range(1, self.instances + 1)]
+
+    @property
+    def persister_names(self) -> list[str]:
+        return [f"persist{i}" for i in range(1, self.persisters + 1)]
 
     def app_port_of(self, name: str) -> int:
         return self.app_port + int(name.removeprefix("app")) - 1
@@ -118,3 +124,10 @@ class StackConfig:
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),
             "FLASHSALE_THROTTLE_ADDRESS": os.environ.get("FLASHSALE_THROTTLE_ADDRESS", ""),
         }
+
+    def persister_environment(self, name: str) -> dict[str, str]:
+        """An app's environment without what only the purchase reads (the strategy and
+        its knobs): a persister keeps draining while the apps restart with another."""
+        selling = {"FLASHSALE_STRATEGY", "FLASHSALE_RACE_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
+                   "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS"}
+        return {k: v for k, v in self.app_environment(name).items() if k not in selling}

@@ -20,6 +20,7 @@ from .servers import (
     mariadb_bootstrap,
     mariadb_install,
     nginx,
+    persisters,
     port_in_use,
     tail,
 )
@@ -54,7 +55,8 @@ def _wait_ready(sup: Supervisor, config: StackConfig, servers: list[Server]) -> 
                     raise _fail(config, server, f"not ready after {server.ready_timeout:.0f}s "
                                                 f"({last_error[name]})") from None
             else:
-                _say(f"{name} ready on 127.0.0.1:{server.port} "
+                where = f"on 127.0.0.1:{server.port} " if server.port else ""
+                _say(f"{name} ready {where}"
                      f"(pid {sup.info(name)['pid']}, {time.monotonic() - started:.1f}s)")
                 del pending[name]
         time.sleep(0.1)
@@ -63,7 +65,7 @@ def _wait_ready(sup: Supervisor, config: StackConfig, servers: list[Server]) -> 
 def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
     to_start = [s for s in servers if sup.info(s.name)["statename"] not in ("RUNNING", "STARTING")]
     for server in to_start:
-        if port_in_use(server.port):
+        if server.port and port_in_use(server.port):
             raise StackError(f"{server.name} can't start: port {server.port} is taken by "
                              f"another process (set the port's environment variable to move it)")
         sup.start(server.name)
@@ -71,9 +73,9 @@ def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
 
 
 def _start_front(sup: Supervisor, config: StackConfig) -> None:
-    """Start the app instances, then nginx; a running nginx reloads, since the
-    upstream list in its config may have changed."""
-    _start(sup, config, apps(config))
+    """Start the app instances and the persisters, then nginx; a running nginx
+    reloads, since the upstream list in its config may have changed."""
+    _start(sup, config, [*apps(config), *persisters(config)])
     front = nginx(config)
     if sup.info(front.name)["statename"] == "RUNNING":
         sup.rpc.signalProcess(front.name, "HUP")
@@ -181,7 +183,7 @@ def status(config: StackConfig) -> int:
                 health, healthy = f"{type(e).__name__}: {e}", False
         uptime = proc["now"] - proc["start"] if proc["statename"] == "RUNNING" else 0
         print(f"{proc['name']:<11} {proc['statename']:<9} {proc['pid'] or '-':>7}  "
-              f"{server.port if server else '':>5}  {uptime:>7}s  {health}")
+              f"{(server.port if server else '') or '':>5}  {uptime:>7}s  {health}")
     print(f"\n{config.base_url}/   admin token: {config.admin_token_file}")
     return 0 if healthy else 1
 

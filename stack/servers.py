@@ -11,6 +11,7 @@ import shutil
 import socket
 import string
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ def render(template: Path, target: Path, **values) -> Path:
 class Server:
     name: str
     command: list[str]
-    port: int
+    port: int | None  # None: it listens on none (a persister)
     probe: Callable[[], None]  # raises until the server answers
     priority: int  # supervisor starts low first and stops high first
     logs: list[Path] = field(default_factory=list)  # beside supervisor's capture of stdout
@@ -75,6 +76,18 @@ def _redis_probe(port: int) -> Callable[[], None]:
         import redis
 
         redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).ping()
+
+    return probe
+
+
+def _persister_probe(port: int, name: str) -> Callable[[], None]:
+    def probe() -> None:
+        import redis
+
+        # The gate's Redis client names itself after its process (FLASHSALE_INSTANCE).
+        clients = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).client_list()
+        if not any(client.get("name") == name for client in clients):
+            raise ConnectionError(f"{name} has not connected to Redis yet")
 
     return probe
 
@@ -200,6 +213,19 @@ def app(config: StackConfig, name: str) -> Server:
     )
 
 
+def persister(config: StackConfig, name: str) -> Server:
+    """A persister of the gate's streams (``manage.py persist_orders``): the gate
+    strategy's orders reach MySQL through these; idle under the other strategies."""
+    return Server(
+        name=name,
+        command=[sys.executable, "manage.py", "persist_orders", f"--name={name}"],
+        port=None,
+        probe=_persister_probe(config.redis_port, name),
+        priority=20,
+        environment=config.persister_environment(name),
+    )
+
+
 def nginx(config: StackConfig) -> Server:
     d = config.dir("nginx")
     upstream = "\n".join(
@@ -225,8 +251,12 @@ def apps(config: StackConfig) -> list[Server]:
     return [app(config, name) for name in config.app_names]
 
 
+def persisters(config: StackConfig) -> list[Server]:
+    return [persister(config, name) for name in config.persister_names]
+
+
 def all_servers(config: StackConfig) -> list[Server]:
-    return [*infrastructure(config), *apps(config), nginx(config)]
+    return [*infrastructure(config), *apps(config), *persisters(config), nginx(config)]
 
 
 # --- one-time preparation ------------------------------------------------------------

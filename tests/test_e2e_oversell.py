@@ -61,6 +61,8 @@ def test_correct_strategy_on_two_instances_sells_exactly_the_stock(stack_apps, s
     audit = sale(client, f"e2e-{strategy}")
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
     assert audit["remaining"] == 0 and audit["orders"] == STOCK
+    if not STRATEGIES[strategy].segmented:
+        return  # the gate keeps the stock in one counter
     # The same in segments, orders spanning two of them included.
     audit = sale(client, f"e2e-{strategy}-seg", **SEGMENTED)
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
