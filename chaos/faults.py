@@ -10,12 +10,13 @@ instance).
 
 from __future__ import annotations
 
+import shutil
 import signal
 from dataclasses import dataclass
 
 from stack.config import StackConfig
 from stack.control import start_again
-from stack.servers import zookeeper_mode
+from stack.servers import redis_data, zookeeper_mode
 from stack.supervisor import Supervisor
 
 
@@ -26,6 +27,9 @@ class Fault:
     # Seconds the server stays broken before it is brought back during the sale;
     # None: it stays broken until the sale's end.
     down_seconds: float | None
+    # Redis comes back without its data: the gate's sale (only there until written)
+    # is lost with it, as the README says; the verdict reports what was lost.
+    loses_redis: bool = False
 
     def target(self, config: StackConfig) -> str:
         raise NotImplementedError
@@ -50,6 +54,22 @@ class Killed(Fault):
     def inject(self, config: StackConfig) -> str:
         name = self.target(config)
         Supervisor(config).signal_group(name, signal.SIGKILL)
+        return name
+
+
+@dataclass(frozen=True)
+class RedisLost(Killed):
+    """Redis SIGKILLed and its data deleted before it starts again: a lost machine, or
+    a Redis without persistence. Its AOF is what a mere crash keeps."""
+
+    server: str = "redis"
+    loses_redis: bool = True
+
+    def inject(self, config: StackConfig) -> str:
+        name = super().inject(config)
+        Supervisor(config).wait_stopped(name)
+        for path in redis_data(config):
+            shutil.rmtree(path, ignore_errors=True)
         return name
 
 
@@ -85,12 +105,16 @@ FAULTS: dict[str, Fault] = {
     for fault in (
         Killed("kill-app", "an app instance (app1) SIGKILLed, started again after the sale",
                down_seconds=None, server="app1"),
-        Killed("restart-redis", "Redis killed and started again 1 s later, empty (no persistence)",
-               down_seconds=1.0, server="redis"),
+        Killed("restart-redis", "Redis killed and started again 1 s later, from its append-only file "
+               "(a crashed process)", down_seconds=1.0, server="redis"),
+        RedisLost("lose-redis", "Redis killed and started again 1 s later without its data (a lost "
+                  "machine, or no persistence)", down_seconds=1.0),
         Killed("restart-mariadb", "MariaDB killed and started again 2 s later (crash recovery)",
                down_seconds=2.0, server="mariadb"),
         Paused("pause-app", "app1 frozen (SIGSTOP) for 12 s: past the 5 s lock leases and "
                "nginx's 10 s timeout, then thawed", down_seconds=12.0, server="app1"),
+        Killed("kill-persister", "a persister (persist1) SIGKILLed, started again 2 s later: its pending "
+               "entries are read again by it or claimed by the other", down_seconds=2.0, server="persist1"),
         ZooKeeperLeaderKilled("zk-leader", "the ZooKeeper leader killed, started again 2 s later "
                               "(ZK_NODES=3: the others elect a new one)", down_seconds=2.0),
     )

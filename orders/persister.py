@@ -166,10 +166,12 @@ def default_name() -> str:
 
 class Persister:
     """One consumer of the gate streams' group. ``run`` loops until ``stop`` is set;
-    ``step`` is one round (the tests drive it)."""
+    ``step`` is one round (the tests drive it). A round waits at most ``block_ms``
+    for new entries, and then reads the list of products again: a sale that opens
+    is read within that (and its first orders wait for it at most that long)."""
 
     def __init__(self, name: str | None = None, *, batch: int | None = None, claim_idle_ms: int | None = None,
-                 block_ms: int = 1000, stop: threading.Event | None = None):
+                 block_ms: int = 100, stop: threading.Event | None = None):
         self.name = name or default_name()
         self.batch = batch or settings.FLASHSALE_GATE_BATCH
         self.claim_idle_ms = settings.FLASHSALE_GATE_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms

@@ -27,6 +27,7 @@ class StackConfig:
     run_dir: Path
     mysql_port: int
     redis_port: int
+    redis_appendfsync: str  # the AOF's fsync policy: everysec or always (or no)
     zk_port: int
     zk_nodes: int  # 1: standalone; 3 (or any odd n): an ensemble on zk_port .. zk_port + n - 1
     nginx_port: int
@@ -46,6 +47,7 @@ class StackConfig:
             run_dir=Path(env.str("RUN_DIR", default=str(ROOT / ".run"))).resolve(),
             mysql_port=env.int("MYSQL_PORT", default=3310),
             redis_port=env.int("REDIS_PORT", default=6390),
+            redis_appendfsync=env.str("REDIS_APPENDFSYNC", default="everysec"),
             zk_port=env.int("ZK_PORT", default=2190),
             zk_nodes=env.int("ZK_NODES", default=1),
             nginx_port=env.int("NGINX_PORT", default=8080),
@@ -60,6 +62,8 @@ class StackConfig:
         )
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
+        if config.redis_appendfsync not in ("always", "everysec", "no"):
+            raise SystemExit(f"REDIS_APPENDFSYNC is always, everysec or no, not {config.redis_appendfsync!r}")
         return config
 
     def replace(self, **changes) -> StackConfig:

@@ -152,7 +152,7 @@ def mariadb(config: StackConfig) -> Server:
 def redis(config: StackConfig) -> Server:
     d = config.dir("redis")
     conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
-                  port=config.redis_port, data_dir=d)
+                  port=config.redis_port, data_dir=d, appendfsync=config.redis_appendfsync)
     return Server(
         name="redis",
         command=[binary("redis-server"), str(conf)],
@@ -160,6 +160,11 @@ def redis(config: StackConfig) -> Server:
         probe=_redis_probe(config.redis_port),
         priority=10,
     )
+
+
+def redis_data(config: StackConfig) -> list[Path]:
+    """Where the stack's Redis keeps its data (its append-only files)."""
+    return [config.run_dir / "redis" / "appendonlydir"]
 
 
 def zookeepers(config: StackConfig) -> list[Server]:

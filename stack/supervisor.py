@@ -184,6 +184,14 @@ class Supervisor:
         os.killpg(pid, signum)
         return pid
 
+    def wait_stopped(self, name: str, timeout: float = 10) -> None:
+        """Until supervisord has seen program ``name`` exit (after a signal killed it)."""
+        deadline = time.monotonic() + timeout
+        while self.info(name)["statename"] in RUNNING_STATES:
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} is still running {timeout:.0f} s after it was signalled")
+            time.sleep(0.05)
+
     def reload(self) -> set[str]:
         """Re-read the config; replace groups whose definition changed.
 

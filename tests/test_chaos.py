@@ -11,8 +11,11 @@ from chaos.sale import _stall, sale_under_fault
 
 # Each fault once, under a strategy it bites: the lock's server is the one that fails,
 # or a holder dies or freezes with the lock.
-CASES = [("kill-app", "redisson"), ("restart-redis", "setnx"), ("restart-mariadb", "mysql"),
-         ("pause-app", "atomic"), ("zk-leader", "zookeeper")]
+CASES = [("kill-app", "redisson"), ("lose-redis", "setnx"), ("restart-mariadb", "mysql"),
+         ("pause-app", "atomic"), ("zk-leader", "zookeeper"),
+         # The gate: its Redis crashes (the AOF keeps the sale), the database goes away
+         # (the gate sells on, the backlog drains after), a persister dies mid-sale.
+         ("restart-redis", "gate"), ("restart-mariadb", "gate"), ("kill-persister", "gate")]
 
 
 @pytest.fixture
