@@ -16,7 +16,7 @@ import yaml
 from stack.config import ROOT, StackConfig
 from stack.servers import nginx
 
-LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "nginx", "locust-master"}
+LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "persister", "nginx", "locust-master"}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def compose() -> dict:
 def test_the_services_of_the_topology(compose):
     assert set(compose["services"]) == LONG_RUNNING | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
-    for name in ("migrate", "app1", "app2", "locust-master", "locust-worker"):
+    for name in ("migrate", "app1", "app2", "persister", "locust-master", "locust-worker"):
         assert compose["services"][name]["build"]["context"] == str(ROOT)
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
 
@@ -65,6 +65,17 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     nginx_depends = compose["services"]["nginx"]["depends_on"]
     assert nginx_depends == {"app1": {"condition": "service_healthy"},
                              "app2": {"condition": "service_healthy"}}
+
+
+def test_two_persisters_write_the_gate_and_redis_keeps_an_append_only_file(compose):
+    persister = compose["services"]["persister"]
+    assert persister["command"] == ["python", "manage.py", "persist_orders"]
+    assert persister["deploy"]["replicas"] == 2
+    assert persister["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    command = compose["services"]["redis"]["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert compose["services"]["redis"]["volumes"] == ["redis-data:/data:rw"]  # kept across containers
 
 
 def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):
