@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks
+.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -57,6 +57,10 @@ $(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
 
 profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATEGY=atomic): docs/profile/
 	$(PY) -m benchmarks.profile_purchase --strategy $(or $(STRATEGY),atomic) $(PROFILE_ARGS)
+
+bench-gate: up  ## the gate on one hot SKU against ping, AOF everysec vs always, the persisters' drain (wrk)
+	scripts/install-system-packages.sh --bench
+	$(PY) -m benchmarks.gate $(BENCH_ARGS)
 
 bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)

@@ -147,10 +147,19 @@ def _forget_client(*, setting, **kwargs):
     if setting.startswith("FLASHSALE_GATE_REDIS"):
         with _client_mutex:
             _client = None
+            _scripts.clear()
+
+
+_scripts: dict[tuple[int, str], object] = {}
 
 
 def _script(source: str):
-    return gate_redis().register_script(source)
+    """The script's handle on the current client, made once (it hashes the source)."""
+    client = gate_redis()
+    handle = _scripts.get((id(client), source))
+    if handle is None:
+        handle = _scripts[(id(client), source)] = client.register_script(source)
+    return handle
 
 
 def _unreachable(e: redis.RedisError) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.db.models import Count, Sum
 
 from flashsale.errors import NotFound
@@ -61,7 +62,11 @@ def _gate_audit(product) -> GateAudit | None:
     return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled)
 
 
+@transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
 def sale_audit(*, sku: str) -> SaleAudit:
+    """The sale's invariants, read while it may still be selling: the database's
+    side from one snapshot, the gate's (Redis) after it, so the backlog it reports is
+    never less than the true one."""
     product = product_get(sku=sku)
     orders = Order.objects.filter(product=product)
     totals = orders.aggregate(quantity=Sum("quantity"), retries=Sum("retries"))

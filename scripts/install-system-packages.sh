@@ -4,10 +4,13 @@
 #   scripts/install-system-packages.sh --test   also chromium (browser test) and Debian's
 #                                               docker-compose v1 (validates the compose
 #                                               file offline; no Docker engine is needed)
+#   scripts/install-system-packages.sh --bench  also wrk (a load client that is not the
+#                                               bottleneck: make bench-gate)
 set -euo pipefail
 
 packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config)
 [ "${1:-}" = "--test" ] && packages+=(chromium docker-compose)
+[ "${1:-}" = "--bench" ] && packages+=(wrk)
 
 # A Python without venv/ensurepip or its headers (Debian's own python3) needs these
 # to build the virtualenv and compile mysqlclient.

@@ -1,0 +1,171 @@
+"""What the gate sells on one hot SKU, what it costs to refuse, how fast its
+persisters drain, and what the AOF's fsync policy costs, all as ratios to
+``/api/ping`` measured in one run, with wrk (a C client: not the bottleneck).
+
+    python -m benchmarks.gate [--seconds 8] [--connections 64]
+    (make bench-gate: installs wrk, starts the stack, runs this)
+
+Rows, each a wrk run of ``--seconds`` against nginx:
+
+- ``ping``: the ceiling, ``GET /api/ping``.
+- ``gate, appendfsync everysec`` / ``always``: every request buys one hot product
+  (``POST /api/orders``, a key of its own each), the persisters running; Redis's
+  fsync policy set for the row (``CONFIG SET``). Beside each: from accepted to
+  confirmed (the order's ``accepted_at`` to its ``created_at``), p50/p99.
+- ``gate, sold out``: the product has no stock: every answer is the script's 409.
+- ``atomic``: the best strategy that writes MySQL inside the request, for reference.
+
+Then the persisters alone: both are paused (SIGSTOP) for a hot gate run, so the
+backlog piles up, then resumed; drain rate = backlog / time to write it.
+
+The stack is put back as it was (strategy, fsync policy, persisters running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from loadtest.client import FlashsaleClient
+from stack.config import StackConfig
+from stack.control import apps_as_needed
+from stack.servers import mariadb_app_connection
+from stack.supervisor import Supervisor
+
+WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
+STOCK = 1_000_000  # more than any run sells: every request buys
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    requests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    statuses: dict[int, int]  # counted by the wrk script (purchases only)
+
+
+def _ms(value: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", value).groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(label: str, url: str, *, seconds: float, connections: int, sku: str | None = None) -> Run:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency"]
+    env = dict(os.environ)
+    if sku is not None:
+        command += ["-s", str(WRK_SCRIPT)]
+        env.update(SKUS="1", PREFIX=sku.removesuffix("0"))
+    out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
+    statuses: dict[int, int] = {}
+    for n, status in re.findall(r"thread \d+: (\d+) x (\d+)", out):
+        statuses[int(status)] = statuses.get(int(status), 0) + int(n)
+    return Run(label=label, requests_per_s=float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+               p50_ms=_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),
+               p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)), statuses=statuses)
+
+
+def confirm_latency(config: StackConfig, sku: str) -> tuple[float, float, int]:
+    """From accepted to confirmed over the product's orders: p50, p99 (ms) and how many."""
+    db = mariadb_app_connection(config)
+    try:
+        with db.cursor() as cursor:
+            cursor.execute("SELECT TIMESTAMPDIFF(MICROSECOND, o.accepted_at, o.created_at) "
+                           "FROM orders_order o JOIN inventory_product p ON p.id = o.product_id "
+                           "WHERE p.sku = %s AND o.accepted_at IS NOT NULL ORDER BY 1", [sku])
+            values = [row[0] / 1000 for row in cursor.fetchall()]
+    finally:
+        db.close()
+    if not values:
+        return 0.0, 0.0, 0
+    return values[len(values) // 2], values[min(len(values) - 1, int(len(values) * 0.99))], len(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--connections", type=int, default=64)
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        parser.error("wrk is not installed (make bench-gate installs it)")
+    command = "python -m benchmarks.gate " + shlex.join(sys.argv[1:] if argv is None else argv)
+    config = StackConfig.from_env()
+    admin = FlashsaleClient.for_stack(config)
+    r = redis.Redis(port=config.redis_port)
+    fsync_before = r.config_get("appendfsync")["appendfsync"]
+    sup = Supervisor(config)
+    base = config.base_url + "/"
+    timing = dict(seconds=args.seconds, connections=args.connections)
+    rows: list[tuple[Run, str]] = []
+    drain = ""
+    try:
+        with apps_as_needed(config) as use:
+            rows.append((wrk("ping", config.base_url + "/api/ping", **timing), ""))
+            use(strategy="gate", race_delay_ms=0.0)
+            for fsync in ("everysec", "always"):
+                r.config_set("appendfsync", fsync)
+                sku = f"bench-gate-{fsync}-0"
+                admin.reset(sku, STOCK)
+                run = wrk(f"gate, appendfsync {fsync}", base, sku=sku, **timing)
+                admin.audit(sku, settle=60)
+                p50, p99, n = confirm_latency(config, sku)
+                rows.append((run, f"{p50:.0f} / {p99:.0f} ({n:,} orders)"))
+            r.config_set("appendfsync", fsync_before)
+            admin.reset("bench-gate-soldout-0", 0)
+            rows.append((wrk("gate, sold out (409)", base, sku="bench-gate-soldout-0", **timing), ""))
+
+            # The persisters alone: paused while a hot run piles up a backlog.
+            sku = "bench-gate-drain-0"
+            admin.reset(sku, STOCK)
+            for name in config.persister_names:
+                sup.signal_group(name, signal.SIGSTOP)
+            try:
+                wrk("backlog", base, sku=sku, **timing)
+            finally:
+                backlog = admin.audit(sku, settle=0)["gate"]["backlog"]
+                started = time.monotonic()
+                for name in config.persister_names:
+                    sup.signal_group(name, signal.SIGCONT)
+            audit = admin.audit(sku, settle=120)
+            took = time.monotonic() - started
+            batch = os.environ.get("FLASHSALE_GATE_BATCH", "200")
+            drain = (f"{backlog:,} orders written by {config.persisters} persisters in {took:.2f} s: "
+                     f"**{backlog / took:,.0f} orders/s** (batches of up to {batch}; "
+                     f"audit consistent: {audit['consistent']})")
+
+            use(strategy="atomic", race_delay_ms=0.0)
+            admin.reset("bench-gate-atomic-0", STOCK)
+            rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), ""))
+    finally:
+        r.config_set("appendfsync", fsync_before)
+
+    ping = rows[0][0]
+    print(f"`{command}`: wrk -t2 -c{args.connections}, {args.seconds:g} s per row, against nginx on "
+          f"127.0.0.1 ({config.instances} instances x {config.workers} workers x {config.threads} "
+          f"threads, {config.persisters} persisters, {os.cpu_count()} cores shared by all)\n")
+    print("| row | answers/s | × ping | p50 ms | p99 ms | p99 ÷ ping's | answers | accepted → confirmed "
+          "p50 / p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    for run, confirm in rows:
+        answers = ", ".join(f"{s}: {n:,}" for s, n in sorted(run.statuses.items())) or "200"
+        print(f"| {run.label} | {run.requests_per_s:,.0f} | {run.requests_per_s / ping.requests_per_s:.2f} "
+              f"| {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.p99_ms / ping.p99_ms:.1f} | {answers} "
+              f"| {confirm} |")
+    print(f"\nPersisters alone: {drain}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
