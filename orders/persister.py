@@ -213,18 +213,30 @@ class Persister:
                 done += self._claim(stream, sku)
         try:
             # This consumer's own pending entries first (a batch that failed), then new ones.
-            replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, "0"), count=self.batch)
-            if not any(entries for _, entries in replies):
-                replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, ">"),
-                                                count=self.batch, block=self.block_ms)
+            replies = self._read(streams, "0")
+            if not replies:
+                replies = self._read(streams, ">", block=True)
         except redis.ResponseError as e:
             if "NOGROUP" not in str(e):
                 raise
             return done  # a product was reset or closed since the list was read: read it again
-        for stream, entries in replies or []:
-            if entries:
-                done += self._handle(streams[stream], entries)
+        for stream, entries in replies:
+            done += self._handle(streams[stream], entries)
         return done
+
+    def _read(self, streams: dict[str, str], start: str, *, block: bool = False) -> list:
+        """XREADGROUP over every stream: one call on one Redis; on a cluster, where
+        the streams live in different slots, one call per stream (and a pause when
+        none had anything, in place of the blocking wait)."""
+        if not settings.FLASHSALE_GATE_REDIS_CLUSTER:
+            replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, start),
+                                            count=self.batch, block=self.block_ms if block else None)
+        else:
+            replies = [reply for stream in streams for reply in
+                       self.redis.xreadgroup(GROUP, self.name, {stream: start}, count=self.batch)]
+            if block and not any(entries for _, entries in replies):
+                self.stop.wait(self.block_ms / 1000)
+        return [(stream, entries) for stream, entries in replies or [] if entries]
 
     def _claim(self, stream: str, sku: str) -> int:
         done, start = 0, "0-0"

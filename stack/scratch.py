@@ -1,5 +1,6 @@
 """Throwaway redis-server processes, for what needs more than the stack's one Redis:
-a master with a replica (scenario S10) and independent masters (RedLock).
+a master with a replica (scenario S10), independent masters (RedLock) and a Redis
+Cluster (the gate's keys spread over slots).
 
 Each runs on a free loopback port in a temporary directory, without persistence,
 as this process's child; it is stopped by its PID and its directory removed.
@@ -91,4 +92,23 @@ def redis_servers(count: int, *args: str) -> Iterator[list[ScratchRedis]]:
             server = start_redis(*args)
             stack.callback(server.stop)
             servers.append(server)
+        yield servers
+
+
+@contextmanager
+def redis_cluster(masters: int = 3) -> Iterator[list[ScratchRedis]]:
+    """A Redis Cluster of ``masters`` masters (no replicas) on loopback, made with
+    ``redis-cli --cluster create``; every server stopped on the way out."""
+    with redis_servers(masters, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                       "--cluster-node-timeout", "5000") as servers:
+        result = subprocess.run(
+            [binary("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
+             "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
+        if result.returncode:
+            raise StackError(f"redis-cli --cluster create failed:\n{result.stdout}{result.stderr}")
+        deadline = time.monotonic() + 30
+        while not all(s.client().cluster("info")["cluster_state"] == "ok" for s in servers):
+            if time.monotonic() > deadline:
+                raise StackError("the scratch Redis Cluster did not reach cluster_state:ok in 30 s")
+            time.sleep(0.1)
         yield servers

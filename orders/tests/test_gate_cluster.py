@@ -1,0 +1,72 @@
+"""The gate on a Redis Cluster: three masters on loopback, started here with
+``redis-server --cluster-enabled yes`` and ``redis-cli --cluster create``, stopped by
+PID. Every key of one product shares its hash tag, so each product's script runs on
+one node; the products are chosen so that every node holds some."""
+
+import itertools
+
+import pytest
+from django.test import override_settings
+
+from flashsale.errors import SoldOut
+from flashsale.testing import run_at_once
+from orders.gate import SKUS, gate_keys, gate_redis
+from orders.persister import Persister
+from orders.selectors import sale_audit
+from orders.services import order_create, sale_reset
+from stack.scratch import redis_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with redis_cluster(3) as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def on_the_cluster(cluster):
+    with override_settings(FLASHSALE_STRATEGY="gate", FLASHSALE_GATE_REDIS_URL=cluster[0].url,
+                           FLASHSALE_GATE_REDIS_CLUSTER=True):
+        yield gate_redis()
+        gate_redis().delete(SKUS)
+
+
+def skus_on_every_node(client, nodes: int) -> list[str]:
+    """The first skus whose keys, together, land on every node: two per node."""
+    chosen, per_node = [], {}
+    for i in itertools.count():
+        sku = f"cluster-{i}"
+        keys = gate_keys(sku)
+        assert len({client.keyslot(key) for key in keys}) == 1  # one slot per product
+        node = client.get_node_from_key(keys.sale).name
+        if per_node.get(node, 0) < 2:
+            per_node[node] = per_node.get(node, 0) + 1
+            chosen.append(sku)
+        if len(per_node) == nodes and all(n == 2 for n in per_node.values()):
+            return chosen
+
+
+def test_the_gate_sells_on_a_redis_cluster_with_products_spread_over_its_nodes(on_the_cluster, cluster):
+    skus = skus_on_every_node(on_the_cluster, len(cluster))
+    for sku in skus:
+        sale_reset(sku=sku, stock=5)
+
+    def buy(i: int):
+        sku = skus[i % len(skus)]
+        return order_create(sku=sku, quantity=1, user_id=f"u{i}", idempotency_key=f"{sku}-k{i}")
+
+    errors = run_at_once(buy, 7 * len(skus))  # 7 buyers per product for 5 units
+    assert sum(e is None for e in errors) == 5 * len(skus)
+    assert all(isinstance(e, SoldOut) for e in errors if e is not None)
+    again = buy(errors.index(None))  # a replay, answered by the node that holds its product
+    assert again.replayed
+
+    persister = Persister("cluster", block_ms=1, claim_idle_ms=0)
+    while persister.step():
+        pass
+    for sku in skus:
+        audit = sale_audit(sku=sku)
+        assert (audit.orders, audit.remaining, audit.gate.reconciled) == (5, 0, True), sku
+        assert audit.consistent, sku
