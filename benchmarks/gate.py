@@ -5,7 +5,8 @@ persisters drain, and what the AOF's fsync policy costs, all as ratios to
     python -m benchmarks.gate [--seconds 8] [--connections 64]
     (make bench-gate: installs wrk, starts the stack, runs this)
 
-Rows, each a wrk run of ``--seconds`` against nginx:
+Rows, each a wrk run of ``--seconds`` against nginx, after 2 s of the same to warm
+the instances up (first requests import and connect):
 
 - ``ping``: the ceiling, ``GET /api/ping``.
 - ``gate, appendfsync everysec`` / ``always``: every request buys one hot product
@@ -112,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     drain = ""
     try:
         with apps_as_needed(config) as use:
+            warm = dict(seconds=2, connections=args.connections)  # runs first requests, discarded
+            wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), ""))
             use(strategy="gate", race_delay_ms=0.0)
+            admin.reset("bench-gate-warm-0", STOCK)
+            wrk("warm-up", base, sku="bench-gate-warm-0", **warm)
             for fsync in ("everysec", "always"):
                 r.config_set("appendfsync", fsync)
                 sku = f"bench-gate-{fsync}-0"
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
             use(strategy="atomic", race_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
+            wrk("warm-up", base, sku="bench-gate-atomic-0", **warm)
             rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), ""))
     finally:
         r.config_set("appendfsync", fsync_before)
