@@ -61,6 +61,19 @@ def _server_timing(timings: Timings) -> dict[str, str]:
     return {"Server-Timing": f"lock-wait;dur={timings.lock_wait_ms:.3f}, hold;dur={timings.hold_ms:.3f}"}
 
 
+class OrderSerializer(serializers.Serializer):
+    """An order as its buyer sees it."""
+
+    order_id = serializers.IntegerField()
+    sku = serializers.CharField()
+    quantity = serializers.IntegerField()
+    strategy = serializers.CharField()
+    instance = serializers.CharField()
+    # "confirmed": in the database; under the gate, "accepted" (on its way there) or
+    # "dead_lettered" (the persisters could not write it).
+    status = serializers.ChoiceField(choices=["accepted", "confirmed", "dead_lettered"])
+
+
 class OrderCreateApi(APIView):
     # A buyer names itself in the body (user_id); no session is read, so no request
     # pays for one, and a browser's cookie does not bring CSRF checks into a JSON API.
@@ -73,15 +86,9 @@ class OrderCreateApi(APIView):
         quantity = serializers.IntegerField()
         user_id = serializers.CharField(max_length=64)
 
-    class OutputSerializer(serializers.Serializer):
-        order_id = serializers.IntegerField()
-        sku = serializers.CharField()
-        quantity = serializers.IntegerField()
+    class OutputSerializer(OrderSerializer):
+        # What the segment(s) this order took from had left right after it.
         remaining = serializers.IntegerField()
-        strategy = serializers.CharField()
-        instance = serializers.CharField()
-        # "confirmed" (in the database) or, under the gate, "accepted" (on its way there).
-        status = serializers.CharField()
 
     @extend_schema(
         request=InputSerializer,
@@ -117,17 +124,9 @@ _purchase_input = OrderCreateApi.InputSerializer()
 class OrderDetailApi(APIView):
     """Follow an order: ``accepted`` by the gate, ``confirmed`` once in the database."""
 
-    class OutputSerializer(serializers.Serializer):
-        order_id = serializers.IntegerField()
-        sku = serializers.CharField()
-        quantity = serializers.IntegerField()
-        strategy = serializers.CharField()
-        instance = serializers.CharField()
-        status = serializers.ChoiceField(choices=["accepted", "confirmed", "dead_lettered"])
-
-    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer, 503: ErrorSerializer})
+    @extend_schema(responses={200: OrderSerializer, 404: ErrorSerializer, 503: ErrorSerializer})
     def get(self, request, order_id: int):
-        return Response(self.OutputSerializer(order_status_get(order_id=order_id)).data)
+        return Response(OrderSerializer(order_status_get(order_id=order_id)).data)
 
 
 class ProductDetailApi(APIView):

@@ -8,13 +8,14 @@ as this process's child; it is stopped by its PID and its directory removed.
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 above, which Redis requires to be
+    at most 65,535) is free too."""
+    while True:
+        port = random.randint(20_000, 55_535)
+        if _bindable(port) and _bindable(port + 10_000):
+            return port
 
 
 @dataclass
@@ -84,12 +103,13 @@ def start_redis(*args: str, port: int | None = None) -> ScratchRedis:
 
 
 @contextmanager
-def redis_servers(count: int, *args: str) -> Iterator[list[ScratchRedis]]:
+def redis_servers(count: int, *args: str, pick_port: Callable[[], int] = free_port
+                  ) -> Iterator[list[ScratchRedis]]:
     """``count`` independent redis-servers, stopped on the way out."""
     with ExitStack() as stack:
         servers = []
         for _ in range(count):
-            server = start_redis(*args)
+            server = start_redis(*args, port=pick_port())
             stack.callback(server.stop)
             servers.append(server)
         yield servers
@@ -100,7 +120,7 @@ def redis_cluster(masters: int = 3) -> Iterator[list[ScratchRedis]]:
     """A Redis Cluster of ``masters`` masters (no replicas) on loopback, made with
     ``redis-cli --cluster create``; every server stopped on the way out."""
     with redis_servers(masters, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                       "--cluster-node-timeout", "5000") as servers:
+                       "--cluster-node-timeout", "5000", pick_port=free_cluster_port) as servers:
         result = subprocess.run(
             [binary("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
              "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
