@@ -247,6 +247,35 @@ def test_a_release_whose_reply_is_lost_is_retried_and_counts_once(redisson):
     assert not lock.locked()
 
 
+class UnreachableConnection(redis.Connection):
+    """Every command fails while ``down`` is set, as when the server cannot be reached."""
+
+    down = threading.Event()
+
+    def send_command(self, *args, **kwargs):
+        if UnreachableConnection.down.is_set():
+            raise redis.ConnectionError("Redis cannot be reached (injected)")
+        return super().send_command(*args, **kwargs)
+
+
+def test_a_release_that_cannot_reach_redis_stops_the_renewals_and_the_lease_frees_the_lock(redisson):
+    backend = redisson(connection_class=UnreachableConnection, watchdog_timeout_ms=600)
+    lock = backend.lock("r")
+    lock.acquire()
+    UnreachableConnection.down.set()
+    try:
+        with pytest.raises(redis.ConnectionError):
+            lock.release()
+    finally:
+        UnreachableConnection.down.clear()
+    # Redis is back, and still has the lock (as after a restart from its AOF).
+    assert lock.locked()
+    assert not backend.watchdog.watching(lock.key, lock.holder())
+    time.sleep(1.5)  # past the 600 ms lease: nothing renews it
+    assert not lock.locked()
+    assert in_thread(lambda: lock.acquire(blocking=False))
+
+
 def _child_process_id(queue):
     queue.put(process_id())
 

@@ -127,10 +127,19 @@ class RedissonLock(BaseLock):
         release = self.backend.script["redisson_release"]
         args = [UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS]
         try:
-            result = release(keys=[self.key, self.channel, latch], args=args)
-        except (redis.ConnectionError, redis.TimeoutError):
-            # The reply may be what was lost, not the release: the latch tells.
-            result = release(keys=[self.key, self.channel, latch], args=args)
+            try:
+                result = release(keys=[self.key, self.channel, latch], args=args)
+            except (redis.ConnectionError, redis.TimeoutError):
+                # The reply may be what was lost, not the release: the latch tells.
+                result = release(keys=[self.key, self.channel, latch], args=args)
+        except redis.RedisError:
+            # As Redisson's unlock does whatever its outcome: no more renewals for a
+            # holder that let go. Renewed, a lock whose release did not reach Redis
+            # (Redis restarted from its AOF with it) would be held for as long as this
+            # process lives; unrenewed, it frees when its lease runs out.
+            self.backend.watchdog.unwatch(self.key, holder)
+            self._fences.fence = None
+            raise
         if result is None:
             self._fences.fence = None
             raise LockNotOwnedError("lock is not held by this thread (expired, released, or "
