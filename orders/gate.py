@@ -193,15 +193,22 @@ def gate_open(*, sale: GateSale, keys: dict[str, str] | None = None,
                           f"is not open: {e}", backend="redis") from e
 
 
-def gate_close(*, sku: str) -> None:
+def gate_close(*, sku: str, required: bool) -> None:
     """Stop selling ``sku`` from Redis and drop its sale there (every reset does
-    this first). Redis out of reach is logged: a product that had no gate sale
-    loses nothing, and the gate's reset fails at ``gate_open`` anyway."""
+    this first).
+
+    :raises Unavailable: Redis cannot be reached and the close is ``required`` (the
+        product has, or is to have, a gate sale: left in Redis, it would go on
+        accepting orders no persister may write). Otherwise that is only logged.
+    """
     try:
         gate_redis().delete(*gate_keys(sku))
         gate_redis().srem(SKUS, sku)
     except redis.RedisError as e:
-        logger.warning("could not close the gate of %s: %s", sku, e)
+        if required:
+            raise Unavailable(f"the gate's Redis cannot be reached to close the sale of {sku}; "
+                              f"nothing was reset: {e}", backend="redis") from e
+        logger.warning("could not close the gate of %s (it has no gate sale): %s", sku, e)
 
 
 def _chunks(mapping: dict, size: int = 1000):

@@ -502,7 +502,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
                            extra={"fields": {"segments": ["must be 1 under the gate"]}})
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
-    gate_close(sku=sku)
+    gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
     with transaction.atomic():
         # Before the orders: this waits for a persister's batch of the product to
         # commit (it holds the sale's row), and then deletes what it wrote.

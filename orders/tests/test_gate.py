@@ -151,6 +151,22 @@ def test_redis_out_of_reach_is_503_unavailable_and_nothing_is_taken():
     assert sale_audit(sku="sku-1").gate.redis_remaining == 5
 
 
+def test_a_reset_that_cannot_close_the_gate_sale_changes_nothing():
+    sale_reset(sku="sku-1", stock=5)
+    buy("k1")
+    persist()
+    with override_settings(FLASHSALE_GATE_REDIS_URL="redis://127.0.0.1:1/0"):
+        for strategy in ("gate", "atomic"):  # the product has a gate sale: either must close it
+            with override_settings(FLASHSALE_STRATEGY=strategy), pytest.raises(Unavailable):
+                sale_reset(sku="sku-1", stock=50)
+    assert (Order.objects.count(), Stock.objects.get().quantity) == (1, 4)
+    assert buy("k2").remaining == 3  # still the same sale
+    with override_settings(FLASHSALE_STRATEGY="atomic"):
+        sale_reset(sku="sku-2", stock=5)  # no gate sale: Redis out of reach is no obstacle
+        with override_settings(FLASHSALE_GATE_REDIS_URL="redis://127.0.0.1:1/0"):
+            sale_reset(sku="sku-2", stock=5)
+
+
 def test_an_intent_the_database_refuses_is_dead_lettered_and_does_not_block_the_rest():
     sale_reset(sku="sku-1", stock=3)
     # Redis believes in more stock than MySQL has (what a Redis that lost writes does).
