@@ -19,6 +19,7 @@ from orders.models import Order
 from orders.persister import Intent, Persister, intents_write
 from orders.selectors import order_status_get, sale_audit
 from orders.services import gate_warm, order_create, sale_reset
+from orders.tests.test_apis import BAD_ORDERS, post_order
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gate")]
 
@@ -254,6 +255,15 @@ def test_the_api_answers_accepted_then_the_order_can_be_followed():
         assert response.status_code == 404 and response.json()["error"] == "not_found"
     audit = api.get("/api/products/sku-1/audit").json()
     assert audit["gate"]["reconciled"] and audit["consistent"]
+
+
+@pytest.mark.parametrize("case", BAD_ORDERS.values(), ids=BAD_ORDERS.keys())
+def test_bad_input_is_400_and_takes_nothing_from_redis(case):
+    sale_reset(sku="sku-1", stock=10)
+    response = post_order(APIClient(), **case)
+    assert response.status_code == 400 and response.json()["error"] == "invalid", response.content
+    audit = sale_audit(sku="sku-1")
+    assert (audit.gate.redis_remaining, audit.gate.accepted, audit.orders) == (10, 0, 0)
 
 
 def test_a_persister_stops_when_told():
