@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from flashsale.testing import in_thread
-from locking import LockNotOwnedError
+from locking import LockNotOwnedError, LockUnavailableError
 from locking.backends.redis.redisson import UNLOCK_MESSAGE, process_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,7 +258,22 @@ class UnreachableConnection(redis.Connection):
         return super().send_command(*args, **kwargs)
 
 
-def test_a_release_that_cannot_reach_redis_stops_the_renewals_and_the_lease_frees_the_lock(redisson):
+def test_an_acquire_whose_reply_is_lost_is_not_run_twice_and_its_lease_frees_the_lock(redisson):
+    backend = redisson(connection_class=ReplyLosingConnection, watchdog_timeout_ms=600)
+    with backend.lock("warm-up"):  # the scripts are loaded: the lost reply is the acquire's
+        pass
+    lock = backend.lock("r")
+    ReplyLosingConnection.lose_next.set()
+    with pytest.raises(LockUnavailableError):
+        lock.acquire()  # it ran on the server; this process cannot know
+    assert not ReplyLosingConnection.lose_next.is_set(), "the fault was not injected"
+    assert lock.locked() and lock.hold_count() == 1  # taken once, not twice (no silent retry)
+    assert not backend.watchdog.watching(lock.key, lock.holder())
+    time.sleep(1.5)  # past the 600 ms lease: nobody renews what nobody knows it holds
+    assert not lock.locked()
+
+
+def test_a_hold_whose_release_failed_is_not_reentered_by_its_thread_and_its_lease_frees_it(redisson):
     backend = redisson(connection_class=UnreachableConnection, watchdog_timeout_ms=600)
     lock = backend.lock("r")
     lock.acquire()
@@ -270,10 +285,14 @@ def test_a_release_that_cannot_reach_redis_stops_the_renewals_and_the_lease_free
         UnreachableConnection.down.clear()
     # Redis is back, and still has the lock (as after a restart from its AOF).
     assert lock.locked()
-    assert not backend.watchdog.watching(lock.key, lock.holder())
-    time.sleep(1.5)  # past the 600 ms lease: nothing renews it
-    assert not lock.locked()
-    assert in_thread(lambda: lock.acquire(blocking=False))
+    abandoned = lock.key, f"{lock.holder().rsplit(':', 1)[0]}"
+    assert not backend.watchdog.watching(*abandoned)
+    # The same thread's next purchase is not a re-entry into the hold it abandoned.
+    again = backend.lock("r")
+    assert not again.acquire(blocking=False)
+    assert again.acquire(timeout=5)  # once the lease ran out: nothing renewed it
+    again.release()
+    assert not lock.locked()  # let go for good, not left at a count of one
 
 
 def _child_process_id(queue):

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.commands.core import Script
+from redis.retry import Retry
 
 from ...base import BaseLockBackend
 
@@ -44,9 +46,14 @@ class RedisLockBackend(BaseLockBackend):
         connection_class = self.options.pop("connection_class", redis.Connection)
         # redis-py's pool notices a fork and reconnects in the child, so one client
         # per backend serves every gunicorn worker forked after it.
+        # No retries of its own (redis-py's default retries a command whose reply was
+        # lost): a lock script that ran before its reply was lost must not run again
+        # behind our back, or a reentrant lock counts the same acquisition twice and
+        # is never let go. Each lock decides what a lost reply means (a release asks
+        # its latch; an acquire is reported unavailable, its lease frees it).
         pool = redis.ConnectionPool.from_url(
             url, connection_class=connection_class, socket_timeout=5, socket_connect_timeout=2,
-            health_check_interval=30,
+            health_check_interval=30, retry=Retry(NoBackoff(), 0),
         )
         self.client = redis.Redis(connection_pool=pool)
         # register_script runs EVALSHA and falls back to loading the script (SCRIPT

@@ -74,9 +74,13 @@ class RedissonLock(BaseLock):
 
     # --- holder and lease --------------------------------------------------------
 
-    @staticmethod
-    def holder() -> str:
-        return f"{process_id()}:{threading.get_ident()}"
+    def holder(self) -> str:
+        """This thread's name as a holder of this lock: the process and the thread (as
+        Redisson's ``UUID:threadId``), and after a release of this lock failed here, a
+        round number: see ``do_release``."""
+        holder = f"{process_id()}:{threading.get_ident()}"
+        round_ = self.backend.holder_round(self.key)
+        return f"{holder}:{round_}" if round_ else holder
 
     @property
     def _lease(self) -> int:
@@ -133,11 +137,15 @@ class RedissonLock(BaseLock):
                 # The reply may be what was lost, not the release: the latch tells.
                 result = release(keys=[self.key, self.channel, latch], args=args)
         except redis.RedisError:
-            # As Redisson's unlock does whatever its outcome: no more renewals for a
-            # holder that let go. Renewed, a lock whose release did not reach Redis
-            # (Redis restarted from its AOF with it) would be held for as long as this
-            # process lives; unrenewed, it frees when its lease runs out.
+            # The release may not have reached Redis, which may still hold the lock
+            # (restarted from its AOF with it): leave it to its lease. As Redisson's
+            # unlock does whatever its outcome, no more renewals for it; and unlike
+            # Redisson, this thread takes the lock under a new name from now on, or its
+            # next acquisition (its next request) would count as a re-entry into the
+            # abandoned hold, whose release would then leave it held, renewed for as
+            # long as this process lives.
             self.backend.watchdog.unwatch(self.key, holder)
+            self.backend.retire_holder(self.key)
             self._fences.fence = None
             raise
         if result is None:
@@ -185,6 +193,15 @@ class RedissonLockBackend(RedisLockBackend):
         super().__init__(alias, options)
         self.watchdog = Watchdog(self.script["redisson_renew"], watchdog_timeout_ms)
         self.wakeups = Wakeups(self.client, standing_channel=f"{self.key_prefix}wakeups")
+        self._rounds = threading.local()  # per thread: lock key -> holds abandoned
+
+    def holder_round(self, key: str) -> int:
+        """How many holds of ``key`` this thread abandoned (a release that failed)."""
+        return getattr(self._rounds, "by_key", {}).get(key, 0)
+
+    def retire_holder(self, key: str) -> None:
+        by_key = self._rounds.__dict__.setdefault("by_key", {})
+        by_key[key] = by_key.get(key, 0) + 1
 
     def lock(self, name: str) -> RedissonLock:
         return RedissonLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)
