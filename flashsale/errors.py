@@ -10,7 +10,8 @@ import math
 from typing import Any
 
 from django.http import Http404, JsonResponse
-from rest_framework import exceptions, status
+from drf_spectacular.utils import inline_serializer
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
@@ -113,6 +114,11 @@ class StaleLock(Busy):
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": code, "message": message, **extra}
+
+
+# The shape above, as the OpenAPI schema documents every error answer.
+ErrorSerializer = inline_serializer("Error", {"error": serializers.CharField(),
+                                              "message": serializers.CharField()})
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/ping", health.ping, name="ping"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("orders.urls")),
+    path("api/", include("inventory.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -2,9 +2,11 @@
 
 from django.db import models
 
+from .limits import SKU_MAX_LENGTH
+
 
 class Product(models.Model):
-    sku = models.CharField(max_length=64, unique=True)
+    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True)
     name = models.CharField(max_length=200)
 
     def __str__(self) -> str:

@@ -1,5 +1,6 @@
-"""The JSON API. Each view parses, calls one service or selector, and answers;
-errors leave through ``flashsale.errors.exception_handler``."""
+"""The orders JSON API: purchases, an order, a sale's audit and its reset. Each view
+parses, calls one service or selector, and answers; errors leave through
+``flashsale.errors.exception_handler``."""
 
 from __future__ import annotations
 
@@ -7,20 +8,16 @@ import math
 import re
 import time
 
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    inline_serializer,
-)
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flashsale.auth import AdminTokenAuthentication, IsStaff
-from flashsale.errors import InvalidInput
-from inventory.limits import MAX_SEGMENTS
+from flashsale.errors import ErrorSerializer, InvalidInput
+from inventory.apis import ProductDetailApi, sku_checked
+from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
 from .selectors import order_status_get, sale_audit
@@ -30,18 +27,6 @@ from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 # Visible ASCII, as HTTP header values allow; long enough for a UUID or a ULID
 # with a prefix, short enough for the unique index.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
-_SKU_MAX_LENGTH = 64
-
-ErrorSerializer = inline_serializer(
-    "Error",
-    {"error": serializers.CharField(), "message": serializers.CharField()},
-)
-
-
-def _check_sku(sku: str) -> str:
-    if len(sku) > _SKU_MAX_LENGTH:
-        raise InvalidInput(f"sku longer than {_SKU_MAX_LENGTH} characters")
-    return sku
 
 
 def _received_at(request) -> float | None:
@@ -81,7 +66,7 @@ class OrderCreateApi(APIView):
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
 
     class InputSerializer(serializers.Serializer):
-        sku = serializers.CharField(max_length=_SKU_MAX_LENGTH)
+        sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
         # Its range (1..FLASHSALE_MAX_PER_ORDER) is a sale rule: order_create keeps it.
         quantity = serializers.IntegerField()
         user_id = serializers.CharField(max_length=64)
@@ -129,20 +114,6 @@ class OrderDetailApi(APIView):
         return Response(OrderSerializer(order_status_get(order_id=order_id)).data)
 
 
-class ProductDetailApi(APIView):
-    class OutputSerializer(serializers.Serializer):
-        sku = serializers.CharField()
-        name = serializers.CharField()
-        stock = serializers.IntegerField()
-        initial_stock = serializers.IntegerField()
-        segments = serializers.IntegerField()
-
-    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
-    def get(self, request, sku: str):
-        product = product_stock_get(sku=_check_sku(sku))
-        return Response(self.OutputSerializer(product).data)
-
-
 class GateAuditSerializer(serializers.Serializer):
     """The gate's side of a sale: Redis, its stream and MySQL, reconciled."""
 
@@ -177,7 +148,7 @@ class ProductAuditApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
     def get(self, request, sku: str):
-        audit = sale_audit(sku=_check_sku(sku))
+        audit = sale_audit(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
 
 
@@ -199,6 +170,6 @@ class ProductResetApi(APIView):
     def post(self, request, sku: str):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        sale_reset(sku=_check_sku(sku), **serializer.validated_data)
+        sale_reset(sku=sku_checked(sku), **serializer.validated_data)
         product = product_stock_get(sku=sku)
         return Response(ProductDetailApi.OutputSerializer(product).data)

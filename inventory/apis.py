@@ -1,0 +1,35 @@
+"""The inventory's JSON API: a product and its stock. Views parse, call one
+selector, and answer; errors leave through ``flashsale.errors.exception_handler``."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flashsale.errors import ErrorSerializer, InvalidInput
+
+from .limits import SKU_MAX_LENGTH
+from .selectors import product_stock_get
+
+
+def sku_checked(sku: str) -> str:
+    """A sku from a URL, refused (400) when no product could have it."""
+    if len(sku) > SKU_MAX_LENGTH:
+        raise InvalidInput(f"sku longer than {SKU_MAX_LENGTH} characters")
+    return sku
+
+
+class ProductDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        name = serializers.CharField()
+        stock = serializers.IntegerField()
+        initial_stock = serializers.IntegerField()
+        segments = serializers.IntegerField()
+
+    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    def get(self, request, sku: str):
+        product = product_stock_get(sku=sku_checked(sku))
+        return Response(self.OutputSerializer(product).data)
