@@ -95,6 +95,9 @@ class RunFigures:
     wait_p99_ms: float = math.nan
     hold_p50_ms: float = math.nan
     hold_p99_ms: float = math.nan
+    # The gate's: from accepted to written by a persister, from the audit (NaN otherwise).
+    confirm_p50_ms: float = math.nan
+    confirm_p99_ms: float = math.nan
 
 
 def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
@@ -143,17 +146,23 @@ def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
         retries=audit.get("retries", 0),
         wait_p50_ms=timed(3, 50), wait_p99_ms=timed(3, 99),
         hold_p50_ms=timed(4, 50), hold_p99_ms=timed(4, 99),
+        confirm_p50_ms=audit.get("confirm_p50_ms", math.nan),
+        confirm_p99_ms=audit.get("confirm_p99_ms", math.nan),
     )
 
 
 def audits_combined(audits: list[dict]) -> dict:
     """One audit for a sale spread over several products: counts add up, and the
     ledger is consistent only if it is for every product."""
+    gates = [a["gate"] for a in audits if a.get("gate") and a["gate"].get("confirm_p50_ms") is not None]
     return {"orders": sum(a["orders"] for a in audits),
             "oversold": sum(a["oversold"] for a in audits),
             "lost_updates": sum(abs(a["lost_updates"]) for a in audits),
             "consistent": all(a["consistent"] for a in audits),
-            "retries": sum(a.get("retries", 0) for a in audits)}
+            "retries": sum(a.get("retries", 0) for a in audits),
+            # The gate's accepted → written, of the slowest product (one, unless spread).
+            "confirm_p50_ms": max((g["confirm_p50_ms"] for g in gates), default=math.nan),
+            "confirm_p99_ms": max((g["confirm_p99_ms"] for g in gates), default=math.nan)}
 
 
 @dataclass

@@ -43,6 +43,7 @@ COLUMNS = [
         r.median.ok_p50_ms, r.median.ok_p95_ms, r.median.ok_p99_ms))),
     ("rejected p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
         r.median.rejected_p50_ms, r.median.rejected_p95_ms, r.median.rejected_p99_ms))),
+    ("accepted → confirmed p50/p99 ms", lambda r: _ms(r.median.confirm_p50_ms, r.median.confirm_p99_ms)),
     ("busy", lambda r: _num(r.median.busy)),
     ("retries", lambda r: _num(r.median.retries)),
     ("errors", lambda r: _num(r.median.errors)),
@@ -69,6 +70,8 @@ HOT_COLUMNS = [
     ("hold p50/p99 ms", lambda h: _ms(h.hot.median.hold_p50_ms, h.hot.median.hold_p99_ms)),
     ("spread hold p50/p99 ms", lambda h: _ms(h.spread.median.hold_p50_ms, h.spread.median.hold_p99_ms)),
     ("lock wait p50/p99 ms", lambda h: _ms(h.hot.median.wait_p50_ms, h.hot.median.wait_p99_ms)),
+    ("accepted → confirmed p50/p99 ms", lambda h: _ms(h.hot.median.confirm_p50_ms,
+                                                        h.hot.median.confirm_p99_ms)),
     ("busy", lambda h: _num(h.hot.median.busy)),
     ("errors", lambda h: _num(h.hot.median.errors)),
     ("oversold", lambda h: _num(_worst(h, "worst_oversold"))),

@@ -127,6 +127,9 @@ class GateAuditSerializer(serializers.Serializer):
     undelivered = serializers.IntegerField()
     dead_lettered = serializers.IntegerField()
     reconciled = serializers.BooleanField()
+    # From accepted to written, over the orders written so far; null before the first.
+    confirm_p50_ms = serializers.FloatField(allow_null=True)
+    confirm_p99_ms = serializers.FloatField(allow_null=True)
 
 
 class ProductAuditApi(APIView):

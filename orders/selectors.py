@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Sum
 
 from flashsale.errors import NotFound
 from inventory.selectors import StockAudit, product_get, stock_audit
@@ -37,6 +38,10 @@ class GateAudit(GateTally):
 
     persisted: int = 0  # orders of this sale in MySQL
     backlog: int = 0  # accepted, neither persisted nor dead-lettered yet
+    # From accepted (the stream entry's time) to written (the row's), over the
+    # persisted orders, in ms; None before the first is written.
+    confirm_p50_ms: float | None = None
+    confirm_p99_ms: float | None = None
     # Redis's stock and the stream agree (remaining + accepted = loaded), nothing
     # waits to be written, and nothing was dead-lettered.
     reconciled: bool = False
@@ -54,12 +59,22 @@ def _gate_audit(product) -> GateAudit | None:
     if tally is None or sale is None:
         return None
     block = sale.pk << ID_BLOCK_SHIFT
-    persisted = Order.objects.filter(product=product, pk__gte=block,
-                                     pk__lt=block + (1 << ID_BLOCK_SHIFT)).aggregate(n=Count("pk"))["n"]
+    times = list(Order.objects.filter(product=product, pk__gte=block, pk__lt=block + (1 << ID_BLOCK_SHIFT))
+                 .values_list("accepted_at", "created_at"))
+    persisted = len(times)
     backlog = tally.accepted - persisted - tally.dead_lettered
     reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
                   and backlog == 0 and tally.dead_lettered == 0)
-    return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled)
+    confirm = sorted((written - accepted).total_seconds() * 1000 for accepted, written in times)
+    return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled,
+                     confirm_p50_ms=_percentile(confirm, 50), confirm_p99_ms=_percentile(confirm, 99))
+
+
+def _percentile(ordered: list[float], q: float) -> float | None:
+    """The nearest-rank percentile of an ascending list; None for an empty one."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 @transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment

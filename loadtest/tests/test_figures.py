@@ -136,11 +136,24 @@ def test_run_figures_takes_wait_and_hold_percentiles_of_the_orders():
 def test_audits_of_a_spread_sale_add_up_and_one_bad_product_breaks_the_ledger():
     good = {"orders": 3, "oversold": 0, "lost_updates": 0, "consistent": True, "retries": 1}
     bad = {"orders": 5, "oversold": 2, "lost_updates": -2, "consistent": False, "retries": 0}
-    assert audits_combined([good, good]) == {"orders": 6, "oversold": 0, "lost_updates": 0,
-                                             "consistent": True, "retries": 2}
+    both = audits_combined([good, good])
+    assert {k: both[k] for k in ("orders", "oversold", "lost_updates", "consistent", "retries")} == {
+        "orders": 6, "oversold": 0, "lost_updates": 0, "consistent": True, "retries": 2}
+    assert math.isnan(both["confirm_p50_ms"])  # no gate: nothing confirmed later
     combined = audits_combined([good, bad])
     assert (combined["orders"], combined["oversold"], combined["lost_updates"]) == (8, 2, 2)
     assert combined["consistent"] is False
+
+
+def test_a_gate_sale_reports_its_slowest_products_time_from_accepted_to_confirmed():
+    def gate(p50, p99):
+        return {"orders": 2, "oversold": 0, "lost_updates": 0, "consistent": True,
+                "gate": {"confirm_p50_ms": p50, "confirm_p99_ms": p99}}
+
+    combined = audits_combined([gate(5.0, 40.0), gate(9.0, 20.0), gate(None, None)])
+    assert (combined["confirm_p50_ms"], combined["confirm_p99_ms"]) == (9.0, 40.0)
+    f = run_figures(RUN, combined)
+    assert (f.confirm_p50_ms, f.confirm_p99_ms) == (9.0, 40.0)
 
 
 def test_a_hot_row_compares_its_orders_with_the_ceiling_and_its_spread_run():

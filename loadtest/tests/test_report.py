@@ -36,7 +36,7 @@ def test_markdown_table_has_a_row_per_strategy_and_the_ceiling():
     assert lines[0].startswith("| strategy | attempts | orders | oversold |")
     assert len(lines) == 2 + 3
     assert lines[2] == ("| ping (no-op ceiling) | 2 | – | – | – | – | 100 | 1.00 | – | – | – "
-                        "| 10/20/20 | –/–/– | 0 | 0 | 0 |")
+                        "| 10/20/20 | –/–/– | –/– | 0 | 0 | 0 |")  # no gate: nothing confirmed later
     assert "| 8 (0.08) |" in lines[4]  # rejections/s after the sale, and its share of the ceiling
     assert "| none | 9 | 3 | 7 | 7 | BROKEN |" in lines[3]
     assert "| atomic | 9 | 3 | 0 | 0 | ok |" in lines[4]

@@ -68,6 +68,7 @@ def test_a_purchase_is_accepted_in_redis_and_confirmed_once_a_persister_writes_i
     audit = sale_audit(sku="sku-1")
     assert (audit.gate.persisted, audit.gate.backlog, audit.gate.reconciled) == (1, 0, True)
     assert audit.consistent
+    assert 0 <= audit.gate.confirm_p50_ms == audit.gate.confirm_p99_ms  # one order: accepted, then written
 
 
 def test_the_script_refuses_past_the_stock_and_nothing_is_taken():
@@ -93,6 +94,7 @@ def test_many_buyers_at_once_get_exactly_the_stock():
     audit = sale_audit(sku="sku-1")
     assert (audit.orders, audit.remaining, audit.oversold, audit.consistent) == (20, 0, 0, True)
     assert audit.gate.reconciled and audit.gate.accepted == 20
+    assert 0 <= audit.gate.confirm_p50_ms <= audit.gate.confirm_p99_ms
     # Each unit went to one order, in the order Redis took them.
     befores = sorted(StockFlow.objects.values_list("quantity_before", flat=True))
     assert befores == list(range(1, 21))
