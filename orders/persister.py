@@ -183,7 +183,7 @@ class Persister:
         self._claimed_at = -math.inf
 
     def run(self) -> None:
-        logger.warning("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
+        logger.info("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
         while not self.stop.is_set():
             try:
                 self.step()
