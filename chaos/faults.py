@@ -66,8 +66,8 @@ class RedisLost(Killed):
     loses_redis: bool = True
 
     def inject(self, config: StackConfig) -> str:
-        name = super().inject(config)
-        Supervisor(config).wait_stopped(name)
+        name = self.target(config)
+        Supervisor(config).kill(name)  # gone before its data is
         for path in redis_data(config):
             shutil.rmtree(path, ignore_errors=True)
         return name

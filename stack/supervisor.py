@@ -8,9 +8,12 @@ wait on states and read PIDs without parsing text.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 import xmlrpc.client
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from supervisor.xmlrpc import SupervisorTransport
@@ -183,6 +186,23 @@ class Supervisor:
             raise StackError(f"{name} is not running")
         os.killpg(pid, signum)
         return pid
+
+    def kill(self, name: str) -> None:
+        """SIGKILL to program ``name``'s process group, and until supervisord saw it exit."""
+        self.signal_group(name, signal.SIGKILL)
+        self.wait_stopped(name)
+
+    @contextmanager
+    def paused(self, names: list[str]) -> Iterator[None]:
+        """Programs ``names`` stopped (SIGSTOP) inside the block, resumed (SIGCONT) on the
+        way out, whatever happened in it."""
+        for name in names:
+            self.signal_group(name, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for name in names:
+                self.signal_group(name, signal.SIGCONT)
 
     def wait_stopped(self, name: str, timeout: float = 10) -> None:
         """Until supervisord has seen program ``name`` exit (after a signal killed it)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 
 from .second_stack import stack
 
@@ -13,3 +14,9 @@ def second_run_dir(tmp_path):
     whatever a failed assertion left running."""
     yield tmp_path
     stack(tmp_path, "down")
+
+
+@pytest.fixture
+def reconnect_afterwards():
+    yield
+    connections.close_all()  # the suite's own connections, should MariaDB have restarted under them

@@ -3,7 +3,6 @@ strategy): the fault is real (a signal to the server's process group, then a
 restart), and the verdict is read from the database."""
 
 import pytest
-from django.db import connections
 
 from chaos.__main__ import table
 from chaos.faults import FAULTS
@@ -16,12 +15,6 @@ CASES = [("kill-app", "redisson"), ("lose-redis", "setnx"), ("restart-mariadb", 
          # The gate: its Redis crashes (the AOF keeps the sale), the database goes away
          # (the gate sells on, the backlog drains after), a persister dies mid-sale.
          ("restart-redis", "gate"), ("restart-mariadb", "gate"), ("kill-persister", "gate")]
-
-
-@pytest.fixture
-def reconnect_afterwards():
-    yield
-    connections.close_all()  # the suite's own connections, should MariaDB have restarted under them
 
 
 @pytest.mark.parametrize(("fault", "strategy"), CASES, ids=[f for f, _ in CASES])

@@ -9,43 +9,16 @@ Redis alone when the fault strikes, and always resumed.
 
 from __future__ import annotations
 
-import signal
 import uuid
-from contextlib import contextmanager
 
 import pytest
 import redis
-from django.db import connections
 
 from orders.gate import gate_keys
 from stack.control import start_again
 from stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def reconnect_afterwards():
-    yield
-    connections.close_all()  # the suite's own connections, should MariaDB have restarted under them
-
-
-@contextmanager
-def persisters_paused(config):
-    sup = Supervisor(config)
-    for name in config.persister_names:
-        sup.signal_group(name, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for name in config.persister_names:
-            sup.signal_group(name, signal.SIGCONT)
-
-
-def crash(config, name: str) -> None:
-    sup = Supervisor(config)
-    sup.signal_group(name, signal.SIGKILL)
-    sup.wait_stopped(name)
 
 
 def sell(client, sku: str, count: int) -> dict[str, int]:
@@ -66,7 +39,7 @@ def test_the_gate_sells_while_mariadb_is_down_and_its_backlog_drains_after(
     sku = f"gate-db-down-{uuid.uuid4().hex[:6]}"
     client.reset(sku, 50)
     stack_redis = redis.Redis(port=stack_config.redis_port, decode_responses=True)
-    crash(stack_config, "mariadb")
+    Supervisor(stack_config).kill("mariadb")
     try:
         accepted = sell(client, sku, 20)  # no database on the gate's path
         sale = stack_redis.hgetall(gate_keys(sku).sale)
@@ -90,9 +63,10 @@ def test_accepted_orders_survive_a_redis_crash_from_its_append_only_file(
     before = stack_redis.config_get("appendfsync")["appendfsync"]
     stack_redis.config_set("appendfsync", fsync)
     try:
-        with persisters_paused(stack_config):  # the accepted orders are in Redis alone
+        sup = Supervisor(stack_config)
+        with sup.paused(stack_config.persister_names):  # the accepted orders are in Redis alone
             accepted = sell(client, sku, 20)
-            crash(stack_config, "redis")
+            sup.kill("redis")
             start_again(stack_config, ["redis"])  # from its AOF (the config file's policy again)
     finally:
         stack_redis.config_set("appendfsync", before)
