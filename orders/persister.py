@@ -265,15 +265,14 @@ class Persister:
             try:
                 intents.append(Intent.parse(entry_id, fields))
             except ValueError as e:
-                dead.append((entry_id, fields, str(e)))
+                dead.append((entry_id, fields.get("order", ""), fields, str(e)))
         outcome = intents_write(intents) if intents else Written()
         for intent, reason in outcome.dead:
-            dead.append((intent.entry_id, intent._asdict(), reason))
-        for entry_id, fields, reason in dead:
+            dead.append((intent.entry_id, intent.order_id, intent._asdict(), reason))
+        for entry_id, order, fields, reason in dead:
             logger.error("persister %s: dead-lettered %s of %s: %s", self.name, entry_id, sku, reason)
-            order = str(fields.get("order_id", fields.get("order", "")))
             flat = [str(part) for pair in fields.items() for part in pair]
-            self._dead_letter(keys=[keys.orders, keys.dead], args=[order, entry_id, reason, *flat])
+            self._dead_letter(keys=[keys.orders, keys.dead], args=[str(order), entry_id, reason, *flat])
         self.redis.xack(keys.stream, GROUP, *ids)  # only now: everything above is committed
         if outcome.written:
             logger.info("persister %s: wrote %d orders of %s", self.name, len(outcome.written), sku)

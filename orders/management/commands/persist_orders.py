@@ -5,7 +5,7 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from orders.persister import Persister, default_name
+from orders.persister import Persister
 
 
 class Command(BaseCommand):
@@ -25,4 +25,4 @@ class Command(BaseCommand):
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
-        Persister(name or default_name(), batch=batch, claim_idle_ms=claim_idle_ms, stop=stop).run()
+        Persister(name, batch=batch, claim_idle_ms=claim_idle_ms, stop=stop).run()
