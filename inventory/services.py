@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -223,12 +223,8 @@ def stock_deduct(
             held_since = held_since or time.perf_counter()
             taken.append((segment, share, before, before - share))
 
-    StockFlow.objects.bulk_create([
-        StockFlow(product=product, segment=segment, quantity=share, operation_flag=operation_flag,
-                  order_reference=order_reference, quantity_before=before, quantity_after=after,
-                  instance=settings.FLASHSALE_INSTANCE)
-        for segment, share, before, after in taken
-    ])
+    _ledger_append(product, [(segment, share, operation_flag, order_reference, before, after)
+                             for segment, share, before, after in taken])
     return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
 
 
@@ -257,11 +253,18 @@ def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> Non
             quantity=F("quantity") - total, version=F("version") + 1):
         available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
         raise _sold_out(product, total, available)
+    _ledger_append(product, [(0, d.quantity, d.operation_flag, d.order_reference, d.quantity_before,
+                              d.quantity_after) for d in decided])
+
+
+def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]]) -> None:
+    """A stock-flow row per (segment, quantity, operation flag, order reference,
+    quantity before, quantity after), written by this instance."""
     StockFlow.objects.bulk_create([
-        StockFlow(product=product, segment=0, quantity=d.quantity, operation_flag=d.operation_flag,
-                  order_reference=d.order_reference, quantity_before=d.quantity_before,
-                  quantity_after=d.quantity_after, instance=settings.FLASHSALE_INSTANCE)
-        for d in decided
+        StockFlow(product=product, segment=segment, quantity=quantity, operation_flag=flag,
+                  order_reference=reference, quantity_before=before, quantity_after=after,
+                  instance=settings.FLASHSALE_INSTANCE)
+        for segment, quantity, flag, reference, before, after in rows
     ])
 
 
