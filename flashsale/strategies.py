@@ -87,6 +87,13 @@ STRATEGIES: dict[str, StrategySpec] = {
             "and pub/sub wake-ups",
         ),
         StrategySpec(
+            name="redisson-fair",
+            deduction=Deduction.READ_MODIFY_WRITE,
+            claims_correct=True,
+            summary="redisson with a line of waiters (Redisson's fair lock): first come, "
+            "first served; a release wakes the first in line only",
+        ),
+        StrategySpec(
             name="zookeeper",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,

@@ -240,6 +240,16 @@ LOCKING = {
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
         },
     },
+    "redisson-fair": {
+        "BACKEND": "locking.backends.redis.redisson_fair.RedissonFairLockBackend",
+        "OPTIONS": {
+            "url": REDIS_URL,
+            "key_prefix": "flashsale:fairlock:",
+            "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
+            "waiter_timeout_ms": env.int("FLASHSALE_FAIR_WAITER_TIMEOUT_MS", default=3_000),
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+        },
+    },
     "zookeeper": {
         "BACKEND": "locking.backends.zookeeper.ZooKeeperLockBackend",
         "OPTIONS": {

@@ -8,6 +8,7 @@ import redis as redis_py
 from django.conf import settings
 
 from locking.backends.redis.redisson import RedissonLockBackend
+from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
@@ -53,6 +54,15 @@ def _factory(backend_cls, redis_url, key_prefix):
 def redisson(redis_url, key_prefix):
     """``redisson(**options)`` → a RedissonLockBackend on the test Redis."""
     make, made = _factory(RedissonLockBackend, redis_url, key_prefix)
+    yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def redisson_fair(redis_url, key_prefix):
+    """``redisson_fair(**options)`` → a RedissonFairLockBackend on the test Redis."""
+    make, made = _factory(RedissonFairLockBackend, redis_url, key_prefix)
     yield make
     for backend in made:
         backend.close()

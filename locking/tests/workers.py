@@ -9,10 +9,12 @@ import time
 import redis
 
 from locking.backends.redis.redisson import RedissonLockBackend
+from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
-BACKENDS = {"redisson": RedissonLockBackend, "setnx": SetnxLockBackend, "zookeeper": ZooKeeperLockBackend}
+BACKENDS = {"redisson": RedissonLockBackend, "redisson-fair": RedissonFairLockBackend,
+            "setnx": SetnxLockBackend, "zookeeper": ZooKeeperLockBackend}
 
 
 def increment_under_lock(kind: str, options: dict, url: str, counter: str, threads: int, rounds: int) -> None:
@@ -55,5 +57,20 @@ def hold_forever(url: str, prefix: str, watchdog_timeout_ms: int) -> None:
         time.sleep(60)
 
 
+def wait_in_line(url: str, prefix: str, waiter_timeout_ms: int, served: str) -> None:
+    """Wait for a redisson-fair lock (no wait timeout), and once served, push this
+    process's holder name onto the Redis list ``served`` and let go."""
+    backend = RedissonFairLockBackend("test", {"url": url, "key_prefix": prefix,
+                                               "waiter_timeout_ms": waiter_timeout_ms})
+    lock = backend.lock("line")
+    lock.acquire()
+    backend.client.rpush(served, lock.holder())
+    lock.release()
+    backend.close()
+
+
 if __name__ == "__main__":
-    hold_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1] == "wait-in-line":
+        wait_in_line(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    else:
+        hold_forever(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -21,7 +21,14 @@ LUA_DIR = Path(__file__).resolve().parent
 
 
 # Lua scripts cannot include one another: these get their helpers prepended.
-PRELUDES = {"setnx_acquire": ("fence",), "redisson_acquire": ("fence",)}
+PRELUDES = {
+    "setnx_acquire": ("fence",),
+    "redisson_acquire": ("fence",),
+    "redisson_fair_acquire": ("fence", "fair_queue"),
+    "redisson_fair_release": ("fair_queue",),
+    "redisson_fair_leave": ("fair_queue",),
+    "redisson_fair_force_release": ("fair_queue",),
+}
 
 
 @cache

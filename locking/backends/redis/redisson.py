@@ -30,10 +30,11 @@ import redis
 from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
-from .wakeups import Wakeups
+from .wakeups import ANYONE, Wakeups
 from .watchdog import Watchdog
 
-UNLOCK_MESSAGE = "0"
+# Wakes one waiter in each process that has one (fair: one named waiter in all).
+UNLOCK_MESSAGE = ANYONE
 # Long enough for a retried release to find the first one's answer.
 UNLOCK_LATCH_MS = 10_000
 
@@ -86,10 +87,15 @@ class RedissonLock(BaseLock):
     def _lease(self) -> int:
         return self.lease_ms if self.lease_ms is not None else self.backend.watchdog.timeout_ms
 
-    def _try_acquire(self, holder: str) -> int | None:
-        """One attempt: None if acquired, else the lock's remaining TTL in ms."""
-        taken, value = self.backend.script["redisson_acquire"](
-            keys=[self.key, self.fence_key], args=[self._lease, holder])
+    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
+        """Run the acquire script once: (1, fencing token) or (0, the lock's TTL)."""
+        return self.backend.script["redisson_acquire"](keys=[self.key, self.fence_key],
+                                                       args=[self._lease, holder])
+
+    def _try_acquire(self, holder: str, *, waiting: bool = False) -> int | None:
+        """One attempt: None if acquired, else the lock's remaining TTL in ms.
+        ``waiting``: this holder will wait if it is not taken."""
+        taken, value = self._acquire_script(holder, waiting=waiting)
         if not taken:
             return value
         self._fences.fence = value
@@ -114,7 +120,7 @@ class RedissonLock(BaseLock):
         # and the subscription would otherwise go unheard.
         with self.backend.wakeups.subscribed(self.channel) as sub:
             while True:
-                ttl = self._try_acquire(holder)
+                ttl = self._try_acquire(holder, waiting=True)
                 if ttl is None:
                     return True
                 left = None if deadline is None else deadline - time.monotonic()
@@ -128,14 +134,12 @@ class RedissonLock(BaseLock):
     def do_release(self) -> None:
         holder = self.holder()
         latch = f"{self._latch_prefix}{uuid.uuid4().hex}"
-        release = self.backend.script["redisson_release"]
-        args = [UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS]
         try:
             try:
-                result = release(keys=[self.key, self.channel, latch], args=args)
+                result = self._release_script(holder, latch)
             except (redis.ConnectionError, redis.TimeoutError):
                 # The reply may be what was lost, not the release: the latch tells.
-                result = release(keys=[self.key, self.channel, latch], args=args)
+                result = self._release_script(holder, latch)
         except redis.RedisError:
             # The release may not have reached Redis, which may still hold the lock
             # (restarted from its AOF with it): leave it to its lease. As Redisson's
@@ -155,6 +159,12 @@ class RedissonLock(BaseLock):
         if result == 1:
             self.backend.watchdog.unwatch(self.key, holder)
             self._fences.fence = None
+
+    def _release_script(self, holder: str, latch: str) -> int | None:
+        """Run the release script once: None (not held), 0 (holds remain), 1 (released)."""
+        return self.backend.script["redisson_release"](
+            keys=[self.key, self.channel, latch],
+            args=[UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS])
 
     def locked(self) -> bool:
         return bool(self.backend.client.exists(self.key))
@@ -185,6 +195,7 @@ class RedissonLockBackend(RedisLockBackend):
     """OPTIONS: ``url``, ``key_prefix``, ``lease_ms`` (None: watchdog),
     ``watchdog_timeout_ms`` (30000), ``wait_timeout`` seconds."""
 
+    lock_class = RedissonLock
     scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release")
 
     def __init__(self, alias: str, options: dict[str, Any]):
@@ -204,7 +215,7 @@ class RedissonLockBackend(RedisLockBackend):
         by_key[key] = by_key.get(key, 0) + 1
 
     def lock(self, name: str) -> RedissonLock:
-        return RedissonLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)
+        return self.lock_class(name, backend=self, wait_timeout=self.wait_timeout, **self.options)
 
     def close(self) -> None:
         self.watchdog.stop()

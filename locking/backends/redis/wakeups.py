@@ -1,10 +1,13 @@
 """Release notifications for waiting lockers: one pub/sub connection per process,
 shared by every waiter, one channel per lock while anyone waits on it.
 
-Each message wakes one waiter of this process (a semaphore permit, as Redisson's
+A message is either ``ANYONE`` or the name of one waiter (its holder name).
+``ANYONE`` wakes one waiter of this process (a semaphore permit, as Redisson's
 LockPubSub does), so a release does not stampede every local waiter into Redis.
-A waiter that misses a message (Redis restarted, a race with the subscription)
-still wakes when the lock's TTL runs out: it never waits longer than that.
+A name wakes that waiter only, in whichever process it waits: the fair lock's
+release wakes the first in line and nobody else. A waiter that misses a message
+(Redis restarted, a race with the subscription) still wakes when its own bound
+runs out (the lock's TTL, or the fair lock's next ask).
 """
 
 from __future__ import annotations
@@ -23,19 +26,35 @@ logger = logging.getLogger(__name__)
 # waiter goes on; a message it misses costs it at most one TTL.
 SUBSCRIBE_CONFIRM_TIMEOUT = 1.0
 
+ANYONE = b"0"
+
 
 class Subscription:
+    """This process's waiters on one channel."""
+
     def __init__(self):
         self.waiters = 0
         self.confirmed = threading.Event()
         self._permits = threading.Semaphore(0)
+        self._addressed: dict[bytes, threading.Semaphore] = {}
 
-    def notify(self) -> None:
-        self._permits.release()
+    def expect(self, address: str) -> None:
+        self._addressed[address.encode()] = threading.Semaphore(0)
 
-    def wait(self, timeout: float) -> bool:
-        """Sleep until a release message or ``timeout``; True if woken by a message."""
-        return self._permits.acquire(timeout=max(timeout, 0))
+    def forget(self, address: str) -> None:
+        self._addressed.pop(address.encode(), None)
+
+    def deliver(self, message: bytes) -> None:
+        if message == ANYONE:
+            self._permits.release()
+        elif (permit := self._addressed.get(message)) is not None:
+            permit.release()
+
+    def wait(self, timeout: float, address: str | None = None) -> bool:
+        """Sleep until a message for anyone (or, given ``address``, for that waiter
+        only) or ``timeout``; True if woken by a message."""
+        permits = self._permits if address is None else self._addressed[address.encode()]
+        return permits.acquire(timeout=max(timeout, 0))
 
 
 class Wakeups:
@@ -62,16 +81,17 @@ class Wakeups:
         self._subscriptions: dict[str, Subscription] = {}
 
     @contextmanager
-    def subscribed(self, channel: str) -> Iterator[Subscription]:
-        """Hold a subscription to ``channel`` for the duration of one wait."""
-        sub = self._enter(channel)
+    def subscribed(self, channel: str, address: str | None = None) -> Iterator[Subscription]:
+        """Hold a subscription to ``channel`` for the duration of one wait; with
+        ``address``, messages naming it are kept for this waiter."""
+        sub = self._enter(channel, address)
         try:
             sub.confirmed.wait(SUBSCRIBE_CONFIRM_TIMEOUT)
             yield sub
         finally:
-            self._leave(channel, sub)
+            self._leave(channel, sub, address)
 
-    def _enter(self, channel: str) -> Subscription:
+    def _enter(self, channel: str, address: str | None) -> Subscription:
         with self._mutex:
             if self._pid != os.getpid():
                 self._reset()
@@ -83,14 +103,18 @@ class Wakeups:
                 sub = self._subscriptions[channel] = Subscription()
                 self._pubsub.subscribe(channel)
             sub.waiters += 1
+            if address is not None:
+                sub.expect(address)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._listen, args=(self._pubsub, self._stopped),
                                                 name="lock-wakeups", daemon=True)
                 self._thread.start()
             return sub
 
-    def _leave(self, channel: str, sub: Subscription) -> None:
+    def _leave(self, channel: str, sub: Subscription, address: str | None) -> None:
         with self._mutex:
+            if address is not None:
+                sub.forget(address)
             sub.waiters -= 1
             if sub.waiters == 0 and self._subscriptions.get(channel) is sub:
                 del self._subscriptions[channel]
@@ -131,7 +155,7 @@ class Wakeups:
             if message["type"] == "subscribe":
                 sub.confirmed.set()
             elif message["type"] == "message":
-                sub.notify()
+                sub.deliver(message["data"])
 
     def subscriber_count(self) -> int:
         """Channels this process is subscribed to right now (for tests and figures)."""
