@@ -210,8 +210,9 @@ def test_a_retried_release_is_answered_from_the_unlock_latch(redisson):
     latch = f"{lock._latch_prefix}{uuid.uuid4().hex}"
     release = backend.script["redisson_release"]
     args = [UNLOCK_MESSAGE, 30_000, lock.holder(), 10_000]
-    assert release(keys=[lock.key, lock.channel, latch], args=args) == 0
-    assert release(keys=[lock.key, lock.channel, latch], args=args) == 0  # the same request again
+    assert release(keys=[lock.key, lock.channel, latch], args=[*args, 0]) == 0
+    # The same request again, as a retry after a lost reply.
+    assert release(keys=[lock.key, lock.channel, latch], args=[*args, 1]) == 0
     assert lock.hold_count() == 1  # released once, not twice
     lock.release()
 

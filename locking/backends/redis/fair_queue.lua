@@ -13,15 +13,17 @@ end
 -- Redisson drops them from the head only; anywhere costs the same one ZRANGEBYSCORE
 -- when nobody is stale, and a dead waiter in the middle would otherwise be woken
 -- when its turn comes and hold the line for its whole timeout.
+-- Returns whether it dropped anyone.
 local function drop_stale(line, deadlines, now)
     local stale = redis.call('zrangebyscore', deadlines, '-inf', now)
     if #stale == 0 then
-        return
+        return false
     end
     for _, waiter in ipairs(stale) do
         redis.call('lrem', line, 1, waiter)
     end
     redis.call('zremrangebyscore', deadlines, '-inf', now)
+    return true
 end
 
 -- Wake the first in line, if anyone waits. The message names it: only that waiter

@@ -119,27 +119,33 @@ class RedissonLock(BaseLock):
         # Subscribe first, then try again: a release between the failed attempt
         # and the subscription would otherwise go unheard.
         with self.backend.wakeups.subscribed(self.channel) as sub:
-            while True:
-                ttl = self._try_acquire(holder, waiting=True)
-                if ttl is None:
-                    return True
+            ttl = self._try_acquire(holder, waiting=True)
+            while ttl is not None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 # ttl -1 would be a key without expiry, set by something else:
                 # look again in a second rather than sleep forever.
                 sleep = ttl / 1000 if ttl >= 0 else 1.0
-                sub.wait(sleep if left is None else min(sleep, left))
+                if sub.wait(sleep if left is None else min(sleep, left)):
+                    # Woken by a release, as one waiter in every other process was:
+                    # most find the lock taken again already. A plain PTTL tells in
+                    # one command (the script costs three) and gives the next sleep.
+                    ttl = self.backend.client.pttl(self.key)
+                    if ttl != -2:
+                        continue
+                ttl = self._try_acquire(holder, waiting=True)
+            return True
 
     def do_release(self) -> None:
         holder = self.holder()
         latch = f"{self._latch_prefix}{uuid.uuid4().hex}"
         try:
             try:
-                result = self._release_script(holder, latch)
+                result = self._release_script(holder, latch, retry=False)
             except (redis.ConnectionError, redis.TimeoutError):
                 # The reply may be what was lost, not the release: the latch tells.
-                result = self._release_script(holder, latch)
+                result = self._release_script(holder, latch, retry=True)
         except redis.RedisError:
             # The release may not have reached Redis, which may still hold the lock
             # (restarted from its AOF with it): leave it to its lease. As Redisson's
@@ -160,11 +166,11 @@ class RedissonLock(BaseLock):
             self.backend.watchdog.unwatch(self.key, holder)
             self._fences.fence = None
 
-    def _release_script(self, holder: str, latch: str) -> int | None:
+    def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         """Run the release script once: None (not held), 0 (holds remain), 1 (released)."""
         return self.backend.script["redisson_release"](
             keys=[self.key, self.channel, latch],
-            args=[UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS])
+            args=[UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS, int(retry)])
 
     def locked(self) -> bool:
         return bool(self.backend.client.exists(self.key))

@@ -7,8 +7,11 @@
 -- incremented, lease reset; a re-entry keeps its holding's token); otherwise
 -- {0, the lock's remaining time to live in ms}, which bounds how long a waiter
 -- sleeps if the release message never comes.
-if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+-- Redisson asks EXISTS, then HEXISTS, then PTTL; PTTL first answers "free" (-2) and
+-- the waiter's sleep in one command.
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -2 then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, next_fence(KEYS[2])}
 end
@@ -19,4 +22,4 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- (a counter flushed meanwhile starts again from the clock).
     return {1, tonumber(redis.call('get', KEYS[2]) or next_fence(KEYS[2]))}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, ttl}

@@ -100,7 +100,7 @@ class RedissonFairLock(RedissonLock):
         except redis.RedisError as e:  # its deadline drops it from the line instead
             logger.warning("leaving the line of %s failed: %s", self.name, e)
 
-    def _release_script(self, holder: str, latch: str) -> int | None:
+    def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         return self.backend.script["redisson_fair_release"](
             keys=[self.key, latch, self.line, self.deadlines, self.channel],
             args=[self._lease, holder, UNLOCK_LATCH_MS])

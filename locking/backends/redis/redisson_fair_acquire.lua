@@ -10,7 +10,7 @@
 -- Returns {1, fencing token} when taken or re-entered; otherwise {0, the lock's
 -- remaining time to live in ms (-2 when free: someone else's turn)}.
 local now = now_ms()
-drop_stale(KEYS[3], KEYS[4], now)
+local dropped = drop_stale(KEYS[3], KEYS[4], now)
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
@@ -28,9 +28,11 @@ if redis.call('exists', KEYS[1]) == 0 then
         redis.call('pexpire', KEYS[1], ARGV[1])
         return {1, next_fence(KEYS[2])}
     end
-    -- Free, and someone else's turn: tell it, in case the release's message went
-    -- to a waiter dropped since, or arrived before it listened.
-    redis.call('publish', KEYS[5], head)
+    -- Free, and someone else's turn. If that is so because stale waiters were just
+    -- dropped, the release's message named one of them: tell the new first.
+    if dropped then
+        redis.call('publish', KEYS[5], head)
+    end
 end
 if ARGV[4] == '1' then
     -- Asking again keeps a waiter's place: ZADD answers 1 only for a new member.

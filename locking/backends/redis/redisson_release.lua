@@ -7,15 +7,22 @@
 -- ARGV[2]  lease in milliseconds, reset while holds remain
 -- ARGV[3]  the holder: "<client id>:<thread id>"
 -- ARGV[4]  how long the latch is kept, in milliseconds
+-- ARGV[5]  "1" when this is the retry: only then can the latch hold an answer
 -- Returns nil if ARGV[3] does not hold the lock, 0 if holds remain, 1 if released.
-local answered = redis.call('get', KEYS[3])
-if answered ~= false then
-    return tonumber(answered)
+if ARGV[5] == '1' then
+    local answered = redis.call('get', KEYS[3])
+    if answered ~= false then
+        return tonumber(answered)
+    end
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- One HINCRBY both asks and decrements (Redisson: HEXISTS, then HINCRBY). Below
+-- zero, ARGV[3] was no holder: take back the field it made (and with the last
+-- field gone, Redis drops the key it may have made).
+local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if count < 0 then
+    redis.call('hdel', KEYS[1], ARGV[3])
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
