@@ -52,6 +52,7 @@ from .figures import (
     median_figures,
     parse_locust_stats,
     run_figures,
+    served_by_arrival,
 )
 from .report import hot_table, markdown_table, write_index, write_report
 
@@ -136,10 +137,13 @@ class Comparison:
         sku = f"compare-{strategy}" if skus == 1 else f"spread-{strategy}"
         products = [sku] if skus == 1 else [f"{sku}-{k}" for k in range(skus)]
 
+        served = []
+
         def one_round(n):
             for product in products:
                 self.client.reset(product, stock, name=f"Compared under {label}", segments=segments)
             answers = self.locust(label, sku, "purchase", n, skus=skus)
+            served[:] = served_by_arrival(answers)  # the last round's, for the chart
             return run_figures(answers, audits_combined([self.client.audit(p) for p in products]))
 
         rounds = measure(label, self.args.rounds, one_round)
@@ -147,7 +151,8 @@ class Comparison:
         return Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
                    fast_path=fast_path, median=median, rounds=rounds,
                    ratio_to_ceiling=median.throughput / ceiling.median.throughput,
-                   rejections_ratio_to_ceiling=median.rejections_per_s / ceiling.median.throughput)
+                   rejections_ratio_to_ceiling=median.rejections_per_s / ceiling.median.throughput,
+                   served_by_arrival=served)
 
     def use(self, strategy: str, fast_path: bool = True) -> None:
         reconfigure(self.config.replace(strategy=strategy, race_delay_ms=0.0, fast_path=fast_path))

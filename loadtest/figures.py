@@ -41,17 +41,20 @@ def parse_locust_stats(path: Path) -> LocustTotals:
 
 
 def server_timing(header: str | None) -> dict[str, float]:
-    """``lock-wait;dur=0.1, hold;dur=2.5`` → ``{"lock-wait": 0.1, "hold": 2.5}`` (ms)."""
+    """``lock-wait;dur=0.1, hold;dur=2.5, arrival;desc=1763890000.123456`` →
+    ``{"lock-wait": 0.1, "hold": 2.5, "arrival": 1763890000.123456}``: each metric's
+    duration (ms), or for one without, its description as a number."""
     timings = {}
     for metric in (header or "").split(","):
         name, _, params = metric.strip().partition(";")
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key == "dur":
-                try:
-                    timings[name] = float(value)
-                except ValueError:
-                    pass
+        found = dict(param.strip().partition("=")[::2] for param in params.split(";"))
+        value = found.get("dur", found.get("desc"))
+        try:
+            number = float(value.strip('"')) if value is not None else math.nan
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            timings[name] = number
     return timings
 
 
@@ -62,6 +65,22 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+def served_by_arrival(attempts: list[tuple]) -> list[bool]:
+    """Whether each purchase got an order, in the order the purchases reached the app
+    (their arrival stamp, the sixth column). A replayed key is left out: its purchase
+    arrived before, once. So is an answer without a stamp."""
+    stamped = [a for a in attempts if len(a) > 5 and a[5] is not None and a[2] != "replayed"]
+    return [a[2] == "created" for a in sorted(stamped, key=lambda a: a[5])]
+
+
+def fifo_score(served: list[bool]) -> float:
+    """The share of the orders that went to the earliest arrivals: with S orders,
+    how many of the first S arrivals got one, over S. 1.0 is first come, first served;
+    orders handed out at random score about S / arrivals. NaN without an order."""
+    orders = sum(served)
+    return sum(served[:orders]) / orders if orders else math.nan
 
 
 @dataclass(frozen=True)
@@ -98,11 +117,13 @@ class RunFigures:
     # The gate's: from accepted to written by a persister, from the audit (NaN otherwise).
     confirm_p50_ms: float = math.nan
     confirm_p99_ms: float = math.nan
+    # Whether the first to arrive were the ones served (fifo_score); NaN without stamps.
+    fifo_score: float = math.nan
 
 
 def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
-    """``attempts``: (start, end, outcome[, lock wait ms, hold ms]) per request, as
-    the locustfile records them."""
+    """``attempts``: (start, end, outcome[, lock wait ms, hold ms, arrival]) per
+    request, as the locustfile records them."""
     if not attempts:
         raise ValueError("a run with no attempts")
     by = {k: [a for a in attempts if a[2] == k]
@@ -148,6 +169,7 @@ def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
         hold_p50_ms=timed(4, 50), hold_p99_ms=timed(4, 99),
         confirm_p50_ms=audit.get("confirm_p50_ms", math.nan),
         confirm_p99_ms=audit.get("confirm_p99_ms", math.nan),
+        fifo_score=fifo_score(served_by_arrival(attempts)),
     )
 
 
@@ -177,6 +199,8 @@ class Row:
     rounds: list[RunFigures] = field(default_factory=list)
     ratio_to_ceiling: float = math.nan
     rejections_ratio_to_ceiling: float = math.nan
+    # One round's purchases in the order they arrived: True where it got an order.
+    served_by_arrival: list[bool] = field(default_factory=list)
 
     @property
     def worst_oversold(self) -> int:
@@ -249,7 +273,8 @@ def as_dict(row: Row) -> dict:
     return {"label": row.label, "strategy": row.strategy, "claims_correct": row.claims_correct,
             "fast_path": row.fast_path, "ratio_to_ceiling": row.ratio_to_ceiling,
             "rejections_ratio_to_ceiling": row.rejections_ratio_to_ceiling,
-            "median": asdict(row.median), "rounds": [asdict(r) for r in row.rounds]}
+            "median": asdict(row.median), "rounds": [asdict(r) for r in row.rounds],
+            "served_by_arrival": "".join("1" if s else "0" for s in row.served_by_arrival)}
 
 
 def hot_as_dict(row: HotRow) -> dict:

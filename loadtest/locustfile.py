@@ -62,9 +62,10 @@ class Tally:
         self.window = 0.0
         self.deadline: float | None = None
         self.environment = None
-        # (start, end, outcome, lock wait ms, hold ms); the last two from the
-        # purchase's Server-Timing header, None where it had none.
-        self.attempts: list[tuple[float, float, str, float | None, float | None]] = []
+        # (start, end, outcome, lock wait ms, hold ms, arrival); the last three from
+        # the answer's Server-Timing header, None where it had none (arrival: when
+        # the request reached the app, epoch seconds, one clock for all instances).
+        self.attempts: list[tuple[float, float, str, float | None, float | None, float | None]] = []
 
     def take_ticket(self) -> bool:
         if self.window and self.deadline is None:
@@ -78,7 +79,8 @@ class Tally:
         return True
 
     def record(self, start: float, end: float, outcome: str, timing: dict[str, float]) -> None:
-        self.attempts.append((start, end, outcome, timing.get("lock-wait"), timing.get("hold")))
+        self.attempts.append((start, end, outcome, timing.get("lock-wait"), timing.get("hold"),
+                              timing.get("arrival")))
         self._quit_when_all_answered()
 
     def _quit_when_all_answered(self) -> None:

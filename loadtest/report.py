@@ -44,6 +44,8 @@ COLUMNS = [
     ("rejected p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
         r.median.rejected_p50_ms, r.median.rejected_p95_ms, r.median.rejected_p99_ms))),
     ("accepted → confirmed p50/p99 ms", lambda r: _ms(r.median.confirm_p50_ms, r.median.confirm_p99_ms)),
+    ("lock wait p50/p99 ms", lambda r: _ms(r.median.wait_p50_ms, r.median.wait_p99_ms)),
+    ("FIFO score", lambda r: _num(r.median.fifo_score, 2)),
     ("busy", lambda r: _num(r.median.busy)),
     ("retries", lambda r: _num(r.median.retries)),
     ("errors", lambda r: _num(r.median.errors)),
@@ -189,7 +191,30 @@ def charts(rows: list[Row]) -> dict[str, str]:
     out["latency"] = _grouped_bars(
         labels, [(f"p{q}", [getattr(r.median, f"ok_p{q}_ms") for r in sales]) for q in (50, 95, 99)],
         "Latency of successful purchases", "ms")
+    if any(r.served_by_arrival for r in sales):
+        out["fifo"] = _arrivals(sales)
     return out
+
+
+def _arrivals(sales: list[Row]) -> str:
+    """One line per strategy: a tick at the arrival rank of every purchase that got an
+    order; first come, first served is a solid block left of the dashed line."""
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 + 0.35 * len(sales)))
+    drawn = [r for r in sales if r.served_by_arrival]
+    ax.eventplot([[rank for rank, got in enumerate(r.served_by_arrival, 1) if got] for r in drawn],
+                 colors=NEUTRAL_COLOR, linelengths=0.7, linewidths=0.6)
+    orders = max(sum(r.served_by_arrival) for r in drawn)
+    ax.axvline(orders + 0.5, color=CEILING_COLOR, linestyle="--", linewidth=1,
+               label=f"the first {orders} arrivals")
+    ax.set_yticks(range(len(drawn)), [f"{r.label} ({_num(r.median.fifo_score, 2)})" for r in drawn],
+                  fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("arrival rank (at the app)")
+    ax.set_title("Who got the stock: a tick per order at its buyer's arrival rank (FIFO score)",
+                 fontsize=11)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
 
 
 def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
@@ -250,6 +275,10 @@ instances (no database, no lock): what the stack can do before any purchase logi
 <li><b>sell-out s</b>: first to last successful order; <b>orders/s</b>: orders while stock lasted.
 Afterwards every answer is a rejection: <b>rejections/s</b>, cheap when the sold-out mark answers
 them without the lock.</li>
+<li><b>FIFO score</b>: with S orders, the share of them that went to the first S purchases to
+reach the app (its own clock, one for every instance: the <code>arrival</code> of the
+<code>Server-Timing</code> header). 1.00 is first come, first served; orders handed out at random
+score about S ÷ purchases. <b>lock wait</b>: from asking for the lock to getting it, orders only.</li>
 <li>Oversold and lost updates are the worst round; the rest are medians of {rounds} round(s).
 The machine is shared and noisy: compare strategies as ratios within one report.</li>
 </ul>

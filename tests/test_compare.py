@@ -34,6 +34,12 @@ def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps
     assert 0 < rows["atomic"]["ratio_to_ceiling"]
     assert summary["broken"] == []
     assert "| atomic | 150 | 50 | 0 | 0 | ok |" in result.stdout
+    # Every purchase's arrival came back from the app: a rank per purchase (replays
+    # left out), an order at 50 of them, and a FIFO score for the table and the chart.
+    served = rows["atomic"]["served_by_arrival"]
+    assert served.count("1") == 50 and 100 <= len(served) <= 150
+    assert 0 <= atomic["fifo_score"] <= 1
+    assert (run / "fifo.svg").exists()
     assert (tmp_path / "index.html").exists()
 
 

@@ -14,7 +14,9 @@ from loadtest.figures import (
     median_figures,
     parse_locust_stats,
     percentile,
+    fifo_score,
     run_figures,
+    served_by_arrival,
     server_timing,
 )
 
@@ -112,6 +114,40 @@ def test_server_timing_reads_each_metrics_duration():
     assert server_timing('db;desc="x";dur=3') == {"db": 3.0}
     assert server_timing("hold;dur=abc, cache") == {}
     assert server_timing(None) == {}
+
+
+def test_server_timing_reads_a_number_in_a_description_without_duration():
+    assert server_timing("hold;dur=2.5, arrival;desc=1763890000.123456") == {
+        "hold": 2.5, "arrival": 1763890000.123456}
+    assert server_timing('arrival;desc="17.5"') == {"arrival": 17.5}
+    assert server_timing("arrival;desc=soon, x;desc=nan") == {}
+
+
+# Five purchases, the third and the fifth a replayed key and an unstamped answer;
+# columns: start, end, outcome, lock wait, hold, arrival. Sent in one order,
+# arrived in another (the arrival decides).
+ARRIVED = [
+    (0.0, 0.4, "created", 1.0, 1.0, 10.003),
+    (0.0, 0.2, "sold_out", None, None, 10.001),
+    (0.1, 0.2, "replayed", None, None, 10.000),
+    (0.1, 0.3, "created", 1.0, 1.0, 10.002),
+    (0.2, 0.3, "created"),
+    (0.2, 0.5, "busy", 5000.0, None, 10.004),
+]
+
+
+def test_served_by_arrival_ranks_stamped_purchases_and_leaves_replays_out():
+    assert served_by_arrival(ARRIVED) == [False, True, True, False]
+
+
+def test_fifo_score_is_the_share_of_orders_among_the_first_arrivals():
+    assert fifo_score([True, True, False, False]) == 1.0  # the first two served
+    assert fifo_score([False, True, True, False]) == 0.5  # one of the first two
+    assert fifo_score([False, False, True, True]) == 0.0  # the last served, the first not
+    assert fifo_score([True, False, True, False, True, False]) == pytest.approx(2 / 3)
+    assert math.isnan(fifo_score([False, False])) and math.isnan(fifo_score([]))
+    assert run_figures(ARRIVED).fifo_score == 0.5
+    assert math.isnan(run_figures(RUN).fifo_score)  # no stamps at all
 
 
 # Four orders with the app's timings (lock wait, hold), one without (an older app),

@@ -35,8 +35,9 @@ def test_markdown_table_has_a_row_per_strategy_and_the_ceiling():
     lines = markdown_table(rows()).splitlines()
     assert lines[0].startswith("| strategy | attempts | orders | oversold |")
     assert len(lines) == 2 + 3
+    # No gate (nothing confirmed later), no lock, no arrival stamps: dashes.
     assert lines[2] == ("| ping (no-op ceiling) | 2 | – | – | – | – | 100 | 1.00 | – | – | – "
-                        "| 10/20/20 | –/–/– | –/– | 0 | 0 | 0 |")  # no gate: nothing confirmed later
+                        "| 10/20/20 | –/–/– | –/– | –/– | – | 0 | 0 | 0 |")
     assert "| 8 (0.08) |" in lines[4]  # rejections/s after the sale, and its share of the ceiling
     assert "| none | 9 | 3 | 7 | 7 | BROKEN |" in lines[3]
     assert "| atomic | 9 | 3 | 0 | 0 | ok |" in lines[4]
@@ -54,7 +55,7 @@ def test_write_report_renders_offline_charts_and_an_index(tmp_path):
     md, page = write_report(run, rows(), stamp="20260101-000000", command="python -m loadtest.compare",
                             setup="test setup", rounds=1, broken=[])
     text = page.read_text()
-    assert text.count("<svg") == 4  # throughput, sell-out, oversold, latency
+    assert text.count("<svg") == 4  # throughput, sell-out, oversold, latency (no arrivals: no FIFO)
     assert "http://" not in text.split("<svg", 1)[0] and "<script" not in text  # nothing fetched
     oversold_svg = (run / "oversold.svg").read_text()
     assert "#c62828" in oversold_svg  # the red bar of "none"
@@ -109,3 +110,14 @@ def test_the_segments_sweep_is_a_table_of_orders_per_strategy_and_count():
     assert lines[3] == "| redisson | 6 | – | 3 (0.50) |"
     assert segments_table(sweep[:1]) == ""  # one count: no sweep
     assert "Orders/s by the hot product's segments" in hot_table(sweep, rows()[0])
+
+
+def test_the_fifo_chart_ticks_each_order_at_its_arrival_rank(tmp_path):
+    table = rows()
+    table[2].served_by_arrival = [True, True, False, True, False]
+    table[2].median = dataclasses.replace(table[2].median, fifo_score=2 / 3)
+    md, page = write_report(tmp_path, table, stamp="s", command="c", setup="s", rounds=1, broken=[])
+    assert page.read_text().count("<svg") == 5
+    svg = (tmp_path / "fifo.svg").read_text()
+    assert "atomic (0.67)" in svg and "the first 3 arrivals" in svg
+    assert "| 0.67 |" in md.read_text()

@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -39,9 +40,17 @@ def test_order_created(api, product):
     assert body == {"order_id": body["order_id"], "sku": "sku-1", "quantity": 2, "remaining": 8,
                     "strategy": "atomic", "instance": "test", "status": "confirmed"}
     assert "Idempotent-Replayed" not in response.headers
-    # lock-wait;dur=0.004, hold;dur=2.345 (ms)
-    names = [part.split(";")[0].strip() for part in response.headers["Server-Timing"].split(",")]
-    assert names == ["lock-wait", "hold"]
+    # lock-wait;dur=0.004, hold;dur=2.345 (ms), arrival;desc=<epoch seconds>
+    metrics = [part.strip().split(";") for part in response.headers["Server-Timing"].split(",")]
+    assert [m[0] for m in metrics] == ["lock-wait", "hold", "arrival"]
+    assert abs(float(metrics[2][1].removeprefix("desc=")) - time.time()) < 60
+
+
+@pytest.mark.django_db
+def test_every_answer_carries_its_arrival_a_refusal_too(api, product):
+    response = post_order(api, {"sku": "sku-1", "quantity": 0, "user_id": "u"})
+    assert response.status_code == 400
+    assert response.headers["Server-Timing"].startswith("arrival;desc=")
 
 
 @pytest.mark.django_db
@@ -51,7 +60,8 @@ def test_replay_is_200_with_the_same_body_and_header(api, product):
     assert second.status_code == 200
     assert second.json() == first.json()
     assert second.headers["Idempotent-Replayed"] == "true"
-    assert "Server-Timing" not in second.headers  # a replay took nothing
+    # A replay took nothing: no lock wait, no hold, only its arrival.
+    assert second.headers["Server-Timing"].startswith("arrival;")
     assert Order.objects.count() == 1
 
 
