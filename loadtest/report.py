@@ -212,7 +212,7 @@ def _arrivals(sales: list[Row]) -> str:
     ax.set_xlabel("arrival rank (at the app)")
     ax.set_title("Who got the stock: a tick per order at its buyer's arrival rank (FIFO score)",
                  fontsize=11)
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax.legend(fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0))
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
