@@ -11,6 +11,7 @@ import redis
 
 from loadtest.client import FlashsaleClient
 from locking.backends.redis.redisson import RedissonLockBackend
+from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
@@ -42,6 +43,10 @@ class Context:
     def redisson(self, **options) -> RedissonLockBackend:
         options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
         return self._track(RedissonLockBackend("scenario", options))
+
+    def redisson_fair(self, **options) -> RedissonFairLockBackend:
+        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
+        return self._track(RedissonFairLockBackend("scenario", options))
 
     def zookeeper(self, backend_cls=ZooKeeperLockBackend, **options) -> ZooKeeperLockBackend:
         root = f"/scenarios/{self.prefix.split(':')[1]}"

@@ -1,8 +1,8 @@
 """``redisson-fair``: Redisson's RedissonFairLock on redis-py: first come, first served.
 
 Everything ``redisson`` is (a reentrant hash of holder -> hold count, the watchdog,
-fencing tokens, the unlock latch) plus a line of waiters (seed 001 names the fair
-lock; scenario S18 shows what it changes):
+fencing tokens, the unlock latch) plus a line of waiters (seed 004 asks for a fair
+lock: 这把锁最好是一把公平锁; scenario S18 shows what it changes):
 
 - a holder that cannot take the lock joins the line (a list, first come first) and
   only the first in line may take it once it is free: a thread that just released

@@ -1,0 +1,83 @@
+"""S18: an unfair lock starves a buyer who is farther from Redis than the holder."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+from .base import Half, Outcome, Scenario
+from .context import Context
+
+HOLD = 0.02  # the re-acquirer's hold, seconds
+FAR = 0.025  # how much later every command of the far buyer reaches Redis
+BUYER_WAIT = 1.5  # the buyer's wait timeout, seconds
+
+
+class FarConnection(redis.Connection):
+    """A client 25 ms away: every command it sends arrives that much later."""
+
+    def send_packed_command(self, command, check_health=True):
+        time.sleep(FAR)
+        return super().send_packed_command(command, check_health)
+
+
+def starved_or_served(near, far) -> dict:
+    """A re-acquirer next to Redis takes the lock, holds it 20 ms, lets go and asks
+    again at once, for as long as the far buyer waits; the buyer asks once, with a
+    1.5 s wait timeout, while the lock is held."""
+    stop, held = threading.Event(), threading.Event()
+    acquisitions = []
+
+    def re_acquirer():
+        lock = near.lock("s18")
+        while not stop.is_set():
+            lock.acquire()
+            acquisitions.append(time.monotonic())
+            held.set()
+            time.sleep(HOLD)
+            lock.release()
+
+    # The far buyer's connections (commands and wake-ups) and scripts are set up
+    # first: setting them up is far too, and not what this measures.
+    with far.lock("s18-warm-up"), far.wakeups.subscribed("s18-warm-up"):
+        pass
+    thread = threading.Thread(target=re_acquirer)
+    thread.start()
+    try:
+        held.wait(5)
+        asked = time.monotonic()
+        buyer = far.lock("s18")
+        served = buyer.acquire(timeout=BUYER_WAIT)
+        waited = time.monotonic() - asked
+        if served:
+            buyer.release()
+    finally:
+        stop.set()
+        thread.join()
+    return {"buyer served": served,
+            "buyer waited (ms)": round(waited * 1000),
+            "re-acquisitions while it waited": sum(asked < t < asked + waited for t in acquisitions)}
+
+
+def s18_unfair_lock_starves_a_far_buyer(ctx: Context) -> Outcome:
+    figures = starved_or_served(ctx.redisson(), ctx.redisson(connection_class=FarConnection))
+    broken = Half("redisson: whoever asks first after a release", figures,
+                  failed=not figures["buyer served"])
+    figures = starved_or_served(ctx.redisson_fair(), ctx.redisson_fair(connection_class=FarConnection))
+    # In turn: behind the one holding, and the one it may have found first in line.
+    fixed = Half("redisson-fair: the first in line", figures,
+                 failed=not figures["buyer served"] or figures["re-acquisitions while it waited"] > 2)
+    return Outcome(broken, fixed)
+
+
+SCENARIOS = [
+    Scenario("S18", "an unfair lock starves the buyer who is farther away", "004 (这把锁最好是一把公平锁)",
+             "Redisson's RLock goes to whoever asks first after a release. A holder next to "
+             "Redis that lets go and asks again at once always asks first; a buyer 25 ms away "
+             "is woken by the release, asks, and finds the lock taken again, every time, "
+             "until its wait runs out. Redisson's fair lock keeps a line: only the first in "
+             "line may take it. You will see one buyer wait behind a re-acquirer that holds "
+             "the lock 20 ms at a time, under each lock.", s18_unfair_lock_starves_a_far_buyer),
+]
