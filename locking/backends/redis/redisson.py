@@ -90,7 +90,7 @@ class RedissonLock(BaseLock):
     def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
         """Run the acquire script once: (1, fencing token) or (0, the lock's TTL)."""
         return self.backend.script["redisson_acquire"](keys=[self.key, self.fence_key],
-                                                       args=[self._lease, holder])
+                                                       args=[self._lease, holder, int(waiting)])
 
     def _try_acquire(self, holder: str, *, waiting: bool = False) -> int | None:
         """One attempt: None if acquired, else the lock's remaining TTL in ms.
@@ -130,7 +130,8 @@ class RedissonLock(BaseLock):
                 if sub.wait(sleep if left is None else min(sleep, left)):
                     # Woken by a release, as one waiter in every other process was:
                     # most find the lock taken again already. A plain PTTL tells in
-                    # one command (the script costs three) and gives the next sleep.
+                    # one command and gives the next sleep; the script asks only
+                    # when the lock is free.
                     ttl = self.backend.client.pttl(self.key)
                     if ttl != -2:
                         continue
