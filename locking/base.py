@@ -14,6 +14,26 @@ from typing import Any
 from .exceptions import LockNotAcquiredError, LockUnavailableError
 
 
+class Deadline:
+    """When a wait gives up: ``timeout`` seconds from now, or never (``None``). The
+    one place the backends' wait loops do that arithmetic."""
+
+    def __init__(self, timeout: float | None):
+        self._at = None if timeout is None else time.monotonic() + timeout
+
+    def left(self) -> float | None:
+        """Seconds left (never below 0); None when the wait never ends."""
+        return None if self._at is None else max(self._at - time.monotonic(), 0.0)
+
+    def passed(self) -> bool:
+        return self._at is not None and time.monotonic() >= self._at
+
+    def cap(self, pause: float) -> float:
+        """``pause``, cut to what is left."""
+        left = self.left()
+        return pause if left is None else min(pause, left)
+
+
 class BaseLock:
     """A named mutual-exclusion lock.
 
@@ -122,15 +142,14 @@ class MultiLock(BaseLock):
         self.unavailable = tuple({error for lock in self.locks for error in lock.unavailable})
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         taken: list[BaseLock] = []
         try:
             for lock in self.locks:
                 if not blocking:
                     got = lock.do_acquire(blocking=False, timeout=None)
                 else:
-                    left = None if deadline is None else max(deadline - time.monotonic(), 0)
-                    got = lock.do_acquire(blocking=True, timeout=left)
+                    got = lock.do_acquire(blocking=True, timeout=deadline.left())
                 if not got:
                     self._give_back(taken)
                     return False

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, transaction
 from MySQLdb.constants import ER
 
-from ..base import BaseLock, BaseLockBackend
+from ..base import BaseLock, BaseLockBackend, Deadline
 from ..exceptions import LockCommitUnknownError, LockError, LockNotOwnedError, LockReleaseError
 from ..models import LockClaim, LockRow
 
@@ -50,13 +50,13 @@ DEADLOCK_BACKOFF_BASE = 0.002
 DEADLOCK_BACKOFF_CAP = 0.1
 
 
-def wait_at_most(cursor, using: str, deadline: float | None) -> None:
+def wait_at_most(cursor, using: str, deadline: Deadline) -> None:
     """Make the session wait for row locks until ``deadline`` at most (whole seconds,
     the variable's unit). The value stays for the session's later statements too (the
     purchase's own, which should not wait longer either), and is remembered on the
     connection, so a session already set pays no round trip; a new connection (a
     reconnect) starts from the server's default again."""
-    left = None if deadline is None else max(deadline - time.monotonic(), 0)
+    left = deadline.left()
     seconds = FOREVER_SECONDS if left is None else math.ceil(left)
     raw = connections[using].connection
     if getattr(raw, "flashsale_lock_wait", None) != seconds:
@@ -122,14 +122,13 @@ class MySQLLock(BaseLock):
         new = [n for n in self.names if not held.counts.get(n)]
         if new:
             wait = 0 if not blocking else timeout
-            deadline = None if wait is None else time.monotonic() + wait
-            if not self._take_all(new, deadline):
+            if not self._take_all(new, Deadline(wait)):
                 return False
         for name in self.names:
             held.counts[name] = held.counts.get(name, 0) + 1
         return True
 
-    def _take_all(self, names: list[str], deadline: float | None) -> bool:
+    def _take_all(self, names: list[str], deadline: Deadline) -> bool:
         held = self.backend.holdings
         self.prepare(names)
         deadlocks = 0
@@ -182,7 +181,7 @@ class MySQLLock(BaseLock):
                 deadlocks += 1
                 logger.info("deadlock %d taking %s; retrying", deadlocks, self.name)
                 pause = random.uniform(0, min(DEADLOCK_BACKOFF_CAP, DEADLOCK_BACKOFF_BASE * 2 ** deadlocks))
-                if deadline is not None and time.monotonic() + pause >= deadline:
+                if deadline.cap(pause) < pause:  # it would end while pausing
                     return False
                 time.sleep(pause)
             except BaseException as e:

@@ -39,7 +39,8 @@ def key_prefix(redis_client):
         redis_client.delete(*keys)
 
 
-def _factory(backend_cls, redis_url, key_prefix):
+def _backends(backend_cls, redis_url, key_prefix):
+    """Yield ``make(**options)`` → a ``backend_cls`` on the test Redis; close them after."""
     made = []
 
     def make(**options):
@@ -47,34 +48,24 @@ def _factory(backend_cls, redis_url, key_prefix):
         made.append(backend)
         return backend
 
-    return make, made
+    yield make
+    for backend in made:
+        backend.close()
 
 
 @pytest.fixture
 def redisson(redis_url, key_prefix):
-    """``redisson(**options)`` → a RedissonLockBackend on the test Redis."""
-    make, made = _factory(RedissonLockBackend, redis_url, key_prefix)
-    yield make
-    for backend in made:
-        backend.close()
+    yield from _backends(RedissonLockBackend, redis_url, key_prefix)
 
 
 @pytest.fixture
 def redisson_fair(redis_url, key_prefix):
-    """``redisson_fair(**options)`` → a RedissonFairLockBackend on the test Redis."""
-    make, made = _factory(RedissonFairLockBackend, redis_url, key_prefix)
-    yield make
-    for backend in made:
-        backend.close()
+    yield from _backends(RedissonFairLockBackend, redis_url, key_prefix)
 
 
 @pytest.fixture
 def setnx(redis_url, key_prefix):
-    """``setnx(**options)`` → a SetnxLockBackend on the test Redis."""
-    make, made = _factory(SetnxLockBackend, redis_url, key_prefix)
-    yield make
-    for backend in made:
-        backend.close()
+    yield from _backends(SetnxLockBackend, redis_url, key_prefix)
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ LUA_DIR = Path(__file__).resolve().parent
 PRELUDES = {
     "setnx_acquire": ("fence",),
     "redisson_acquire": ("fence",),
+    "redisson_release": ("give_back",),
     "redisson_fair_acquire": ("fence", "fair_queue"),
-    "redisson_fair_release": ("fair_queue",),
+    "redisson_fair_release": ("give_back", "fair_queue"),
     "redisson_fair_leave": ("fair_queue",),
     "redisson_fair_force_release": ("fair_queue",),
 }

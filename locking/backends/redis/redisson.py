@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from typing import Any
 
 import redis
 
-from ...base import BaseLock
+from ...base import BaseLock, Deadline
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
 from .wakeups import ANYONE, Wakeups
@@ -115,19 +114,17 @@ class RedissonLock(BaseLock):
             return True
         if not blocking:
             return False
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         # Subscribe first, then try again: a release between the failed attempt
         # and the subscription would otherwise go unheard.
         with self.backend.wakeups.subscribed(self.channel) as sub:
             ttl = self._try_acquire(holder, waiting=True)
             while ttl is not None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                if deadline.passed():
                     return False
                 # ttl -1 would be a key without expiry, set by something else:
                 # look again in a second rather than sleep forever.
-                sleep = ttl / 1000 if ttl >= 0 else 1.0
-                if sub.wait(sleep if left is None else min(sleep, left)):
+                if sub.wait(deadline.cap(ttl / 1000 if ttl >= 0 else 1.0)):
                     # Woken by a release, as one waiter in every other process was:
                     # most find the lock taken again already. A plain PTTL tells in
                     # one command and gives the next sleep; the script asks only

@@ -36,11 +36,11 @@ Where this follows Redisson's fair lock and where it differs:
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import redis
 
+from ...base import Deadline
 from .redisson import UNLOCK_LATCH_MS, RedissonLock, RedissonLockBackend
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class RedissonFairLock(RedissonLock):
             return True
         if not blocking:
             return False
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         try:
             # Subscribed, ask again: a release that named this waiter before it
             # listened would otherwise go unheard until its next ask.
@@ -79,11 +79,9 @@ class RedissonFairLock(RedissonLock):
                 while True:
                     if self._try_acquire(holder, waiting=True) is None:
                         return True
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
+                    if deadline.passed():
                         break
-                    sub.wait(self._ask_every if left is None else min(self._ask_every, left),
-                             address=holder)
+                    sub.wait(deadline.cap(self._ask_every), address=holder)
         except BaseException:
             self._leave_quietly(holder)
             raise
@@ -103,7 +101,7 @@ class RedissonFairLock(RedissonLock):
     def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         return self.backend.script["redisson_fair_release"](
             keys=[self.key, latch, self.line, self.deadlines, self.channel],
-            args=[self._lease, holder, UNLOCK_LATCH_MS])
+            args=[self._lease, holder, UNLOCK_LATCH_MS, int(retry)])
 
     def force_release(self) -> bool:
         """Delete the lock whoever holds it and wake the first in line; True if it was held."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from ...base import BaseLock, BaseLockBackend
+from ...base import BaseLock, BaseLockBackend, Deadline
 from ...exceptions import LockNotOwnedError
 from .base import lua
 
@@ -76,7 +76,7 @@ class RedlockLock(BaseLock):
         return deleted
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         drift_ms = self.ttl_ms * self.clock_drift_factor + 2
         while True:
             token = uuid.uuid4().hex
@@ -88,12 +88,9 @@ class RedlockLock(BaseLock):
                 self._local.token, self._local.validity_ms = token, validity_ms
                 return True
             self._delete_on_all(token)  # a minority's keys would only block the others
-            if not blocking or (deadline is not None and time.monotonic() >= deadline):
+            if not blocking or deadline.passed():
                 return False
-            pause = random.uniform(0, self.retry_interval)
-            if deadline is not None:
-                pause = min(pause, max(0.0, deadline - time.monotonic()))
-            time.sleep(pause)
+            time.sleep(deadline.cap(random.uniform(0, self.retry_interval)))
 
     def do_release(self) -> None:
         token = self.token

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 
-from ...base import BaseLock
+from ...base import BaseLock, Deadline
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
 
@@ -54,21 +54,15 @@ class SetnxLock(BaseLock):
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         token = uuid.uuid4().hex
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while True:
             fence = self._try(token)
             if fence is not None:
                 self._local.token, self._local.fence = token, fence
                 return True
-            if not blocking:
+            if not blocking or deadline.passed():
                 return False
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(self.retry_interval, left))
-            else:
-                time.sleep(self.retry_interval)
+            time.sleep(deadline.cap(self.retry_interval))
 
     def _try(self, token: str) -> int | None:
         """One attempt: the fencing token if taken (and, with ``replicas``,
