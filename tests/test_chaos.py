@@ -12,12 +12,15 @@ from chaos.sale import _stall, sale_under_fault
 # or a holder dies or freezes with the lock.
 CASES = [("kill-app", "redisson"), ("lose-redis", "setnx"), ("restart-mariadb", "mysql"),
          ("pause-app", "atomic"), ("zk-leader", "zookeeper"),
+         # The fair lock: the killed instance's waiters stay in its line until they
+         # have not asked for their timeout; the sale must go on after them.
+         ("kill-app", "redisson-fair"),
          # The gate: its Redis crashes (the AOF keeps the sale), the database goes away
          # (the gate sells on, the backlog drains after), a persister dies mid-sale.
          ("restart-redis", "gate"), ("restart-mariadb", "gate"), ("kill-persister", "gate")]
 
 
-@pytest.mark.parametrize(("fault", "strategy"), CASES, ids=[f for f, _ in CASES])
+@pytest.mark.parametrize(("fault", "strategy"), CASES, ids=[f"{f}-{s}" for f, s in CASES])
 def test_a_sale_under_the_fault_keeps_every_invariant_and_every_answer_true(
         fault, strategy, stack_config, stack_apps, reconnect_afterwards):
     stack_apps(strategy=strategy)
