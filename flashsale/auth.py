@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 
@@ -39,6 +40,19 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) to a request with no credentials.
         return self.keyword
+
+
+class AdminTokenScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes ``AdminTokenAuthentication`` (drf-spectacular
+    finds it by ``target_class`` once this module is imported, as the views do)."""
+
+    target_class = AdminTokenAuthentication
+    name = "adminToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <FLASHSALE_ADMIN_TOKEN>`: the stack writes it to "
+                               ".run/admin-token"}
 
 
 class IsStaff(permissions.BasePermission):

@@ -3,7 +3,7 @@ selector, and answer; errors leave through ``flashsale.errors.exception_handler`
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +22,7 @@ def sku_checked(sku: str) -> str:
 
 
 class ProductDetailApi(APIView):
+    @extend_schema_serializer(component_name="Product")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         name = serializers.CharField()

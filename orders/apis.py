@@ -8,7 +8,7 @@ import math
 import re
 import time
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
@@ -65,12 +65,14 @@ class OrderCreateApi(APIView):
     authentication_classes: list = []
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
 
+    @extend_schema_serializer(component_name="PurchaseRequest")
     class InputSerializer(serializers.Serializer):
         sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
         # Its range (1..FLASHSALE_MAX_PER_ORDER) is a sale rule: order_create keeps it.
         quantity = serializers.IntegerField()
         user_id = serializers.CharField(max_length=64)
 
+    @extend_schema_serializer(component_name="Purchase")
     class OutputSerializer(OrderSerializer):
         # What the segment(s) this order took from had left right after it.
         remaining = serializers.IntegerField()
@@ -133,6 +135,7 @@ class GateAuditSerializer(serializers.Serializer):
 
 
 class ProductAuditApi(APIView):
+    @extend_schema_serializer(component_name="SaleAudit")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
         initial_stock = serializers.IntegerField()
@@ -159,6 +162,7 @@ class ProductResetApi(APIView):
     authentication_classes = [AdminTokenAuthentication, SessionAuthentication]
     permission_classes = [IsStaff]
 
+    @extend_schema_serializer(component_name="SaleResetRequest")
     class InputSerializer(serializers.Serializer):
         stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
         name = serializers.CharField(max_length=200, required=False)

@@ -1,6 +1,7 @@
 """nginx speaks the API's contract too: the errors it produces itself (a body too
-large, no instance to take a request) are JSON in the one error shape, with
-Retry-After where a retry makes sense, and bodies never touch a temp file."""
+large, no instance to take a request, a path or method it refuses) are JSON in the
+one error shape, with Retry-After where a retry makes sense, and bodies never touch
+a temp file."""
 
 import json
 
@@ -62,3 +63,25 @@ def test_bodies_never_need_a_directory_nginx_workers_cannot_enter(stack_apps, st
         run_dir.chmod(mode)
     assert response.status_code == 400 and response.json()["error"] == "invalid"  # the app judged it
     assert schema.status_code == 200 and "paths" in schema.text
+
+
+def test_what_nginx_refuses_itself_is_json_too(stack_apps):
+    client = stack_apps()
+    # A NUL in the path: nginx's URI parser refuses it before any instance sees it.
+    response = requests.get(f"{client.base_url}/api/products/a%00b", timeout=10)
+    assert response.status_code == 400
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json()["error"] == "invalid" and response.json()["message"]
+    # TRACE: refused by nginx, with the methods it would take.
+    response = requests.request("TRACE", f"{client.base_url}/api/orders", timeout=10)
+    assert response.status_code == 405
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.headers["Allow"] == "GET, HEAD, POST, OPTIONS"
+    assert response.json()["error"] == "method_not_allowed"
+    # A path longer than nginx's header buffers (8 KB).
+    response = requests.get(f"{client.base_url}/api/products/{'a' * 9000}", timeout=10)
+    assert response.status_code == 414 and response.json()["error"] == "too_large"
+    # A deeply nested body passes nginx (10 KB) and the app refuses it: 400, not 500.
+    response = requests.post(f"{client.base_url}/api/orders", data="[" * 5000 + "]" * 5000, timeout=10,
+                             headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"] == "invalid"

@@ -93,6 +93,10 @@ def test_unknown_sku_is_404(api, product):
 BAD_ORDERS = {
     "malformed json": dict(raw="{not json"),
     "json array": dict(raw="[1, 2]"),
+    # 10 KB, under nginx's 16 KB limit, and deeper than Python's JSON decoder goes.
+    "arrays nested 5,000 deep": dict(raw="[" * 5000 + "]" * 5000),
+    "objects nested 2,000 deep": dict(raw='{"a": ' * 2000 + "1" + "}" * 2000),
+    "not UTF-8": dict(raw=b'{"sku": "\xff\xfe", "quantity": 1, "user_id": "u1"}'),
     "missing sku": dict(body={"quantity": 1, "user_id": "u1"}),
     "missing quantity": dict(body={"sku": "sku-1", "user_id": "u1"}),
     "missing user_id": dict(body={"sku": "sku-1", "quantity": 1}),
