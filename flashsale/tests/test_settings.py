@@ -1,4 +1,6 @@
 import os
+import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +28,23 @@ def test_unknown_strategy_fails_at_start_up_naming_the_choices():
 
 def test_known_strategy_starts():
     assert start_django(FLASHSALE_STRATEGY="local").returncode == 0
+
+
+def manage(*args: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production", **env})
+
+
+def test_the_production_settings_pass_the_deploy_check_but_for_the_redirect_left_to_tls():
+    result = manage("check", "--deploy", "--fail-level", "ERROR", DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    assert result.returncode == 0, result.stderr
+    warnings = re.findall(r"\(([\w.]+\.[WE]\d+)\)", result.stdout + result.stderr)
+    # W008 (no HTTP→HTTPS redirect): the TLS terminator's job, as the module says.
+    assert warnings == ["security.W008"], result.stdout + result.stderr
+
+
+def test_the_production_settings_refuse_to_start_without_a_secret_key():
+    result = manage("check")
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
