@@ -14,12 +14,12 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.auth import AdminTokenAuthentication, IsStaff
 from flashsale.errors import ErrorSerializer, InvalidInput
 from inventory.apis import ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
+from .auth import AdminTokenAuthentication, IsStaff
 from .selectors import order_status_get, sale_audit
 from .services import OrderResult, Timings, order_create, sale_reset
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle

@@ -201,6 +201,9 @@ FLASHSALE_GATE_BATCH = env.int("FLASHSALE_GATE_BATCH", default=200)
 FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5_000)
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
+# Wrong admin tokens one client address may send before the next are answered 429
+# (orders.auth), DRF's "<n>/<s|m|h|d>"; empty: not counted.
+FLASHSALE_ADMIN_FAILURES = env.str("FLASHSALE_ADMIN_FAILURES", default="10/m")
 # The product the browser page shows when the URL names none.
 FLASHSALE_DEMO_SKU = env.str("FLASHSALE_DEMO_SKU", default="demo-1")
 

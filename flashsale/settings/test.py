@@ -21,3 +21,4 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Throttles off, as on the local stack; their own tests turn them on.
 FLASHSALE_THROTTLE_USER = ""
 FLASHSALE_THROTTLE_ADDRESS = ""
+FLASHSALE_ADMIN_FAILURES = ""

@@ -1,8 +1,10 @@
 import json
 import time
+import uuid
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from inventory.models import Stock, StockFlow
@@ -221,6 +223,27 @@ def test_reset_without_valid_credentials_is_401(api, product, auth, status, erro
     assert response.json()["error"] == error
     assert response.headers["WWW-Authenticate"] == "Token"
     assert Stock.objects.get(product=product).quantity == 10
+
+
+@pytest.mark.django_db
+@override_settings(FLASHSALE_ADMIN_FAILURES="3/m")
+def test_wrong_admin_tokens_are_throttled_per_address_and_logged_and_the_right_one_still_passes(
+        api, product, caplog):
+    address = f"2001:db8::{uuid.uuid4().hex[:4]}"  # a counter of its own (XFF, one proxy)
+
+    def reset(token: str, client: str = address):
+        api.credentials(HTTP_AUTHORIZATION=f"Token {token}", HTTP_X_FORWARDED_FOR=client)
+        return api.post(RESET, {"stock": 4}, format="json")
+
+    assert [reset("wrong").status_code for _ in range(3)] == [401, 401, 401]
+    throttled = reset("wrong")
+    assert throttled.status_code == 429 and throttled.json()["error"] == "throttled"
+    assert 0 < int(throttled.headers["Retry-After"]) <= 60
+    assert f"admin token refused (invalid token) from {address}" in caplog.text
+    assert reset("wrong", client=f"2001:db8::{uuid.uuid4().hex[:4]}").status_code == 401  # per address
+    assert Stock.objects.get(product=product).quantity == 10
+    # The operator is never locked out: the right token passes from the same address.
+    assert reset("test-admin-token").status_code == 200
 
 
 @pytest.mark.django_db

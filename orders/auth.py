@@ -1,12 +1,37 @@
-"""Admin access for the operator's endpoints (reset): a shared token or a staff session."""
+"""Admin access for the operator's endpoints (reset): a shared token or a staff session.
+
+A wrong token is logged with the client's address and counted per address in the
+shared cache; past ``FLASHSALE_ADMIN_FAILURES`` (DRF's ``"<n>/<period>"``, 10 a
+minute by default) the next failures are answered 429 with ``Retry-After``. That
+slows a guesser down; it never locks the operator out: the right token is checked
+first and always passes, whatever its address has failed before.
+"""
 
 from __future__ import annotations
 
 import hmac
+import logging
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
+from rest_framework.throttling import SimpleRateThrottle
+
+from .cache_errors import CACHE_ERRORS
+
+logger = logging.getLogger(__name__)
+
+
+class AdminTokenFailureThrottle(SimpleRateThrottle):
+    """Failed admin-token attempts per client address (as nginx saw it)."""
+
+    scope = "admin-token-failures"
+
+    def get_rate(self) -> str | None:
+        return settings.FLASHSALE_ADMIN_FAILURES or None
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
 class AdminTokenUser:
@@ -32,10 +57,23 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
             return None  # not ours: let session authentication try
         expected = settings.FLASHSALE_ADMIN_TOKEN
         if len(header) != 2 or not expected:
-            raise exceptions.AuthenticationFailed("invalid token header")
+            self._refuse(request, "invalid token header")
         if not hmac.compare_digest(header[1], expected.encode()):
-            raise exceptions.AuthenticationFailed("invalid token")
+            self._refuse(request, "invalid token")
         return AdminTokenUser(), None
+
+    @staticmethod
+    def _refuse(request, reason: str):
+        throttle = AdminTokenFailureThrottle()
+        logger.warning("admin token refused (%s) from %s", reason, throttle.get_ident(request))
+        try:
+            allowed = throttle.allow_request(request, None)  # counts this failure
+        except CACHE_ERRORS as e:  # Redis gone: refuse, without counting
+            logger.warning("admin token failures not counted, Redis unreachable: %s", e)
+            allowed = True
+        if not allowed:
+            raise exceptions.Throttled(wait=throttle.wait())
+        raise exceptions.AuthenticationFailed(reason)
 
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) to a request with no credentials.
