@@ -101,13 +101,20 @@ class StackConfig:
 
     def admin_token(self) -> str:
         """FLASHSALE_ADMIN_TOKEN if set, else a token generated once for this stack."""
-        if token := os.environ.get("FLASHSALE_ADMIN_TOKEN"):
-            return token
-        if not self.admin_token_file.exists():
+        return self._secret("FLASHSALE_ADMIN_TOKEN", self.admin_token_file, secrets.token_hex(16))
+
+    def secret_key(self) -> str:
+        """DJANGO_SECRET_KEY if set, else a key generated once for this stack."""
+        return self._secret("DJANGO_SECRET_KEY", self.run_dir / "secret-key", secrets.token_urlsafe(50))
+
+    def _secret(self, variable: str, path: Path, new: str) -> str:
+        if value := os.environ.get(variable):
+            return value
+        if not path.exists():
             self.dir()
-            self.admin_token_file.write_text(secrets.token_hex(16) + "\n")
-            self.admin_token_file.chmod(0o600)
-        return self.admin_token_file.read_text().strip()
+            path.write_text(new + "\n")
+            path.chmod(0o600)
+        return path.read_text().strip()
 
     def app_environment(self, name: str) -> dict[str, str]:
         passthrough = {k: v for k, v in os.environ.items() if k.startswith(APP_PASSTHROUGH_PREFIXES)}
@@ -123,6 +130,7 @@ class StackConfig:
             "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
+            "DJANGO_SECRET_KEY": self.secret_key(),
             # Every load test here comes from one address, and the comparison's
             # buyers would trip a per-user rate too: off unless asked for.
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
 
 from stack.config import ROOT, StackConfig
 from stack.servers import nginx
@@ -19,14 +20,23 @@ from stack.servers import nginx
 LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "persister", "nginx", "locust-master"}
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict:
+SECRETS = ("FLASHSALE_ADMIN_TOKEN", "DJANGO_SECRET_KEY", "DB_PASSWORD", "DB_ROOT_PASSWORD", "NGINX_BIND")
+
+
+def rendered(**env) -> dict:
     """docker-compose.yml as Debian's docker-compose v1 resolves it (anchors,
-    defaults, profiles); it exits non-zero on a key the Compose spec lacks."""
+    defaults, profiles) with nothing of ours set but ``env``; it exits non-zero on
+    a key the Compose spec lacks."""
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
     result = subprocess.run(["docker-compose", "-f", "docker-compose.yml", "config"], cwd=ROOT,
-                            capture_output=True, text=True, env={**os.environ, "FLASHSALE_STRATEGY": ""})
+                            capture_output=True, text=True, env={**clean, "FLASHSALE_STRATEGY": "", **env})
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return rendered()
 
 
 def test_the_services_of_the_topology(compose):
@@ -37,13 +47,29 @@ def test_the_services_of_the_topology(compose):
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
 
 
-def test_ports_nginx_8080_and_locust_8089(compose):
-    ports = {name: [str(p.get("published")) + ":" + str(p.get("target")) if isinstance(p, dict) else p
-                    for p in svc.get("ports", [])]
-             for name, svc in compose["services"].items()}
-    assert ports["nginx"] == ["8080:8080"]
-    assert ports["locust-master"] == ["8089:8089"]
+def published(compose: dict) -> dict[str, list[str]]:
+    return {name: [p if isinstance(p, str) else f"{p.get('host_ip', '')}:{p['published']}:{p['target']}"
+                   for p in svc.get("ports", [])]
+            for name, svc in compose["services"].items()}
+
+
+def test_ports_nginx_8080_and_locust_8089_on_loopback_only_by_default(compose):
+    ports = published(compose)
+    assert ports["nginx"] == ["127.0.0.1:8080:8080/tcp"]
+    assert ports["locust-master"] == ["127.0.0.1:8089:8089/tcp"]
     assert not any(ports[name] for name in ports if name not in ("nginx", "locust-master"))
+
+
+def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
+    compose = rendered(NGINX_BIND="0.0.0.0")
+    assert published(compose)["nginx"] == ["0.0.0.0:8080:8080/tcp"]
+    for name in ("migrate", "app1", "app2", "persister"):
+        env = compose["services"][name]["environment"]
+        assert env["FLASHSALE_PUBLIC_BIND"] == "0.0.0.0"
+        # No token or key of the file's own: empty, which the settings refuse there
+        # (flashsale/tests/test_settings.py), as they refuse the database's default.
+        assert env["FLASHSALE_ADMIN_TOKEN"] == "" and env["DJANGO_SECRET_KEY"] == ""
+        assert env["DATABASE_URL"].split(":")[2].split("@")[0] in settings.WELL_KNOWN_SECRETS
 
 
 def test_every_long_running_service_has_a_health_check(compose):

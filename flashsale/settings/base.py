@@ -22,9 +22,10 @@ env = environ.Env()
 # --- Core ------------------------------------------------------------------------
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-# A fixed development key: this is a teaching stack on loopback. Set
-# DJANGO_SECRET_KEY anywhere else.
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="flashsale-local-development-only")
+# A fixed development key for a process started by hand; the local stack generates
+# one (.run/secret-key), and a stack others can reach must set its own (see below).
+DEV_SECRET_KEY = "flashsale-local-development-only"
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 
 INSTALLED_APPS = [
@@ -201,6 +202,22 @@ FLASHSALE_GATE_BATCH = env.int("FLASHSALE_GATE_BATCH", default=200)
 FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5_000)
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
+# Where the stack is published (docker-compose passes its NGINX_BIND). Beyond
+# loopback, others can reach the admin API: the apps refuse to start while a
+# credential is missing or well known (the compose file's defaults, the dev key).
+FLASHSALE_PUBLIC_BIND = env.str("FLASHSALE_PUBLIC_BIND", default="127.0.0.1")
+WELL_KNOWN_SECRETS = {"", "change-me", "flashsale", "flashsale-root", DEV_SECRET_KEY}
+if not (FLASHSALE_PUBLIC_BIND in ("localhost", "::1") or FLASHSALE_PUBLIC_BIND.startswith("127.")):
+    _weak = [name for name, value in (("FLASHSALE_ADMIN_TOKEN", FLASHSALE_ADMIN_TOKEN),
+                                      ("DJANGO_SECRET_KEY", SECRET_KEY),
+                                      ("DB_PASSWORD", DATABASES["default"].get("PASSWORD", "")))
+             if value in WELL_KNOWN_SECRETS]
+    if _weak:
+        raise ImproperlyConfigured(
+            f"refusing to start: published on {FLASHSALE_PUBLIC_BIND} (beyond loopback) while "
+            f"{', '.join(_weak)} {'is' if len(_weak) == 1 else 'are'} missing or well known; set "
+            "each to a secret of your own, e.g. "
+            "python -c \"import secrets; print(secrets.token_urlsafe(32))\" (.env.example)")
 # Wrong admin tokens one client address may send before the next are answered 429
 # (orders.auth), DRF's "<n>/<s|m|h|d>"; empty: not counted.
 FLASHSALE_ADMIN_FAILURES = env.str("FLASHSALE_ADMIN_FAILURES", default="10/m")

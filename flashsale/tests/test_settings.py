@@ -48,3 +48,20 @@ def test_the_production_settings_refuse_to_start_without_a_secret_key():
     result = manage("check")
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_published_beyond_loopback_the_apps_refuse_well_known_credentials_in_one_line():
+    result = start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", FLASHSALE_ADMIN_TOKEN="change-me",
+                          DJANGO_SECRET_KEY="", DATABASE_URL="mysql://flashsale:flashsale@db:3306/flashsale")
+    assert result.returncode != 0
+    [line] = [line for line in result.stderr.splitlines() if "refusing to start" in line]
+    assert ("published on 0.0.0.0 (beyond loopback) while FLASHSALE_ADMIN_TOKEN, DJANGO_SECRET_KEY, "
+            "DB_PASSWORD are missing or well known") in line
+    assert "secrets.token_urlsafe" in line
+
+
+def test_published_beyond_loopback_the_apps_start_with_secrets_of_their_own():
+    own = {"FLASHSALE_ADMIN_TOKEN": secrets.token_hex(16), "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+           "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale"}
+    assert start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **own).returncode == 0
+    assert start_django(FLASHSALE_PUBLIC_BIND="127.0.0.1").returncode == 0  # loopback: defaults are fine
