@@ -18,8 +18,11 @@ WORKDIR /app
 COPY --chown=flashsale:flashsale . /app
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
-    DJANGO_SETTINGS_MODULE=flashsale.settings.base
+    DJANGO_SETTINGS_MODULE=flashsale.settings.base \
+    DJANGO_STATIC_ROOT=/app/static
 USER 10001
+# The static files, for nginx (compose shares them through the `static` volume).
+RUN python manage.py collectstatic --noinput --verbosity=0
 EXPOSE 8000
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]

@@ -4,6 +4,7 @@
 #   UPSTREAMS   "app1:8000 app2:8000"   one server line each
 #   NGINX_PORT  8080                    listened on, on every interface
 #   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
+#   STATIC_ROOT /srv/static             collectstatic's output, served at /static/
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,9 +16,9 @@ for upstream in ${UPSTREAMS:?set UPSTREAMS to the app instances, e.g. "app1:8000
   servers="${servers}        server ${upstream};\n"
 done
 
-awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" '
+awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" '
   /@\{upstream_servers\}/ { printf "%s", servers; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@@/, "@"); print }
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
 
 if [ "${RENDER_ONLY:-}" = "1" ]; then

@@ -84,12 +84,13 @@ def _start_front(sup: Supervisor, config: StackConfig) -> None:
         _start(sup, config, [front])
 
 
-def _migrate(config: StackConfig) -> None:
+def _manage(config: StackConfig, *command: str) -> None:
+    """A one-off ``manage.py`` command in the apps' environment, before they start."""
     env = {**os.environ, **config.app_environment("migrate")}
-    result = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env,
+                            capture_output=True, text=True)
     if result.returncode:
-        raise StackError(f"migrate failed:\n{result.stdout}{result.stderr}")
+        raise StackError(f"{command[0]} failed:\n{result.stdout}{result.stderr}")
 
 
 def up(config: StackConfig) -> None:
@@ -105,7 +106,8 @@ def up(config: StackConfig) -> None:
         sup.start_daemon()
     _start(sup, config, infrastructure(config))
     mariadb_bootstrap(config)
-    _migrate(config)
+    _manage(config, "migrate", "--noinput")
+    _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config)
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"race_delay_ms={config.race_delay_ms:g}")

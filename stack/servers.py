@@ -237,7 +237,8 @@ def nginx(config: StackConfig) -> Server:
         f"        server 127.0.0.1:{config.app_port_of(name)};" for name in config.app_names
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
-                  run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream)
+                  run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,
+                  static_root=config.static_root)
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],

@@ -85,3 +85,19 @@ def test_what_nginx_refuses_itself_is_json_too(stack_apps):
     response = requests.post(f"{client.base_url}/api/orders", data="[" * 5000 + "]" * 5000, timeout=10,
                              headers={"Content-Type": "application/json"})
     assert response.status_code == 400 and response.json()["error"] == "invalid"
+
+
+def test_static_files_are_nginxs_with_a_years_cache_and_never_reach_django(stack_apps, stack_config):
+    client = stack_apps()
+    manifest = json.loads((stack_config.static_root / "staticfiles.json").read_text())
+    hashed = manifest["paths"]["admin/css/base.css"]  # collectstatic ran in `stack up`
+    assert hashed != "admin/css/base.css"  # its name carries its content's hash
+    response = requests.get(f"{client.base_url}/static/{hashed}", timeout=10)
+    assert response.status_code == 200 and response.headers["Content-Type"] == "text/css"
+    assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    # Every answer Django gives carries its arrival stamp; nginx's own do not.
+    assert "Server-Timing" not in response.headers
+    assert "arrival" in requests.get(f"{client.base_url}/healthz", timeout=10).headers["Server-Timing"]
+    missing = requests.get(f"{client.base_url}/static/no-such-file.css", timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    assert "Server-Timing" not in missing.headers

@@ -73,7 +73,16 @@ TEMPLATES = [
     },
 ]
 
-STATIC_URL = "static/"
+# Static files are nginx's: collectstatic writes them to STATIC_ROOT (the stack and the
+# Docker image run it) and nginx serves /static/ with a year's cache, which the
+# content hash in every name (ManifestStaticFilesStorage) makes safe. The apps never
+# serve them.
+STATIC_URL = "/static/"
+STATIC_ROOT = env.str("DJANGO_STATIC_ROOT", default=str(BASE_DIR / "static"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"

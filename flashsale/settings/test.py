@@ -5,7 +5,7 @@ keys live in their own database (1), so clearing them never touches the stack's.
 """
 
 from .base import *  # noqa: F403
-from .base import CACHES, LOCKING, REDIS_PORT, env
+from .base import CACHES, LOCKING, REDIS_PORT, STORAGES, env
 
 TEST_REDIS_URL = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/1")
 CACHES["default"]["LOCATION"] = TEST_REDIS_URL
@@ -22,3 +22,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 FLASHSALE_THROTTLE_USER = ""
 FLASHSALE_THROTTLE_ADDRESS = ""
 FLASHSALE_ADMIN_FAILURES = ""
+# The suite renders pages without running collectstatic: no manifest to look names up in.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
