@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from flashsale import health
 from orders import views
@@ -10,6 +10,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("api/ping", health.ping, name="ping"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    # Swagger UI from drf-spectacular-sidecar's static files: no CDN, works offline.
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("orders.urls")),
     path("api/", include("inventory.urls")),
     path("admin/", admin.site.urls),

@@ -48,3 +48,19 @@ def test_buy_from_the_page_and_retry_is_a_replay(stack_apps, stack_config, page)
 
     audit = client.audit("browser-1")
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (1, 1, True)
+
+
+def test_the_api_docs_open_from_the_page_and_nothing_leaves_the_machine(stack_apps, stack_config, page):
+    stack_apps()
+    origin = stack_config.base_url
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(f"{origin}/")
+    page.click("#api-docs")
+    expect(page).to_have_url(f"{origin}/api/docs")
+    # Swagger UI drew the schema: the purchase's operation, under its own body name.
+    expect(page.locator(".swagger-ui .opblock-summary-path", has_text="/api/orders").first).to_be_visible()
+    expect(page.get_by_text("PurchaseRequest").first).to_be_visible()
+    assert requested and all(url.startswith(origin) for url in requested), \
+        [url for url in requested if not url.startswith(origin)]
+    assert any("/static/drf_spectacular_sidecar/" in url for url in requested)  # from nginx

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "locking",
     "inventory",
     "orders",
@@ -323,6 +324,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "A flash-sale purchase API with pluggable concurrency strategies.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The docs page's assets from the sidecar package, collected and served by nginx.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Logging ---------------------------------------------------------------------
