@@ -8,13 +8,21 @@ import math
 import re
 import time
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from django.conf import settings
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flashsale.errors import ErrorSerializer, InvalidInput
+from flashsale.fields import ClosedInputSerializer, StrictCharField
 from inventory.apis import ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
@@ -59,6 +67,12 @@ class OrderSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["accepted", "confirmed", "dead_lettered"])
 
 
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": settings.FLASHSALE_MAX_PER_ORDER})
+class QuantityField(serializers.IntegerField):
+    """An integer. Its range is a sale rule that ``order_create`` keeps; the schema
+    states it, from the same setting, and the rule lives once."""
+
+
 class OrderCreateApi(APIView):
     # A buyer names itself in the body (user_id); no session is read, so no request
     # pays for one, and a browser's cookie does not bring CSRF checks into a JSON API.
@@ -66,11 +80,15 @@ class OrderCreateApi(APIView):
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
 
     @extend_schema_serializer(component_name="PurchaseRequest")
-    class InputSerializer(serializers.Serializer):
-        sku = serializers.CharField(max_length=SKU_MAX_LENGTH)
-        # Its range (1..FLASHSALE_MAX_PER_ORDER) is a sale rule: order_create keeps it.
-        quantity = serializers.IntegerField()
-        user_id = serializers.CharField(max_length=64)
+    class InputSerializer(ClosedInputSerializer):
+        """A purchase: which product, how many units, for which buyer. A key not
+        listed here is refused."""
+
+        sku = StrictCharField(min_length=1, max_length=SKU_MAX_LENGTH)
+        # Its range (1..FLASHSALE_MAX_PER_ORDER) is a sale rule: order_create keeps it,
+        # the schema states it.
+        quantity = QuantityField()
+        user_id = StrictCharField(min_length=1, max_length=64)
 
     @extend_schema_serializer(component_name="Purchase")
     class OutputSerializer(OrderSerializer):
@@ -79,8 +97,10 @@ class OrderCreateApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
-                                     description="Retries with the same key count once.")],
+        parameters=[OpenApiParameter(
+            "Idempotency-Key", {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$"},
+            OpenApiParameter.HEADER,
+            description="Retries with the same key count once: 1 to 128 visible ASCII characters.")],
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
@@ -163,9 +183,12 @@ class ProductResetApi(APIView):
     permission_classes = [IsStaff]
 
     @extend_schema_serializer(component_name="SaleResetRequest")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(ClosedInputSerializer):
+        """A sale started again: its stock, and optionally its name and its stock's
+        segments. A key not listed here is refused."""
+
         stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
-        name = serializers.CharField(max_length=200, required=False)
+        name = StrictCharField(min_length=1, max_length=200, required=False)
         # Default: FLASHSALE_STOCK_SEGMENTS.
         segments = serializers.IntegerField(min_value=1, max_value=MAX_SEGMENTS, required=False)
 

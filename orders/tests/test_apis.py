@@ -111,6 +111,9 @@ BAD_ORDERS = {
     "sku too long": dict(body={**ORDER, "sku": "s" * 65}),
     "user_id too long": dict(body={**ORDER, "user_id": "u" * 65}),
     "empty user_id": dict(body={**ORDER, "user_id": ""}),
+    "an unknown key (a typo)": dict(body={**ORDER, "qty": 2}),
+    "sku a number": dict(body={**ORDER, "sku": 1}),
+    "user_id a number": dict(body={**ORDER, "user_id": 7}),
     "idempotency key too long": dict(key="k" * 129),
     "idempotency key with spaces": dict(key="two words"),
 }
@@ -247,6 +250,14 @@ def test_wrong_admin_tokens_are_throttled_per_address_and_logged_and_the_right_o
 
 
 @pytest.mark.django_db
+def test_a_reset_takes_a_name_as_given_and_an_unknown_key_is_named(api, product):
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
+    assert api.post(RESET, {"stock": 4, "name": " \u001f "}, format="json").json()["name"] == " \u001f "
+    response = api.post(RESET, {"stock": 4, "stok": 6}, format="json")
+    assert response.status_code == 400 and response.json()["fields"] == {"stok": ["unknown field"]}
+
+
+@pytest.mark.django_db
 def test_reset_by_a_non_staff_session_is_403(api, product):
     api.force_login(User.objects.create_user("buyer"))
     response = api.post(RESET, {"stock": 4}, format="json")
@@ -258,7 +269,8 @@ def test_reset_by_a_non_staff_session_is_403(api, product):
 @pytest.mark.django_db
 @pytest.mark.parametrize("body", [{}, {"stock": -1}, {"stock": "many"}, {"stock": 5, "name": "n" * 201},
                                   {"stock": 5, "segments": 0}, {"stock": 5, "segments": 65},
-                                  {"stock": 5, "segments": "many"}])
+                                  {"stock": 5, "segments": "many"}, {"stock": 5, "name": 0},
+                                  {"stock": 5, "stok": 6}])
 def test_reset_with_bad_input_is_400_and_changes_nothing(api, product, body):
     api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
     response = api.post(RESET, body, format="json")

@@ -1,0 +1,56 @@
+"""What every API of the project shares in its input, so that what a request may
+carry is what the OpenAPI schema says it may: a string field that takes strings only,
+and request bodies that refuse keys they do not know."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rest_framework import serializers
+
+
+class StrictCharField(serializers.CharField):
+    """A string and nothing else, taken as given. DRF's CharField also takes a number
+    and stores it as text, and trims whitespace (a name of one control character then
+    counts as blank), neither of which the schema's ``type: string, minLength: 1``
+    says."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+
+class ClosedInputSerializer(serializers.Serializer):
+    """A request body that refuses a key it does not know, 400 ``invalid`` naming it:
+    a client's typo (``"qty"``) is an error, not a default. The schema says so
+    (``additionalProperties: false``, from ``closed_request_bodies``)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
+        return super().to_internal_value(data)
+
+
+def closed_request_bodies(result, generator, request, public):
+    """drf-spectacular post-processing hook: the schema of every request body made of
+    a ``ClosedInputSerializer`` says ``additionalProperties: false``."""
+    closed = {getattr(s, "_spectacular_annotation", {}).get("component_name")
+              for s in _subclasses(ClosedInputSerializer)}
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name in closed:
+            schema["additionalProperties"] = False
+    return result
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
