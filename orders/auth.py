@@ -15,23 +15,10 @@ import logging
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
-from rest_framework.throttling import SimpleRateThrottle
 
-from .cache_errors import CACHE_ERRORS
+from .throttles import AdminTokenFailureThrottle
 
 logger = logging.getLogger(__name__)
-
-
-class AdminTokenFailureThrottle(SimpleRateThrottle):
-    """Failed admin-token attempts per client address (as nginx saw it)."""
-
-    scope = "admin-token-failures"
-
-    def get_rate(self) -> str | None:
-        return settings.FLASHSALE_ADMIN_FAILURES or None
-
-    def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
 class AdminTokenUser:
@@ -66,12 +53,8 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
     def _refuse(request, reason: str):
         throttle = AdminTokenFailureThrottle()
         logger.warning("admin token refused (%s) from %s", reason, throttle.get_ident(request))
-        try:
-            allowed = throttle.allow_request(request, None)  # counts this failure
-        except CACHE_ERRORS as e:  # Redis gone: refuse, without counting
-            logger.warning("admin token failures not counted, Redis unreachable: %s", e)
-            allowed = True
-        if not allowed:
+        # Counts this failure (Redis gone: refused all the same, not counted).
+        if not throttle.allow_request(request, None):
             raise exceptions.Throttled(wait=throttle.wait())
         raise exceptions.AuthenticationFailed(reason)
 

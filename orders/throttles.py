@@ -1,12 +1,14 @@
-"""Throttles of the purchase endpoint: per buyer (the body's ``user_id``) and per
-client address, counted in the shared Redis cache, so every instance counts the same
-requests. A throttled request is answered 429 with ``Retry-After`` before it claims a
-key or reads the stock.
+"""Throttles, counted in the shared Redis cache, so every instance counts the same
+requests. The purchase endpoint's, per buyer (the body's ``user_id``) and per client
+address: a throttled purchase is answered 429 with ``Retry-After`` before it claims a
+key or reads the stock. And the admin token's failures per client address
+(``orders.auth``), counted only when a token was wrong.
 
 Rates come from settings (``FLASHSALE_THROTTLE_USER``, ``FLASHSALE_THROTTLE_ADDRESS``,
-DRF's ``"<n>/<s|m|h|d>"``); empty turns one off: the local stack does, since its load
-tests send everything from one address. When Redis cannot be reached, requests pass:
-a throttle protects the sale; it must not stop it.
+``FLASHSALE_ADMIN_FAILURES``, DRF's ``"<n>/<s|m|h|d>"``); empty turns one off: the
+local stack does for the purchase's, since its load tests send everything from one
+address. When Redis cannot be reached, requests pass: a throttle protects the sale;
+it must not stop it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .cache_errors import CACHE_ERRORS
 logger = logging.getLogger(__name__)
 
 
-class _PurchaseThrottle(SimpleRateThrottle):
+class _RateFromSettings(SimpleRateThrottle):
     rate_setting = ""
 
     def get_rate(self) -> str | None:
@@ -35,7 +37,7 @@ class _PurchaseThrottle(SimpleRateThrottle):
             return True
 
 
-class PurchaseUserThrottle(_PurchaseThrottle):
+class PurchaseUserThrottle(_RateFromSettings):
     scope = "purchase-user"
     rate_setting = "FLASHSALE_THROTTLE_USER"
 
@@ -47,10 +49,20 @@ class PurchaseUserThrottle(_PurchaseThrottle):
         return self.cache_format % {"scope": self.scope, "ident": user_id[:64]}
 
 
-class PurchaseAddressThrottle(_PurchaseThrottle):
-    scope = "purchase-address"
-    rate_setting = "FLASHSALE_THROTTLE_ADDRESS"
-
+class _PerAddress(_RateFromSettings):
     def get_cache_key(self, request, view) -> str | None:
         # The client's address as nginx saw it (REST_FRAMEWORK["NUM_PROXIES"]).
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+class PurchaseAddressThrottle(_PerAddress):
+    scope = "purchase-address"
+    rate_setting = "FLASHSALE_THROTTLE_ADDRESS"
+
+
+class AdminTokenFailureThrottle(_PerAddress):
+    """Wrong admin tokens per client address: ``orders.auth`` asks it only after a
+    failure, so a right token never counts."""
+
+    scope = "admin-token-failures"
+    rate_setting = "FLASHSALE_ADMIN_FAILURES"
