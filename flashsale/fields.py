@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 
@@ -25,11 +26,10 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-
 class ClosedInputSerializer(serializers.Serializer):
     """A request body that refuses a key it does not know, 400 ``invalid`` naming it:
     a client's typo (``"qty"``) is an error, not a default. The schema says so
-    (``additionalProperties: false``, from ``closed_request_bodies``)."""
+    (``additionalProperties: false``, from ``ClosedInputSchema``)."""
 
     def to_internal_value(self, data):
         if isinstance(data, Mapping):
@@ -39,18 +39,15 @@ class ClosedInputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-def closed_request_bodies(result, generator, request, public):
-    """drf-spectacular post-processing hook: the schema of every request body made of
-    a ``ClosedInputSerializer`` says ``additionalProperties: false``."""
-    closed = {getattr(s, "_spectacular_annotation", {}).get("component_name")
-              for s in _subclasses(ClosedInputSerializer)}
-    for name, schema in result.get("components", {}).get("schemas", {}).items():
-        if name in closed:
-            schema["additionalProperties"] = False
-    return result
 
+class ClosedInputSchema(OpenApiSerializerExtension):
+    """A ``ClosedInputSerializer`` in the schema: as drf-spectacular draws it, and
+    ``additionalProperties: false`` (drf-spectacular finds this once the module is
+    imported, as the views do)."""
 
-def _subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
+    target_class = ClosedInputSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}

@@ -324,8 +324,6 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "A flash-sale purchase API with pluggable concurrency strategies.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "flashsale.fields.closed_request_bodies"],
     # The docs page's assets from the sidecar package, collected and served by nginx.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

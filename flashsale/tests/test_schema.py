@@ -17,6 +17,8 @@ def test_the_schema_validates_without_a_warning(tmp_path):
     assert body("/api/orders") == "#/components/schemas/PurchaseRequest"
     reset = next(p for p in schema["paths"] if p.endswith("/reset"))
     assert body(reset) == "#/components/schemas/SaleResetRequest"
+    for closed in ("PurchaseRequest", "SaleResetRequest"):  # an unknown key is refused
+        assert schema["components"]["schemas"][closed]["additionalProperties"] is False
     assert schema["components"]["securitySchemes"]["adminToken"] == {
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "`Token <FLASHSALE_ADMIN_TOKEN>`: the stack writes it to .run/admin-token"}
