@@ -23,9 +23,9 @@ LUA_DIR = Path(__file__).resolve().parent
 # Lua scripts cannot include one another: these get their helpers prepended.
 PRELUDES = {
     "setnx_acquire": ("fence",),
-    "redisson_acquire": ("fence",),
+    "redisson_acquire": ("fence", "take_hold"),
     "redisson_release": ("give_back",),
-    "redisson_fair_acquire": ("fence", "fair_queue"),
+    "redisson_fair_acquire": ("fence", "take_hold", "fair_queue"),
     "redisson_fair_release": ("give_back", "fair_queue"),
     "redisson_fair_leave": ("fair_queue",),
     "redisson_fair_force_release": ("fair_queue",),

@@ -13,15 +13,9 @@
 -- the waiter's sleep in one command.
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -2 then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, next_fence(KEYS[2])}
+    return take(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 end
 if ARGV[3] ~= '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    -- Held all along by this holder, so no one has taken a token since ours
-    -- (a counter flushed meanwhile starts again from the clock).
-    return {1, tonumber(redis.call('get', KEYS[2]) or next_fence(KEYS[2]))}
+    return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 end
 return {0, ttl}

@@ -12,9 +12,7 @@
 local now = now_ms()
 local dropped = drop_stale(KEYS[3], KEYS[4], now)
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, tonumber(redis.call('get', KEYS[2]) or next_fence(KEYS[2]))}
+    return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 end
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 then
@@ -24,9 +22,7 @@ if redis.call('exists', KEYS[1]) == 0 then
             redis.call('lpop', KEYS[3])
             redis.call('zrem', KEYS[4], ARGV[2])
         end
-        redis.call('hset', KEYS[1], ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        return {1, next_fence(KEYS[2])}
+        return take(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
     end
     -- Free, and someone else's turn. If that is so because stale waiters were just
     -- dropped, the release's message named one of them: tell the new first.
