@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,18 +110,20 @@ class StackConfig:
 
     def admin_token(self) -> str:
         """FLASHSALE_ADMIN_TOKEN if set, else a token generated once for this stack."""
-        return self._secret("FLASHSALE_ADMIN_TOKEN", self.admin_token_file, secrets.token_hex(16))
+        return self._secret("FLASHSALE_ADMIN_TOKEN", self.admin_token_file, lambda: secrets.token_hex(16))
 
     def secret_key(self) -> str:
         """DJANGO_SECRET_KEY if set, else a key generated once for this stack."""
-        return self._secret("DJANGO_SECRET_KEY", self.run_dir / "secret-key", secrets.token_urlsafe(50))
+        return self._secret("DJANGO_SECRET_KEY", self.run_dir / "secret-key",
+                            lambda: secrets.token_urlsafe(50))
 
-    def _secret(self, variable: str, path: Path, new: str) -> str:
+    def _secret(self, variable: str, path: Path, new: Callable[[], str]) -> str:
+        """The variable if set, else the file's, made with ``new()`` the first time."""
         if value := os.environ.get(variable):
             return value
         if not path.exists():
             self.dir()
-            path.write_text(new + "\n")
+            path.write_text(new() + "\n")
             path.chmod(0o600)
         return path.read_text().strip()
 
