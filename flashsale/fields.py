@@ -6,19 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
+
+# DRF refuses a NUL in any text (ProhibitNullCharactersValidator); as a regular
+# expression the same rule reaches the schema as ``pattern``, so a client (and
+# schemathesis) knows that a string with a NUL is not a valid one.
+_NO_NUL = RegexValidator(
+    r"^[^\x00]*$", message="Null characters are not allowed.", code="null_characters_not_allowed"
+)
 
 
 class StrictCharField(serializers.CharField):
     """A string and nothing else, taken as given. DRF's CharField also takes a number
     and stores it as text, and trims whitespace (a name of one control character then
     counts as blank), neither of which the schema's ``type: string, minLength: 1``
-    says."""
+    says. A NUL is refused, as DRF does, and the schema says that too."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
+        self.validators = [
+            _NO_NUL if isinstance(v, ProhibitNullCharactersValidator) else v for v in self.validators
+        ]
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
@@ -37,7 +48,6 @@ class ClosedInputSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
         return super().to_internal_value(data)
-
 
 
 class ClosedInputSchema(OpenApiSerializerExtension):
