@@ -6,11 +6,13 @@ Every error a client can see leaves as ``{"error": <code>, "message": <text>,
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Any
+from collections import defaultdict
+from typing import Any, NamedTuple
 
 from django.http import Http404, JsonResponse
-from drf_spectacular.utils import inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -34,16 +36,22 @@ class ApplicationError(Exception):
 
 
 class InvalidInput(ApplicationError):
+    """The request is malformed (``fields`` names what is wrong); nothing was written."""
+
     status_code = status.HTTP_400_BAD_REQUEST
     code = "invalid"
 
 
 class NotFound(ApplicationError):
+    """No such product or order."""
+
     status_code = status.HTTP_404_NOT_FOUND
     code = "not_found"
 
 
 class SoldOut(ApplicationError):
+    """The stock is gone; nothing was written."""
+
     status_code = status.HTTP_409_CONFLICT
     code = "sold_out"
 
@@ -119,6 +127,52 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 # The shape above, as the OpenAPI schema documents every error answer.
 ErrorSerializer = inline_serializer("Error", {"error": serializers.CharField(),
                                               "message": serializers.CharField()})
+
+
+class Answer(NamedTuple):
+    """An error answer that is not one of the classes above: DRF's own (throttled,
+    authentication) and nginx's (a body too large, no instance, a timeout)."""
+
+    status_code: int
+    code: str
+    meaning: str
+
+
+THROTTLED = Answer(429, "throttled", "Too many requests from one buyer or address: wait Retry-After seconds.")
+NOT_AUTHENTICATED = Answer(401, "not_authenticated", "No admin token (a wrong one: authentication_failed).")
+PERMISSION_DENIED = Answer(403, "permission_denied", "Authenticated, but not as the admin.")
+UNSUPPORTED_MEDIA_TYPE = Answer(415, "unsupported_media_type", "The body is not application/json.")
+# nginx's answers (nginx/nginx.conf.template), in the same shape.
+TOO_LARGE = Answer(413, "too_large", "nginx: a body larger than 16 KB; nothing was written.")
+NO_INSTANCE = Answer(502, "unavailable", "nginx: no app instance answered (backend: app); retry with the "
+                     "same Idempotency-Key to learn whether a purchase went through.")
+TIMED_OUT = Answer(504, "timeout", "nginx: the app instance did not answer in time; retry with the same "
+                   "Idempotency-Key to learn whether a purchase went through.")
+
+
+def _answer(error: type[ApplicationError] | Answer) -> Answer:
+    if isinstance(error, Answer):
+        return error
+    meaning = " ".join((inspect.getdoc(error) or "").split("\n\n")[0].split())
+    return Answer(error.status_code, error.code, meaning)
+
+
+def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenApiResponse]:
+    """The schema's error responses of an operation: one per status, its description
+    naming each ``error`` code it may carry and what it means, with an example each,
+    so that a client reads in the schema what it must handle."""
+    by_status: dict[int, list[Answer]] = defaultdict(list)
+    for error in errors:
+        by_status[_answer(error).status_code].append(_answer(error))
+    return {
+        status_code: OpenApiResponse(
+            ErrorSerializer,
+            description="\n".join(f"- `{a.code}`: {a.meaning}" for a in answers),
+            examples=[OpenApiExample(a.code, value=error_body(a.code, a.meaning), response_only=True,
+                                     status_codes=[status_code]) for a in answers],
+        )
+        for status_code, answers in sorted(by_status.items())
+    }
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:

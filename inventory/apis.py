@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.errors import ErrorSerializer, InvalidInput
+from flashsale.errors import InvalidInput, NotFound, error_responses
 
 from .limits import SKU_MAX_LENGTH
 from .selectors import product_stock_get
@@ -30,7 +30,7 @@ class ProductDetailApi(APIView):
         initial_stock = serializers.IntegerField()
         segments = serializers.IntegerField()
 
-    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    @extend_schema(responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
         product = product_stock_get(sku=sku_checked(sku))
         return Response(self.OutputSerializer(product).data)

@@ -21,7 +21,25 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.errors import ErrorSerializer, InvalidInput
+from flashsale.errors import (
+    NO_INSTANCE,
+    NOT_AUTHENTICATED,
+    PERMISSION_DENIED,
+    THROTTLED,
+    TIMED_OUT,
+    TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    Busy,
+    IdempotencyConflict,
+    InvalidInput,
+    LimitReached,
+    NotFound,
+    OutcomeUnknown,
+    SoldOut,
+    StaleLock,
+    Unavailable,
+    error_responses,
+)
 from flashsale.fields import ClosedInputSerializer, StrictCharField
 from inventory.apis import ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
@@ -104,8 +122,9 @@ class OrderCreateApi(APIView):
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer,
-            429: ErrorSerializer, 503: ErrorSerializer,
+            **error_responses(InvalidInput, NotFound, SoldOut, LimitReached, IdempotencyConflict, Busy,
+                              StaleLock, Unavailable, OutcomeUnknown, THROTTLED, UNSUPPORTED_MEDIA_TYPE,
+                              TOO_LARGE, NO_INSTANCE, TIMED_OUT),
         },
     )
     def post(self, request):
@@ -131,7 +150,7 @@ _purchase_input = OrderCreateApi.InputSerializer()
 class OrderDetailApi(APIView):
     """Follow an order: ``accepted`` by the gate, ``confirmed`` once in the database."""
 
-    @extend_schema(responses={200: OrderSerializer, 404: ErrorSerializer, 503: ErrorSerializer})
+    @extend_schema(responses={200: OrderSerializer, **error_responses(NotFound, Unavailable)})
     def get(self, request, order_id: int):
         return Response(OrderSerializer(order_status_get(order_id=order_id)).data)
 
@@ -172,7 +191,7 @@ class ProductAuditApi(APIView):
         # Null unless the product is sold through the gate.
         gate = GateAuditSerializer(allow_null=True)
 
-    @extend_schema(responses={200: OutputSerializer, 404: ErrorSerializer})
+    @extend_schema(responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
         audit = sale_audit(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
@@ -194,8 +213,9 @@ class ProductResetApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: ProductDetailApi.OutputSerializer, 400: ErrorSerializer,
-                   401: ErrorSerializer, 403: ErrorSerializer, 503: ErrorSerializer},
+        responses={200: ProductDetailApi.OutputSerializer,
+                   **error_responses(InvalidInput, NOT_AUTHENTICATED, PERMISSION_DENIED, THROTTLED,
+                                     UNSUPPORTED_MEDIA_TYPE, TOO_LARGE, Unavailable)},
     )
     def post(self, request, sku: str):
         serializer = self.InputSerializer(data=request.data)

@@ -23,3 +23,21 @@ def test_the_schema_validates_without_a_warning(tmp_path):
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "`Token <FLASHSALE_ADMIN_TOKEN>`: the stack writes it to .run/admin-token"}
     assert {"adminToken": []} in schema["paths"][reset]["post"]["security"]
+
+
+def test_every_error_a_purchase_may_answer_is_in_its_schema_with_an_example(tmp_path):
+    out = tmp_path / "schema.yml"
+    call_command("spectacular", "--file", str(out))
+    responses = yaml.safe_load(out.read_text())["paths"]["/api/orders"]["post"]["responses"]
+    documented = {
+        (int(status), example["value"]["error"])
+        for status, response in responses.items() if not status.startswith("2")
+        for example in response["content"]["application/json"]["examples"].values()
+    }
+    assert documented == {
+        (400, "invalid"), (404, "not_found"), (409, "sold_out"), (409, "limit_reached"),
+        (409, "idempotency_conflict"), (413, "too_large"), (415, "unsupported_media_type"),
+        (429, "throttled"), (502, "unavailable"), (503, "busy"), (503, "stale_lock"),
+        (503, "unavailable"), (503, "outcome_unknown"), (504, "timeout"),
+    }
+    assert "`sold_out`" in responses["409"]["description"]
