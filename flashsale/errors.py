@@ -56,6 +56,21 @@ class SoldOut(ApplicationError):
     code = "sold_out"
 
 
+class NotStarted(ApplicationError):
+    """The sale opens at ``starts_at``; Retry-After is the seconds until then. Nothing
+    was written."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "not_started"
+
+
+class Ended(ApplicationError):
+    """The sale closed at ``ends_at``; nothing was written."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "ended"
+
+
 class IdempotencyConflict(ApplicationError):
     """The key was used before with a different request body."""
 

@@ -5,6 +5,8 @@ and request bodies that refuse keys they do not know."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from itertools import combinations
 
 from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -37,16 +39,43 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class MomentField(serializers.DateTimeField):
+    """An ISO 8601 moment, kept in UTC. One that UTC cannot hold (9999-12-31T23:59-14:00
+    is in the year 10000, past Python's datetime) is taken as the last moment it can
+    hold, or the first: for a sale's window, "never" and "always" either way, where
+    DRF would refuse a moment the schema's ``format: date-time`` allows."""
+
+    def enforce_timezone(self, value):
+        try:
+            return super().enforce_timezone(value)
+        except serializers.ValidationError:
+            if value.tzinfo is None:
+                raise
+            edge = datetime.max if value.year > 5000 else datetime.min
+            return edge.replace(tzinfo=UTC)
+
+
 class ClosedInputSerializer(serializers.Serializer):
     """A request body that refuses a key it does not know, 400 ``invalid`` naming it:
     a client's typo (``"qty"``) is an error, not a default. The schema says so
-    (``additionalProperties: false``, from ``ClosedInputSchema``)."""
+    (``additionalProperties: false``, from ``ClosedInputSchema``).
+
+    ``exclusive`` lists groups of keys of which a body may carry one at most (two
+    ways to say the same thing); the schema says that too (``not`` …
+    ``required``)."""
+
+    exclusive: tuple[tuple[str, ...], ...] = ()
 
     def to_internal_value(self, data):
         if isinstance(data, Mapping):
             unknown = sorted(str(key) for key in data if key not in self.fields)
             if unknown:
                 raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
+            for group in self.exclusive:
+                given = [key for key in group if key in data]
+                if len(given) > 1:
+                    raise serializers.ValidationError({key: [f"one of {', '.join(group)}, not both"]
+                                                       for key in given})
         return super().to_internal_value(data)
 
 
@@ -60,4 +89,8 @@ class ClosedInputSchema(OpenApiSerializerExtension):
 
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
-        return {**schema, "additionalProperties": False}
+        schema = {**schema, "additionalProperties": False}
+        if self.target.exclusive:
+            schema["not"] = {"anyOf": [{"required": list(pair)} for group in self.target.exclusive
+                                       for pair in combinations(group, 2)]}
+        return schema

@@ -3,7 +3,7 @@ selector, and answer; errors leave through ``flashsale.errors.exception_handler`
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +12,10 @@ from flashsale.errors import InvalidInput, NotFound, error_responses
 
 from .limits import SKU_MAX_LENGTH
 from .selectors import product_stock_get
+
+# The sku in a URL, as the schema documents it; ``sku_checked`` holds the API to it.
+SKU_PATH = OpenApiParameter("sku", {"type": "string", "minLength": 1, "maxLength": SKU_MAX_LENGTH},
+                            OpenApiParameter.PATH)
 
 
 def sku_checked(sku: str) -> str:
@@ -29,8 +33,12 @@ class ProductDetailApi(APIView):
         stock = serializers.IntegerField()
         initial_stock = serializers.IntegerField()
         segments = serializers.IntegerField()
+        # The sale's window; null: open from the reset (starts_at), never closes (ends_at).
+        starts_at = serializers.DateTimeField(allow_null=True)
+        ends_at = serializers.DateTimeField(allow_null=True)
 
-    @extend_schema(responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
+    @extend_schema(parameters=[SKU_PATH],
+                   responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
         product = product_stock_get(sku=sku_checked(sku))
         return Response(self.OutputSerializer(product).data)

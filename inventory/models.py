@@ -8,6 +8,10 @@ from .limits import SKU_MAX_LENGTH
 class Product(models.Model):
     sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True)
     name = models.CharField(max_length=200)
+    # The sale window (the reset sets both; None: open from the reset, never closes).
+    # Purchases read it from the sale's mark in Redis (orders.salemark), not from here.
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.sku

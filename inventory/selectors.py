@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from django.db.models import Count, Sum
 
@@ -39,6 +40,8 @@ class ProductStock:
     stock: int
     initial_stock: int
     segments: int
+    starts_at: datetime | None = None  # the sale's window (None: from the reset; for ever)
+    ends_at: datetime | None = None
 
 
 def product_stock_get(*, sku: str) -> ProductStock:
@@ -48,7 +51,7 @@ def product_stock_get(*, sku: str) -> ProductStock:
     return ProductStock(sku=product.sku, name=product.name,
                         stock=sum(s.quantity for s in segments),
                         initial_stock=sum(s.initial_quantity for s in segments),
-                        segments=len(segments))
+                        segments=len(segments), starts_at=product.starts_at, ends_at=product.ends_at)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
@@ -290,21 +291,24 @@ def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random =
 
 
 @transaction.atomic
-def product_reset(*, sku: str, stock: int, name: str | None = None,
-                  segments: int | None = None) -> Product:
+def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+                  starts_at: datetime | None = None, ends_at: datetime | None = None) -> Product:
     """Create the product or put it back to ``stock`` units with an empty ledger,
     split over ``segments`` rows (``FLASHSALE_STOCK_SEGMENTS`` when not given) as
-    evenly as whole units allow.
+    evenly as whole units allow, on sale from ``starts_at`` to ``ends_at`` (None:
+    from now, for ever).
 
     The caller clears anything else that refers to the product (orders) first.
     """
     segments = segments or settings.FLASHSALE_STOCK_SEGMENTS
     if not 1 <= segments <= MAX_SEGMENTS:
         raise ValueError(f"a product's stock has 1 to {MAX_SEGMENTS} segments, not {segments}")
-    product, created = Product.objects.get_or_create(sku=sku, defaults={"name": name or sku})
-    if name and not created and product.name != name:
-        product.name = name
-        product.save(update_fields=["name"])
+    product, created = Product.objects.get_or_create(
+        sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at})
+    if not created:
+        product.name = name or product.name
+        product.starts_at, product.ends_at = starts_at, ends_at
+        product.save(update_fields=["name", "starts_at", "ends_at"])
     StockFlow.objects.filter(product=product).delete()
     Stock.objects.filter(product=product).delete()
     # A new sale starts a new fencing epoch (fence 0): the lock's counter may have

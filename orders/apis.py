@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import re
 import time
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -30,18 +32,20 @@ from flashsale.errors import (
     TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
     Busy,
+    Ended,
     IdempotencyConflict,
     InvalidInput,
     LimitReached,
     NotFound,
+    NotStarted,
     OutcomeUnknown,
     SoldOut,
     StaleLock,
     Unavailable,
     error_responses,
 )
-from flashsale.fields import ClosedInputSerializer, StrictCharField
-from inventory.apis import ProductDetailApi, sku_checked
+from flashsale.fields import ClosedInputSerializer, MomentField, StrictCharField
+from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
@@ -122,7 +126,8 @@ class OrderCreateApi(APIView):
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            **error_responses(InvalidInput, NotFound, SoldOut, LimitReached, IdempotencyConflict, Busy,
+            **error_responses(InvalidInput, NotFound, NotStarted, Ended, SoldOut, LimitReached,
+                              IdempotencyConflict, Busy,
                               StaleLock, Unavailable, OutcomeUnknown, THROTTLED, UNSUPPORTED_MEDIA_TYPE,
                               TOO_LARGE, NO_INSTANCE, TIMED_OUT),
         },
@@ -190,11 +195,18 @@ class ProductAuditApi(APIView):
         segments_remaining = serializers.ListField(child=serializers.IntegerField())
         # Null unless the product is sold through the gate.
         gate = GateAuditSerializer(allow_null=True)
+        starts_at = serializers.DateTimeField(allow_null=True)
+        ends_at = serializers.DateTimeField(allow_null=True)
 
-    @extend_schema(responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
+    @extend_schema(parameters=[SKU_PATH],
+                   responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
         audit = sale_audit(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
+
+
+# The furthest a window's edge may be set from now: 30 days.
+_WINDOW_MAX_S = 30 * 24 * 3600
 
 
 class ProductResetApi(APIView):
@@ -203,16 +215,33 @@ class ProductResetApi(APIView):
 
     @extend_schema_serializer(component_name="SaleResetRequest")
     class InputSerializer(ClosedInputSerializer):
-        """A sale started again: its stock, and optionally its name and its stock's
-        segments. A key not listed here is refused."""
+        """A sale started again: its stock, and optionally its name, its stock's
+        segments and its window: it opens at ``starts_at`` (or ``starts_in`` seconds
+        from now; default: at once) and closes at ``ends_at`` (or ``ends_in`` seconds
+        from now; default: never). A key not listed here is refused."""
 
         stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
         name = StrictCharField(min_length=1, max_length=200, required=False)
         # Default: FLASHSALE_STOCK_SEGMENTS.
         segments = serializers.IntegerField(min_value=1, max_value=MAX_SEGMENTS, required=False)
+        starts_at = MomentField(required=False)
+        starts_in = serializers.IntegerField(min_value=0, max_value=_WINDOW_MAX_S, required=False)
+        ends_at = MomentField(required=False)
+        ends_in = serializers.IntegerField(min_value=1, max_value=_WINDOW_MAX_S, required=False)
+
+        exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
+
+        def validate(self, attrs):
+            now = timezone.now()
+            for edge in ("starts", "ends"):
+                seconds = attrs.pop(f"{edge}_in", None)
+                if seconds is not None:
+                    attrs[f"{edge}_at"] = now + timedelta(seconds=seconds)
+            return attrs
 
     @extend_schema(
         request=InputSerializer,
+        parameters=[SKU_PATH],
         responses={200: ProductDetailApi.OutputSerializer,
                    **error_responses(InvalidInput, NOT_AUTHENTICATED, PERMISSION_DENIED, THROTTLED,
                                      UNSUPPORTED_MEDIA_TYPE, TOO_LARGE, Unavailable)},

@@ -49,6 +49,7 @@ from inventory.selectors import flows_after
 
 from .idempotency import request_fingerprint
 from .models import GateSale, Order
+from .window import SaleWindow, ended, not_started
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ SKUS = "gate:skus"  # the products whose streams the persisters read (no hash ta
 
 
 class GateKeys(NamedTuple):
-    sale: str  # hash: stock, loaded, base, accepted (units), opened
+    sale: str  # hash: stock, loaded, base, accepted (units), opened, starts and ends (epoch ms, "": none)
     keys: str  # hash: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
     orders: str  # hash: order id -> its stream entry id ("dead <id>" once dead-lettered)
     bought: str  # hash: user -> units bought (the per-user limit)
@@ -76,17 +77,25 @@ def gate_keys(sku: str) -> GateKeys:
                                                           ":dead")))
 
 
-# Returns {"cold"} (nothing loaded), {"replay", record}, {"sold_out", stock},
+# Returns {"cold"} (nothing loaded), {"replay", record}, {"not_started", starts_ms,
+# now_ms} or {"ended", ends_ms} (the window, on Redis' clock), {"sold_out", stock},
 # {"limit", bought} or {"accepted", order_id, remaining}. Every check comes before
 # the first write, and XADD is the first write: a script that fails stops before
 # it, or after the stream has the intent.
 _SELL = """
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base')
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends')
 if not sale[1] then return {'cold'} end
 local key, keyed = ARGV[1], ARGV[7] == '1'
 if keyed then
   local record = redis.call('HGET', KEYS[2], key)
   if record then return {'replay', record} end
+end
+local starts, ends = tonumber(sale[4]), tonumber(sale[5])
+if starts or ends then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  if ends and (now >= ends or ends <= (starts or now)) then return {'ended', ends} end
+  if starts and now < starts then return {'not_started', starts, now} end
 end
 local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
 if stock < quantity then return {'sold_out', stock} end
@@ -115,7 +124,7 @@ _OPEN = """
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[5], KEYS[6])
 redis.call('XGROUP', 'CREATE', KEYS[5], ARGV[5], '$', 'MKSTREAM')
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2], 'accepted', 0,
-  'opened', ARGV[3], 'block', ARGV[4])
+  'opened', ARGV[3], 'block', ARGV[4], 'starts', ARGV[6], 'ends', ARGV[7])
 return 1
 """
 
@@ -171,9 +180,9 @@ def _unreachable(e: redis.RedisError) -> bool:
 # --- opening a sale --------------------------------------------------------------------
 
 
-def gate_open(*, sale: GateSale, keys: dict[str, str] | None = None,
+def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None = None,
               bought: dict[str, int] | None = None) -> None:
-    """Load ``sale`` (its product's stock, its id block) into Redis, with the replay
+    """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with the replay
     records and per-user counts of orders the product already has (a warm-up after
     Redis lost the sale: ``keys`` and ``bought``), and put the product on the
     persisters' list. Whatever Redis held of the product before is dropped."""
@@ -186,7 +195,7 @@ def gate_open(*, sale: GateSale, keys: dict[str, str] | None = None,
         for chunk in _chunks(bought or {}):
             client.hset(k.bought, mapping=chunk)
         _script(_OPEN)(keys=list(k), args=[sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk,
-                                           GROUP])
+                                           GROUP, _ms(window.starts_at), _ms(window.ends_at)])
         client.sadd(SKUS, sale.product.sku)
     except redis.RedisError as e:
         raise Unavailable(f"the gate's Redis cannot be reached; the sale of {sale.product.sku} "
@@ -209,6 +218,10 @@ def gate_close(*, sku: str, required: bool) -> None:
             raise Unavailable(f"the gate's Redis cannot be reached to close the sale of {sku}; "
                               f"nothing was reset: {e}", backend="redis") from e
         logger.warning("could not close the gate of %s (it has no gate sale): %s", sku, e)
+
+
+def _ms(epoch: float | None) -> str:
+    return "" if epoch is None else str(round(epoch * 1000))
 
 
 def _chunks(mapping: dict, size: int = 1000):
@@ -238,6 +251,7 @@ class GateSold:
 def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str) -> GateSold:
     """Run the sale's script for one purchase.
 
+    :raises NotStarted, Ended: outside the sale's window (on Redis' clock).
     :raises SoldOut: Redis has fewer than ``quantity`` units left.
     :raises LimitReached: the buyer has no room left under the per-user limit.
     :raises IdempotencyConflict: the key was used with a different request.
@@ -268,6 +282,10 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                                       extra={"order_id": int(order_id)})
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
+    if verdict == "not_started":
+        raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
+    if verdict == "ended":
+        raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
     if verdict == "sold_out":
         left = int(reply[1])
         raise SoldOut(f"{sku}: {quantity} requested, {left} left",

@@ -4,6 +4,8 @@ lock or transaction.
 - **Sold out?** Once the product's stock reaches 0 the mark says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
   requests after the stock is gone; this keeps them cheap.
+- **Is the sale open?** The reset writes the sale's window with its opening, so a
+  purchase before the start or after the end is refused without a query.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left
@@ -15,9 +17,9 @@ lock or transaction.
   younger than that TTL. Redis evicts nothing here (no ``maxmemory``); with an
   eviction policy, the flags could go without the mark.
 
-Both answers only save work: without the mark (Redis down or restarted, fast path
-off) a purchase finds the stock empty the slow way, and a refused keyed request
-looks its key up in the database.
+The answers only save work: without the mark (Redis down or restarted, fast path
+off) a purchase finds the stock empty the slow way, reads the window from the
+product's row, and a refused keyed request looks its key up in the database.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from django.core.cache import cache
 
 from .cache_errors import CACHE_ERRORS
 from .idempotency import flags_owed
+from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,8 @@ class SaleMark:
     # When the reset wrote the mark (epoch seconds); None when the mark was lost, or
     # Redis could not be read: then the flags vouch for nothing.
     opened: float | None
+    # The sale's window as the reset wrote it; None with ``opened``.
+    window: SaleWindow | None = None
 
     @property
     def flags_complete(self) -> bool:
@@ -70,16 +75,19 @@ def sale_mark_get(*, sku: str) -> SaleMark:
     except CACHE_ERRORS as e:
         logger.warning("sale mark unreadable, taking the slow path: %s", e)
         return LOST
+    mark = values.get(opened_key)
+    # A mark in another shape (written before the window rode with it) vouches for nothing.
+    opened, window = mark if isinstance(mark, tuple) else (None, None)
     return SaleMark(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
-                    opened=values.get(opened_key))
+                    opened=opened, window=window)
 
 
-def sale_mark_open(*, sku: str) -> None:
+def sale_mark_open(*, sku: str, window: SaleWindow) -> None:
     """The reset opens the sale: before its first order, so the mark is older than
-    every flag of the sale."""
+    every flag of the sale. The window rides with it: one key, one write."""
     try:
         cache.delete(_sold_out_key(sku))
-        cache.set(_opened_key(sku), time.time(), timeout=None)
+        cache.set(_opened_key(sku), (time.time(), window), timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not write the sale mark of %s: %s", sku, e)
 

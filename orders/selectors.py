@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Sum
@@ -51,6 +52,8 @@ class GateAudit(GateTally):
 class SaleAudit(StockAudit):
     retries: int = 0  # optimistic attempts that had to be redone, over all orders
     gate: GateAudit | None = None  # the gate's side, for a product sold through it
+    starts_at: datetime | None = None  # the sale's window
+    ends_at: datetime | None = None
 
 
 def _gate_audit(product) -> GateAudit | None:
@@ -92,4 +95,5 @@ def sale_audit(*, sku: str) -> SaleAudit:
     fields = audit.as_dict()
     if gate is not None:
         fields["consistent"] = fields["consistent"] and gate.reconciled
-    return SaleAudit(**fields, retries=totals["retries"] or 0, gate=gate)
+    return SaleAudit(**fields, retries=totals["retries"] or 0, gate=gate,
+                     starts_at=product.starts_at, ends_at=product.ends_at)

@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
@@ -57,6 +58,7 @@ from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget
 from .limits import quota_open, quota_take
 from .models import BuyerQuota, GateSale, Order
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
+from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
 
@@ -411,10 +413,17 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
 
     mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
     try:
+        # The window: after the claim, so that a replay is answered after the end;
+        # from the mark, with no query; without a mark, from the row read anyway.
+        if mark.window is not None:
+            mark.window.check(sku=sku, now=time.time())
         if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        placed = _order_place(segments=segments_get(sku=sku), quantity=quantity,
-                              user_id=user_id, key=key, deadline=deadline)
+        segments = segments_get(sku=sku)
+        if mark.window is None:
+            SaleWindow.of(segments[0].product).check(sku=sku, now=time.time())
+        placed = _order_place(segments=segments, quantity=quantity, user_id=user_id, key=key,
+                              deadline=deadline)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
@@ -488,9 +497,12 @@ def _free(key: str, deadline: float) -> None:
         flags_forget(keys=[key])
 
 
-def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> Product:
+def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+               starts_at: datetime | None = None, ends_at: datetime | None = None) -> Product:
     """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
-    orders and ledger; under the gate, load the stock into Redis as a new sale.
+    orders and ledger; under the gate, load the stock into Redis as a new sale. The
+    sale opens at ``starts_at`` (default: at once) and closes at ``ends_at`` (never);
+    an end at or before the start or now makes a closed sale (a way to close one).
 
     :raises InvalidInput: segments for a strategy that keeps the stock in one counter.
     :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
@@ -511,12 +523,14 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         keys = list(orders.values_list("idempotency_key", flat=True))
         orders.delete()
         BuyerQuota.objects.filter(product__sku=sku).delete()
-        product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments)
+        product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
+                                starts_at=starts_at, ends_at=ends_at)
         sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     flags_forget(keys=keys)
-    sale_mark_open(sku=sku)
+    window = SaleWindow.of(product)
+    sale_mark_open(sku=sku, window=window)
     if sale is not None:
-        gate_open(sale=sale)
+        gate_open(sale=sale, window=window)
     return product
 
 
@@ -541,5 +555,5 @@ def gate_warm(*, sku: str) -> GateSale:
     product = segments[0].product
     sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
     keys, bought = keys_of_orders(product)
-    gate_open(sale=sale, keys=keys, bought=bought)
+    gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
     return sale

@@ -35,7 +35,8 @@ def test_every_error_a_purchase_may_answer_is_in_its_schema_with_an_example(tmp_
         for example in response["content"]["application/json"]["examples"].values()
     }
     assert documented == {
-        (400, "invalid"), (404, "not_found"), (409, "sold_out"), (409, "limit_reached"),
+        (400, "invalid"), (404, "not_found"), (409, "not_started"), (409, "ended"),
+        (409, "sold_out"), (409, "limit_reached"),
         (409, "idempotency_conflict"), (413, "too_large"), (415, "unsupported_media_type"),
         (429, "throttled"), (502, "unavailable"), (503, "busy"), (503, "stale_lock"),
         (503, "unavailable"), (503, "outcome_unknown"), (504, "timeout"),
