@@ -28,9 +28,11 @@ class FlashsaleClient:
     def _url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}{path}"
 
-    def reset(self, sku: str, stock: int, name: str | None = None, segments: int | None = None) -> dict:
+    def reset(self, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+              **window: str | int) -> dict:
+        """Reset ``sku``; ``window`` takes the reset's starts_at/starts_in/ends_at/ends_in."""
         body = {"stock": stock} | ({"name": name} if name else {}) | (
-            {"segments": segments} if segments else {})
+            {"segments": segments} if segments else {}) | window
         response = self.session.post(
             self._url(f"/api/admin/products/{sku}/reset"), json=body, timeout=self.timeout,
             headers={"Authorization": f"Token {self.admin_token}"},

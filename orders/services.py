@@ -507,6 +507,9 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     :raises InvalidInput: segments for a strategy that keeps the stock in one counter.
     :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
     """
+    # In whole milliseconds, as the gate's script keeps them: one window everywhere.
+    starts_at, ends_at = (t and t.replace(microsecond=t.microsecond // 1000 * 1000)
+                          for t in (starts_at, ends_at))
     gated = strategy_get(settings.FLASHSALE_STRATEGY).seller is Seller.GATE
     if gated and (segments or 1) > 1:
         raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "

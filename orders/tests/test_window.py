@@ -149,7 +149,7 @@ def test_a_moment_past_what_utc_can_hold_is_taken_as_its_last(admin):
     response = reset(admin, starts_at="0001-01-01T00:00:00+14:00", ends_at="9999-12-31T23:59:59-14:00")
     assert response.status_code == 200, response.json()
     assert (response.json()["starts_at"], response.json()["ends_at"]) == (
-        "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z")
+        "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999000Z")  # in whole ms, as the gate keeps it
     assert buy().order_id  # open: it started at the first moment, ends at the last
 
 
