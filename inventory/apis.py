@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from flashsale.errors import InvalidInput, NotFound, error_responses
 
 from .limits import SKU_MAX_LENGTH
-from .selectors import product_stock_get
+from .reads import product_cached_get
 
 # The sku in a URL, as the schema documents it; ``sku_checked`` holds the API to it.
 SKU_PATH = OpenApiParameter("sku", {"type": "string", "minLength": 1, "maxLength": SKU_MAX_LENGTH},
@@ -40,5 +40,5 @@ class ProductDetailApi(APIView):
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
-        product = product_stock_get(sku=sku_checked(sku))
+        product = product_cached_get(sku=sku_checked(sku))
         return Response(self.OutputSerializer(product).data)

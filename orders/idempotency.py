@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from .cache_errors import CACHE_ERRORS
+from flashsale.cache_errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from .cache_errors import CACHE_ERRORS
+from flashsale.cache_errors import CACHE_ERRORS
+
 from .idempotency import flags_owed
 from .window import SaleWindow
 

@@ -40,6 +40,7 @@ from flashsale.errors import (
 )
 from flashsale.strategies import Seller, StrategySpec, strategy_get
 from inventory.models import Product, Stock
+from inventory.reads import product_cached_refresh
 from inventory.selectors import flows_remaining, segments_get
 from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
 from locking import (
@@ -534,6 +535,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     sale_mark_open(sku=sku, window=window)
     if sale is not None:
         gate_open(sale=sale, window=window)
+    product_cached_refresh(sku=sku)
     return product
 
 

@@ -182,6 +182,11 @@ FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis mark without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
+# How long the product page's cached answer counts as fresh (inventory.reads): the
+# stock it shows is at most this, plus one rebuild, behind the database.
+FLASHSALE_PRODUCT_FRESH_MS = env.int("FLASHSALE_PRODUCT_FRESH_MS", default=500)
+# ... and how long each process keeps what it read from there, on top.
+FLASHSALE_PRODUCT_LOCAL_MS = env.int("FLASHSALE_PRODUCT_LOCAL_MS", default=100)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the age at which a claim is stale.
