@@ -3,6 +3,8 @@ running stack through nginx: it shows the product, buys, and a retry is a replay
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -64,3 +66,26 @@ def test_the_api_docs_open_from_the_page_and_nothing_leaves_the_machine(stack_ap
     assert requested and all(url.startswith(origin) for url in requested), \
         [url for url in requested if not url.startswith(origin)]
     assert any("/static/drf_spectacular_sidecar/" in url for url in requested)  # from nginx
+
+
+def test_the_page_counts_down_on_the_server_clock_and_opens_buy_on_time(stack_apps, stack_config, page):
+    """The sale opens 4 s after the reset. The browser's clock is set 1 hour fast, so a
+    countdown on the browser's own clock would show the sale open at once."""
+    client = stack_apps()
+    page.add_init_script("""(() => {
+        const skew = 3600 * 1000, realNow = Date.now;
+        Date.now = () => realNow() + skew;
+    })();""")
+    product = client.reset("browser-window", 2, starts_in=4)
+    opens = datetime.fromisoformat(product["starts_at"])
+    page.goto(f"{stack_config.base_url}/?sku=browser-window")
+    expect(page.locator("#window")).to_contain_text("opens in")
+    expect(page.locator("#buy-button")).to_be_disabled()
+    expect(page.locator("#buy-button")).to_be_enabled(timeout=8000)
+    enabled = datetime.now(UTC)
+    # Not before the opening (the server's clock), and soon after it (polled each 100 ms,
+    # with this slow shared machine's slack).
+    assert opens - timedelta(milliseconds=300) <= enabled <= opens + timedelta(seconds=1.5), (opens, enabled)
+    expect(page.locator("#window")).to_have_text("on sale")
+    page.click("#buy-button")
+    expect(page.locator("#log li").first).to_contain_text("201 order")
