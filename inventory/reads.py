@@ -2,10 +2,11 @@
 
 Before a sale opens, reads outnumber purchases by orders of magnitude, and every
 one of them used to be a query. Here the answer is kept in Redis with a **logical
-expiry**: the entry carries the moment it stops being fresh
-(``FLASHSALE_PRODUCT_FRESH_MS``, 500 ms), and lives much longer than that. A reader
-that finds it stale still answers with it, and one reader at a time (the one whose
-``SET NX`` of the rebuild flag succeeds) reads the row again and writes it back. So
+expiry** (``flashsale.readcache.LogicalExpiry``): the entry carries the moment it
+stops being fresh (``FLASHSALE_PRODUCT_FRESH_MS``, 500 ms), and lives much longer
+than that. A reader that finds it stale still answers with it, and one reader at a
+time (the one whose ``SET NX`` of the rebuild flag succeeds) reads the row again and
+writes it back. So
 the stock figure is at most the freshness plus one rebuild behind the database, a
 hot product costs one query per freshness period across all instances, and nobody
 waits for a rebuild (scenario S19 shows the breakdown this avoids).
@@ -23,25 +24,16 @@ the page: the read falls back to the database.
 
 from __future__ import annotations
 
-import logging
 import time
 
 from django.conf import settings
-from django.core.cache import cache
 
-from flashsale.cache_errors import CACHE_ERRORS
+from flashsale.readcache import LogicalExpiry
 
 from .selectors import ProductStock, product_stock_get
 
-logger = logging.getLogger(__name__)
-
-# Long enough that a hot product never drops out between rebuilds; a cold one
-# leaves after it, and its next reader reads the row.
-_KEEP_S = 300
-
-
-def _key(sku: str) -> str:
-    return f"product:{sku}"
+_shared = LogicalExpiry(load=lambda sku: product_stock_get(sku=sku), key=lambda sku: f"product:{sku}",
+                        fresh_s=lambda: settings.FLASHSALE_PRODUCT_FRESH_MS / 1000)
 
 
 def product_cached_get(*, sku: str) -> ProductStock:
@@ -53,7 +45,7 @@ def product_cached_get(*, sku: str) -> ProductStock:
     local = _local.get(sku)
     if local is not None and time.monotonic() < local[1]:
         return local[0]
-    product = _shared_get(sku)
+    product = _shared.get(sku)
     _local[sku] = (product, time.monotonic() + settings.FLASHSALE_PRODUCT_LOCAL_MS / 1000)
     return product
 
@@ -63,41 +55,8 @@ def product_cached_get(*, sku: str) -> ProductStock:
 _local: dict[str, tuple[ProductStock, float]] = {}
 
 
-def _shared_get(sku: str) -> ProductStock:
-    key = _key(sku)
-    try:
-        entry = cache.get(key)
-    except CACHE_ERRORS as e:
-        logger.warning("product cache unreadable, reading %s from the database: %s", sku, e)
-        return product_stock_get(sku=sku)
-    if entry is not None:
-        product, fresh_until = entry
-        if time.time() < fresh_until or not _rebuild_claimed(key):
-            return product
-    return _rebuilt(sku)
-
-
-def _rebuild_claimed(key: str) -> bool:
-    """Whether this reader is the one to rebuild a stale entry: one per freshness
-    period, the flag lives as long as the period (a rebuilder that died frees it)."""
-    try:
-        return cache.add(f"{key}:rebuild", 1, timeout=settings.FLASHSALE_PRODUCT_FRESH_MS / 1000)
-    except CACHE_ERRORS:
-        return True
-
-
-def _rebuilt(sku: str) -> ProductStock:
-    product = product_stock_get(sku=sku)
-    try:
-        cache.set(_key(sku), (product, time.time() + settings.FLASHSALE_PRODUCT_FRESH_MS / 1000),
-                  timeout=_KEEP_S)
-    except CACHE_ERRORS as e:
-        logger.warning("could not cache product %s: %s", sku, e)
-    return product
-
-
 def product_cached_refresh(*, sku: str) -> None:
     """After a reset: the entry is written afresh from the new row, so the next
     readers neither see the old sale nor all miss at once."""
     _local.pop(sku, None)
-    _rebuilt(sku)
+    _shared.refresh(sku)

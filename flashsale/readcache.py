@@ -1,0 +1,96 @@
+"""Two ways to keep a hot cache entry from sending every reader to the database at
+the moment it expires (cache breakdown, 缓存击穿; scenario S19 runs both beside the
+plain cache-aside that does):
+
+- ``LogicalExpiry``: the entry carries the moment it stops being fresh and lives
+  much longer. A reader that finds it stale answers with it anyway; one reader per
+  freshness period (whose ``SET NX`` of a rebuild flag succeeds) loads the value and
+  writes it back. Nobody waits; a reader may get a value up to one period plus one
+  load old. The product page's read uses this (``inventory.reads``).
+- ``MutexRebuild``: the entry expires for real; a reader that misses takes a lock
+  (from ``locking``) on the rebuild, looks again once it has it, and loads only if
+  the entry is still missing. The others wait for the lock, a bounded time, and
+  then find the value the first one wrote. Nobody reads an old value; a miss costs
+  every reader that wait.
+
+Both run on the shared cache (django-redis). A Redis that is slow or gone costs
+the load, never the answer: both fall back to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+
+from flashsale.cache_errors import CACHE_ERRORS
+from locking.base import BaseLockBackend
+
+logger = logging.getLogger(__name__)
+
+
+class LogicalExpiry:
+    def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
+                 fresh_s: Callable[[], float], keep_s: float = 300):
+        self.load, self.key, self.fresh_s, self.keep_s = load, key, fresh_s, keep_s
+
+    def get(self, name: str) -> Any:
+        key = self.key(name)
+        try:
+            entry = cache.get(key)
+        except CACHE_ERRORS as e:
+            logger.warning("cache unreadable, loading %s: %s", key, e)
+            return self.load(name)
+        if entry is not None:
+            value, fresh_until = entry
+            if time.time() < fresh_until or not self._rebuild_claimed(key):
+                return value
+        return self.refresh(name)
+
+    def refresh(self, name: str) -> Any:
+        """Load ``name`` and write it back, fresh."""
+        value = self.load(name)
+        try:
+            cache.set(self.key(name), (value, time.time() + self.fresh_s()), timeout=self.keep_s)
+        except CACHE_ERRORS as e:
+            logger.warning("could not cache %s: %s", self.key(name), e)
+        return value
+
+    def _rebuild_claimed(self, key: str) -> bool:
+        """Whether this reader is the one to rebuild a stale entry: one per period;
+        the flag lives as long as the period, so a rebuilder that died frees it."""
+        try:
+            return cache.add(f"{key}:rebuild", 1, timeout=self.fresh_s())
+        except CACHE_ERRORS:
+            return True
+
+
+class MutexRebuild:
+    def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str], ttl_s: float,
+                 locks: BaseLockBackend, wait_s: float = 2.0):
+        self.load, self.key, self.ttl_s, self.locks, self.wait_s = load, key, ttl_s, locks, wait_s
+
+    def get(self, name: str) -> Any:
+        key = self.key(name)
+        try:
+            value = cache.get(key)
+        except CACHE_ERRORS as e:
+            logger.warning("cache unreadable, loading %s: %s", key, e)
+            return self.load(name)
+        if value is not None:
+            return value
+        lock = self.locks.lock(f"rebuild:{key}")
+        if not lock.acquire(timeout=self.wait_s):
+            # The rebuilder is slow: load rather than fail (the wait was the bound).
+            return self.load(name)
+        try:
+            value = cache.get(key)  # the holder before this one may have written it
+            if value is None:
+                value = self.load(name)
+                cache.set(key, value, timeout=self.ttl_s)
+            return value
+        finally:
+            lock.release()
