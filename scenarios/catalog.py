@@ -2,6 +2,7 @@
 set up: some scenarios use the models."""
 
 from .base import Scenario
+from .cache import SCENARIOS as _CACHE
 from .clocks import SCENARIOS as _CLOCKS
 from .database import SCENARIOS as _DATABASE
 from .fairness import SCENARIOS as _FAIRNESS
@@ -11,5 +12,5 @@ from .more import SCENARIOS as _MORE
 from .redis_locks import SCENARIOS as _REDIS
 from .replication import SCENARIOS as _REPLICATION
 
-_ALL = [*_INSTANCES, *_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING, *_REPLICATION, *_FAIRNESS]
+_ALL = [*_INSTANCES, *_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING, *_REPLICATION, *_FAIRNESS, *_CACHE]
 CATALOG: dict[str, Scenario] = {s.id: s for s in sorted(_ALL, key=lambda s: int(s.id[1:]))}

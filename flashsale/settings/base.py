@@ -122,6 +122,9 @@ CACHES = {
             "CLIENT_CLASS": "django_redis.client.DefaultClient",
             "SOCKET_CONNECT_TIMEOUT": 1,
             "SOCKET_TIMEOUT": 2,
+            # redis-py's pool refuses a 101st connection at once (MaxConnectionsError);
+            # a process with more threads than that (scenario S19's crowd) needs more.
+            "CONNECTION_POOL_KWARGS": {"max_connections": 512},
         },
     }
 }

@@ -42,7 +42,9 @@ class RedisLockBackend(BaseLockBackend):
     """
     OPTIONS: ``url`` (redis://host:port/db), ``key_prefix`` (default
     ``"lock:"``), ``connection_class`` (redis-py's by default; a benchmark passes
-    one that counts round trips), plus each lock class's own options.
+    one that counts round trips), ``max_connections`` (512: redis-py's own 100
+    refuses the 101st thread at once instead of letting it wait), plus each lock
+    class's own options.
     """
 
     scripts: tuple[str, ...] = ()
@@ -52,6 +54,7 @@ class RedisLockBackend(BaseLockBackend):
         url = self.options.pop("url", "redis://127.0.0.1:6379/0")
         self.key_prefix = self.options.pop("key_prefix", "lock:")
         connection_class = self.options.pop("connection_class", redis.Connection)
+        max_connections = self.options.pop("max_connections", 512)
         # redis-py's pool notices a fork and reconnects in the child, so one client
         # per backend serves every gunicorn worker forked after it.
         # No retries of its own (redis-py's default retries a command whose reply was
@@ -61,7 +64,7 @@ class RedisLockBackend(BaseLockBackend):
         # its latch; an acquire is reported unavailable, its lease frees it).
         pool = redis.ConnectionPool.from_url(
             url, connection_class=connection_class, socket_timeout=5, socket_connect_timeout=2,
-            health_check_interval=30, retry=Retry(NoBackoff(), 0),
+            health_check_interval=30, retry=Retry(NoBackoff(), 0), max_connections=max_connections,
         )
         self.client = redis.Redis(connection_pool=pool)
         # register_script runs EVALSHA and falls back to loading the script (SCRIPT
