@@ -68,7 +68,7 @@ bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py
 scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario S=S6
 	$(PY) -m scenarios $(S)
 
-scenarios: up  ## all 17 scenarios (python -m scenarios --list)
+scenarios: up  ## every scenario of the catalog (python -m scenarios --list)
 	$(PY) -m scenarios all
 
 chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAULTS=x,y): reports/<time>/chaos.md

@@ -55,6 +55,12 @@ def product_cached_get(*, sku: str) -> ProductStock:
 _local: dict[str, tuple[ProductStock, float]] = {}
 
 
+def product_read(*, sku: str, fresh: bool) -> ProductStock:
+    """The product page's read: from the caches, or (``fresh``) from the database,
+    when a cache in front (nginx's) is filling its own entry."""
+    return product_stock_get(sku=sku) if fresh else product_cached_get(sku=sku)
+
+
 def product_cached_refresh(*, sku: str) -> None:
     """After a reset: the entry is written afresh from the new row, so the next
     readers neither see the old sale nor all miss at once."""

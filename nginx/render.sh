@@ -5,6 +5,7 @@
 #   NGINX_PORT  8080                    listened on, on every interface
 #   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
 #   STATIC_ROOT /srv/static             collectstatic's output, served at /static/
+#   CACHE_ROOT  /tmp/nginx-cache        the product page's cache (nginx's workers write it)
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,9 +17,9 @@ for upstream in ${UPSTREAMS:?set UPSTREAMS to the app instances, e.g. "app1:8000
   servers="${servers}        server ${upstream};\n"
 done
 
-awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" '
+awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" '
   /@\{upstream_servers\}/ { printf "%s", servers; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@@/, "@"); print }
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{cache_root\}/, cache); gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
 
 if [ "${RENDER_ONLY:-}" = "1" ]; then

@@ -105,6 +105,12 @@ class StackConfig:
         return Path(tempfile.gettempdir()) / f"flashsale-static-{self.nginx_port}"
 
     @property
+    def nginx_cache_root(self) -> Path:
+        """nginx's cache of the product page: outside the checkout, like the static
+        files, because nginx's workers write it. One per stack (its nginx port)."""
+        return Path(tempfile.gettempdir()) / f"flashsale-nginx-cache-{self.nginx_port}"
+
+    @property
     def admin_token_file(self) -> Path:
         return self.run_dir / "admin-token"
 

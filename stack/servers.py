@@ -238,7 +238,7 @@ def nginx(config: StackConfig) -> Server:
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
                   run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,
-                  static_root=config.static_root)
+                  static_root=config.static_root, cache_root=config.nginx_cache_root)
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],

@@ -3,6 +3,7 @@ running stack through nginx: it shows the product, buys, and a retry is a replay
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -76,9 +77,10 @@ def test_the_page_counts_down_on_the_server_clock_and_opens_buy_on_time(stack_ap
         const skew = 3600 * 1000, realNow = Date.now;
         Date.now = () => realNow() + skew;
     })();""")
-    product = client.reset("browser-window", 2, starts_in=4)
+    sku = f"browser-window-{uuid.uuid4().hex[:8]}"  # new, so no cache in front has seen it
+    product = client.reset(sku, 2, starts_in=4)
     opens = datetime.fromisoformat(product["starts_at"])
-    page.goto(f"{stack_config.base_url}/?sku=browser-window")
+    page.goto(f"{stack_config.base_url}/?sku={sku}")
     expect(page.locator("#window")).to_contain_text("opens in")
     expect(page.locator("#buy-button")).to_be_disabled()
     expect(page.locator("#buy-button")).to_be_enabled(timeout=8000)

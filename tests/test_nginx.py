@@ -4,6 +4,8 @@ one error shape, with Retry-After where a retry makes sense, and bodies never to
 a temp file."""
 
 import json
+import time
+import uuid
 
 import pytest
 import requests
@@ -101,3 +103,34 @@ def test_static_files_are_nginxs_with_a_years_cache_and_never_reach_django(stack
     missing = requests.get(f"{client.base_url}/static/no-such-file.css", timeout=10)
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
     assert "Server-Timing" not in missing.headers
+
+
+def _product(client, sku: str, **headers) -> requests.Response:
+    return requests.get(f"{client.base_url}/api/products/{sku}", headers=headers, timeout=10)
+
+
+def test_nginx_keeps_a_product_answer_a_second_per_product_and_never_one_for_another(stack_apps):
+    client = stack_apps()
+    a, b = (f"nginx-cache-{name}-{uuid.uuid4().hex[:6]}" for name in "ab")
+    client.reset(a, 5)
+    client.reset(b, 7)
+    first, again, other = _product(client, a), _product(client, a), _product(client, b)
+    assert (first.headers["X-Cache"], again.headers["X-Cache"]) == ("MISS", "HIT")
+    assert first.json() == again.json() and again.json()["stock"] == 5
+    assert (other.json()["sku"], other.json()["stock"]) == (b, 7)
+    assert "now;desc=" in again.headers["Server-Timing"]  # the time of this answer, for the page's clock
+    assert client.order(a, 1, "u1").status_code == 201
+    # Within a second and one fill the purchase shows: the fill reads the row.
+    deadline = time.monotonic() + 3
+    while _product(client, a).json()["stock"] != 4:
+        assert time.monotonic() < deadline, "the cached product never showed the purchase"
+        time.sleep(0.1)
+
+
+def test_nginx_keeps_no_error_answer_of_a_product(stack_apps):
+    client = stack_apps()
+    sku = f"nginx-cache-404-{uuid.uuid4().hex[:6]}"
+    missing = _product(client, sku)
+    assert missing.status_code == 404 and missing.headers["X-Cache"] == "MISS"
+    client.reset(sku, 3)
+    assert _product(client, sku).json()["stock"] == 3  # the 404 was not kept
