@@ -20,14 +20,13 @@ measured in the same run.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import shlex
 import sys
 import threading
 import time
 
-from benchmarks.rejections import measure
+from benchmarks.rejections import crowd_arguments, measure
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
 
@@ -35,13 +34,7 @@ SKU = "bench-reads"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reads", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=16)
-    args = parser.parse_args(argv)
+    args = crowd_arguments("python -m benchmarks.reads", __doc__, argv)
 
     config = StackConfig.from_env()
     client = FlashsaleClient.for_stack(config)

@@ -88,14 +88,19 @@ def measure(*, port: int, path: str, body: dict | None, keys: list[str] | None, 
     return sum(t["ok"] for t in totals) / seconds, sum(t["other"] for t in totals)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.rejections", description=__doc__,
+def crowd_arguments(prog: str, doc: str | None, argv: list[str] | None) -> argparse.Namespace:
+    """The options of a benchmark run with ``measure``'s client."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=16)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = crowd_arguments("python -m benchmarks.rejections", __doc__, argv)
 
     config = StackConfig.from_env()
     client = FlashsaleClient.for_stack(config)

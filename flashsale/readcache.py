@@ -32,6 +32,19 @@ from locking.base import BaseLockBackend
 logger = logging.getLogger(__name__)
 
 
+_UNREADABLE = object()
+
+
+def _cache_get(key: str) -> Any:
+    """The entry, None when there is none, ``_UNREADABLE`` when Redis cannot answer
+    (the caller loads the value instead)."""
+    try:
+        return cache.get(key)
+    except CACHE_ERRORS as e:
+        logger.warning("cache unreadable, loading %s: %s", key, e)
+        return _UNREADABLE
+
+
 class LogicalExpiry:
     def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
                  fresh_s: Callable[[], float], keep_s: float = 300):
@@ -39,10 +52,8 @@ class LogicalExpiry:
 
     def get(self, name: str) -> Any:
         key = self.key(name)
-        try:
-            entry = cache.get(key)
-        except CACHE_ERRORS as e:
-            logger.warning("cache unreadable, loading %s: %s", key, e)
+        entry = _cache_get(key)
+        if entry is _UNREADABLE:
             return self.load(name)
         if entry is not None:
             value, fresh_until = entry
@@ -75,10 +86,8 @@ class MutexRebuild:
 
     def get(self, name: str) -> Any:
         key = self.key(name)
-        try:
-            value = cache.get(key)
-        except CACHE_ERRORS as e:
-            logger.warning("cache unreadable, loading %s: %s", key, e)
+        value = _cache_get(key)
+        if value is _UNREADABLE:
             return self.load(name)
         if value is not None:
             return value
