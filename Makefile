@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate
+.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATE
 bench-gate: up  ## the gate on one hot SKU against ping, AOF everysec vs always, the persisters' drain (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.gate $(BENCH_ARGS)
+
+bench-reads: up  ## the product page's read (nginx's cache, the apps' own) against ping, and its stock lag
+	$(PY) -m benchmarks.reads $(BENCH_ARGS)
 
 bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)
