@@ -177,8 +177,8 @@ def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenA
     naming each ``error`` code it may carry and what it means, with an example each,
     so that a client reads in the schema what it must handle."""
     by_status: dict[int, list[Answer]] = defaultdict(list)
-    for error in errors:
-        by_status[_answer(error).status_code].append(_answer(error))
+    for answer in map(_answer, errors):
+        by_status[answer.status_code].append(answer)
     return {
         status_code: OpenApiResponse(
             ErrorSerializer,

@@ -45,6 +45,14 @@ def _cache_get(key: str) -> Any:
         return _UNREADABLE
 
 
+def _cache_set(key: str, value: Any, timeout: float) -> None:
+    """Write the entry if Redis takes it; if not, the next reader loads again."""
+    try:
+        cache.set(key, value, timeout=timeout)
+    except CACHE_ERRORS as e:
+        logger.warning("could not cache %s: %s", key, e)
+
+
 class LogicalExpiry:
     def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
                  fresh_s: Callable[[], float], keep_s: float = 300):
@@ -64,10 +72,7 @@ class LogicalExpiry:
     def refresh(self, name: str) -> Any:
         """Load ``name`` and write it back, fresh."""
         value = self.load(name)
-        try:
-            cache.set(self.key(name), (value, time.time() + self.fresh_s()), timeout=self.keep_s)
-        except CACHE_ERRORS as e:
-            logger.warning("could not cache %s: %s", self.key(name), e)
+        _cache_set(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s)
         return value
 
     def _rebuild_claimed(self, key: str) -> bool:
@@ -96,10 +101,10 @@ class MutexRebuild:
             # The rebuilder is slow: load rather than fail (the wait was the bound).
             return self.load(name)
         try:
-            value = cache.get(key)  # the holder before this one may have written it
-            if value is None:
+            value = _cache_get(key)  # the holder before this one may have written it
+            if value is None or value is _UNREADABLE:
                 value = self.load(name)
-                cache.set(key, value, timeout=self.ttl_s)
+                _cache_set(key, value, self.ttl_s)
             return value
         finally:
             lock.release()

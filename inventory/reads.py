@@ -6,8 +6,8 @@ expiry** (``flashsale.readcache.LogicalExpiry``): the entry carries the moment i
 stops being fresh (``FLASHSALE_PRODUCT_FRESH_MS``, 500 ms), and lives much longer
 than that. A reader that finds it stale still answers with it, and one reader at a
 time (the one whose ``SET NX`` of the rebuild flag succeeds) reads the row again and
-writes it back. So
-the stock figure is at most the freshness plus one rebuild behind the database, a
+writes it back. So the stock figure is at most the freshness plus one rebuild
+behind the database, a
 hot product costs one query per freshness period across all instances, and nobody
 waits for a rebuild (scenario S19 shows the breakdown this avoids).
 
@@ -18,8 +18,8 @@ by default, inside the 1 s the page promises).
 
 The reset writes the entry afresh (``product_cached_refresh``), so a new sale's
 stock and window show at once in Redis, and in every process within its local
-period. A Redis that is slow or gone costs the query, never
-the page: the read falls back to the database.
+period. A Redis that is slow or gone costs the query, never the page: the read
+falls back to the database.
 """
 
 from __future__ import annotations

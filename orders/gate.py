@@ -94,7 +94,7 @@ local starts, ends = tonumber(sale[4]), tonumber(sale[5])
 if starts or ends then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  if ends and (now >= ends or ends <= (starts or now)) then return {'ended', ends} end
+  if ends and (now >= ends or (starts and ends <= starts)) then return {'ended', ends} end
   if starts and now < starts then return {'not_started', starts, now} end
 end
 local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])

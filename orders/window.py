@@ -29,7 +29,8 @@ class SaleWindow:
         """:raises Ended: from ``ends_at`` on, and always when it is not after ``starts_at``
             (a window that never opens).
         :raises NotStarted: before ``starts_at`` (Retry-After: the seconds left, rounded up)."""
-        if self.ends_at is not None and (now >= self.ends_at or self.ends_at <= (self.starts_at or now)):
+        if self.ends_at is not None and (
+                now >= self.ends_at or self.starts_at is not None and self.ends_at <= self.starts_at):
             raise ended(sku=sku, ends_at=self.ends_at)
         if self.starts_at is not None and now < self.starts_at:
             raise not_started(sku=sku, starts_at=self.starts_at, now=now)
