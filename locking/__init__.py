@@ -11,6 +11,7 @@ from .exceptions import (
     LockNotOwnedError,
     LockReleaseError,
     LockUnavailableError,
+    LockUpgradeError,
 )
 from .handler import get_lock, get_locks, locks
 
@@ -25,6 +26,7 @@ __all__ = [
     "LockNotOwnedError",
     "LockReleaseError",
     "LockUnavailableError",
+    "LockUpgradeError",
     "get_lock",
     "get_locks",
     "locks",

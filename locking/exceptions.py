@@ -40,3 +40,9 @@ class LockCommitUnknownError(LockReleaseError):
 
 class InvalidLockBackendError(ImproperlyConfigured):
     """``settings.LOCKING`` names an alias or backend that does not exist."""
+
+
+class LockUpgradeError(LockError):
+    """A holder of a read lock asked for the write lock of the same name. Waiting for
+    it would mean waiting for its own read hold to end: refused at once instead
+    (Redisson's read-write lock hangs there). Release the read lock first."""

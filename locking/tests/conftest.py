@@ -9,6 +9,7 @@ from django.conf import settings
 
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
+from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
@@ -61,6 +62,11 @@ def redisson(redis_url, key_prefix):
 @pytest.fixture
 def redisson_fair(redis_url, key_prefix):
     yield from _backends(RedissonFairLockBackend, redis_url, key_prefix)
+
+
+@pytest.fixture
+def redisson_rw(redis_url, key_prefix):
+    yield from _backends(RedissonReadWriteLockBackend, redis_url, key_prefix)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from .workers import increment_under_lock
 PROCESSES, THREADS, ROUNDS = 4, 3, 20
 
 
-@pytest.fixture(params=["setnx", "redisson", "redisson-fair", "zookeeper"])
+@pytest.fixture(params=["setnx", "redisson", "redisson-fair", "redisson-rw", "zookeeper"])
 def kind_and_options(request, redis_url, key_prefix, zk_root):
     if request.param == "zookeeper":
         return request.param, {"hosts": settings.ZOOKEEPER_HOSTS, "root": zk_root}

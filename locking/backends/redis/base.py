@@ -24,11 +24,15 @@ LUA_DIR = Path(__file__).resolve().parent
 PRELUDES = {
     "setnx_acquire": ("fence",),
     "redisson_acquire": ("fence", "take_hold"),
-    "redisson_release": ("give_back",),
-    "redisson_fair_acquire": ("fence", "take_hold", "fair_queue"),
-    "redisson_fair_release": ("give_back", "fair_queue"),
-    "redisson_fair_leave": ("fair_queue",),
-    "redisson_fair_force_release": ("fair_queue",),
+    "redisson_release": ("latch", "give_back"),
+    "redisson_fair_acquire": ("fence", "take_hold", "clock", "fair_queue"),
+    "redisson_fair_release": ("latch", "give_back", "clock", "fair_queue"),
+    "redisson_fair_leave": ("clock", "fair_queue"),
+    "redisson_fair_force_release": ("clock", "fair_queue"),
+    "rw_read_acquire": ("clock", "rw_holds"),
+    "rw_write_acquire": ("clock", "rw_holds"),
+    "rw_release": ("latch", "clock", "rw_holds"),
+    "rw_renew": ("clock", "rw_holds"),
 }
 
 

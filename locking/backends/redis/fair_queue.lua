@@ -2,13 +2,6 @@
 -- first come first, beside their deadlines, a sorted set of holder -> the server
 -- time in ms by which it must ask again.
 
--- The server's clock in ms. Redisson passes each client's clock instead, so two
--- clients whose clocks disagree disagree about who is stale; here one clock decides.
-local function now_ms()
-    local t = redis.call('time')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- Drop every waiter that stopped asking (it died, or gave up without leaving).
 -- Redisson drops them from the head only; anywhere costs the same one ZRANGEBYSCORE
 -- when nobody is stale, and a dead waiter in the middle would otherwise be woken

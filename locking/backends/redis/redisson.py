@@ -99,8 +99,12 @@ class RedissonLock(BaseLock):
             return value
         self._fences.fence = value
         if self.lease_ms is None:
-            self.backend.watchdog.watch(self.key, holder)
+            self._watch(holder)
         return None
+
+    def _watch(self, holder: str) -> None:
+        """Have the watchdog renew this holding until its final release."""
+        self.backend.watchdog.watch(self.key, holder)
 
     @property
     def fence(self) -> int | None:
@@ -201,12 +205,13 @@ class RedissonLockBackend(RedisLockBackend):
 
     lock_class = RedissonLock
     scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release")
+    renew_script = "redisson_renew"
 
     def __init__(self, alias: str, options: dict[str, Any]):
         options = dict(options)
         watchdog_timeout_ms = options.pop("watchdog_timeout_ms", 30_000)
         super().__init__(alias, options)
-        self.watchdog = Watchdog(self.script["redisson_renew"], watchdog_timeout_ms)
+        self.watchdog = Watchdog(self.script[self.renew_script], watchdog_timeout_ms)
         self.wakeups = Wakeups(self.client, standing_channel=f"{self.key_prefix}wakeups")
         self._rounds = threading.local()  # per thread: lock key -> holds abandoned
 

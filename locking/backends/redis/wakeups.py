@@ -1,9 +1,11 @@
 """Release notifications for waiting lockers: one pub/sub connection per process,
 shared by every waiter, one channel per lock while anyone waits on it.
 
-A message is either ``ANYONE`` or the name of one waiter (its holder name).
+A message is ``ANYONE``, ``EVERYONE`` or the name of one waiter (its holder name).
 ``ANYONE`` wakes one waiter of this process (a semaphore permit, as Redisson's
 LockPubSub does), so a release does not stampede every local waiter into Redis.
+``EVERYONE`` wakes them all: a read-write lock that becomes readable lets every
+waiting reader in at once (Redisson's READ_UNLOCK_MESSAGE).
 A name wakes that waiter only, in whichever process it waits: the fair lock's
 release wakes the first in line and nobody else. A waiter that misses a message
 (Redis restarted, a race with the subscription) still wakes when its own bound
@@ -27,6 +29,7 @@ logger = logging.getLogger(__name__)
 SUBSCRIBE_CONFIRM_TIMEOUT = 1.0
 
 ANYONE = b"0"
+EVERYONE = b"*"
 
 
 class Subscription:
@@ -47,6 +50,9 @@ class Subscription:
     def deliver(self, message: bytes) -> None:
         if message == ANYONE:
             self._permits.release()
+        elif message == EVERYONE:
+            # One permit per waiter; one that is between two asks wakes early once.
+            self._permits.release(max(self.waiters, 1))
         elif (permit := self._addressed.get(message)) is not None:
             permit.release()
 

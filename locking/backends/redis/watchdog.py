@@ -30,15 +30,19 @@ class Watchdog:
     def _reset(self) -> None:
         # Also after a fork: the parent's holders and renewal thread are not ours.
         self._pid = os.getpid()
-        self._watched: set[tuple[str, str]] = set()
+        # (key, holder) -> the renewal script's keys and its arguments after the lease
+        # and holder (a read-write lock renews two keys, and may wake waiters).
+        self._watched: dict[tuple[str, str], tuple[list[str], tuple]] = {}
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
-    def watch(self, key: str, holder: str) -> None:
+    def watch(self, key: str, holder: str, *, keys: list[str] | None = None, args: tuple = ()) -> None:
+        """Renew ``key`` for ``holder``; the script gets ``keys`` (default ``[key]``)
+        and, after the lease and the holder, ``args``."""
         with self._mutex:
             if self._pid != os.getpid():
                 self._reset()
-            self._watched.add((key, holder))
+            self._watched[(key, holder)] = (keys or [key], args)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, args=(self._stopped,),
                                                 name="lock-watchdog", daemon=True)
@@ -47,7 +51,7 @@ class Watchdog:
     def unwatch(self, key: str, holder: str | None = None) -> None:
         """Stop renewing ``key`` for ``holder`` (every holder when None)."""
         with self._mutex:
-            self._watched = {(k, h) for k, h in self._watched
+            self._watched = {(k, h): how for (k, h), how in self._watched.items()
                              if not (k == key and (holder is None or h == holder))}
 
     def watching(self, key: str, holder: str) -> bool:
@@ -61,10 +65,10 @@ class Watchdog:
         interval = self.timeout_ms / 3 / 1000
         while not stopped.wait(interval):
             with self._mutex:
-                watched = list(self._watched)
-            for key, holder in watched:
+                watched = list(self._watched.items())
+            for (key, holder), (keys, args) in watched:
                 try:
-                    renewed = self.renew(keys=[key], args=[self.timeout_ms, holder])
+                    renewed = self.renew(keys=keys, args=[self.timeout_ms, holder, *args])
                 except redis.RedisError as e:  # try again next tick, within the lease
                     logger.warning("lease renewal of %s failed: %s", key, e)
                     continue
