@@ -13,6 +13,15 @@ plain cache-aside that does):
   then find the value the first one wrote. Nobody reads an old value; a miss costs
   every reader that wait.
 
+And one way to keep a write from being undone by a rebuild that read the row before
+it (seed 004's read-write lock; scenario S20 runs it beside the cache-aside that
+leaves the old value cached):
+
+- ``GuardedCacheAside``: a rebuild holds a read lock from reading the row to
+  writing the entry; a write holds the write lock from changing the row to deleting
+  the entry. Rebuilds run side by side; a write waits for those under way, and the
+  entry is never older than the last completed write. A hit takes no lock.
+
 Both run on the shared cache (django-redis). A Redis that is slow or gone costs
 the load, never the answer: both fall back to it.
 """
@@ -27,7 +36,9 @@ from typing import Any
 from django.core.cache import cache
 
 from flashsale.cache_errors import CACHE_ERRORS
+from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.base import BaseLockBackend
+from locking.exceptions import LockNotAcquiredError
 
 logger = logging.getLogger(__name__)
 
@@ -108,3 +119,44 @@ class MutexRebuild:
             return value
         finally:
             lock.release()
+
+
+class GuardedCacheAside:
+    def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str], ttl_s: float,
+                 locks: RedissonReadWriteLockBackend, wait_s: float = 2.0):
+        self.load, self.key, self.ttl_s, self.locks, self.wait_s = load, key, ttl_s, locks, wait_s
+
+    def get(self, name: str) -> Any:
+        key = self.key(name)
+        value = _cache_get(key)
+        if value is _UNREADABLE:
+            return self.load(name)
+        if value is not None:
+            return value
+        read = self.locks.read_write_lock(f"cache:{key}").read
+        if not read.acquire(timeout=self.wait_s):
+            # A write is under way and slow: answer from the row, cache nothing.
+            return self.load(name)
+        try:
+            value = self.load(name)
+            _cache_set(key, value, self.ttl_s)
+            return value
+        finally:
+            read.release()
+
+    def update(self, name: str, change: Callable[[], Any]) -> Any:
+        """Run ``change`` (which writes the row) and drop the entry, under the write
+        lock; what ``change`` returns. Raises ``LockNotAcquiredError`` when the
+        rebuilds under way outlast the wait."""
+        key = self.key(name)
+        write = self.locks.read_write_lock(f"cache:{key}").write
+        if not write.acquire(timeout=self.wait_s):
+            raise LockNotAcquiredError(f"rebuilds of {key} outlasted {self.wait_s}s", lock_name=write.name)
+        try:
+            result = change()
+            # Not through _cache_set's forgiveness: an entry that should have gone
+            # and stayed would be served until it expires, so a failure is raised.
+            cache.delete(key)
+            return result
+        finally:
+            write.release()

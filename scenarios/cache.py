@@ -1,8 +1,12 @@
-"""S19: a hot cache entry expires while a crowd reads it (cache breakdown, 缓存击穿).
+"""The cache pitfalls of seed 004, on the Django models and cache (the runner sets
+Django up first):
 
-The product's row is read with a real query that takes 50 ms (``SLEEP``), the time a
-heavier read of a real catalogue would take: the window in which the crowd misses.
-It uses the Django models and cache, so the runner sets Django up first.
+- S19: a hot cache entry expires while a crowd reads it (cache breakdown, 缓存击穿).
+  The product's row is read with a real query that takes 50 ms (``SLEEP``), the
+  time a heavier read of a real catalogue would take: the window in which the crowd
+  misses.
+- S20: a rebuild that read the row before an update writes the old value back
+  after the update deleted the entry, and the cache stays wrong until it expires.
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ class CacheAside:
             value = self.load(name)
             cache.set(self.key(name), value, timeout=self.ttl_s)
         return value
+
+    def update(self, name: str, change):
+        """Write the row, then delete the entry (the textbook order)."""
+        from django.core.cache import cache
+
+        result = change()
+        cache.delete(self.key(name))
+        return result
 
 
 def _crowd(reader, sku: str) -> tuple[list[str], float]:
@@ -109,6 +121,83 @@ def s19_cache_breakdown(ctx: Context) -> Outcome:
     return Outcome(broken, fixed)
 
 
+AFTER_READS = 100
+
+
+def s20_stale_cache_after_update(ctx: Context) -> Outcome:
+    from django.core.cache import cache
+
+    from flashsale.readcache import GuardedCacheAside
+    from flashsale.testing import start_thread
+    from inventory.models import Product
+
+    sku = f"s20-{uuid.uuid4().hex[:8]}"
+    Product.objects.create(sku=sku, name="v1")
+    rw = ctx.redisson_rw()
+
+    def key(name: str) -> str:
+        return ctx.key(f"s20:{name}")
+
+    def interleave(make, writer_in_line) -> dict[str, object]:
+        """Seed 004's interleaving, forced: a reader misses and reads the row (v1) and
+        stops there; a writer updates the row (v2) and deletes the entry, or waits
+        for the reader if it must (``writer_in_line()`` tells); then the reader writes
+        what it read. Then ``AFTER_READS`` reads, after the update has completed.
+        ``make(load)`` builds the cache under test."""
+        Product.objects.filter(sku=sku).update(name="v1")
+        cache.delete(key(sku))
+        row_read, go_on = threading.Event(), threading.Event()
+
+        def load(name: str) -> str:
+            value = Product.objects.values_list("name", flat=True).get(sku=name)
+            if not row_read.is_set():  # the first load only: the rebuild under test
+                row_read.set()
+                go_on.wait(10)
+            return value
+
+        cached = make(load)
+        reader, _ = start_thread(lambda: cached.get(sku))
+        assert row_read.wait(10), "the reader never read the row"
+        started = time.perf_counter()
+        writer, written = start_thread(
+            lambda: cached.update(sku, lambda: Product.objects.filter(sku=sku).update(name="v2")))
+        deadline = time.monotonic() + 10
+        while not writer_in_line(writer):
+            if time.monotonic() > deadline:
+                raise AssertionError("the writer neither finished nor waited")
+            time.sleep(0.005)
+        go_on.set()
+        reader.join()
+        writer.join()
+        if "error" in written:
+            raise written["error"]
+        waited = round((time.perf_counter() - started) * 1000)
+        entry = cache.get(key(sku))
+        after = [cached.get(sku) for _ in range(AFTER_READS)]
+        return {"row after the update": Product.objects.get(sku=sku).name,
+                "entry after the update": entry or "(none: the next read loads the row)",
+                f"reads after the update given v1 (of {AFTER_READS})": after.count("v1"),
+                "entry stays wrong for (s)": cache.ttl(key(sku)) if entry == "v1" else 0,
+                "update done after (ms)": waited}
+
+    # Broken: nothing orders the two; the writer runs straight through.
+    broken = interleave(lambda load: CacheAside(load=load, key=key, ttl_s=60),
+                        lambda writer: not writer.is_alive())
+    broken_stale = broken[f"reads after the update given v1 (of {AFTER_READS})"]
+
+    # Fixed: the rebuild holds the read lock, the update the write lock; the writer
+    # is in line (marked waiting) while the reader finishes.
+    guard = rw.read_write_lock(f"cache:{key(sku)}").write
+    fixed = interleave(lambda load: GuardedCacheAside(load=load, key=key, ttl_s=60, locks=rw, wait_s=10),
+                       lambda writer: bool(guard.waiting()))
+    fixed_stale = fixed[f"reads after the update given v1 (of {AFTER_READS})"]
+    Product.objects.filter(sku=sku).delete()
+    return Outcome(Half("cache-aside: update the row, delete the entry; rebuild on a miss", broken,
+                        failed=broken_stale > 0),
+                   Half("a read-write lock (redisson-rw): rebuild under the read lock, update "
+                        "under the write lock", fixed, failed=fixed_stale > 0))
+
+
 SCENARIOS = [
     Scenario("S19", "a hot cache entry expires under a crowd: every reader reads the database",
              "004 (缓存击穿: the read-write lock's catalogue cache)",
@@ -120,4 +209,14 @@ SCENARIOS = [
              f"{READERS} readers released together on a row whose read takes 50 ms, and the "
              "queries the database ran in each half.",
              s19_cache_breakdown, needs=("redis", "mysql")),
+    Scenario("S20", "a rebuild writes the old value back after an update: the cache stays wrong",
+             "004 (读写锁: the catalogue cache's read-write lock, catalogJson-lock)",
+             "Cache-aside updates the row and then deletes the entry. A reader that missed "
+             "just before, and read the old row, writes the old value back after the delete, "
+             "and every reader gets it until the entry expires. Seed 004 puts a read-write "
+             "lock around both: the rebuild takes the read lock (rebuilds run side by side), "
+             "the update the write lock (it waits for the rebuilds under way). You will see "
+             "the interleaving forced step by step, then what the next "
+             f"{AFTER_READS} reads are given.",
+             s20_stale_cache_after_update, needs=("redis", "mysql")),
 ]

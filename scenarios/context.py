@@ -12,6 +12,7 @@ import redis
 from loadtest.client import FlashsaleClient
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
+from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
@@ -47,6 +48,10 @@ class Context:
     def redisson_fair(self, **options) -> RedissonFairLockBackend:
         options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
         return self._track(RedissonFairLockBackend("scenario", options))
+
+    def redisson_rw(self, **options) -> RedissonReadWriteLockBackend:
+        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
+        return self._track(RedissonReadWriteLockBackend("scenario", options))
 
     def zookeeper(self, backend_cls=ZooKeeperLockBackend, **options) -> ZooKeeperLockBackend:
         root = f"/scenarios/{self.prefix.split(':')[1]}"

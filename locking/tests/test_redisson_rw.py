@@ -179,7 +179,7 @@ def test_an_upgrade_is_refused_at_once_instead_of_waiting_for_itself(redisson_rw
         rw.write.acquire(blocking=False)
     assert time.monotonic() - started < 2  # not the 10 s wait
     assert rw.read.hold_count() == 1 and not rw.write.locked()  # nothing changed
-    assert rw.write.backend.client.zcard(rw.write.writers) == 0  # never marked waiting
+    assert rw.write.waiting() == []  # never marked waiting
     rw.read.release()
     assert rw.write.acquire(blocking=False)  # released first, then it may write
     rw.write.release()
@@ -266,7 +266,7 @@ def test_a_waiting_writer_keeps_new_readers_out_until_it_has_written(redisson_rw
         rw.write.release()
 
     writer, _ = start_thread(write)
-    wait_until(lambda: backend.client.zcard(first.write.writers) == 1)
+    wait_until(lambda: len(first.write.waiting()) == 1)
     # Only readers hold it, yet a new reader waits: the writer is first.
     assert not in_thread(lambda: backend.read_write_lock("p").read.acquire(blocking=False))
 
@@ -292,7 +292,7 @@ def test_a_writer_that_gives_up_lets_the_readers_in(redisson_rw):
     first = backend.read_write_lock("p")
     first.read.acquire()
     assert not in_thread(lambda: backend.read_write_lock("p").write.acquire(timeout=0.3))
-    assert backend.client.zcard(first.write.writers) == 0
+    assert first.write.waiting() == []
     assert in_thread(lambda: _take_and_give_back(backend.read_write_lock("p").read))
     first.read.release()
 

@@ -168,6 +168,10 @@ class RedissonWriteLock(_Half):
     def locked(self) -> bool:
         return self.backend.client.hget(self.key, "mode") == b"write"
 
+    def waiting(self) -> list[str]:
+        """The writers marked waiting for it (for scenarios and tests)."""
+        return [w.decode() for w in self.backend.client.zrange(self.writers, 0, -1)]
+
 
 @dataclass(frozen=True)
 class ReadWriteLock:
