@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare compare-hot profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
+.PHONY: help install install-test up down status demo compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report
 
 compare-hot: up  ## every request buys one hot product, beside the same load spread (STRATEGIES=a,b)
 	$(PY) -m loadtest.compare --mode hot $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+
+compare-opening: up  ## the herd at a sale's opening second: the crowd waits on the page, then buys (STRATEGIES=a,b)
+	$(PY) -m loadtest.compare --mode opening $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt

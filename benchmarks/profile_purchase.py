@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             load = threading.Thread(target=lambda: answers.extend(run_locust(
                 base_url=running.base_url, out=Path(scratch) / "load", sku=base, endpoint="purchase",
                 users=args.users, attempts=STOCK, retry_share=0, seconds=args.seconds + 2,
-                skus=args.sku_spread)))
+                skus=args.sku_spread).answers))
             load.start()
             # Sample the steady state: after the users have started, before the window closes.
             threading.Event().wait(1.0)

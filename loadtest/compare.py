@@ -4,12 +4,18 @@
                                [--attempts 1000] [--rounds 3] [--retry-share 0.1]
                                [--fast-path on|off|both] [--reports reports]
     python -m loadtest.compare --mode hot [--seconds 10] [--strategies a,b] [--users 200]
+    python -m loadtest.compare --mode opening [--lead 6] [--refresh-ms 500] [--stock 100]
 
 The default (sale) mode sells out: most answers are refusals after the stock is
 gone. The hot mode is where a flash sale lives: every request buys one hot product
 for ``--seconds``, then the same load is spread over one product per buyer (nobody
 waits for anybody: the purchase path's own ceiling); each row gets orders/s beside
 the ceiling and beside its spread run, and the app's own lock wait and hold times.
+The opening mode is the herd at a sale's opening second: the sale opens ``--lead``
+seconds after its reset; every user loads the product page, reloads it every
+``--refresh-ms`` until the opening and then buys at once (``loadtest/locustfile.py``);
+each row gets the read rate before the opening, what the first second answered and
+its p50/p99, and the requests per 100 ms around the opening.
 
 First the ceiling: the same load on ``/api/ping`` (no database, no lock) through the
 same nginx and instances. Then for each strategy: restart the app instances with it
@@ -32,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -42,7 +49,9 @@ from stack.control import reconfigure
 
 from .client import FlashsaleClient
 from .figures import (
+    OPENING_PRESSES,
     HotRow,
+    OpeningRow,
     Row,
     RunFigures,
     as_dict,
@@ -50,11 +59,14 @@ from .figures import (
     gate,
     hot_as_dict,
     median_figures,
+    opening_as_dict,
+    opening_figures,
     parse_locust_stats,
+    requests_per_tick,
     run_figures,
     served_by_arrival,
 )
-from .report import hot_table, markdown_table, write_index, write_report
+from .report import hot_table, markdown_table, opening_table, write_index, write_report
 
 LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 # Hot mode's stock, and its cap on requests: more than any window sells, so every
@@ -62,10 +74,17 @@ LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 HOT_STOCK = 1_000_000
 
 
+@dataclass(frozen=True)
+class LocustRun:
+    answers: list[tuple]  # every purchase (or ping), as the locustfile records them
+    reads: list[tuple]  # opening mode: every product page load (start, end, ok)
+    opens_at: float | None  # opening mode: the sale's start, epoch seconds
+
+
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
-               retry_share: float, seconds: float = 0, skus: int = 1,
-               timeout: float = 300) -> list[tuple]:
-    """One headless Locust run; its CSVs land beside ``out``. Returns every answer."""
+               retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
+               timeout: float = 300) -> LocustRun:
+    """One headless Locust run; its CSVs land beside ``out``."""
     summary = out.with_suffix(".json")
     command = [
         str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE), "--headless",
@@ -73,7 +92,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--csv", str(out), "--only-summary", "--loglevel", "ERROR",
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
         "--retry-share", str(retry_share), "--summary-json", str(summary),
-        "--seconds", str(seconds), "--skus", str(skus),
+        "--seconds", str(seconds), "--skus", str(skus), "--refresh-ms", str(refresh_ms),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
     # how many, so only a missing summary is an error here. Its own summary (on
@@ -84,10 +103,13 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
     if not summary.exists():
         raise RuntimeError(f"locust wrote no summary; see {out.with_suffix('.log')}")
     totals = parse_locust_stats(Path(f"{out}_stats.csv"))
-    answers = [tuple(a) for a in json.loads(summary.read_text())["attempts"]]
-    if totals.requests != len(answers):  # the CSV and the hook saw different runs
-        raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile {len(answers)}")
-    return answers
+    data = json.loads(summary.read_text())
+    run = LocustRun(answers=[tuple(a) for a in data["attempts"]], reads=[tuple(r) for r in data["reads"]],
+                    opens_at=data["opens_at"])
+    if totals.requests != len(run.answers) + len(run.reads):  # the CSV and the hook saw different runs
+        raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile "
+                           f"{len(run.answers) + len(run.reads)}")
+    return run
 
 
 def measure(label: str, rounds: int, one_round) -> list[RunFigures]:
@@ -115,18 +137,21 @@ class Comparison:
         self.client = FlashsaleClient.for_stack(config)
         self.out_dir = out_dir
         # Hot mode: a window, and a stock no window can sell out, so every request buys.
+        # Opening mode: every buyer ends by itself; the cap is what they could all press.
         self.seconds = args.seconds if args.mode == "hot" else 0
-        self.attempts = HOT_STOCK if args.mode == "hot" else args.attempts
-        self.retry_share = 0 if args.mode == "hot" else args.retry_share
+        caps = {"hot": HOT_STOCK, "opening": args.users * OPENING_PRESSES}
+        self.attempts = caps.get(args.mode, args.attempts)
+        self.retry_share = args.retry_share if args.mode == "sale" else 0
 
-    def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1) -> list[tuple]:
+    def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1) -> LocustRun:
         return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
-                          retry_share=self.retry_share, seconds=self.seconds, skus=skus)
+                          retry_share=self.retry_share, seconds=self.seconds, skus=skus,
+                          refresh_ms=self.args.refresh_ms)
 
     def ceiling(self) -> Row:
         rounds = measure("ceiling (/api/ping)", self.args.rounds,
-                         lambda n: run_figures(self.locust("ping", "-", "ping", n)))
+                         lambda n: run_figures(self.locust("ping", "-", "ping", n).answers))
         return Row(label="ping (no-op ceiling)", strategy="ping", claims_correct=False,
                    fast_path=True, median=median_figures(rounds), rounds=rounds, ratio_to_ceiling=1.0)
 
@@ -142,7 +167,7 @@ class Comparison:
         def one_round(n):
             for product in products:
                 self.client.reset(product, stock, name=f"Compared under {label}", segments=segments)
-            answers = self.locust(label, sku, "purchase", n, skus=skus)
+            answers = self.locust(label, sku, "purchase", n, skus=skus).answers
             served[:] = served_by_arrival(answers)  # the last round's, for the chart
             return run_figures(answers, audits_combined([self.client.audit(p) for p in products]))
 
@@ -153,6 +178,32 @@ class Comparison:
                    ratio_to_ceiling=median.throughput / ceiling.median.throughput,
                    rejections_ratio_to_ceiling=median.rejections_per_s / ceiling.median.throughput,
                    served_by_arrival=served)
+
+    def opening(self, strategy: str) -> OpeningRow:
+        """``rounds`` sales that open ``--lead`` seconds after their reset, with the
+        crowd waiting on the page (the instances already run ``strategy``)."""
+        sku = f"opening-{strategy}"
+        openings: list = []
+        ticks: list = []
+
+        def one_round(n):
+            self.client.reset(sku, self.args.stock, name=f"Opening under {strategy}",
+                              starts_in=self.args.lead)
+            # The page is warm, as it is long before a real sale: the crowd's first
+            # loads do not all wait on the instances' (just restarted) first fill.
+            self.client.product(sku)
+            run = self.locust(strategy, sku, "opening", n)
+            if run.opens_at is None:
+                raise RuntimeError(f"{strategy}: no buyer read the sale's start from the product page")
+            openings.append(opening_figures(run.answers, run.reads, run.opens_at))
+            ticks[:] = requests_per_tick(run.answers, run.reads, run.opens_at)
+            return run_figures(run.answers, self.client.audit(sku))
+
+        rounds = measure(strategy, self.args.rounds, one_round)
+        sale = Row(label=strategy, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
+                   fast_path=True, median=median_figures(rounds), rounds=rounds)
+        return OpeningRow(label=strategy, sale=sale, opening=median_figures(openings), rounds=openings,
+                          ticks=ticks)
 
     def use(self, strategy: str, fast_path: bool = True) -> None:
         reconfigure(self.config.replace(strategy=strategy, race_delay_ms=0.0, fast_path=fast_path))
@@ -193,16 +244,32 @@ def hot_mode(run: Comparison, strategies: list[str],
     return [ceiling], hot_rows
 
 
+def opening_mode(run: Comparison, strategies: list[str]) -> list[OpeningRow]:
+    """The herd at the opening second, one strategy after another."""
+    rows = []
+    for i, strategy in enumerate(strategies, 1):
+        print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
+        run.use(strategy)
+        rows.append(run.opening(strategy))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mode", choices=["sale", "hot"], default="sale",
+    parser.add_argument("--mode", choices=["sale", "hot", "opening"], default="sale",
                         help="sale: stock runs out, most answers are refusals; "
-                             "hot: every request buys, for a window of --seconds")
+                             "hot: every request buys, for a window of --seconds; "
+                             "opening: the crowd waits on the page, then buys at the opening second")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--users", type=int, default=200)
-    parser.add_argument("--stock", type=int, default=100, help="sale mode")
+    parser.add_argument("--stock", type=int, default=100, help="sale and opening modes")
+    parser.add_argument("--lead", type=float, default=6,
+                        help="opening mode: seconds from the reset to the opening (the users start "
+                             "and wait on the page meanwhile)")
+    parser.add_argument("--refresh-ms", type=float, default=500,
+                        help="opening mode: how often a waiting user reloads the page")
     parser.add_argument("--attempts", type=int, default=1000,
                         help="sale mode: requests per run, retries included")
     parser.add_argument("--seconds", type=float, default=10, help="hot mode: the window of each run")
@@ -232,7 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     servers = (f"{config.instances} instances x {config.workers} workers x {config.threads} threads "
                f"behind nginx, race delay 0, {args.rounds} round(s); medians")
     client = f"{args.users} Locust users on 127.0.0.1 ({os.cpu_count()} cores shared with the servers)"
-    if args.mode == "hot":
+    if args.mode == "opening":
+        setup = (f"The opening second: {client}; the sale opens {args.lead:g} s after its reset with stock "
+                 f"{args.stock}; every user loads the product page, reloads it every {args.refresh_ms:g} ms "
+                 f"(±50%) until the opening, then buys (a 503 busy is pressed again, up to "
+                 f"{OPENING_PRESSES} times); {servers}")
+    elif args.mode == "hot":
         setup = (f"Hot SKU: {client}, every request buys (stock {HOT_STOCK:,}, no retries), "
                  f"{args.seconds:g} s per run, the hot product in {args.segments} segment(s); "
                  f"spread: the same users over {args.users} products, one each; {servers}")
@@ -242,27 +314,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Comparing {len(strategies)} strategies: {setup}\nRaw data: {out_dir}", flush=True)
 
     run = Comparison(args, config, out_dir)
+    rows: list[Row] = []
     hot_rows: list[HotRow] = []
+    opening_rows: list[OpeningRow] = []
     try:
         reconfigure(config.replace(race_delay_ms=0.0))
         if args.mode == "hot":
             rows, hot_rows = hot_mode(run, strategies, segment_counts)
+        elif args.mode == "opening":
+            opening_rows = opening_mode(run, strategies)
         else:
             rows = sale_mode(run, strategies, modes)
     finally:
         reconfigure(config)  # the strategy the stack was started with
 
-    broken = gate(rows + [r for h in hot_rows for r in (h.hot, h.spread)])
+    broken = gate(rows + [r for h in hot_rows for r in (h.hot, h.spread)] + [o.sale for o in opening_rows])
     md, report = write_report(out_dir, rows, stamp=stamp, command=command, setup=setup,
-                              rounds=args.rounds, broken=broken, hot_rows=hot_rows)
+                              rounds=args.rounds, broken=broken, hot_rows=hot_rows, opening_rows=opening_rows)
     (out_dir / "summary.json").write_text(json.dumps(
         {"command": command, "mode": args.mode, "setup": setup, "broken": broken,
-         "rows": [as_dict(r) for r in rows], "hot_rows": [hot_as_dict(h) for h in hot_rows]},
+         "rows": [as_dict(r) for r in rows], "hot_rows": [hot_as_dict(h) for h in hot_rows],
+         "opening_rows": [opening_as_dict(o) for o in opening_rows]},
         indent=1, default=str))
     write_index(Path(args.reports))
     print()
     print(f"command: {command}")
-    print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
+    if opening_rows:
+        print(opening_table(opening_rows))
+    else:
+        print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
     print(f"\nReport: {report}\nTable:  {md}")
     if broken:
         print("FAIL: strategies that claim correctness did not hold:\n  " + "\n  ".join(broken),

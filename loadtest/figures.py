@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 REJECTED = ("sold_out", "conflict")
+# The opening mode: how many times a buyer presses Buy in all (again after a 503 busy).
+OPENING_PRESSES = 20
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,13 @@ def parse_locust_stats(path: Path) -> LocustTotals:
     raise ValueError(f"{path}: no Aggregated row")
 
 
-def server_timing(header: str | None) -> dict[str, float]:
+def server_timing(header: str | list[str] | None) -> dict[str, float]:
     """``lock-wait;dur=0.1, hold;dur=2.5, arrival;desc=1763890000.123456`` →
     ``{"lock-wait": 0.1, "hold": 2.5, "arrival": 1763890000.123456}``: each metric's
-    duration (ms), or for one without, its description as a number."""
+    duration (ms), or for one without, its description as a number. Several headers
+    (an app's and nginx's; some clients give them as a list) read as one."""
+    if isinstance(header, list):
+        header = ",".join(header)
     timings = {}
     for metric in (header or "").split(","):
         name, _, params = metric.strip().partition(";")
@@ -173,6 +178,71 @@ def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
     )
 
 
+@dataclass(frozen=True)
+class OpeningFigures:
+    """A sale's opening second: the crowd reloading the page before it, and what the
+    purchases sent in its first second were answered."""
+
+    reads_before: int  # product page loads before the opening
+    reads_per_s: float  # their rate, from the first load to the opening
+    read_p50_ms: float  # of the loads before the opening that answered
+    read_p99_ms: float
+    read_errors: int  # a page that did not answer 200, before the opening or after
+    first_second: int  # purchases sent in the opening's first second
+    first_created: int
+    first_sold_out: int
+    first_busy: int
+    first_errors: int
+    first_p50_ms: float
+    first_p99_ms: float
+    early: int  # purchases answered not_started (the whole run): the countdown ran ahead
+    sold_in_ms: float  # from the opening to the last order's answer (NaN: no order)
+
+
+def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float) -> OpeningFigures:
+    """``attempts`` as for ``run_figures``, ``reads``: (start, end, ok) per page load;
+    ``opens_at``: the sale's start, epoch seconds (the same clock: one machine)."""
+    before = [r for r in reads if r[0] < opens_at]
+    answered = [r for r in before if r[2]]
+    first = [a for a in attempts if opens_at <= a[0] < opens_at + 1]
+    by = {k: [a for a in first if a[2] == k] for k in ("created", "sold_out", "busy")}
+    created_ends = [a[1] for a in attempts if a[2] == "created"]
+    read_span = opens_at - min((r[0] for r in before), default=opens_at)
+
+    def ms(group, q):
+        return percentile([(a[1] - a[0]) * 1000 for a in group], q)
+
+    return OpeningFigures(
+        reads_before=len(before),
+        reads_per_s=len(before) / read_span if read_span > 0 else math.nan,
+        read_p50_ms=ms(answered, 50), read_p99_ms=ms(answered, 99),
+        read_errors=sum(1 for r in reads if not r[2]),
+        first_second=len(first),
+        first_created=len(by["created"]), first_sold_out=len(by["sold_out"]), first_busy=len(by["busy"]),
+        first_errors=sum(1 for a in first if a[2] in ("error", "conflict")),
+        first_p50_ms=ms(first, 50), first_p99_ms=ms(first, 99),
+        early=sum(1 for a in attempts if a[2] == "early"),
+        sold_in_ms=(max(created_ends) - opens_at) * 1000 if created_ends else math.nan,
+    )
+
+
+def requests_per_tick(attempts: list[tuple], reads: list[tuple], opens_at: float, *,
+                      before_s: float = 1.0, after_s: float = 2.0,
+                      tick_s: float = 0.1) -> list[tuple[float, int, int]]:
+    """(the tick's start in seconds from the opening, page loads, purchases) for every
+    tick from ``before_s`` before the opening to ``after_s`` after it, by when each
+    request was sent."""
+    ticks = round((before_s + after_s) / tick_s)
+    counts = [[0, 0] for _ in range(ticks)]
+    for column, requests in ((0, reads), (1, attempts)):
+        for request in requests:
+            # Rounded first: 10.1 s is in the tick from 10.1, whatever floats say.
+            tick = math.floor(round((request[0] - opens_at + before_s) / tick_s, 6))
+            if 0 <= tick < ticks:
+                counts[tick][column] += 1
+    return [(round(i * tick_s - before_s, 3), page, buy) for i, (page, buy) in enumerate(counts)]
+
+
 def audits_combined(audits: list[dict]) -> dict:
     """One audit for a sale spread over several products: counts add up, and the
     ledger is consistent only if it is for every product."""
@@ -215,10 +285,12 @@ class Row:
         return all(r.consistent for r in self.rounds)
 
 
-def median_figures(rounds: list[RunFigures]) -> RunFigures:
-    """Each field's median over the rounds (booleans: all must hold)."""
+def median_figures(rounds: list):
+    """Each field's median over the rounds (booleans: all must hold): of
+    ``RunFigures`` or of ``OpeningFigures``."""
+    kind = type(rounds[0])
     values = {}
-    for f in fields(RunFigures):
+    for f in fields(kind):
         column = [getattr(r, f.name) for r in rounds]
         if isinstance(column[0], bool):
             values[f.name] = all(column)
@@ -227,7 +299,7 @@ def median_figures(rounds: list[RunFigures]) -> RunFigures:
             values[f.name] = statistics.median(finite) if finite else math.nan
             if isinstance(column[0], int) and finite:
                 values[f.name] = int(round(values[f.name]))
-    return RunFigures(**values)
+    return kind(**values)
 
 
 @dataclass
@@ -282,3 +354,26 @@ def hot_as_dict(row: HotRow) -> dict:
             "ceiling": row.ceiling, "hot_to_ceiling": row.hot_to_ceiling,
             "spread_to_ceiling": row.spread_to_ceiling, "hot_to_spread": row.hot_to_spread,
             "hot": as_dict(row.hot), "spread": as_dict(row.spread)}
+
+
+@dataclass
+class OpeningRow:
+    """One strategy at the opening second: the sale's figures (``sale``, for the gate
+    and the audit) beside the opening's own, medians over rounds, and the last round's
+    requests per tick around the opening (for the chart)."""
+
+    label: str
+    sale: Row
+    opening: OpeningFigures
+    rounds: list[OpeningFigures] = field(default_factory=list)
+    ticks: list[tuple[float, int, int]] = field(default_factory=list)
+
+    @property
+    def strategy(self) -> str:
+        return self.sale.strategy
+
+
+def opening_as_dict(row: OpeningRow) -> dict:
+    return {"label": row.label, "strategy": row.strategy, "opening": asdict(row.opening),
+            "rounds": [asdict(r) for r in row.rounds], "ticks": row.ticks, "sale": as_dict(row.sale)}
+

@@ -13,6 +13,13 @@ buys ``<sku>-(b mod N)``): with N = users nobody waits for anybody.
 ``--endpoint ping`` sends the same load to ``/api/ping`` instead: the ceiling of
 nginx + gunicorn + Django on this machine.
 
+``--endpoint opening`` is the herd at a sale's opening second: each buyer loads the
+product page, reads the sale's ``starts_at`` and the server's clock from it (nginx's
+``Server-Timing: now``), refreshes the page every ``--refresh-ms`` (give or take
+half) until the opening, and then buys at once; a 503 busy is pressed again (up to
+``OPENING_PRESSES`` times), any other answer ends the buyer. The run ends when every
+buyer has ended.
+
 Sold out and replays are expected answers; 503 busy, other statuses and malformed
 bodies are failures. Every attempt's timing and outcome is written to
 ``--summary-json`` for ``loadtest.compare`` to turn into figures.
@@ -25,12 +32,13 @@ import json
 import random
 import time
 import uuid
+from datetime import datetime
 
 import gevent
 from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 
-from loadtest.figures import server_timing
+from loadtest.figures import OPENING_PRESSES, server_timing
 
 _buyer_ids = itertools.count(1)
 # Locust snapshots its --csv stats every second and not again at exit: wait that
@@ -48,7 +56,9 @@ def _arguments(parser):
                         help="spread the buyers over this many products named <sku>-<n>")
     parser.add_argument("--retry-share", type=float, default=0.1,
                         help="share of purchases sent again with the same Idempotency-Key")
-    parser.add_argument("--endpoint", choices=["purchase", "ping"], default="purchase")
+    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening"], default="purchase")
+    parser.add_argument("--refresh-ms", type=float, default=500,
+                        help="opening: how often a waiting buyer reloads the product page")
     parser.add_argument("--summary-json", default="", help="write every attempt's outcome here")
 
 
@@ -66,6 +76,18 @@ class Tally:
         # the answer's Server-Timing header, None where it had none (arrival: when
         # the request reached the app, epoch seconds, one clock for all instances).
         self.attempts: list[tuple[float, float, str, float | None, float | None, float | None]] = []
+        # Opening mode: the product page's reads (start, end, ok), the opening (epoch
+        # seconds, the server's clock) and how many buyers have ended.
+        self.reads: list[tuple[float, float, bool]] = []
+        self.opens_at: float | None = None
+        self.ended = 0
+
+    def buyer_ended(self) -> None:
+        """An opening-second buyer is done; once all are, no more tickets."""
+        self.ended += 1
+        if self.environment and self.ended >= self.environment.parsed_options.num_users:
+            self.limit = self.issued
+            self._quit_when_all_answered()
 
     def take_ticket(self) -> bool:
         if self.window and self.deadline is None:
@@ -122,11 +144,12 @@ def _write_summary(environment, **kwargs):
                                    "endpoint": environment.parsed_options.endpoint,
                                    "attempts": tally.limit},
                        "seconds": tally.window, "skus": environment.parsed_options.skus,
-                       "attempts": tally.attempts}, out)
+                       "attempts": tally.attempts, "reads": tally.reads, "opens_at": tally.opens_at}, out)
 
 
 def classify(status: int, body: dict | None) -> str:
-    """What an answer means: created, replayed, sold_out, conflict, busy or error."""
+    """What an answer means: created, replayed, sold_out, conflict, busy, early (the
+    sale has not started) or error."""
     if body is None:
         return "error"
     if status == 201 and "order_id" in body:
@@ -137,7 +160,13 @@ def classify(status: int, body: dict | None) -> str:
         return "sold_out" if body["error"] == "sold_out" else "conflict"
     if status == 503 and body.get("error") == "busy":
         return "busy"
+    if status == 409 and body.get("error") == "not_started":
+        return "early"
     return "error"
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 class Buyer(FastHttpUser):
@@ -149,18 +178,82 @@ class Buyer(FastHttpUser):
         self.options = self.environment.parsed_options
         skus = self.options.skus
         self.sku = self.options.sku if skus <= 1 else f"{self.options.sku}-{number % skus}"
+        self.opens_at: float | None = None  # the sale's start, on this buyer's clock
+        self.offset = 0.0  # how far the server's clock runs ahead of this one, seconds
+        self.presses = 0
+        self.failed_reads = 0
 
     @task
     def buy(self):
         if self.options.endpoint == "ping":
             self._ping()
             return
+        if self.options.endpoint == "opening":
+            self._at_the_opening()
+            return
         key = uuid.uuid4().hex
         self._purchase(key, name="purchase")
         if random.random() < self.options.retry_share:
             self._purchase(key, name="purchase (retried key)")
 
-    def _purchase(self, key: str, *, name: str) -> None:
+    def _at_the_opening(self) -> None:
+        if self.opens_at is None or time.time() < self.opens_at:
+            refresh = self.options.refresh_ms / 1000 * random.uniform(0.5, 1.5)
+            if not self._read_page():
+                self.failed_reads += 1
+                if self.failed_reads >= OPENING_PRESSES:  # the page is down: give up
+                    self._end()
+                gevent.sleep(refresh)  # reload it in a while
+            elif time.time() < self.opens_at:
+                # Wake on the opening itself, or for the next refresh before it.
+                gevent.sleep(min(self.opens_at - time.time(), refresh))
+            return
+        outcome, body = self._purchase(uuid.uuid4().hex, name="purchase at the opening")
+        if outcome == "early":
+            # Ahead of the server: the page this buyer read was older than the reset
+            # (a cache), or its clock estimate was off. The answer says when; the page
+            # is not asked again (it may still be the old one).
+            self.opens_at = _epoch(body["starts_at"]) - self.offset
+            gevent.sleep(max(self.opens_at - time.time(), 0))
+            return
+        self.presses += 1
+        if outcome != "busy" or self.presses >= OPENING_PRESSES:
+            self._end()
+
+    def _end(self) -> None:
+        tally.buyer_ended()
+        raise StopUser()
+
+    def _read_page(self) -> bool:
+        """Load the product page: the sale's start and the server's clock, which set
+        this buyer's ``opens_at`` on its own clock. Whether the page answered."""
+        start = time.time()
+        with self.client.get(f"/api/products/{self.sku}", name="product page",
+                             catch_response=True) as response:
+            end = time.time()
+            try:
+                starts_at = response.json()["starts_at"] if response.status_code == 200 else ""
+            except Exception:  # not the product's JSON: a failure like any other
+                starts_at = ""
+            ok = starts_at != ""
+            if not ok:
+                response.failure(f"{response.status_code}")
+            now = server_timing(response.headers.get("Server-Timing")).get("now")
+        tally.reads.append((start, end, ok))
+        if not ok:
+            return False
+        # The server's clock runs ``offset`` ahead of this one (one way's wait is not
+        # known: split the round trip evenly).
+        self.offset = now - (start + end) / 2 if now is not None else 0.0
+        if starts_at is None:  # no window: on sale already
+            self.opens_at = start
+            return True
+        tally.opens_at = _epoch(starts_at)
+        self.opens_at = tally.opens_at - self.offset
+        return True
+
+    def _purchase(self, key: str, *, name: str) -> tuple[str, dict | None]:
+        """Buy one; the outcome (``classify``) and the answer's body."""
         if not tally.take_ticket():
             raise StopUser()
         start = time.time()
@@ -178,6 +271,7 @@ class Buyer(FastHttpUser):
                 response.failure(f"{response.status_code} {outcome}")
             timing = server_timing(response.headers.get("Server-Timing"))
         tally.record(start, time.time(), outcome, timing)
+        return outcome, body
 
     def _ping(self) -> None:
         if not tally.take_ticket():

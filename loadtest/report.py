@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .figures import HotRow, Row  # noqa: E402
+from .figures import HotRow, OpeningRow, Row  # noqa: E402
 
 OK_COLOR, BAD_COLOR, CEILING_COLOR, NEUTRAL_COLOR = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
 
@@ -80,6 +80,40 @@ HOT_COLUMNS = [
     ("lost updates", lambda h: _num(_worst(h, "worst_lost_updates"))),
     ("ledger", lambda h: "ok" if h.hot.always_consistent and h.spread.always_consistent else "BROKEN"),
 ]
+
+
+OPENING_COLUMNS = [
+    ("strategy", lambda o: o.label),
+    ("page loads/s before", lambda o: _num(o.opening.reads_per_s)),
+    ("page p50/p99 ms", lambda o: _ms(o.opening.read_p50_ms, o.opening.read_p99_ms)),
+    ("page errors", lambda o: _num(o.opening.read_errors)),
+    ("1st s: purchases", lambda o: _num(o.opening.first_second)),
+    ("1st s: orders", lambda o: _num(o.opening.first_created)),
+    ("1st s: sold out", lambda o: _num(o.opening.first_sold_out)),
+    ("1st s: busy", lambda o: _num(o.opening.first_busy)),
+    ("1st s: errors", lambda o: _num(o.opening.first_errors)),
+    ("1st s p50/p99 ms", lambda o: _ms(o.opening.first_p50_ms, o.opening.first_p99_ms)),
+    ("sold out after ms", lambda o: _num(o.opening.sold_in_ms)),
+    ("early", lambda o: _num(o.opening.early)),
+    ("orders", lambda o: _num(o.sale.median.orders)),
+    ("oversold", lambda o: _num(o.sale.worst_oversold)),
+    ("lost updates", lambda o: _num(o.sale.worst_lost_updates)),
+    ("ledger", lambda o: "ok" if o.sale.always_consistent else "BROKEN"),
+    ("errors", lambda o: _num(o.sale.median.errors)),
+]
+
+
+def opening_table(rows: list[OpeningRow]) -> str:
+    """The opening-second table, and the requests per 100 ms around the opening."""
+    ticks = rows[0].ticks if rows else []
+    lines = ["| ms from the opening | " + " | ".join(f"{t * 1000:+.0f}" for t, _, _ in ticks) + " |",
+             "|---|" + "---:|" * len(ticks)]
+    for row in rows:
+        lines.append(f"| {row.label}: page / buy | "
+                     + " | ".join(f"{page} / {buy}" for _, page, buy in row.ticks) + " |")
+    return (markdown_table(rows, OPENING_COLUMNS)
+            + "\n\nRequests sent per 100 ms around the opening (page loads / purchases), last round:\n\n"
+            + "\n".join(lines))
 
 
 def markdown_table(rows: list, columns=COLUMNS) -> str:
@@ -248,6 +282,29 @@ def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
     return out
 
 
+def opening_charts(rows: list[OpeningRow]) -> dict[str, str]:
+    """name → inline SVG: requests per 100 ms around the opening (a line per strategy),
+    and the first second's latency."""
+    fig, (reads, buys) = plt.subplots(2, 1, figsize=(7.5, 4.8), sharex=True)
+    for row in rows:
+        xs = [t * 1000 for t, _, _ in row.ticks]
+        reads.plot(xs, [page for _, page, _ in row.ticks], drawstyle="steps-post", label=row.label)
+        buys.plot(xs, [buy for _, _, buy in row.ticks], drawstyle="steps-post", label=row.label)
+    for ax, what in ((reads, "page loads"), (buys, "purchases")):
+        ax.axvline(0, color=CEILING_COLOR, linestyle="--", linewidth=1)
+        ax.set_ylabel(f"{what} / 100 ms")
+        ax.spines[["top", "right"]].set_visible(False)
+    reads.set_title("Requests sent per 100 ms around the opening (dashed: the opening)", fontsize=11)
+    buys.set_xlabel("ms from the opening")
+    buys.legend(fontsize=7, frameon=False, ncol=2)
+    out = {"opening_ticks": _svg(fig)}
+    out["opening_latency"] = _grouped_bars(
+        [r.label for r in rows], [(f"p{q}", [getattr(r.opening, f"first_p{q}_ms") for r in rows])
+                                  for q in (50, 99)],
+        "Latency of the purchases sent in the first second", "ms")
+    return out
+
+
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flashsale comparison {stamp}</title>
 <style>
@@ -269,7 +326,7 @@ code {{ background: #f2f4f7; padding: .1rem .3rem; border-radius: 4px; }}
 <div style="overflow-x: auto">{table}</div>
 <div class="charts">{charts}</div>
 <h2>How to read it</h2>
-<ul>{hot_notes}
+<ul>{hot_notes}{opening_notes}
 <li><b>× ceiling</b>: throughput as a share of <code>/api/ping</code> through the same nginx and
 instances (no database, no lock): what the stack can do before any purchase logic.</li>
 <li><b>sell-out s</b>: first to last successful order; <b>orders/s</b>: orders while stock lasted.
@@ -303,6 +360,16 @@ segment takes several locks at once.</li>
 """
 
 
+OPENING_NOTES = """
+<li><b>Opening mode</b>: the sale opens a few seconds after its reset. Every user loads the product
+page, reloads it until the opening (the refresh storm: <b>page loads/s before</b>), computes the
+opening on its own clock from the server's (nginx's <code>Server-Timing: now</code>), and buys at
+that moment: the herd. <b>1st s</b>: the purchases sent in the first second after the opening and
+how they were answered. <b>early</b>: purchases answered <code>not_started</code>, a countdown
+that ran ahead of the server. <b>sold out after</b>: from the opening to the last order.</li>
+"""
+
+
 def html_table(rows: list, columns=COLUMNS) -> str:
     head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in columns)
     body = []
@@ -319,17 +386,24 @@ def html_table(rows: list, columns=COLUMNS) -> str:
 
 
 def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, setup: str,
-                 rounds: int, broken: list[str], hot_rows: list[HotRow] = ()) -> tuple[Path, Path]:
-    """The sale mode's table of ``rows`` or, given ``hot_rows``, the hot mode's table
-    (``rows`` then holds the ceiling)."""
+                 rounds: int, broken: list[str], hot_rows: list[HotRow] = (),
+                 opening_rows: list[OpeningRow] = ()) -> tuple[Path, Path]:
+    """The sale mode's table of ``rows``; given ``hot_rows``, the hot mode's table
+    (``rows`` then holds the ceiling); given ``opening_rows``, the opening mode's."""
     md = directory / "report.md"
-    table_md = hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows)
+    if opening_rows:
+        table_md = opening_table(opening_rows)
+    else:
+        table_md = hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows)
     md.write_text(f"# flashsale comparison {stamp}\n\n`{command}`\n\n{setup}\n\n{table_md}\n"
                   + (f"\n**Gate failed:** {'; '.join(broken)}\n" if broken else ""))
     gate_html = (f'<p style="color:#c62828"><b>Gate failed:</b> {html.escape("; ".join(broken))}</p>'
                  if broken else "<p>Gate: every strategy that claims correctness sold exactly what it "
                  "took off the stock, never more than it had.</p>")
-    if hot_rows:
+    if opening_rows:
+        drawn = opening_charts(opening_rows)
+        table = html_table(opening_rows, OPENING_COLUMNS)
+    elif hot_rows:
         drawn = hot_charts(hot_rows)
         counts, by_strategy = _sweep(hot_rows)
         sweep = ""
@@ -353,6 +427,7 @@ def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, 
     page = PAGE.format(stamp=html.escape(stamp), command=html.escape(command), setup=html.escape(setup),
                        gate=gate_html, table=table, rounds=rounds,
                        hot_notes=HOT_NOTES if hot_rows else "",
+                       opening_notes=OPENING_NOTES if opening_rows else "",
                        charts="".join(f"<div>{svg}</div>" for svg in drawn.values()))
     report = directory / "report.html"
     report.write_text(page)
@@ -366,7 +441,8 @@ def write_index(reports_dir: Path) -> Path:
         data = json.loads(summary.read_text())
         verdict = "gate failed" if data.get("broken") else "gate passed"
         items.append(f'<li><a href="{summary.parent.name}/report.html">{summary.parent.name}</a> · '
-                     f'{len(data.get("rows", []))} rows · {verdict} · '
+                     f'{sum(len(data.get(k, [])) for k in ("rows", "hot_rows", "opening_rows"))} rows · '
+                     f'{verdict} · '
                      f'<code>{html.escape(data.get("command", ""))}</code></li>')
     index = reports_dir / "index.html"
     index.write_text("<!doctype html><meta charset='utf-8'><title>flashsale runs</title>"

@@ -13,8 +13,10 @@ from loadtest.figures import (
     fifo_score,
     gate,
     median_figures,
+    opening_figures,
     parse_locust_stats,
     percentile,
+    requests_per_tick,
     run_figures,
     served_by_arrival,
     server_timing,
@@ -197,3 +199,52 @@ def test_a_hot_row_compares_its_orders_with_the_ceiling_and_its_spread_run():
     spread.median = dataclasses.replace(spread.median, orders_per_s=6.0)
     h = HotRow(label="atomic", hot=hot, spread=spread, ceiling=30.0)
     assert (h.hot_to_ceiling, h.spread_to_ceiling, h.hot_to_spread) == (0.1, 0.2, 0.5)
+
+
+# A sale that opens at t=10 s: page loads from 8 s (one failed), a herd at 10.0-10.2,
+# one purchase sent early and one after the first second.
+OPENS_AT = 10.0
+READS = [(8.0, 8.02, True), (8.5, 8.53, True), (9.0, 9.1, False), (9.5, 9.52, True), (10.5, 10.6, True)]
+OPENING = [
+    (9.9, 9.91, "early"),
+    (10.0, 10.2, "created"),
+    (10.05, 10.45, "created"),
+    (10.1, 10.3, "busy"),
+    (10.12, 10.5, "sold_out"),
+    (10.2, 10.25, "error"),
+    (11.5, 11.6, "sold_out"),
+]
+
+
+def test_opening_figures_count_the_reads_before_and_the_first_seconds_answers():
+    f = opening_figures(OPENING, READS, OPENS_AT)
+    assert f.reads_before == 4 and f.read_errors == 1
+    assert f.reads_per_s == 4 / 2.0  # from the first load (8 s) to the opening
+    assert f.read_p50_ms == pytest.approx(20) and f.read_p99_ms == pytest.approx(30)  # the answered
+    first = (f.first_second, f.first_created, f.first_sold_out, f.first_busy, f.first_errors)
+    assert first == (5, 2, 1, 1, 1)
+    assert f.first_p50_ms == pytest.approx(200) and f.first_p99_ms == pytest.approx(400)
+    assert f.early == 1
+    assert f.sold_in_ms == pytest.approx(450)
+
+
+def test_opening_figures_of_a_sale_that_sold_nothing():
+    f = opening_figures([(10.0, 10.1, "sold_out")], [], OPENS_AT)
+    assert math.isnan(f.sold_in_ms) and math.isnan(f.reads_per_s) and f.reads_before == 0
+
+
+def test_requests_per_tick_buckets_by_when_each_was_sent():
+    ticks = requests_per_tick(OPENING, READS, OPENS_AT, before_s=0.5, after_s=0.3)
+    assert [t for t, _, _ in ticks] == [-0.5, -0.4, -0.3, -0.2, -0.1, 0.0, 0.1, 0.2]
+    assert ticks[0] == (-0.5, 1, 0)  # the load at 9.5
+    assert ticks[4] == (-0.1, 0, 1)  # the early purchase at 9.9
+    assert ticks[5] == (0.0, 0, 2) and ticks[6] == (0.1, 0, 2) and ticks[7] == (0.2, 0, 1)
+
+
+def test_median_figures_takes_medians_of_opening_rounds_too():
+    one = opening_figures(OPENING, READS, OPENS_AT)
+    other = dataclasses.replace(one, first_p99_ms=800.0, early=3)
+    third = dataclasses.replace(one, first_p99_ms=600.0, early=5)
+    median = median_figures([one, other, third])
+    assert type(median) is type(one)
+    assert median.first_p99_ms == 600.0 and median.early == 3

@@ -3,18 +3,20 @@
 import dataclasses
 import json
 
-from loadtest.figures import HotRow, Row, as_dict, run_figures
+from loadtest.figures import HotRow, OpeningRow, Row, as_dict, opening_figures, requests_per_tick, run_figures
 from loadtest.report import (
     HOT_COLUMNS,
+    OPENING_COLUMNS,
     hot_table,
     html_table,
     markdown_table,
+    opening_table,
     segments_table,
     write_index,
     write_report,
 )
 
-from .test_figures import AUDIT, RUN
+from .test_figures import AUDIT, OPENING, OPENS_AT, READS, RUN
 
 
 def rows():
@@ -121,3 +123,44 @@ def test_the_fifo_chart_ticks_each_order_at_its_arrival_rank(tmp_path):
     svg = (tmp_path / "fifo.svg").read_text()
     assert "atomic (0.67)" in svg and "the first 3 arrivals" in svg
     assert "| 0.67 |" in md.read_text()
+
+
+def opening_rows():
+    opening = opening_figures(OPENING, READS, OPENS_AT)
+    ticks = requests_per_tick(OPENING, READS, OPENS_AT, before_s=0.2, after_s=0.2)
+    fine = run_figures(OPENING, {**AUDIT, "orders": 2})
+    broken = run_figures(OPENING, {**AUDIT, "orders": 3, "oversold": 1, "consistent": False})
+    return [OpeningRow(label="atomic", sale=Row(label="atomic", strategy="atomic", claims_correct=True,
+                                                fast_path=True, median=fine, rounds=[fine]),
+                       opening=opening, rounds=[opening], ticks=ticks),
+            OpeningRow(label="none", sale=Row(label="none", strategy="none", claims_correct=False,
+                                              fast_path=True, median=broken, rounds=[broken]),
+                       opening=opening, rounds=[opening], ticks=ticks)]
+
+
+def test_the_opening_table_shows_the_first_second_and_the_requests_around_it():
+    text = opening_table(opening_rows())
+    lines = text.splitlines()
+    assert lines[0].startswith("| strategy | page loads/s before | page p50/p99 ms | page errors | "
+                               "1st s: purchases | 1st s: orders | 1st s: sold out | 1st s: busy | "
+                               "1st s: errors | 1st s p50/p99 ms |")
+    assert lines[2] == ("| atomic | 2 | 20/30 | 1 | 5 | 2 | 1 | 1 | 1 | 200/400 | 450 | 1 | 2 | 0 | 0 "
+                        "| ok | 1 |")
+    assert lines[3].endswith("| 3 | 1 | 0 | BROKEN | 1 |")
+    assert "| ms from the opening | -200 | -100 | +0 | +100 |" in text
+    assert "| atomic: page / buy | 0 / 0 | 0 / 1 | 0 / 2 | 0 / 2 |" in text
+    assert html_table(opening_rows(), OPENING_COLUMNS).count('class="bad"') == 2  # none's oversold, ledger
+
+
+def test_an_opening_report_has_its_charts_and_counts_in_the_index(tmp_path):
+    run = tmp_path / "20260101-000000"
+    run.mkdir()
+    md, report = write_report(run, [], stamp="20260101-000000", command="python -m loadtest.compare "
+                              "--mode opening", setup="opening", rounds=1, broken=[],
+                              opening_rows=opening_rows())
+    page = report.read_text()
+    assert "Opening mode" in page and page.count("<svg") == 2
+    assert (run / "opening_ticks.svg").exists() and (run / "opening_latency.svg").exists()
+    assert "1st s: orders" in md.read_text()
+    (run / "summary.json").write_text(json.dumps({"command": "c", "broken": [], "opening_rows": [{}, {}]}))
+    assert "2 rows" in write_index(tmp_path).read_text()
