@@ -4,7 +4,7 @@
 
 Rates, in alternating rounds, each a ratio to ``/api/ping`` measured the same way:
 
-- through nginx (its 1 s product cache in front): ``GET /api/products/<sku>``
+- through nginx (its half-second product cache in front): ``GET /api/products/<sku>``
   against ``/api/ping`` through nginx;
 - the apps' own cache: the same two requests sent straight to ``app1``, past nginx.
 
