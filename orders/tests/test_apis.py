@@ -23,8 +23,8 @@ def product(product_factory):
     return product_factory(sku="sku-1", stock=10, name="Phone")
 
 
-def post_order(api, body=ORDER, key="k1", raw=None, content_type="application/json"):
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
+def post_order(api, body=ORDER, key="k1", raw=None, content_type="application/json", **extra):
+    headers = ({"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}) | extra
     data = raw if raw is not None else json.dumps(body)
     return api.post("/api/orders", data=data, content_type=content_type, **headers)
 
@@ -127,6 +127,16 @@ def test_bad_input_is_400_and_writes_nothing(api, product, case):
     assert response.json()["error"] == "invalid"
     assert response.json()["message"]
     assert nothing_written(product)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "image/*;q=0.5", "nonsense"])
+def test_any_accept_header_is_answered_in_json_not_406(api, product, accept):
+    response = post_order(api, key=f"accept-{accept}", HTTP_ACCEPT=accept)
+    assert response.status_code == 201 and response["Content-Type"] == "application/json"
+    assert response.json()["order_id"]
+    product_answer = api.get(f"/api/products/{product.sku}", HTTP_ACCEPT=accept)
+    assert product_answer.status_code == 200 and product_answer.json()["sku"] == product.sku
 
 
 @pytest.mark.django_db
