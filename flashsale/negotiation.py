@@ -1,16 +1,21 @@
-"""The API's content negotiation: it speaks JSON only."""
+"""The API's content negotiation: a view that can answer in one format only answers
+in it."""
 
 from __future__ import annotations
 
 from rest_framework.negotiation import DefaultContentNegotiation
 
 
-class JSONOnlyNegotiation(DefaultContentNegotiation):
-    """DRF's for the request body (a body that is not JSON stays a 415), and JSON
-    for every answer, whatever the ``Accept`` header says: there is nothing else to
-    offer, and HTTP lets a server answer what it has rather than 406 (RFC 9110,
+class SingleFormatNegotiation(DefaultContentNegotiation):
+    """DRF's, except for the answer of a view with one renderer (every view of the
+    API: JSON): that one, whatever the ``Accept`` header says. There is nothing else
+    to offer, and HTTP lets a server answer what it has rather than 406 (RFC 9110,
     12.5.1). Parsing ``Accept`` was a sixth of the product read's own time under a
-    crowd (``docs/profile/reads/after-cache.md``)."""
+    crowd (``docs/profile/reads/after-cache.md``). The request body is DRF's as
+    before: a body that is not JSON stays a 415. The schema view, with its JSON and
+    YAML renderers, negotiates as DRF does."""
 
     def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
+        if len(renderers) == 1:
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)

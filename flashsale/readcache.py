@@ -37,7 +37,7 @@ from django.core.cache import cache
 
 from flashsale.cache_errors import CACHE_ERRORS
 from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
-from locking.base import BaseLockBackend
+from locking.base import BaseLock, BaseLockBackend
 from locking.exceptions import LockNotAcquiredError
 
 logger = logging.getLogger(__name__)
@@ -95,10 +95,16 @@ class LogicalExpiry:
             return True
 
 
-class MutexRebuild:
+class _LockedRebuild:
+    """A miss rebuilds the entry under a lock (``_guard``), bounded by ``wait_s``, and
+    looks again once it has it: the holder before it may have written the entry."""
+
     def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str], ttl_s: float,
                  locks: BaseLockBackend, wait_s: float = 2.0):
         self.load, self.key, self.ttl_s, self.locks, self.wait_s = load, key, ttl_s, locks, wait_s
+
+    def _guard(self, key: str) -> BaseLock:
+        raise NotImplementedError
 
     def get(self, name: str) -> Any:
         key = self.key(name)
@@ -107,12 +113,12 @@ class MutexRebuild:
             return self.load(name)
         if value is not None:
             return value
-        lock = self.locks.lock(f"rebuild:{key}")
+        lock = self._guard(key)
         if not lock.acquire(timeout=self.wait_s):
-            # The rebuilder is slow: load rather than fail (the wait was the bound).
+            # Whoever holds it is slow: load rather than fail (the wait was the bound).
             return self.load(name)
         try:
-            value = _cache_get(key)  # the holder before this one may have written it
+            value = _cache_get(key)
             if value is None or value is _UNREADABLE:
                 value = self.load(name)
                 _cache_set(key, value, self.ttl_s)
@@ -121,35 +127,27 @@ class MutexRebuild:
             lock.release()
 
 
-class GuardedCacheAside:
-    def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str], ttl_s: float,
-                 locks: RedissonReadWriteLockBackend, wait_s: float = 2.0):
-        self.load, self.key, self.ttl_s, self.locks, self.wait_s = load, key, ttl_s, locks, wait_s
+class MutexRebuild(_LockedRebuild):
+    def _guard(self, key: str) -> BaseLock:
+        return self.locks.lock(f"rebuild:{key}")
 
-    def get(self, name: str) -> Any:
-        key = self.key(name)
-        value = _cache_get(key)
-        if value is _UNREADABLE:
-            return self.load(name)
-        if value is not None:
-            return value
-        read = self.locks.read_write_lock(f"cache:{key}").read
-        if not read.acquire(timeout=self.wait_s):
-            # A write is under way and slow: answer from the row, cache nothing.
-            return self.load(name)
-        try:
-            value = self.load(name)
-            _cache_set(key, value, self.ttl_s)
-            return value
-        finally:
-            read.release()
+
+class GuardedCacheAside(_LockedRebuild):
+    locks: RedissonReadWriteLockBackend
+
+    def _guard(self, key: str) -> BaseLock:
+        # Rebuilds share it; an update (below) waits for those under way.
+        return self._lock(key).read
+
+    def _lock(self, key: str):
+        return self.locks.read_write_lock(f"cache:{key}")
 
     def update(self, name: str, change: Callable[[], Any]) -> Any:
         """Run ``change`` (which writes the row) and drop the entry, under the write
         lock; what ``change`` returns. Raises ``LockNotAcquiredError`` when the
         rebuilds under way outlast the wait."""
         key = self.key(name)
-        write = self.locks.read_write_lock(f"cache:{key}").write
+        write = self._lock(key).write
         if not write.acquire(timeout=self.wait_s):
             raise LockNotAcquiredError(f"rebuilds of {key} outlasted {self.wait_s}s", lock_name=write.name)
         try:

@@ -4,6 +4,7 @@ with its own database connection, as concurrent requests would."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -77,3 +78,12 @@ def held_elsewhere(make_lock: Callable[[], Any]) -> Iterator[None]:
         thread.join()
     if "error" in box:
         raise box["error"]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 5.0) -> None:
+    """Poll ``condition`` every 10 ms until it holds; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)

@@ -317,7 +317,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_PARSER_CLASSES": ["flashsale.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "flashsale.negotiation.JSONOnlyNegotiation",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "flashsale.negotiation.SingleFormatNegotiation",
     "EXCEPTION_HANDLER": "flashsale.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Proxies in front of the instances (nginx): a throttle counts the address the

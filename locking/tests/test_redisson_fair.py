@@ -15,18 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from flashsale.testing import in_thread, start_thread
+from flashsale.testing import in_thread, start_thread, wait_until
 from locking.backends.redis.wakeups import Wakeups
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def line_up(backend, n: int, served: list, *, hold: float = 0.01, timeout: float = 10,

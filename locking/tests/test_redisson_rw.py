@@ -20,20 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from flashsale.testing import in_thread, start_thread
+from flashsale.testing import in_thread, start_thread, wait_until
 from locking import LockNotOwnedError, LockUpgradeError
 
 from .workers import read_and_write_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def test_readers_share_it(redisson_rw):

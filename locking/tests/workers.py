@@ -19,6 +19,16 @@ BACKENDS = {"redisson": RedissonLockBackend, "redisson-fair": RedissonFairLockBa
             "zookeeper": ZooKeeperLockBackend}
 
 
+def _run_threads(workers: list[threading.Thread], errors: list) -> None:
+    """Start and join ``workers``; raise if any appended to ``errors``."""
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {len(workers)} threads failed: {errors[0]!r}")
+
+
 def increment_under_lock(kind: str, options: dict, url: str, counter: str, threads: int, rounds: int) -> None:
     """``threads`` threads each add 1 to the Redis key ``counter`` ``rounds`` times
     as GET, pause, SET: without the lock, increments are lost."""
@@ -38,14 +48,8 @@ def increment_under_lock(kind: str, options: dict, url: str, counter: str, threa
         except BaseException as e:
             errors.append(e)
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    _run_threads([threading.Thread(target=work) for _ in range(threads)], errors)
     backend.close()
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {threads} threads failed: {errors[0]!r}")
 
 
 def hold_forever(url: str, prefix: str, watchdog_timeout_ms: int) -> None:
@@ -88,14 +92,8 @@ def read_and_write_pairs(options: dict, url: str, pair: str, threads: int, round
         except BaseException as e:
             errors.append(e)
 
-    workers = [threading.Thread(target=work, args=(i % 2 == 0,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    _run_threads([threading.Thread(target=work, args=(i % 2 == 0,)) for i in range(threads)], errors)
     backend.close()
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {threads} threads failed: {errors[0]!r}")
 
 
 def hold_read_forever(url: str, prefix: str, watchdog_timeout_ms: int) -> None:
