@@ -170,7 +170,7 @@ def test_a_first_in_line_who_leaves_while_the_lock_is_free_wakes_the_next(rediss
     time.sleep(0.3)
     assert served == [] and not lock.locked()
     left = time.monotonic()
-    lock._leave("ghost")
+    lock._give_up("ghost")
     for t in threads:
         t.join()
     assert served == [0]

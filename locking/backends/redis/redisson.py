@@ -139,6 +139,46 @@ class RedissonLock(BaseLock):
                 ttl = self._try_acquire(holder, waiting=True)
             return True
 
+    # --- waiting that asks again (the fair lock, the read-write lock) ---------------------
+
+    # Whether a release's message names the waiter it wakes (the fair lock's).
+    addressed = False
+
+    def _wait_asking(self, *, blocking: bool, timeout: float | None) -> bool:
+        """An acquire whose every ask may change the lock's state (join a line, mark
+        a writer waiting): the first ask says whether it waits, then it asks again
+        at each message or at ``_sleep_s`` of the last answer, and ``_give_up``
+        undoes what the asks left when it stops without the lock."""
+        holder = self.holder()
+        if self._try_acquire(holder, waiting=blocking) is None:
+            return True
+        if not blocking:
+            return False
+        deadline = Deadline(timeout)
+        address = holder if self.addressed else None
+        taken = False
+        try:
+            # Subscribed, ask again: a release between the first ask and the
+            # subscription would otherwise go unheard until the next ask.
+            with self.backend.wakeups.subscribed(self.channel, address=address) as sub:
+                while (ttl := self._try_acquire(holder, waiting=True)) is not None:
+                    if deadline.passed():
+                        return False
+                    sub.wait(deadline.cap(self._sleep_s(ttl)), address=address)
+                taken = True
+                return True
+        finally:
+            if not taken:
+                self._give_up(holder)
+
+    def _sleep_s(self, ttl_ms: int) -> float:
+        """How long a waiter sleeps at most when no message comes: the lock's TTL,
+        or a second for a key without one (set by something else)."""
+        return ttl_ms / 1000 if ttl_ms >= 0 else 1.0
+
+    def _give_up(self, holder: str) -> None:
+        """A waiting acquire stops without the lock (timed out or failed)."""
+
     def do_release(self) -> None:
         holder = self.holder()
         latch = f"{self._latch_prefix}{uuid.uuid4().hex}"

@@ -40,7 +40,6 @@ from typing import Any
 
 import redis
 
-from ...base import Deadline
 from .redisson import UNLOCK_LATCH_MS, RedissonLock, RedissonLockBackend
 
 logger = logging.getLogger(__name__)
@@ -64,37 +63,19 @@ class RedissonFairLock(RedissonLock):
             keys=[self.key, self.fence_key, self.line, self.deadlines, self.channel],
             args=[self._lease, holder, self.backend.waiter_timeout_ms, int(waiting)])
 
+    addressed = True  # a release names the first in line
+
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        holder = self.holder()
         # A blocking acquire joins the line with its first ask: its arrival is then.
-        if self._try_acquire(holder, waiting=blocking) is None:
-            return True
-        if not blocking:
-            return False
-        deadline = Deadline(timeout)
-        try:
-            # Subscribed, ask again: a release that named this waiter before it
-            # listened would otherwise go unheard until its next ask.
-            with self.backend.wakeups.subscribed(self.channel, address=holder) as sub:
-                while True:
-                    if self._try_acquire(holder, waiting=True) is None:
-                        return True
-                    if deadline.passed():
-                        break
-                    sub.wait(deadline.cap(self._ask_every), address=holder)
-        except BaseException:
-            self._leave_quietly(holder)
-            raise
-        self._leave(holder)
-        return False
+        return self._wait_asking(blocking=blocking, timeout=timeout)
 
-    def _leave(self, holder: str) -> None:
-        self.backend.script["redisson_fair_leave"](
-            keys=[self.key, self.line, self.deadlines, self.channel], args=[holder])
+    def _sleep_s(self, ttl_ms: int) -> float:
+        return self._ask_every  # asking again keeps its place in line
 
-    def _leave_quietly(self, holder: str) -> None:
+    def _give_up(self, holder: str) -> None:
         try:
-            self._leave(holder)
+            self.backend.script["redisson_fair_leave"](
+                keys=[self.key, self.line, self.deadlines, self.channel], args=[holder])
         except redis.RedisError as e:  # its deadline drops it from the line instead
             logger.warning("leaving the line of %s failed: %s", self.name, e)
 

@@ -45,7 +45,6 @@ from typing import Any
 
 import redis
 
-from ...base import Deadline
 from ...exceptions import LockUpgradeError
 from .redisson import UNLOCK_LATCH_MS, RedissonLock, RedissonLockBackend
 from .wakeups import EVERYONE
@@ -71,35 +70,8 @@ class _Half(RedissonLock):
     def _keys(self) -> list[str]:
         return [self.key, self.readers, self.writers, self.channel]
 
-    def _sleep_s(self, ttl_ms: int) -> float:
-        """How long a waiter sleeps at most when no message comes: the lock's TTL,
-        or a second for a key without one (set by something else)."""
-        return ttl_ms / 1000 if ttl_ms >= 0 else 1.0
-
-    def _give_up(self, holder: str) -> None:
-        """A blocking acquire stops waiting (timed out or failed)."""
-
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        holder = self.holder()
-        if self._try_acquire(holder, waiting=blocking) is None:
-            return True
-        if not blocking:
-            return False
-        deadline = Deadline(timeout)
-        taken = False
-        try:
-            # Subscribed, ask again: a release between the first ask and the
-            # subscription would otherwise go unheard.
-            with self.backend.wakeups.subscribed(self.channel) as sub:
-                while (ttl := self._try_acquire(holder, waiting=True)) is not None:
-                    if deadline.passed():
-                        return False
-                    sub.wait(deadline.cap(self._sleep_s(ttl)))
-                taken = True
-                return True
-        finally:
-            if not taken:
-                self._give_up(holder)
+        return self._wait_asking(blocking=blocking, timeout=timeout)
 
     def _watch(self, holder: str) -> None:
         # One entry per holder for both halves: the renewal renews both modes, and
