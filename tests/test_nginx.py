@@ -149,3 +149,18 @@ def test_nginx_keeps_no_error_answer_of_a_product(stack_apps):
     assert missing.status_code == 404 and missing.headers["X-Cache"] == "MISS"
     client.reset(sku, 3)
     assert _product(client, sku).json()["stock"] == 3  # the 404 was not kept
+
+
+def test_nginx_keeps_no_admin_or_audit_answer(stack_apps):
+    client = stack_apps()
+    sku = f"nginx-cache-admin-{uuid.uuid4().hex[:6]}"
+    auth = {"Authorization": f"Token {client.admin_token}"}
+    for stock in (3, 4):  # the same reset twice: each answered by the app, nothing kept
+        reset = requests.post(f"{client.base_url}/api/admin/products/{sku}/reset", json={"stock": stock},
+                              headers=auth, timeout=10)
+        assert reset.status_code == 200 and "X-Cache" not in reset.headers
+    audit_url = f"{client.base_url}/api/products/{sku}/audit"
+    first = requests.get(audit_url, timeout=10)
+    assert first.json()["orders"] == 0 and "X-Cache" not in first.headers
+    assert client.order(sku, 1, "u1").status_code == 201
+    assert requests.get(audit_url, timeout=10).json()["orders"] == 1  # at once: never kept
