@@ -22,8 +22,8 @@ leaves the old value cached):
   the entry. Rebuilds run side by side; a write waits for those under way, and the
   entry is never older than the last completed write. A hit takes no lock.
 
-Both run on the shared cache (django-redis). A Redis that is slow or gone costs
-the load, never the answer: both fall back to it.
+All three run on the shared cache (django-redis). A Redis that is slow or gone
+costs the load, never the answer: each falls back to it.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.cache import cache
 
 from flashsale.cache_errors import CACHE_ERRORS
-from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.base import BaseLock, BaseLockBackend
 from locking.exceptions import LockNotAcquiredError
+
+if TYPE_CHECKING:  # a type only: the product read imports this module, not Redis's locks
+    from locking.backends.redis.redisson_rw import ReadWriteLock, RedissonReadWriteLockBackend
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +141,7 @@ class GuardedCacheAside(_LockedRebuild):
         # Rebuilds share it; an update (below) waits for those under way.
         return self._lock(key).read
 
-    def _lock(self, key: str):
+    def _lock(self, key: str) -> ReadWriteLock:
         return self.locks.read_write_lock(f"cache:{key}")
 
     def update(self, name: str, change: Callable[[], Any]) -> Any:

@@ -72,6 +72,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def _latency_ms(requests: list[tuple], q: float) -> float:
+    """The q-th percentile of the requests' latencies (end - start, columns 0 and 1), ms."""
+    return percentile([(r[1] - r[0]) * 1000 for r in requests], q)
+
+
 def served_by_arrival(attempts: list[tuple]) -> list[bool]:
     """Whether each purchase got an order, in the order the purchases reached the app
     (their arrival stamp, the sixth column). A replayed key is left out: its purchase
@@ -143,9 +148,6 @@ def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
     after = [a for a in attempts if created_ends and a[0] > created_ends[-1]]
     after_seconds = last - created_ends[-1] if created_ends else math.nan
 
-    def ms(group, q):
-        return percentile([(a[1] - a[0]) * 1000 for a in group], q)
-
     def timed(column, q):  # a Server-Timing figure of the created orders that carry one
         return percentile([a[column] for a in by["created"] if len(a) > column and a[column] is not None], q)
 
@@ -162,9 +164,9 @@ def run_figures(attempts: list[tuple], audit: dict | None = None) -> RunFigures:
         sell_out_seconds=sell_out,
         orders_per_s=len(created_ends) / sell_out if sell_out and sell_out > 0 else math.nan,
         rejections_per_s=len(after) / after_seconds if after and after_seconds > 0 else math.nan,
-        ok_p50_ms=ms(ok, 50), ok_p95_ms=ms(ok, 95), ok_p99_ms=ms(ok, 99),
-        rejected_p50_ms=ms(rejected, 50), rejected_p95_ms=ms(rejected, 95),
-        rejected_p99_ms=ms(rejected, 99),
+        ok_p50_ms=_latency_ms(ok, 50), ok_p95_ms=_latency_ms(ok, 95), ok_p99_ms=_latency_ms(ok, 99),
+        rejected_p50_ms=_latency_ms(rejected, 50), rejected_p95_ms=_latency_ms(rejected, 95),
+        rejected_p99_ms=_latency_ms(rejected, 99),
         orders=audit.get("orders", 0),
         oversold=audit.get("oversold", 0),
         lost_updates=audit.get("lost_updates", 0),
@@ -208,19 +210,15 @@ def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float) 
     by = {k: [a for a in first if a[2] == k] for k in ("created", "sold_out", "busy")}
     created_ends = [a[1] for a in attempts if a[2] == "created"]
     read_span = opens_at - min((r[0] for r in before), default=opens_at)
-
-    def ms(group, q):
-        return percentile([(a[1] - a[0]) * 1000 for a in group], q)
-
     return OpeningFigures(
         reads_before=len(before),
         reads_per_s=len(before) / read_span if read_span > 0 else math.nan,
-        read_p50_ms=ms(answered, 50), read_p99_ms=ms(answered, 99),
+        read_p50_ms=_latency_ms(answered, 50), read_p99_ms=_latency_ms(answered, 99),
         read_errors=sum(1 for r in reads if not r[2]),
         first_second=len(first),
         first_created=len(by["created"]), first_sold_out=len(by["sold_out"]), first_busy=len(by["busy"]),
         first_errors=sum(1 for a in first if a[2] in ("error", "conflict")),
-        first_p50_ms=ms(first, 50), first_p99_ms=ms(first, 99),
+        first_p50_ms=_latency_ms(first, 50), first_p99_ms=_latency_ms(first, 99),
         early=sum(1 for a in attempts if a[2] == "early"),
         sold_in_ms=(max(created_ends) - opens_at) * 1000 if created_ends else math.nan,
     )

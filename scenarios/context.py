@@ -38,20 +38,20 @@ class Context:
     # The project's locks keep their keys apart from the broken variants' (which a
     # scenario may leave behind on purpose).
     def setnx(self, **options) -> SetnxLockBackend:
-        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
-        return self._track(SetnxLockBackend("scenario", options))
+        return self._redis(SetnxLockBackend, options)
 
     def redisson(self, **options) -> RedissonLockBackend:
-        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
-        return self._track(RedissonLockBackend("scenario", options))
+        return self._redis(RedissonLockBackend, options)
 
     def redisson_fair(self, **options) -> RedissonFairLockBackend:
-        options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
-        return self._track(RedissonFairLockBackend("scenario", options))
+        return self._redis(RedissonFairLockBackend, options)
 
     def redisson_rw(self, **options) -> RedissonReadWriteLockBackend:
+        return self._redis(RedissonReadWriteLockBackend, options)
+
+    def _redis(self, backend_cls, options: dict):
         options = {"url": self.redis_url, "key_prefix": f"{self.prefix}fixed:", **options}
-        return self._track(RedissonReadWriteLockBackend("scenario", options))
+        return self._track(backend_cls("scenario", options))
 
     def zookeeper(self, backend_cls=ZooKeeperLockBackend, **options) -> ZooKeeperLockBackend:
         root = f"/scenarios/{self.prefix.split(':')[1]}"

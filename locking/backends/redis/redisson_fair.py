@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 
 class RedissonFairLock(RedissonLock):
+    addressed = True  # a release names the first in line
+
     def __init__(self, name: str, *, backend: RedissonFairLockBackend, **options: Any):
         super().__init__(name, backend=backend, **options)
         prefix = backend.key_prefix
@@ -62,8 +64,6 @@ class RedissonFairLock(RedissonLock):
         return self.backend.script["redisson_fair_acquire"](
             keys=[self.key, self.fence_key, self.line, self.deadlines, self.channel],
             args=[self._lease, holder, self.backend.waiter_timeout_ms, int(waiting)])
-
-    addressed = True  # a release names the first in line
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         # A blocking acquire joins the line with its first ask: its arrival is then.
