@@ -146,5 +146,12 @@ def strategy_get(name: str) -> StrategySpec:
     try:
         return STRATEGIES[name]
     except KeyError:
-        choices = ", ".join(STRATEGIES)
-        raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {choices}") from None
+        raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}") from None
+
+
+def strategy_of(own: str) -> StrategySpec:
+    """A product's strategy: its own (``Product.strategy``, set by its reset), or,
+    when it has none (""), the deployment's default, ``FLASHSALE_STRATEGY``."""
+    from django.conf import settings  # not at import: the settings module imports this one
+
+    return strategy_get(own or settings.FLASHSALE_STRATEGY)

@@ -41,6 +41,8 @@ class ProductDetailApi(APIView):
         # The sale's window; null: open from the reset (starts_at), never closes (ends_at).
         starts_at = serializers.DateTimeField(allow_null=True)
         ends_at = serializers.DateTimeField(allow_null=True)
+        # The strategy its sale runs under: its own (the reset's), or the deployment's.
+        strategy = serializers.CharField()
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})

@@ -12,6 +12,10 @@ class Product(models.Model):
     # Purchases read it from the sale's mark in Redis (orders.salemark), not from here.
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
+    # The strategy that guards this product's sale (a name in flashsale.strategies),
+    # set by the reset; "" follows the deployment's FLASHSALE_STRATEGY. Purchases read
+    # it from the sale's mark, like the window.
+    strategy = models.CharField(max_length=32, blank=True, default="")
 
     def __str__(self) -> str:
         return self.sku

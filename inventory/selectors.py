@@ -9,6 +9,7 @@ from datetime import datetime
 from django.db.models import Count, Sum
 
 from flashsale.errors import NotFound
+from flashsale.strategies import strategy_of
 
 from .models import Product, Stock, StockFlow
 
@@ -42,6 +43,7 @@ class ProductStock:
     segments: int
     starts_at: datetime | None = None  # the sale's window (None: from the reset; for ever)
     ends_at: datetime | None = None
+    strategy: str = ""  # the strategy its sale runs under (its own, or the deployment's)
 
 
 def product_stock_get(*, sku: str) -> ProductStock:
@@ -51,7 +53,8 @@ def product_stock_get(*, sku: str) -> ProductStock:
     return ProductStock(sku=product.sku, name=product.name,
                         stock=sum(s.quantity for s in segments),
                         initial_stock=sum(s.initial_quantity for s in segments),
-                        segments=len(segments), starts_at=product.starts_at, ends_at=product.ends_at)
+                        segments=len(segments), starts_at=product.starts_at, ends_at=product.ends_at,
+                        strategy=strategy_of(product.strategy).name)
 
 
 @dataclass(frozen=True)

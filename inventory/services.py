@@ -292,11 +292,12 @@ def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random =
 
 @transaction.atomic
 def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
-                  starts_at: datetime | None = None, ends_at: datetime | None = None) -> Product:
+                  starts_at: datetime | None = None, ends_at: datetime | None = None,
+                  strategy: str = "") -> Product:
     """Create the product or put it back to ``stock`` units with an empty ledger,
     split over ``segments`` rows (``FLASHSALE_STOCK_SEGMENTS`` when not given) as
     evenly as whole units allow, on sale from ``starts_at`` to ``ends_at`` (None:
-    from now, for ever).
+    from now, for ever), under ``strategy`` ("": the deployment's).
 
     The caller clears anything else that refers to the product (orders) first.
     """
@@ -304,11 +305,12 @@ def product_reset(*, sku: str, stock: int, name: str | None = None, segments: in
     if not 1 <= segments <= MAX_SEGMENTS:
         raise ValueError(f"a product's stock has 1 to {MAX_SEGMENTS} segments, not {segments}")
     product, created = Product.objects.get_or_create(
-        sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at})
+        sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at,
+                           "strategy": strategy})
     if not created:
         product.name = name or product.name
-        product.starts_at, product.ends_at = starts_at, ends_at
-        product.save(update_fields=["name", "starts_at", "ends_at"])
+        product.starts_at, product.ends_at, product.strategy = starts_at, ends_at, strategy
+        product.save(update_fields=["name", "starts_at", "ends_at", "strategy"])
     StockFlow.objects.filter(product=product).delete()
     Stock.objects.filter(product=product).delete()
     # A new sale starts a new fencing epoch (fence 0): the lock's counter may have

@@ -29,10 +29,11 @@ class FlashsaleClient:
         return f"{self.base_url.rstrip('/')}{path}"
 
     def reset(self, sku: str, stock: int, name: str | None = None, segments: int | None = None,
-              **window: str | int) -> dict:
-        """Reset ``sku``; ``window`` takes the reset's starts_at/starts_in/ends_at/ends_in."""
-        body = {"stock": stock} | ({"name": name} if name else {}) | (
-            {"segments": segments} if segments else {}) | window
+              strategy: str | None = None, **window: str | int) -> dict:
+        """Reset ``sku`` (under ``strategy``; default: the deployment's); ``window``
+        takes the reset's starts_at/starts_in/ends_at/ends_in."""
+        optional = {"name": name, "segments": segments, "strategy": strategy}
+        body = {"stock": stock} | {k: v for k, v in optional.items() if v} | window
         response = self.session.post(
             self._url(f"/api/admin/products/{sku}/reset"), json=body, timeout=self.timeout,
             headers={"Authorization": f"Token {self.admin_token}"},

@@ -45,6 +45,7 @@ from flashsale.errors import (
     error_responses,
 )
 from flashsale.fields import ClosedInputSerializer, MomentField, StrictCharField
+from flashsale.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
@@ -199,6 +200,7 @@ class ProductAuditApi(APIView):
         gate = GateAuditSerializer(allow_null=True)
         starts_at = serializers.DateTimeField(allow_null=True)
         ends_at = serializers.DateTimeField(allow_null=True)
+        strategy = serializers.CharField()
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
@@ -217,10 +219,11 @@ class ProductResetApi(APIView):
 
     @extend_schema_serializer(component_name="SaleResetRequest")
     class InputSerializer(ClosedInputSerializer):
-        """A sale started again: its stock, and optionally its name, its stock's
-        segments and its window: it opens at ``starts_at`` (or ``starts_in`` seconds
-        from now; default: at once) and closes at ``ends_at`` (or ``ends_in`` seconds
-        from now; default: never). A key not listed here is refused."""
+        """A sale started again: its stock, and optionally its name, its strategy,
+        its stock's segments and its window: it opens at ``starts_at`` (or
+        ``starts_in`` seconds from now; default: at once) and closes at ``ends_at``
+        (or ``ends_in`` seconds from now; default: never). A key not listed here is
+        refused."""
 
         stock = serializers.IntegerField(min_value=0, max_value=10_000_000)
         name = StrictCharField(min_length=1, max_length=200, required=False)
@@ -230,6 +233,12 @@ class ProductResetApi(APIView):
         starts_in = serializers.IntegerField(min_value=0, max_value=_WINDOW_MAX_S, required=False)
         ends_at = MomentField(required=False)
         ends_in = serializers.IntegerField(min_value=1, max_value=_WINDOW_MAX_S, required=False)
+        # The strategy that guards this product's sale; default: the deployment's
+        # (FLASHSALE_STRATEGY), whatever it is when a purchase comes.
+        strategy = serializers.ChoiceField(
+            choices=list(STRATEGIES), required=False,
+            error_messages={"invalid_choice": f'"{{input}}" is not a strategy; choose one of: '
+                                              f'{", ".join(STRATEGIES)}'})
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
 

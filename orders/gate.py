@@ -39,7 +39,6 @@ from redis.retry import Retry
 from flashsale.errors import (
     IdempotencyConflict,
     LimitReached,
-    NotFound,
     OutcomeUnknown,
     SoldOut,
     Unavailable,
@@ -255,8 +254,9 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     :raises SoldOut: Redis has fewer than ``quantity`` units left.
     :raises LimitReached: the buyer has no room left under the per-user limit.
     :raises IdempotencyConflict: the key was used with a different request.
-    :raises NotFound: no such product.
-    :raises Unavailable: Redis cannot be reached, or holds no sale of this product.
+    :raises GateCold: Redis holds no sale of this product (it may have none: the
+        caller asks the database).
+    :raises Unavailable: Redis cannot be reached.
     :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
     """
     started = time.perf_counter()
@@ -293,11 +293,13 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     if verdict == "limit":
         raise LimitReached(f"{user_id} may buy at most {settings.FLASHSALE_PER_USER_LIMIT} of {sku}",
                            extra={"sku": sku, "limit": settings.FLASHSALE_PER_USER_LIMIT})
-    # Cold: the product has no sale in Redis.
-    if not Product.objects.filter(sku=sku).exists():
-        raise NotFound(f"no product with sku {sku!r}", extra={"sku": sku})
-    raise Unavailable(f"the gate holds no stock of {sku} (Redis lost it, or the product was reset "
-                      "under another strategy): reset it, or run `manage.py gate_warm`", backend="gate")
+    raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
+                   "`manage.py gate_warm`", backend="gate")
+
+
+class GateCold(Unavailable):
+    """Redis holds no sale of the product: it lost it, or the product has none (it does
+    not exist, or its sale runs under a strategy that does not sell through the gate)."""
 
 
 # --- following an order, and the tally ---------------------------------------------------

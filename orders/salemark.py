@@ -4,8 +4,10 @@ lock or transaction.
 - **Sold out?** Once the product's stock reaches 0 the mark says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
   requests after the stock is gone; this keeps them cheap.
-- **Is the sale open?** The reset writes the sale's window with its opening, so a
-  purchase before the start or after the end is refused without a query.
+- **Is the sale open, and under which strategy?** The reset writes the sale's
+  window and the product's own strategy with its opening, so a purchase before the
+  start or after the end is refused, and the others take their product's path,
+  without a query.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left
@@ -47,6 +49,9 @@ class SaleMark:
     opened: float | None
     # The sale's window as the reset wrote it; None with ``opened``.
     window: SaleWindow | None = None
+    # The product's own strategy as the reset wrote it ("": the deployment's); None
+    # with ``opened``: then the product's row says.
+    strategy: str | None = None
 
     @property
     def flags_complete(self) -> bool:
@@ -77,18 +82,20 @@ def sale_mark_get(*, sku: str) -> SaleMark:
         logger.warning("sale mark unreadable, taking the slow path: %s", e)
         return LOST
     mark = values.get(opened_key)
-    # A mark in another shape (written before the window rode with it) vouches for nothing.
-    opened, window = mark if isinstance(mark, tuple) else (None, None)
+    # A mark in another shape (written before the window and the strategy rode with
+    # it) vouches for nothing, and says nothing.
+    opened, window, strategy = mark if isinstance(mark, tuple) and len(mark) == 3 else (None, None, None)
     return SaleMark(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
-                    opened=opened, window=window)
+                    opened=opened, window=window, strategy=strategy)
 
 
-def sale_mark_open(*, sku: str, window: SaleWindow) -> None:
+def sale_mark_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
     """The reset opens the sale: before its first order, so the mark is older than
-    every flag of the sale. The window rides with it: one key, one write."""
+    every flag of the sale. The window and the product's own strategy ("": the
+    deployment's) ride with it: one key, one write."""
     try:
         cache.delete(_sold_out_key(sku))
-        cache.set(_opened_key(sku), (time.time(), window), timeout=None)
+        cache.set(_opened_key(sku), (time.time(), window, strategy), timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not write the sale mark of %s: %s", sku, e)
 

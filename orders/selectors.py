@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from flashsale.errors import NotFound
+from flashsale.strategies import strategy_of
 from inventory.selectors import StockAudit, product_get, stock_audit
 
 from .gate import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
@@ -54,6 +55,7 @@ class SaleAudit(StockAudit):
     gate: GateAudit | None = None  # the gate's side, for a product sold through it
     starts_at: datetime | None = None  # the sale's window
     ends_at: datetime | None = None
+    strategy: str = ""  # the strategy the sale runs under (the product's own, or the deployment's)
 
 
 def _gate_audit(product) -> GateAudit | None:
@@ -96,4 +98,5 @@ def sale_audit(*, sku: str) -> SaleAudit:
     if gate is not None:
         fields["consistent"] = fields["consistent"] and gate.reconciled
     return SaleAudit(**fields, retries=totals["retries"] or 0, gate=gate,
-                     starts_at=product.starts_at, ends_at=product.ends_at)
+                     starts_at=product.starts_at, ends_at=product.ends_at,
+                     strategy=strategy_of(product.strategy).name)

@@ -26,7 +26,9 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import DatabaseError, IntegrityError, transaction
+from django.dispatch import receiver
 
 from flashsale.errors import (
     ApplicationError,
@@ -38,10 +40,10 @@ from flashsale.errors import (
     StockChanged,
     Unavailable,
 )
-from flashsale.strategies import Seller, StrategySpec, strategy_get
+from flashsale.strategies import Seller, StrategySpec, UnknownStrategy, strategy_of
 from inventory.models import Product, Stock
 from inventory.reads import product_cached_refresh
-from inventory.selectors import flows_remaining, segments_get
+from inventory.selectors import flows_remaining, product_get, segments_get
 from inventory.services import Deducted, Fence, product_reset, stock_deduct, stock_plan
 from locking import (
     BaseLock,
@@ -54,7 +56,7 @@ from locking import (
 )
 
 from .database_errors import database_gave_up, database_unreachable
-from .gate import gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
+from .gate import GateCold, gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
 from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget, request_fingerprint
 from .limits import quota_open, quota_take
 from .models import BuyerQuota, GateSale, Order
@@ -227,7 +229,8 @@ class _Placed(NamedTuple):
     timings: Timings
 
 
-def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str, deadline: float) -> _Placed:
+def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
+                 deadline: float) -> _Placed:
     """Take the stock from the groups of segments the plan names, in turn: a group
     that ran dry since the plan's read falls over to the next. Sold out only when
     no combination of segments can serve the quantity."""
@@ -238,9 +241,9 @@ def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str
             segments = segments_get(sku=product.sku)
         for group in stock_plan(segments, quantity):
             try:
-                order, deducted, timings = _order_take(product=product, group=group, count=len(segments),
-                                                       quantity=quantity, user_id=user_id, key=key,
-                                                       deadline=deadline)
+                order, deducted, timings = _order_take(product=product, strategy=strategy, group=group,
+                                                       count=len(segments), quantity=quantity,
+                                                       user_id=user_id, key=key, deadline=deadline)
             except SoldOut as e:
                 refused, last = group, e  # the group ran dry since the read: the next one
                 continue
@@ -257,10 +260,9 @@ def _order_place(*, segments: list[Stock], quantity: int, user_id: str, key: str
                   extra={"sku": product.sku, "requested": quantity, "remaining": available})
 
 
-def _order_take(*, product: Product, group: list[int], count: int, quantity: int, user_id: str,
-                key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
+def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
+                user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
     """One try: lock the group's segments, write the purchase, commit, release."""
-    strategy = strategy_get(settings.FLASHSALE_STRATEGY)
     names = {segment: _lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.name)
     asked = time.perf_counter()
@@ -383,10 +385,19 @@ def order_create(
         # It waited in a queue (a frozen instance's) past the deadline: its client has
         # been answered 504 and moved on; nothing is claimed, nothing written.
         raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
-    sell = _SELLERS[strategy_get(settings.FLASHSALE_STRATEGY).seller]
-    try:
-        return sell(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
+    purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
                     deadline=deadline)
+    guess = _last_seen.get(sku) or strategy_of("")
+    try:
+        try:
+            return _SELLERS[guess.seller](**purchase)
+        except _SoldByAnother as e:
+            # The product was reset under another seller's strategy since this process
+            # last sold it: that seller, once (it gave back whatever it claimed).
+            return _SELLERS[e.strategy.seller](**purchase)
+    except _SoldByAnother as e:
+        raise Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
+                   extra={"strategy": e.strategy.name}) from None
     except DatabaseError as e:
         if database_unreachable(e):
             # Closed now, not at the end of the request: whatever runs next on this
@@ -398,6 +409,45 @@ def order_create(
             raise Busy("the database gave up waiting for a row lock (or broke a deadlock); "
                        "nothing was written") from e
         raise
+
+
+# sku -> the strategy this process last found the product's sale under: which seller
+# to ask first. A guess (a reset may have changed it since), which each seller checks
+# against the sale's mark or the product's row before it writes anything; a seller
+# that finds the product is another's hands it over (``_SoldByAnother``).
+_last_seen: dict[str, StrategySpec] = {}
+_LAST_SEEN_MAX = 10_000  # products; past it, the guesses start over
+
+
+def _seen(sku: str, strategy: StrategySpec) -> StrategySpec:
+    if len(_last_seen) >= _LAST_SEEN_MAX:
+        _last_seen.clear()
+    _last_seen[sku] = strategy
+    return strategy
+
+
+@receiver(setting_changed)
+def _forget_the_guesses(*, setting: str, **kwargs) -> None:
+    if setting == "FLASHSALE_STRATEGY":  # the products that follow it moved (override_settings)
+        _last_seen.clear()
+
+
+def _sold_here(sku: str, own: str) -> StrategySpec:
+    """The product's strategy (``own``: its row's, or its mark's), if the locked
+    transaction sells it; else the hand-over to its seller (the caller frees its
+    claim, as for any refusal)."""
+    strategy = _seen(sku, strategy_of(own))
+    if strategy.seller is not Seller.TRANSACTION:
+        raise _SoldByAnother(strategy)
+    return strategy
+
+
+class _SoldByAnother(Exception):  # noqa: N818 (a hand-over, not an error)
+    """The product's sale runs under ``strategy``, which another seller serves."""
+
+    def __init__(self, strategy: StrategySpec):
+        super().__init__(strategy.name)
+        self.strategy = strategy
 
 
 def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
@@ -414,17 +464,20 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
 
     mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
     try:
-        # The window: after the claim, so that a replay is answered after the end;
-        # from the mark, with no query; without a mark, from the row read anyway.
-        if mark.window is not None:
+        # The product's strategy and its window, after the claim (so that a replay is
+        # answered after the end): from the mark, with no query; without the mark,
+        # from the row, which the purchase reads anyway.
+        if mark.opened is not None:
+            strategy = _sold_here(sku, mark.strategy)
             mark.window.check(sku=sku, now=time.time())
         if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         segments = segments_get(sku=sku)
-        if mark.window is None:
+        if mark.opened is None:
+            strategy = _sold_here(sku, segments[0].product.strategy)
             SaleWindow.of(segments[0].product).check(sku=sku, now=time.time())
-        placed = _order_place(segments=segments, quantity=quantity, user_id=user_id, key=key,
-                              deadline=deadline)
+        placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
+                              key=key, deadline=deadline)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
@@ -456,9 +509,17 @@ def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str |
                 deadline: float) -> OrderResult:
     """The gate's purchase: one script in Redis decides (``orders.gate``); the
     database hears of the order from a persister, after the answer."""
-    sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
-                     key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
-                     fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
+    try:
+        sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
+                         key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
+                         fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
+    except GateCold:
+        # No sale in Redis: the product's row says whether it has one (Redis lost it)
+        # or is another strategy's (NotFound: no such product).
+        strategy = _seen(sku, strategy_of(product_get(sku=sku).strategy))
+        if strategy.seller is not Seller.GATE:
+            raise _SoldByAnother(strategy) from None
+        raise
     return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
                        instance=sold.instance, status="accepted", remaining=sold.remaining,
                        replayed=sold.replayed,
@@ -499,19 +560,27 @@ def _free(key: str, deadline: float) -> None:
 
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
-               starts_at: datetime | None = None, ends_at: datetime | None = None) -> Product:
+               starts_at: datetime | None = None, ends_at: datetime | None = None,
+               strategy: str | None = None) -> Product:
     """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
     orders and ledger; under the gate, load the stock into Redis as a new sale. The
     sale opens at ``starts_at`` (default: at once) and closes at ``ends_at`` (never);
     an end at or before the start or now makes a closed sale (a way to close one).
+    It runs under ``strategy``; without one, under the deployment's
+    (``FLASHSALE_STRATEGY``, whatever it is when a purchase comes).
 
-    :raises InvalidInput: segments for a strategy that keeps the stock in one counter.
+    :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
+        stock in one counter.
     :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
     """
+    try:
+        own = strategy_of(strategy or "")
+    except UnknownStrategy as e:
+        raise InvalidInput(str(e), extra={"fields": {"strategy": [str(e)]}}) from None
     # In whole milliseconds, as the gate's script keeps them: one window everywhere.
     starts_at, ends_at = (t and t.replace(microsecond=t.microsecond // 1000 * 1000)
                           for t in (starts_at, ends_at))
-    gated = strategy_get(settings.FLASHSALE_STRATEGY).seller is Seller.GATE
+    gated = own.seller is Seller.GATE
     if gated and (segments or 1) > 1:
         raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
                            "strategies that lock the database's stock rows",
@@ -528,11 +597,11 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         orders.delete()
         BuyerQuota.objects.filter(product__sku=sku).delete()
         product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
-                                starts_at=starts_at, ends_at=ends_at)
+                                starts_at=starts_at, ends_at=ends_at, strategy=strategy or "")
         sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
-    sale_mark_open(sku=sku, window=window)
+    sale_mark_open(sku=sku, window=window, strategy=product.strategy)
     if sale is not None:
         gate_open(sale=sale, window=window)
     product_cached_refresh(sku=sku)
@@ -549,10 +618,10 @@ def gate_warm(*, sku: str) -> GateSale:
     :raises InvalidInput: not a gate product, or Redis still holds its sale.
     :raises Unavailable: the gate's Redis cannot be reached.
     """
-    if strategy_get(settings.FLASHSALE_STRATEGY).seller is not Seller.GATE:
-        raise InvalidInput(f"the strategy is {settings.FLASHSALE_STRATEGY}: "
-                           "it does not sell through the gate")
     segments = segments_get(sku=sku)
+    strategy = strategy_of(segments[0].product.strategy)
+    if strategy.seller is not Seller.GATE:
+        raise InvalidInput(f"{sku} sells under {strategy.name}: it does not sell through the gate")
     if len(segments) > 1:
         raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
     if gate_tally(sku=sku) is not None:

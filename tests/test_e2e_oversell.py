@@ -92,3 +92,22 @@ def test_one_key_sent_many_times_at_once_counts_once(stack_apps):
     # And once it is done, a late retry is a replay.
     late = client.order("e2e-retry", 1, "retrying-buyer", key=key)
     assert late.status_code == 200 and late.json() == created
+
+
+def test_products_of_two_strategies_sell_side_by_side_each_its_own_way(stack_apps):
+    """One deployment (default atomic), two products reset under their own strategies,
+    bought at the same moment by the same crowd: `none` loses updates, `gate` holds."""
+    client = stack_apps(strategy="atomic", instances=2, **RACE)
+    for sku, strategy in (("e2e-side-none", "none"), ("e2e-side-gate", "gate")):
+        assert client.reset(sku, STOCK, strategy=strategy)["strategy"] == strategy
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(
+            lambda sku: burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS),
+            ["e2e-side-none", "e2e-side-gate"]))
+    assert all(r.errors == 0 for r in results), [r.statuses for r in results]
+    weak, held = client.audit("e2e-side-none"), client.audit("e2e-side-gate")
+    assert weak["strategy"] == "none" and (weak["oversold"] > 0 or weak["lost_updates"] > 0), weak
+    assert not weak["consistent"]
+    assert held["strategy"] == "gate", held
+    assert (held["orders"], held["oversold"], held["lost_updates"]) == (STOCK, 0, 0), held
+    assert held["consistent"], held

@@ -1,0 +1,126 @@
+"""A strategy per product: the reset names it, every purchase of the product takes
+its path, whatever the deployment's default (``FLASHSALE_STRATEGY``) and whatever
+this process sold the product under before. On the real MariaDB and Redis."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from flashsale.strategies import STRATEGIES
+from flashsale.testing import run_at_once
+from inventory.models import Product
+from orders.models import Order
+from orders.selectors import sale_audit
+from orders.services import order_create, sale_reset
+from orders.tests.test_gate import persist
+
+pytestmark = pytest.mark.django_db
+
+
+def buy(sku: str, user: str = "u1", key: str | None = None):
+    return order_create(sku=sku, quantity=1, user_id=user, idempotency_key=key)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_RACE_DELAY_MS=20)
+def test_two_products_in_one_process_each_take_their_own_path():
+    sale_reset(sku="weak", stock=5, strategy="none")
+    sale_reset(sku="strong", stock=5, strategy="atomic")
+    # 16 buyers of each at once, interleaved: the same threads, the same moment.
+    outcomes = run_at_once(lambda i: buy("weak" if i % 2 else "strong", user=f"u{i}"), 32)
+    weak, strong = sale_audit(sku="weak"), sale_audit(sku="strong")
+    # none: every buyer read a positive stock inside the 20 ms window and wrote back
+    # its own decrement.
+    assert weak.strategy == "none" and weak.lost_updates > 0 and not weak.consistent, weak
+    assert strong.strategy == "atomic", strong
+    assert (strong.orders, strong.oversold, strong.lost_updates, strong.consistent) == (5, 0, 0, True), strong
+    assert sum(type(o).__name__ == "SoldOut" for o in outcomes) == 11  # the strong product's refusals
+    assert set(Order.objects.filter(product__sku="weak").values_list("strategy", flat=True)) == {"none"}
+    assert set(Order.objects.filter(product__sku="strong").values_list("strategy", flat=True)) == {"atomic"}
+
+
+@override_settings(FLASHSALE_STRATEGY="setnx")
+def test_a_product_without_its_own_strategy_follows_the_deployment():
+    sale_reset(sku="p", stock=5)
+    assert Product.objects.get(sku="p").strategy == ""
+    assert buy("p").strategy == "setnx"
+    with override_settings(FLASHSALE_STRATEGY="zookeeper"):  # the deployment switched
+        assert buy("p", user="u2").strategy == "zookeeper"
+        assert sale_audit(sku="p").strategy == "zookeeper"
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_a_product_moves_between_the_sellers_with_its_resets():
+    """This process's memory of the product's seller is wrong after each reset: the
+    seller it asks first finds out and hands the purchase over, nothing left behind."""
+    sale_reset(sku="p", stock=5, strategy="gate")
+    first = buy("p", key="k1")
+    assert (first.strategy, first.status) == ("gate", "accepted")
+    assert persist() == 1
+
+    sale_reset(sku="p", stock=5, strategy="redisson")  # the gate's sale is closed
+    second = buy("p", key="k2")
+    assert (second.strategy, second.status, second.remaining) == ("redisson", "confirmed", 4)
+
+    sale_reset(sku="p", stock=5, strategy="gate")
+    third = buy("p", key="k3")
+    assert (third.strategy, third.status, third.remaining) == ("gate", "accepted", 4)
+    # The transaction seller's claim of k3, made before it found the product was the
+    # gate's, was given back: a replay is the gate's answer, not a stale flag's.
+    replay = buy("p", key="k3")
+    assert (replay.replayed, replay.order_id, replay.strategy) == (True, third.order_id, "gate")
+    assert cache.get("idem:k3") is None
+    persist()
+    audit = sale_audit(sku="p")
+    assert (audit.strategy, audit.orders, audit.consistent) == ("gate", 1, True)
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_without_the_sales_mark_the_products_row_names_the_strategy():
+    sale_reset(sku="p", stock=5, strategy="mysql-for-update")
+    cache.delete("sale:p:opened")  # Redis lost the mark (a restart, a flush)
+    assert buy("p").strategy == "mysql-for-update"
+    assert Order.objects.get().strategy == "mysql-for-update"
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_an_unknown_strategy_is_400_naming_the_known_ones_and_nothing_is_written(admin_api):
+    response = admin_api.post("/api/admin/products/p/reset", {"stock": 5, "strategy": "mutex"}, format="json")
+    assert response.status_code == 400, response.content
+    message = str(response.json())
+    assert "mutex" in message and all(name in message for name in STRATEGIES)
+    assert not Product.objects.filter(sku="p").exists()
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_the_gate_keeps_one_segment_even_when_it_is_not_the_default(admin_api):
+    response = admin_api.post("/api/admin/products/p/reset", {"stock": 5, "strategy": "gate", "segments": 4},
+                              format="json")
+    assert response.status_code == 400, response.content
+    assert not Product.objects.filter(sku="p").exists()
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_the_product_the_purchase_and_the_audit_name_the_strategy(admin_api):
+    reset = admin_api.post("/api/admin/products/p/reset", {"stock": 5, "strategy": "zookeeper"},
+                           format="json")
+    assert reset.status_code == 200 and reset.json()["strategy"] == "zookeeper", reset.content
+    public = APIClient()
+    assert public.get("/api/products/p").json()["strategy"] == "zookeeper"
+    bought = public.post("/api/orders", {"sku": "p", "quantity": 1, "user_id": "u1"}, format="json")
+    assert bought.status_code == 201 and bought.json()["strategy"] == "zookeeper", bought.content
+    assert public.get("/api/products/p/audit").json()["strategy"] == "zookeeper"
+    # A reset without one gives the product back to the deployment's default.
+    again = admin_api.post("/api/admin/products/p/reset", {"stock": 5}, format="json")
+    assert again.json()["strategy"] == "atomic"
+
+
+@pytest.fixture
+def admin_api(settings):
+    settings.FLASHSALE_ADMIN_TOKEN = "test-token"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token test-token")
+    return client
