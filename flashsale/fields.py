@@ -12,6 +12,8 @@ from django.core.validators import ProhibitNullCharactersValidator, RegexValidat
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from .strategies import STRATEGY_NAMES
+
 # DRF refuses a NUL in any text (ProhibitNullCharactersValidator); as a regular
 # expression the same rule reaches the schema as ``pattern``, so a client (and
 # schemathesis) knows that a string with a NUL is not a valid one.
@@ -37,6 +39,16 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrategyField(serializers.ChoiceField):
+    """A strategy's name (``flashsale.strategies``); a wrong one is refused with the
+    list of the known ones."""
+
+    def __init__(self, **kwargs):
+        known = ", ".join(STRATEGY_NAMES)
+        super().__init__(choices=STRATEGY_NAMES, error_messages={
+            "invalid_choice": f'"{{input}}" is not a strategy; choose one of: {known}'}, **kwargs)
 
 
 class MomentField(serializers.DateTimeField):

@@ -138,6 +138,9 @@ STRATEGIES: dict[str, StrategySpec] = {
 }
 
 
+STRATEGY_NAMES = tuple(STRATEGIES)
+
+
 class UnknownStrategy(ValueError):
     pass
 

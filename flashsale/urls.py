@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("orders.urls")),
     path("api/", include("inventory.urls")),
+    path("api/", include("races.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -44,8 +44,7 @@ from flashsale.errors import (
     Unavailable,
     error_responses,
 )
-from flashsale.fields import ClosedInputSerializer, MomentField, StrictCharField
-from flashsale.strategies import STRATEGIES
+from flashsale.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
@@ -79,6 +78,9 @@ def _server_timing(timings: Timings) -> dict[str, str]:
     return {"Server-Timing": f"lock-wait;dur={timings.lock_wait_ms:.3f}, hold;dur={timings.hold_ms:.3f}"}
 
 
+ORDER_STATUSES = ("accepted", "confirmed", "dead_lettered")
+
+
 class OrderSerializer(serializers.Serializer):
     """An order as its buyer sees it."""
 
@@ -89,7 +91,7 @@ class OrderSerializer(serializers.Serializer):
     instance = serializers.CharField()
     # "confirmed": in the database; under the gate, "accepted" (on its way there) or
     # "dead_lettered" (the persisters could not write it).
-    status = serializers.ChoiceField(choices=["accepted", "confirmed", "dead_lettered"])
+    status = serializers.ChoiceField(choices=ORDER_STATUSES)
 
 
 @extend_schema_field({"type": "integer", "minimum": 1, "maximum": settings.FLASHSALE_MAX_PER_ORDER})
@@ -235,10 +237,7 @@ class ProductResetApi(APIView):
         ends_in = serializers.IntegerField(min_value=1, max_value=_WINDOW_MAX_S, required=False)
         # The strategy that guards this product's sale; default: the deployment's
         # (FLASHSALE_STRATEGY), whatever it is when a purchase comes.
-        strategy = serializers.ChoiceField(
-            choices=list(STRATEGIES), required=False,
-            error_messages={"invalid_choice": f'"{{input}}" is not a strategy; choose one of: '
-                                              f'{", ".join(STRATEGIES)}'})
+        strategy = StrategyField(required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
 

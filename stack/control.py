@@ -20,9 +20,9 @@ from .servers import (
     mariadb_bootstrap,
     mariadb_install,
     nginx,
-    persisters,
     port_in_use,
     tail,
+    workers,
 )
 from .supervisor import FAILED_STATES, Supervisor, log_file, write_conf
 
@@ -73,9 +73,9 @@ def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
 
 
 def _start_front(sup: Supervisor, config: StackConfig) -> None:
-    """Start the app instances and the persisters, then nginx; a running nginx
+    """Start the app instances, the persisters and the race runner, then nginx; a running nginx
     reloads, since the upstream list in its config may have changed."""
-    _start(sup, config, [*apps(config), *persisters(config)])
+    _start(sup, config, [*apps(config), *workers(config)])
     front = nginx(config)
     if sup.info(front.name)["statename"] == "RUNNING":
         sup.rpc.signalProcess(front.name, "HUP")

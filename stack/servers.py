@@ -80,11 +80,13 @@ def _redis_probe(port: int) -> Callable[[], None]:
     return probe
 
 
-def _persister_probe(port: int, name: str) -> Callable[[], None]:
+def _redis_client_probe(port: int, name: str) -> Callable[[], None]:
+    """Ready once the process is connected to Redis under its own name (a persister's
+    gate client names itself after FLASHSALE_INSTANCE; the race runner's queue, --name)."""
+
     def probe() -> None:
         import redis
 
-        # The gate's Redis client names itself after its process (FLASHSALE_INSTANCE).
         clients = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).client_list()
         if not any(client.get("name") == name for client in clients):
             raise ConnectionError(f"{name} has not connected to Redis yet")
@@ -225,9 +227,22 @@ def persister(config: StackConfig, name: str) -> Server:
         name=name,
         command=[sys.executable, "manage.py", "persist_orders", f"--name={name}"],
         port=None,
-        probe=_persister_probe(config.redis_port, name),
+        probe=_redis_client_probe(config.redis_port, name),
         priority=20,
         environment=config.persister_environment(name),
+    )
+
+
+def racer(config: StackConfig) -> Server:
+    """The race runner (``manage.py run_races``): it takes the races the API queues and
+    sends their buyers through the stack's own nginx, outside the web workers."""
+    return Server(
+        name="racer",
+        command=[sys.executable, "manage.py", "run_races", "--name=racer"],
+        port=None,
+        probe=_redis_client_probe(config.redis_port, "racer"),
+        priority=20,
+        environment={**config.persister_environment("racer"), "FLASHSALE_RACE_TARGET": config.base_url},
     )
 
 
@@ -257,12 +272,13 @@ def apps(config: StackConfig) -> list[Server]:
     return [app(config, name) for name in config.app_names]
 
 
-def persisters(config: StackConfig) -> list[Server]:
-    return [persister(config, name) for name in config.persister_names]
+def workers(config: StackConfig) -> list[Server]:
+    """The processes beside the apps: the gate's persisters and the race runner."""
+    return [*(persister(config, name) for name in config.persister_names), racer(config)]
 
 
 def all_servers(config: StackConfig) -> list[Server]:
-    return [*infrastructure(config), *apps(config), *persisters(config), nginx(config)]
+    return [*infrastructure(config), *apps(config), *workers(config), nginx(config)]
 
 
 # --- one-time preparation ------------------------------------------------------------

@@ -16,13 +16,14 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir):
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
-    for name in ("mariadb", "redis", "zookeeper", "app1", "nginx", *config.persister_names):
+    for name in ("mariadb", "redis", "zookeeper", "app1", "nginx", "racer", *config.persister_names):
         assert f"\n{name}" in status.stdout
 
     sup = Supervisor(config)
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
-    # The servers, one app, the persisters (two by default) and supervisord itself.
-    assert len(pids) == 6 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # The servers, one app, the persisters (two by default), the race runner and
+    # supervisord itself.
+    assert len(pids) == 7 + config.persisters and all(pid_alive(pid) for pid in pids)
 
     down = stack(second_run_dir, "down")
     assert down.returncode == 0, down.stderr

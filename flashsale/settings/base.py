@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "locking",
     "inventory",
     "orders",
+    "races",
 ]
 
 MIDDLEWARE = [
@@ -218,6 +219,9 @@ FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=
 # (the consumer died or stopped mid-batch). A live one commits a batch in milliseconds.
 FLASHSALE_GATE_BATCH = env.int("FLASHSALE_GATE_BATCH", default=200)
 FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5_000)
+# Where the race runner (manage.py run_races) sends a race's buyers: the stack's own
+# nginx, never an address a request names.
+FLASHSALE_RACE_TARGET = env.str("FLASHSALE_RACE_TARGET", default="http://127.0.0.1:8080")
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # Where the stack is published (docker-compose passes its NGINX_BIND). Beyond
@@ -337,6 +341,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One name per choice set the API uses in more than one place.
+    "ENUM_NAME_OVERRIDES": {"StrategyEnum": "flashsale.strategies.STRATEGY_NAMES",
+                            "RaceStatusEnum": "races.apis.RACE_STATUSES",
+                            "OrderStatusEnum": "orders.apis.ORDER_STATUSES"},
 }
 
 # --- Logging ---------------------------------------------------------------------

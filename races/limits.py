@@ -1,0 +1,7 @@
+"""A race's bounds, in a plain module: the API holds requests to them, and the load
+tools (``make race``) read them without Django."""
+
+MAX_BUYERS = 20_000  # buyers per strategy: each buys once from every strategy's product
+MAX_CONCURRENCY = 256  # requests in flight at once, over all the strategies
+MAX_STOCK = 100_000
+RACE_SKU_PREFIX = "race-"  # one product per strategy: race-<strategy>

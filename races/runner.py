@@ -1,0 +1,222 @@
+"""A race's buyers, run by the race runner (``manage.py run_races``), never by a web
+worker.
+
+Every buyer buys one unit from every strategy's product, and the purchases go out
+interleaved (buyer 1 at each product, then buyer 2 at each, ...) from ``concurrency``
+threads, so that each strategy meets the same crowd at the same moment. They go
+through the stack's own nginx (``FLASHSALE_RACE_TARGET``), never anywhere a request
+names. Every ``TICK_S`` the runner reads each product's stock where its sale keeps it
+(the stock rows; Redis for the gate), renews the race's lease, and writes the race
+down; at the end each column takes its figures from its product's audit.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import requests
+from redis.exceptions import LockError
+
+from flashsale.strategies import Seller, strategy_get
+from inventory.selectors import product_stock_get
+from orders.gate import gate_tally
+from orders.selectors import SaleAudit, sale_audit
+
+from .services import now_iso, race_end, race_lease, race_save
+
+logger = logging.getLogger(__name__)
+
+TICK_S = 0.2  # how often the race is written down (the page reads it 4 times a second)
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass
+class _Lane:
+    """What one strategy's buyers heard so far."""
+
+    strategy: str
+    sku: str
+    stock: int
+    orders: int = 0
+    sold_out: int = 0
+    busy: int = 0
+    errors: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    last_order_s: float | None = None  # since the start, when its last 201 came back
+    series: list[list[float]] = field(default_factory=list)  # [seconds, orders] per tick
+
+    def heard(self, status: int, error: str | None, latency_ms: float, at_s: float) -> None:
+        self.latencies_ms.append(latency_ms)
+        if status == 201:
+            self.orders += 1
+            self.last_order_s = at_s
+        elif status == 409 and error == "sold_out":
+            self.sold_out += 1
+        elif status == 503:
+            self.busy += 1
+        else:
+            self.errors += 1
+
+
+class RaceRun:
+    """One race, from its queued document to its final one."""
+
+    def __init__(self, race: dict, *, target: str, stop: threading.Event | None = None):
+        self.race = race
+        self.target = target.rstrip("/")
+        self.stop = stop or threading.Event()
+        self.lanes = [_Lane(lane["strategy"], lane["sku"], lane["stock"]) for lane in race["lanes"]]
+        self._mutex = threading.Lock()
+        self._next = 0  # the next purchase to send: buyer n // lanes at lane n % lanes
+        self.sent = self.answered = 0
+        self.started = 0.0
+        self.lease = race_lease(race["id"])
+
+    # --- the buyers --------------------------------------------------------------
+
+    def _take(self) -> int | None:
+        with self._mutex:
+            n = self._next
+            if n >= self.race["total"] or self.stop.is_set():
+                return None
+            self._next += 1
+            self.sent += 1
+            return n
+
+    def _buyer(self) -> None:
+        session = requests.Session()  # one keep-alive connection per thread
+        url = f"{self.target}/api/orders"
+        while (n := self._take()) is not None:
+            lane = self.lanes[n % len(self.lanes)]
+            body = {"sku": lane.sku, "quantity": 1, "user_id": f"racer-{n // len(self.lanes)}"}
+            sent = time.perf_counter()
+            try:
+                response = session.post(url, json=body, headers={"Idempotency-Key": uuid.uuid4().hex},
+                                        timeout=REQUEST_TIMEOUT_S)
+                status = response.status_code
+                error = response.json().get("error") if status == 409 else None
+            except (requests.RequestException, ValueError):
+                status, error = 0, None
+            done = time.perf_counter()
+            with self._mutex:
+                lane.heard(status, error, (done - sent) * 1000, done - self.started)
+                self.answered += 1
+
+    # --- the race ----------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Send every buyer, writing the race down each tick; then the audits."""
+        self.race.update(status="running", started_at=now_iso())
+        self.started = time.perf_counter()
+        threads = [threading.Thread(target=self._buyer, name=f"racer-{i}", daemon=True)
+                   for i in range(min(self.race["concurrency"], self.race["total"]))]
+        for thread in threads:
+            thread.start()
+        try:
+            while any(thread.is_alive() for thread in threads):
+                time.sleep(TICK_S)
+                self._renew()
+                self._write_down()
+            for thread in threads:
+                thread.join()
+            if self.stop.is_set():
+                raise RaceStopped("the race runner was stopped before every buyer was sent")
+            self._write_down()
+            self._final()
+        except RaceStopped as e:
+            self.stop.set()
+            race_end(self.race, status="abandoned" if e.lapsed else "failed", error=str(e))
+            return self.race
+        except Exception as e:
+            self.stop.set()
+            logger.exception("race %s failed", self.race["id"])
+            race_end(self.race, status="failed", error=f"{type(e).__name__}: {e}")
+            return self.race
+        race_end(self.race, status="finished")
+        return self.race
+
+    def _renew(self) -> None:
+        try:
+            self.lease.reacquire()
+        except LockError as e:
+            # It lapsed (this process stalled past it): another race may be running
+            # now, so these buyers must stop.
+            raise RaceStopped("the race's lease lapsed before it was over", lapsed=True) from e
+
+    def _write_down(self) -> None:
+        elapsed = time.perf_counter() - self.started
+        with self._mutex:
+            counts = [(lane, lane.orders, lane.sold_out, lane.busy, lane.errors) for lane in self.lanes]
+            self.race.update(sent=self.sent, answered=self.answered, elapsed_s=round(elapsed, 3))
+        for doc, (lane, orders, sold_out, busy, errors) in zip(self.race["lanes"], counts, strict=True):
+            remaining = _stock_left(lane)
+            lane.series.append([round(elapsed, 2), orders])
+            # As far as the answers so far tell: the audit at the end has the last word.
+            doc.update(remaining=remaining, orders=orders, sold_out=sold_out, busy=busy, errors=errors,
+                       oversold=max(0, orders - lane.stock),
+                       lost_updates=max(0, orders - (lane.stock - remaining)), series=lane.series)
+        race_save(self.race)
+
+    def _final(self) -> None:
+        for doc, lane in zip(self.race["lanes"], self.lanes, strict=True):
+            audit = _audit_settled(lane.sku)
+            doc.update(orders=audit.orders, remaining=audit.remaining, oversold=audit.oversold,
+                       lost_updates=audit.lost_updates, consistent=audit.consistent,
+                       verdict=verdict(audit), **latency_figures(lane))
+        self.race["elapsed_s"] = round(time.perf_counter() - self.started, 3)
+
+
+class RaceStopped(Exception):  # noqa: N818 (an ending, not an error of the runner's)
+    def __init__(self, message: str, *, lapsed: bool = False):
+        super().__init__(message)
+        self.lapsed = lapsed
+
+
+def _stock_left(lane: _Lane) -> int:
+    """What the product's sale has left now, where its seller keeps it."""
+    if strategy_get(lane.strategy).seller is Seller.GATE:
+        tally = gate_tally(sku=lane.sku)
+        return tally.redis_remaining if tally is not None else 0
+    return product_stock_get(sku=lane.sku).stock
+
+
+# How long the end of a race waits for the gate's persisters to write what it accepted.
+SETTLE_S = 30.0
+
+
+def _audit_settled(sku: str) -> SaleAudit:
+    """The product's audit, once nothing it sold waits to be written (the gate's
+    backlog), or after ``SETTLE_S``."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        audit = sale_audit(sku=sku)
+        if audit.gate is None or not audit.gate.backlog or time.monotonic() >= deadline:
+            return audit
+        time.sleep(0.05)
+
+
+def verdict(audit: SaleAudit) -> str:
+    """A column's last word: ``held``, or how it broke."""
+    if audit.oversold > 0:
+        return f"oversold by {audit.oversold}"
+    if audit.lost_updates > 0:
+        return f"lost {audit.lost_updates} updates"
+    return "held" if audit.consistent else "ledger inconsistent"
+
+
+def latency_figures(lane: _Lane) -> dict:
+    """Orders per second (from the start to the lane's last order: how fast it sold)
+    and the p50/p99 of every answer it got, in ms."""
+    rate = lane.orders / lane.last_order_s if lane.orders and lane.last_order_s else None
+    figures = {"orders_per_s": None if rate is None else round(rate, 1), "p50_ms": None, "p99_ms": None}
+    if len(lane.latencies_ms) >= 2:
+        cuts = statistics.quantiles(lane.latencies_ms, n=100, method="inclusive")
+        figures.update(p50_ms=round(cuts[49], 1), p99_ms=round(cuts[98], 1))
+    elif lane.latencies_ms:
+        figures.update(p50_ms=round(lane.latencies_ms[0], 1), p99_ms=round(lane.latencies_ms[0], 1))
+    return figures

@@ -1,0 +1,150 @@
+"""A race: every strategy chosen, each on a product of its own, against the same
+buyers at the same moment.
+
+``race_start`` resets one product per strategy (``race-<strategy>``, reset under that
+strategy: nothing restarts), writes the race down and queues it. The buyers never
+run in a web worker: the race runner (``manage.py run_races``, a process of the
+stack) takes the race from the queue and sends them through the stack's own nginx
+(``races.runner``), writing the race's figures back several times a second.
+
+One race at a time, since races share the machine: starting one takes a lease
+(redis-py's ``Lock`` on ``race:current``, with the race's id as its token), which the
+runner renews while its buyers run and gives back when it is done. A runner that
+died lets the lease lapse, and its race reads ``abandoned``; the next one may start.
+
+A race is one JSON document in Redis. The newest stays readable until the next
+race starts (which resets its products anyway); older ones are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+from django_redis import get_redis_connection
+from redis.exceptions import LockError
+from redis.lock import Lock
+
+from flashsale.errors import NotFound, RaceRunning
+from orders.services import sale_reset
+
+from .limits import RACE_SKU_PREFIX
+
+QUEUE = "race:queue"  # race ids for the runner, oldest first
+_IDS = "race:ids"
+_LATEST = "race:latest"  # the one race still kept
+# How long a race holds the machine without a word from its runner: the runner renews
+# it every tick, so only a dead (or never started) runner lets it lapse.
+LEASE_S = 15.0
+
+
+def _redis():
+    return get_redis_connection("default")
+
+
+def _key(race_id: int) -> str:
+    return f"race:{race_id}"
+
+
+def race_lease(race_id: int) -> Lock:
+    """The machine's one-race lease, held under the race's id (any process may renew
+    or give it back by naming the race)."""
+    lock = Lock(_redis(), "race:current", timeout=LEASE_S, thread_local=False)
+    lock.local.token = str(race_id).encode()
+    return lock
+
+
+def lease_holder() -> int | None:
+    holder = _redis().get("race:current")
+    return int(holder) if holder is not None else None
+
+
+def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: int) -> dict:
+    """Reset one product per strategy and queue the race for the runner.
+
+    :raises RaceRunning: another race holds the lease.
+    :raises InvalidInput, Unavailable: a product's reset refused (nothing is queued).
+    """
+    race_id = int(_redis().incr(_IDS))
+    lease = Lock(_redis(), "race:current", timeout=LEASE_S, thread_local=False)
+    if not lease.acquire(blocking=False, token=str(race_id)):
+        running = lease_holder()
+        raise RaceRunning(f"race {running} is running: one race at a time",
+                          extra={"race_id": running})
+    try:
+        lanes = []
+        for name in strategies:
+            sku = f"{RACE_SKU_PREFIX}{name}"
+            sale_reset(sku=sku, stock=stock, name=f"Race under {name}", strategy=name)
+            lanes.append(lane_new(strategy=name, sku=sku, stock=stock))
+        race = {
+            "id": race_id, "status": "queued", "strategies": strategies, "stock": stock, "buyers": buyers,
+            "concurrency": concurrency, "created_at": now_iso(), "started_at": None, "finished_at": None,
+            "elapsed_s": 0.0, "sent": 0, "answered": 0, "total": buyers * len(strategies), "error": None,
+            "lanes": lanes,
+        }
+        client = _redis()
+        previous = client.getset(_LATEST, race_id)
+        if previous is not None:
+            client.delete(_key(int(previous)))
+        race_save(race)
+        client.rpush(QUEUE, race_id)
+    except BaseException:
+        lease.release()
+        raise
+    return race
+
+
+def lane_new(*, strategy: str, sku: str, stock: int) -> dict:
+    """One strategy's column of the race, before its first buyer."""
+    return {"strategy": strategy, "sku": sku, "stock": stock, "remaining": stock, "orders": 0,
+            "sold_out": 0, "busy": 0, "errors": 0, "oversold": 0, "lost_updates": 0, "consistent": None,
+            "orders_per_s": None, "p50_ms": None, "p99_ms": None, "verdict": None, "series": []}
+
+
+def race_get(*, race_id: int) -> dict:
+    """The race as its runner last wrote it; a race whose lease lapsed before it was
+    over (its runner died, or never took it) reads ``abandoned``.
+
+    :raises NotFound: no such race (or not the newest).
+    """
+    raw = _redis().get(_key(race_id))
+    if raw is None:
+        raise NotFound(f"no race {race_id} (only the newest race is kept)", extra={"race_id": race_id})
+    race = json.loads(raw)
+    if race["status"] in ("queued", "running") and lease_holder() != race_id:
+        race["status"] = "abandoned"
+    return race
+
+
+def race_take(*, race_id: int) -> dict | None:
+    """A queued race, for the runner to run: None when it is gone (a newer race
+    replaced it) or when its lease lapsed before the runner took it (it is written
+    down ``abandoned``)."""
+    raw = _redis().get(_key(race_id))
+    if raw is None:
+        return None
+    race = json.loads(raw)
+    if lease_holder() != race_id:
+        race_end(race, status="abandoned", error="its lease lapsed before the runner took it")
+        return None
+    return race
+
+
+def race_save(race: dict) -> None:
+    _redis().set(_key(race["id"]), json.dumps(race))
+
+
+def race_end(race: dict, *, status: str, error: str | None = None) -> None:
+    """Write the race's last state and give the machine back."""
+    race.update(status=status, error=error, finished_at=now_iso())
+    race_save(race)
+    try:
+        race_lease(race["id"]).release()
+    except LockError:
+        pass  # it lapsed (LockNotOwnedError): nothing of ours to give back
+
+
+def now_iso() -> str:
+    return datetime.fromtimestamp(time.time(), UTC).isoformat()

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import apis
+
+urlpatterns = [
+    path("admin/races", apis.RaceCreateApi.as_view(), name="race-create"),
+    path("races/<int:race_id>", apis.RaceDetailApi.as_view(), name="race-detail"),
+]
