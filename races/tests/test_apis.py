@@ -1,0 +1,105 @@
+"""The race API in-process, on the real MariaDB and Redis: who may start a race, its
+bounds, one at a time, and what a race reads before its runner takes it. The runner
+itself: ``test_runner.py`` here, and through the stack in ``tests/test_races.py``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from flashsale.strategies import STRATEGIES
+from inventory.models import Product
+from races import services
+from races.limits import MAX_BUYERS, MAX_CONCURRENCY
+
+pytestmark = pytest.mark.django_db
+
+RACE = {"strategies": ["none", "atomic"], "stock": 50, "buyers": 400, "concurrency": 64}
+
+
+@pytest.fixture
+def admin():
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token test-admin-token")  # settings.test's
+    return client
+
+
+def start(client, body=None):
+    return client.post("/api/admin/races", RACE if body is None else body, format="json")
+
+
+def test_a_race_resets_one_product_per_strategy_and_waits_for_its_runner(admin):
+    response = start(admin)
+    assert response.status_code == 201, response.content
+    race = response.json()
+    assert response["Location"] == f"/api/races/{race['id']}"
+    assert (race["status"], race["total"], race["sent"]) == ("queued", 800, 0)
+    assert [(lane["strategy"], lane["sku"], lane["remaining"]) for lane in race["lanes"]] == [
+        ("none", "race-none", 50), ("atomic", "race-atomic", 50)]
+    assert {p.sku: p.strategy for p in Product.objects.all()} == {"race-none": "none",
+                                                                  "race-atomic": "atomic"}
+    # Queued for the runner, and readable by anyone.
+    assert services._redis().lrange(services.QUEUE, 0, -1) == [str(race["id"]).encode()]
+    assert APIClient().get(f"/api/races/{race['id']}").json() == race
+
+
+def test_one_race_at_a_time_the_second_hears_which_runs(admin):
+    first = start(admin).json()
+    second = start(admin, {**RACE, "strategies": ["setnx"]})
+    assert second.status_code == 409, second.content
+    assert (second.json()["error"], second.json()["race_id"]) == ("race_running", first["id"])
+    assert not Product.objects.filter(sku="race-setnx").exists()  # refused before any reset
+
+
+def test_a_race_whose_lease_lapsed_reads_abandoned_and_frees_the_machine(admin, monkeypatch):
+    monkeypatch.setattr(services, "LEASE_S", 0.2)  # no runner here takes it
+    first = start(admin).json()
+    time.sleep(0.3)
+    assert APIClient().get(f"/api/races/{first['id']}").json()["status"] == "abandoned"
+    assert services.race_take(race_id=first["id"]) is None  # a runner that comes late leaves it
+    second = start(admin)
+    assert second.status_code == 201, second.content
+    # Only the newest race is kept.
+    assert APIClient().get(f"/api/races/{first['id']}").status_code == 404
+
+
+def test_the_same_strategy_twice_races_once(admin):
+    race = start(admin, {**RACE, "strategies": ["atomic", "none", "atomic"]}).json()
+    assert race["strategies"] == ["atomic", "none"] and race["total"] == 2 * RACE["buyers"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({**RACE, "strategies": ["mutex"]}, "strategies"),
+    ({**RACE, "strategies": []}, "strategies"),
+    ({**RACE, "buyers": MAX_BUYERS + 1}, "buyers"),
+    ({**RACE, "buyers": 0}, "buyers"),
+    ({**RACE, "concurrency": MAX_CONCURRENCY + 1}, "concurrency"),
+    ({**RACE, "stock": 0}, "stock"),
+    ({**RACE, "target": "http://example.com"}, "target"),  # the buyers go to this stack's nginx only
+])
+def test_out_of_bounds_is_400_and_nothing_is_reset_or_queued(admin, body, field):
+    response = start(admin, body)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid" and field in response.json()["fields"]
+    assert not Product.objects.exists()
+    assert services._redis().llen(services.QUEUE) == 0
+
+
+def test_an_unknown_strategy_is_refused_with_the_known_ones(admin):
+    message = str(start(admin, {**RACE, "strategies": ["none", "mutex"]}).json()["fields"])
+    assert "mutex" in message and all(name in message for name in STRATEGIES)
+
+
+def test_only_the_admin_starts_a_race():
+    assert start(APIClient()).status_code == 401
+    wrong = APIClient()
+    wrong.credentials(HTTP_AUTHORIZATION="Token nope")
+    assert start(wrong).status_code == 401
+    assert services._redis().llen(services.QUEUE) == 0
+
+
+def test_an_unknown_race_is_a_json_404():
+    response = APIClient().get("/api/races/12345")
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
