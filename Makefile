@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
+.PHONY: help install install-test up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -43,7 +43,11 @@ status:  ## state, PID and health of each server
 demo: up  ## the burst under each strategy (the oversell table), then one round of the comparison
 	$(PY) -m loadtest.demo
 	$(PY) -m loadtest.compare --rounds 1 $(COMPARE_ARGS)
-	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ ; 'make down' stops it."
+	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ to buy, and"
+	@echo "http://127.0.0.1:$${NGINX_PORT:-8080}/race to race the strategies live (or 'make race'); 'make down' stops it."
+
+race: up  ## every strategy against the same buyers at once, with a progress bar and the table (STRATEGIES=a,b)
+	$(PY) -m loadtest.race $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(RACE_ARGS)
 
 compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report in reports/<time>/
 	$(PY) -m loadtest.compare $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)

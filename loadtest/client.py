@@ -54,6 +54,15 @@ class FlashsaleClient:
                 return audit
             time.sleep(0.05)
 
+    def race_start(self, strategies: list[str], **sizes: int) -> requests.Response:
+        """POST /api/admin/races (``sizes``: stock, buyers, concurrency); the response
+        whatever its status (409: another race runs)."""
+        return self.session.post(self._url("/api/admin/races"), json={"strategies": strategies, **sizes},
+                                 headers={"Authorization": f"Token {self.admin_token}"}, timeout=self.timeout)
+
+    def race(self, race_id: int) -> requests.Response:
+        return self.session.get(self._url(f"/api/races/{race_id}"), timeout=self.timeout)
+
     def product(self, sku: str) -> dict:
         response = self.session.get(self._url(f"/api/products/{sku}"), timeout=self.timeout)
         response.raise_for_status()

@@ -17,7 +17,7 @@ from django.conf import settings
 from stack.config import ROOT, StackConfig
 from stack.servers import nginx
 
-LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "persister", "nginx", "locust-master"}
+LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "persister", "racer", "nginx", "locust-master"}
 
 
 SECRETS = ("FLASHSALE_ADMIN_TOKEN", "DJANGO_SECRET_KEY", "DB_PASSWORD", "DB_ROOT_PASSWORD", "NGINX_BIND")
@@ -42,7 +42,7 @@ def compose() -> dict:
 def test_the_services_of_the_topology(compose):
     assert set(compose["services"]) == LONG_RUNNING | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
-    for name in ("migrate", "app1", "app2", "persister", "locust-master", "locust-worker"):
+    for name in ("migrate", "app1", "app2", "persister", "racer", "locust-master", "locust-worker"):
         assert compose["services"][name]["build"]["context"] == str(ROOT)
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
 
@@ -63,7 +63,7 @@ def test_ports_nginx_8080_and_locust_8089_on_loopback_only_by_default(compose):
 def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
     compose = rendered(NGINX_BIND="0.0.0.0")
     assert published(compose)["nginx"] == ["0.0.0.0:8080:8080/tcp"]
-    for name in ("migrate", "app1", "app2", "persister"):
+    for name in ("migrate", "app1", "app2", "persister", "racer"):
         env = compose["services"][name]["environment"]
         assert env["FLASHSALE_PUBLIC_BIND"] == "0.0.0.0"
         # No token or key of the file's own: empty, which the settings refuse there
@@ -178,3 +178,11 @@ def test_dockerfile_runs_as_non_root_from_a_pinned_base_without_secrets():
     assert users and users[-1] not in ("root", "0")
     assert not re.search(r"(PASSWORD|SECRET|TOKEN)\s*=", text)
     assert "migrate" not in re.findall(r"^CMD .*", text, flags=re.M)[0]  # migrations: once, in compose
+
+
+def test_the_race_runner_sends_its_buyers_to_the_stacks_own_nginx(compose):
+    racer = compose["services"]["racer"]
+    assert racer["command"] == ["python", "manage.py", "run_races", "--name=racer"]
+    assert racer["environment"]["FLASHSALE_RACE_TARGET"] == "http://nginx:8080"
+    assert racer["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    assert "deploy" not in racer  # one: one race at a time

@@ -14,8 +14,7 @@ def race_start(client, body: dict, *, wait: float = 120.0) -> dict:
     """Start ``body``'s race once no other runs (schemathesis may have left one)."""
     deadline = time.monotonic() + wait
     while True:
-        response = client.session.post(f"{client.base_url}/api/admin/races", json=body, timeout=30,
-                                       headers={"Authorization": f"Token {client.admin_token}"})
+        response = client.race_start(**body)
         if response.status_code != 409 or time.monotonic() > deadline:
             assert response.status_code == 201, response.text
             return response.json()
@@ -26,7 +25,7 @@ def race_follow(client, race_id: int, *, wait: float = 120.0) -> list[dict]:
     """Every state the race was read in, every 50 ms, until it is over."""
     seen, deadline = [], time.monotonic() + wait
     while time.monotonic() < deadline:
-        response = client.session.get(f"{client.base_url}/api/races/{race_id}", timeout=30)
+        response = client.race(race_id)
         if response.status_code == 404:
             return seen  # a newer race replaced it
         seen.append(response.json())
@@ -39,8 +38,7 @@ def race_follow(client, race_id: int, *, wait: float = 120.0) -> list[dict]:
 def test_a_race_shows_none_oversell_beside_atomic_and_agrees_with_the_audits(stack_apps):
     client = stack_apps(strategy="atomic", instances=2, race_delay_ms=20.0)
     race = race_start(client, RACE)
-    second = client.session.post(f"{client.base_url}/api/admin/races", json=RACE, timeout=30,
-                                 headers={"Authorization": f"Token {client.admin_token}"})
+    second = client.race_start(**RACE)
     assert second.status_code == 409 and second.json()["race_id"] == race["id"], second.text
 
     seen = race_follow(client, race["id"])
