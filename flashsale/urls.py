@@ -7,6 +7,7 @@ from flashsale import health
 urlpatterns = [
     # The apps' routes by name (include), so the project shell imports none of them.
     path("", include("orders.page_urls")),
+    path("", include("races.page_urls")),
     path("healthz", health.healthz, name="healthz"),
     path("api/ping", health.ping, name="ping"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),

@@ -18,13 +18,12 @@ import sys
 import time
 
 from flashsale.strategies import STRATEGIES, strategy_get
-from races.limits import MAX_BUYERS, MAX_CONCURRENCY
+from races.limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY
 from stack.config import StackConfig
 
 from .client import FlashsaleClient
 from .report import markdown_table
 
-DEFAULT_STRATEGIES = "none,local,setnx,redisson,zookeeper,atomic"
 POLL_S = 0.25
 BAR = 30
 
@@ -72,8 +71,9 @@ def follow(client: FlashsaleClient, race_id: int, *, out=sys.stdout) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.race", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--strategies", default=DEFAULT_STRATEGIES,
-                        help=f"comma-separated, of: {', '.join(STRATEGIES)} (default {DEFAULT_STRATEGIES})")
+    parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                        help=f"comma-separated, of: {', '.join(STRATEGIES)} "
+                             f"(default {','.join(DEFAULT_STRATEGIES)})")
     parser.add_argument("--stock", type=int, default=100)
     parser.add_argument("--buyers", type=int, default=1000, help=f"per strategy, at most {MAX_BUYERS:,}")
     parser.add_argument("--concurrency", type=int, default=64, help=f"at most {MAX_CONCURRENCY}")

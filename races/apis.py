@@ -25,7 +25,7 @@ from flashsale.fields import ClosedInputSerializer, StrategyField
 from orders.auth import AdminTokenAuthentication, IsStaff
 
 from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
-from .services import race_get, race_start
+from .services import race_get, race_latest, race_start
 
 RACE_STATUSES = ("queued", "running", "finished", "failed", "abandoned")
 
@@ -115,3 +115,13 @@ class RaceDetailApi(APIView):
     @extend_schema(responses={200: RaceSerializer, **error_responses(NotFound)})
     def get(self, request, race_id: int):
         return Response(RaceSerializer(race_get(race_id=race_id)).data)
+
+
+class RaceLatestApi(APIView):
+    """The newest race (the page opens on it), as ``/api/races/<id>`` reads it."""
+
+    authentication_classes: list = []
+
+    @extend_schema(responses={200: RaceSerializer, **error_responses(NotFound)})
+    def get(self, request):
+        return Response(RaceSerializer(race_latest()).data)

@@ -118,8 +118,12 @@ class RaceRun:
         for thread in threads:
             thread.start()
         try:
+            tick = time.monotonic()
             while any(thread.is_alive() for thread in threads):
-                time.sleep(TICK_S)
+                # On a schedule, not TICK_S after the last write: the write itself waits
+                # for the GIL behind the buyers' threads.
+                tick = max(tick + TICK_S, time.monotonic())
+                time.sleep(max(0.0, tick - time.monotonic()))
                 self._renew()
                 self._write_down()
             for thread in threads:

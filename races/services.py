@@ -118,6 +118,17 @@ def race_get(*, race_id: int) -> dict:
     return race
 
 
+def race_latest() -> dict:
+    """The newest race.
+
+    :raises NotFound: none has been started.
+    """
+    latest = _redis().get(_LATEST)
+    if latest is None:
+        raise NotFound("no race has been started")
+    return race_get(race_id=int(latest))
+
+
 def race_take(*, race_id: int) -> dict | None:
     """A queued race, for the runner to run: None when it is gone (a newer race
     replaced it) or when its lease lapsed before the runner took it (it is written

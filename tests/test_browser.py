@@ -3,8 +3,10 @@ running stack through nginx: it shows the product, buys, and a retry is a replay
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -91,3 +93,37 @@ def test_the_page_counts_down_on_the_server_clock_and_opens_buy_on_time(stack_ap
     expect(page.locator("#window")).to_have_text("on sale")
     page.click("#buy-button")
     expect(page.locator("#log li").first).to_contain_text("201 order")
+
+
+def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_apps, stack_config, page):
+    stack_apps(strategy="atomic", instances=2, race_delay_ms=20.0)  # as tests/test_races.py races
+    page.on("dialog", lambda dialog: dialog.accept(stack_config.admin_token()))  # the Race button asks
+    page.goto(f"{stack_config.base_url}/")
+    page.click("#race-link")
+    expect(page).to_have_title("flashsale · race the strategies")
+    for box in page.locator("[name=strategy]").all():
+        box.set_checked(box.get_attribute("value") in ("none", "atomic"))
+    page.fill("#stock", "50")
+    page.fill("#buyers", "400")
+    with page.expect_response("**/api/admin/races") as started:
+        page.click("#race-button")
+    race_id = started.value.json()["id"]
+
+    # The page opened on the newest race there was, if any: this one's end is what counts.
+    expect(page.locator("#status")).to_contain_text(f"race {race_id}: finished", timeout=120_000)
+    none, atomic = page.locator('.lane[data-strategy="none"]'), page.locator('.lane[data-strategy="atomic"]')
+    oversold = int(none.locator('[data-k="oversold"]').inner_text())
+    assert oversold > 0
+    expect(none.locator('[data-k="oversold"]')).to_have_class("num bad")  # in red
+    expect(none.locator(".verdict")).to_have_text(f"oversold by {oversold}")
+    expect(atomic.locator('[data-k="oversold"]')).to_have_text("0")
+    expect(atomic.locator('[data-k="orders"]')).to_have_text("50")
+    expect(atomic.locator(".verdict")).to_have_text("held")
+    expect(page.locator("#chart canvas")).to_be_visible()
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "race.png"), full_page=True)
+
+    with page.expect_download() as download:
+        page.click("#download")
+    race = json.loads(Path(download.value.path()).read_text())
+    assert [lane["verdict"] for lane in race["lanes"]] == [f"oversold by {oversold}", "held"]

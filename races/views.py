@@ -1,0 +1,17 @@
+"""The race page: every strategy's column, live, and the chart of their orders."""
+
+from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from flashsale.strategies import STRATEGIES
+
+from .limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
+
+
+@ensure_csrf_cookie
+def race(request):
+    return render(request, "races/race.html", {
+        "strategies": [{"name": spec.name, "summary": spec.summary, "correct": spec.claims_correct,
+                        "checked": spec.name in DEFAULT_STRATEGIES} for spec in STRATEGIES.values()],
+        "max_buyers": MAX_BUYERS, "max_concurrency": MAX_CONCURRENCY, "max_stock": MAX_STOCK,
+    })
