@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads
+.PHONY: help install install-test up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads bench-race-watch
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATE
 bench-gate: up  ## the gate on one hot SKU against ping, AOF everysec vs always, the persisters' drain (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.gate $(BENCH_ARGS)
+
+bench-race-watch: up install-test  ## the same race with the race page closed and open (does watching change it?)
+	$(PY) -m benchmarks.race_watch $(BENCH_ARGS)
 
 bench-reads: up  ## the product page's read (nginx's cache, the apps' own) against ping, and its stock lag
 	$(PY) -m benchmarks.reads $(BENCH_ARGS)

@@ -74,9 +74,12 @@ class ClosedInputSerializer(serializers.Serializer):
 
     ``exclusive`` lists groups of keys of which a body may carry one at most (two
     ways to say the same thing); the schema says that too (``not`` …
-    ``required``)."""
+    ``required``). ``refused`` lists, as JSON Schema, other bodies the operation's
+    service refuses (400) whatever else they carry: the schema states the rule, the
+    service keeps it."""
 
     exclusive: tuple[tuple[str, ...], ...] = ()
+    refused: tuple[dict, ...] = ()
 
     def to_internal_value(self, data):
         if isinstance(data, Mapping):
@@ -102,7 +105,8 @@ class ClosedInputSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema = {**schema, "additionalProperties": False}
-        if self.target.exclusive:
-            schema["not"] = {"anyOf": [{"required": list(pair)} for group in self.target.exclusive
-                                       for pair in combinations(group, 2)]}
+        refused = [*({"required": list(pair)} for group in self.target.exclusive
+                     for pair in combinations(group, 2)), *self.target.refused]
+        if refused:
+            schema["not"] = {"anyOf": refused}
         return schema

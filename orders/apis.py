@@ -45,6 +45,7 @@ from flashsale.errors import (
     error_responses,
 )
 from flashsale.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
+from flashsale.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
@@ -240,6 +241,12 @@ class ProductResetApi(APIView):
         strategy = StrategyField(required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
+        # A strategy that keeps the stock in one counter (the gate) takes no segments:
+        # sale_reset refuses them; the schema states it. (Without "strategy", the
+        # deployment's decides, which no schema can know.)
+        unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
+        refused = ({"required": ["strategy", "segments"],
+                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
 
         def validate(self, attrs):
             now = timezone.now()

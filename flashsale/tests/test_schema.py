@@ -17,12 +17,19 @@ def test_the_schema_validates_without_a_warning(tmp_path):
     assert body("/api/orders") == "#/components/schemas/PurchaseRequest"
     reset = next(p for p in schema["paths"] if p.endswith("/reset"))
     assert body(reset) == "#/components/schemas/SaleResetRequest"
-    for closed in ("PurchaseRequest", "SaleResetRequest"):  # an unknown key is refused
+    assert body("/api/admin/races") == "#/components/schemas/RaceRequest"
+    for closed in ("PurchaseRequest", "SaleResetRequest", "RaceRequest"):  # an unknown key is refused
         assert schema["components"]["schemas"][closed]["additionalProperties"] is False
+    # The gate takes no segments: a body the reset refuses is one the schema refuses.
+    assert {"required": ["strategy", "segments"],
+            "properties": {"strategy": {"enum": ["gate"]}, "segments": {"minimum": 2}}} in (
+        schema["components"]["schemas"]["SaleResetRequest"]["not"]["anyOf"])
+    assert schema["components"]["schemas"]["Product"]["properties"]["strategy"] == {"type": "string"}
     assert schema["components"]["securitySchemes"]["adminToken"] == {
         "type": "apiKey", "in": "header", "name": "Authorization",
         "description": "`Token <FLASHSALE_ADMIN_TOKEN>`: the stack writes it to .run/admin-token"}
-    assert {"adminToken": []} in schema["paths"][reset]["post"]["security"]
+    for admin in (reset, "/api/admin/races"):
+        assert {"adminToken": []} in schema["paths"][admin]["post"]["security"]
 
 
 def test_every_error_a_purchase_may_answer_is_in_its_schema_with_an_example(tmp_path):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.db import connection
 
+from locking.backends.mysql import side_connection
 from orders.selectors import sale_audit
 from races import services
 from races.runner import RaceRun, _Lane, latency_figures, verdict
@@ -41,6 +43,17 @@ def test_a_race_ends_with_each_products_audit_and_gives_the_machine_back(live_se
     assert atomic["p50_ms"] <= atomic["p99_ms"] and atomic["orders_per_s"] > 0
     assert services.lease_holder() is None  # the next race may start
     assert services.race_get(race_id=finished["id"]) == finished
+
+
+def test_a_connection_the_database_dropped_between_races_is_replaced(live_server, caplog):
+    """The runner lives from race to race: a database restart in between (here, the
+    server ends its connection) costs the next race nothing, not even a stock figure."""
+    _, run = race(live_server, buyers=8)
+    connection.ensure_connection()
+    with side_connection("default") as cursor:
+        cursor.execute("KILL %s", [connection.connection.thread_id()])
+    assert run.run()["status"] == "finished"
+    assert "unreadable" not in caplog.text
 
 
 def test_a_stopped_runner_sends_no_more_and_its_race_reads_failed(live_server, settings):
