@@ -1,16 +1,17 @@
 """Does watching a race change it? The same race with nobody watching, with its
-state read 4 times a second by a plain client, and with the race page open.
+state read 4 times a second by plain clients, and with the race page open.
 
-    python -m benchmarks.race_watch [--rounds 3] [--strategies none,local,...]
+    python -m benchmarks.race_watch [--rounds 3] [--viewers 1] [--strategies none,local,...]
                                     [--stock 100] [--buyers 1000] [--concurrency 64]
 
-Rounds alternate: the race with nobody watching; the same race while a thread reads
-``/api/races/<id>`` every 250 ms, which is what the page asks of the stack; and the
+Rounds alternate: the race with nobody watching; the same race while a client reads
+``/api/races/<id>`` every 250 ms, which is what the page asks of the stack
+(``--viewers N``: N such clients, a class watching from their own machines); and the
 same race started from the page (``/race``, its Race button) in a headless Chromium,
-which follows it, drawing on the stack's two cores as it does. Per race: the purchases answered
-per second over the whole race, and each strategy's orders/s (orders ÷ seconds to
-its last order). Medians of the rounds, each beside nobody watching, as ratios; and
-how often each watcher read the race.
+which follows it, drawing on the stack's two cores as it does. Per race: the
+purchases answered per second over the whole race, and each strategy's orders/s
+(orders ÷ seconds to its last order). Medians of the rounds, each beside nobody
+watching, as ratios; and how often each watcher read the race.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def race_once(client: FlashsaleClient, spec: dict, *, watcher: str, browser=None) -> tuple[dict, float]:
-    """Run one race to its end, watched by ``watcher`` (``closed``, ``polled`` or
-    ``page``). Returns the finished race and how many times a second it was read."""
+def race_once(client: FlashsaleClient, spec: dict, *, watcher: str, browser=None,
+              viewers: int = 1) -> tuple[dict, float]:
+    """Run one race to its end, watched by ``watcher`` (``closed``, ``polled`` by
+    ``viewers`` clients, or ``page``). Returns the finished race and how many times a
+    second it was read."""
     reads: list[float] = []
     page = None
     if watcher == "page":
@@ -65,7 +68,8 @@ def race_once(client: FlashsaleClient, spec: dict, *, watcher: str, browser=None
                 reads.append(1)
                 stop.wait(max(0.0, POLL_S - (time.monotonic() - sent)))
 
-        threading.Thread(target=poll, daemon=True).start()
+        for _ in range(viewers):
+            threading.Thread(target=poll, daemon=True).start()
     while True:
         race = client.race(race_id).json()
         if race["status"] not in ("queued", "running"):
@@ -91,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stock", type=int, default=100)
     parser.add_argument("--buyers", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--viewers", type=int, default=1,
+                        help="clients reading the race 4 times a second each in the polled rounds (a class)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright  # a test dependency (make install-test)
 
@@ -103,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for _ in range(args.rounds):
                 for watcher in WATCHERS:
-                    runs[watcher].append(race_once(client, spec, watcher=watcher, browser=browser))
+                    runs[watcher].append(race_once(client, spec, watcher=watcher, browser=browser,
+                                                   viewers=args.viewers))
         finally:
             browser.close()
 
@@ -124,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"$ python -m benchmarks.race_watch {shlex.join(argv if argv is not None else sys.argv[1:])}")
     print(f"{args.rounds} rounds, alternating; {len(spec['strategies'])} strategies, stock {args.stock}, "
           f"{args.buyers} buyers each, {args.concurrency} at once; medians, and ÷ nobody watching\n")
-    print("| | nobody watching | read 4×/s by a client | the page open in Chromium |\n|---|---:|---:|---:|")
+    readers = "a client" if args.viewers == 1 else f"{args.viewers} clients"
+    print(f"| | nobody watching | read 4×/s by {readers} | the page open in Chromium |\n|---|---:|---:|---:|")
     print("| answers/s, whole race | " + " | ".join(cells(rate)) + " |")
     for i, name in enumerate(spec["strategies"]):
         orders_per_s = lambda race, i=i: race["lanes"][i]["orders_per_s"] or 0  # noqa: E731
