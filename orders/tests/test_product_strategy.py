@@ -78,6 +78,23 @@ def test_a_product_moves_between_the_sellers_with_its_resets():
     assert (audit.strategy, audit.orders, audit.consistent) == ("gate", 1, True)
 
 
+@pytest.mark.django_db(transaction=True)  # the MySQL locks commit as a purchase does
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_every_strategy_sells_a_product_reset_under_it(strategy):
+    """Whatever the deployment's default, segments where the strategy has them."""
+    segmented = STRATEGIES[strategy].segmented
+    sale_reset(sku="p", stock=4, strategy=strategy, segments=2 if segmented else None)
+    bought = [buy("p", user=f"u{n}", key=f"k{n}") for n in range(3)]
+    assert {b.strategy for b in bought} == {strategy}
+    assert {b.status for b in bought} == {"confirmed" if segmented else "accepted"}
+    if not segmented:
+        assert persist() == 3
+    audit = sale_audit(sku="p")
+    assert (audit.strategy, audit.orders, audit.remaining, audit.consistent) == (strategy, 3, 1, True), audit
+    assert len(audit.segments_remaining) == (2 if segmented else 1)
+
+
 @override_settings(FLASHSALE_STRATEGY="atomic")
 def test_without_the_sales_mark_the_products_row_names_the_strategy():
     sale_reset(sku="p", stock=5, strategy="mysql-for-update")
