@@ -1,7 +1,10 @@
 """The purchase, and the reset of a sale.
 
-One purchase, in order: validate → idempotency check → the sale's mark → read the
-product's stock segments → for each group of segments the plan names: acquire their
+One purchase, in order: validate → the seller of the product's strategy (the one
+this process last saw it sold by, checked by that seller before it writes: see
+``_last_seen``) → idempotency check → the sale's mark (the product's strategy and
+window) → read the product's stock segments → for each group of segments the plan
+names: acquire their
 locks → open the transaction → count the buyer's units, create the order, deduct the
 stock, append the flow rows → commit → release the locks; a group that ran dry since
 the read falls over to the next. The locks are held across the commit: released

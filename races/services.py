@@ -19,7 +19,6 @@ race starts (which resets its products anyway); older ones are gone.
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 
 from django_redis import get_redis_connection
@@ -85,7 +84,7 @@ def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: i
             "lanes": lanes,
         }
         client = _redis()
-        previous = client.getset(_LATEST, race_id)
+        previous = client.set(_LATEST, race_id, get=True)
         if previous is not None:
             client.delete(_key(int(previous)))
         race_save(race)
@@ -165,4 +164,4 @@ def race_end(race: dict, *, status: str, error: str | None = None) -> None:
 
 
 def now_iso() -> str:
-    return datetime.fromtimestamp(time.time(), UTC).isoformat()
+    return datetime.now(UTC).isoformat()
