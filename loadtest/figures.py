@@ -10,6 +10,8 @@ import statistics
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from orders.figures import percentile as nearest_rank
+
 REJECTED = ("sold_out", "conflict")
 # The opening mode: how many times a buyer presses Buy in all (again after a 503 busy).
 OPENING_PRESSES = 20
@@ -64,12 +66,10 @@ def server_timing(header: str | list[str] | None) -> dict[str, float]:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100), nearest-rank; NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
+    """The q-th percentile (0-100), nearest-rank (``orders.figures``'); NaN for no
+    values, as the report's cells show them."""
+    found = nearest_rank(values, q)
+    return math.nan if found is None else found
 
 
 def _latency_ms(requests: list[tuple], q: float) -> float:

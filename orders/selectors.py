@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,6 +13,7 @@ from flashsale.errors import NotFound
 from flashsale.strategies import strategy_of
 from inventory.selectors import StockAudit, product_get, stock_audit
 
+from .figures import percentile
 from .gate import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
 from .models import GateSale, Order
 
@@ -70,16 +70,9 @@ def _gate_audit(product) -> GateAudit | None:
     backlog = tally.accepted - persisted - tally.dead_lettered
     reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
                   and backlog == 0 and tally.dead_lettered == 0)
-    confirm = sorted((written - accepted).total_seconds() * 1000 for accepted, written in times)
+    confirm = [(written - accepted).total_seconds() * 1000 for accepted, written in times]
     return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled,
-                     confirm_p50_ms=_percentile(confirm, 50), confirm_p99_ms=_percentile(confirm, 99))
-
-
-def _percentile(ordered: list[float], q: float) -> float | None:
-    """The nearest-rank percentile of an ascending list; None for an empty one."""
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+                     confirm_p50_ms=percentile(confirm, 50), confirm_p99_ms=percentile(confirm, 99))
 
 
 @transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment

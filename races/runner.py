@@ -13,7 +13,6 @@ down; at the end each column takes its figures from its product's audit.
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
 import uuid
@@ -25,6 +24,7 @@ from redis.exceptions import LockError, RedisError
 
 from flashsale.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
+from orders.figures import percentile
 from orders.gate import gate_tally
 from orders.selectors import SaleAudit, sale_audit
 
@@ -73,8 +73,9 @@ class RaceRun:
         self.stop = stop or threading.Event()
         self.lanes = [_Lane(lane["strategy"], lane["sku"], lane["stock"]) for lane in race["lanes"]]
         self._mutex = threading.Lock()
-        self._next = 0  # the next purchase to send: buyer n // lanes at lane n % lanes
-        self.sent = self.answered = 0
+        # The next purchase to send, so also how many were: buyer n // lanes at lane n % lanes.
+        self._next = 0
+        self.answered = 0
         self.started = 0.0
         self.lease = race_lease(race["id"])
 
@@ -86,7 +87,6 @@ class RaceRun:
             if n >= self.race["total"] or self.stop.is_set():
                 return None
             self._next += 1
-            self.sent += 1
             return n
 
     def _buyer(self) -> None:
@@ -160,7 +160,7 @@ class RaceRun:
         elapsed = time.perf_counter() - self.started
         with self._mutex:
             counts = [(lane, lane.orders, lane.sold_out, lane.busy, lane.errors) for lane in self.lanes]
-            self.race.update(sent=self.sent, answered=self.answered, elapsed_s=round(elapsed, 3))
+            self.race.update(sent=self._next, answered=self.answered, elapsed_s=round(elapsed, 3))
         for doc, (lane, orders, sold_out, busy, errors) in zip(self.race["lanes"], counts, strict=True):
             try:
                 remaining = _stock_left(lane)
@@ -226,12 +226,11 @@ def verdict(audit: SaleAudit) -> str:
 
 def latency_figures(lane: _Lane) -> dict:
     """Orders per second (from the start to the lane's last order: how fast it sold)
-    and the p50/p99 of every answer it got, in ms."""
+    and the p50/p99 (nearest rank) of every answer it got, in ms."""
     rate = lane.orders / lane.last_order_s if lane.orders and lane.last_order_s else None
-    figures = {"orders_per_s": None if rate is None else round(rate, 1), "p50_ms": None, "p99_ms": None}
-    if len(lane.latencies_ms) >= 2:
-        cuts = statistics.quantiles(lane.latencies_ms, n=100, method="inclusive")
-        figures.update(p50_ms=round(cuts[49], 1), p99_ms=round(cuts[98], 1))
-    elif lane.latencies_ms:
-        figures.update(p50_ms=round(lane.latencies_ms[0], 1), p99_ms=round(lane.latencies_ms[0], 1))
-    return figures
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 1)
+
+    return {"orders_per_s": rounded(rate), "p50_ms": rounded(percentile(lane.latencies_ms, 50)),
+            "p99_ms": rounded(percentile(lane.latencies_ms, 99))}

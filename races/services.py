@@ -46,17 +46,29 @@ def _key(race_id: int) -> str:
     return f"race:{race_id}"
 
 
+_LEASE = "race:current"
+
+
+def _lease() -> Lock:
+    return Lock(_redis(), _LEASE, timeout=LEASE_S, thread_local=False)
+
+
 def race_lease(race_id: int) -> Lock:
     """The machine's one-race lease, held under the race's id (any process may renew
     or give it back by naming the race)."""
-    lock = Lock(_redis(), "race:current", timeout=LEASE_S, thread_local=False)
+    lock = _lease()
     lock.local.token = str(race_id).encode()
     return lock
 
 
 def lease_holder() -> int | None:
-    holder = _redis().get("race:current")
+    holder = _redis().get(_LEASE)
     return int(holder) if holder is not None else None
+
+
+def _lapsed(race: dict) -> bool:
+    """Whether the race, not over yet, lost the lease: its runner died, or never took it."""
+    return race["status"] in ("queued", "running") and lease_holder() != race["id"]
 
 
 def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: int) -> dict:
@@ -66,7 +78,7 @@ def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: i
     :raises InvalidInput, Unavailable: a product's reset refused (nothing is queued).
     """
     race_id = int(_redis().incr(_IDS))
-    lease = Lock(_redis(), "race:current", timeout=LEASE_S, thread_local=False)
+    lease = _lease()
     if not lease.acquire(blocking=False, token=str(race_id)):
         running = lease_holder()
         raise RaceRunning(f"race {running} is running: one race at a time",
@@ -102,26 +114,19 @@ def lane_new(*, strategy: str, sku: str, stock: int) -> dict:
             "orders_per_s": None, "p50_ms": None, "p99_ms": None, "verdict": None, "series": []}
 
 
-def race_get(*, race_id: int) -> dict:
-    """The race as its runner last wrote it; a race whose lease lapsed before it was
-    over (its runner died, or never took it) reads ``abandoned``.
+def race_json(*, race_id: int) -> bytes:
+    """The race as its runner last wrote it, in the JSON it is kept in: what a page
+    reading it 4 times a second is sent, as it is (no serializer builds it again per
+    read: that was three fifths of the read's time, docs/profile/races/). A race whose
+    lease lapsed before it was over reads ``abandoned``.
 
     :raises NotFound: no such race (or not the newest).
     """
-    return json.loads(race_json(race_id=race_id))
-
-
-def race_json(*, race_id: int) -> bytes:
-    """``race_get``'s race as the JSON it is kept in: what a page reading it 4 times
-    a second is sent, as it is (no serializer builds it again per read: that was
-    three fifths of the read's time, docs/profile/races/)."""
     raw = _redis().get(_key(race_id))
     if raw is None:
         raise NotFound(f"no race {race_id} (only the newest race is kept)", extra={"race_id": race_id})
     race = json.loads(raw)
-    if race["status"] in ("queued", "running") and lease_holder() != race_id:
-        return json.dumps(race | {"status": "abandoned"}).encode()
-    return raw
+    return json.dumps(race | {"status": "abandoned"}).encode() if _lapsed(race) else raw
 
 
 def race_latest_json() -> bytes:
@@ -143,7 +148,7 @@ def race_take(*, race_id: int) -> dict | None:
     if raw is None:
         return None
     race = json.loads(raw)
-    if lease_holder() != race_id:
+    if _lapsed(race):
         race_end(race, status="abandoned", error="its lease lapsed before the runner took it")
         return None
     return race
