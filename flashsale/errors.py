@@ -11,11 +11,14 @@ import math
 from collections import defaultdict
 from typing import Any, NamedTuple
 
+from django.db import DatabaseError
 from django.http import Http404, JsonResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
+
+from .database_errors import database_gave_up, database_unreachable
 
 
 class ApplicationError(Exception):
@@ -208,6 +211,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
 
 
 def _error_response(exc: Exception) -> Response | None:
+    if isinstance(exc, DatabaseError):
+        exc = _database_answer(exc) or exc
     if isinstance(exc, ApplicationError):
         return Response(
             error_body(exc.code, exc.message, **exc.extra),
@@ -231,6 +236,17 @@ def _error_response(exc: Exception) -> Response | None:
             error_body(exc.default_code, str(exc.detail)), status=exc.status_code, headers=headers
         )
     return None  # unexpected: Django's 500 handler below answers it
+
+
+def _database_answer(exc: DatabaseError) -> ApplicationError | None:
+    """What any view answers when the database fails it in a way a retry may mend
+    (the purchase says more, in its own words): the server cannot be reached, or it
+    gave up waiting for a row lock. Anything else stays a 500."""
+    if database_unreachable(exc):
+        return Unavailable("the database cannot be reached; retry later", backend="database")
+    if database_gave_up(exc):
+        return Busy("the database gave up waiting for a row lock (or broke a deadlock); retry")
+    return None
 
 
 def handler404(request, exception=None):

@@ -261,7 +261,7 @@ class ProductResetApi(APIView):
         parameters=[SKU_PATH],
         responses={200: ProductDetailApi.OutputSerializer,
                    **error_responses(InvalidInput, NOT_AUTHENTICATED, PERMISSION_DENIED, THROTTLED,
-                                     UNSUPPORTED_MEDIA_TYPE, TOO_LARGE, Unavailable)},
+                                     UNSUPPORTED_MEDIA_TYPE, TOO_LARGE, Busy, Unavailable)},
     )
     def post(self, request, sku: str):
         serializer = self.InputSerializer(data=request.data)

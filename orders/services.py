@@ -33,6 +33,7 @@ from django.core.signals import setting_changed
 from django.db import DatabaseError, IntegrityError, transaction
 from django.dispatch import receiver
 
+from flashsale.database_errors import database_deadlocked, database_gave_up, database_unreachable
 from flashsale.errors import (
     ApplicationError,
     Busy,
@@ -58,7 +59,6 @@ from locking import (
     get_locks,
 )
 
-from .database_errors import database_gave_up, database_unreachable
 from .gate import GateCold, gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
 from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget, request_fingerprint
 from .limits import quota_open, quota_take
@@ -591,17 +591,20 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
     gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
-    with transaction.atomic():
-        # Before the orders: this waits for a persister's batch of the product to
-        # commit (it holds the sale's row), and then deletes what it wrote.
-        GateSale.objects.filter(product__sku=sku).delete()
-        orders = Order.objects.filter(product__sku=sku)
-        keys = list(orders.values_list("idempotency_key", flat=True))
-        orders.delete()
-        BuyerQuota.objects.filter(product__sku=sku).delete()
-        product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
-                                starts_at=starts_at, ends_at=ends_at, strategy=strategy or "")
-        sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
+    for attempt in range(1, RESET_ATTEMPTS + 1):
+        try:
+            product, keys, sale = _reset_rows(sku=sku, stock=stock, name=name, segments=segments, gated=gated,
+                                              starts_at=starts_at, ends_at=ends_at, strategy=strategy)
+            break
+        except DatabaseError as e:
+            # Its deletes take gap locks beside the rows the persisters and buyers of
+            # other products insert, so InnoDB may pick it as a deadlock's victim. All
+            # of it was rolled back: done again (another failure reaches the caller,
+            # 503).
+            outer = transaction.get_connection().in_atomic_block  # then the victim is the caller's
+            if not database_deadlocked(e) or outer or attempt == RESET_ATTEMPTS:
+                raise
+            logger.info("%s: the reset was a deadlock's victim (try %d), doing it again", sku, attempt)
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
     sale_mark_open(sku=sku, window=window, strategy=product.strategy)
@@ -609,6 +612,30 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         gate_open(sale=sale, window=window)
     product_cached_refresh(sku=sku)
     return product
+
+
+# Tries of a reset's transaction, for a deadlock's victim.
+RESET_ATTEMPTS = 3
+
+
+@transaction.atomic
+def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
+                starts_at: datetime | None, ends_at: datetime | None, strategy: str | None
+                ) -> tuple[Product, list[str], GateSale | None]:
+    """The reset's rows, in one transaction: the sale's orders and quotas gone, the
+    product and its stock as new. Returns the product, the keys of the orders it
+    deleted, and the gate sale it opened (under the gate)."""
+    # Before the orders: this waits for a persister's batch of the product to
+    # commit (it holds the sale's row), and then deletes what it wrote.
+    GateSale.objects.filter(product__sku=sku).delete()
+    orders = Order.objects.filter(product__sku=sku)
+    keys = list(orders.values_list("idempotency_key", flat=True))
+    orders.delete()
+    BuyerQuota.objects.filter(product__sku=sku).delete()
+    product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
+                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "")
+    sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
+    return product, keys, sale
 
 
 def gate_warm(*, sku: str) -> GateSale:

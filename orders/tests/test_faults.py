@@ -5,6 +5,7 @@ restart without persistence does), a database connection is killed by the server
 (``KILL``, as a restart does to every connection), Redis refuses one write.
 """
 
+import threading
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from flashsale.errors import Busy, OutcomeUnknown, SoldOut, Unavailable
-from inventory.models import Stock
+from inventory.models import Stock, StockFlow
 from inventory.services import stalled
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
@@ -284,3 +285,87 @@ def test_a_fresh_claim_of_another_request_is_still_waited_for(db):
     with pytest.raises(Busy, match="in progress"):
         buy("k1")
     assert not Order.objects.exists()
+
+
+@pytest.fixture
+def admin_api(settings):
+    settings.FLASHSALE_ADMIN_TOKEN = "test-token"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token test-token")
+    return client
+
+
+def _in_a_statement(cursor, like: str, timeout: float = 10.0) -> None:
+    """Until another connection of the app's user (visible without the PROCESS
+    privilege) is inside a statement like ``like``: blocked, in this test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
+                       "AND INFO LIKE %s", [like])
+        if cursor.fetchone()[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no statement like {like!r} ran")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reset_that_waits_too_long_for_a_row_is_503_busy_and_changes_nothing(product_factory, admin_api):
+    product = product_factory(sku="sku-1", stock=10, name="Phone")
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+    with side_connection("default") as side:
+        side.execute("BEGIN")
+        side.execute("SELECT id FROM inventory_product WHERE id = %s FOR UPDATE", [product.pk])
+        response = admin_api.post("/api/admin/products/sku-1/reset", {"stock": 99, "name": "Other"},
+                                  format="json")
+        side.execute("ROLLBACK")
+    assert response.status_code == 503
+    assert response.json()["error"] == "busy"
+    assert response["Retry-After"] == "1"
+    product.refresh_from_db()
+    assert product.name == "Phone"
+    assert [s.quantity for s in Stock.objects.filter(product=product)] == [10]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reset_chosen_as_a_deadlocks_victim_is_done_again(product_factory, admin_api, caplog):
+    """A real deadlock: the reset holds the product's row and waits for its stock
+    rows, which a side transaction holds; the side one then asks for the product's
+    row. InnoDB rolls back the lighter of the two: the reset (the side one wrote 200
+    ledger rows of another product). The reset does it all again once the side one
+    ends."""
+    other = product_factory(sku="sku-0", stock=10)  # first: its ledger rows sort before sku-1's
+    product = product_factory(sku="sku-1", stock=10, name="Phone")
+    rows = [(other.pk, 0, 1, f"side-{n}", "", 1, 0, "side") for n in range(200)]
+    started, done = threading.Event(), threading.Event()
+
+    def side_transaction():
+        with side_connection("default") as side, side_connection("default") as watcher:
+            side.execute("BEGIN")
+            side.executemany(
+                "INSERT INTO inventory_stockflow (product_id, segment, quantity, operation_flag, "
+                "order_reference, quantity_before, quantity_after, instance, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, NOW(6))", rows)
+            side.execute("SELECT id FROM inventory_stock WHERE product_id = %s FOR UPDATE", [product.pk])
+            started.set()
+            # The reset, holding the product's row, waits for its stock rows.
+            _in_a_statement(watcher, "DELETE FROM `inventory_stock` %")
+            side.execute("UPDATE inventory_product SET name = 'side' WHERE id = %s", [product.pk])
+            time.sleep(0.2)  # the victim's second try waits for this one to end
+            side.execute("ROLLBACK")
+        done.set()
+
+    thread = threading.Thread(target=side_transaction)
+    thread.start()
+    assert started.wait(10)
+    with caplog.at_level("INFO", logger="orders.services"):
+        response = admin_api.post("/api/admin/products/sku-1/reset", {"stock": 7, "name": "Again"},
+                                  format="json")
+    thread.join(10)
+    assert done.is_set()
+    assert response.status_code == 200, response.content
+    assert "deadlock's victim (try 1)" in caplog.text
+    product.refresh_from_db()
+    assert product.name == "Again"
+    assert [s.quantity for s in Stock.objects.filter(product=product)] == [7]
+    assert not StockFlow.objects.filter(product__in=[product, other]).exists()

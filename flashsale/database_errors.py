@@ -32,3 +32,9 @@ def database_gave_up(error: BaseException) -> bool:
     written, and a retry may well pass."""
     return isinstance(error, OperationalError) and bool(error.args) and error.args[0] in (
         ER.LOCK_WAIT_TIMEOUT, ER.LOCK_DEADLOCK)
+
+
+def database_deadlocked(error: BaseException) -> bool:
+    """Whether the server chose this transaction as a deadlock's victim and rolled
+    all of it back: doing it again is the remedy (InnoDB's own advice)."""
+    return isinstance(error, OperationalError) and bool(error.args) and error.args[0] == ER.LOCK_DEADLOCK
