@@ -355,4 +355,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+    # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
+    # (most of a flash sale's answers are 409 sold out), not a fault: a line each was
+    # 7% of a sold-out answer's CPU, and a crowd's worth of lines. 5xx are still logged.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }

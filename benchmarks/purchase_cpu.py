@@ -1,0 +1,122 @@
+"""What one request costs the app's Python, in-process: CPU per request through
+Django's WSGI handler (every middleware, the view, the service) against the running
+stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,
+with ``--profile ROW``, cProfile's top entries for that row.
+
+    python -m benchmarks.purchase_cpu [--requests 2000] [--profile gate]
+    (the stack must be up: make up)
+
+Rows:
+- ``ping``: ``GET /api/ping``, the floor every request pays;
+- ``gate, sold out``: a gate product with no stock, every answer the script's 409;
+- ``gate``: every purchase accepted (one hot product);
+- ``atomic, spread``: every purchase buys, over 50 products, so nobody waits.
+
+No gunicorn, nginx or load client: this is the app's own share of a request, the
+part a change to the purchase path moves. Under load each request also pays
+gunicorn's HTTP handling and the thread switches around every round trip; the wrk
+benchmarks (``benchmarks.gate``) measure that whole. Writes products ``cpu-*`` to
+the stack's database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import time
+import uuid
+
+from stack.config import StackConfig
+
+os.environ.update(StackConfig.from_env().app_environment("cpu"))
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
+
+from orders.services import sale_reset  # noqa: E402
+
+SPREAD = 50
+
+
+def _environ(method: str, path: str, body: bytes = b"", key: str | None = None) -> dict:
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8080",
+               "HTTP_HOST": "127.0.0.1:8080", "REMOTE_ADDR": "127.0.0.1", "wsgi.url_scheme": "http",
+               "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)),
+               "CONTENT_TYPE": "application/json"}
+    if key:
+        environ["HTTP_IDEMPOTENCY_KEY"] = key
+    return environ
+
+
+def _purchase(sku: str) -> dict:
+    key = uuid.uuid4().hex
+    body = json.dumps({"sku": sku, "quantity": 1, "user_id": key}).encode()
+    return _environ("POST", "/api/orders", body, key=key)
+
+
+def _rows() -> dict:
+    """Each row: (set its sale up, the n-th request's environ)."""
+    return {
+        "ping": (lambda: None, lambda n: _environ("GET", "/api/ping")),
+        "gate, sold out": (lambda: sale_reset(sku="cpu-sold-out", stock=0, strategy="gate"),
+                           lambda n: _purchase("cpu-sold-out")),
+        "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
+                 lambda n: _purchase("cpu-gate")),
+        "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")
+                                    for i in range(SPREAD)],
+                           lambda n: _purchase(f"cpu-spread-{n % SPREAD}")),
+    }
+
+
+def main() -> None:
+    rows = _rows()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000, help="per row")
+    parser.add_argument("--profile", choices=list(rows), help="cProfile this row too")
+    args = parser.parse_args()
+    handler, statuses = WSGIHandler(), {}
+
+    def start_response(status, headers, exc_info=None):
+        statuses[status[:3]] = statuses.get(status[:3], 0) + 1
+
+    print(f"`python -m benchmarks.purchase_cpu --requests {args.requests}`: CPU per request in-process "
+          "(Django's WSGI handler, the stack's MariaDB and Redis)\n")
+    print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
+    ping = None
+    for label, (setup, request) in rows.items():
+        setup()
+        for n in range(50):  # imports, connections, scripts registered
+            b"".join(handler(request(n), start_response))
+        statuses.clear()
+        environs = [request(n) for n in range(args.requests)]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for environ in environs:
+            b"".join(handler(environ, start_response))
+        cpu = (time.process_time() - cpu) / args.requests * 1e6
+        wall = (time.perf_counter() - wall) / args.requests * 1e6
+        ping = ping or cpu
+        answers = ", ".join(f"{code}: {count:,}" for code, count in sorted(statuses.items()))
+        print(f"| {label} | {cpu:,.0f} | {cpu / ping:.2f} | {wall:,.0f} | {answers} |")
+    if args.profile:
+        setup, request = rows[args.profile]
+        setup()
+        environs = [request(n) for n in range(args.requests)]
+        profile = cProfile.Profile()
+        profile.enable()
+        for environ in environs:
+            b"".join(handler(environ, start_response))
+        profile.disable()
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(40)
+        print(f"\ncProfile, {args.profile}, {args.requests} requests, by cumulative time:\n{out.getvalue()}")
+
+
+if __name__ == "__main__":
+    main()
