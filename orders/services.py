@@ -161,17 +161,19 @@ def _known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
         order = _order_by_key(key)
         if order is not None:
             return _replay(order=order, fingerprint=fingerprint)
-        if flag.order_id is not None:
-            # The flag outlived its order (the sale was reset, or a commit whose
-            # outcome was unknown did not land): the key is free again.
-            flags_forget(keys=[key])
-        elif flag.stale:
+        if flag.stale and flag.order_id is None:
             # Its request died without an answer, and the database says it left no
             # order (it cannot commit now: past its deadline): this request goes on.
             flag_take_over(key=key, fingerprint=fingerprint)
             return None
-        elif time.monotonic() >= deadline:
+        # Every way round the loop passes here: bounded by the wait, whatever the
+        # flags do meanwhile.
+        if time.monotonic() >= deadline:
             raise Busy("a request with this Idempotency-Key is still in progress")
+        if flag.order_id is not None:
+            # The flag outlived its order (the sale was reset, or a commit whose
+            # outcome was unknown did not land): the key is free again, at once.
+            flags_forget(keys=[key])
         else:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 

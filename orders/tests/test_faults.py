@@ -287,6 +287,31 @@ def test_a_fresh_claim_of_another_request_is_still_waited_for(db):
     assert not Order.objects.exists()
 
 
+@pytest.mark.django_db
+@override_settings(FLASHSALE_INFLIGHT_WAIT=0.2)
+def test_a_flag_that_keeps_outliving_its_order_is_waited_for_a_bounded_time(db, monkeypatch):
+    """A completed flag whose order is gone is dropped and the key claimed again; one
+    that keeps coming back (here: dropping it does nothing) costs the bounded wait,
+    then 503, never a loop without end."""
+    sale_reset(sku="sku-1", stock=5)
+    fingerprint = idempotency.request_fingerprint(sku="sku-1", quantity=1, user_id="u1")
+    cache.set("idem:k1", {"fingerprint": fingerprint, "order_id": 999_999}, timeout=None)
+    monkeypatch.setattr("orders.services.flags_forget", lambda keys: None)
+    outcome = []
+    buyer = threading.Thread(target=lambda: outcome.append(_outcome_of(lambda: buy("k1"))), daemon=True)
+    buyer.start()
+    buyer.join(5)
+    assert outcome and isinstance(outcome[0], Busy)
+    assert not Order.objects.exists()
+
+
+def _outcome_of(call):
+    try:
+        return call()
+    except Exception as e:
+        return e
+
+
 @pytest.fixture
 def admin_api(settings):
     settings.FLASHSALE_ADMIN_TOKEN = "test-token"
