@@ -81,11 +81,13 @@ class _RowMissing(Exception):
 
 
 class _Holdings(threading.local):
-    """Per thread: names held and how often, and the transaction holding them."""
+    """Per thread: names held and how often, the transaction holding them, and the
+    id of each name's claim row (``InsertLock``)."""
 
     def __init__(self):
         self.counts: dict[str, int] = {}
         self.atomic: transaction.Atomic | None = None
+        self.claims: dict[str, int] = {}
 
 
 def _error_code(e: DatabaseError) -> int | None:
@@ -199,6 +201,7 @@ class MySQLLock(BaseLock):
         held = self.backend.holdings
         atomic, held.atomic = held.atomic, None
         held.counts.clear()
+        held.claims.clear()
         if atomic is not None:
             err = LockError("abandoned")
             atomic.__exit__(type(err), err, None)
@@ -221,6 +224,7 @@ class MySQLLock(BaseLock):
                 held.counts[name] -= 1
                 if not held.counts[name]:
                     del held.counts[name]
+                    held.claims.pop(name, None)  # rolled back with the transaction, if not given back
         except DatabaseError as e:
             # A deadlock victim (names next to each other in the unique index share
             # gap locks) or a lost connection: InnoDB rolled the transaction back,
@@ -241,6 +245,7 @@ class MySQLLock(BaseLock):
             atomic.__exit__(None, None, None)  # COMMIT (or the rollback): work and release at once
         except DatabaseError as e:
             held.counts.clear()
+            held.claims.clear()
             # The COMMIT failed, or the connection died around it (Django's reconnect
             # after a failed COMMIT, or its SET autocommit after a good one): whether
             # the work landed, only the database knows now.
@@ -256,30 +261,18 @@ class MySQLLock(BaseLock):
         return dict(self.backend.holdings.counts)
 
 
-class InsertLock(MySQLLock):
-    table = LockClaim._meta.db_table
+class _RowsMadeOnce(MySQLLock):
+    """A lock whose names need a row made before the holder's transaction, and kept:
+    made in autocommit on a side connection, once per name per process."""
 
-    def take(self, cursor, name: str) -> None:
-        cursor.execute(f"INSERT INTO {self.table} (name) VALUES (%s)", [name])
+    # (database, name) whose row this process has seen made, so the side connection
+    # is paid once per name per process.
+    _known: set[tuple[str, str]]
+    row_sql = ""  # INSERT IGNORE of one name's row
 
-    def give_back(self, cursor, name: str) -> None:
-        cursor.execute(f"DELETE FROM {self.table} WHERE name = %s", [name])
-
-    def locked(self) -> bool:
-        # A holder's row is uncommitted: only a READ UNCOMMITTED reader sees it.
-        with side_connection(self.backend.using) as cursor:
-            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
-            placeholders = ",".join(["%s"] * len(self.names))
-            cursor.execute(f"SELECT COUNT(*) FROM {self.table} WHERE name IN ({placeholders})",
-                           self.names)
-            return cursor.fetchone()[0] > 0
-
-
-class ForUpdateLock(MySQLLock):
-    table = LockRow._meta.db_table
-    # (database, name) whose row this process has seen created, so the side
-    # connection below is paid once per name per process.
-    _known: set[tuple[str, str]] = set()
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._known = set()
 
     def prepare(self, names: list[str]) -> None:
         missing = [n for n in names if (self.backend.using, n) not in self._known]
@@ -287,14 +280,52 @@ class ForUpdateLock(MySQLLock):
             return
         # In autocommit on a side connection: an INSERT IGNORE inside the holder's
         # transaction would keep a shared lock on an existing row, and two holders
-        # upgrading theirs to FOR UPDATE would deadlock.
+        # upgrading theirs would deadlock.
         with side_connection(self.backend.using) as cursor:
             for name in missing:
-                cursor.execute(f"INSERT IGNORE INTO {self.table} (name) VALUES (%s)", [name])
+                cursor.execute(self.row_sql, [name])
         self._known.update((self.backend.using, n) for n in missing)
 
     def forget(self, names: list[str]) -> None:
         self._known.difference_update((self.backend.using, n) for n in names)
+
+
+class InsertLock(_RowsMadeOnce):
+    """Seed 000's lock table: the holder's uncommitted claim row is the lock. Each
+    name's floor row (``LockClaim``) is made once, before the first claim: it keeps
+    the gap locks of one name's claim away from the next name's."""
+
+    table = LockClaim._meta.db_table
+    row_sql = f"INSERT IGNORE INTO {table} (name, slot) VALUES (%s, {LockClaim.FLOOR})"
+
+    def take(self, cursor, name: str) -> None:
+        cursor.execute(f"INSERT INTO {self.table} (name, slot) VALUES (%s, {LockClaim.CLAIM})", [name])
+        self.backend.holdings.claims[name] = cursor.lastrowid
+
+    def give_back(self, cursor, name: str) -> None:
+        # By its primary key: the row's own lock, which the holder has. Found by name,
+        # the DELETE would also lock the claims of earlier holders that InnoDB keeps
+        # delete-marked until purge, with the gaps before them, where this name's
+        # waiters hold theirs: a deadlock at release.
+        claim = self.backend.holdings.claims.pop(name, None)
+        if claim is None:
+            cursor.execute(f"DELETE FROM {self.table} WHERE name = %s AND slot = {LockClaim.CLAIM}", [name])
+        else:
+            cursor.execute(f"DELETE FROM {self.table} WHERE id = %s", [claim])
+
+    def locked(self) -> bool:
+        # A holder's row is uncommitted: only a READ UNCOMMITTED reader sees it.
+        with side_connection(self.backend.using) as cursor:
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+            placeholders = ",".join(["%s"] * len(self.names))
+            cursor.execute(f"SELECT COUNT(*) FROM {self.table} WHERE slot = {LockClaim.CLAIM} "
+                           f"AND name IN ({placeholders})", self.names)
+            return cursor.fetchone()[0] > 0
+
+
+class ForUpdateLock(_RowsMadeOnce):
+    table = LockRow._meta.db_table
+    row_sql = f"INSERT IGNORE INTO {table} (name) VALUES (%s)"
 
     def take(self, cursor, name: str) -> None:
         cursor.execute(f"SELECT id FROM {self.table} WHERE name = %s FOR UPDATE", [name])

@@ -202,3 +202,34 @@ def test_a_lock_taken_while_the_database_is_down_leaves_the_thread_usable_once_i
     assert connection.in_atomic_block
     lock.release()
     assert not connection.in_atomic_block and not lock.locked()
+
+
+def test_holders_of_names_next_to_each_other_never_deadlock_at_release():
+    """A product's segments are names next to each other in the lock table's index
+    (stock:t:0, stock:t:1, …). Each name's floor row keeps the gap locks of one
+    name's claim away from its neighbours', so a release (a DELETE of the holder's
+    own claim, then COMMIT) has nothing to wait for and can never be a deadlock's
+    victim; nor can the claims of earlier holders of its own name, which InnoDB keeps
+    delete-marked until purge: the release deletes its claim by its primary key.
+    Before, 8 names × 4 threads here lost 60-99 of 800 releases to deadlocks, and
+    with the floors alone 0-1."""
+    backend = make(InsertLockBackend, wait_timeout=10)
+    names, rounds = [f"stock:t:{n}" for n in range(8)], 25
+    lost, taken = [], []
+
+    def holder(name):
+        for _ in range(rounds):
+            lock = backend.lock(name)
+            assert lock.acquire()
+            try:
+                lock.release()
+                taken.append(name)
+            except LockReleaseError as e:
+                lost.append(e)
+
+    started = [start_thread(lambda name=name: holder(name)) for name in names for _ in range(4)]
+    for thread, _ in started:
+        thread.join(120)
+    assert [box["error"] for _, box in started if "error" in box] == []
+    assert lost == []
+    assert len(taken) == len(names) * 4 * rounds
