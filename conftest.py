@@ -19,6 +19,17 @@ def _clean_redis(request):
 
 
 @pytest.fixture
+def admin_api(settings):
+    """An API client with the admin token."""
+    from rest_framework.test import APIClient
+
+    settings.FLASHSALE_ADMIN_TOKEN = "test-token"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token test-token")
+    return client
+
+
+@pytest.fixture
 def product_factory(db):
     from inventory.services import product_reset
 

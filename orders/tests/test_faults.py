@@ -312,14 +312,6 @@ def _outcome_of(call):
         return e
 
 
-@pytest.fixture
-def admin_api(settings):
-    settings.FLASHSALE_ADMIN_TOKEN = "test-token"
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token test-token")
-    return client
-
-
 def _in_a_statement(cursor, like: str, timeout: float = 10.0) -> None:
     """Until another connection of the app's user (visible without the PROCESS
     privilege) is inside a statement like ``like``: blocked, in this test."""

@@ -133,11 +133,3 @@ def test_the_product_the_purchase_and_the_audit_name_the_strategy(admin_api):
     # A reset without one gives the product back to the deployment's default.
     again = admin_api.post("/api/admin/products/p/reset", {"stock": 5}, format="json")
     assert again.json()["strategy"] == "atomic"
-
-
-@pytest.fixture
-def admin_api(settings):
-    settings.FLASHSALE_ADMIN_TOKEN = "test-token"
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION="Token test-token")
-    return client
