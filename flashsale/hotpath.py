@@ -3,14 +3,15 @@ else together.
 
 DRF's dispatch wraps every request in a ``Request``, instantiates its parsers,
 authenticators and negotiator, negotiates, and parses the body through a chosen
-parser and a stream. For a plain JSON body that is a quarter of the gate's
-purchase (547 → 413 µs of CPU per request in-process; ``docs/profile/hotpath/``).
-``DirectJSONApi`` reads such a body with one ``json.loads`` and runs the rest as DRF
-does: the view's throttles and permissions, its handler, DRF's exception handling
-and its response. Anything else (another method or content type, a charset other
-than UTF-8, a body that does not decode) goes through DRF's dispatch unchanged, so
-its answers (415, 400 ``invalid``, 405) are DRF's own. ``flashsale/tests/test_hotpath.py``
-holds the two paths to the same answers.
+parser and a stream. For a plain JSON body that was a tenth of the gate's accepted
+purchase and a fifth of its sold-out answer (CPU per request in-process,
+``python -m benchmarks.purchase_cpu``; ``docs/profile/hotpath/``). ``DirectJSONApi``
+reads such a body with one ``json.loads`` and runs the rest as DRF does: the view's
+throttles, its handler, DRF's exception handler and its response. Anything else
+(another method or content type, a charset other than UTF-8, a body that does not
+decode) goes through DRF's dispatch unchanged, so its answers (415, 400
+``invalid``, 405) are DRF's own. ``orders/tests/test_hotpath.py`` holds the two
+paths to the same answers.
 """
 
 from __future__ import annotations

@@ -357,6 +357,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
     # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
     # (most of a flash sale's answers are 409 sold out), not a fault: a line each was
-    # 7% of a sold-out answer's CPU, and a crowd's worth of lines. 5xx are still logged.
+    # 9% of a sold-out answer's profile, and a crowd's worth of lines. 5xx are still logged.
     "loggers": {"django.request": {"level": "ERROR"}},
 }
