@@ -1,11 +1,13 @@
+from datetime import UTC, datetime
+
 import pytest
 from django.db import transaction
 
 from flashsale.errors import NotFound
 from flashsale.strategies import Deduction
 from inventory.models import Stock
-from inventory.selectors import product_get, stock_audit
-from inventory.services import stock_deduct
+from inventory.selectors import product_get, segments_get, stock_audit
+from inventory.services import product_reset, stock_deduct
 
 
 @pytest.fixture
@@ -52,3 +54,38 @@ def test_audit_flags_a_stock_write_without_a_flow_row(sold_three):
 def test_product_get_unknown_sku_is_not_found():
     with pytest.raises(NotFound):
         product_get(sku="nope")
+
+
+def _fields(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("window", [False, True], ids=["no-window", "window"])
+def test_the_segments_read_answers_what_the_orm_query_does(window, django_assert_num_queries):
+    """``segments_get`` builds its SQL once; the ORM's query is the reference: the
+    same rows, the same values of the same types (the window's moments aware, in
+    UTC), each segment's product there without another query."""
+    starts_at = datetime(2026, 11, 24, 9, 0, 0, 123000, tzinfo=UTC) if window else None
+    ends_at = datetime(2026, 11, 24, 10, 0, tzinfo=UTC) if window else None
+    product = product_reset(sku="sku-1", stock=10, name="Phone", segments=3, starts_at=starts_at,
+                            ends_at=ends_at, strategy="redisson")
+    Stock.objects.filter(product=product, segment=1).update(quantity=2, version=7, fence_source="setnx",
+                                                          fence=42)
+    product_reset(sku="sku-0", stock=1)  # another product: not in the answer
+    reference = list(Stock.objects.select_related("product").filter(product__sku="sku-1").order_by("segment"))
+    with django_assert_num_queries(1):
+        segments = segments_get(sku="sku-1")
+        products = [s.product for s in segments]
+    assert [_fields(s) for s in segments] == [_fields(s) for s in reference]
+    assert [_fields(p) for p in products] == [_fields(s.product) for s in reference]
+    types = [type(v) for v in _fields(products[0]).values()]
+    assert types == [type(v) for v in _fields(reference[0].product).values()]
+    assert products[0].starts_at == starts_at and products[0] is products[-1]
+    assert not segments[0]._state.adding and segments[0]._state.db == "default"
+
+
+@pytest.mark.django_db
+def test_the_segments_read_of_an_unknown_sku_is_not_found():
+    with pytest.raises(NotFound):
+        segments_get(sku="no-such-sku")
