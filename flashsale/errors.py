@@ -212,7 +212,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
 
 def _error_response(exc: Exception) -> Response | None:
     if isinstance(exc, DatabaseError):
-        exc = _database_answer(exc) or exc
+        # Any view's; the purchase says more, in its own words (order_create).
+        exc = database_answer(exc, then="retry") or exc
     if isinstance(exc, ApplicationError):
         return Response(
             error_body(exc.code, exc.message, **exc.extra),
@@ -238,14 +239,15 @@ def _error_response(exc: Exception) -> Response | None:
     return None  # unexpected: Django's 500 handler below answers it
 
 
-def _database_answer(exc: DatabaseError) -> ApplicationError | None:
-    """What any view answers when the database fails it in a way a retry may mend
-    (the purchase says more, in its own words): the server cannot be reached, or it
-    gave up waiting for a row lock. Anything else stays a 500."""
+def database_answer(exc: DatabaseError, *, then: str) -> ApplicationError | None:
+    """The answer to a database failure that a retry may mend: the server cannot be
+    reached (503 ``unavailable``), or it gave up waiting for a row lock or broke a
+    deadlock (503 ``busy``); ``None`` for anything else (a 500). ``then`` ends the
+    message: what the caller knows of its writes, or what the client should do."""
     if database_unreachable(exc):
-        return Unavailable("the database cannot be reached; retry later", backend="database")
+        return Unavailable(f"the database cannot be reached; {then}", backend="database")
     if database_gave_up(exc):
-        return Busy("the database gave up waiting for a row lock (or broke a deadlock); retry")
+        return Busy(f"the database gave up waiting for a row lock (or broke a deadlock); {then}")
     return None
 
 

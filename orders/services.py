@@ -33,7 +33,7 @@ from django.core.signals import setting_changed
 from django.db import DatabaseError, IntegrityError, transaction
 from django.dispatch import receiver
 
-from flashsale.database_errors import database_deadlocked, database_gave_up, database_unreachable
+from flashsale.database_errors import database_deadlocked
 from flashsale.errors import (
     ApplicationError,
     Busy,
@@ -43,6 +43,7 @@ from flashsale.errors import (
     SoldOut,
     StockChanged,
     Unavailable,
+    database_answer,
 )
 from flashsale.strategies import Seller, StrategySpec, UnknownStrategy, strategy_of
 from inventory.models import Product, Stock
@@ -404,16 +405,14 @@ def order_create(
         raise Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
                    extra={"strategy": e.strategy.name}) from None
     except DatabaseError as e:
-        if database_unreachable(e):
+        answer = database_answer(e, then="nothing was written")
+        if answer is None:
+            raise
+        if isinstance(answer, Unavailable):
             # Closed now, not at the end of the request: whatever runs next on this
             # thread opens a new connection, once the server is back.
             transaction.get_connection().close()
-            raise Unavailable("the database cannot be reached; nothing was written",
-                              backend="database") from e
-        if database_gave_up(e):
-            raise Busy("the database gave up waiting for a row lock (or broke a deadlock); "
-                       "nothing was written") from e
-        raise
+        raise answer from e
 
 
 # sku -> the strategy this process last found the product's sale under: which seller
