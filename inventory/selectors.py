@@ -47,6 +47,8 @@ class _SegmentsRead:
     and the field's converters, then ``Model.from_db``. (A test holds it to the ORM
     query's answer.)"""
 
+    _product_fields = [f.attname for f in Product._meta.concrete_fields]
+
     def __init__(self):
         self._built: dict[str, tuple[str, list, list]] = {}  # by database alias
 
@@ -66,8 +68,6 @@ class _SegmentsRead:
                f"WHERE p.{quote(product.get_field('sku').column)} = %s "
                f"ORDER BY s.{quote(stock.get_field('segment').column)}")
         return sql, converters, [f.attname for f in stock.concrete_fields]
-
-    _product_fields = [f.attname for f in Product._meta.concrete_fields]
 
     def run(self, sku: str) -> list[Stock]:
         using = Stock.objects.db
