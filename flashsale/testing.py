@@ -12,9 +12,11 @@ from typing import Any
 from django.db import connection
 
 
-def start_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict]:
+def start_thread(fn: Callable[[], Any], *, daemon: bool = False) -> tuple[threading.Thread, dict]:
     """Start ``fn`` in a thread; its outcome lands in the returned dict as "value"
-    or "error". The thread's database connection, if it opened one, is closed."""
+    or "error". The thread's database connection, if it opened one, is closed.
+    ``daemon``: for a call that may never return when the code under test is wrong,
+    so that the test fails instead of the run hanging."""
     box: dict = {}
 
     def run():
@@ -25,7 +27,7 @@ def start_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict]:
         finally:
             connection.close()
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=daemon)
     thread.start()
     return thread, box
 

@@ -16,6 +16,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from flashsale.errors import Busy, OutcomeUnknown, SoldOut, Unavailable
+from flashsale.testing import start_thread
 from inventory.models import Stock, StockFlow
 from inventory.services import stalled
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
@@ -297,19 +298,10 @@ def test_a_flag_that_keeps_outliving_its_order_is_waited_for_a_bounded_time(db, 
     fingerprint = idempotency.request_fingerprint(sku="sku-1", quantity=1, user_id="u1")
     cache.set("idem:k1", {"fingerprint": fingerprint, "order_id": 999_999}, timeout=None)
     monkeypatch.setattr("orders.services.flags_forget", lambda keys: None)
-    outcome = []
-    buyer = threading.Thread(target=lambda: outcome.append(_outcome_of(lambda: buy("k1"))), daemon=True)
-    buyer.start()
+    buyer, outcome = start_thread(lambda: buy("k1"), daemon=True)
     buyer.join(5)
-    assert outcome and isinstance(outcome[0], Busy)
+    assert isinstance(outcome.get("error"), Busy)
     assert not Order.objects.exists()
-
-
-def _outcome_of(call):
-    try:
-        return call()
-    except Exception as e:
-        return e
 
 
 def _in_a_statement(cursor, like: str, timeout: float = 10.0) -> None:
