@@ -55,6 +55,13 @@ class StrategySpec:
         several lock holders in at once. The gate keeps one counter in Redis."""
         return self.seller is Seller.TRANSACTION
 
+    @property
+    def one_trip(self) -> bool:
+        """Whether a purchase from one segment runs as one stored-procedure call
+        (``orders.onetrip``): the conditional UPDATE needs no Python between its
+        statements, neither a lock's check nor a value computed from a read."""
+        return self.seller is Seller.TRANSACTION and self.deduction is Deduction.CONDITIONAL_UPDATE
+
 
 STRATEGIES: dict[str, StrategySpec] = {
     spec.name: spec

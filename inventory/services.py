@@ -53,7 +53,8 @@ def stalled(pause: Callable[[str], object]) -> Iterator[None]:
         _stalls.pause = None
 
 
-def _stall(point: str) -> None:
+def stall_point(point: str) -> None:
+    """Where a critical section may be paused (``stalled``)."""
     pause = getattr(_stalls, "pause", None)
     if pause is not None:
         pause(point)
@@ -165,7 +166,7 @@ def stock_deduct(
     if fences and deduction is not Deduction.READ_MODIFY_WRITE:
         raise ValueError("only the read-modify-write trusts a lock, so only it is fenced")
     segments = list(dict.fromkeys(segments))
-    _stall("start")
+    stall_point("start")
     held_since = None
 
     # Each statement below runs while this transaction holds a row, except the
@@ -202,7 +203,7 @@ def stock_deduct(
         if not shares:
             raise _sold_out(product, quantity, sum(available.values()))
         _widen_race()
-        _stall("read")
+        stall_point("read")
         taken = []
         for segment, share in shares.items():
             before = available[segment]

@@ -122,6 +122,18 @@ def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
             _owed[_cache_key(key)] = flag
 
 
+def flag_unsettled(*, key: str, fingerprint: str) -> None:
+    """Record that ``key``'s request ended without knowing whether its order committed,
+    nor its id: a claim stale at once, so the next request with the key asks the
+    database (``Flag.stale``) instead of waiting for this one."""
+    try:
+        cache.set(_cache_key(key), {**_claim(fingerprint), "since": 0.0},
+                  timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+    except CACHE_ERRORS as e:
+        # The claim stays as it was: stale once its pending TTL is out.
+        logger.warning("could not mark the outcome of %s unknown: %s", key, e)
+
+
 def flags_forget(*, keys: list[str]) -> None:
     """Drop flags: the request failed (so a retry may try again) or its order was reset."""
     if not keys:

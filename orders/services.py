@@ -61,9 +61,17 @@ from locking import (
 )
 
 from .gate import GateCold, gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
-from .idempotency import flag_claim, flag_complete, flag_take_over, flags_forget, request_fingerprint
+from .idempotency import (
+    flag_claim,
+    flag_complete,
+    flag_take_over,
+    flag_unsettled,
+    flags_forget,
+    request_fingerprint,
+)
 from .limits import quota_open, quota_take
 from .models import BuyerQuota, GateSale, Order
+from .onetrip import purchase_call
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
 from .window import SaleWindow
 
@@ -289,9 +297,14 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
         if None not in tokens.values():
             fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
     try:
-        order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
-                                       strategy=strategy, lock=lock, group=group, fences=fences,
-                                       deadline=deadline)
+        if strategy.one_trip and len(group) == 1:
+            order, deducted = purchase_call(product=product, segment=group[0], quantity=quantity,
+                                            user_id=user_id, key=key, strategy=strategy.name,
+                                            deadline=deadline)
+        else:
+            order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
+                                           strategy=strategy, lock=lock, group=group, fences=fences,
+                                           deadline=deadline)
     except BaseException:
         _release(lock, written=None)
         raise
@@ -490,7 +503,9 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
             raise
         return known
     except OutcomeUnknown as e:
-        if idempotency_key:
+        if idempotency_key and e.order_id is None:
+            flag_unsettled(key=key, fingerprint=fingerprint)  # a retry asks the database at once
+        elif idempotency_key:
             # A flag that names the order: a retry asks the database whether it landed.
             flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
         raise

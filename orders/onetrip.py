@@ -1,0 +1,95 @@
+"""The conditional UPDATE's purchase in one round trip: a stored procedure.
+
+``atomic`` runs no Python between the statements of its transaction: no lock to
+check, no value to compute, no token to compare. So the whole transaction (the
+buyer's quota, the order, the stock's conditional UPDATE, the ledger row, the commit)
+can run inside MariaDB as one ``CALL flashsale_purchase(...)``: the procedure is in
+migration ``orders/0005``. Through the ORM the same purchase costs eight round trips
+(``SET autocommit``, four statements, ``COMMIT``, ``SET autocommit``), each paid by
+this process, by MariaDB and by a thread switch; on one hot row the row is also held
+across each of them. The seckill peers do the same (a stored procedure for the
+deduction and the order).
+
+The answer stays as true as the ORM's:
+- refused (sold out, the buyer's limit, past the deadline, a duplicate key): the
+  procedure rolled back whatever it wrote, and says why;
+- a connection lost during the ``CALL``: the ``COMMIT`` inside it may have run, so the
+  outcome is unknown (``OutcomeUnknown``) and a retry with the key learns it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from MySQLdb.constants import CR
+
+from flashsale.database_errors import database_unreachable
+from flashsale.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
+from inventory.models import Product
+from inventory.services import Deducted, stall_point
+
+from .models import Order
+
+# MySQL's code for a SIGNAL of SQLSTATE 45000: the procedure's "past the deadline".
+_ER_SIGNAL_EXCEPTION = 1644
+# No connection was ever made: the CALL was not sent.
+_NEVER_SENT = {CR.CONNECTION_ERROR, CR.CONN_HOST_ERROR}
+
+
+class _Reply(NamedTuple):
+    outcome: str  # "placed", "sold_out" or "limit_reached"
+    order_id: int | None
+    remaining: int  # the segment's, after the purchase (or, refused, as it was)
+    held_us: int  # the stock row, from its UPDATE to the commit
+
+
+def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str, key: str, strategy: str,
+                  deadline: float) -> tuple[Order, Deducted]:
+    """Place the order and take ``quantity`` from ``segment`` in one ``CALL``.
+
+    :raises SoldOut: the segment has less than ``quantity``; nothing was written.
+    :raises LimitReached: the buyer's limit has no room; nothing was written.
+    :raises Busy: past ``deadline`` (``time.monotonic()``); nothing was written.
+    :raises OutcomeUnknown: the connection died during the call.
+    :raises IntegrityError: the key has an order already; nothing was written.
+    """
+    stall_point("start")  # fault injection: before the stock is touched
+    budget_us = int((deadline - time.monotonic()) * 1_000_000)
+    if budget_us <= 0:
+        raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written")
+    connection = transaction.get_connection()
+    nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
+    args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
+            settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_RACE_DELAY_MS * 1000), budget_us,
+            nested]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CALL flashsale_purchase(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args)
+            reply = _Reply(*cursor.fetchone())
+            while cursor.nextset():  # the CALL's own status, after the row
+                pass
+    except DatabaseError as e:
+        code = e.args[0] if e.args else None
+        if code == _ER_SIGNAL_EXCEPTION:
+            raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written") from e
+        if nested or code in _NEVER_SENT or not database_unreachable(e):
+            raise  # the server refused it (and rolled it back), or the caller's transaction decides
+        # Closed now, so that whatever runs next on this thread (the retry) reconnects.
+        connection.close()
+        raise OutcomeUnknown("the database connection died during the purchase's call: whether the order "
+                             "was placed is unknown; retry with the same Idempotency-Key to learn it",
+                             order_id=None) from e
+    if reply.outcome == "sold_out":
+        raise SoldOut(f"{product.sku}: {quantity} requested, {reply.remaining} left",
+                      extra={"sku": product.sku, "requested": quantity, "remaining": reply.remaining})
+    if reply.outcome == "limit_reached":
+        limit = settings.FLASHSALE_PER_USER_LIMIT
+        raise LimitReached(f"{user_id} may buy at most {limit} of {product.sku}",
+                           extra={"sku": product.sku, "limit": limit})
+    order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
+                  instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0)
+    held_since = time.perf_counter() - reply.held_us / 1e6
+    return order, Deducted(remaining=reply.remaining, row_held_since=held_since)
