@@ -231,6 +231,35 @@ def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
 PLAN_ROUNDS = 3
 
 
+# sku -> (the sale's opening, as its mark says, and its segments as this process last
+# read them): the plan's read, once per sale and process.
+_planned: dict[str, tuple[float, list[Stock]]] = {}
+_PLANNED_MAX = 10_000  # products; past it, the reads start over
+
+
+def _segments_planned(sku: str, mark: SaleMark | None) -> list[Stock]:
+    """The product's segments to plan a purchase with. The plan's read only orders
+    the tries (``stock_plan``): the deduction decides under the lock, and in a sale
+    stock only falls, so an old read sends a try at worst to a segment that ran dry,
+    which falls over, and a round that finds every try refused reads afresh (``mark``
+    ``None``). So while the sale's mark says which sale this is, one read per
+    process serves the whole sale: the product's id, its strategy and its segments
+    change only with a reset, which opens a new sale. A one-segment product, the
+    flash sale's hot case, is never read again."""
+    opened = mark.opened if mark is not None else None
+    known = _planned.get(sku)
+    if opened is not None and known is not None and known[0] == opened:
+        return known[1]
+    segments = segments_get(sku=sku)
+    if opened is None and known is not None:
+        opened = known[0]  # a fresh read for the sale this process knows
+    if opened is not None:
+        if len(_planned) >= _PLANNED_MAX:
+            _planned.clear()
+        _planned[sku] = (opened, segments)
+    return segments
+
+
 def _lock_name(sku: str, segment: int, segments: int) -> str:
     # A product in one segment keeps the product's own lock name.
     return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
@@ -252,7 +281,7 @@ def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int
     quota_open(product=product, user_id=user_id)
     for round_ in range(PLAN_ROUNDS):
         if round_:
-            segments = segments_get(sku=product.sku)
+            segments = _segments_planned(product.sku, None)
         for group in stock_plan(segments, quantity):
             try:
                 order, deducted, timings = _order_take(product=product, strategy=strategy, group=group,
@@ -489,7 +518,7 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
             mark.window.check(sku=sku, now=time.time())
         if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        segments = segments_get(sku=sku)
+        segments = _segments_planned(sku, mark)
         if mark.opened is None:
             strategy = _sold_here(sku, segments[0].product.strategy)
             SaleWindow.of(segments[0].product).check(sku=sku, now=time.time())

@@ -29,10 +29,11 @@ def test_the_purchase_writes_the_order_the_stock_and_its_ledger_row_in_one_call(
     with CaptureQueriesContext(connection) as queries:
         result = buy("k1", quantity=3)
     writes = [q["sql"] for q in queries if not q["sql"].startswith("SELECT")]
-    assert len(writes) == 1 and writes[0].startswith("CALL flashsale_purchase(")  # no SET autocommit, no COMMIT
+    # One statement writes: no SET autocommit, no COMMIT of its own.
+    assert len(writes) == 1 and writes[0].startswith("CALL flashsale_purchase(")
     order = Order.objects.get()
-    assert (order.pk, order.quantity, order.user_id, order.idempotency_key, order.strategy, order.instance) == (
-        result.order_id, 3, "u1", "k1", "atomic", "test")
+    assert (order.pk, order.quantity, order.user_id, order.idempotency_key, order.strategy,
+            order.instance) == (result.order_id, 3, "u1", "k1", "atomic", "test")
     assert order.pk % 2 == 1  # MySQL's ids, odd as for every other strategy
     flow = StockFlow.objects.get()
     assert (flow.order_reference, flow.quantity, flow.quantity_before, flow.quantity_after, flow.segment,
@@ -87,7 +88,8 @@ def test_a_call_that_waited_for_the_row_past_the_deadline_commits_nothing(produc
     def another_transaction_holds_the_row():
         with side_connection("default") as cursor:
             cursor.execute("START TRANSACTION")
-            cursor.execute("SELECT quantity FROM inventory_stock WHERE product_id = %s FOR UPDATE", [product.pk])
+            cursor.execute("SELECT quantity FROM inventory_stock WHERE product_id = %s FOR UPDATE",
+                           [product.pk])
             holding.set()
             let_go.wait(10)
             cursor.execute("ROLLBACK")

@@ -4,8 +4,9 @@ import time
 
 import pytest
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
 from flashsale.testing import held_elsewhere, in_thread, start_thread
@@ -335,6 +336,30 @@ def test_a_segment_that_ran_dry_since_the_read_falls_over_to_the_next(product_fa
     assert stalls.count("start") == 2  # segment 0 refused, segment 1 served
     assert list(StockFlow.objects.values_list("segment", flat=True)) == [1]
     assert result.remaining == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_plan_reads_the_segments_once_per_sale_and_again_after_a_reset(db):
+    sale_reset(sku="seg-1", stock=10)
+    order_create(sku="seg-1", quantity=1, user_id="u1", idempotency_key="k1")
+    with CaptureQueriesContext(connection) as queries:
+        order_create(sku="seg-1", quantity=1, user_id="u2", idempotency_key="k2")
+    assert [q["sql"].split()[0] for q in queries] == ["CALL"]  # no read: the sale's first purchase made it
+    sale_reset(sku="seg-1", stock=4, segments=2)  # 2, 2: a new sale, another layout
+    # 3 units need both segments: a plan from the old layout (one segment of 10)
+    # would try segment 0 alone, and answer sold out.
+    result = order_create(sku="seg-1", quantity=3, user_id="u3", idempotency_key="k3")
+    assert result.quantity == 3
+    assert sorted(StockFlow.objects.values_list("segment", flat=True)) == [0, 1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plan_from_an_old_read_falls_over_to_the_segment_that_has_stock(db, first_segment_first):
+    sale_reset(sku="seg-1", stock=4, segments=2)  # 2, 2
+    order_create(sku="seg-1", quantity=1, user_id="u1", idempotency_key="k1")  # read: 2, 2; took from 0
+    Stock.objects.filter(product__sku="seg-1", segment=0).update(quantity=0)  # another buyer, meanwhile
+    result = order_create(sku="seg-1", quantity=1, user_id="u2", idempotency_key="k2")
+    assert StockFlow.objects.get(operation_flag="k2").segment == 1 and result.remaining == 1
 
 
 @pytest.mark.django_db(transaction=True)
