@@ -10,7 +10,7 @@ Django's ``atomic`` nests.
 from django.db import migrations
 
 PROCEDURE = """
-CREATE OR REPLACE PROCEDURE flashsale_purchase(
+CREATE PROCEDURE flashsale_purchase(
     IN p_product BIGINT, IN p_segment SMALLINT, IN p_quantity INT, IN p_user VARCHAR(64),
     IN p_key VARCHAR(128), IN p_instance VARCHAR(64), IN p_strategy VARCHAR(32),
     IN p_limit INT, IN p_delay_us INT, IN p_budget_us BIGINT, IN p_nested BOOLEAN)
@@ -76,6 +76,8 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # A list, so that Django sends the body as one statement instead of splitting it at ";".
-        migrations.RunSQL([PROCEDURE], ["DROP PROCEDURE IF EXISTS flashsale_purchase"]),
+        # A list, so that Django sends the body as one statement instead of splitting it
+        # at ";". DROP then CREATE, not CREATE OR REPLACE: MySQL has no such procedure form.
+        migrations.RunSQL(["DROP PROCEDURE IF EXISTS flashsale_purchase", PROCEDURE],
+                          ["DROP PROCEDURE IF EXISTS flashsale_purchase"]),
     ]

@@ -96,8 +96,8 @@ def test_a_call_that_waited_for_the_row_past_the_deadline_commits_nothing(produc
 
     holder, _ = start_thread(another_transaction_holds_the_row)
     assert holding.wait(10)
-    threading.Timer(0.6, let_go.set).start()  # the call waits on the row past its 0.3 s
     started = time.monotonic()
+    threading.Timer(0.6, let_go.set).start()  # the call waits on the row past its 0.3 s
     with pytest.raises(Busy, match="deadline"):
         buy("k1")
     holder.join(10)
