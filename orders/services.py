@@ -3,11 +3,13 @@
 One purchase, in order: validate → the seller of the product's strategy (the one
 this process last saw it sold by, checked by that seller before it writes: see
 ``_last_seen``) → idempotency check → the sale's mark (the product's strategy and
-window) → read the product's stock segments → for each group of segments the plan
-names: acquire their
+window) → read the product's stock segments (once per sale and process: see
+``_segments_planned``) → for each group of segments the plan names: acquire their
 locks → open the transaction → count the buyer's units, create the order, deduct the
 stock, append the flow rows → commit → release the locks; a group that ran dry since
-the read falls over to the next. The locks are held across the commit: released
+the read falls over to the next. Where no Python needs to run between those
+statements (``atomic``, one segment), the transaction is one stored-procedure call
+(``orders.onetrip``). The locks are held across the commit: released
 earlier, the next holder could read the stock before this write is visible. Each
 lock's fencing token, where it has one, goes with the stock deduction, which refuses
 it once a newer holder has touched that segment: a lease that ran out mid-purchase
