@@ -44,6 +44,15 @@ def test_the_purchase_writes_the_order_the_stock_and_its_ledger_row_in_one_call(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_call_keeps_every_character_of_the_buyer_and_the_key(product_factory):
+    product_factory(sku="sku-1", stock=10)
+    buy("k-ü-😀", user="u-ß-😀")  # four-byte UTF-8 through the procedure's parameters
+    order = Order.objects.get()
+    assert (order.user_id, order.idempotency_key) == ("u-ß-😀", "k-ü-😀")
+    assert StockFlow.objects.get().operation_flag == "k-ü-😀"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_sold_out_writes_nothing_and_says_what_is_left(product_factory):
     product_factory(sku="sku-1", stock=2)
     with pytest.raises(SoldOut) as refused:
