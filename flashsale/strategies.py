@@ -3,7 +3,7 @@
 A strategy names its seller, the shape of a purchase: the locked transaction
 (lock, transaction, deduct, commit, release) or the gate (Redis decides, a
 persister writes the order later). For the locked transaction it names two more
-choices: which lock (a ``settings.LOCKING`` alias of the same name) guards the
+choices: which lock (a ``settings.LOCKING`` alias; ``null`` for none) guards the
 critical section, and how the stock row is written inside it. The table is plain
 data, imported by settings, so an unknown name fails at start-up rather than on
 the first purchase.
@@ -47,6 +47,9 @@ class StrategySpec:
     # Whether the strategy claims to prevent oversell; runners gate on it.
     claims_correct: bool
     summary: str
+    # The ``settings.LOCKING`` alias that guards the critical section; the strategies
+    # that take no lock share the null lock's.
+    lock: str = "null"
     seller: Seller = Seller.TRANSACTION
 
     @property
@@ -74,6 +77,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="local",
+            lock="local",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=False,
             summary="a process-local threading.Lock: correct in one process, "
@@ -81,6 +85,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="setnx",
+            lock="setnx",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="Redis SET NX PX with a per-holder token, polled; Lua compare-and-delete "
@@ -88,6 +93,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="redisson",
+            lock="redisson",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="Redisson-style reentrant Redis hash lock with a watchdog-renewed lease "
@@ -95,6 +101,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="redisson-fair",
+            lock="redisson-fair",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="redisson with a line of waiters (Redisson's fair lock): first come, "
@@ -102,6 +109,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="zookeeper",
+            lock="zookeeper",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="kazoo's lock recipe: ephemeral sequential node, each waiter watching "
@@ -109,6 +117,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="mysql",
+            lock="mysql",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="a unique-key INSERT into a lock table inside the purchase transaction; "
@@ -116,6 +125,7 @@ STRATEGIES: dict[str, StrategySpec] = {
         ),
         StrategySpec(
             name="mysql-for-update",
+            lock="mysql-for-update",
             deduction=Deduction.READ_MODIFY_WRITE,
             claims_correct=True,
             summary="SELECT ... FOR UPDATE on a lock row inside the purchase transaction",

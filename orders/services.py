@@ -309,7 +309,7 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
                 user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
     """One try: lock the group's segments, write the purchase, commit, release."""
     names = {segment: _lock_name(product.sku, segment, count) for segment in group}
-    lock = get_locks(names.values(), alias=strategy.name)
+    lock = get_locks(names.values(), alias=strategy.lock)
     asked = time.perf_counter()
     try:
         acquired = lock.acquire()

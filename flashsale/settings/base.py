@@ -256,10 +256,10 @@ FLASHSALE_SETNX_TTL_MS = env.int("FLASHSALE_SETNX_TTL_MS", default=5_000)
 FLASHSALE_WATCHDOG_TIMEOUT_MS = env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=5_000)
 FLASHSALE_ZK_SESSION_TIMEOUT = env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=4.0)
 
-# One alias per strategy; the alias named by FLASHSALE_STRATEGY guards the stock.
+# One alias per lock; each strategy names the one that guards its stock
+# (flashsale.strategies), and those that take none share "null".
 LOCKING = {
-    "none": {"BACKEND": "locking.backends.null.NullLockBackend"},
-    "atomic": {"BACKEND": "locking.backends.null.NullLockBackend"},
+    "null": {"BACKEND": "locking.backends.null.NullLockBackend"},
     "local": {
         "BACKEND": "locking.backends.local.LocalLockBackend",
         "OPTIONS": {"wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
@@ -310,8 +310,6 @@ LOCKING = {
         "BACKEND": "locking.backends.mysql.ForUpdateLockBackend",
         "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
     },
-    # No lock: the versioned write detects a concurrent change and the purchase retries.
-    "optimistic": {"BACKEND": "locking.backends.null.NullLockBackend"},
 }
 
 # --- REST framework ----------------------------------------------------------------

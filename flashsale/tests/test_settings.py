@@ -30,6 +30,17 @@ def test_known_strategy_starts():
     assert start_django(FLASHSALE_STRATEGY="local").returncode == 0
 
 
+def test_every_strategy_names_a_configured_lock():
+    from django.conf import settings
+
+    from flashsale.strategies import Seller
+
+    locked = {spec.name: spec.lock for spec in STRATEGIES.values() if spec.seller is Seller.TRANSACTION}
+    assert {name: lock for name, lock in locked.items() if lock not in settings.LOCKING} == {}
+    # The lockless ones share the null lock: one alias, not one per strategy.
+    assert {name for name, lock in locked.items() if lock == "null"} == {"none", "optimistic", "atomic"}
+
+
 def manage(*args: str, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,

@@ -230,7 +230,7 @@ class RecordingBackend(BaseLockBackend):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}},
+@override_settings(LOCKING={"null": {"BACKEND": f"{__name__}.RecordingBackend"}},
                    FLASHSALE_SOLDOUT_FAST_PATH=False)  # the sold-out purchase must reach the lock
 def test_the_lock_is_released_only_after_commit(product_factory):
     product_factory(sku="sku-1", stock=1)
@@ -242,7 +242,7 @@ def test_the_lock_is_released_only_after_commit(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}})
+@override_settings(LOCKING={"null": {"BACKEND": f"{__name__}.RecordingBackend"}})
 def test_once_sold_out_the_mark_answers_without_lock_or_transaction(product_factory):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -260,7 +260,7 @@ def test_once_sold_out_the_mark_answers_without_lock_or_transaction(product_fact
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(LOCKING={"atomic": {"BACKEND": f"{__name__}.RecordingBackend"}},
+@override_settings(LOCKING={"null": {"BACKEND": f"{__name__}.RecordingBackend"}},
                    FLASHSALE_SOLDOUT_FAST_PATH=False)
 def test_without_the_mark_every_sold_out_takes_the_lock(product_factory):
     product_factory(sku="sku-1", stock=1)
