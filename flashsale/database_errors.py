@@ -11,6 +11,8 @@ ER_CONNECTION_KILLED = 1927  # MariaDB's; not among mysqlclient's constants
 # "shutting down" and "connection killed".
 _CONNECTION_ERRORS = {CR.CONNECTION_ERROR, CR.CONN_HOST_ERROR, CR.SERVER_GONE_ERROR, CR.SERVER_LOST,
                       CR.SERVER_LOST_EXTENDED, ER.SERVER_SHUTDOWN, ER_CONNECTION_KILLED}
+# Of those, the ones before any connection was made: nothing was sent.
+_NEVER_CONNECTED = {CR.CONNECTION_ERROR, CR.CONN_HOST_ERROR}
 
 
 def database_unreachable(error: BaseException, using: str = DEFAULT_DB_ALIAS) -> bool:
@@ -24,6 +26,13 @@ def database_unreachable(error: BaseException, using: str = DEFAULT_DB_ALIAS) ->
         return True  # even if Django has opened another connection since
     connection = connections[using]
     return connection.connection is None or not connection.is_usable()
+
+
+def database_never_connected(error: BaseException) -> bool:
+    """Whether ``error`` came from a connection that was never made: the statement was
+    not sent, so it ran nowhere."""
+    return isinstance(error, (OperationalError, InterfaceError)) and bool(error.args) and \
+        error.args[0] in _NEVER_CONNECTED
 
 
 def database_gave_up(error: BaseException) -> bool:

@@ -58,6 +58,12 @@ class SoldOut(ApplicationError):
     status_code = status.HTTP_409_CONFLICT
     code = "sold_out"
 
+    @classmethod
+    def short_of(cls, sku: str, requested: int, remaining: int) -> SoldOut:
+        """``requested`` units asked for where ``remaining`` were left."""
+        return cls(f"{sku}: {requested} requested, {remaining} left",
+                   extra={"sku": sku, "requested": requested, "remaining": remaining})
+
 
 class NotStarted(ApplicationError):
     """The sale opens at ``starts_at``; Retry-After is the seconds until then. Nothing
@@ -123,6 +129,10 @@ class LimitReached(ApplicationError):
 
     status_code = status.HTTP_409_CONFLICT
     code = "limit_reached"
+
+    @classmethod
+    def of(cls, sku: str, user_id: str, limit: int) -> LimitReached:
+        return cls(f"{user_id} may buy at most {limit} of {sku}", extra={"sku": sku, "limit": limit})
 
 
 class RaceRunning(ApplicationError):

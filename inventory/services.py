@@ -108,13 +108,6 @@ def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
     return _remembered()
 
 
-def _sold_out(product: Product, quantity: int, available: int) -> SoldOut:
-    return SoldOut(
-        f"{product.sku}: {quantity} requested, {available} left",
-        extra={"sku": product.sku, "requested": quantity, "remaining": available},
-    )
-
-
 def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
     """How much to take from each segment, in the order given: each as much as it
     has, until the quantity is covered. Empty if the segments together cannot."""
@@ -180,7 +173,7 @@ def stock_deduct(
         if not updated:
             available = Stock.objects.values_list("quantity", flat=True).get(product=product,
                                                                              segment=segment)
-            raise _sold_out(product, quantity, available)
+            raise SoldOut.short_of(product.sku, quantity, available)
         held_since = time.perf_counter()
         after = _remembered()  # what the UPDATE wrote, from its own reply
         taken = [(segment, quantity, after + quantity, after)]
@@ -201,7 +194,7 @@ def stock_deduct(
                 available[segment], versions[segment] = read[segment]
         shares = _shares(available, quantity)
         if not shares:
-            raise _sold_out(product, quantity, sum(available.values()))
+            raise SoldOut.short_of(product.sku, quantity, sum(available.values()))
         _widen_race()
         stall_point("read")
         taken = []
@@ -254,7 +247,7 @@ def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> Non
     if not Stock.objects.filter(product=product, segment=0, quantity__gte=total).update(
             quantity=F("quantity") - total, version=F("version") + 1):
         available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
-        raise _sold_out(product, total, available)
+        raise SoldOut.short_of(product.sku, total, available)
     _ledger_append(product, [(0, d.quantity, d.operation_flag, d.order_reference, d.quantity_before,
                               d.quantity_after) for d in decided])
 

@@ -288,11 +288,9 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
     if verdict == "sold_out":
         left = int(reply[1])
-        raise SoldOut(f"{sku}: {quantity} requested, {left} left",
-                      extra={"sku": sku, "requested": quantity, "remaining": left})
+        raise SoldOut.short_of(sku, quantity, left)
     if verdict == "limit":
-        raise LimitReached(f"{user_id} may buy at most {settings.FLASHSALE_PER_USER_LIMIT} of {sku}",
-                           extra={"sku": sku, "limit": settings.FLASHSALE_PER_USER_LIMIT})
+        raise LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
                    "`manage.py gate_warm`", backend="gate")
 

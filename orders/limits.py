@@ -34,5 +34,4 @@ def quota_take(*, product: Product, user_id: str, quantity: int) -> None:
         return
     room = BuyerQuota.objects.filter(product=product, user_id=user_id, bought__lte=limit - quantity)
     if not room.update(bought=F("bought") + quantity):
-        raise LimitReached(f"{user_id} may buy at most {limit} of {product.sku}",
-                           extra={"sku": product.sku, "limit": limit})
+        raise LimitReached.of(product.sku, user_id, limit)

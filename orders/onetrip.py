@@ -24,19 +24,20 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from MySQLdb.constants import CR
+from MySQLdb.constants import ER
 
-from flashsale.database_errors import database_unreachable
+from flashsale.database_errors import database_never_connected, database_unreachable
 from flashsale.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
 from inventory.models import Product
 from inventory.services import Deducted, stall_point
 
 from .models import Order
 
-# MySQL's code for a SIGNAL of SQLSTATE 45000: the procedure's "past the deadline".
-_ER_SIGNAL_EXCEPTION = 1644
-# No connection was ever made: the CALL was not sent.
-_NEVER_SENT = {CR.CONNECTION_ERROR, CR.CONN_HOST_ERROR}
+
+def past_deadline(sku: str) -> Busy:
+    """The refusal of a purchase that ran past its deadline before it committed: nginx
+    has answered 504 for it and its client has moved on."""
+    return Busy(f"{sku}: the purchase ran past its deadline; nothing was written")
 
 
 class _Reply(NamedTuple):
@@ -59,7 +60,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     stall_point("start")  # fault injection: before the stock is touched
     budget_us = int((deadline - time.monotonic()) * 1_000_000)
     if budget_us <= 0:
-        raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written")
+        raise past_deadline(product.sku)
     connection = transaction.get_connection()
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
@@ -72,10 +73,9 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
             while cursor.nextset():  # the CALL's own status, after the row
                 pass
     except DatabaseError as e:
-        code = e.args[0] if e.args else None
-        if code == _ER_SIGNAL_EXCEPTION:
-            raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written") from e
-        if nested or code in _NEVER_SENT or not database_unreachable(e):
+        if e.args and e.args[0] == ER.SIGNAL_EXCEPTION:  # the procedure's SIGNAL: past the deadline
+            raise past_deadline(product.sku) from e
+        if nested or database_never_connected(e) or not database_unreachable(e):
             raise  # the server refused it (and rolled it back), or the caller's transaction decides
         # Closed now, so that whatever runs next on this thread (the retry) reconnects.
         connection.close()
@@ -83,12 +83,9 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
                              "was placed is unknown; retry with the same Idempotency-Key to learn it",
                              order_id=None) from e
     if reply.outcome == "sold_out":
-        raise SoldOut(f"{product.sku}: {quantity} requested, {reply.remaining} left",
-                      extra={"sku": product.sku, "requested": quantity, "remaining": reply.remaining})
+        raise SoldOut.short_of(product.sku, quantity, reply.remaining)
     if reply.outcome == "limit_reached":
-        limit = settings.FLASHSALE_PER_USER_LIMIT
-        raise LimitReached(f"{user_id} may buy at most {limit} of {product.sku}",
-                           extra={"sku": product.sku, "limit": limit})
+        raise LimitReached.of(product.sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
                   instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0)
     held_since = time.perf_counter() - reply.held_us / 1e6

@@ -73,7 +73,7 @@ from .idempotency import (
 )
 from .limits import quota_open, quota_take
 from .models import BuyerQuota, GateSale, Order
-from .onetrip import purchase_call
+from .onetrip import past_deadline, purchase_call
 from .salemark import SaleMark, sale_mark_get, sale_mark_open, sale_mark_sold_out
 from .window import SaleWindow
 
@@ -301,8 +301,7 @@ def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int
     if available >= quantity:
         raise Busy(f"{product.sku}: the segments ran dry under every try; the stock is still there",
                    extra={"sku": product.sku})
-    raise SoldOut(f"{product.sku}: {quantity} requested, {available} left",
-                  extra={"sku": product.sku, "requested": quantity, "remaining": available})
+    raise SoldOut.short_of(product.sku, quantity, available)
 
 
 def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
@@ -386,7 +385,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                     # Paused or starved past the deadline: nginx has answered 504 for
                     # this request and its client has moved on; an order committed
                     # now would be one nobody was told of.
-                    raise Busy(f"{product.sku}: the purchase ran past its deadline; nothing was written")
+                    raise past_deadline(product.sku)
                 committing = not lock.commits_work  # leaving the block commits
             return order, deducted
         except DatabaseError as e:
