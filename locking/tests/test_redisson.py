@@ -22,7 +22,7 @@ import redis
 
 from flashsale.testing import in_thread
 from locking import LockNotOwnedError, LockUnavailableError
-from locking.backends.redis.redisson import UNLOCK_MESSAGE, process_id
+from locking.backends.redis.redisson import process_id
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,14 +182,16 @@ def test_waiters_of_one_process_share_one_subscription(redisson, redis_client):
     for w in waiters:
         w.start()
     time.sleep(0.5)
-    [(_, subscribers)] = redis_client.pubsub_numsub(lock.channel)
+    [(_, subscribers)] = redis_client.pubsub_numsub(lock.wake_channel())
     assert subscribers == 1
+    assert redis_client.lrange(lock.waiting_key, 0, -1) == [process_id().encode()]  # listed once
     assert backend.wakeups.subscriber_count() == 1
     lock.release()
     for w in waiters:
         w.join()
     assert results == [True] * 5  # each release woke the next
     assert backend.wakeups.subscriber_count() == 0
+    assert redis_client.llen(lock.waiting_key) == 0  # nobody waits: unlisted
 
 
 def test_a_retried_release_is_answered_from_the_unlock_latch(redisson):
@@ -198,13 +200,17 @@ def test_a_retried_release_is_answered_from_the_unlock_latch(redisson):
     lock.acquire()
     lock.acquire()
     latch = f"{lock._latch_prefix}{uuid.uuid4().hex}"
-    release = backend.script["redisson_release"]
-    args = [UNLOCK_MESSAGE, 30_000, lock.holder(), 10_000]
-    assert release(keys=[lock.key, lock.channel, latch], args=[*args, 0]) == 0
+    assert lock._release_script(lock.holder(), latch, retry=False) == 0
     # The same request again, as a retry after a lost reply.
-    assert release(keys=[lock.key, lock.channel, latch], args=[*args, 1]) == 0
+    assert lock._release_script(lock.holder(), latch, retry=True) == 0
     assert lock.hold_count() == 1  # released once, not twice
-    lock.release()
+    last = f"{lock._latch_prefix}{uuid.uuid4().hex}"
+    assert lock._release_script(lock.holder(), last, retry=False) == 1
+    assert not lock.locked()
+    # The last release's retry is answered from the lock it renamed into its latch,
+    # not refused as a release by a thread that holds nothing.
+    assert lock._release_script(lock.holder(), last, retry=True) == 1
+    assert lock._release_script(lock.holder(), f"{lock._latch_prefix}other", retry=True) is None
 
 
 class ReplyLosingConnection(redis.Connection):

@@ -23,8 +23,11 @@ LUA_DIR = Path(__file__).resolve().parent
 # Lua scripts cannot include one another: these get their helpers prepended.
 PRELUDES = {
     "setnx_acquire": ("fence",),
-    "redisson_acquire": ("fence", "take_hold"),
-    "redisson_release": ("latch", "give_back"),
+    "redisson_acquire": ("fence", "held_by"),
+    "redisson_release": ("held_by", "wake_one"),
+    "redisson_renew": ("held_by",),
+    "redisson_force_release": ("wake_one",),
+    "redisson_wake": ("wake_one",),
     "redisson_fair_acquire": ("fence", "take_hold", "clock", "fair_queue"),
     "redisson_fair_release": ("latch", "give_back", "clock", "fair_queue"),
     "redisson_fair_leave": ("clock", "fair_queue"),

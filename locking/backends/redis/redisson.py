@@ -1,8 +1,9 @@
 """``redisson``: Redisson's RLock on redis-py (seeds 000 and 001).
 
-The lock is a hash ``{holder: hold count}`` where a holder is
+The lock is one key, ``"<hold count>:<holder>"`` where a holder is
 ``<process id>:<thread id>``, so the same thread may re-enter it and must release as
-often as it acquired (scenario S8).
+often as it acquired (scenario S8). Redisson keeps a hash ``{holder: count}``; a
+string is taken, leased and read in one ``SET NX PX GET``, which the hash cannot be.
 
 Failure semantics:
 
@@ -11,8 +12,12 @@ Failure semantics:
   a slow holder keeps the lock, a dead process loses it within one timeout.
 - With ``lease_ms`` there is no watchdog: the lock expires after the lease however
   long the holder works; its release then raises :class:`LockNotOwnedError`.
-- Waiters subscribe to the lock's channel and sleep until a release message or
-  the lock's TTL, whichever is first, then try again: no fixed-interval polling.
+- Waiters sleep until a wake-up or the lock's TTL, whichever is first, then try
+  again: no fixed-interval polling. A release wakes one waiter in all: a process
+  with waiters is listed in Redis and listens on a channel of its own, and the
+  release publishes to one listed process (the one listed longest ago, which goes
+  to the back), which wakes one of its waiters. Redisson publishes on one channel
+  that every process hears, and each wakes a waiter: most find the lock taken again.
 - A release lost on the wire is retried once with the same request id; the unlock
   latch makes the retry answer as the first attempt did instead of releasing twice.
 """
@@ -29,10 +34,10 @@ import redis
 from ...base import BaseLock, Deadline
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
-from .wakeups import ANYONE, Wakeups
+from .wakeups import ANYONE, Listing, Wakeups
 from .watchdog import Watchdog
 
-# Wakes one waiter in each process that has one (fair: one named waiter in all).
+# Wakes one waiter of the process it is sent to (fair: one named waiter in all).
 UNLOCK_MESSAGE = ANYONE
 # Long enough for a retried release to find the first one's answer.
 UNLOCK_LATCH_MS = 10_000
@@ -64,10 +69,13 @@ class RedissonLock(BaseLock):
         super().__init__(name, wait_timeout=wait_timeout)
         self.backend = backend
         self.lease_ms = None if lease_ms is None else int(lease_ms)
-        # {name} is a hash tag: the key, channel and latches land in one cluster slot.
+        # {name} is a hash tag: the key, the waiting list and the latches land in one
+        # cluster slot.
         prefix = backend.key_prefix
         self.key = f"{prefix}{{{name}}}"
-        self.channel = f"{prefix}channel:{{{name}}}"
+        self.waiting_key = f"{prefix}waiting:{{{name}}}"
+        # Each waiting process's channel is this and its process id.
+        self.channel_prefix = f"{prefix}channel:{{{name}}}:"
         self._latch_prefix = f"{prefix}unlock_latch:{{{name}}}:"
         self.fence_key = f"{prefix}fence:{{{name}}}"
         self._fences = threading.local()  # this thread's holding's fencing token
@@ -87,9 +95,11 @@ class RedissonLock(BaseLock):
         return self.lease_ms if self.lease_ms is not None else self.backend.watchdog.timeout_ms
 
     def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
-        """Run the acquire script once: (1, fencing token) or (0, the lock's TTL)."""
+        """Run the acquire script once: (1, fencing token) or (0, the lock's TTL).
+        (``waiting`` is for the fair lock's line: this lock's answer says who holds
+        it whatever the asker means to do.)"""
         return self.backend.script["redisson_acquire"](keys=[self.key, self.fence_key],
-                                                       args=[self._lease, holder, int(waiting)])
+                                                       args=[self._lease, holder])
 
     def _try_acquire(self, holder: str, *, waiting: bool = False) -> int | None:
         """One attempt: None if acquired, else the lock's remaining TTL in ms.
@@ -119,9 +129,9 @@ class RedissonLock(BaseLock):
         if not blocking:
             return False
         deadline = Deadline(timeout)
-        # Subscribe first, then try again: a release between the failed attempt
-        # and the subscription would otherwise go unheard.
-        with self.backend.wakeups.subscribed(self.channel) as sub:
+        # Subscribed and listed first, then try again: a release between the failed
+        # attempt and the listing would otherwise wake nobody here.
+        with self.backend.wakeups.subscribed(self.wake_channel(), listing=self._listing()) as sub:
             ttl = self._try_acquire(holder, waiting=True)
             while ttl is not None:
                 if deadline.passed():
@@ -129,15 +139,36 @@ class RedissonLock(BaseLock):
                 # ttl -1 would be a key without expiry, set by something else:
                 # look again in a second rather than sleep forever.
                 if sub.wait(deadline.cap(ttl / 1000 if ttl >= 0 else 1.0)):
-                    # Woken by a release, as one waiter in every other process was:
-                    # most find the lock taken again already. A plain PTTL tells in
-                    # one command and gives the next sleep; the script asks only
-                    # when the lock is free.
+                    # Woken by a release. A releaser that asks again at once has
+                    # often taken it back already: a plain PTTL tells in one command
+                    # and gives the next sleep; the script asks only when it is free.
                     ttl = self.backend.client.pttl(self.key)
                     if ttl != -2:
                         continue
+                else:
+                    # No wake-up within the lock's TTL: if Redis lost its list (a
+                    # restart), this process is listed again.
+                    self._list_process()
                 ttl = self._try_acquire(holder, waiting=True)
             return True
+
+    def wake_channel(self) -> str:
+        """This process's channel for this lock's wake-ups."""
+        return f"{self.channel_prefix}{process_id()}"
+
+    def _listing(self) -> Listing:
+        return Listing(join=self._list_process, leave=self._unlist_process, forward=self._wake_one)
+
+    def _list_process(self) -> None:
+        self.backend.script["redisson_list"](keys=[self.waiting_key], args=[process_id()])
+
+    def _unlist_process(self) -> None:
+        self.backend.client.lrem(self.waiting_key, 0, process_id())
+
+    def _wake_one(self) -> None:
+        """Wake one waiter in another process if the lock is free."""
+        self.backend.script["redisson_wake"](keys=[self.key, self.waiting_key],
+                                             args=[self.channel_prefix, UNLOCK_MESSAGE])
 
     # --- waiting that asks again (the fair lock, the read-write lock) ---------------------
 
@@ -211,8 +242,9 @@ class RedissonLock(BaseLock):
     def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         """Run the release script once: None (not held), 0 (holds remain), 1 (released)."""
         return self.backend.script["redisson_release"](
-            keys=[self.key, self.channel, latch],
-            args=[UNLOCK_MESSAGE, self._lease, holder, UNLOCK_LATCH_MS, int(retry)])
+            keys=[self.key, latch, self.waiting_key],
+            args=[self._lease, holder, UNLOCK_LATCH_MS, int(retry), self.channel_prefix, UNLOCK_MESSAGE,
+                  int(self.lease_ms is not None)])
 
     def locked(self) -> bool:
         return bool(self.backend.client.exists(self.key))
@@ -221,22 +253,23 @@ class RedissonLock(BaseLock):
 
     def owned(self) -> bool:
         """Held by this thread."""
-        return bool(self.backend.client.hexists(self.key, self.holder()))
+        return self.hold_count() > 0
 
     def hold_count(self) -> int:
         """How many times this thread holds it (0 when it doesn't)."""
-        count = self.backend.client.hget(self.key, self.holder())
-        return int(count) if count is not None else 0
+        value = self.backend.client.get(self.key)
+        count, _, holder = (value or b"").decode().partition(":")
+        return int(count) if holder == self.holder() else 0
 
     def ttl_ms(self) -> int:
         """The lock's remaining time to live in ms; -2 when free."""
         return self.backend.client.pttl(self.key)
 
     def force_release(self) -> bool:
-        """Delete the lock whoever holds it and wake the waiters; True if it was held."""
+        """Delete the lock whoever holds it and wake a waiter; True if it was held."""
         self.backend.watchdog.unwatch(self.key)
         return bool(self.backend.script["redisson_force_release"](
-            keys=[self.key, self.channel], args=[UNLOCK_MESSAGE]))
+            keys=[self.key, self.waiting_key], args=[self.channel_prefix, UNLOCK_MESSAGE]))
 
 
 class RedissonLockBackend(RedisLockBackend):
@@ -244,7 +277,8 @@ class RedissonLockBackend(RedisLockBackend):
     ``watchdog_timeout_ms`` (30000), ``wait_timeout`` seconds."""
 
     lock_class = RedissonLock
-    scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release")
+    scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release",
+               "redisson_wake", "redisson_list")
     renew_script = "redisson_renew"
 
     def __init__(self, alias: str, options: dict[str, Any]):

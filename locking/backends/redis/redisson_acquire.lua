@@ -1,21 +1,24 @@
--- Take or re-enter a Redisson-style lock: a hash of holder -> hold count.
+-- Take or re-enter a Redisson-style lock. The lock is a string "<count>:<holder>"
+-- with the lease as its TTL (Redisson keeps a hash {holder: count} and asks EXISTS,
+-- HEXISTS, PTTL, then HINCRBY and PEXPIRE). One SET NX PX GET takes a free lock with
+-- its lease, or answers who holds it: a taken lock costs one command, not three.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fencing counter
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the holder: "<client id>:<thread id>"
--- ARGV[3]  "1" when the holder is waiting for it: it cannot be re-entering it then,
---          so a lock taken again before it asked costs two commands, not three
 -- Returns {1, fencing token} when the lock is now held by ARGV[2] (count
 -- incremented, lease reset; a re-entry keeps its holding's token); otherwise
 -- {0, the lock's remaining time to live in ms}, which bounds how long a waiter
--- sleeps if the release message never comes.
--- Redisson asks EXISTS, then HEXISTS, then PTTL; PTTL first answers "free" (-2) and
--- the waiter's sleep in one command.
-local ttl = redis.call('pttl', KEYS[1])
-if ttl == -2 then
-    return take(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+-- sleeps if no wake-up comes.
+local held = redis.call('set', KEYS[1], '1:' .. ARGV[2], 'nx', 'px', ARGV[1], 'get')
+if not held then
+    return {1, next_fence(KEYS[2])}
 end
-if ARGV[3] ~= '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+local count, holder = held_by(held)
+if holder == ARGV[2] then
+    redis.call('set', KEYS[1], (count + 1) .. ':' .. holder, 'px', ARGV[1])
+    -- Held all along by this holder: no one has taken a token since (a counter
+    -- flushed meanwhile starts again from the clock).
+    return {1, tonumber(redis.call('get', KEYS[2]) or next_fence(KEYS[2]))}
 end
-return {0, ttl}
+return {0, redis.call('pttl', KEYS[1])}

@@ -51,6 +51,8 @@ class RedissonFairLock(RedissonLock):
     def __init__(self, name: str, *, backend: RedissonFairLockBackend, **options: Any):
         super().__init__(name, backend=backend, **options)
         prefix = backend.key_prefix
+        # One channel for the lock, every message naming the waiter it wakes.
+        self.channel = f"{prefix}channel:{{{name}}}"
         self.line = f"{prefix}line:{{{name}}}"
         self.deadlines = f"{prefix}deadlines:{{{name}}}"
 
@@ -90,6 +92,15 @@ class RedissonFairLock(RedissonLock):
         return bool(self.backend.script["redisson_fair_force_release"](
             keys=[self.key, self.line, self.deadlines, self.channel]))
 
+    # The fair lock keeps Redisson's hash {holder: count} (take_hold.lua,
+    # give_back.lua): its line, not the layout, is what it adds.
+    def owned(self) -> bool:
+        return bool(self.backend.client.hexists(self.key, self.holder()))
+
+    def hold_count(self) -> int:
+        count = self.backend.client.hget(self.key, self.holder())
+        return int(count) if count is not None else 0
+
     def waiting(self) -> list[str]:
         """The holders in line, first first (for tests and figures)."""
         return [w.decode() for w in self.backend.client.lrange(self.line, 0, -1)]
@@ -101,7 +112,8 @@ class RedissonFairLockBackend(RedissonLockBackend):
 
     lock_class = RedissonFairLock
     scripts = ("redisson_fair_acquire", "redisson_fair_release", "redisson_fair_leave",
-               "redisson_fair_force_release", "redisson_renew")
+               "redisson_fair_force_release", "redisson_fair_renew")
+    renew_script = "redisson_fair_renew"
 
     def __init__(self, alias: str, options: dict[str, Any]):
         options = dict(options)

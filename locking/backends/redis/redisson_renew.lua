@@ -3,8 +3,12 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the holder: "<client id>:<thread id>"
 -- Returns 1 if renewed, 0 if the holder no longer holds the lock.
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return 1
+local value = redis.call('get', KEYS[1])
+if value then
+    local _, holder = held_by(value)
+    if holder == ARGV[2] then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return 1
+    end
 end
 return 0

@@ -10,6 +10,12 @@ A name wakes that waiter only, in whichever process it waits: the fair lock's
 release wakes the first in line and nobody else. A waiter that misses a message
 (Redis restarted, a race with the subscription) still wakes when its own bound
 runs out (the lock's TTL, or the fair lock's next ask).
+
+A channel may be one process's own, with a :class:`Listing`: ``redisson`` lists the
+processes that wait for a lock in Redis, and its release wakes one of them, so one
+waiter in all wakes instead of one per process. The process joins the list once its
+channel is subscribed (a release that picks it is then heard), leaves it before it
+unsubscribes, and passes on a message that finds nobody left waiting.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import redis
 
@@ -32,12 +39,26 @@ ANYONE = b"0"
 EVERYONE = b"*"
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What a process does about a list of the processes waiting on a channel:
+    ``join`` (idempotent), ``leave``, and ``forward``: wake another, for a message
+    this process received with nobody left to wake."""
+
+    join: Callable[[], None]
+    leave: Callable[[], None]
+    forward: Callable[[], None]
+
+
 class Subscription:
     """This process's waiters on one channel."""
 
-    def __init__(self):
+    def __init__(self, listing: Listing | None = None):
         self.waiters = 0
         self.confirmed = threading.Event()
+        self.listing = listing
+        self.listed = False
+        self._joining = threading.Lock()
         self._permits = threading.Semaphore(0)
         self._addressed: dict[bytes, threading.Semaphore] = {}
 
@@ -55,6 +76,19 @@ class Subscription:
             self._permits.release(max(self.waiters, 1))
         elif (permit := self._addressed.get(message)) is not None:
             permit.release()
+
+    def join(self) -> None:
+        """List this process, once (its first waiter does, when subscribed)."""
+        if self.listing is None or self.listed:
+            return
+        with self._joining:
+            if not self.listed:
+                self.listing.join()
+                self.listed = True
+
+    def woken_unheard(self) -> bool:
+        """A message came that no waiter took (its last waiter is leaving)."""
+        return self._permits.acquire(blocking=False)
 
     def wait(self, timeout: float, address: str | None = None) -> bool:
         """Sleep until a message for anyone (or, given ``address``, for that waiter
@@ -85,19 +119,25 @@ class Wakeups:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._subscriptions: dict[str, Subscription] = {}
+        # Per listed channel, how to pass on a message that arrives once its last
+        # waiter has left (kept: one entry per lock name this process waited on).
+        self._forwards: dict[str, Callable[[], None]] = {}
 
     @contextmanager
-    def subscribed(self, channel: str, address: str | None = None) -> Iterator[Subscription]:
+    def subscribed(self, channel: str, address: str | None = None,
+                   listing: Listing | None = None) -> Iterator[Subscription]:
         """Hold a subscription to ``channel`` for the duration of one wait; with
-        ``address``, messages naming it are kept for this waiter."""
-        sub = self._enter(channel, address)
+        ``address``, messages naming it are kept for this waiter; with ``listing``,
+        the channel is this process's own and the process is listed while it waits."""
+        sub = self._enter(channel, address, listing)
         try:
             sub.confirmed.wait(SUBSCRIBE_CONFIRM_TIMEOUT)
+            sub.join()
             yield sub
         finally:
             self._leave(channel, sub, address)
 
-    def _enter(self, channel: str, address: str | None) -> Subscription:
+    def _enter(self, channel: str, address: str | None, listing: Listing | None = None) -> Subscription:
         with self._mutex:
             if self._pid != os.getpid():
                 self._reset()
@@ -106,7 +146,9 @@ class Wakeups:
                 self._pubsub.subscribe(self.standing_channel)
             sub = self._subscriptions.get(channel)
             if sub is None:
-                sub = self._subscriptions[channel] = Subscription()
+                sub = self._subscriptions[channel] = Subscription(listing)
+                if listing is not None:
+                    self._forwards[channel] = listing.forward
                 self._pubsub.subscribe(channel)
             sub.waiters += 1
             if address is not None:
@@ -124,10 +166,26 @@ class Wakeups:
             sub.waiters -= 1
             if sub.waiters == 0 and self._subscriptions.get(channel) is sub:
                 del self._subscriptions[channel]
+                if sub.listed:
+                    # Off the list first: a release then no longer picks this process.
+                    # If this fails, the first release that finds nobody listening
+                    # here drops it (wake_one.lua).
+                    self._quietly(sub.listing.leave, f"leaving the waiting list of {channel}")
                 try:
                     self._pubsub.unsubscribe(channel)
                 except redis.RedisError as e:  # the listener's reconnect resubscribes what is left
                     logger.warning("unsubscribe from %s failed: %s", channel, e)
+            else:
+                return
+        if sub.listing is not None and sub.woken_unheard():
+            self._quietly(sub.listing.forward, f"passing on a wake-up of {channel}")
+
+    @staticmethod
+    def _quietly(step: Callable[[], None], what: str) -> None:
+        try:
+            step()
+        except redis.RedisError as e:  # the waiters' own bounds (the lock's TTL) remain
+            logger.warning("%s failed: %s", what, e)
 
     def close(self) -> None:
         """Stop listening (the backend is closing its client)."""
@@ -156,7 +214,10 @@ class Wakeups:
             channel = message["channel"].decode()
             with self._mutex:
                 sub = self._subscriptions.get(channel)
+                forward = self._forwards.get(channel)
             if sub is None:
+                if message["type"] == "message" and forward is not None:
+                    self._quietly(forward, f"passing on a wake-up of {channel}")
                 continue
             if message["type"] == "subscribe":
                 sub.confirmed.set()
