@@ -118,8 +118,21 @@ def wait_in_line(url: str, prefix: str, waiter_timeout_ms: int, served: str) -> 
     backend.close()
 
 
+def wait_once(url: str, prefix: str, served: str) -> None:
+    """Wait for a redisson lock (20 s at most), and once it is taken, push this
+    process's holder name onto the Redis list ``served`` and let go."""
+    backend = RedissonLockBackend("test", {"url": url, "key_prefix": prefix})
+    lock = backend.lock("once")
+    if lock.acquire(timeout=20):
+        backend.client.rpush(served, lock.holder())
+        lock.release()
+    backend.close()
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "wait-in-line":
+    if sys.argv[1] == "wait-once":
+        wait_once(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "wait-in-line":
         wait_in_line(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif sys.argv[1] == "hold-read":
         hold_read_forever(sys.argv[2], sys.argv[3], int(sys.argv[4]))
