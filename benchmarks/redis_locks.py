@@ -41,7 +41,7 @@ BACKENDS = {"setnx": SetnxLockBackend, "redisson": RedissonLockBackend,
 IMPLEMENTATIONS = (*BACKENDS, "redis-py Lock", "python-redis-lock")
 WAITING = {
     "setnx": "polls every 20 ms",
-    "redisson": "pub/sub: a release wakes one waiter per process, which peeks (PTTL)",
+    "redisson": "pub/sub: a release wakes one waiter in all (a listed process), which peeks (PTTL)",
     "redisson-fair": "a line; pub/sub naming the first in line",
     "redis-py Lock": "polls every 100 ms (its default)",
     "python-redis-lock": "BLPOP on a signal list",
