@@ -24,7 +24,7 @@ LUA_DIR = Path(__file__).resolve().parent
 PRELUDES = {
     "setnx_acquire": ("fence",),
     "redisson_acquire": ("fence", "held_by"),
-    "redisson_release": ("held_by", "wake_one"),
+    "redisson_release": ("latch", "held_by", "wake_one"),
     "redisson_renew": ("held_by",),
     "redisson_force_release": ("wake_one",),
     "redisson_wake": ("wake_one",),

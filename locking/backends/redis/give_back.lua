@@ -1,5 +1,4 @@
--- Prepended (after latch.lua) to the release scripts of the reentrant hash locks
--- (redisson, fair).
+-- Prepended (after latch.lua) to the fair lock's release script (a hash lock).
 -- give_back(lock, latch, holder, lease_ms, latch_ms, retry): give back one hold of
 -- ``holder``. Returns the script's answer (nil: not a holder; 0: holds remain; 1:
 -- released) and whether the lock was released, so that its caller wakes whoever it

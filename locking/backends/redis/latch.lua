@@ -3,7 +3,8 @@
 -- releasing twice.
 
 -- latched(latch, retry): the first attempt's answer, or nil. ``retry`` is "1" for
--- the retry, the only attempt that can find an answer in it.
+-- the retry, the only attempt that can find an answer in it. A latch that is not a
+-- number is a lock renamed into it by its last release (``redisson``): 1, released.
 local function latched(latch, retry)
     if retry ~= '1' then
         return nil
@@ -12,7 +13,7 @@ local function latched(latch, retry)
     if answered == false then
         return nil
     end
-    return tonumber(answered)
+    return tonumber(answered) or 1
 end
 
 -- latch(latch, answer, latch_ms): keep this attempt's answer for its retry.

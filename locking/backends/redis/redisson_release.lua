@@ -1,7 +1,6 @@
 -- Release one hold; at the last, free the lock and wake one waiter.
 -- KEYS[1]  the lock key
--- KEYS[2]  the unlock latch: one key per release request, answers a retry after a
---          lost reply as the first attempt was answered instead of releasing twice
+-- KEYS[2]  the unlock latch (latch.lua)
 -- KEYS[3]  the list of processes waiting for the lock (see wake_one.lua)
 -- ARGV[1]  lease in milliseconds, reset while holds remain
 -- ARGV[2]  the holder: "<client id>:<thread id>"
@@ -10,11 +9,9 @@
 -- ARGV[5]  the waiting processes' channel prefix; ARGV[6] the message
 -- ARGV[7]  "1" when the lease was given by the caller (no watchdog): see below
 -- Returns nil if ARGV[2] does not hold the lock, 0 if holds remain, 1 if released.
-if ARGV[4] == '1' then
-    local answered = redis.call('get', KEYS[2])
-    if answered then
-        return answered == '0' and 0 or 1
-    end
+local answered = latched(KEYS[2], ARGV[4])
+if answered ~= nil then
+    return answered
 end
 local value = redis.call('get', KEYS[1])
 local count, holder = nil, nil
@@ -26,7 +23,7 @@ if holder ~= ARGV[2] then
 end
 if count > 1 then
     redis.call('set', KEYS[1], (count - 1) .. ':' .. holder, 'px', ARGV[1])
-    redis.call('set', KEYS[2], 0, 'px', ARGV[3])
+    latch(KEYS[2], 0, ARGV[3])
     return 0
 end
 -- The last hold: the lock itself becomes the latch, one RENAME for Redisson's DEL

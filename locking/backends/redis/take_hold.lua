@@ -1,5 +1,5 @@
--- Prepended (after fence.lua) to the acquire scripts of the reentrant hash locks
--- (redisson, fair): the lock is a hash of holder -> hold count.
+-- Prepended (after fence.lua) to the fair lock's acquire script: its lock is
+-- Redisson's hash of holder -> hold count.
 
 -- take(lock, fence, holder, lease_ms): the lock is free; ``holder`` takes it.
 -- Returns {1, a new fencing token}.
