@@ -145,9 +145,10 @@ class RedissonLock(BaseLock):
                     ttl = self.backend.client.pttl(self.key)
                     if ttl != -2:
                         continue
-                else:
+                elif not deadline.passed():
                     # No wake-up within the lock's TTL: if Redis lost its list (a
-                    # restart), this process is listed again.
+                    # restart), this process is listed again. (A wait that ran out
+                    # is about to give up: nothing to list.)
                     self._list_process()
                 ttl = self._try_acquire(holder, waiting=True)
             return True
