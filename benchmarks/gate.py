@@ -14,10 +14,15 @@ the instances up (first requests import and connect):
   fsync policy set for the row (``CONFIG SET``). Beside each: from accepted to
   confirmed, p50/p99, as the sale's audit reports it.
 - ``gate, sold out``: the product has no stock: every answer is the script's 409.
+- ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
+  the service before the script: the gate's request less its round trip.
 - ``atomic``: the best strategy that writes MySQL inside the request, for reference.
 
 Then the persisters alone: both are paused (SIGSTOP) for a hot gate run, so the
 backlog piles up, then resumed; drain rate = backlog / time to write it.
+
+Last, where each row's CPU went: per answer, summed by role over the stack's
+processes and the load client (``benchmarks.cpu``), since they all share the cores.
 
 The stack is put back as it was (strategy, fsync policy, persisters running).
 """
@@ -42,6 +47,8 @@ from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
+from .cpu import ROLES, CpuMeter, wrk_cpu
+
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
 STOCK = 1_000_000  # more than any run sells: every request buys
 
@@ -53,6 +60,9 @@ class Run:
     p50_ms: float
     p99_ms: float
     statuses: dict[int, int]  # counted by the wrk script (purchases only)
+    cpu_us: dict[str, float]  # CPU per answer, by role (benchmarks.cpu), and "wrk": the client's
+
+
 
 
 def _ms(value: str) -> float:
@@ -60,19 +70,25 @@ def _ms(value: str) -> float:
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def wrk(label: str, url: str, *, seconds: float, connections: int, sku: str | None = None) -> Run:
+def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
+        quantity: int = 1) -> Run:
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency"]
     env = dict(os.environ)
     if sku is not None:
         command += ["-s", str(WRK_SCRIPT)]
-        env.update(SKUS="1", PREFIX=sku.removesuffix("0"))
+        env.update(SKUS="1", PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
+    stack_before, client_before = meter.snapshot(), wrk_cpu()
     out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
+    stack = meter.snapshot() - stack_before
+    answers = int(re.search(r"(\d+) requests in", out).group(1))
+    cpu = {role: stack[role] * 1e6 / answers for role in ROLES}
+    cpu["wrk"] = (wrk_cpu() - client_before) * 1e6 / answers
     statuses: dict[int, int] = {}
     for n, status in re.findall(r"thread \d+: (\d+) x (\d+)", out):
         statuses[int(status)] = statuses.get(int(status), 0) + int(n)
     return Run(label=label, requests_per_s=float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
                p50_ms=_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),
-               p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)), statuses=statuses)
+               p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)), statuses=statuses, cpu_us=cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     fsync_before = r.config_get("appendfsync")["appendfsync"]
     sup = Supervisor(config)
     base = config.base_url + "/"
-    timing = dict(seconds=args.seconds, connections=args.connections)
+    meter = CpuMeter(sup)
+    timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
     rows: list[tuple[Run, str]] = []
     drain = ""
     try:
         with apps_as_needed(config) as use:
-            warm = dict(seconds=2, connections=args.connections)  # runs first requests, discarded
+            # Runs the first requests (imports, connections); discarded.
+            warm = dict(seconds=2, connections=args.connections, meter=meter)
             wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), ""))
             use(strategy="gate", race_delay_ms=0.0)
@@ -112,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             r.config_set("appendfsync", fsync_before)
             admin.reset("bench-gate-soldout-0", 0)
             rows.append((wrk("gate, sold out (409)", base, sku="bench-gate-soldout-0", **timing), ""))
+            # The same purchase refused before its round trip (quantity 0: 400), what
+            # the gate's request costs without Redis.
+            rows.append((wrk("refused before Redis (400)", base, sku="bench-gate-soldout-0", quantity=0,
+                             **timing), ""))
 
             # The persisters alone: paused while a hot run piles up a backlog.
             sku = "bench-gate-drain-0"
@@ -147,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
               f"| {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.p99_ms / ping.p99_ms:.1f} | {answers} "
               f"| {confirm} |")
     print(f"\nPersisters alone: {drain}")
+    print("\nCPU per answer, µs, over each row's run, summed by role (user + system, from psutil; "
+          "`wrk`: the load client, on the same cores):\n")
+    print("| row | all | " + " | ".join([*ROLES, "wrk"]) + " |")
+    print("|---|" + "---:|" * (len(ROLES) + 2))
+    for run, _ in rows:
+        print(f"| {run.label} | {sum(run.cpu_us.values()):,.0f} | "
+              + " | ".join(f"{run.cpu_us[role]:,.0f}" for role in [*ROLES, "wrk"]) + " |")
     return 0
 
 

@@ -1,0 +1,55 @@
+"""Where a benchmark's CPU goes: the stack's processes, by role, and the load client.
+
+On this machine the load client, nginx, the apps, Redis, MariaDB and the persisters
+share two cores, so a row's rate is the cores divided by what one answer costs all of
+them together. ``CpuMeter`` reads each process's user + system time (psutil) before
+and after a stretch of load, for every process under the stack's supervisord and its
+children (gunicorn's workers, nginx's), grouped by role; the caller adds the load
+client's own (``wrk_cpu``). A process that exits during the stretch (a worker
+restarted) takes its time with it: none does in these benchmarks.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections import Counter
+
+import psutil
+
+from stack.supervisor import Supervisor
+
+ROLES = ("gunicorn", "persisters", "redis", "mariadb", "nginx", "other")
+
+
+def _role(program: str) -> str:
+    if program.startswith("app"):
+        return "gunicorn"
+    if program.startswith("persist"):
+        return "persisters"
+    return program if program in ROLES else "other"  # zookeeper(s), the race runner
+
+
+class CpuMeter:
+    def __init__(self, supervisor: Supervisor):
+        self.supervisor = supervisor
+
+    def snapshot(self) -> Counter:
+        """CPU seconds so far, by role, of every process the stack runs."""
+        seconds: Counter = Counter()
+        for info in self.supervisor.processes():
+            if not info["pid"]:
+                continue
+            try:
+                root = psutil.Process(info["pid"])
+                for process in (root, *root.children(recursive=True)):
+                    times = process.cpu_times()
+                    seconds[_role(info["name"])] += times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
+        return seconds
+
+
+def wrk_cpu() -> float:
+    """CPU seconds of every finished child of this process so far (wrk's, around a run)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -1,0 +1,32 @@
+"""The CPU meter reads the real stack's processes: what the apps spend answering
+shows under ``gunicorn``, what a child process spends under ``wrk``."""
+
+import subprocess
+import sys
+
+import requests
+
+from benchmarks.cpu import ROLES, CpuMeter, wrk_cpu
+from stack.supervisor import Supervisor
+
+
+def test_answers_the_apps_give_show_as_their_cpu_and_every_server_has_a_role(stack_config):
+    meter = CpuMeter(Supervisor(stack_config))
+    before = meter.snapshot()
+    assert set(before) <= set(ROLES)
+    assert {"gunicorn", "persisters", "redis", "mariadb", "nginx"} <= set(before)
+    with requests.Session() as session:
+        for _ in range(300):
+            session.get(stack_config.base_url + "/api/ping", timeout=10).raise_for_status()
+    spent = meter.snapshot() - before
+    # 300 answers through Django cost far more than a millisecond of the workers'
+    # CPU; nginx passed each of them on.
+    assert spent["gunicorn"] > 0.001 and spent["nginx"] > 0
+
+
+def test_a_finished_child_process_cpu_is_counted():
+    before = wrk_cpu()
+    subprocess.run([sys.executable, "-c", "t = __import__('time').process_time()\n"
+                    "while __import__('time').process_time() - t < 0.2: pass"], check=True)
+    assert wrk_cpu() - before >= 0.15
+
