@@ -5,7 +5,7 @@ share two cores, so a row's rate is the cores divided by what one answer costs a
 them together. ``CpuMeter`` reads each process's user + system time (psutil) before
 and after a stretch of load, for every process under the stack's supervisord and its
 children (gunicorn's workers, nginx's), grouped by role; the caller adds the load
-client's own (``wrk_cpu``). A process that exits during the stretch (a worker
+client's own (``children_cpu``). A process that exits during the stretch (a worker
 restarted) takes its time with it: none does in these benchmarks.
 """
 
@@ -49,7 +49,7 @@ class CpuMeter:
         return seconds
 
 
-def wrk_cpu() -> float:
+def children_cpu() -> float:
     """CPU seconds of every finished child of this process so far (wrk's, around a run)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime

@@ -47,7 +47,7 @@ from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
-from .cpu import ROLES, CpuMeter, wrk_cpu
+from .cpu import ROLES, CpuMeter, children_cpu
 
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
 STOCK = 1_000_000  # more than any run sells: every request buys
@@ -63,8 +63,6 @@ class Run:
     cpu_us: dict[str, float]  # CPU per answer, by role (benchmarks.cpu), and "wrk": the client's
 
 
-
-
 def _ms(value: str) -> float:
     number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", value).groups()
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
@@ -77,12 +75,12 @@ def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMet
     if sku is not None:
         command += ["-s", str(WRK_SCRIPT)]
         env.update(SKUS="1", PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
-    stack_before, client_before = meter.snapshot(), wrk_cpu()
+    stack_before, client_before = meter.snapshot(), children_cpu()
     out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
     stack = meter.snapshot() - stack_before
     answers = int(re.search(r"(\d+) requests in", out).group(1))
     cpu = {role: stack[role] * 1e6 / answers for role in ROLES}
-    cpu["wrk"] = (wrk_cpu() - client_before) * 1e6 / answers
+    cpu["wrk"] = (children_cpu() - client_before) * 1e6 / answers
     statuses: dict[int, int] = {}
     for n, status in re.findall(r"thread \d+: (\d+) x (\d+)", out):
         statuses[int(status)] = statuses.get(int(status), 0) + int(n)
