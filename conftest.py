@@ -5,6 +5,7 @@ import pytest
 from django.core.cache import cache
 
 from loadtest.client import FlashsaleClient
+from orders import gate
 from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
@@ -15,6 +16,7 @@ def _clean_redis(request):
     """Each test starts with an empty test Redis database (db 1, never the stack's)."""
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
         cache.clear()
+        gate._sold_out.clear()  # what this process remembers of the gate's sales goes with them
     yield
 
 

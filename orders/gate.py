@@ -17,6 +17,14 @@ allocated by MySQL at the reset) and the units sold before this order make the i
 ``block * 2**25 + 2 * sold_before``. Even, so never one of MySQL's own (odd, see
 the settings), and one per unit sold, so never reused within a sale.
 
+Once a sale's stock is 0 it stays 0 until a reset opens another, and so does its set
+of keys: each process then remembers the sale sold out, with those keys, and
+answers a purchase whose key is not among them 409 without the script (the
+seckill peers' local "sold out" map, made to keep replays true). The memory lasts
+``FLASHSALE_GATE_SOLD_OUT_MEMORY`` from before the read it stands on; a reset of a
+sold-out sale answers only once that long has passed since it closed the sale, so
+after the reset no process answers from the old one.
+
 What this trades away: an accepted order is as durable as Redis is (its AOF), not
 as MySQL is; see the README's "The gate".
 """
@@ -127,6 +135,33 @@ redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2]
 return 1
 """
 
+# Drops a product's sale; returns the stock it had (nil: none).
+_CLOSE = """
+local stock = redis.call('HGET', KEYS[1], 'stock')
+redis.call('DEL', unpack(KEYS))
+return stock
+"""
+
+# What a process remembers of a sold-out sale: {} (no sale), {stock} while it has
+# some, else {0, opened, ms to the window's end (-1: none), its keys}; the keys only
+# when the caller does not know this sale's (ARGV[1]: the opened it knows) and they
+# are no more than ARGV[2] (else none: too many to hold).
+_SOLD_OUT = """
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'opened', 'ends')
+if not sale[1] then return {} end
+if tonumber(sale[1]) > 0 then return {sale[1]} end
+local left = -1
+if sale[3] and sale[3] ~= '' then
+  local t = redis.call('TIME')
+  left = tonumber(sale[3]) - (t[1] * 1000 + math.floor(t[2] / 1000))
+end
+local reply = {'0', sale[2], left}
+if sale[2] ~= ARGV[1] and redis.call('HLEN', KEYS[2]) <= tonumber(ARGV[2]) then
+  reply[4] = redis.call('HKEYS', KEYS[2])
+end
+return reply
+"""
+
 _client: redis.Redis | None = None
 _client_mutex = threading.Lock()
 
@@ -156,6 +191,8 @@ def _forget_client(*, setting, **kwargs):
         with _client_mutex:
             _client = None
             _scripts.clear()
+    if setting.startswith(("FLASHSALE_GATE", "FLASHSALE_SOLDOUT")):
+        _sold_out.clear()
 
 
 _scripts: dict[tuple[int, str], object] = {}
@@ -201,22 +238,36 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
                           f"is not open: {e}", backend="redis") from e
 
 
-def gate_close(*, sku: str, required: bool) -> None:
+def gate_close(*, sku: str, required: bool) -> float:
     """Stop selling ``sku`` from Redis and drop its sale there (every reset does
     this first).
 
+    :returns: until when (``time.monotonic()``) a process may still answer from its
+        memory that the closed sale sold out: the caller's answer waits for it
+        (``gate_settle``), so that none does after it. Now, if the sale was not sold
+        out (no process remembers it so).
     :raises Unavailable: Redis cannot be reached and the close is ``required`` (the
         product has, or is to have, a gate sale: left in Redis, it would go on
         accepting orders no persister may write). Otherwise that is only logged.
     """
     try:
-        gate_redis().delete(*gate_keys(sku))
+        stock = _script(_CLOSE)(keys=list(gate_keys(sku)))
         gate_redis().srem(SKUS, sku)
     except redis.RedisError as e:
         if required:
             raise Unavailable(f"the gate's Redis cannot be reached to close the sale of {sku}; "
                               f"nothing was reset: {e}", backend="redis") from e
         logger.warning("could not close the gate of %s (it has no gate sale): %s", sku, e)
+        return time.monotonic()
+    _sold_out.pop(sku, None)
+    closed = time.monotonic()
+    return closed + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY if stock == "0" else closed
+
+
+def gate_settle(until: float) -> None:
+    """Wait until ``until`` (from ``gate_close``): past it, no process answers from
+    a memory of the closed sale."""
+    time.sleep(max(until - time.monotonic(), 0.0))
 
 
 def _ms(epoch: float | None) -> str:
@@ -259,6 +310,8 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     :raises Unavailable: Redis cannot be reached.
     :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
     """
+    if _remembered_sold_out(sku, key=key, keyed=keyed):
+        raise SoldOut.short_of(sku, quantity, 0)
     started = time.perf_counter()
     try:
         reply = _script(_SELL)(keys=list(gate_keys(sku)), args=[
@@ -288,11 +341,72 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
     if verdict == "sold_out":
         left = int(reply[1])
+        if left == 0:
+            _remember_sold_out(sku)
         raise SoldOut.short_of(sku, quantity, left)
     if verdict == "limit":
         raise LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
                    "`manage.py gate_warm`", backend="gate")
+
+
+@dataclass(frozen=True)
+class _SoldOut:
+    """A sale this process found sold out."""
+
+    opened: str  # which sale (its "opened"): a reset opens another
+    until: float  # time.monotonic(): past it, the script decides again
+    keys: frozenset[str] | None  # the keys it accepted (their replays); None: too many to hold
+
+
+# sku -> its sale, found sold out. Read without a lock: a dict's get and set are atomic.
+_sold_out: dict[str, _SoldOut] = {}
+_SOLD_OUT_MAX = 10_000  # products; past it, the memories start over
+_remembering = threading.Lock()  # one read of a sold-out sale at a time per process
+
+
+def _remembered_sold_out(sku: str, *, key: str, keyed: bool) -> bool:
+    """Whether this process knows the sale sold out, and ``key`` (if ``keyed``) is
+    not one of its orders' (a replay, which the script answers)."""
+    memory = _sold_out.get(sku)
+    if memory is None or time.monotonic() >= memory.until:
+        return False
+    return not keyed or (memory.keys is not None and key not in memory.keys)
+
+
+def _remember_sold_out(sku: str) -> None:
+    """Read what makes the sold-out answer safe to give from memory: the sale's stock
+    still 0, its keys, its window's end. A sale stays sold out until a reset, which
+    waits out the memory (``gate_close``); the window's end bounds it too, since
+    past the end the answer is "ended". One thread per process reads; the others
+    ask the script meanwhile. A failure only leaves the memory out."""
+    if not settings.FLASHSALE_SOLDOUT_FAST_PATH or not _remembering.acquire(blocking=False):
+        return
+    try:
+        known = _sold_out.get(sku)
+        asked = time.monotonic()  # the memory runs from before the read: see gate_close
+        k = gate_keys(sku)
+        reply = _script(_SOLD_OUT)(keys=[k.sale, k.keys], args=[
+            known.opened if known else "", settings.FLASHSALE_GATE_SOLD_OUT_KEYS])
+    except redis.RedisError as e:
+        logger.info("could not read the sold-out sale of %s to remember it: %s", sku, e)
+        return
+    finally:
+        _remembering.release()
+    if len(reply) < 3:  # restocked by a reset meanwhile, or no sale
+        _sold_out.pop(sku, None)
+        return
+    _, opened, ends_in_ms, *keys = reply
+    if keys:
+        held = frozenset(keys[0])
+    else:  # this sale's keys, as read before, or too many
+        held = known.keys if known and known.opened == opened else None
+    lasts = settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
+    if ends_in_ms >= 0:
+        lasts = min(lasts, ends_in_ms / 1000)
+    if len(_sold_out) >= _SOLD_OUT_MAX:
+        _sold_out.clear()
+    _sold_out[sku] = _SoldOut(opened=opened, until=asked + lasts, keys=held)
 
 
 class GateCold(Unavailable):

@@ -62,7 +62,7 @@ from locking import (
     get_locks,
 )
 
-from .gate import GateCold, gate_close, gate_open, gate_sell, gate_tally, keys_of_orders
+from .gate import GateCold, gate_close, gate_open, gate_sell, gate_settle, gate_tally, keys_of_orders
 from .idempotency import (
     flag_claim,
     flag_complete,
@@ -636,7 +636,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
                            extra={"fields": {"segments": ["must be 1 under the gate"]}})
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
-    gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
+    closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
     for attempt in range(1, RESET_ATTEMPTS + 1):
         try:
             product, keys, sale = _reset_rows(sku=sku, stock=stock, name=name, segments=segments, gated=gated,
@@ -657,6 +657,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     if sale is not None:
         gate_open(sale=sale, window=window)
     product_cached_refresh(sku=sku)
+    gate_settle(closed)  # no process answers from the old sale after this answer
     return product
 
 
@@ -694,6 +695,8 @@ def gate_warm(*, sku: str) -> GateSale:
     :raises InvalidInput: not a gate product, or Redis still holds its sale.
     :raises Unavailable: the gate's Redis cannot be reached.
     """
+    # Processes may remember the lost sale sold out: none does after this answer.
+    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
     segments = segments_get(sku=sku)
     strategy = strategy_of(segments[0].product.strategy)
     if strategy.seller is not Seller.GATE:
@@ -706,4 +709,5 @@ def gate_warm(*, sku: str) -> GateSale:
     sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
     keys, bought = keys_of_orders(product)
     gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
+    gate_settle(settled)
     return sale

@@ -214,6 +214,15 @@ FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 36
 # shares a hash tag, so one script touches one slot).
 FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=REDIS_URL)
 FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
+# Once a gate sale's stock is 0, each process answers its purchases sold out from
+# memory, without the script, for this long at a time (then asks Redis again); a reset
+# of a sold-out sale answers only after that long, so no process answers from the old
+# sale after it. Only while FLASHSALE_SOLDOUT_FAST_PATH is on. Keyed purchases are
+# answered from memory when the sale accepted at most FLASHSALE_GATE_SOLD_OUT_KEYS
+# keys (each process holds them, to tell a replay from a new purchase); past that,
+# they run the script.
+FLASHSALE_GATE_SOLD_OUT_MEMORY = env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY", default=0.5)
+FLASHSALE_GATE_SOLD_OUT_KEYS = env.int("FLASHSALE_GATE_SOLD_OUT_KEYS", default=20_000)
 # The persister (manage.py persist_orders): most orders one transaction writes, and
 # how long an entry may sit unacknowledged with a consumer before another claims it
 # (the consumer died or stopped mid-batch). A live one commits a batch in milliseconds.

@@ -6,14 +6,27 @@ round by round here (``Persister.step``), and run as real processes in
 """
 
 import threading
+import time
+from datetime import timedelta
+from unittest import mock
 
 import pytest
+from django.utils import timezone
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import IdempotencyConflict, InvalidInput, LimitReached, NotFound, SoldOut, Unavailable
+from flashsale.errors import (
+    Ended,
+    IdempotencyConflict,
+    InvalidInput,
+    LimitReached,
+    NotFound,
+    SoldOut,
+    Unavailable,
+)
 from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
+from orders import gate as gate_module
 from orders.gate import GROUP, gate_keys, gate_redis
 from orders.models import Order
 from orders.persister import Intent, Persister, intents_write
@@ -112,6 +125,92 @@ def test_a_replay_answers_the_first_answer_before_and_after_the_order_is_written
     with pytest.raises(IdempotencyConflict):
         buy("k1", quantity=1)  # the same key with another body
     assert Order.objects.count() == 2 and Stock.objects.get().quantity == 2
+
+
+@pytest.fixture
+def scripts_run():
+    """How many purchases ran the sale's script since the fixture began."""
+    with mock.patch.object(gate_module, "_script", wraps=gate_module._script) as spy:
+        yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is gate_module._SELL)
+
+
+def test_a_sold_out_sale_is_answered_from_memory_and_its_replays_by_the_script(scripts_run):
+    sale_reset(sku="sku-1", stock=2)
+    first = buy("k1", quantity=2)
+    with pytest.raises(SoldOut):
+        buy("k2")  # the script says so, with 0 left: this process remembers it
+    ran = scripts_run()
+    for key in ("k3", None, "k2"):  # new keys, no key, a key refused before
+        with pytest.raises(SoldOut) as refused:
+            buy(key)
+        assert refused.value.extra["remaining"] == 0
+    assert scripts_run() == ran  # no script: answered from memory
+    again = buy("k1", quantity=2)  # the sale's own key: the script answers its replay
+    assert again.replayed and (again.order_id, again.remaining) == (first.order_id, 0)
+    with pytest.raises(IdempotencyConflict):
+        buy("k1", quantity=1)
+    assert scripts_run() == ran + 2
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.consistent) == (1, 0, True)
+
+
+def test_a_sale_with_more_keys_than_a_process_holds_answers_keyed_purchases_by_the_script(scripts_run):
+    with override_settings(FLASHSALE_GATE_SOLD_OUT_KEYS=1):
+        sale_reset(sku="sku-1", stock=2)
+        buy("k1")
+        buy("k2")
+        with pytest.raises(SoldOut):
+            buy("k3")
+        ran = scripts_run()
+        with pytest.raises(SoldOut):
+            buy("k4")  # which of the two keys... not held: the script tells
+        assert scripts_run() == ran + 1
+        with pytest.raises(SoldOut):
+            buy(None)  # no key: no replay to miss, from memory
+        assert scripts_run() == ran + 1
+        assert buy("k2").replayed
+
+
+def test_without_the_fast_path_every_sold_out_purchase_runs_the_script(scripts_run):
+    with override_settings(FLASHSALE_SOLDOUT_FAST_PATH=False):
+        sale_reset(sku="sku-1", stock=0)
+        for key in ("k1", "k2", None):
+            with pytest.raises(SoldOut):
+                buy(key)
+        assert scripts_run() == 3
+
+
+def test_a_sale_that_is_short_but_not_empty_is_not_remembered(scripts_run):
+    sale_reset(sku="sku-1", stock=1)
+    for key in ("k1", "k2"):
+        with pytest.raises(SoldOut):
+            buy(key, quantity=2)
+    assert scripts_run() == 2
+    assert buy("k3").remaining == 0  # the last unit still sells
+
+
+def test_a_reset_answers_only_once_no_process_answers_from_the_sold_out_sale(scripts_run):
+    sale_reset(sku="sku-1", stock=1)
+    buy("k1")
+    with pytest.raises(SoldOut):
+        buy("k2")
+    remembered = gate_module._sold_out["sku-1"]  # what another process would hold too
+    sale_reset(sku="sku-1", stock=5)
+    assert time.monotonic() >= remembered.until
+    gate_module._sold_out["sku-1"] = remembered  # that other process, after the reset
+    result = buy("k2")
+    assert (result.status, result.remaining) == ("accepted", 4)
+
+
+def test_the_memory_of_a_sold_out_sale_ends_with_its_window():
+    sale_reset(sku="sku-1", stock=0, ends_at=timezone.now() + timedelta(milliseconds=400))
+    with pytest.raises(SoldOut):
+        buy("k1")
+    assert gate_module._sold_out["sku-1"].until <= time.monotonic() + 0.4
+    time.sleep(0.45)
+    with pytest.raises(Ended):
+        buy("k2")
 
 
 def test_the_per_user_limit_holds_in_the_script():
