@@ -11,8 +11,8 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.utils import timezone
 from django.test import override_settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from flashsale.errors import (
