@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from rest_framework.test import APIRequestFactory
 from rest_framework.views import APIView
 
-from orders.apis import OrderCreateApi
+from orders.apis import OrderCreateApi, _plain_purchase, _purchase_input
 from orders.services import sale_reset
 
-from .test_bad_input_property import EXAMPLES, bodies, content_types, header_text
+from .test_bad_input_property import EXAMPLES, bodies, content_types, header_text, values
 
 factory = APIRequestFactory()
 HEADERS = ("Content-Type", "Allow", "Vary", "Retry-After", "Idempotent-Replayed")
@@ -99,3 +99,43 @@ def test_the_purchase_throttles_run_on_the_direct_path(sold_out, settings, spied
     statuses = [answer(OrderCreateApi, PLAIN, "application/json")[0] for _ in range(3)]
     assert statuses == [409, 409, 429]
     assert spied == []
+
+
+# The purchase's own fields, often in the plain shape, at and past their lengths:
+# text of ASCII (NUL included), or of any code point (lone surrogates included).
+texts = st.text(st.characters(max_codepoint=0x7F) | st.characters(blacklist_categories=()), max_size=70)
+purchases = st.fixed_dictionaries({"sku": texts | values, "quantity": st.integers() | values,
+                                   "user_id": texts | values}, optional={"stock": values})
+
+
+def _purchase(**fields):
+    return {"sku": "sku-1", "quantity": 1, "user_id": "u1", **fields}
+
+
+@EXAMPLES
+@given(data=purchases | values)
+@example(_purchase(sku="s\x00"))
+@example(_purchase(user_id="\ud800"))
+@example(_purchase(sku=" s "))
+@example(_purchase(user_id="u\t"))
+def test_a_plain_purchase_is_what_the_serializer_makes_of_it(data):
+    plain = _plain_purchase(data)
+    if plain is not None:
+        assert plain == dict(_purchase_input.run_validation(data))
+
+
+@pytest.mark.parametrize(("data", "plain"), [
+    ({"sku": "sku-1", "quantity": 1, "user_id": "u1"}, True),
+    ({"sku": "s" * 64, "quantity": -3, "user_id": "u" * 64}, True),  # order_create refuses the quantity
+    ({"sku": "s" * 65, "quantity": 1, "user_id": "u1"}, False),
+    ({"sku": "sku-1", "quantity": 1, "user_id": ""}, False),
+    ({"sku": "sku-1", "quantity": True, "user_id": "u1"}, False),
+    ({"sku": "sku-1", "quantity": "1", "user_id": "u1"}, False),  # the serializer takes it, as a number
+    ({"sku": "sku\x00", "quantity": 1, "user_id": "u1"}, False),
+    ({"sku": "sk\u00fc", "quantity": 1, "user_id": "u1"}, False),
+    ({"sku": "sku-1", "quantity": 1, "user_id": "u1", "qty": 1}, False),
+    ({"sku": "sku-1", "quantity": 1}, False),
+], ids=["common", "longest", "sku-too-long", "blank-user", "bool", "numeric-string", "nul", "non-ascii",
+        "unknown-key", "missing-key"])
+def test_which_purchases_skip_the_serializer(data, plain):
+    assert (_plain_purchase(data) is not None) is plain
