@@ -211,25 +211,30 @@ def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenA
     }
 
 
+class ErrorAnswer(NamedTuple):
+    body: dict[str, Any]
+    status: int
+    headers: dict[str, str]
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape. Like DRF's
     own handler, it marks an open atomic request for rollback before answering."""
-    response = _error_response(exc)
-    if response is not None:
-        set_rollback()
-    return response
+    answer = error_answer(exc)
+    if answer is None:
+        return None
+    set_rollback()
+    return Response(answer.body, status=answer.status, headers=answer.headers)
 
 
-def _error_response(exc: Exception) -> Response | None:
+def error_answer(exc: Exception) -> ErrorAnswer | None:
+    """The answer to ``exc`` (``exception_handler`` makes it a DRF ``Response``);
+    None for an unexpected one: Django's 500 handler answers it."""
     if isinstance(exc, DatabaseError):
         # Any view's; the purchase says more, in its own words (order_create).
         exc = database_answer(exc, then="retry") or exc
     if isinstance(exc, ApplicationError):
-        return Response(
-            error_body(exc.code, exc.message, **exc.extra),
-            status=exc.status_code,
-            headers=exc.headers,
-        )
+        return ErrorAnswer(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.APIException):
@@ -242,11 +247,9 @@ def _error_response(exc: Exception) -> Response | None:
             # Malformed JSON (ParseError) and failed validation are both "invalid".
             extra = {"fields": exc.detail} if isinstance(exc, exceptions.ValidationError) else {}
             message = "request is invalid" if extra else str(exc.detail)
-            return Response(error_body("invalid", message, **extra), status=400)
-        return Response(
-            error_body(exc.default_code, str(exc.detail)), status=exc.status_code, headers=headers
-        )
-    return None  # unexpected: Django's 500 handler below answers it
+            return ErrorAnswer(error_body("invalid", message, **extra), 400, {})
+        return ErrorAnswer(error_body(exc.default_code, str(exc.detail)), exc.status_code, headers)
+    return None
 
 
 def database_answer(exc: DatabaseError, *, then: str) -> ApplicationError | None:

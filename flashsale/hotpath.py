@@ -7,7 +7,10 @@ parser and a stream. For a plain JSON body that was a tenth of the gate's accept
 purchase and a fifth of its sold-out answer (CPU per request in-process,
 ``python -m benchmarks.purchase_cpu``; ``docs/profile/hotpath/``). ``DirectJSONApi``
 reads such a body with one ``json.loads`` and runs the rest as DRF does: the view's
-throttles, its handler, DRF's exception handler and its response. Anything else
+throttles, its handler and its response. A refusal is answered as the project's
+exception handler answers it (``flashsale.errors``), rendered at once by the view's
+renderer: DRF's ``Response``, finalized and rendered later, was a sixth of the
+sold-out answer that most of a flash sale's requests get. Anything else
 (another method or content type, a charset other than UTF-8, a body that does not
 decode) goes through DRF's dispatch unchanged, so its answers (415, 400
 ``invalid``, 405) are DRF's own. ``orders/tests/test_hotpath.py`` holds the two
@@ -16,8 +19,11 @@ paths to the same answers.
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from rest_framework.utils import json
-from rest_framework.views import APIView
+from rest_framework.views import APIView, set_rollback
+
+from .errors import ErrorAnswer, error_answer, exception_handler
 
 # Charsets the plain path decodes itself; DRF decodes any other a client names.
 _UTF8 = {"utf-8", "utf8"}
@@ -42,11 +48,13 @@ class DirectJSONApi(APIView):
     ``request.data``, as a DRF request would have it, and its throttles run as DRF
     runs them. Only for a view that needs nothing more of DRF's ``Request``: no
     authentication and no permission classes (who the user is, is the ``Request``'s
-    to say), one renderer (nothing to negotiate); any other view goes through DRF."""
+    to say), one renderer (nothing to negotiate), the project's exception handler;
+    any other view goes through DRF."""
 
     def dispatch(self, request, *args, **kwargs):
         direct = (not self.authentication_classes and not self.permission_classes
-                  and len(self.renderer_classes) == 1 and hasattr(self, "post"))
+                  and len(self.renderer_classes) == 1 and hasattr(self, "post")
+                  and self.get_exception_handler() is exception_handler)
         plain, data = _plain_json(request) if direct else (False, None)
         if not plain:
             return super().dispatch(request, *args, **kwargs)
@@ -59,11 +67,21 @@ class DirectJSONApi(APIView):
             self.check_throttles(request)
             response = self.post(request, *args, **kwargs)
         except Exception as exc:
-            # DRF's handle_exception, less what only an authenticated view or DEBUG's
-            # plain-text tracebacks need of a DRF Request.
-            response = self.get_exception_handler()(exc, self.get_exception_handler_context())
-            if response is None:
+            # flashsale.errors.exception_handler's answer, less what only an
+            # authenticated view or DEBUG's plain-text tracebacks need of a DRF Request.
+            answer = error_answer(exc)
+            if answer is None:
                 raise
-            response.exception = True
-        self.response = self.finalize_response(request, response, *args, **kwargs)
+            set_rollback()
+            self.response = self._rendered(renderer, answer)
+        else:
+            self.response = self.finalize_response(request, response, *args, **kwargs)
         return self.response
+
+    def _rendered(self, renderer, answer: ErrorAnswer) -> HttpResponse:
+        """``answer`` as finalize_response and the renderer would make it."""
+        response = HttpResponse(renderer.render(answer.body, renderer.media_type), status=answer.status,
+                                content_type=renderer.media_type)
+        for name, value in {**answer.headers, **self.headers}.items():
+            response[name] = value
+        return response
