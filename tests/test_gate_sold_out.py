@@ -32,14 +32,16 @@ def test_a_sold_out_sale_answers_its_replays_and_a_reset_reopens_it_on_every_wor
     client = stack_apps(strategy="gate")
     sku = f"gate-sold-out-{uuid.uuid4().hex[:6]}"
     client.reset(sku, 2)
-    first = {key: client.order(sku, 1, f"buyer-{key}", key=key).json()["order_id"] for key in ("a", "b")}
-    assert spread(stack_config, sku, [f"late-{i}" for i in range(SPREAD)]) == [409] * SPREAD
+    # Keys unique to the run: a key names one order across every product.
+    first = {key: client.order(sku, 1, f"buyer-{key}", key=key).json()["order_id"]
+             for key in (f"{sku}-a", f"{sku}-b")}
+    assert spread(stack_config, sku, [f"{sku}-late-{i}" for i in range(SPREAD)]) == [409] * SPREAD
     for _ in range(8):  # whichever worker answers: the order, not "sold out"
         for key, order_id in first.items():
             replay = client.order(sku, 1, f"buyer-{key}", key=key)
             assert (replay.status_code, replay.json()["order_id"]) == (200, order_id), replay.text
 
     client.reset(sku, SPREAD)  # every worker remembers the old sale sold out
-    assert spread(stack_config, sku, [f"new-{i}" for i in range(SPREAD)]) == [201] * SPREAD
+    assert spread(stack_config, sku, [f"{sku}-new-{i}" for i in range(SPREAD)]) == [201] * SPREAD
     audit = client.audit(sku, settle=60)
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (SPREAD, 0, True), audit

@@ -11,6 +11,8 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+import redis
+from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -211,6 +213,18 @@ def test_the_memory_of_a_sold_out_sale_ends_with_its_window():
     time.sleep(0.45)
     with pytest.raises(Ended):
         buy("k2")
+
+
+def test_a_purchase_after_redis_dropped_every_connection_or_forgot_the_script_is_accepted():
+    sale_reset(sku="sku-1", stock=5)
+    buy("k1")  # this thread's connection to the gate's Redis is open
+    with redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL) as other:
+        other.client_kill_filter(_type="normal", skipme=True)  # as a restart of Redis drops them
+    assert buy("k2").status == "accepted"  # not "outcome unknown": nothing had been sent
+    gate_redis().script_flush()  # as a restart without persistence forgets the scripts
+    assert buy("k3").remaining == 2
+    persist()
+    assert sale_audit(sku="sku-1").consistent
 
 
 def test_the_per_user_limit_holds_in_the_script():
