@@ -1,7 +1,8 @@
 """The one business-error hierarchy, and the one JSON error shape it maps to.
 
 Every error a client can see leaves as ``{"error": <code>, "message": <text>,
-...extra}``; the DRF exception handler below is the only place that shapes it.
+...extra}``; ``error_answer`` below is the only place that shapes it (DRF's
+exception handler and the purchase's direct path, ``flashsale.hotpath``, answer with it).
 """
 
 from __future__ import annotations
@@ -212,6 +213,8 @@ def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenA
 
 
 class ErrorAnswer(NamedTuple):
+    """An error's answer: its JSON body, its status and its headers."""
+
     body: dict[str, Any]
     status: int
     headers: dict[str, str]
