@@ -217,8 +217,8 @@ def _sell(*, keys: GateKeys, args: list) -> list:
     CPU: ``python -m benchmarks.purchase_cpu``). Run as the client runs a script: by
     its hash, loaded first if Redis does not know it. On a Redis Cluster its client
     runs it, in the product's slot."""
-    client = gate_redis()
     script = _script(_SELL)
+    client = script.registered_client  # the process's client, as gate_redis() has it
     if settings.FLASHSALE_GATE_REDIS_CLUSTER:
         return script(keys=list(keys), args=args)
     connection = getattr(_threads, "connection", None)
