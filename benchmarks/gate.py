@@ -13,7 +13,8 @@ the instances up (first requests import and connect):
   (``POST /api/orders``, a key of its own each), the persisters running; Redis's
   fsync policy set for the row (``CONFIG SET``). Beside each: from accepted to
   confirmed, p50/p99, as the sale's audit reports it.
-- ``gate, sold out``: the product has no stock: every answer is the script's 409.
+- ``gate, sold out``: the product has no stock: every answer is 409, from each
+  process's memory of the sold-out sale once the script has said so (``orders.gate``).
 - ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
   the service before the script: the gate's request less its round trip.
 - ``atomic``: the best strategy that writes MySQL inside the request, for reference.

@@ -8,7 +8,8 @@ with ``--profile ROW``, cProfile's top entries for that row.
 
 Rows:
 - ``ping``: ``GET /api/ping``, the floor every request pays;
-- ``gate, sold out``: a gate product with no stock, every answer the script's 409;
+- ``gate, sold out``: a gate product with no stock, every answer 409 (from the
+  process's memory of the sold-out sale after the script's first);
 - ``gate``: every purchase accepted (one hot product);
 - ``atomic, spread``: every purchase buys, over 50 products, so nobody waits.
 
