@@ -155,8 +155,8 @@ class OrderCreateApi(DirectJSONApi):
         # of a sale measurably pays (see the README's gate figures). It stays the schema.
         body = {name: getattr(result, name) for name in self.OutputSerializer._declared_fields}
         if result.replayed:
-            return Response(body, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
-        return Response(body, status=status.HTTP_201_CREATED, headers=_server_timing(result.timings))
+            return self.answer(body, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+        return self.answer(body, status=status.HTTP_201_CREATED, headers=_server_timing(result.timings))
 
 
 # One instance, built once: ``run_validation`` keeps nothing on it (unlike

@@ -72,6 +72,9 @@ def test_a_plain_json_purchase_takes_the_direct_path_and_answers_as_drf(db, spie
     assert (status, body["remaining"], body["status"]) == (201, 4, "confirmed")
     assert headers["Content-Type"] == "application/json"
     assert spied == []
+    # Another order through DRF's dispatch: the same fields and headers.
+    drf_status, drf_body, drf_headers = answer(ThroughDRF, PLAIN, content_type, key="k-2")
+    assert (drf_status, drf_body.keys(), drf_headers) == (status, body.keys(), headers)
     # Its replay, through either path: the same answer.
     assert answer(OrderCreateApi, PLAIN, content_type, key="k-1") == answer(ThroughDRF, PLAIN, content_type,
                                                                             key="k-1")
