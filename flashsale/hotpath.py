@@ -21,8 +21,8 @@ paths to the same answers.
 from __future__ import annotations
 
 from django.http import HttpResponse, HttpResponseBase
-from rest_framework.utils import json
 from rest_framework.response import Response
+from rest_framework.utils import json
 from rest_framework.views import APIView, set_rollback
 
 from .errors import error_answer, exception_handler

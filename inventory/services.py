@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Func, PositiveIntegerField
 
+from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 
@@ -255,12 +256,9 @@ def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> Non
 def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]]) -> None:
     """A stock-flow row per (segment, quantity, operation flag, order reference,
     quantity before, quantity after), written by this instance."""
-    StockFlow.objects.bulk_create([
-        StockFlow(product=product, segment=segment, quantity=quantity, operation_flag=flag,
-                  order_reference=reference, quantity_before=before, quantity_after=after,
-                  instance=settings.FLASHSALE_INSTANCE)
-        for segment, quantity, flag, reference, before, after in rows
-    ])
+    rows_insert(StockFlow, ("product", "segment", "quantity", "operation_flag", "order_reference",
+                            "quantity_before", "quantity_after", "instance"),
+                [(product.pk, *row, settings.FLASHSALE_INSTANCE) for row in rows])
 
 
 def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random = random) -> list[list[int]]:

@@ -36,6 +36,7 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
+from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
@@ -136,11 +137,10 @@ def _write(intents: list[Intent]) -> Written:
         by_sale.setdefault(intent.order_id >> ID_BLOCK_SHIFT, []).append(intent)
     for block, batch in by_sale.items():
         product = sales[block].product
-        Order.objects.bulk_create([
-            Order(pk=i.order_id, user_id=i.user_id, product=product, quantity=i.quantity,
-                  idempotency_key=i.key, instance=i.instance, strategy="gate", accepted_at=i.accepted_at)
-            for i in batch
-        ])
+        rows_insert(Order, ("id", "user_id", "product", "quantity", "idempotency_key", "instance", "strategy",
+                            "accepted_at"),
+                    [(i.order_id, i.user_id, product.pk, i.quantity, i.key, i.instance, "gate", i.accepted_at)
+                     for i in batch])
         stock_record_decided(product=product, decided=[
             Decided(quantity=i.quantity, operation_flag=i.key, order_reference=str(i.order_id),
                     quantity_before=i.before, quantity_after=i.after)
