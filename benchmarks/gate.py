@@ -2,7 +2,7 @@
 persisters drain, and what the AOF's fsync policy costs, all as ratios to
 ``/api/ping`` measured in one run, with wrk (a C client: not the bottleneck).
 
-    python -m benchmarks.gate [--seconds 8] [--connections 64]
+    python -m benchmarks.gate [--seconds 8] [--connections 64] [--pairs 0]
     (make bench-gate: installs wrk, starts the stack, runs this)
 
 Rows, each a wrk run of ``--seconds`` against nginx, after 2 s of the same to warm
@@ -22,6 +22,11 @@ the instances up (first requests import and connect):
 Then the persisters alone: both are paused (SIGSTOP) for a hot gate run, so the
 backlog piles up, then resumed; drain rate = backlog / time to write it.
 
+With ``--pairs N``, N more pairs of rows, ping then the accepted row (everysec), each
+pair back to back: on a shared machine the ceiling itself moves by a tenth from one
+minute to the next, and a ratio of two adjacent rows, N times, says how much of a
+difference is the change and how much the machine.
+
 Last, where each row's CPU went: per answer, summed by role over the stack's
 processes and the load client (``benchmarks.cpu``), since they all share the cores.
 
@@ -35,6 +40,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -95,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--pairs", type=int, default=0, help="more (ping, accepted) pairs of rows")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         parser.error("wrk is not installed (make bench-gate installs it)")
@@ -108,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     meter = CpuMeter(sup)
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
     rows: list[tuple[Run, str]] = []
+    pairs: list[tuple[Run, Run]] = []
     drain = ""
     try:
         with apps_as_needed(config) as use:
@@ -148,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"**{backlog / took:,.0f} orders/s** (batches of up to {batch}; "
                      f"audit consistent: {audit['consistent']})")
 
+            for n in range(args.pairs):
+                pinged = wrk("ping", config.base_url + "/api/ping", **timing)
+                sku = f"bench-gate-pair-{n}-0"
+                admin.reset(sku, STOCK)
+                pairs.append((pinged, wrk("gate, appendfsync everysec", base, sku=sku, **timing)))
+
             use(strategy="atomic", race_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
             wrk("warm-up", base, sku="bench-gate-atomic-0", **warm)
@@ -168,6 +182,16 @@ def main(argv: list[str] | None = None) -> int:
               f"| {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.p99_ms / ping.p99_ms:.1f} | {answers} "
               f"| {confirm} |")
     print(f"\nPersisters alone: {drain}")
+    if pairs:
+        ratios = [gate.requests_per_s / pinged.requests_per_s for pinged, gate in pairs]
+        print(f"\nPing, then the accepted row (everysec), {len(pairs)} more times back to back:\n")
+        print("| pair | ping answers/s | accepted answers/s | × ping | accepted CPU µs | ping CPU µs |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for n, ((pinged, gate), ratio) in enumerate(zip(pairs, ratios, strict=True), 1):
+            print(f"| {n} | {pinged.requests_per_s:,.0f} | {gate.requests_per_s:,.0f} | {ratio:.2f} "
+                  f"| {sum(gate.cpu_us.values()):,.0f} | {sum(pinged.cpu_us.values()):,.0f} |")
+        print(f"\nAccepted × ping over the {len(pairs)} pairs: median {statistics.median(ratios):.2f}, "
+              f"{min(ratios):.2f} to {max(ratios):.2f}")
     print("\nCPU per answer, µs, over each row's run, summed by role (user + system, from psutil; "
           "`wrk`: the load client, on the same cores):\n")
     print("| row | all | " + " | ".join([*ROLES, "wrk"]) + " |")
