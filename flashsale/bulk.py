@@ -3,13 +3,15 @@ persisters, whose orders and ledger rows are most of what they do.
 
 ``QuerySet.bulk_create`` builds a model instance per row and passes each value
 through its field (``pre_save``, ``get_db_prep_save``), then MySQLdb escapes the
-flattened values one Python call each: ~60 of the ~77 µs of CPU a persister spent
-per order (``docs/profile/gate-gap/``). ``rows_insert`` takes plain tuples and hands
+flattened values one Python call each. ``rows_insert`` takes plain tuples and hands
 them to one ``executemany``, which MySQLdb sends as multi-row INSERTs, escaping a
-row at a time in C. The columns, the defaults of the fields left out and the
-datetimes' database form come from the model and the connection, as
-``bulk_create``'s would; what it skips is the model instances: no signals (bulk_create
-sends none either), no field validation.
+row at a time in C: a persister's write of a batch of 200 (its orders, their ledger
+rows, the stock row) went from 77 to 24 µs of CPU an order (``docs/profile/gate-gap/``).
+
+The columns, the defaults of the fields left out and the datetimes' database form
+come from the model and the connection, as ``bulk_create``'s would. What it skips is
+the model instances: no signals (``bulk_create`` sends none either), no field
+validation.
 """
 
 from __future__ import annotations
