@@ -78,7 +78,7 @@ class DirectJSONApi(APIView):
             if answer is None:
                 raise
             set_rollback()
-            response = self._rendered(*answer)
+            response = self._rendered(answer.body, answer.status, answer.headers)
         if not isinstance(response, _Rendered):
             response = self.finalize_response(request, response, *args, **kwargs)
         self.response = response
