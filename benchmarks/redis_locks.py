@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import redis
 
+from loadtest.round_trips import CountingConnection, client, round_trips
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
@@ -46,26 +47,6 @@ WAITING = {
     "redis-py Lock": "polls every 100 ms (its default)",
     "python-redis-lock": "BLPOP on a signal list",
 }
-_round_trips = itertools.count()
-
-
-class CountingConnection(redis.Connection):
-    """Counts what the client sends: one per command, one per pipeline."""
-
-    def send_packed_command(self, command, check_health=True):
-        next(_round_trips)
-        return super().send_packed_command(command, check_health)
-
-
-def client(url: str) -> redis.Redis:
-    pool = redis.ConnectionPool.from_url(url, connection_class=CountingConnection)
-    return redis.Redis(connection_pool=pool)
-
-
-def round_trips() -> int:
-    return next(_round_trips)
-
-
 def lock_factory(kind: str, url: str, name: str):
     """A function making a fresh lock object for ``name`` (one per client thread)."""
     if kind in BACKENDS:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.redis_locks import CountingConnection, round_trips
+from loadtest.round_trips import CountingConnection, round_trips
 from locking.backends import zookeeper
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
