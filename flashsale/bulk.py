@@ -40,20 +40,19 @@ def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence
     rest = [field for field in meta.concrete_fields
             if field not in named and not isinstance(field, models.AutoField)]
     connection = connections[router.db_for_write(model)]
-    constant = tuple(_default(field, connection) for field in rest)
+    constant = [_default(field, connection) for field in rest]
     # Datetime columns are the one kind MySQLdb cannot take as they come (aware).
     adapted = [i for i, field in enumerate(named) if isinstance(field, models.DateTimeField)]
-    if adapted:
-        adapt = connection.ops.adapt_datetimefield_value
-        rows = [_adapted(row, adapted, adapt) for row in rows]
+    adapt = connection.ops.adapt_datetimefield_value
+    values = [_values(row, adapted, adapt, constant) for row in rows]
     columns = ", ".join(connection.ops.quote_name(field.column) for field in [*named, *rest])
     placeholders = ", ".join(["%s"] * (len(named) + len(rest)))
     sql = f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES ({placeholders})"
     with connection.cursor() as cursor:
-        if len(rows) == 1:
-            cursor.execute(sql, (*rows[0], *constant))  # and logged as the one statement it is
+        if len(values) == 1:
+            cursor.execute(sql, values[0])  # and logged as the one statement it is
         else:
-            cursor.executemany(sql, [(*row, *constant) for row in rows])
+            cursor.executemany(sql, values)
 
 
 def _default(field: models.Field, connection):
@@ -64,8 +63,10 @@ def _default(field: models.Field, connection):
     return field.get_db_prep_save(field.get_default(), connection)
 
 
-def _adapted(row: tuple, indexes: list[int], adapt) -> tuple:
-    values = list(row)
-    for i in indexes:
+def _values(row: tuple, adapted: list[int], adapt, constant: list) -> list:
+    """One row's parameters: its values, the datetimes among them adapted, then the
+    left-out fields'."""
+    values = [*row, *constant]
+    for i in adapted:
         values[i] = adapt(values[i])
-    return tuple(values)
+    return values
