@@ -1,6 +1,8 @@
 """What one request costs the app's Python, in-process: CPU per request through
-Django's WSGI handler (every middleware, the view, the service) against the running
-stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,
+the apps' WSGI handler (``flashsale.wsgi``: a plain purchase through its front,
+anything else through every middleware and the view; with
+``FLASHSALE_PURCHASE_FRONT=false`` every purchase through Django's whole path) against
+the running stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,
 with ``--profile ROW``, cProfile's top entries for that row.
 
     python -m benchmarks.purchase_cpu [--requests 2000] [--profile gate]
@@ -39,8 +41,9 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
+from django.conf import settings  # noqa: E402
 
+from orders.front import FrontHandler  # noqa: E402
 from orders.services import sale_reset  # noqa: E402
 
 SPREAD = 50
@@ -82,13 +85,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="per row")
     parser.add_argument("--profile", choices=list(rows), help="cProfile this row too")
     args = parser.parse_args()
-    handler, statuses = WSGIHandler(), {}
+    handler, statuses = FrontHandler(), {}  # the apps' handler (flashsale.wsgi)
 
     def start_response(status, headers, exc_info=None):
         statuses[status[:3]] = statuses.get(status[:3], 0) + 1
 
     print(f"`python -m benchmarks.purchase_cpu --requests {args.requests}`: CPU per request in-process "
-          "(Django's WSGI handler, the stack's MariaDB and Redis)\n")
+          "(the apps' WSGI handler, the stack's MariaDB and Redis; "
+          f"purchase front {'on' if settings.FLASHSALE_PURCHASE_FRONT else 'off'})\n")
     print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
     ping = None
     for label, (setup, request) in rows.items():

@@ -2,7 +2,7 @@
 
 Every error a client can see leaves as ``{"error": <code>, "message": <text>,
 ...extra}``; ``error_answer`` below is the only place that shapes it (DRF's
-exception handler and the purchase's direct path, ``flashsale.hotpath``, answer with it).
+exception handler and the purchase's front, ``orders.front``, answer with it).
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ from flashsale.errors import (
     error_responses,
 )
 from flashsale.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
-from flashsale.hotpath import DirectJSONApi
 from flashsale.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
@@ -104,11 +103,12 @@ class QuantityField(serializers.IntegerField):
     states it, from the same setting, and the rule lives once."""
 
 
-class OrderCreateApi(DirectJSONApi):
+class OrderCreateApi(APIView):
     # A buyer names itself in the body (user_id); no session is read, so no request
     # pays for one, and a browser's cookie does not bring CSRF checks into a JSON API.
-    # Anyone may buy. With neither, a plain JSON purchase skips DRF's Request (see
-    # flashsale.hotpath): the sale's hot path.
+    # Anyone may buy. A plain JSON purchase is answered before it reaches this view,
+    # with the same answer (orders.front): the sale's hot path. This view answers
+    # the rest, and every purchase while the front is off.
     authentication_classes: list = []
     permission_classes: list = []
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
@@ -145,32 +145,43 @@ class OrderCreateApi(DirectJSONApi):
         },
     )
     def post(self, request):
-        purchase = _plain_purchase(request.data) or _purchase_input.run_validation(request.data)
-        key = request.META.get("HTTP_IDEMPOTENCY_KEY")
-        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
-            raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
-        result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request), **purchase)
-        # The body is the OutputSerializer's fields, read straight off the result: a
-        # serializer instance deep-copies its fields per request, a cost the hot path
-        # of a sale measurably pays (see the README's gate figures). It stays the schema.
-        body = {name: getattr(result, name) for name in self.OutputSerializer._declared_fields}
-        if result.replayed:
-            return self.answer(body, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
-        return self.answer(body, status=status.HTTP_201_CREATED, headers=_server_timing(result.timings))
+        purchase = plain_purchase(request.data) or _purchase_input.run_validation(request.data)
+        body, code, headers = purchase_answer(request, purchase)
+        return Response(body, status=code, headers=headers)
+
+
+def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]:
+    """The purchase's answer (body, status, headers) to a validated ``purchase``: the
+    view's and the purchase's front's (``orders.front``) alike.
+
+    :raises InvalidInput: a malformed Idempotency-Key; and whatever ``order_create`` raises.
+    """
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY")
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
+    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request), **purchase)
+    # The body is the OutputSerializer's fields, read straight off the result: a
+    # serializer instance deep-copies its fields per request, a cost the hot path
+    # of a sale measurably pays (see the README's gate figures). It stays the schema.
+    body = {name: getattr(result, name) for name in _PURCHASE_OUTPUT}
+    if result.replayed:
+        return body, status.HTTP_200_OK, {"Idempotent-Replayed": "true"}
+    return body, status.HTTP_201_CREATED, _server_timing(result.timings)
 
 
 # One instance, built once: ``run_validation`` keeps nothing on it (unlike
 # ``is_valid``), and a new instance would deep-copy its fields on every purchase.
 _purchase_input = OrderCreateApi.InputSerializer()
 _PURCHASE_FIELDS = frozenset(_purchase_input.fields)
+_PURCHASE_OUTPUT = tuple(OrderCreateApi.OutputSerializer._declared_fields)
 
 
-def _plain_purchase(data) -> dict | None:
+def plain_purchase(data) -> dict | None:
     """The purchase's fields, when ``data`` is the plain shape the serializer takes
     as it is: these three keys, ``sku`` and ``user_id`` ASCII strings of lengths it
     allows without a NUL, ``quantity`` an integer. Else None, and the serializer
     decides (it says what is wrong, in its words). Its fields cost a sold-out
-    answer a sixth of its CPU; ``test_hotpath`` holds this to the serializer's result."""
+    answer a sixth of its CPU; ``test_front`` holds this to the serializer's result."""
     if type(data) is not dict or data.keys() != _PURCHASE_FIELDS:
         return None
     sku, quantity, user_id = data["sku"], data["quantity"], data["user_id"]

@@ -186,6 +186,10 @@ FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis mark without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
+# Answer a plain JSON purchase before Django's middleware chain and DRF's view
+# (orders.front), with the same answer. Off: every purchase takes Django's whole
+# path (to measure what that path costs: README, "The gate").
+FLASHSALE_PURCHASE_FRONT = env.bool("FLASHSALE_PURCHASE_FRONT", default=True)
 # How long the product page's cached answer counts as fresh (inventory.reads): the
 # stock it shows is at most this, plus one rebuild, behind the database.
 FLASHSALE_PRODUCT_FRESH_MS = env.int("FLASHSALE_PRODUCT_FRESH_MS", default=500)
