@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.core.exceptions import DisallowedHost
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.handlers.exception import response_for_exception
 from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpResponse
@@ -129,8 +129,8 @@ def _plain_json(request) -> object:
         return None
     try:
         return json.loads(request.body.decode("utf-8"))
-    except (ValueError, RecursionError):
-        return None  # DRF's parser says what is wrong, in its words
+    except (ValueError, RecursionError, RequestDataTooBig):
+        return None  # Django's path says what is wrong, in its words
 
 
 def _allowed(request, front: _Front) -> bool:

@@ -118,6 +118,14 @@ def test_a_disallowed_host_and_an_https_redirect_are_djangos(sold_out, through_v
 
 
 @pytest.mark.django_db
+def test_a_body_over_djangos_limit_is_djangos_400(sold_out, through_view, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = len(PLAIN) - 1
+    request = factory.post("/api/orders", PLAIN, content_type="application/json")
+    assert handler.get_response(request).status_code == 400
+    assert through_view == [1]  # the front left it to Django's path
+
+
+@pytest.mark.django_db
 def test_the_purchase_throttles_run_on_the_front(sold_out, settings, through_view):
     settings.FLASHSALE_THROTTLE_USER = "2/m"
     answers = [answer(PLAIN, "application/json") for _ in range(3)]
