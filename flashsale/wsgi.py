@@ -1,15 +1,16 @@
 """WSGI entry point for gunicorn: ``gunicorn flashsale.wsgi``.
 
 Django's handler, with the sale's plain purchases answered before its middleware
-chain (``orders.front``); ``get_wsgi_application`` would make the plain one."""
+chain: the orders app's ``FrontHandler`` (``orders.front``), where
+``get_wsgi_application`` would make the plain one."""
 
 import os
 
 import django
+from django.utils.module_loading import import_string
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup(set_prefix=False)
 
-from orders.front import FrontHandler  # noqa: E402  (the apps are ready only now)
-
-application = FrontHandler()
+# Named, as the routes are (flashsale.urls), so the project shell imports no app.
+application = import_string("orders.front.FrontHandler")()
