@@ -285,26 +285,37 @@ def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random =
 @transaction.atomic
 def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
                   starts_at: datetime | None = None, ends_at: datetime | None = None,
-                  strategy: str = "") -> Product:
+                  strategy: str = "", new: bool = False) -> Product:
     """Create the product or put it back to ``stock`` units with an empty ledger,
     split over ``segments`` rows (``FLASHSALE_STOCK_SEGMENTS`` when not given) as
     evenly as whole units allow, on sale from ``starts_at`` to ``ends_at`` (None:
     from now, for ever), under ``strategy`` ("": the deployment's).
 
+    ``new``: the caller found no such product, so there is nothing to delete. The
+    deletes are left out because, for the newest product's id, they would lock the
+    gaps at the end of the stock's and the ledger's indexes, where the previous
+    product's purchases write: a deadlock with them.
+
     The caller clears anything else that refers to the product (orders) first.
+
+    :raises IntegrityError: ``new``, but another transaction created the product.
     """
     segments = segments or settings.FLASHSALE_STOCK_SEGMENTS
     if not 1 <= segments <= MAX_SEGMENTS:
         raise ValueError(f"a product's stock has 1 to {MAX_SEGMENTS} segments, not {segments}")
-    product, created = Product.objects.get_or_create(
-        sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at,
-                           "strategy": strategy})
-    if not created:
-        product.name = name or product.name
-        product.starts_at, product.ends_at, product.strategy = starts_at, ends_at, strategy
-        product.save(update_fields=["name", "starts_at", "ends_at", "strategy"])
-    StockFlow.objects.filter(product=product).delete()
-    Stock.objects.filter(product=product).delete()
+    if new:
+        product = Product.objects.create(sku=sku, name=name or sku, starts_at=starts_at, ends_at=ends_at,
+                                         strategy=strategy)
+    else:
+        product, created = Product.objects.get_or_create(
+            sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at,
+                               "strategy": strategy})
+        if not created:
+            product.name = name or product.name
+            product.starts_at, product.ends_at, product.strategy = starts_at, ends_at, strategy
+            product.save(update_fields=["name", "starts_at", "ends_at", "strategy"])
+        StockFlow.objects.filter(product=product).delete()
+        Stock.objects.filter(product=product).delete()
     # A new sale starts a new fencing epoch (fence 0): the lock's counter may have
     # been reset too.
     Stock.objects.bulk_create([

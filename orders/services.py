@@ -41,6 +41,7 @@ from flashsale.errors import (
     Busy,
     IdempotencyConflict,
     InvalidInput,
+    NotFound,
     OutcomeUnknown,
     SoldOut,
     StockChanged,
@@ -644,13 +645,15 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
             break
         except DatabaseError as e:
             # Its deletes take gap locks beside the rows the persisters and buyers of
-            # other products insert, so InnoDB may pick it as a deadlock's victim. All
-            # of it was rolled back: done again (another failure reaches the caller,
-            # 503).
+            # other products insert, so InnoDB may pick it as a deadlock's victim; or
+            # a reset of the same new product created it first. All of it was rolled
+            # back: done again (another failure reaches the caller, 503).
             outer = transaction.get_connection().in_atomic_block  # then the victim is the caller's
-            if not database_deadlocked(e) or outer or attempt == RESET_ATTEMPTS:
+            if not (database_deadlocked(e) or isinstance(e, IntegrityError)) or outer \
+                    or attempt == RESET_ATTEMPTS:
                 raise
-            logger.info("%s: the reset was a deadlock's victim (try %d), doing it again", sku, attempt)
+            why = "a deadlock's victim" if database_deadlocked(e) else "beaten to the new product's row"
+            logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
     sale_mark_open(sku=sku, window=window, strategy=product.strategy)
@@ -672,15 +675,21 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
     """The reset's rows, in one transaction: the sale's orders and quotas gone, the
     product and its stock as new. Returns the product, the keys of the orders it
     deleted, and the gate sale it opened (under the gate)."""
-    # Before the orders: this waits for a persister's batch of the product to
-    # commit (it holds the sale's row), and then deletes what it wrote.
-    GateSale.objects.filter(product__sku=sku).delete()
-    orders = Order.objects.filter(product__sku=sku)
-    keys = list(orders.values_list("idempotency_key", flat=True))
-    orders.delete()
-    BuyerQuota.objects.filter(product__sku=sku).delete()
+    try:
+        existing = product_get(sku=sku)
+    except NotFound:
+        existing = None  # nothing refers to it: no deletes, so no locks at the indexes' ends
+    keys = []
+    if existing is not None:
+        # Before the orders: this waits for a persister's batch of the product to
+        # commit (it holds the sale's row), and then deletes what it wrote.
+        GateSale.objects.filter(product=existing).delete()
+        orders = Order.objects.filter(product=existing)
+        keys = list(orders.values_list("idempotency_key", flat=True))
+        orders.delete()
+        BuyerQuota.objects.filter(product=existing).delete()
     product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
-                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "")
+                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "", new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     return product, keys, sale
 

@@ -15,9 +15,9 @@ from django.db import OperationalError, connection, connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import Busy, OutcomeUnknown, SoldOut, Unavailable
+from flashsale.errors import Busy, NotFound, OutcomeUnknown, SoldOut, Unavailable
 from flashsale.testing import start_thread
-from inventory.models import Stock, StockFlow
+from inventory.models import Product, Stock, StockFlow
 from inventory.services import stalled
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
@@ -408,3 +408,80 @@ def test_a_reset_chosen_as_a_deadlocks_victim_is_done_again(product_factory, adm
     assert product.name == "Again"
     assert [s.quantity for s in Stock.objects.filter(product=product)] == [7]
     assert not StockFlow.objects.filter(product__in=[product, other]).exists()
+
+
+def _innodb_deadlocks(cursor) -> int:
+    cursor.execute("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+    return int(cursor.fetchone()[1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reset_of_a_new_product_does_not_deadlock_with_the_newest_products_writer(product_factory, admin_api):
+    """The newest product's purchase locks its stock rows up to the end of the stock's
+    product index, and then appends its ledger row at the end of the ledger's. A
+    reset of a product not there yet has no rows to delete: it must take no lock at
+    those ends, or it waits on the first while holding the second (the schemathesis
+    run's 503 busy, three deadlocks in a row). Here it waits for the purchase to
+    commit, and nobody is rolled back."""
+    newest = product_factory(sku="sku-1", stock=10)
+    started, done = threading.Event(), threading.Event()
+    outcome = {}
+
+    def newest_purchase():
+        with side_connection("default") as side, side_connection("default") as watcher:
+            side.execute("BEGIN")
+            side.execute("UPDATE inventory_stock SET quantity = quantity - 1 WHERE product_id = %s", [newest.pk])
+            started.set()
+            # The reset writes the new product's stock row, at the index's end.
+            _in_a_statement(watcher, "INSERT INTO `inventory_stock` %")
+            try:
+                side.execute(
+                    "INSERT INTO inventory_stockflow (product_id, segment, quantity, operation_flag, "
+                    "order_reference, quantity_before, quantity_after, instance, created_at) "
+                    "VALUES (%s, 0, 1, 'k1', '1', 10, 9, 'side', NOW(6))", [newest.pk])
+                side.execute("COMMIT")
+                outcome["committed"] = True
+            except OperationalError as e:
+                outcome["error"] = e
+                side.execute("ROLLBACK")
+        done.set()
+
+    with connection.cursor() as cursor:
+        deadlocks = _innodb_deadlocks(cursor)
+    thread = threading.Thread(target=newest_purchase)
+    thread.start()
+    assert started.wait(10)
+    response = admin_api.post("/api/admin/products/sku-2/reset", {"stock": 7}, format="json")
+    thread.join(10)
+    assert done.is_set()
+    assert response.status_code == 200, response.content
+    assert outcome == {"committed": True}
+    with connection.cursor() as cursor:
+        assert _innodb_deadlocks(cursor) == deadlocks
+    assert StockFlow.objects.filter(product=newest).count() == 1
+    assert [s.quantity for s in Stock.objects.filter(product__sku="sku-2")] == [7]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reset_beaten_to_a_new_products_row_is_done_again_as_a_reset_of_it(product_factory, monkeypatch,
+                                                                              caplog):
+    """Two resets of one new product: both find no product, and the second's create
+    meets the first's row. It is done again, now as a reset of that product: what
+    was sold in between is cleared too."""
+    product = product_factory(sku="sku-1", stock=10)  # the first reset's, made after the second looked
+    order_create(sku="sku-1", quantity=2, user_id="u1", idempotency_key="k1")
+    looks = []
+
+    def looked_before_it_was_there(*, sku):
+        looks.append(sku)
+        if len(looks) == 1:
+            raise NotFound(f"no product with sku {sku!r}")
+        return Product.objects.get(sku=sku)
+
+    monkeypatch.setattr("orders.services.product_get", looked_before_it_was_there)
+    with caplog.at_level("INFO", logger="orders.services"):
+        sale_reset(sku="sku-1", stock=3)
+    assert looks == ["sku-1", "sku-1"]
+    assert "beaten to the new product's row (try 1)" in caplog.text
+    assert not Order.objects.exists() and not StockFlow.objects.exists()
+    assert [s.quantity for s in Stock.objects.filter(product=product)] == [3]
