@@ -689,7 +689,8 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
         orders.delete()
         BuyerQuota.objects.filter(product=existing).delete()
     product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
-                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "", new=existing is None)
+                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "",
+                            new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     return product, keys, sale
 

@@ -416,7 +416,8 @@ def _innodb_deadlocks(cursor) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_reset_of_a_new_product_does_not_deadlock_with_the_newest_products_writer(product_factory, admin_api):
+def test_a_reset_of_a_new_product_does_not_deadlock_with_the_newest_products_buyer(product_factory,
+                                                                                  admin_api):
     """The newest product's purchase locks its stock rows up to the end of the stock's
     product index, and then appends its ledger row at the end of the ledger's. A
     reset of a product not there yet has no rows to delete: it must take no lock at
@@ -430,7 +431,8 @@ def test_a_reset_of_a_new_product_does_not_deadlock_with_the_newest_products_wri
     def newest_purchase():
         with side_connection("default") as side, side_connection("default") as watcher:
             side.execute("BEGIN")
-            side.execute("UPDATE inventory_stock SET quantity = quantity - 1 WHERE product_id = %s", [newest.pk])
+            side.execute("UPDATE inventory_stock SET quantity = quantity - 1 WHERE product_id = %s",
+                         [newest.pk])
             started.set()
             # The reset writes the new product's stock row, at the index's end.
             _in_a_statement(watcher, "INSERT INTO `inventory_stock` %")
