@@ -12,7 +12,11 @@ the instances up (first requests import and connect):
 - ``gate, appendfsync everysec`` / ``always``: every request buys one hot product
   (``POST /api/orders``, a key of its own each), the persisters running; Redis's
   fsync policy set for the row (``CONFIG SET``). Beside each: from accepted to
-  confirmed, p50/p99, as the sale's audit reports it.
+  confirmed, p50/p99, as the sale's audit reports it; and "written": the orders
+  over the time until the last of them was in MySQL (the row's seconds, plus the
+  persisters' catching up after it), as a ratio to ping. The persisters share the
+  cores with the sale and fall behind it; their work left after the row is not in
+  the row's rate, and "written" is the rate with it.
 - ``gate, sold out``: the product has no stock: every answer is 409, from each
   process's memory of the sold-out sale once the script has said so (``orders.gate``).
 - ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
@@ -23,7 +27,8 @@ Then the persisters alone: both are paused (SIGSTOP) for a hot gate run, so the
 backlog piles up, then resumed; drain rate = backlog / time to write it.
 
 With ``--pairs N``, N more pairs of rows, ping then the accepted row (everysec), each
-pair back to back: on a shared machine the ceiling itself moves by a tenth from one
+pair back to back, and the persisters done with one pair's orders before the next
+pair's ping: on a shared machine the ceiling itself moves by a tenth from one
 minute to the next, and a ratio of two adjacent rows, N times, says how much of a
 difference is the change and how much the machine.
 
@@ -58,6 +63,25 @@ from .cpu import ROLES, CpuMeter, children_cpu
 
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
 STOCK = 1_000_000  # more than any run sells: every request buys
+
+
+@dataclass(frozen=True)
+class Written:
+    """A gate row's orders, and how long after its start the last was in MySQL."""
+
+    orders: int
+    seconds: float
+
+    def ratio(self, ping: Run) -> str:
+        return f"{self.orders / self.seconds / ping.requests_per_s:.2f}"
+
+
+def written(admin: FlashsaleClient, sku: str, run_seconds: float) -> tuple[dict, Written]:
+    """The sale's gate audit once its backlog is 0 (after at most 60 s), and its
+    orders over the row's seconds plus the wait."""
+    started = time.monotonic()
+    gate = admin.audit(sku, settle=60)["gate"]
+    return gate, Written(gate["persisted"], run_seconds + time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -114,15 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     base = config.base_url + "/"
     meter = CpuMeter(sup)
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
-    rows: list[tuple[Run, str]] = []
-    pairs: list[tuple[Run, Run]] = []
+    rows: list[tuple[Run, str, Written | None]] = []
+    pairs: list[tuple[Run, Run, Written]] = []
     drain = ""
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
             warm = dict(seconds=2, connections=args.connections, meter=meter)
             wrk("warm-up", config.base_url + "/api/ping", **warm)
-            rows.append((wrk("ping", config.base_url + "/api/ping", **timing), ""))
+            rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", race_delay_ms=0.0)
             admin.reset("bench-gate-warm-0", STOCK)
             wrk("warm-up", base, sku="bench-gate-warm-0", **warm)
@@ -131,16 +155,16 @@ def main(argv: list[str] | None = None) -> int:
                 sku = f"bench-gate-{fsync}-0"
                 admin.reset(sku, STOCK)
                 run = wrk(f"gate, appendfsync {fsync}", base, sku=sku, **timing)
-                gate = admin.audit(sku, settle=60)["gate"]
+                gate, wrote = written(admin, sku, args.seconds)
                 rows.append((run, f"{gate['confirm_p50_ms']:.0f} / {gate['confirm_p99_ms']:.0f} "
-                                  f"({gate['persisted']:,} orders)"))
+                                  f"({gate['persisted']:,} orders)", wrote))
             r.config_set("appendfsync", fsync_before)
             admin.reset("bench-gate-soldout-0", 0)
-            rows.append((wrk("gate, sold out (409)", base, sku="bench-gate-soldout-0", **timing), ""))
+            rows.append((wrk("gate, sold out (409)", base, sku="bench-gate-soldout-0", **timing), "", None))
             # The same purchase refused before its round trip (quantity 0: 400), what
             # the gate's request costs without Redis.
             rows.append((wrk("refused before Redis (400)", base, sku="bench-gate-soldout-0", quantity=0,
-                             **timing), ""))
+                             **timing), "", None))
 
             # The persisters alone: paused while a hot run piles up a backlog.
             sku = "bench-gate-drain-0"
@@ -162,12 +186,14 @@ def main(argv: list[str] | None = None) -> int:
                 pinged = wrk("ping", config.base_url + "/api/ping", **timing)
                 sku = f"bench-gate-pair-{n}-0"
                 admin.reset(sku, STOCK)
-                pairs.append((pinged, wrk("gate, appendfsync everysec", base, sku=sku, **timing)))
+                sold = wrk("gate, appendfsync everysec", base, sku=sku, **timing)
+                # Written before the next ping, which would otherwise share the cores with it.
+                pairs.append((pinged, sold, written(admin, sku, args.seconds)[1]))
 
             use(strategy="atomic", race_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
             wrk("warm-up", base, sku="bench-gate-atomic-0", **warm)
-            rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), ""))
+            rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), "", None))
     finally:
         r.config_set("appendfsync", fsync_before)
 
@@ -176,29 +202,31 @@ def main(argv: list[str] | None = None) -> int:
           f"127.0.0.1 ({config.instances} instances x {config.workers} workers x {config.threads} "
           f"threads, {config.persisters} persisters, {os.cpu_count()} cores shared by all)\n")
     print("| row | answers/s | × ping | p50 ms | p99 ms | p99 ÷ ping's | answers | accepted → confirmed "
-          "p50 / p99 ms |")
-    print("|---|---:|---:|---:|---:|---:|---|---|")
-    for run, confirm in rows:
+          "p50 / p99 ms | written × ping |")
+    print("|---|---:|---:|---:|---:|---:|---|---|---:|")
+    for run, confirm, wrote in rows:
         answers = ", ".join(f"{s}: {n:,}" for s, n in sorted(run.statuses.items())) or "200"
         print(f"| {run.label} | {run.requests_per_s:,.0f} | {run.requests_per_s / ping.requests_per_s:.2f} "
               f"| {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.p99_ms / ping.p99_ms:.1f} | {answers} "
-              f"| {confirm} |")
+              f"| {confirm} | {wrote.ratio(ping) if wrote else ''} |")
     print(f"\nPersisters alone: {drain}")
     if pairs:
-        ratios = [gate.requests_per_s / pinged.requests_per_s for pinged, gate in pairs]
+        ratios = [gate.requests_per_s / pinged.requests_per_s for pinged, gate, _ in pairs]
         print(f"\nPing, then the accepted row (everysec), {len(pairs)} more times back to back:\n")
-        print("| pair | ping answers/s | accepted answers/s | × ping | accepted CPU µs | ping CPU µs |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for n, ((pinged, gate), ratio) in enumerate(zip(pairs, ratios, strict=True), 1):
+        print("| pair | ping answers/s | accepted answers/s | × ping | written × ping | accepted CPU µs "
+              "| ping CPU µs |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for n, ((pinged, gate, wrote), ratio) in enumerate(zip(pairs, ratios, strict=True), 1):
             print(f"| {n} | {pinged.requests_per_s:,.0f} | {gate.requests_per_s:,.0f} | {ratio:.2f} "
-                  f"| {sum(gate.cpu_us.values()):,.0f} | {sum(pinged.cpu_us.values()):,.0f} |")
+                  f"| {wrote.ratio(pinged)} | {sum(gate.cpu_us.values()):,.0f} "
+                  f"| {sum(pinged.cpu_us.values()):,.0f} |")
         print(f"\nAccepted × ping over the {len(pairs)} pairs: median {statistics.median(ratios):.2f}, "
               f"{min(ratios):.2f} to {max(ratios):.2f}")
     print("\nCPU per answer, µs, over each row's run, summed by role (user + system, from psutil; "
           "`wrk`: the load client, on the same cores):\n")
     print("| row | all | " + " | ".join([*ROLES, "wrk"]) + " |")
     print("|---|" + "---:|" * (len(ROLES) + 2))
-    for run, _ in rows:
+    for run, _, _ in rows:
         print(f"| {run.label} | {sum(run.cpu_us.values()):,.0f} | "
               + " | ".join(f"{run.cpu_us[role]:,.0f}" for role in [*ROLES, "wrk"]) + " |")
     return 0
