@@ -65,7 +65,11 @@ logger = logging.getLogger(__name__)
 # so a browser's JSON numbers hold them exactly.
 ID_BLOCK_SHIFT = 25
 GROUP = "persisters"  # the consumer group every persister reads the streams in
-SKUS = "gate:skus"  # the products whose streams the persisters read (no hash tag: not in a script)
+# The persisters' list: sku -> its sale's id, for every sale whose stream may still
+# have something to write. A finished sale leaves it (gate_unlist_finished), so a
+# persister's round costs the live sales, not every sale ever held. (No hash tag: it
+# is never in a script with a product's keys.)
+SALES = "gate:sales"
 
 
 class GateKeys(NamedTuple):
@@ -136,6 +140,35 @@ return 1
 """
 
 # Drops a product's sale; returns the stock it had (nil: none).
+# The sale's id once its stream is done: nothing more can come (sold out, or past
+# the window's end on Redis' clock) and everything in it was delivered to the
+# persisters' group and acknowledged. Nil otherwise, or when there is no sale.
+_FINISHED = """
+local sale = redis.call('HMGET', KEYS[1], 'block', 'stock', 'ends')
+if not sale[1] then return nil end
+if tonumber(sale[2]) > 0 then
+  local ends = tonumber(sale[3])
+  if not ends then return nil end
+  local t = redis.call('TIME')
+  if t[1] * 1000 + math.floor(t[2] / 1000) < ends then return nil end
+end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[2])) do
+  local info = {}
+  for i = 1, #group, 2 do info[group[i]] = group[i + 1] end
+  if info['name'] == ARGV[1] then
+    if info['pending'] ~= 0 then return nil end
+    if #last > 0 and info['last-delivered-id'] ~= last[1][1] then return nil end
+    return sale[1]
+  end
+end
+return nil
+"""
+# Off the list only if it still names that sale: a reset since listed a new one.
+_UNLIST = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
 _CLOSE = """
 local stock = redis.call('HGET', KEYS[1], 'stock')
 redis.call('DEL', unpack(KEYS))
@@ -264,7 +297,7 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
               bought: dict[str, int] | None = None) -> None:
     """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with the replay
     records and per-user counts of orders the product already has (a warm-up after
-    Redis lost the sale: ``keys`` and ``bought``), and put the product on the
+    Redis lost the sale: ``keys`` and ``bought``), and put the sale on the
     persisters' list. Whatever Redis held of the product before is dropped."""
     k = gate_keys(sale.product.sku)
     client = gate_redis()
@@ -276,7 +309,7 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
             client.hset(k.bought, mapping=chunk)
         _script(_OPEN)(keys=list(k), args=[sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk,
                                            GROUP, _ms(window.starts_at), _ms(window.ends_at)])
-        client.sadd(SKUS, sale.product.sku)
+        client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:
         raise Unavailable(f"the gate's Redis cannot be reached; the sale of {sale.product.sku} "
                           f"is not open: {e}", backend="redis") from e
@@ -296,7 +329,7 @@ def gate_close(*, sku: str, required: bool) -> float:
     """
     try:
         stock = _script(_CLOSE)(keys=list(gate_keys(sku)))
-        gate_redis().srem(SKUS, sku)
+        gate_redis().hdel(SALES, sku)
     except redis.RedisError as e:
         if required:
             raise Unavailable(f"the gate's Redis cannot be reached to close the sale of {sku}; "
@@ -306,6 +339,23 @@ def gate_close(*, sku: str, required: bool) -> float:
     _sold_out.pop(sku, None)
     closed = time.monotonic()
     return closed + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY if stock == "0" else closed
+
+
+def gate_listed() -> list[str]:
+    """The products on the persisters' list, in order."""
+    return sorted(gate_redis().hkeys(SALES))
+
+
+def gate_unlist_finished(*, sku: str) -> bool:
+    """Take ``sku`` off the persisters' list if its sale is finished: sold out or
+    ended, and every order in its stream written and acknowledged. Its keys stay
+    (the audit and the replays read them); a reset lists its next sale.
+
+    :raises redis.RedisError: Redis cannot be reached.
+    """
+    k = gate_keys(sku)
+    sale = _script(_FINISHED)(keys=[k.sale, k.stream], args=[GROUP])
+    return sale is not None and bool(_script(_UNLIST)(keys=[SALES], args=[sku, sale]))
 
 
 def gate_settle(until: float) -> None:

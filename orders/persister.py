@@ -40,7 +40,7 @@ from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
-from .gate import GROUP, ID_BLOCK_SHIFT, SKUS, gate_keys, gate_redis
+from .gate import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_listed, gate_redis, gate_unlist_finished
 from .models import GateSale, Order
 
 logger = logging.getLogger(__name__)
@@ -198,10 +198,11 @@ class Persister:
                 self.stop.wait(0.5)
 
     def step(self) -> int:
-        """One round: claim entries a dead consumer left, re-read this one's own
-        pending entries, then wait up to ``block_ms`` for new ones. Returns how
-        many entries it acknowledged."""
-        skus = sorted(self.redis.smembers(SKUS))
+        """One round: claim entries a dead consumer left and take finished sales
+        off the list (every ``claim_idle_ms / 2``), re-read this one's own pending
+        entries, then wait up to ``block_ms`` for new ones. Returns how many entries
+        it acknowledged."""
+        skus = gate_listed()
         if not skus:
             self.stop.wait(self.block_ms / 1000)
             return 0
@@ -211,6 +212,9 @@ class Persister:
             self._claimed_at = time.monotonic()
             for stream, sku in streams.items():
                 done += self._claim(stream, sku)
+                if gate_unlist_finished(sku=sku):
+                    logger.info("persister %s: the sale of %s is finished and written: off the list",
+                                self.name, sku)
         try:
             # This consumer's own pending entries first (a batch that failed), then new ones.
             replies = self._read(streams, "0")

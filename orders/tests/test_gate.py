@@ -29,7 +29,7 @@ from flashsale.errors import (
 from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from orders import gate as gate_module
-from orders.gate import GROUP, gate_keys, gate_redis
+from orders.gate import GROUP, gate_keys, gate_listed, gate_redis, gate_unlist_finished
 from orders.models import Order
 from orders.persister import Intent, Persister, intents_write
 from orders.selectors import order_status_get, sale_audit
@@ -329,6 +329,59 @@ def test_a_reset_drops_the_old_sales_backlog():
     persist()
     audit = sale_audit(sku="sku-1")
     assert (audit.orders, audit.remaining, audit.consistent) == (1, 9, True)
+
+
+def test_a_finished_sale_leaves_the_persisters_list_once_its_orders_are_written():
+    """Sold out and written: off the list, so the persisters' rounds cost the live
+    sales only. Its keys stay (audit, replays); a reset lists the next sale."""
+    sale_reset(sku="sku-1", stock=2)
+    sale_reset(sku="sku-2", stock=5)
+    buy("k1", user="u1")
+    buy("k2", user="u2")  # sku-1 sold out
+    buy("k3", sku="sku-2")
+    assert gate_listed() == ["sku-1", "sku-2"]
+    assert not gate_unlist_finished(sku="sku-1")  # not delivered yet
+    client, keys = gate_redis(), gate_keys("sku-1")
+    [(_, entries)] = client.xreadgroup(GROUP, "slow", {keys.stream: ">"}, count=10)
+    assert len(entries) == 2
+    assert not gate_unlist_finished(sku="sku-1")  # delivered, not acknowledged
+    assert gate_listed() == ["sku-1", "sku-2"]
+    persist()  # claims the slow one's entries, writes them, and takes the sale off
+    assert gate_listed() == ["sku-2"]  # still selling
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.gate.backlog, audit.consistent) == (2, 0, True)
+    assert buy("k1", user="u1").replayed
+    with pytest.raises(SoldOut):
+        buy("k9", user="u9")
+    sale_reset(sku="sku-1", stock=1)
+    assert gate_listed() == ["sku-1", "sku-2"]
+    buy("k1", user="u1")
+    persist()
+    assert Order.objects.filter(product__sku="sku-1").count() == 1
+
+
+def test_a_sale_past_its_end_leaves_the_list_with_stock_left():
+    sale_reset(sku="sku-1", stock=5, ends_at=timezone.now() + timedelta(milliseconds=300))
+    buy("k1")
+    persist()
+    assert gate_listed() == ["sku-1"]  # open: more may come
+    time.sleep(0.35)
+    persist()
+    assert gate_listed() == []
+    assert Order.objects.count() == 1
+
+
+def test_a_sale_found_finished_stays_listed_if_a_reset_opened_the_next_one_meanwhile():
+    sale_reset(sku="sku-1", stock=0)
+    keys = gate_keys("sku-1")
+    finished = gate_module._script(gate_module._FINISHED)(keys=[keys.sale, keys.stream], args=[GROUP])
+    assert finished is not None
+    sale_reset(sku="sku-1", stock=5)  # a new sale, listed
+    assert gate_module._script(gate_module._UNLIST)(keys=[gate_module.SALES], args=["sku-1", finished]) == 0
+    assert gate_listed() == ["sku-1"]
+    buy("k1")
+    persist()
+    assert Order.objects.count() == 1
 
 
 def test_a_warm_up_after_redis_lost_the_sale_sells_what_mysql_has_left_and_replays_its_orders():

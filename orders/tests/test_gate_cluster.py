@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from flashsale.errors import SoldOut
 from flashsale.testing import run_at_once
-from orders.gate import SKUS, gate_keys, gate_redis
+from orders.gate import SALES, gate_keys, gate_redis
 from orders.persister import Persister
 from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset
@@ -30,7 +30,7 @@ def on_the_cluster(cluster):
     with override_settings(FLASHSALE_STRATEGY="gate", FLASHSALE_GATE_REDIS_URL=cluster[0].url,
                            FLASHSALE_GATE_REDIS_CLUSTER=True):
         yield gate_redis()
-        gate_redis().delete(SKUS)
+        gate_redis().delete(SALES)
 
 
 def skus_on_every_node(client, nodes: int) -> list[str]:
