@@ -139,13 +139,18 @@ redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2]
 return 1
 """
 
-# Drops a product's sale; returns the stock it had (nil: none).
 # The sale's id once its stream is done: nothing more can come (sold out, or past
 # the window's end on Redis' clock) and everything in it was delivered to the
-# persisters' group and acknowledged. Nil otherwise, or when there is no sale.
+# persisters' group and acknowledged. "" when neither the sale nor its stream is
+# there (Redis lost them): nothing to read. Nil otherwise.
 _FINISHED = """
 local sale = redis.call('HMGET', KEYS[1], 'block', 'stock', 'ends')
-if not sale[1] then return nil end
+local stream = redis.call('EXISTS', KEYS[2]) == 1
+if not sale[1] then
+  if stream then return nil end
+  return ''
+end
+if not stream then return nil end
 if tonumber(sale[2]) > 0 then
   local ends = tonumber(sale[3])
   if not ends then return nil end
@@ -169,6 +174,7 @@ _UNLIST = """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 return redis.call('HDEL', KEYS[1], ARGV[1])
 """
+# Drops a product's sale; returns the stock it had (nil: none).
 _CLOSE = """
 local stock = redis.call('HGET', KEYS[1], 'stock')
 redis.call('DEL', unpack(KEYS))
@@ -349,13 +355,20 @@ def gate_listed() -> list[str]:
 def gate_unlist_finished(*, sku: str) -> bool:
     """Take ``sku`` off the persisters' list if its sale is finished: sold out or
     ended, and every order in its stream written and acknowledged. Its keys stay
-    (the audit and the replays read them); a reset lists its next sale.
+    (the audit and the replays read them); a reset lists its next sale. A sale
+    whose keys Redis lost leaves the list too: there is nothing to read, and the
+    warm-up (``gate_warm``) lists it again.
 
     :raises redis.RedisError: Redis cannot be reached.
     """
     k = gate_keys(sku)
+    listed = gate_redis().hget(SALES, sku)
+    if listed is None:
+        return False
     sale = _script(_FINISHED)(keys=[k.sale, k.stream], args=[GROUP])
-    return sale is not None and bool(_script(_UNLIST)(keys=[SALES], args=[sku, sale]))
+    if sale is None:
+        return False
+    return bool(_script(_UNLIST)(keys=[SALES], args=[sku, sale or listed]))
 
 
 def gate_settle(until: float) -> None:

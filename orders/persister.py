@@ -216,17 +216,27 @@ class Persister:
                     logger.info("persister %s: the sale of %s is finished and written: off the list",
                                 self.name, sku)
         try:
-            # This consumer's own pending entries first (a batch that failed), then new ones.
-            replies = self._read(streams, "0")
-            if not replies:
-                replies = self._read(streams, ">", block=True)
+            replies = self._read_round(streams)
         except redis.ResponseError as e:
             if "NOGROUP" not in str(e):
                 raise
-            return done  # a product was reset or closed since the list was read: read it again
+            # A sale closed since the list was read, or one whose keys Redis lost (on
+            # the list until the next pass): this round reads the others.
+            streams = {stream: sku for stream, sku in streams.items() if self._grouped(stream)}
+            replies = self._read_round(streams) if streams else []
         for stream, entries in replies:
             done += self._handle(streams[stream], entries)
         return done
+
+    def _read_round(self, streams: dict[str, str]) -> list:
+        """This consumer's own pending entries first (a batch that failed), then new ones."""
+        return self._read(streams, "0") or self._read(streams, ">", block=True)
+
+    def _grouped(self, stream: str) -> bool:
+        try:
+            return any(group["name"] == GROUP for group in self.redis.xinfo_groups(stream))
+        except redis.ResponseError:  # no such stream
+            return False
 
     def _read(self, streams: dict[str, str], start: str, *, block: bool = False) -> list:
         """XREADGROUP over every stream: one call on one Redis; on a cluster, where
