@@ -70,6 +70,7 @@ GROUP = "persisters"  # the consumer group every persister reads the streams in
 # persister's round costs the live sales, not every sale ever held. (No hash tag: it
 # is never in a script with a product's keys.)
 SALES = "gate:sales"
+_OLD_LIST = "gate:skus"  # its earlier form: a set of skus (gate_list_upgrade)
 
 
 class GateKeys(NamedTuple):
@@ -350,6 +351,24 @@ def gate_close(*, sku: str, required: bool) -> float:
 def gate_listed() -> list[str]:
     """The products on the persisters' list, in order."""
     return sorted(gate_redis().hkeys(SALES))
+
+
+def gate_list_upgrade() -> int:
+    """Move the products on the list's earlier form (a set of skus, every sale ever
+    opened) onto the list, each with the sale Redis holds of it, so that a stack
+    upgraded with sales open keeps writing them; a reset since listed its own (kept).
+    Returns how many were moved.
+
+    :raises redis.RedisError: Redis cannot be reached.
+    """
+    client = gate_redis()
+    moved = 0
+    for sku in client.smembers(_OLD_LIST):
+        sale = client.hget(gate_keys(sku).sale, "block")
+        if sale is not None:
+            moved += client.hsetnx(SALES, sku, sale)
+    client.delete(_OLD_LIST)
+    return moved
 
 
 def gate_unlist_finished(*, sku: str) -> bool:

@@ -40,7 +40,15 @@ from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
-from .gate import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_listed, gate_redis, gate_unlist_finished
+from .gate import (
+    GROUP,
+    ID_BLOCK_SHIFT,
+    gate_keys,
+    gate_list_upgrade,
+    gate_listed,
+    gate_redis,
+    gate_unlist_finished,
+)
 from .models import GateSale, Order
 
 logger = logging.getLogger(__name__)
@@ -179,6 +187,9 @@ class Persister:
         self.stop = stop or threading.Event()
         self.redis = gate_redis()
         self.redis.ping()  # connected from the start: the stack's readiness probe looks for it
+        if moved := gate_list_upgrade():
+            logger.info("persister %s: %d sales moved onto the persisters' list from its earlier form",
+                        self.name, moved)
         self._dead_letter = self.redis.register_script(_DEAD_LETTER)
         self._claimed_at = -math.inf
 

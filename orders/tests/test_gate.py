@@ -412,6 +412,20 @@ def test_a_listed_sale_whose_stream_alone_is_gone_is_skipped_by_each_round():
     assert gate_listed() == ["sku-1", "sku-2"]  # its sale is there: not taken off
 
 
+def test_a_persister_moves_the_sales_of_the_lists_earlier_form_onto_the_list():
+    """A stack upgraded with sales open: they were on a set of skus, which the new
+    persisters do not read. The first to start moves the open ones over."""
+    sale_reset(sku="sku-1", stock=5)
+    client = gate_redis()
+    client.hdel(gate_module.SALES, "sku-1")
+    client.sadd("gate:skus", "sku-1", "sku-gone")  # sku-gone: Redis holds no sale of it
+    buy("k1")
+    assert gate_listed() == []
+    assert persist() == 1
+    assert gate_listed() == ["sku-1"] and not client.exists("gate:skus")
+    assert Order.objects.count() == 1
+
+
 def test_a_warm_up_after_redis_lost_the_sale_sells_what_mysql_has_left_and_replays_its_orders():
     sale_reset(sku="sku-1", stock=5)
     first = buy("k1", quantity=2)
