@@ -38,7 +38,6 @@ from django.middleware.security import SecurityMiddleware
 from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.log import log_response
-from rest_framework.exceptions import Throttled
 from rest_framework.utils import json
 
 from flashsale.errors import error_answer
@@ -98,7 +97,7 @@ def purchase_front(request, front: _Front) -> HttpResponse | None:
         return None
     request.data = purchase  # what the throttles read, as on DRF's Request
     try:
-        _throttle(request, front)
+        front.view.check_throttles(request)  # DRF's own: 429 with the longest wait
         response = _rendered(front, *purchase_answer(request, purchase))
     except Exception as exc:
         answer = error_answer(exc)
@@ -142,10 +141,3 @@ def _allowed(request, front: _Front) -> bool:
         return False
     return front.security.process_request(request) is None
 
-
-def _throttle(request, front: _Front) -> None:
-    """The view's throttles, as DRF's ``check_throttles`` runs them."""
-    waits = [throttle.wait() for throttle in front.view.get_throttles()
-             if not throttle.allow_request(request, front.view)]
-    if waits:
-        raise Throttled(max((wait for wait in waits if wait is not None), default=None))
