@@ -4,9 +4,14 @@ from django.db import models
 
 from .limits import SKU_MAX_LENGTH
 
+# Keys compare byte for byte, as Redis compares them. MariaDB's default collation
+# (utf8mb4_general_ci) folds case and ignores trailing spaces: "SKU-1" and "sku-1 "
+# would be one product to MariaDB and three to Redis. NO PAD: "a" and "a " differ.
+BYTE_EXACT = "utf8mb4_nopad_bin"
+
 
 class Product(models.Model):
-    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True)
+    sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True, db_collation=BYTE_EXACT)
     name = models.CharField(max_length=200)
     # The sale window (the reset sets both; None: open from the reset, never closes).
     # Purchases read it from the sale's mark in Redis (orders.salemark), not from here.
@@ -61,7 +66,7 @@ class StockFlow(models.Model):
     product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="flows")
     segment = models.PositiveSmallIntegerField(default=0)
     quantity = models.PositiveIntegerField()
-    operation_flag = models.CharField(max_length=128)
+    operation_flag = models.CharField(max_length=128, db_collation=BYTE_EXACT)
     # The order this deduction belongs to, by id: inventory knows nothing of orders.
     order_reference = models.CharField(max_length=64)
     quantity_before = models.PositiveIntegerField()

@@ -2,6 +2,10 @@
 
 from django.db import models
 
+# Lock names compare byte for byte, as Redis and ZooKeeper compare them (MariaDB's
+# default collation folds case and ignores trailing spaces).
+BYTE_EXACT = "utf8mb4_nopad_bin"
+
 
 class LockClaim(models.Model):
     """The ``mysql`` lock table: a holder INSERTs its name (``slot`` ``CLAIM``) inside
@@ -20,7 +24,7 @@ class LockClaim(models.Model):
 
     FLOOR, CLAIM = 0, 1
 
-    name = models.CharField(max_length=255)
+    name = models.CharField(max_length=255, db_collation=BYTE_EXACT)
     slot = models.PositiveSmallIntegerField(default=CLAIM)
 
     class Meta:
@@ -31,4 +35,4 @@ class LockRow(models.Model):
     """The ``mysql-for-update`` lock rows: created on first use and kept; a holder
     locks its row with SELECT ... FOR UPDATE until its transaction ends."""
 
-    name = models.CharField(max_length=255, unique=True)
+    name = models.CharField(max_length=255, unique=True, db_collation=BYTE_EXACT)

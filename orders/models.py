@@ -1,15 +1,15 @@
 from django.db import models
 
-from inventory.models import Product
+from inventory.models import BYTE_EXACT, Product
 
 
 class Order(models.Model):
-    user_id = models.CharField(max_length=64)
+    user_id = models.CharField(max_length=64, db_collation=BYTE_EXACT)
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="orders")
     quantity = models.PositiveIntegerField()
     # The final guard against a retried purchase counting twice: whatever the Redis
     # fast path misses, the database refuses.
-    idempotency_key = models.CharField(max_length=128, unique=True)
+    idempotency_key = models.CharField(max_length=128, unique=True, db_collation=BYTE_EXACT)
     instance = models.CharField(max_length=64)
     strategy = models.CharField(max_length=32)
     # Attempts that found the stock changed before this one went through
@@ -34,7 +34,7 @@ class BuyerQuota(models.Model):
     too, and a purchase that fails gives its units back with its rollback."""
 
     product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="quotas")
-    user_id = models.CharField(max_length=64)
+    user_id = models.CharField(max_length=64, db_collation=BYTE_EXACT)
     bought = models.PositiveIntegerField(default=0)
 
     class Meta:

@@ -99,3 +99,19 @@ def test_throttles_let_purchases_through_when_redis_cannot_be_reached(product_fa
     nowhere = {"default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
     with override_settings(CACHES=nowhere, FLASHSALE_THROTTLE_USER="1/m", FLASHSALE_THROTTLE_ADDRESS="1/m"):
         assert [post("u1").status_code for _ in range(3)] == [201, 201, 201]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "redisson", "gate"])
+def test_buyers_differing_in_case_are_two_buyers_to_the_limit_in_both_stores(product_factory, strategy):
+    """The limit lives in MariaDB (the locked transaction) or in Redis (the gate):
+    both compare the buyer byte for byte, so each spelling has a limit of its own."""
+    with override_settings(FLASHSALE_PER_USER_LIMIT=1, FLASHSALE_STRATEGY=strategy):
+        sale_reset(sku="sku-1", stock=10)
+        for user in ("Alice", "alice", "Alice "):
+            order_create(sku="sku-1", quantity=1, user_id=user, idempotency_key=f"k-{user}")
+        with pytest.raises(LimitReached):
+            order_create(sku="sku-1", quantity=1, user_id="alice", idempotency_key="k-again")
+    if strategy != "gate":
+        assert sorted(BuyerQuota.objects.values_list("user_id", "bought")) == [
+            ("Alice", 1), ("Alice ", 1), ("alice", 1)]

@@ -1,0 +1,26 @@
+"""Keys compare byte for byte, as in Redis: a binary, NO PAD collation instead of
+the database's utf8mb4_general_ci (case folded, trailing spaces ignored). Going
+forward rebuilds each table; no row can collide, since the new collation only tells
+more keys apart. Going back fails if keys differing only in case were written."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('locking', '0002_claim_floors'),
+    ]
+
+    operations = [
+        migrations.AlterField(
+            model_name='lockclaim',
+            name='name',
+            field=models.CharField(db_collation='utf8mb4_nopad_bin', max_length=255),
+        ),
+        migrations.AlterField(
+            model_name='lockrow',
+            name='name',
+            field=models.CharField(db_collation='utf8mb4_nopad_bin', max_length=255, unique=True),
+        ),
+    ]

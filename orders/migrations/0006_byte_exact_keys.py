@@ -1,0 +1,31 @@
+"""Keys compare byte for byte, as in Redis: a binary, NO PAD collation instead of
+the database's utf8mb4_general_ci (case folded, trailing spaces ignored). Going
+forward rebuilds each table; no row can collide, since the new collation only tells
+more keys apart. Going back fails if keys differing only in case were written."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('orders', '0005_purchase_procedure'),
+    ]
+
+    operations = [
+        migrations.AlterField(
+            model_name='buyerquota',
+            name='user_id',
+            field=models.CharField(db_collation='utf8mb4_nopad_bin', max_length=64),
+        ),
+        migrations.AlterField(
+            model_name='order',
+            name='idempotency_key',
+            field=models.CharField(db_collation='utf8mb4_nopad_bin', max_length=128, unique=True),
+        ),
+        migrations.AlterField(
+            model_name='order',
+            name='user_id',
+            field=models.CharField(db_collation='utf8mb4_nopad_bin', max_length=64),
+        ),
+    ]
