@@ -13,9 +13,11 @@ from stack.supervisor import Supervisor
 
 @pytest.fixture(autouse=True)
 def _clean_redis(request):
-    """Each test starts with an empty test Redis database (db 1, never the stack's)."""
+    """Each test starts with empty test Redis databases (db 1 of the cache's Redis and
+    of the gate's, never the stack's db 0)."""
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
         cache.clear()
+        gate.gate_redis().flushdb()
         gate._sold_out.clear()  # what this process remembers of the gate's sales goes with them
     yield
 

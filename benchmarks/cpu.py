@@ -26,6 +26,8 @@ def _role(program: str) -> str:
         return "gunicorn"
     if program.startswith("persist"):
         return "persisters"
+    if program.startswith("redis"):
+        return "redis"  # both: the locks' and cache's, and the gate's
     return program if program in ROLES else "other"  # zookeeper(s), the race runner
 
 

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m benchmarks.gate " + shlex.join(sys.argv[1:] if argv is None else argv)
     config = StackConfig.from_env()
     admin = FlashsaleClient.for_stack(config)
-    r = redis.Redis(port=config.redis_port)
+    r = redis.Redis(port=config.redis_gate_port)  # the gate's AOF policy is the one measured
     fsync_before = r.config_get("appendfsync")["appendfsync"]
     sup = Supervisor(config)
     base = config.base_url + "/"

@@ -2,7 +2,7 @@
 groups it started (supervisord starts each server as one): each fault breaks one
 server at a chosen moment and brings it back.
 
-``inject`` returns once the server is broken; ``heal`` brings it back and waits
+``inject`` returns once the servers are broken; ``heal`` brings them back and waits
 until it answers its probe. Healing runs in the background while the sale goes on,
 after ``down_seconds``, or at the end of the sale for a fault that stays (a killed
 instance).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stack.config import StackConfig
 from stack.control import start_again
-from stack.servers import redis_data, zookeeper_mode
+from stack.servers import REDIS_SERVERS, redis_data, zookeeper_mode
 from stack.supervisor import Supervisor
 
 
@@ -31,55 +31,57 @@ class Fault:
     # is lost with it, as the README says; the verdict reports what was lost.
     loses_redis: bool = False
 
-    def target(self, config: StackConfig) -> str:
+    def targets(self, config: StackConfig) -> list[str]:
         raise NotImplementedError
 
-    def inject(self, config: StackConfig) -> str:
-        """Break the server; returns its name."""
+    def inject(self, config: StackConfig) -> list[str]:
+        """Break the servers; returns their names."""
         raise NotImplementedError
 
-    def heal(self, config: StackConfig, name: str) -> None:
-        start_again(config, [name])
+    def heal(self, config: StackConfig, names: list[str]) -> None:
+        start_again(config, names)
 
 
 @dataclass(frozen=True)
 class Killed(Fault):
-    """SIGKILL to the server's process group; started again later (a crash and a restart)."""
+    """SIGKILL to the servers' process groups; started again later (a crash and a restart)."""
 
-    server: str = ""
+    servers: tuple[str, ...] = ()
 
-    def target(self, config: StackConfig) -> str:
-        return self.server
+    def targets(self, config: StackConfig) -> list[str]:
+        return list(self.servers)
 
-    def inject(self, config: StackConfig) -> str:
-        name = self.target(config)
-        Supervisor(config).signal_group(name, signal.SIGKILL)
-        return name
+    def inject(self, config: StackConfig) -> list[str]:
+        names = self.targets(config)
+        for name in names:
+            Supervisor(config).signal_group(name, signal.SIGKILL)
+        return names
 
 
 @dataclass(frozen=True)
 class RedisLost(Killed):
-    """Redis SIGKILLed and its data deleted before it starts again: a lost machine, or
-    a Redis without persistence. Its AOF is what a mere crash keeps."""
+    """Both Redis servers SIGKILLed and their data deleted before they start again: a
+    lost machine, or a Redis without persistence. Their AOF is what a mere crash keeps."""
 
-    server: str = "redis"
+    servers: tuple[str, ...] = REDIS_SERVERS
     loses_redis: bool = True
 
-    def inject(self, config: StackConfig) -> str:
-        name = self.target(config)
-        Supervisor(config).kill(name)  # gone before its data is
+    def inject(self, config: StackConfig) -> list[str]:
+        names = self.targets(config)
+        for name in names:
+            Supervisor(config).kill(name)  # gone before its data is
         for path in redis_data(config):
             shutil.rmtree(path, ignore_errors=True)
-        return name
+        return names
 
 
 @dataclass(frozen=True)
 class ZooKeeperLeaderKilled(Killed):
-    def target(self, config: StackConfig) -> str:
+    def targets(self, config: StackConfig) -> list[str]:
         if config.zk_nodes == 1:
-            return "zookeeper"  # a standalone server is its own leader
+            return ["zookeeper"]  # a standalone server is its own leader
         ports = {f"zk{i + 1}": config.zk_port + i for i in range(config.zk_nodes)}
-        return next(name for name, port in ports.items() if zookeeper_mode(port) == "leader")
+        return [next(name for name, port in ports.items() if zookeeper_mode(port) == "leader")]
 
 
 @dataclass(frozen=True)
@@ -89,32 +91,35 @@ class Paused(Fault):
 
     server: str = ""
 
-    def target(self, config: StackConfig) -> str:
-        return self.server
+    def targets(self, config: StackConfig) -> list[str]:
+        return [self.server]
 
-    def inject(self, config: StackConfig) -> str:
+    def inject(self, config: StackConfig) -> list[str]:
         Supervisor(config).signal_group(self.server, signal.SIGSTOP)
-        return self.server
+        return [self.server]
 
-    def heal(self, config: StackConfig, name: str) -> None:
-        Supervisor(config).signal_group(name, signal.SIGCONT)
+    def heal(self, config: StackConfig, names: list[str]) -> None:
+        for name in names:
+            Supervisor(config).signal_group(name, signal.SIGCONT)
 
 
 FAULTS: dict[str, Fault] = {
     fault.name: fault
     for fault in (
         Killed("kill-app", "an app instance (app1) SIGKILLed, started again after the sale",
-               down_seconds=None, server="app1"),
-        Killed("restart-redis", "Redis killed and started again 1 s later, from its append-only file "
-               "(a crashed process)", down_seconds=1.0, server="redis"),
-        RedisLost("lose-redis", "Redis killed and started again 1 s later without its data (a lost "
-                  "machine, or no persistence)", down_seconds=1.0),
+               down_seconds=None, servers=("app1",)),
+        Killed("restart-redis", "both Redis servers (the locks' and the gate's) killed and started again "
+               "1 s later, from their append-only files (a crashed machine)", down_seconds=1.0,
+               servers=REDIS_SERVERS),
+        RedisLost("lose-redis", "both Redis servers killed and started again 1 s later without their "
+                  "data (a lost machine, or no persistence)", down_seconds=1.0),
         Killed("restart-mariadb", "MariaDB killed and started again 2 s later (crash recovery)",
-               down_seconds=2.0, server="mariadb"),
+               down_seconds=2.0, servers=("mariadb",)),
         Paused("pause-app", "app1 frozen (SIGSTOP) for 12 s: past the 5 s lock leases and "
                "nginx's 10 s timeout, then thawed", down_seconds=12.0, server="app1"),
         Killed("kill-persister", "a persister (persist1) SIGKILLed, started again 2 s later: its pending "
-               "entries are read again by it or claimed by the other", down_seconds=2.0, server="persist1"),
+               "entries are read again by it or claimed by the other", down_seconds=2.0,
+               servers=("persist1",)),
         ZooKeeperLeaderKilled("zk-leader", "the ZooKeeper leader killed, started again 2 s later "
                               "(ZK_NODES=3: the others elect a new one)", down_seconds=2.0),
     )

@@ -160,11 +160,11 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
         while not fire.wait(0.05):
             if over.is_set():
                 return  # the sale never reached the trigger: not injected, and said so
-        fault_state["name"] = fault.inject(config)
+        fault_state["names"] = fault.inject(config)
         fault_state["at"] = time.time()
         if fault.down_seconds is not None:
             time.sleep(fault.down_seconds)
-            fault.heal(config, fault_state["name"])
+            fault.heal(config, fault_state["names"])
             fault_state["healed"] = True
 
     local = threading.local()
@@ -189,8 +189,8 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
     ended = time.time()
     over.set()
     injector.join()
-    if "name" in fault_state and not fault_state.get("healed"):
-        fault.heal(config, fault_state["name"])
+    if "names" in fault_state and not fault_state.get("healed"):
+        fault.heal(config, fault_state["names"])
     _until_healthy(config)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
                   started=started, ended=ended, injected_at=fault_state.get("at"))

@@ -207,16 +207,22 @@ class OrderDetailApi(APIView):
 class GateAuditSerializer(serializers.Serializer):
     """The gate's side of a sale: Redis, its stream and MySQL, reconciled."""
 
-    redis_remaining = serializers.IntegerField()
+    # Redis's counts are null when Redis lost the sale (redis_lost): nobody knows them.
+    redis_remaining = serializers.IntegerField(allow_null=True)
     loaded = serializers.IntegerField()
-    accepted = serializers.IntegerField()
-    accepted_quantity = serializers.IntegerField()
+    accepted = serializers.IntegerField(allow_null=True)
+    accepted_quantity = serializers.IntegerField(allow_null=True)
     persisted = serializers.IntegerField()
-    backlog = serializers.IntegerField()
-    unacknowledged = serializers.IntegerField()
-    undelivered = serializers.IntegerField()
-    dead_lettered = serializers.IntegerField()
+    backlog = serializers.IntegerField(allow_null=True)
+    unacknowledged = serializers.IntegerField(allow_null=True)
+    undelivered = serializers.IntegerField(allow_null=True)
+    dead_lettered = serializers.IntegerField(allow_null=True)
     reconciled = serializers.BooleanField()
+    # Redis no longer holds the sale MySQL says it loaded: of its units, these are in
+    # neither store (sold and lost with Redis, or never sold). The audit is then not
+    # consistent.
+    redis_lost = serializers.BooleanField()
+    unknown_units = serializers.IntegerField()
     # From accepted to written, over the orders written so far; null before the first.
     confirm_p50_ms = serializers.FloatField(allow_null=True)
     confirm_p99_ms = serializers.FloatField(allow_null=True)

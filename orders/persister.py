@@ -172,6 +172,12 @@ def default_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# The persisters read how full the gate's Redis is this often, and log an error past
+# this share of its maxmemory.
+MEMORY_READ_EVERY = 10.0
+MEMORY_ALARM = 0.8
+
+
 class Persister:
     """One consumer of the gate streams' group. ``run`` loops until ``stop`` is set;
     ``step`` is one round (the tests drive it). A round waits at most ``block_ms``
@@ -191,7 +197,7 @@ class Persister:
             logger.info("persister %s: %d sales moved onto the persisters' list from its earlier form",
                         self.name, moved)
         self._dead_letter = self.redis.register_script(_DEAD_LETTER)
-        self._claimed_at = -math.inf
+        self._claimed_at = self._memory_read_at = -math.inf
 
     def run(self) -> None:
         logger.info("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
@@ -208,11 +214,31 @@ class Persister:
                 transaction.get_connection().close()  # the next round connects anew
                 self.stop.wait(0.5)
 
+    def memory_check(self) -> float | None:
+        """How full the gate's Redis is (used over maxmemory), logged as an error past
+        ``MEMORY_ALARM``: it never evicts, so once full it refuses new purchases (503)
+        until the persisters catch up or it is given more. None: no limit is set, or
+        a Redis Cluster (each node keeps its own)."""
+        if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+            return None
+        memory = self.redis.info("memory")
+        if not memory.get("maxmemory"):
+            return None
+        full = memory["used_memory"] / memory["maxmemory"]
+        if full >= MEMORY_ALARM:
+            logger.error("persister %s: the gate's Redis is %.0f%% full (%s of maxmemory %s, noeviction): "
+                         "past 100%% it refuses purchases", self.name, full * 100,
+                         memory["used_memory_human"], memory["maxmemory_human"])
+        return full
+
     def step(self) -> int:
         """One round: claim entries a dead consumer left and take finished sales
         off the list (every ``claim_idle_ms / 2``), re-read this one's own pending
         entries, then wait up to ``block_ms`` for new ones. Returns how many entries
         it acknowledged."""
+        if time.monotonic() - self._memory_read_at >= MEMORY_READ_EVERY:
+            self._memory_read_at = time.monotonic()
+            self.memory_check()
         skus = gate_listed()
         if not skus:
             self.stop.wait(self.block_ms / 1000)
@@ -302,3 +328,4 @@ class Persister:
         if outcome.written:
             logger.info("persister %s: wrote %d orders of %s", self.name, len(outcome.written), sku)
         return len(ids)
+

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from flashsale.errors import NotFound
-from flashsale.strategies import strategy_of
+from flashsale.strategies import Seller, strategy_of
 from inventory.selectors import StockAudit, product_get, stock_audit
 
 from .figures import percentile
@@ -47,6 +47,13 @@ class GateAudit(GateTally):
     # Redis's stock and the stream agree (remaining + accepted = loaded), nothing
     # waits to be written, and nothing was dead-lettered.
     reconciled: bool = False
+    # Redis no longer holds the sale that MySQL's record says it was loaded with (a
+    # restart without its append-only file, a flush of the gate's own database): of
+    # its units, ``unknown_units`` are neither in MySQL nor anywhere the audit can
+    # read. Accepted orders may have been lost with it. Redis's own counts are then
+    # None: nobody knows them.
+    redis_lost: bool = False
+    unknown_units: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,13 @@ class SaleAudit(StockAudit):
 def _gate_audit(product) -> GateAudit | None:
     tally = gate_tally(sku=product.sku)
     sale = GateSale.objects.filter(product=product).order_by("-pk").first()
-    if tally is None or sale is None:
-        return None
+    if sale is None or (tally is None and strategy_of(product.strategy).seller is not Seller.GATE):
+        return None  # never sold through the gate, or since reset to another strategy
     block = sale.pk << ID_BLOCK_SHIFT
-    times = list(Order.objects.filter(product=product, pk__gte=block, pk__lt=block + (1 << ID_BLOCK_SHIFT))
-                 .values_list("accepted_at", "created_at"))
+    of_sale = Order.objects.filter(product=product, pk__gte=block, pk__lt=block + (1 << ID_BLOCK_SHIFT))
+    if tally is None:
+        return _gate_lost(sale, of_sale)
+    times = list(of_sale.values_list("accepted_at", "created_at"))
     persisted = len(times)
     backlog = tally.accepted - persisted - tally.dead_lettered
     reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
@@ -73,6 +82,18 @@ def _gate_audit(product) -> GateAudit | None:
     confirm = [(written - accepted).total_seconds() * 1000 for accepted, written in times]
     return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled,
                      confirm_p50_ms=percentile(confirm, 50), confirm_p99_ms=percentile(confirm, 99))
+
+
+def _gate_lost(sale: GateSale, of_sale) -> GateAudit:
+    """The gate's side of a sale whose keys Redis no longer holds, from MySQL's record
+    of it: what it was loaded with and what of it was written. The rest's fate is
+    unknown (sold and lost, or never sold), and the sale reconciles only when none is."""
+    totals = of_sale.aggregate(orders=Count("pk"), quantity=Sum("quantity"))
+    unknown = sale.loaded_stock - (totals["quantity"] or 0)
+    return GateAudit(redis_remaining=None, loaded=sale.loaded_stock, accepted=None, accepted_quantity=None,
+                     unacknowledged=None, undelivered=None, dead_lettered=None, persisted=totals["orders"],
+                     backlog=None, reconciled=unknown == 0, redis_lost=True, unknown_units=unknown)
+
 
 
 @transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment

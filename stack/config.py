@@ -28,7 +28,10 @@ APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_
 class StackConfig:
     run_dir: Path
     mysql_port: int
-    redis_port: int
+    redis_port: int  # locks, idempotency flags, the sale's marks, throttles, Django's cache
+    redis_maxmemory: str  # evicts the least recently used key that has a TTL past this
+    redis_gate_port: int  # the gate's stock and order streams, and nothing else
+    redis_gate_maxmemory: str  # refuses new writes past this (noeviction): no order is evicted
     redis_appendfsync: str  # the AOF's fsync policy: everysec or always (or no)
     zk_port: int
     zk_nodes: int  # 1: standalone; 3 (or any odd n): an ensemble on zk_port .. zk_port + n - 1
@@ -49,6 +52,9 @@ class StackConfig:
             run_dir=Path(env.str("RUN_DIR", default=str(ROOT / ".run"))).resolve(),
             mysql_port=env.int("MYSQL_PORT", default=3310),
             redis_port=env.int("REDIS_PORT", default=6390),
+            redis_maxmemory=env.str("REDIS_MAXMEMORY", default="512mb"),
+            redis_gate_port=env.int("REDIS_GATE_PORT", default=env.int("REDIS_PORT", default=6390) + 1),
+            redis_gate_maxmemory=env.str("REDIS_GATE_MAXMEMORY", default="1gb"),
             redis_appendfsync=env.str("REDIS_APPENDFSYNC", default="everysec"),
             zk_port=env.int("ZK_PORT", default=2190),
             zk_nodes=env.int("ZK_NODES", default=1),
@@ -140,6 +146,7 @@ class StackConfig:
             "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
             "MYSQL_PORT": str(self.mysql_port),
             "REDIS_PORT": str(self.redis_port),
+            "REDIS_GATE_PORT": str(self.redis_gate_port),
             "ZK_PORT": str(self.zk_port),
             "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,

@@ -152,9 +152,17 @@ def mariadb(config: StackConfig) -> Server:
 
 
 def redis(config: StackConfig) -> Server:
+    """The Redis of the locks, the idempotency flags, the sale's marks, the throttles
+    and Django's cache. Past its maxmemory it evicts the least recently used key that
+    has a TTL (volatile-lru): cache entries, throttle windows, finished purchases'
+    flags (the order's unique key stays the final guard), lock leases (a lease evicted
+    is a lease expired: the fencing token refuses the stale holder's write). Keys
+    without a TTL stay: a pending purchase's claim, the sale's marks, fence counters."""
     d = config.dir("redis")
     conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
-                  port=config.redis_port, data_dir=d, appendfsync=config.redis_appendfsync)
+                  role="locks, flags, marks, throttles, cache: evicts TTL'd keys past maxmemory",
+                  port=config.redis_port, data_dir=d, appendfsync=config.redis_appendfsync,
+                  maxmemory=config.redis_maxmemory, policy="volatile-lru")
     return Server(
         name="redis",
         command=[binary("redis-server"), str(conf)],
@@ -164,9 +172,31 @@ def redis(config: StackConfig) -> Server:
     )
 
 
+def redis_gate(config: StackConfig) -> Server:
+    """The gate's Redis: each gate sale's stock and the stream of orders accepted and
+    not yet written. Apart from the cache, so that no FLUSHDB of the cache and no
+    eviction reaches an order already answered 201: noeviction (past its maxmemory a
+    purchase is refused 503, never an accepted order dropped)."""
+    d = config.dir("redis-gate")
+    conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
+                  role="the gate's sales and order streams: never evicts",
+                  port=config.redis_gate_port, data_dir=d, appendfsync=config.redis_appendfsync,
+                  maxmemory=config.redis_gate_maxmemory, policy="noeviction")
+    return Server(
+        name="redis-gate",
+        command=[binary("redis-server"), str(conf)],
+        port=config.redis_gate_port,
+        probe=_redis_probe(config.redis_gate_port),
+        priority=10,
+    )
+
+
+REDIS_SERVERS = ("redis", "redis-gate")
+
+
 def redis_data(config: StackConfig) -> list[Path]:
-    """Where the stack's Redis keeps its data (its append-only files)."""
-    return [config.run_dir / "redis" / "appendonlydir"]
+    """Where the stack's Redis servers keep their data (their append-only files)."""
+    return [config.run_dir / name / "appendonlydir" for name in REDIS_SERVERS]
 
 
 def zookeepers(config: StackConfig) -> list[Server]:
@@ -227,7 +257,7 @@ def persister(config: StackConfig, name: str) -> Server:
         name=name,
         command=[sys.executable, "manage.py", "persist_orders", f"--name={name}"],
         port=None,
-        probe=_redis_client_probe(config.redis_port, name),
+        probe=_redis_client_probe(config.redis_gate_port, name),
         priority=20,
         environment=config.persister_environment(name),
     )
@@ -265,7 +295,7 @@ def nginx(config: StackConfig) -> Server:
 
 
 def infrastructure(config: StackConfig) -> list[Server]:
-    return [mariadb(config), redis(config), *zookeepers(config)]
+    return [mariadb(config), redis(config), redis_gate(config), *zookeepers(config)]
 
 
 def apps(config: StackConfig) -> list[Server]:

@@ -17,7 +17,8 @@ from django.conf import settings
 from stack.config import ROOT, StackConfig
 from stack.servers import nginx
 
-LONG_RUNNING = {"db", "redis", "zookeeper", "app1", "app2", "persister", "racer", "nginx", "locust-master"}
+LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "nginx",
+                "locust-master"}
 
 
 SECRETS = ("FLASHSALE_ADMIN_TOKEN", "DJANGO_SECRET_KEY", "DB_PASSWORD", "DB_ROOT_PASSWORD", "NGINX_BIND")
@@ -83,6 +84,7 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
         depends = compose["services"][name]["depends_on"]
         assert depends == {"db": {"condition": "service_healthy"},
                            "redis": {"condition": "service_healthy"},
+                           "redis-gate": {"condition": "service_healthy"},
                            "zookeeper": {"condition": "service_healthy"},
                            "migrate": {"condition": "service_completed_successfully"}}
     migrate = compose["services"]["migrate"]
@@ -104,15 +106,21 @@ def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose
     assert "collectstatic" in (ROOT / "Dockerfile").read_text()  # the image carries them too
 
 
-def test_two_persisters_write_the_gate_and_redis_keeps_an_append_only_file(compose):
+def test_two_persisters_write_the_gate_whose_redis_is_its_own_and_never_evicts(compose):
     persister = compose["services"]["persister"]
     assert persister["command"] == ["python", "manage.py", "persist_orders"]
     assert persister["deploy"]["replicas"] == 2
     assert persister["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
-    command = compose["services"]["redis"]["command"]
-    assert command[command.index("--appendonly") + 1] == "yes"
-    assert command[command.index("--appendfsync") + 1] == "everysec"
-    assert compose["services"]["redis"]["volumes"] == ["redis-data:/data:rw"]  # kept across containers
+    for name in ("app1", "app2", "persister"):
+        assert compose["services"][name]["environment"]["FLASHSALE_GATE_REDIS_URL"] == "redis://redis-gate:6379/0"
+    gate = compose["services"]["redis-gate"]["command"]
+    assert gate[gate.index("--appendonly") + 1] == "yes"
+    assert gate[gate.index("--appendfsync") + 1] == "everysec"
+    assert gate[gate.index("--maxmemory-policy") + 1] == "noeviction" and "--maxmemory" in gate
+    # Kept across containers.
+    assert compose["services"]["redis-gate"]["volumes"] == ["redis-gate-data:/data:rw"]
+    cache = compose["services"]["redis"]["command"]
+    assert cache[cache.index("--maxmemory-policy") + 1] == "volatile-lru" and "--maxmemory" in cache
 
 
 def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):

@@ -16,19 +16,20 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir):
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
-    for name in ("mariadb", "redis", "zookeeper", "app1", "nginx", "racer", *config.persister_names):
+    for name in ("mariadb", "redis", "redis-gate", "zookeeper", "app1", "nginx", "racer",
+                 *config.persister_names):
         assert f"\n{name}" in status.stdout
 
     sup = Supervisor(config)
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
-    # The servers, one app, the persisters (two by default), the race runner and
-    # supervisord itself.
-    assert len(pids) == 7 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
+    # by default), the race runner and supervisord itself.
+    assert len(pids) == 8 + config.persisters and all(pid_alive(pid) for pid in pids)
 
     down = stack(second_run_dir, "down")
     assert down.returncode == 0, down.stderr
     assert not [pid for pid in pids if pid_alive(pid)]
-    assert not [port for port in PORTS.values() if port_in_use(int(port))]
+    assert not [port for port in [*PORTS.values(), config.redis_gate_port] if port_in_use(int(port))]
     assert stack(second_run_dir, "status").returncode == 3  # "not running"
 
 

@@ -215,8 +215,11 @@ FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)
 FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600)
 # The gate strategy (orders.gate): its Redis (the sale's stock, the order stream);
 # a Redis Cluster when FLASHSALE_GATE_REDIS_CLUSTER is true (every key of one product
-# shares a hash tag, so one script touches one slot).
-FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=REDIS_URL)
+# shares a hash tag, so one script touches one slot). A server of its own, never the
+# cache's: orders answered 201 live there until a persister writes them, and a flush
+# of the cache (cache.clear()) or an eviction must not reach them. It runs noeviction.
+REDIS_GATE_PORT = env.int("REDIS_GATE_PORT", default=REDIS_PORT + 1)
+FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/0")
 FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
 # Once a gate sale's stock is 0, each process answers its purchases sold out from
 # memory, without the script, for this long at a time (then asks Redis again); a reset

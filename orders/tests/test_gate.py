@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 import redis
 from django.conf import settings
+from django.core.cache import cache
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -447,6 +448,29 @@ def test_a_warm_up_after_redis_lost_the_sale_sells_what_mysql_has_left_and_repla
         gate_warm(sku="sku-1")  # Redis holds the sale: a second warm-up would sell it twice
 
 
+def test_when_redis_lost_the_sale_the_audit_says_how_many_units_no_store_accounts_for():
+    sale_reset(sku="sku-1", stock=5)
+    buy("k1", quantity=2)
+    persist()
+    buy("k2")  # accepted, not yet written
+    gate_redis().flushdb()  # the gate's own database flushed: the sale and its stream are gone
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.remaining, audit.consistent) == (1, 3, False)
+    assert (audit.gate.redis_lost, audit.gate.unknown_units, audit.gate.loaded) == (True, 3, 5)
+    assert audit.gate.redis_remaining is None and audit.gate.backlog is None
+    body = APIClient().get("/api/products/sku-1/audit").json()
+    assert body["consistent"] is False and body["gate"]["unknown_units"] == 3
+
+
+def test_a_flush_of_djangos_cache_leaves_the_gates_accepted_orders():
+    sale_reset(sku="sku-1", stock=5)
+    accepted = [buy(f"k{i}", user=f"u{i}").order_id for i in range(3)]
+    cache.clear()  # the cache's database: the gate's Redis is another
+    assert persist() == 3
+    assert sorted(Order.objects.values_list("pk", flat=True)) == sorted(accepted)
+    assert sale_audit(sku="sku-1").consistent
+
+
 def test_the_api_answers_accepted_then_the_order_can_be_followed():
     sale_reset(sku="sku-1", stock=5)
     api = APIClient()
@@ -484,3 +508,19 @@ def test_a_persister_stops_when_told():
     stop.set()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_persister_raises_the_alarm_when_the_gates_redis_nears_its_maxmemory(caplog):
+    persister = Persister("test")
+    client = gate_redis()
+    before = client.config_get("maxmemory")["maxmemory"]
+    assert int(before) > 0  # the stack gives the gate's Redis a limit (noeviction)
+    assert persister.memory_check() < 0.8 and "full" not in caplog.text
+    used = client.info("memory")["used_memory"]
+    client.config_set("maxmemory", int(used / 0.9))
+    try:
+        assert persister.memory_check() >= 0.8
+    finally:
+        client.config_set("maxmemory", before)
+    assert "the gate's Redis is" in caplog.text and "refuses purchases" in caplog.text
+    assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
