@@ -7,11 +7,29 @@ redis-py splits ``acquire``/``do_acquire``.
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from .exceptions import LockNotAcquiredError, LockUnavailableError
+
+# Not threading.get_ident(): Python hands a finished thread's ident to the next
+# thread, which would then own (re-enter, release) a hold the finished one left
+# behind. Java never reuses a thread id within a JVM's life; a token lives and dies
+# with its thread the same way.
+_thread = threading.local()
+
+
+def thread_token() -> str:
+    """A random id for the calling thread, never a finished thread's: how a lock
+    names the thread that holds it."""
+    try:
+        return _thread.token
+    except AttributeError:
+        _thread.token = uuid.uuid4().hex[:12]
+        return _thread.token
 
 
 class Deadline:

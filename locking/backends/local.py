@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from ..base import BaseLock, BaseLockBackend
+from ..base import BaseLock, BaseLockBackend, thread_token
 from ..exceptions import LockNotOwnedError
 
 # Module level, as Django's locmem cache keeps ``_locks``: every backend instance
@@ -22,7 +22,7 @@ class LocalLock(BaseLock):
     def __init__(self, name: str, **kwargs):
         super().__init__(name, **kwargs)
         self._lock = _locks.setdefault(name, threading.Lock())
-        self._owner: int | None = None
+        self._owner: str | None = None
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         if not blocking:
@@ -30,12 +30,12 @@ class LocalLock(BaseLock):
         else:
             acquired = self._lock.acquire(timeout=-1 if timeout is None else timeout)
         if acquired:
-            self._owner = threading.get_ident()
+            self._owner = thread_token()
         return acquired
 
     def do_release(self) -> None:
         # threading.Lock lets any thread release; a lock protocol should not.
-        if self._owner != threading.get_ident():
+        if self._owner != thread_token():
             raise LockNotOwnedError("lock is not held by this thread", lock_name=self.name)
         self._owner = None
         self._lock.release()

@@ -7,6 +7,7 @@ import pytest
 import redis as redis_py
 from django.conf import settings
 
+from locking.backends.local import LocalLockBackend
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
@@ -89,3 +90,9 @@ def zk(zk_root):
         made[0].client.delete(zk_root, recursive=True)
     for backend in made:
         backend.close()
+
+
+@pytest.fixture
+def local():
+    """``make(**options)`` → a process-local lock backend."""
+    return lambda **options: LocalLockBackend("test", options)

@@ -57,6 +57,48 @@ def test_owned_only_in_the_owning_thread_locked_everywhere(redisson):
     assert not lock.owned() and not lock.locked()
 
 
+def a_thread_with_the_ident_of(ident: int, work):
+    """Run ``work`` in a new thread that Python gave ``ident`` (a finished thread's:
+    Python reuses them, usually at once); its result, or what it raised."""
+    outcome = {}
+
+    def run():
+        if threading.get_ident() == ident:
+            try:
+                outcome["result"] = work()
+            except Exception as e:
+                outcome["result"] = e
+
+    for _ in range(200):
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+        if outcome:
+            return outcome["result"]
+    pytest.fail("no new thread got the finished thread's ident in 200 tries")
+
+
+@pytest.mark.parametrize("backend", ["redisson", "redisson_fair", "local"])
+def test_a_hold_left_by_a_finished_thread_is_not_the_next_threads_with_its_ident(backend, request):
+    """A thread acquires and ends without releasing (an error path that skipped the
+    release). Python hands its ident to a later thread, which must neither re-enter
+    nor release that hold: a holder is named by a token of its own thread."""
+    lock = request.getfixturevalue(backend)().lock(f"finished-{uuid.uuid4().hex[:6]}")
+    first = {}
+
+    def acquire_and_end():
+        first["ident"] = threading.get_ident()
+        assert lock.acquire(blocking=False)
+
+    thread = threading.Thread(target=acquire_and_end)
+    thread.start()
+    thread.join()
+    assert a_thread_with_the_ident_of(first["ident"], lambda: lock.acquire(blocking=False)) is False
+    released = a_thread_with_the_ident_of(first["ident"], lock.release)
+    assert isinstance(released, LockNotOwnedError), released
+    assert lock.locked()
+
+
 def test_release_without_acquire_raises(redisson):
     with pytest.raises(LockNotOwnedError):
         redisson().lock("r").release()

@@ -1,8 +1,8 @@
 """``redisson``: Redisson's RLock on redis-py (seeds 000 and 001).
 
 The lock is one key, ``"<hold count>:<holder>"`` where a holder is
-``<process id>:<thread id>``, so the same thread may re-enter it and must release as
-often as it acquired (scenario S8). Redisson keeps a hash ``{holder: count}``; a
+``<process id>:<thread token>``, so the same thread may re-enter it and must release
+as often as it acquired (scenario S8). Redisson keeps a hash ``{holder: count}``; a
 string is taken, leased and read in one ``SET NX PX GET``, which the hash cannot be.
 
 Failure semantics:
@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from ...base import BaseLock, Deadline
+from ...base import BaseLock, Deadline, thread_token
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
 from .wakeups import ANYONE, Listing, Wakeups
@@ -86,7 +86,7 @@ class RedissonLock(BaseLock):
         """This thread's name as a holder of this lock: the process and the thread (as
         Redisson's ``UUID:threadId``), and after a release of this lock failed here, a
         round number: see ``do_release``."""
-        holder = f"{process_id()}:{threading.get_ident()}"
+        holder = f"{process_id()}:{thread_token()}"
         round_ = self.backend.holder_round(self.key)
         return f"{holder}:{round_}" if round_ else holder
 
