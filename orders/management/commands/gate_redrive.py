@@ -1,0 +1,28 @@
+"""``manage.py gate_redrive SKU``: write a gate sale's dead-lettered orders again."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from flashsale.errors import ApplicationError
+from orders.persister import dead_letters_redrive
+
+
+class Command(BaseCommand):
+    help = ("Write the orders the persisters dead-lettered for SKU (MySQL refused them after their "
+            "buyers heard 201) again, once the cause is fixed. An order already in MySQL is not "
+            "written twice; one still refused stays dead-lettered, with the reason. Exits 1 if any is.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("sku")
+
+    def handle(self, *args, sku, **options):
+        try:
+            outcome = dead_letters_redrive(sku=sku)
+        except ApplicationError as e:
+            raise CommandError(e.message) from e
+        self.stdout.write(f"{sku}: {len(outcome.written)} written, {len(outcome.already)} already written, "
+                          f"{len(outcome.closed)} of a sale since reset, "
+                          f"{len(outcome.refused)} still refused")
+        for order, reason in outcome.refused.items():
+            self.stdout.write(f"  order {order}: {reason}")
+        if outcome.refused:
+            raise CommandError(f"{len(outcome.refused)} dead-lettered orders of {sku} are still refused")
