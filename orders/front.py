@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, RequestDataTooBig
+from django.core.exceptions import DisallowedHost, ImproperlyConfigured, RequestDataTooBig
 from django.core.handlers.exception import response_for_exception
 from django.core.handlers.wsgi import WSGIHandler
 from django.http import HttpResponse
@@ -48,10 +48,48 @@ from .apis import OrderCreateApi, plain_purchase, purchase_answer
 # Charsets the front decodes itself; Django's path decodes any other a client names.
 _UTF8 = {"utf-8", "utf8"}
 
+# The middleware the front was written against, in order, and what it does for each
+# (the module's docstring says why the rest are left out). A purchase answered here
+# runs none of them: a middleware added to MIDDLEWARE later (CORS, a request id,
+# metrics) would silently skip every purchase, so the handler refuses to start while
+# MIDDLEWARE differs from this list. Add its work here, then its name.
+MIRRORED_MIDDLEWARE = (
+    "flashsale.middleware.ArrivalStampMiddleware",  # stamp_arrival
+    "django.middleware.security.SecurityMiddleware",  # its redirect and headers
+    "django.contrib.sessions.middleware.SessionMiddleware",  # left out: no session read
+    "django.middleware.common.CommonMiddleware",  # the host check and Content-Length
+    "django.middleware.csrf.CsrfViewMiddleware",  # left out: the view is CSRF-exempt
+    "django.contrib.auth.middleware.AuthenticationMiddleware",  # left out: no user read
+    "django.contrib.messages.middleware.MessageMiddleware",  # left out: no messages
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",  # X-Frame-Options
+)
+
+
+def front_drift() -> str | None:
+    """What differs between ``settings.MIDDLEWARE`` and the list the front mirrors;
+    None when nothing does."""
+    if tuple(settings.MIDDLEWARE) == MIRRORED_MIDDLEWARE:
+        return None
+    added = [m for m in settings.MIDDLEWARE if m not in MIRRORED_MIDDLEWARE]
+    gone = [m for m in MIRRORED_MIDDLEWARE if m not in settings.MIDDLEWARE]
+    return f"added {added}, removed {gone}" if added or gone else "the same middleware in another order"
+
 
 class FrontHandler(WSGIHandler):
     """Django's WSGI handler, with the sale's plain purchases answered by
-    ``purchase_front`` instead of the middleware chain."""
+    ``purchase_front`` instead of the middleware chain.
+
+    :raises ImproperlyConfigured: the front is on and ``MIDDLEWARE`` is not the list
+        it mirrors (``MIRRORED_MIDDLEWARE``).
+    """
+
+    def __init__(self, *args, **kwargs):
+        if settings.FLASHSALE_PURCHASE_FRONT and (drift := front_drift()):
+            raise ImproperlyConfigured(
+                f"MIDDLEWARE differs from what the purchase's front mirrors ({drift}): a purchase "
+                "answered by the front would skip it. Mirror it in orders.front and add it to "
+                "MIRRORED_MIDDLEWARE, or set FLASHSALE_PURCHASE_FRONT=false.")
+        super().__init__(*args, **kwargs)
 
     def get_response(self, request):
         response = purchase_front(request, self._front)

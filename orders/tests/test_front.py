@@ -189,3 +189,19 @@ def test_a_plain_purchase_is_what_the_serializer_makes_of_it(data):
         "unknown-key", "missing-key"])
 def test_which_purchases_the_front_takes_as_they_are(data, plain):
     assert (plain_purchase(data) is not None) is plain
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: [*m, "django.middleware.gzip.GZipMiddleware"],  # added later: purchases would skip it
+    lambda m: [m[0], *m[2:]],  # one taken out: the front would still do its work
+    lambda m: list(reversed(m)),  # reordered
+])
+def test_the_front_refuses_to_start_when_middleware_differs_from_what_it_mirrors(settings, change):
+    from django.core.exceptions import ImproperlyConfigured
+
+    assert FrontHandler()  # as deployed: MIDDLEWARE is the mirrored list
+    settings.MIDDLEWARE = change(list(front_module.MIRRORED_MIDDLEWARE))
+    with pytest.raises(ImproperlyConfigured, match="purchase's front mirrors"):
+        FrontHandler()
+    settings.FLASHSALE_PURCHASE_FRONT = False
+    assert FrontHandler()  # off, Django's whole path answers every purchase
