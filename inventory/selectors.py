@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -124,6 +123,17 @@ def product_stock_get(*, sku: str) -> ProductStock:
 
 
 @dataclass(frozen=True)
+class LedgerMatch:
+    """What the ledger holds of a sale's orders, counted by the side that knows the
+    orders: each must be named by a row (one per segment it took from), and every
+    row must name one."""
+
+    orders: int  # the sale's orders
+    named: int  # of them, the orders some ledger row names
+    naming_rows: int  # the ledger rows that name one of them
+
+
+@dataclass(frozen=True)
 class StockAudit:
     sku: str
     initial_stock: int
@@ -141,31 +151,28 @@ class StockAudit:
         return asdict(self)
 
 
-def stock_audit(*, product: Product, ordered_quantity: int, order_references: Collection[str]) -> StockAudit:
-    """Check the sale's invariants against what the orders side says was sold.
-
-    ``order_references`` are the ids of the product's orders (as the ledger
-    records them): the ledger must hold a row for each (one per segment the order
-    took from), and no row for anything else. Oversell and lost updates are the
-    product's, over all its segments.
+def stock_audit(*, product: Product, ordered_quantity: int, ledger: LedgerMatch) -> StockAudit:
+    """Check the sale's invariants against what the orders side says was sold: a
+    few aggregates, so the audit's memory does not grow with the sale. Oversell and
+    lost updates are the product's, over all its segments; the ledger is one to one
+    with the orders when every order is named and no row names anything else.
     """
-    segments = Stock.objects.filter(product=product).order_by("segment")
-    initial = sum(s.initial_quantity for s in segments)
-    remaining = [s.quantity for s in segments]
-    flows = StockFlow.objects.filter(product=product)
-    totals = flows.aggregate(rows=Count("id"), quantity=Sum("quantity"))
+    segments = list(Stock.objects.filter(product=product).order_by("segment")
+                    .values_list("quantity", "initial_quantity"))
+    remaining = [left for left, _ in segments]
+    initial = sum(start for _, start in segments)
+    totals = StockFlow.objects.filter(product=product).aggregate(rows=Count("id"), quantity=Sum("quantity"))
     flow_rows, flow_quantity = totals["rows"], totals["quantity"] or 0
-    referenced = set(flows.values_list("order_reference", flat=True))
 
     sold = initial - sum(remaining)
     oversold = max(0, ordered_quantity - initial)
     lost_updates = ordered_quantity - sold
-    one_to_one = flow_rows >= len(order_references) and referenced == set(order_references)
+    one_to_one = ledger.named == ledger.orders and ledger.naming_rows == flow_rows
     return StockAudit(
         sku=product.sku,
         initial_stock=initial,
         remaining=sum(remaining),
-        orders=len(order_references),
+        orders=ledger.orders,
         ordered_quantity=ordered_quantity,
         flow_rows=flow_rows,
         flow_quantity=flow_quantity,

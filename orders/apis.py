@@ -51,7 +51,7 @@ from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
 from .auth import AdminTokenAuthentication, IsStaff
-from .selectors import order_status_get, sale_audit
+from .selectors import order_status_get, sale_audit_recent
 from .services import OrderResult, Timings, order_create, sale_reset
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
@@ -252,7 +252,7 @@ class ProductAuditApi(APIView):
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
     def get(self, request, sku: str):
-        audit = sale_audit(sku=sku_checked(sku))
+        audit = sale_audit_recent(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
 
 

@@ -14,6 +14,7 @@ from inventory.limits import MAX_SEGMENTS
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
 from inventory.services import Fence, product_reset, stalled, stock_deduct, stock_plan
+from inventory.tests.ledger import ledger_of
 
 
 def segments(*quantities):
@@ -88,7 +89,7 @@ def test_one_order_takes_from_several_segments_in_order_with_a_ledger_row_each(d
     flows = StockFlow.objects.filter(product=product).order_by("segment")
     assert [(f.segment, f.quantity, f.quantity_before, f.quantity_after) for f in flows] == [
         (0, 1, 2, 1), (2, 2, 2, 0)]
-    audit = stock_audit(product=product, ordered_quantity=3, order_references=["op-1"])
+    audit = stock_audit(product=product, ordered_quantity=3, ledger=ledger_of(product, ["op-1"]))
     assert audit.consistent and audit.segments_remaining == (1, 2, 0) and audit.remaining == 3
     if fenced:
         stamped = Stock.objects.filter(product=product).order_by("segment").values_list("fence", flat=True)

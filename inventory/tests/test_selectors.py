@@ -8,6 +8,7 @@ from flashsale.strategies import Deduction
 from inventory.models import Stock
 from inventory.selectors import product_get, segments_get, stock_audit
 from inventory.services import product_reset, stock_deduct
+from inventory.tests.ledger import ledger_of
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def sold_three(product_factory):
 
 @pytest.mark.django_db
 def test_audit_of_a_clean_sale_is_consistent(sold_three):
-    audit = stock_audit(product=sold_three, ordered_quantity=3, order_references=["0", "1"])
+    audit = stock_audit(product=sold_three, ordered_quantity=3, ledger=ledger_of(sold_three, ["0", "1"]))
     assert audit.as_dict() == {
         "sku": "sku-1", "initial_stock": 5, "remaining": 2, "orders": 2, "ordered_quantity": 3,
         "flow_rows": 2, "flow_quantity": 3, "oversold": 0, "lost_updates": 0, "consistent": True,
@@ -33,20 +34,20 @@ def test_audit_of_a_clean_sale_is_consistent(sold_three):
 @pytest.mark.django_db
 def test_audit_counts_oversell_and_lost_updates(sold_three):
     # Orders the stock never saw: 3 more units than the stock lost, 1 beyond the start.
-    audit = stock_audit(product=sold_three, ordered_quantity=6, order_references=["0", "1", "2"])
+    audit = stock_audit(product=sold_three, ordered_quantity=6, ledger=ledger_of(sold_three, ["0", "1", "2"]))
     assert (audit.oversold, audit.lost_updates, audit.consistent) == (1, 3, False)
 
 
 @pytest.mark.django_db
 def test_audit_flags_a_ledger_that_does_not_match_the_orders(sold_three):
-    audit = stock_audit(product=sold_three, ordered_quantity=3, order_references=["0", "9"])
+    audit = stock_audit(product=sold_three, ordered_quantity=3, ledger=ledger_of(sold_three, ["0", "9"]))
     assert audit.lost_updates == 0 and not audit.consistent
 
 
 @pytest.mark.django_db
 def test_audit_flags_a_stock_write_without_a_flow_row(sold_three):
     Stock.objects.filter(product=sold_three).update(quantity=1)
-    audit = stock_audit(product=sold_three, ordered_quantity=3, order_references=["0", "1"])
+    audit = stock_audit(product=sold_three, ordered_quantity=3, ledger=ledger_of(sold_three, ["0", "1"]))
     assert audit.lost_updates == -1 and not audit.consistent
 
 

@@ -11,6 +11,7 @@ from flashsale.testing import run_at_once, start_thread
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
 from inventory.services import Deducted, Fence, product_reset, stalled, stock_deduct
+from inventory.tests.ledger import ledger_of
 
 
 def deduct(product, quantity, flag, deduction, fence=None) -> int:
@@ -184,7 +185,7 @@ def _two_buyers_at_once(product, deduction) -> list[BaseException]:
 def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
     product = product_factory(stock=10)
     assert _two_buyers_at_once(product, Deduction.READ_MODIFY_WRITE) == []
-    audit = stock_audit(product=product, ordered_quantity=2, order_references=["op-0", "op-1"])
+    audit = stock_audit(product=product, ordered_quantity=2, ledger=ledger_of(product, ["op-0", "op-1"]))
     assert audit.remaining == 9  # two sold, one taken off: the second write overwrote the first
     assert audit.lost_updates == 1 and not audit.consistent
     befores = StockFlow.objects.filter(product=product).values_list("quantity_before", flat=True)
@@ -196,7 +197,7 @@ def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
 def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
     product = product_factory(stock=10)
     assert _two_buyers_at_once(product, Deduction.CONDITIONAL_UPDATE) == []
-    audit = stock_audit(product=product, ordered_quantity=2, order_references=["op-0", "op-1"])
+    audit = stock_audit(product=product, ordered_quantity=2, ledger=ledger_of(product, ["op-0", "op-1"]))
     assert audit.remaining == 8
     assert audit.lost_updates == 0 and audit.consistent
 

@@ -1,0 +1,158 @@
+"""The sale's audit: the ledger matched to the orders in SQL, the gate's percentiles
+picked by the database, a memory that does not grow with the sale, and the API's
+answer kept only when it was costly."""
+
+import datetime as dt
+import tracemalloc
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from inventory.models import StockFlow
+from inventory.services import product_reset
+from orders import selectors
+from orders.figures import percentile
+from orders.models import Order
+from orders.selectors import sale_audit
+from orders.services import order_create
+
+
+@pytest.fixture
+def sold(product_factory):
+    """sku-1, 10 units, three orders of one unit each."""
+    product = product_factory(stock=10)
+    for n in range(3):
+        order_create(sku="sku-1", quantity=1, user_id=f"u{n}", idempotency_key=f"k{n}")
+    return product
+
+
+@pytest.mark.django_db
+def test_a_clean_sale_is_consistent(sold):
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.flow_rows, audit.consistent) == (3, 3, True)
+
+
+@pytest.mark.django_db
+def test_a_ledger_row_that_names_no_order_is_found(sold):
+    flow = StockFlow.objects.filter(product=sold).first()
+    StockFlow.objects.create(product=sold, segment=0, quantity=0, operation_flag="stray",
+                             order_reference="999999", quantity_before=7, quantity_after=7, instance="t")
+    assert not sale_audit(sku="sku-1").consistent
+    StockFlow.objects.filter(operation_flag="stray").update(order_reference=flow.order_reference)
+    assert sale_audit(sku="sku-1").consistent  # a second row of an order: a second segment's
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("spelling", ["0{}", "{} ", "{}.0", " {}"])
+def test_a_reference_names_an_order_only_as_its_id_is_written(sold, spelling):
+    """The join compares numbers to find the order by its key; "012" is still not 12."""
+    flow = StockFlow.objects.filter(product=sold).first()
+    StockFlow.objects.filter(pk=flow.pk).update(order_reference=spelling.format(flow.order_reference))
+    audit = sale_audit(sku="sku-1")
+    assert (audit.orders, audit.flow_rows, audit.consistent) == (3, 3, False)
+
+
+@pytest.mark.django_db
+def test_an_order_without_its_ledger_row_is_found(sold):
+    StockFlow.objects.filter(product=sold).first().delete()
+    assert not sale_audit(sku="sku-1").consistent
+
+
+@pytest.mark.django_db
+def test_an_order_of_another_product_names_nothing_here(sold, product_factory):
+    other = product_factory(sku="sku-2", stock=5)
+    theirs = order_create(sku="sku-2", quantity=1, user_id="u9", idempotency_key="k9")
+    StockFlow.objects.filter(product=sold).first().delete()
+    StockFlow.objects.create(product=sold, segment=0, quantity=1, operation_flag="theirs",
+                             order_reference=str(theirs.order_id), quantity_before=8, quantity_after=7,
+                             instance="t")
+    assert not sale_audit(sku="sku-1").consistent
+    assert sale_audit(sku=other.sku).consistent
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 101])
+def test_the_confirm_percentiles_are_the_nearest_rank_ones(product_factory, n):
+    product = product_factory(stock=1000)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    waits_us = [(k * 7919) % 1000 * 1000 + k for k in range(n)]  # distinct, unordered
+    Order.objects.bulk_create(
+        Order(pk=1000 + k, product=product, user_id=f"u{k}", quantity=1, idempotency_key=f"k{k}",
+              instance="t", strategy="gate", accepted_at=start) for k in range(n))
+    for k, wait in enumerate(waits_us):  # created_at is set at insert: written afterwards
+        Order.objects.filter(pk=1000 + k).update(created_at=start + dt.timedelta(microseconds=wait))
+    Order.objects.create(pk=5000, product=product, user_id="out", quantity=1, idempotency_key="out",
+                         instance="t", strategy="gate", accepted_at=start)  # past the block
+    waited_ms = [w / 1000 for w in waits_us]
+    assert selectors._confirm_times(product.pk, 1000, 5000) == (
+        n, percentile(waited_ms, 50), percentile(waited_ms, 99))
+    assert selectors._confirm_times(product.pk, 6000, 7000) == (0, None, None)
+
+
+def _sold_out(sku: str, n: int):
+    """A sale sold out to n one-unit orders, each with its ledger row, written in SQL."""
+    product = product_reset(sku=sku, stock=n)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO orders_order (user_id, quantity, idempotency_key, instance, strategy, retries,"
+            " created_at, product_id) SELECT CONCAT('b-', seq), 1, CONCAT(%s, '-', seq), 't', 'atomic', 0,"
+            f" UTC_TIMESTAMP(6), %s FROM seq_1_to_{n}", [sku, product.pk])
+        cursor.execute(
+            "INSERT INTO inventory_stockflow (product_id, segment, quantity, operation_flag, order_reference,"
+            " quantity_before, quantity_after, instance, created_at) SELECT o.product_id, 0, 1,"
+            " o.idempotency_key, o.id, 1, 0, 't', o.created_at FROM orders_order o WHERE o.product_id = %s",
+            [product.pk])
+        cursor.execute("UPDATE inventory_stock SET quantity = 0 WHERE product_id = %s", [product.pk])
+
+
+def _peak_bytes(sku: str) -> int:
+    tracemalloc.start()
+    try:
+        audit = sale_audit(sku=sku)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        assert audit.consistent and audit.remaining == 0
+
+
+@pytest.mark.django_db
+def test_the_audit_takes_no_more_memory_for_a_sale_a_hundred_times_larger():
+    _sold_out("small", 50)
+    _sold_out("large", 5000)
+    sale_audit(sku="small")  # the first call builds what later calls reuse
+    small, large = _peak_bytes("small"), _peak_bytes("large")
+    # Holding the large sale's ids alone would take over 300 KB.
+    assert large < small + 20_000, (small, large)
+
+
+@pytest.mark.django_db
+def test_the_api_keeps_a_costly_audit_for_its_interval_and_a_cheap_one_never(sold, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(selectors.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(selectors, "_recent", {})
+    real = selectors.sale_audit
+    costs = iter([0.2, 0.2, 0.01, 0.01])  # seconds each audit "takes", on the clock
+
+    def audit_taking_time(*, sku):
+        clock[0] += next(costs)
+        return real(sku=sku)
+
+    monkeypatch.setattr(selectors, "sale_audit", audit_taking_time)
+    api = APIClient()
+
+    def orders() -> int:
+        return api.get("/api/products/sku-1/audit").json()["orders"]
+
+    with override_settings(FLASHSALE_AUDIT_KEEP_MS=1000, FLASHSALE_AUDIT_KEEP_FROM_MS=50):
+        assert orders() == 3
+        order_create(sku="sku-1", quantity=1, user_id="u3", idempotency_key="k3")
+        clock[0] += 0.9
+        assert orders() == 3  # kept: it cost 200 ms, and 0.9 s have passed
+        clock[0] += 0.2
+        assert orders() == 4  # its interval is over
+        clock[0] += 1.1
+        assert orders() == 4  # this one cost 10 ms: not kept
+        order_create(sku="sku-1", quantity=1, user_id="u4", idempotency_key="k4")
+        assert orders() == 5
