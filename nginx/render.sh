@@ -6,6 +6,10 @@
 #   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
 #   STATIC_ROOT /srv/static             collectstatic's output, served at /static/
 #   CACHE_ROOT  /tmp/nginx-cache        the product page's cache (nginx's workers write it)
+#   SERVER_NAMES "localhost 127.0.0.1"  the hosts served; any other Host is answered 421
+#   PURCHASE_RATE 10000                 purchases a second from one address before a 429
+#   READ_RATE   10000                   every other request a second from one address
+#   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,9 +21,25 @@ for upstream in ${UPSTREAMS:?set UPSTREAMS to the app instances, e.g. "app1:8000
   servers="${servers}        server ${upstream};\n"
 done
 
-awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" '
+hosts=""
+for host in ${SERVER_NAMES:-localhost 127.0.0.1}; do
+  hosts="${hosts}        \"${host}\" \"\";\n"
+done
+
+upstream_header=""
+if [ "${SHOW_UPSTREAM:-}" = "1" ]; then
+  upstream_header='            add_header X-Upstream $upstream_addr always;'
+fi
+
+awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
+    -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
+    -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" '
   /@\{upstream_servers\}/ { printf "%s", servers; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{cache_root\}/, cache); gsub(/@@/, "@"); print }
+  /@\{upstream_header\}/ { print upstream_header; next }
+  /@\{known_hosts\}/ { printf "%s", hosts; next }
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{cache_root\}/, cache)
+    gsub(/@\{server_names\}/, names); gsub(/@\{purchase_rate\}/, purchases); gsub(/@\{read_rate\}/, reads)
+    gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
 
 if [ "${RENDER_ONLY:-}" = "1" ]; then

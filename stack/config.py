@@ -36,6 +36,10 @@ class StackConfig:
     zk_port: int
     zk_nodes: int  # 1: standalone; 3 (or any odd n): an ensemble on zk_port .. zk_port + n - 1
     nginx_port: int
+    nginx_server_names: str  # the hosts nginx serves (space-separated); any other Host is 421
+    nginx_purchase_rate: int  # purchases a second from one address before nginx answers 429
+    nginx_read_rate: int  # every other request a second from one address, likewise
+    nginx_show_upstream: bool  # X-Upstream: which instance answered (for watching the round robin)
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
     instances: int
     persisters: int  # of the gate's streams (manage.py persist_orders)
@@ -59,6 +63,10 @@ class StackConfig:
             zk_port=env.int("ZK_PORT", default=2190),
             zk_nodes=env.int("ZK_NODES", default=1),
             nginx_port=env.int("NGINX_PORT", default=8080),
+            nginx_server_names=env.str("NGINX_SERVER_NAMES", default="127.0.0.1 localhost"),
+            nginx_purchase_rate=env.int("NGINX_PURCHASE_RATE", default=10_000),
+            nginx_read_rate=env.int("NGINX_READ_RATE", default=10_000),
+            nginx_show_upstream=env.bool("NGINX_SHOW_UPSTREAM", default=False),
             app_port=env.int("APP_PORT", default=8001),
             instances=env.int("INSTANCES", default=2),
             persisters=env.int("PERSISTERS", default=2),
@@ -68,6 +76,8 @@ class StackConfig:
             race_delay_ms=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0),
             fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
         )
+        if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
+            raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
         if config.redis_appendfsync not in ("always", "everysec", "no"):

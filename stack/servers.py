@@ -276,6 +276,10 @@ def racer(config: StackConfig) -> Server:
     )
 
 
+# The template's line that names the instance that answered, where it is asked for.
+UPSTREAM_HEADER = "            add_header X-Upstream $upstream_addr always;"
+
+
 def nginx(config: StackConfig) -> Server:
     d = config.dir("nginx")
     upstream = "\n".join(
@@ -283,7 +287,12 @@ def nginx(config: StackConfig) -> Server:
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
                   run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,
-                  static_root=config.static_root, cache_root=config.nginx_cache_root)
+                  static_root=config.static_root, cache_root=config.nginx_cache_root,
+                  server_names=config.nginx_server_names,
+                  known_hosts="\n".join(f'        "{h}" "";' for h in config.nginx_server_names.split()),
+                  purchase_rate=config.nginx_purchase_rate,
+                  read_rate=config.nginx_read_rate,
+                  upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "")
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
