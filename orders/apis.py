@@ -50,7 +50,7 @@ from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
-from .auth import AdminTokenAuthentication, IsStaff
+from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .selectors import order_status_get, sale_audit_recent
 from .services import OrderResult, Timings, order_create, sale_reset
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
@@ -311,5 +311,6 @@ class ProductResetApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         sale_reset(sku=sku_checked(sku), **serializer.validated_data)
+        log_admin_action(request, "reset", sku=sku, **serializer.validated_data)
         product = product_stock_get(sku=sku)
         return Response(ProductDetailApi.OutputSerializer(product).data)

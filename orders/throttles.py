@@ -66,3 +66,19 @@ class AdminTokenFailureThrottle(_PerAddress):
 
     scope = "admin-token-failures"
     rate_setting = "FLASHSALE_ADMIN_FAILURES"
+
+    def spent(self, request) -> bool:
+        """Whether this address has used up its failures, counting nothing (Redis
+        gone: not spent, as a throttle never stops the sale). ``wait()`` after it
+        says until when."""
+        if self.rate is None:
+            return False
+        self.key = self.get_cache_key(request, None)
+        try:
+            history = self.cache.get(self.key, [])
+        except CACHE_ERRORS as e:
+            logger.warning("%s: Redis unreachable, not throttling: %s", self.scope, e)
+            return False
+        self.now = self.timer()
+        self.history = [t for t in history if t > self.now - self.duration]
+        return len(self.history) >= self.num_requests

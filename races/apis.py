@@ -23,7 +23,7 @@ from flashsale.errors import (
     error_responses,
 )
 from flashsale.fields import ClosedInputSerializer, StrategyField
-from orders.auth import AdminTokenAuthentication, IsStaff
+from orders.auth import AdminTokenAuthentication, IsStaff, log_admin_action
 
 from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
 from .services import race_json, race_latest_json, race_start
@@ -104,6 +104,7 @@ class RaceCreateApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         race = race_start(**serializer.validated_data)
+        log_admin_action(request, "race", id=race["id"], **serializer.validated_data)
         return Response(RaceSerializer(race).data, status=status.HTTP_201_CREATED,
                         headers={"Location": f"/api/races/{race['id']}"})
 

@@ -251,17 +251,30 @@ FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # credential is missing or well known (the compose file's defaults, the dev key).
 FLASHSALE_PUBLIC_BIND = env.str("FLASHSALE_PUBLIC_BIND", default="127.0.0.1")
 WELL_KNOWN_SECRETS = {"", "change-me", "flashsale", "flashsale-root", DEV_SECRET_KEY}
-if not (FLASHSALE_PUBLIC_BIND in ("localhost", "::1") or FLASHSALE_PUBLIC_BIND.startswith("127.")):
-    _weak = [name for name, value in (("FLASHSALE_ADMIN_TOKEN", FLASHSALE_ADMIN_TOKEN),
-                                      ("DJANGO_SECRET_KEY", SECRET_KEY),
-                                      ("DB_PASSWORD", DATABASES["default"].get("PASSWORD", "")))
-             if value in WELL_KNOWN_SECRETS]
-    if _weak:
+# The admin token and the secret key are guessed offline or by the thousand: at least
+# this long (token_urlsafe(32) is 43).
+SECRET_MIN_LENGTH = 32
+
+
+def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_password: str) -> None:
+    """Stop the process when a credential is missing, well known or (the token and
+    the key) short: ``where`` says why that matters here."""
+    weak = [name for name, value, min_length in (("FLASHSALE_ADMIN_TOKEN", admin_token, SECRET_MIN_LENGTH),
+                                                 ("DJANGO_SECRET_KEY", secret_key, SECRET_MIN_LENGTH),
+                                                 ("DB_PASSWORD", db_password, 1))
+            if value in WELL_KNOWN_SECRETS or len(value) < min_length]
+    if weak:
         raise ImproperlyConfigured(
-            f"refusing to start: published on {FLASHSALE_PUBLIC_BIND} (beyond loopback) while "
-            f"{', '.join(_weak)} {'is' if len(_weak) == 1 else 'are'} missing or well known; set "
-            "each to a secret of your own, e.g. "
+            f"refusing to start: {where} while {', '.join(weak)} {'is' if len(weak) == 1 else 'are'} "
+            f"missing, well known or short (the token and the key: at least {SECRET_MIN_LENGTH} "
+            "characters); set each to a secret of your own, e.g. "
             "python -c \"import secrets; print(secrets.token_urlsafe(32))\" (.env.example)")
+
+
+if not (FLASHSALE_PUBLIC_BIND in ("localhost", "::1") or FLASHSALE_PUBLIC_BIND.startswith("127.")):
+    refuse_weak_secrets(f"published on {FLASHSALE_PUBLIC_BIND} (beyond loopback)",
+                        admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
+                        db_password=DATABASES["default"].get("PASSWORD", ""))
 # Wrong admin tokens one client address may send before the next are answered 429
 # (orders.auth), DRF's "<n>/<s|m|h|d>"; empty: not counted.
 FLASHSALE_ADMIN_FAILURES = env.str("FLASHSALE_ADMIN_FAILURES", default="10/m")
@@ -378,5 +391,6 @@ LOGGING = {
     # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
     # (most of a flash sale's answers are 409 sold out), not a fault: a line each was
     # 9% of a sold-out answer's profile, and a crowd's worth of lines. 5xx are still logged.
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # orders.auth: every admin action, one line at INFO, whatever LOG_LEVEL says.
+    "loggers": {"django.request": {"level": "ERROR"}, "orders.auth": {"level": "INFO"}},
 }

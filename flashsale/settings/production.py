@@ -2,8 +2,10 @@
 balancer or a proxy in front of nginx): ``DJANGO_SETTINGS_MODULE=flashsale.settings.production``.
 
 Everything ``base`` reads from the environment, plus what such a deployment needs
-and ``base`` leaves open for the loopback stack: a secret key of its own (required,
-no default), cookies sent over HTTPS only, HSTS, and the scheme the terminator saw.
+and ``base`` leaves open for the loopback stack: credentials of its own (a secret key
+and an admin token of at least 32 characters, a database password; none well known),
+two trusted proxies (the terminator and nginx), cookies sent over HTTPS only, HSTS,
+and the scheme the terminator saw.
 
 ``manage.py check --deploy`` reports one warning here, by design: W008, because the
 redirect from HTTP to HTTPS belongs to the terminator, which alone sees the plain
@@ -14,10 +16,20 @@ request (``DJANGO_SECURE_SSL_REDIRECT=true`` makes Django do it instead).
 from __future__ import annotations
 
 from .base import *  # noqa: F403
-from .base import env
+from .base import DATABASES, FLASHSALE_ADMIN_TOKEN, REST_FRAMEWORK, env, refuse_weak_secrets
 
 DEBUG = False
 SECRET_KEY = env.str("DJANGO_SECRET_KEY")  # no default: a deployment makes its own
+# Whatever the bind address says: a deployment is reachable by others.
+refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
+                    db_password=DATABASES["default"].get("PASSWORD", ""))
+
+# The proxies in front of the apps: the TLS terminator, then nginx. Each appends the
+# address it saw to X-Forwarded-For, so the buyer's is the second from the end; with
+# one (base's default, nginx alone) every buyer would be the terminator, and the
+# per-address throttles one bucket for the whole sale. One more for each further
+# proxy (a CDN in front of the terminator).
+REST_FRAMEWORK = {**REST_FRAMEWORK, "NUM_PROXIES": env.int("FLASHSALE_TRUSTED_PROXIES", default=2)}
 
 # TLS ends in front of nginx: trust the scheme the terminator reports. nginx passes
 # X-Forwarded-Proto through as it came, so nginx must be reachable by the terminator

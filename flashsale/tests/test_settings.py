@@ -47,8 +47,14 @@ def manage(*args: str, **env) -> subprocess.CompletedProcess:
                           env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production", **env})
 
 
+def own_secrets() -> dict[str, str]:
+    return {"FLASHSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale"}
+
+
 def test_the_production_settings_pass_the_deploy_check_but_for_the_redirect_left_to_tls():
-    result = manage("check", "--deploy", "--fail-level", "ERROR", DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
+    result = manage("check", "--deploy", "--fail-level", "ERROR", **own_secrets())
     assert result.returncode == 0, result.stderr
     warnings = re.findall(r"\(([\w.]+\.[WE]\d+)\)", result.stdout + result.stderr)
     # W008 (no HTTP→HTTPS redirect): the TLS terminator's job, as the module says.
@@ -56,9 +62,28 @@ def test_the_production_settings_pass_the_deploy_check_but_for_the_redirect_left
 
 
 def test_the_production_settings_refuse_to_start_without_a_secret_key():
-    result = manage("check")
+    result = manage("check", **{k: v for k, v in own_secrets().items() if k != "DJANGO_SECRET_KEY"})
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_the_production_settings_refuse_weak_credentials_on_any_bind():
+    """The bind address says loopback (the default): production's guard runs all the same."""
+    weak = {"FLASHSALE_ADMIN_TOKEN": "s3cr3t", "DJANGO_SECRET_KEY": "x" * 31,
+            "DATABASE_URL": "mysql://flashsale:flashsale@db:3306/flashsale"}
+    for name, value in weak.items():
+        result = manage("check", **{**own_secrets(), name: value})
+        assert result.returncode != 0, name
+        [line] = [line for line in result.stderr.splitlines() if "refusing to start" in line]
+        named = name.replace("DATABASE_URL", "DB_PASSWORD")
+        assert f"under the production settings while {named} is " in line
+    assert manage("check", **{**own_secrets(), "DJANGO_SECRET_KEY": "x" * 32}).returncode == 0
+
+
+def test_the_production_settings_trust_two_proxies_the_terminator_and_nginx():
+    read = "from django.conf import settings; print(settings.REST_FRAMEWORK['NUM_PROXIES'])"
+    result = manage("shell", "--no-imports", "-c", read, **own_secrets())
+    assert result.stdout.strip() == "2", result.stdout + result.stderr
 
 
 def test_published_beyond_loopback_the_apps_refuse_well_known_credentials_in_one_line():
@@ -67,12 +92,17 @@ def test_published_beyond_loopback_the_apps_refuse_well_known_credentials_in_one
     assert result.returncode != 0
     [line] = [line for line in result.stderr.splitlines() if "refusing to start" in line]
     assert ("published on 0.0.0.0 (beyond loopback) while FLASHSALE_ADMIN_TOKEN, DJANGO_SECRET_KEY, "
-            "DB_PASSWORD are missing or well known") in line
+            "DB_PASSWORD are missing, well known or short") in line
     assert "secrets.token_urlsafe" in line
 
 
+def test_published_beyond_loopback_a_short_token_is_refused_too():
+    short = {**own_secrets(), "FLASHSALE_ADMIN_TOKEN": "s3cr3t"}
+    result = start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **short)
+    assert result.returncode != 0
+    assert "while FLASHSALE_ADMIN_TOKEN is missing, well known or short" in result.stderr
+
+
 def test_published_beyond_loopback_the_apps_start_with_secrets_of_their_own():
-    own = {"FLASHSALE_ADMIN_TOKEN": secrets.token_hex(16), "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-           "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale"}
-    assert start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **own).returncode == 0
+    assert start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **own_secrets()).returncode == 0
     assert start_django(FLASHSALE_PUBLIC_BIND="127.0.0.1").returncode == 0  # loopback: defaults are fine

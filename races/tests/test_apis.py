@@ -30,10 +30,14 @@ def start(client, body=None):
     return client.post("/api/admin/races", RACE if body is None else body, format="json")
 
 
-def test_a_race_resets_one_product_per_strategy_and_waits_for_its_runner(admin):
-    response = start(admin)
+def test_a_race_resets_one_product_per_strategy_and_waits_for_its_runner(admin, caplog):
+    with caplog.at_level("INFO", logger="orders.auth"):
+        response = start(admin)
     assert response.status_code == 201, response.content
     race = response.json()
+    assert [r.getMessage() for r in caplog.records if r.name == "orders.auth"] == [
+        f"admin race id={race['id']} strategies=['none', 'atomic'] stock=50 buyers=400 concurrency=64"
+        " by admin-token from 127.0.0.1"]
     assert response["Location"] == f"/api/races/{race['id']}"
     assert (race["status"], race["total"], race["sent"]) == ("queued", 800, 0)
     assert [(lane["strategy"], lane["sku"], lane["remaining"]) for lane in race["lanes"]] == [
