@@ -25,7 +25,7 @@ USER 10001
 RUN python manage.py collectstatic --noinput --verbosity=0
 EXPOSE 8000
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
 # Migrations are not run here: the compose file's one-shot `migrate` service runs
 # them once, before any instance starts.
 CMD ["gunicorn", "flashsale.wsgi:application", "--bind=0.0.0.0:8000", "--worker-class=gthread", \

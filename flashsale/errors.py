@@ -8,6 +8,7 @@ exception handler and the purchase's front, ``orders.front``, answer with it).
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections import defaultdict
 from typing import Any, NamedTuple
@@ -20,6 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from .database_errors import database_gave_up, database_unreachable
+
+logger = logging.getLogger(__name__)
 
 
 class ApplicationError(Exception):
@@ -237,6 +240,11 @@ def error_answer(exc: Exception) -> ErrorAnswer | None:
         # Any view's; the purchase says more, in its own words (order_create).
         exc = database_answer(exc, then="retry") or exc
     if isinstance(exc, ApplicationError):
+        if exc.__cause__ is not None and exc.status_code >= 500:
+            # What failed underneath (hosts, ports, users) is the operator's to read,
+            # never the client's.
+            logger.warning("%s %s: %s (%s: %s)", exc.status_code, exc.code, exc.message,
+                           type(exc.__cause__).__name__, exc.__cause__)
         return ErrorAnswer(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

@@ -1,62 +1,135 @@
-"""``/healthz`` (this instance and each backend it talks to) and ``/api/ping``
-(no backend at all: the ceiling a load test compares against)."""
+"""What a load balancer and an operator ask an instance.
+
+- ``/livez``: the process answers (no backend asked). A failure means restart it.
+- ``/readyz``: the backends this deployment's strategy (``FLASHSALE_STRATEGY``) sells
+  with answer: the database always; the locks' server where its lock lives on one
+  (Redis, ZooKeeper); the gate's Redis under ``gate``. A failure means send it no
+  purchases for now. A product reset to another strategy whose server is down
+  answers its own purchases 503 ``unavailable``; the instance stays ready for the
+  rest, as every instance shares the same servers.
+- ``/healthz``: every backend the stack runs, whichever the strategy uses, for the
+  operator and the chaos runner.
+- ``/api/ping``: no backend at all, the ceiling a load test compares against.
+
+Each backend is asked on a connection kept for the purpose, with a one-second
+timeout, and answers ``ok`` or ``down``: what failed (hosts, ports, users) goes to
+the log, never into the body.
+"""
 
 from __future__ import annotations
 
-import socket
+import logging
+import threading
+from collections.abc import Callable
 
+import MySQLdb
+import redis
 from django.conf import settings
-from django.db import connection
+from django.db import connections
 from django.http import JsonResponse
-from django_redis import get_redis_connection
+from django.utils.module_loading import import_string
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from locking.handler import locks
+
+from .strategies import Seller, strategy_get
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT = 1.0  # seconds a backend has to answer
 
 
-def _check(probe) -> str:
-    try:
-        probe()
-    except Exception as e:  # any failure is the answer, not an error of this view
-        return f"{type(e).__name__}: {e}"
-    return "ok"
+class _KeptDatabase:
+    """One connection to the database per process, for the checks alone: Django's
+    own would wait for a frozen server as long as the kernel lets it."""
+
+    def __init__(self):
+        self._mutex = threading.Lock()
+        self._connection = None
+
+    def check(self) -> None:
+        with self._mutex:
+            try:
+                if self._connection is None:
+                    params = connections["default"].get_connection_params()
+                    wait = max(1, int(TIMEOUT))  # the client's unit is the second
+                    params.update(connect_timeout=wait, read_timeout=wait, write_timeout=wait)
+                    self._connection = MySQLdb.connect(**params)
+                self._connection.ping()
+            except MySQLdb.Error:
+                self._connection = None  # the next check connects afresh
+                raise
 
 
-def _database() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
+_database = _KeptDatabase()
+_gate: redis.Redis | None = None
 
 
-def _redis() -> None:
-    get_redis_connection("default").ping()
+def _gate_redis() -> None:
+    global _gate
+    if _gate is None:
+        options = dict(socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT, retry=Retry(NoBackoff(), 0))
+        if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+            _gate = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
+        else:
+            _gate = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, max_connections=4, **options)
+    _gate.ping()
 
 
-def _zookeeper() -> None:
-    # The four-letter word needs no session: cheaper than starting a client here.
-    # One member of an ensemble answering is enough: that is all a client needs.
-    errors = []
-    for address in settings.ZOOKEEPER_HOSTS.split(","):
-        host, _, port = address.strip().rpartition(":")
+def _lock_server(alias: str) -> tuple[str, Callable[[], None]] | None:
+    """The server a lock alias lives on, and its check; None for in-process locks and
+    for the database (checked anyway)."""
+    server = import_string(settings.LOCKING[alias]["BACKEND"]).server
+    if server in (None, "database"):
+        return None
+    return server, lambda: locks[alias].check(TIMEOUT)
+
+
+def _ready_checks() -> dict[str, Callable[[], None]]:
+    strategy = strategy_get(settings.FLASHSALE_STRATEGY)
+    checks = {"database": _database.check}
+    if (lock := _lock_server(strategy.lock)) is not None:
+        checks[lock[0]] = lock[1]
+    if strategy.seller is Seller.GATE:
+        checks["redis-gate"] = _gate_redis
+    return checks
+
+
+def _every_check() -> dict[str, Callable[[], None]]:
+    checks = {"database": _database.check}
+    for alias in settings.LOCKING:
+        if (lock := _lock_server(alias)) is not None:
+            checks.setdefault(lock[0], lock[1])  # one alias per server is enough
+    checks["redis-gate"] = _gate_redis
+    return checks
+
+
+def _answer(checks: dict[str, Callable[[], None]]) -> JsonResponse:
+    backends = {}
+    for name, check in checks.items():
         try:
-            with socket.create_connection((host, int(port)), timeout=1) as sock:
-                sock.sendall(b"ruok")
-                answer = sock.recv(16)
-        except OSError as e:
-            errors.append(f"{address}: {e}")
-            continue
-        if answer == b"imok":
-            return
-        errors.append(f"{address}: ruok answered {answer!r}")
-    raise ConnectionError("; ".join(errors))
+            check()
+        except Exception as e:  # any failure is the answer, not an error of this view
+            logger.warning("health: %s is down: %s: %s", name, type(e).__name__, e)
+            backends[name] = "down"
+        else:
+            backends[name] = "ok"
+    body = {"instance": settings.FLASHSALE_INSTANCE, "strategy": settings.FLASHSALE_STRATEGY,
+            "backends": backends}
+    return JsonResponse(body, status=200 if all(v == "ok" for v in backends.values()) else 503)
+
+
+def livez(request):
+    return JsonResponse({"instance": settings.FLASHSALE_INSTANCE})
+
+
+def readyz(request):
+    return _answer(_ready_checks())
 
 
 def healthz(request):
-    body = {
-        "instance": settings.FLASHSALE_INSTANCE,
-        "strategy": settings.FLASHSALE_STRATEGY,
-        "database": _check(_database),
-        "redis": _check(_redis),
-        "zookeeper": _check(_zookeeper),
-    }
-    healthy = all(body[k] == "ok" for k in ("database", "redis", "zookeeper"))
-    return JsonResponse(body, status=200 if healthy else 503)
+    return _answer(_every_check())
 
 
 def ping(request):

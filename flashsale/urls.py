@@ -8,6 +8,8 @@ urlpatterns = [
     # The apps' routes by name (include), so the project shell imports none of them.
     path("", include("orders.page_urls")),
     path("", include("races.page_urls")),
+    path("livez", health.livez, name="livez"),
+    path("readyz", health.readyz, name="readyz"),
     path("healthz", health.healthz, name="healthz"),
     path("api/ping", health.ping, name="ping"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),

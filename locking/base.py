@@ -219,11 +219,18 @@ class BaseLockBackend:
     """
 
     lock_class: type[BaseLock] = BaseLock
+    # The server these locks live on, as a readiness check names it ("redis",
+    # "zookeeper", "database"); None for locks kept in the process, or none at all.
+    server: str | None = None
 
     def __init__(self, alias: str, options: dict[str, Any]):
         self.alias = alias
         self.options = dict(options)
         self.wait_timeout: float | None = self.options.pop("wait_timeout", None)
+
+    def check(self, timeout: float) -> None:
+        """Raise unless the locks' server answers within ``timeout`` seconds, asked
+        on a connection kept for it; nothing to ask for locks kept in the process."""
 
     def lock(self, name: str) -> BaseLock:
         return self.lock_class(name, wait_timeout=self.wait_timeout, **self.options)

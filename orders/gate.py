@@ -319,7 +319,7 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
         client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:
         raise Unavailable(f"the gate's Redis cannot be reached; the sale of {sale.product.sku} "
-                          f"is not open: {e}", backend="redis") from e
+                          "is not open", backend="redis") from e
 
 
 def gate_close(*, sku: str, required: bool) -> float:
@@ -340,7 +340,7 @@ def gate_close(*, sku: str, required: bool) -> float:
     except redis.RedisError as e:
         if required:
             raise Unavailable(f"the gate's Redis cannot be reached to close the sale of {sku}; "
-                              f"nothing was reset: {e}", backend="redis") from e
+                              "nothing was reset", backend="redis") from e
         logger.warning("could not close the gate of %s (it has no gate sale): %s", sku, e)
         return time.monotonic()
     _sold_out.pop(sku, None)
@@ -445,9 +445,9 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
             settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0"])
     except redis.RedisError as e:
         if _unreachable(e):
-            raise Unavailable(f"the gate's Redis cannot be reached; nothing was taken: {e}",
+            raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
                               backend="redis") from e
-        raise OutcomeUnknown(f"the gate's reply was lost ({e}): whether the order was accepted is unknown; "
+        raise OutcomeUnknown("the gate's reply was lost: whether the order was accepted is unknown; "
                              "retry with the same Idempotency-Key to learn it", order_id=None) from e
     script_ms = (time.perf_counter() - started) * 1000
     verdict = reply[0]
@@ -573,7 +573,7 @@ def gate_order_get(*, order_id: int) -> OrderStatus | None:
         status, _, entry_id = where.rpartition(" ")
         entries = client.xrange(k.stream, entry_id, entry_id)
     except redis.RedisError as e:
-        raise Unavailable(f"the gate's Redis cannot be reached: {e}", backend="redis") from e
+        raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
     if not entries:
         return None
     fields = entries[0][1]
@@ -606,7 +606,7 @@ def gate_tally(*, sku: str) -> GateTally | None:
         accepted, dead = client.xlen(k.stream), client.xlen(k.dead)
         group = next((g for g in client.xinfo_groups(k.stream) if g["name"] == GROUP), None)
     except redis.RedisError as e:
-        raise Unavailable(f"the gate's Redis cannot be reached: {e}", backend="redis") from e
+        raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
     return GateTally(
         redis_remaining=int(sale["stock"]), loaded=int(sale["loaded"]), accepted=accepted,
         accepted_quantity=int(sale["accepted"]),

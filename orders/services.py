@@ -314,7 +314,7 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
     try:
         acquired = lock.acquire()
     except LockUnavailableError as e:
-        raise Unavailable(f"the stock lock's server cannot be reached; nothing was written: {e}",
+        raise Unavailable("the stock lock's server cannot be reached; nothing was written",
                           backend=strategy.name) from e
     if not acquired:
         raise Busy(

@@ -244,7 +244,7 @@ def app(config: StackConfig, name: str) -> Server:
             "--error-logfile=-", "--log-level=warning",
         ],
         port=port,
-        probe=http_probe(f"http://127.0.0.1:{port}/healthz"),
+        probe=http_probe(f"http://127.0.0.1:{port}/readyz"),
         priority=20,
         environment=config.app_environment(name),
     )
@@ -297,7 +297,7 @@ def nginx(config: StackConfig) -> Server:
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
         port=config.nginx_port,
-        probe=http_probe(f"{config.base_url}/healthz"),
+        probe=http_probe(f"{config.base_url}/readyz"),
         priority=30,
         logs=[d / "error.log"],
     )

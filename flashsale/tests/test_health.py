@@ -1,30 +1,72 @@
+"""/livez, /readyz and /healthz on the real servers; what a stopped server does to
+them: ``tests/test_health_stack.py``."""
+
 import pytest
 from django.test import override_settings
 
+from flashsale import health
+
+EVERY = {"database": "ok", "redis": "ok", "zookeeper": "ok", "redis-gate": "ok"}
+
+
+def test_livez_asks_no_backend(client, monkeypatch):
+    monkeypatch.setattr(health, "_database", None)  # would fail if asked
+    assert client.get("/livez").json() == {"instance": "test"}
+
 
 @pytest.mark.django_db
-def test_healthz_reports_each_backend(client):
+def test_healthz_reports_every_backend_and_nothing_else(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"instance": "test", "strategy": "atomic", "database": "ok",
-                               "redis": "ok", "zookeeper": "ok"}
+    assert response.json() == {"instance": "test", "strategy": "atomic", "backends": EVERY}
 
 
 @pytest.mark.django_db
-@override_settings(ZOOKEEPER_HOSTS="127.0.0.1:1")
-def test_healthz_names_the_backend_that_is_down(client):
-    response = client.get("/healthz")
-    assert response.status_code == 503
-    body = response.json()
-    assert body["database"] == "ok" and body["redis"] == "ok"
-    assert body["zookeeper"].startswith("ConnectionError: 127.0.0.1:1: ")
-    assert "Connection refused" in body["zookeeper"]
+@pytest.mark.parametrize(("strategy", "backends"), [
+    ("atomic", ["database"]),
+    ("none", ["database"]),
+    ("mysql-for-update", ["database"]),
+    ("local", ["database"]),
+    ("setnx", ["database", "redis"]),
+    ("redisson-fair", ["database", "redis"]),
+    ("zookeeper", ["database", "zookeeper"]),
+    ("gate", ["database", "redis-gate"]),
+])
+def test_readyz_asks_the_backends_the_strategy_sells_with(client, strategy, backends):
+    with override_settings(FLASHSALE_STRATEGY=strategy):
+        response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"instance": "test", "strategy": strategy,
+                               "backends": dict.fromkeys(backends, "ok")}
 
 
 @pytest.mark.django_db
-def test_healthz_is_content_with_one_live_ensemble_member(client, settings):
-    settings.ZOOKEEPER_HOSTS = f"127.0.0.1:1,{settings.ZOOKEEPER_HOSTS}"
-    assert client.get("/healthz").json()["zookeeper"] == "ok"
+def test_a_server_down_is_named_and_its_error_is_logged_not_answered(client, settings, caplog):
+    settings.FLASHSALE_GATE_REDIS_URL = "redis://127.0.0.1:1/0"
+    health._gate = None
+    try:
+        with override_settings(FLASHSALE_STRATEGY="gate"):
+            ready = client.get("/readyz")
+        every = client.get("/healthz")
+    finally:
+        health._gate = None
+    assert ready.status_code == 503 and every.status_code == 503
+    assert ready.json()["backends"] == {"database": "ok", "redis-gate": "down"}
+    assert every.json()["backends"] == {**EVERY, "redis-gate": "down"}
+    assert "127.0.0.1:1" not in ready.content.decode() + every.content.decode()
+    assert "health: redis-gate is down: ConnectionError: " in caplog.text
+    assert "127.0.0.1:1" in caplog.text
+
+
+@pytest.mark.django_db
+def test_the_database_is_asked_on_one_kept_connection(client, monkeypatch):
+    made = []
+    real = health.MySQLdb.connect
+    monkeypatch.setattr(health, "_database", health._KeptDatabase())
+    monkeypatch.setattr(health.MySQLdb, "connect", lambda **params: made.append(params) or real(**params))
+    for _ in range(3):
+        assert client.get("/readyz").status_code == 200
+    assert len(made) == 1 and made[0]["read_timeout"] == 1
 
 
 def test_ping_touches_no_backend(client):

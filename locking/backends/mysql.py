@@ -353,6 +353,7 @@ class MySQLLockBackend(BaseLockBackend):
     (rounded up to whole seconds: innodb_lock_wait_timeout's unit)."""
 
     lock_class = InsertLock
+    server = "database"  # the stock's own: a readiness check asks it anyway
 
     def __init__(self, alias: str, options: dict[str, Any]):
         super().__init__(alias, options)

@@ -137,6 +137,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
     ``wait_timeout`` seconds."""
 
     lock_class = ZooKeeperLock
+    server = "zookeeper"
 
     def __init__(self, alias: str, options: dict[str, Any]):
         super().__init__(alias, options)
@@ -172,6 +173,14 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 client.ensure_path(self.root)
                 self._client = client
             return self._client
+
+    def check(self, timeout: float) -> None:
+        """The kept session's state, as kazoo's heartbeats last found it: no round
+        trip of its own (the first check starts the session, within the connect
+        timeout)."""
+        self.client  # noqa: B018 (starts the session when none runs yet)
+        if not self.connected.wait(timeout):
+            raise ConnectionError(f"no ZooKeeper session with {self.hosts}")
 
     def _on_state(self, state: str) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):

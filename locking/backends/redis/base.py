@@ -55,10 +55,13 @@ class RedisLockBackend(BaseLockBackend):
     """
 
     scripts: tuple[str, ...] = ()
+    server = "redis"
 
     def __init__(self, alias: str, options: dict[str, Any]):
         super().__init__(alias, options)
         url = self.options.pop("url", "redis://127.0.0.1:6379/0")
+        self._url = url
+        self._checker: redis.Redis | None = None
         self.key_prefix = self.options.pop("key_prefix", "lock:")
         connection_class = self.options.pop("connection_class", redis.Connection)
         max_connections = self.options.pop("max_connections", 512)
@@ -79,5 +82,16 @@ class RedisLockBackend(BaseLockBackend):
         self.script: dict[str, Script] = {name: self.client.register_script(lua(name))
                                           for name in self.scripts}
 
+    def check(self, timeout: float) -> None:
+        # A client of its own, one connection kept: the locks' pool waits 5 s for a
+        # reply, far longer than a load balancer waits for a readiness answer.
+        if self._checker is None:
+            self._checker = redis.Redis.from_url(self._url, socket_timeout=timeout,
+                                                 socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0),
+                                                 max_connections=1)
+        self._checker.ping()
+
     def close(self) -> None:
         self.client.close()
+        if self._checker is not None:
+            self._checker.close()

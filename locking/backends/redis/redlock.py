@@ -116,6 +116,8 @@ class RedlockBackend(BaseLockBackend):
     ``ttl_ms`` (10000), ``retry_interval`` seconds (0.05), ``clock_drift_factor``
     (0.01), ``socket_timeout`` seconds per master (0.05), ``wait_timeout`` seconds."""
 
+    server = "redis"
+
     def __init__(self, alias: str, options: dict[str, Any]):
         super().__init__(alias, options)
         urls = self.options.pop("urls")
@@ -129,6 +131,18 @@ class RedlockBackend(BaseLockBackend):
                                           socket_connect_timeout=socket_timeout)
             self.masters.append((client, client.register_script(lua("compare_and_delete"))))
         self.quorum = len(urls) // 2 + 1
+
+    def check(self, timeout: float) -> None:
+        """A quorum of masters answers (each within its own socket timeout)."""
+        answered = 0
+        for client, _ in self.masters:
+            try:
+                answered += bool(client.ping())
+            except redis.RedisError:
+                pass
+        if answered < self.quorum:
+            raise ConnectionError(f"{answered} of {len(self.masters)} Redis masters answered; "
+                                  f"a lock needs {self.quorum}")
 
     def lock(self, name: str) -> RedlockLock:
         return RedlockLock(name, backend=self, wait_timeout=self.wait_timeout, **self.options)

@@ -1,0 +1,49 @@
+"""What a stopped server does to the probes, on the stack through nginx: a load
+balancer keeps every instance of a deployment whose strategy never uses it."""
+
+import pytest
+import requests
+
+from stack.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+
+def _probe(client, path: str) -> requests.Response:
+    return requests.get(f"{client.base_url}{path}", timeout=10)
+
+
+def test_readyz_keeps_an_instance_whose_strategy_needs_no_zookeeper_while_it_is_stopped(
+        stack_apps, stack_config):
+    supervisor = Supervisor(stack_config)
+    atomic = stack_apps(strategy="atomic")
+    sku = "readyz-without-zk"
+    atomic.reset(sku, 5)
+    supervisor.stop("zookeeper")
+    try:
+        for _ in range(2 * stack_config.instances):  # each instance of the round robin
+            ready = _probe(atomic, "/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["backends"] == {"database": "ok"}
+            every = _probe(atomic, "/healthz")
+            assert every.status_code == 503 and every.json()["backends"]["zookeeper"] == "down"
+            assert _probe(atomic, "/livez").status_code == 200
+        assert atomic.order(sku, 1, "u1").status_code == 201  # and it sells
+    finally:
+        supervisor.start("zookeeper")
+
+
+def test_readyz_drops_an_instance_whose_strategy_needs_zookeeper_while_it_is_stopped(
+        stack_apps, stack_config):
+    supervisor = Supervisor(stack_config)
+    zookeeper = stack_apps(strategy="zookeeper")
+    assert _probe(zookeeper, "/readyz").json()["backends"] == {"database": "ok", "zookeeper": "ok"}
+    supervisor.stop("zookeeper")
+    try:
+        for _ in range(2 * stack_config.instances):
+            ready = _probe(zookeeper, "/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["backends"] == {"database": "ok", "zookeeper": "down"}
+            assert _probe(zookeeper, "/livez").status_code == 200  # alive: not to be restarted
+    finally:
+        supervisor.start("zookeeper")
