@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads bench-race-watch
+.PHONY: help install install-test lock up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads bench-race-watch
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -16,11 +16,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements.txt
 	touch $@
 
 $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.txt
 	touch $(VENV)/.runtime $@
 
 install:  ## Debian packages (servers, headers) and the virtualenv, whatever is missing
@@ -30,6 +30,16 @@ install:  ## Debian packages (servers, headers) and the virtualenv, whatever is 
 install-test:
 	scripts/install-system-packages.sh --test
 	$(MAKE) --no-print-directory $(VENV)/.dev
+
+# uv compiles the requirements: installed by this target alone (no requirements file lists it).
+UV_VERSION := 0.13.9
+LOCK := $(PY) -m uv pip compile -q --generate-hashes --python-version 3.11 --universal --custom-compile-command "make lock"
+
+lock: | $(VENV)/bin/python  ## compile requirements*.in into the hashed, fully pinned requirements*.txt
+	$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(LOCK) requirements.in -o requirements.txt
+	$(LOCK) requirements-dev.in -o requirements-dev.txt
+	$(LOCK) requirements-bench.in -o requirements-bench.txt
 
 up: install  ## start the stack: MariaDB, Redis, ZooKeeper, INSTANCES x gunicorn, nginx on :8080
 	$(PY) -m stack up
@@ -59,7 +69,7 @@ compare-opening: up  ## the herd at a sale's opening second: the crowd waits on 
 	$(PY) -m loadtest.compare --mode opening $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-bench.txt
 	touch $@
 
 profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATEGY=atomic): docs/profile/
