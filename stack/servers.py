@@ -151,6 +151,15 @@ def mariadb(config: StackConfig) -> Server:
     )
 
 
+def _redis_server(config: StackConfig, name: str, *, port: int, role: str, maxmemory: str,
+                  policy: str) -> Server:
+    d = config.dir(name)
+    conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf", role=role, port=port, data_dir=d,
+                  appendfsync=config.redis_appendfsync, maxmemory=maxmemory, policy=policy)
+    return Server(name=name, command=[binary("redis-server"), str(conf)], port=port,
+                  probe=_redis_probe(port), priority=10)
+
+
 def redis(config: StackConfig) -> Server:
     """The Redis of the locks, the idempotency flags, the sale's marks, the throttles
     and Django's cache. Past its maxmemory it evicts the least recently used key that
@@ -158,18 +167,9 @@ def redis(config: StackConfig) -> Server:
     flags (the order's unique key stays the final guard), lock leases (a lease evicted
     is a lease expired: the fencing token refuses the stale holder's write). Keys
     without a TTL stay: a pending purchase's claim, the sale's marks, fence counters."""
-    d = config.dir("redis")
-    conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
-                  role="locks, flags, marks, throttles, cache: evicts TTL'd keys past maxmemory",
-                  port=config.redis_port, data_dir=d, appendfsync=config.redis_appendfsync,
-                  maxmemory=config.redis_maxmemory, policy="volatile-lru")
-    return Server(
-        name="redis",
-        command=[binary("redis-server"), str(conf)],
-        port=config.redis_port,
-        probe=_redis_probe(config.redis_port),
-        priority=10,
-    )
+    return _redis_server(config, "redis", port=config.redis_port,
+                         role="locks, flags, marks, throttles, cache: evicts TTL'd keys past maxmemory",
+                         maxmemory=config.redis_maxmemory, policy="volatile-lru")
 
 
 def redis_gate(config: StackConfig) -> Server:
@@ -177,18 +177,9 @@ def redis_gate(config: StackConfig) -> Server:
     not yet written. Apart from the cache, so that no FLUSHDB of the cache and no
     eviction reaches an order already answered 201: noeviction (past its maxmemory a
     purchase is refused 503, never an accepted order dropped)."""
-    d = config.dir("redis-gate")
-    conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf",
-                  role="the gate's sales and order streams: never evicts",
-                  port=config.redis_gate_port, data_dir=d, appendfsync=config.redis_appendfsync,
-                  maxmemory=config.redis_gate_maxmemory, policy="noeviction")
-    return Server(
-        name="redis-gate",
-        command=[binary("redis-server"), str(conf)],
-        port=config.redis_gate_port,
-        probe=_redis_probe(config.redis_gate_port),
-        priority=10,
-    )
+    return _redis_server(config, "redis-gate", port=config.redis_gate_port,
+                         role="the gate's sales and order streams: never evicts",
+                         maxmemory=config.redis_gate_maxmemory, policy="noeviction")
 
 
 REDIS_SERVERS = ("redis", "redis-gate")
