@@ -30,7 +30,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from inventory.services import product_reset  # noqa: E402
+from benchmarks.sales import sold_out_in_sql  # noqa: E402
 from orders.selectors import sale_audit  # noqa: E402
 
 
@@ -42,18 +42,7 @@ def sold_out_sale(n: int) -> str:
                        " WHERE p.sku = %s", [sku])
         if cursor.fetchone()[0] == n:
             return sku
-    product = product_reset(sku=sku, stock=n, strategy="atomic")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO orders_order (user_id, quantity, idempotency_key, instance, strategy, retries,"
-            " created_at, product_id) SELECT CONCAT('buyer-', seq), 1, CONCAT(%s, '-', seq), 'bench',"
-            f" 'atomic', 0, UTC_TIMESTAMP(6), %s FROM seq_1_to_{n}", [sku, product.pk])
-        cursor.execute(
-            "INSERT INTO inventory_stockflow (product_id, segment, quantity, operation_flag, order_reference,"
-            " quantity_before, quantity_after, instance, created_at)"
-            " SELECT o.product_id, 0, 1, o.idempotency_key, o.id, 1, 0, 'bench', o.created_at"
-            " FROM orders_order o WHERE o.product_id = %s", [product.pk])
-        cursor.execute("UPDATE inventory_stock SET quantity = 0 WHERE product_id = %s", [product.pk])
+    sold_out_in_sql(sku, n)
     return sku
 
 

@@ -6,12 +6,11 @@ import datetime as dt
 import tracemalloc
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from benchmarks.sales import sold_out_in_sql
 from inventory.models import StockFlow
-from inventory.services import product_reset
 from orders import selectors
 from orders.figures import percentile
 from orders.models import Order
@@ -91,22 +90,6 @@ def test_the_confirm_percentiles_are_the_nearest_rank_ones(product_factory, n):
     assert selectors._confirm_times(product.pk, 6000, 7000) == (0, None, None)
 
 
-def _sold_out(sku: str, n: int):
-    """A sale sold out to n one-unit orders, each with its ledger row, written in SQL."""
-    product = product_reset(sku=sku, stock=n)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO orders_order (user_id, quantity, idempotency_key, instance, strategy, retries,"
-            " created_at, product_id) SELECT CONCAT('b-', seq), 1, CONCAT(%s, '-', seq), 't', 'atomic', 0,"
-            f" UTC_TIMESTAMP(6), %s FROM seq_1_to_{n}", [sku, product.pk])
-        cursor.execute(
-            "INSERT INTO inventory_stockflow (product_id, segment, quantity, operation_flag, order_reference,"
-            " quantity_before, quantity_after, instance, created_at) SELECT o.product_id, 0, 1,"
-            " o.idempotency_key, o.id, 1, 0, 't', o.created_at FROM orders_order o WHERE o.product_id = %s",
-            [product.pk])
-        cursor.execute("UPDATE inventory_stock SET quantity = 0 WHERE product_id = %s", [product.pk])
-
-
 def _peak_bytes(sku: str) -> int:
     tracemalloc.start()
     try:
@@ -119,8 +102,8 @@ def _peak_bytes(sku: str) -> int:
 
 @pytest.mark.django_db
 def test_the_audit_takes_no_more_memory_for_a_sale_a_hundred_times_larger():
-    _sold_out("small", 50)
-    _sold_out("large", 5000)
+    sold_out_in_sql("small", 50)
+    sold_out_in_sql("large", 5000)
     sale_audit(sku="small")  # the first call builds what later calls reuse
     small, large = _peak_bytes("small"), _peak_bytes("large")
     # Holding the large sale's ids alone would take over 300 KB.
