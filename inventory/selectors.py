@@ -31,7 +31,7 @@ def segments_get(*, sku: str) -> list[Stock]:
 
     Every purchase of a locked strategy begins with it, so its SQL is built once
     (``_SegmentsRead``), not by the ORM at every call: the ORM's query building was
-    550 of the 660 µs of CPU this read cost, a sixth of a whole purchase
+    most of this read's CPU, and the read a large share of a whole purchase's
     (``python -m benchmarks.purchase_cpu``)."""
     segments = _segments_read.run(sku)
     if not segments:

@@ -3,10 +3,9 @@
 A sale's requests are almost all purchases. Through Django each one paid the
 middleware chain (eight middleware: a session, a user and a message store made for a
 request that reads none of them), the URL resolver and DRF's view, around a service
-that is the sale itself. In-process that was ~200 µs of CPU for the gate's accepted
-purchase, ~40 of them the service and its Redis round trip; under load on the stack's
-two cores the gate sold 0.47× of what the same apps answer on ``/api/ping``, and a
-bare WSGI function running the same script 0.65–0.80× (the README's "The gate").
+that is the sale itself, and most of an accepted gate purchase's CPU was that path,
+not the service and its Redis round trip (measured with ``python -m
+benchmarks.purchase_cpu``; the figures are in the README's "The gate").
 
 ``FrontHandler`` is Django's WSGI handler (the same request object, signals, response
 and its closing) whose ``get_response`` first offers the request to ``purchase_front``.

@@ -253,8 +253,8 @@ _threads = threading.local()
 def _sell(*, keys: GateKeys, args: list) -> list:
     """The sale's script, on this thread's own connection to the gate's Redis: the
     purchase's one round trip without the client's pool, its retry wrapper and its
-    script object on the way (in-process, ~30 of an accepted purchase's ~220 µs of
-    CPU: ``python -m benchmarks.purchase_cpu``). Run as the client runs a script: by
+    script object on the way, which were a large share of an accepted purchase's CPU
+    (``python -m benchmarks.purchase_cpu``). Run as the client runs a script: by
     its hash, loaded first if Redis does not know it. On a Redis Cluster its client
     runs it, in the product's slot."""
     script = _script(_SELL)
