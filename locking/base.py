@@ -127,7 +127,24 @@ class BaseLock:
         raise NotImplementedError("subclasses of BaseLock must provide a locked() method")
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        raise NotImplementedError("subclasses of BaseLock must provide a do_acquire() method")
+        """Wait by polling: one try, then a pause and another, until the lock is taken
+        or the deadline has passed. A backend whose server can say when the lock is
+        free (a pub/sub message, a ZooKeeper watch, a row lock the database waits on)
+        waits for that instead, in a ``do_acquire`` of its own."""
+        deadline = Deadline(timeout)
+        while not self.try_acquire():
+            if not blocking or deadline.passed():
+                return False
+            time.sleep(deadline.cap(self.retry_pause()))
+        return True
+
+    def try_acquire(self) -> bool:
+        """One attempt, never waiting: whether the lock was taken."""
+        raise NotImplementedError("subclasses of BaseLock must provide try_acquire() or do_acquire()")
+
+    def retry_pause(self) -> float:
+        """How long a polling wait sleeps between two tries."""
+        raise NotImplementedError("subclasses of BaseLock that poll must provide retry_pause()")
 
     def do_release(self) -> None:
         raise NotImplementedError("subclasses of BaseLock must provide a do_release() method")

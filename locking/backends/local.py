@@ -24,6 +24,7 @@ class LocalLock(BaseLock):
         self._lock = _locks.setdefault(name, threading.Lock())
         self._owner: str | None = None
 
+    # threading.Lock waits by itself, woken by the release: no polling.
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         if not blocking:
             acquired = self._lock.acquire(blocking=False)

@@ -119,6 +119,8 @@ class MySQLLock(BaseLock):
 
     # --- protocol ---------------------------------------------------------------
 
+    # The database waits: the locking read queues on the row lock until it is
+    # released or innodb_lock_wait_timeout (set from the deadline) passes.
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         held = self.backend.holdings
         new = [n for n in self.names if not held.counts.get(n)]

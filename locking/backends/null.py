@@ -10,6 +10,7 @@ from ..base import BaseLock, BaseLockBackend
 class NullLock(BaseLock):
     exclusive = False
 
+    # Takes nothing, so never waits.
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         return True
 

@@ -66,6 +66,7 @@ class ZooKeeperLock(BaseLock):
         self._recipe: CountingLock | None = None
         self._losses_at_acquire = 0
 
+    # kazoo's recipe waits on a watch of the node before its own: no polling.
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         client = self.backend.client
         patience = min(self.backend.connect_timeout, float("inf") if timeout is None else timeout)

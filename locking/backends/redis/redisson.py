@@ -122,6 +122,8 @@ class RedissonLock(BaseLock):
 
     # --- protocol ---------------------------------------------------------------------
 
+    # Waits for the release's pub/sub message (or the holder's lease to run out),
+    # as Redisson does: no polling.
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         holder = self.holder()
         if self._try_acquire(holder) is None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from ...base import BaseLock, BaseLockBackend, Deadline
+from ...base import BaseLock, BaseLockBackend
 from ...exceptions import LockNotOwnedError
 from .base import lua
 
@@ -75,22 +75,23 @@ class RedlockLock(BaseLock):
                 pass
         return deleted
 
-    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
-        deadline = Deadline(timeout)
+    def try_acquire(self) -> bool:
         drift_ms = self.ttl_ms * self.clock_drift_factor + 2
-        while True:
-            token = uuid.uuid4().hex
-            started = time.monotonic()
-            votes = sum(self._set_on(client, token) for client, _ in self.backend.masters)
-            validity_ms = self.ttl_ms - (time.monotonic() - started) * 1000 - drift_ms
-            self._local.votes = votes
-            if votes >= self.backend.quorum and validity_ms > 0:
-                self._local.token, self._local.validity_ms = token, validity_ms
-                return True
-            self._delete_on_all(token)  # a minority's keys would only block the others
-            if not blocking or deadline.passed():
-                return False
-            time.sleep(deadline.cap(random.uniform(0, self.retry_interval)))
+        token = uuid.uuid4().hex
+        started = time.monotonic()
+        votes = sum(self._set_on(client, token) for client, _ in self.backend.masters)
+        validity_ms = self.ttl_ms - (time.monotonic() - started) * 1000 - drift_ms
+        self._local.votes = votes
+        if votes >= self.backend.quorum and validity_ms > 0:
+            self._local.token, self._local.validity_ms = token, validity_ms
+            return True
+        self._delete_on_all(token)  # a minority's keys would only block the others
+        return False
+
+    def retry_pause(self) -> float:
+        # Random, as the algorithm asks: clients that failed together do not retry
+        # together.
+        return random.uniform(0, self.retry_interval)
 
     def do_release(self) -> None:
         token = self.token

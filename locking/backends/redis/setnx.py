@@ -19,10 +19,9 @@ Redis strongly consistent.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
-from ...base import BaseLock, Deadline
+from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
 from .base import UNREACHABLE, RedisLockBackend
 
@@ -52,17 +51,16 @@ class SetnxLock(BaseLock):
     def fence(self) -> int | None:
         return getattr(self._local, "fence", None) if self.token is not None else None
 
-    def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
+    def try_acquire(self) -> bool:
         token = uuid.uuid4().hex
-        deadline = Deadline(timeout)
-        while True:
-            fence = self._try(token)
-            if fence is not None:
-                self._local.token, self._local.fence = token, fence
-                return True
-            if not blocking or deadline.passed():
-                return False
-            time.sleep(deadline.cap(self.retry_interval))
+        fence = self._try(token)
+        if fence is None:
+            return False
+        self._local.token, self._local.fence = token, fence
+        return True
+
+    def retry_pause(self) -> float:
+        return self.retry_interval
 
     def _try(self, token: str) -> int | None:
         """One attempt: the fencing token if taken (and, with ``replicas``,
