@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import random
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -18,6 +16,7 @@ from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 
+from .faults import stall_point, widen_race
 from .limits import MAX_SEGMENTS
 from .models import Product, Stock, StockFlow
 
@@ -36,37 +35,6 @@ class Deducted(NamedTuple):
 
     remaining: int
     row_held_since: float
-
-
-_stalls = threading.local()
-
-
-@contextmanager
-def stalled(pause: Callable[[str], object]) -> Iterator[None]:
-    """Fault injection: inside the block, this thread's critical sections call
-    ``pause(point)`` at each point where a GC pause or a stopped VM could strike a
-    lock holder: ``"start"`` (the lock is held, the stock not yet touched) and
-    ``"read"`` (the stock was read, not yet written). Scenario S17 uses it."""
-    _stalls.pause = pause
-    try:
-        yield
-    finally:
-        _stalls.pause = None
-
-
-def stall_point(point: str) -> None:
-    """Where a critical section may be paused (``stalled``)."""
-    pause = getattr(_stalls, "pause", None)
-    if pause is not None:
-        pause(point)
-
-
-def _widen_race() -> None:
-    # Stands for the business work a real critical section does (pricing, coupons,
-    # calls out); without it two cores rarely interleave and oversell hides.
-    delay_ms = settings.FLASHSALE_RACE_DELAY_MS
-    if delay_ms > 0:
-        time.sleep(delay_ms / 1000)
 
 
 class _Remembered(Func):
@@ -178,7 +146,7 @@ def stock_deduct(
         held_since = time.perf_counter()
         after = _remembered()  # what the UPDATE wrote, from its own reply
         taken = [(segment, quantity, after + quantity, after)]
-        _widen_race()  # same work inside the section as the other strategies
+        widen_race()  # same work inside the section as the other strategies
     else:
         # The read: for a fenced read-modify-write the stamps' (they hold the rows),
         # otherwise one plain SELECT (no row lock): the weak strategies' honest race.
@@ -196,7 +164,7 @@ def stock_deduct(
         shares = _shares(available, quantity)
         if not shares:
             raise SoldOut.short_of(product.sku, quantity, sum(available.values()))
-        _widen_race()
+        widen_race()
         stall_point("read")
         taken = []
         for segment, share in shares.items():

@@ -28,8 +28,9 @@ from MySQLdb.constants import ER
 
 from flashsale.database_errors import database_never_connected, database_unreachable
 from flashsale.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
+from inventory.faults import stall_point
 from inventory.models import Product
-from inventory.services import Deducted, stall_point
+from inventory.services import Deducted
 
 from .models import Order
 

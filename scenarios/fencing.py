@@ -23,7 +23,7 @@ def s17_fencing_token(ctx: Context) -> Outcome:
 
     from flashsale.errors import ApplicationError
     from flashsale.testing import start_thread
-    from inventory.services import stalled
+    from inventory.faults import stalled
     from orders.selectors import sale_audit
     from orders.services import order_create, sale_reset
 

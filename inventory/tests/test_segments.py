@@ -10,10 +10,11 @@ from django.test import override_settings
 from flashsale.errors import SoldOut, StockChanged
 from flashsale.strategies import Deduction
 from flashsale.testing import in_thread
+from inventory.faults import stalled
 from inventory.limits import MAX_SEGMENTS
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Fence, product_reset, stalled, stock_deduct, stock_plan
+from inventory.services import Fence, product_reset, stock_deduct, stock_plan
 from inventory.tests.ledger import ledger_of
 
 

@@ -8,9 +8,10 @@ from django.test.utils import CaptureQueriesContext
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 from flashsale.testing import run_at_once, start_thread
+from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Deducted, Fence, product_reset, stalled, stock_deduct
+from inventory.services import Deducted, Fence, product_reset, stock_deduct
 from inventory.tests.ledger import ledger_of
 
 

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 
 from flashsale.errors import Busy, NotFound, OutcomeUnknown, SoldOut, Unavailable
 from flashsale.testing import start_thread
+from inventory.faults import stalled
 from inventory.models import Product, Stock, StockFlow
-from inventory.services import stalled
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
 from orders.models import Order

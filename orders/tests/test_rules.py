@@ -8,8 +8,8 @@ from rest_framework.test import APIClient
 
 from flashsale.errors import LimitReached, SoldOut
 from flashsale.testing import in_thread, run_at_once
+from inventory.faults import stalled
 from inventory.models import Stock
-from inventory.services import stalled
 from orders.models import BuyerQuota, Order
 from orders.services import order_create, sale_reset
 from stack.scratch import free_port

@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
 from flashsale.testing import held_elsewhere, in_thread, start_thread
+from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
-from inventory.services import stalled
 from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 
 from flashsale.errors import Busy
 from flashsale.testing import held_elsewhere, in_thread, run_at_once, start_thread
+from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
-from inventory.services import stalled
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from orders.models import Order
@@ -125,7 +125,7 @@ def test_every_fencing_lock_stamps_the_stock_row(product_factory, strategy):
 def test_a_holder_fenced_out_is_refused_and_its_key_is_free_again(product_factory):
     """A's lease runs out before it touches the stock; B buys meanwhile. A's older
     token is refused: 503 stale_lock, no order, no ledger row; the same key then works."""
-    from inventory.services import stalled
+    from inventory.faults import stalled
 
     product_factory(sku="sku-1", stock=5)
 
