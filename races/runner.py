@@ -143,7 +143,9 @@ class RaceRun:
         except Exception as e:
             self.stop.set()
             logger.exception("race %s failed", self.race["id"])
-            race_end(self.race, status="failed", error=f"{type(e).__name__}: {e}")
+            # The race is public: what failed underneath (hosts, ports) stays in the log.
+            race_end(self.race, status="failed",
+                     error=f"the runner failed ({type(e).__name__}); the operator's log has the details")
             return self.race
         race_end(self.race, status="finished")
         return self.race

@@ -112,3 +112,16 @@ def test_a_verdict_says_how_a_sale_broke():
     assert verdict(audit(oversold=7, lost_updates=9, consistent=False)) == "oversold by 7"
     assert verdict(audit(lost_updates=3, consistent=False)) == "lost 3 updates"
     assert verdict(audit(consistent=False)) == "ledger inconsistent"
+
+
+def test_a_failed_race_tells_the_public_what_failed_and_the_log_the_details(live_server, caplog, monkeypatch):
+    _, run = race(live_server, buyers=10, concurrency=2)
+
+    def redis_gone():
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+    monkeypatch.setattr(run, "_write_down", redis_gone)
+    ended = run.run()
+    assert ended["status"] == "failed"
+    assert ended["error"] == "the runner failed (ConnectionError); the operator's log has the details"
+    assert "127.0.0.1:6390" in caplog.text
