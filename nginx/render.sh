@@ -10,6 +10,7 @@
 #   PURCHASE_RATE 10000                 purchases a second from one address before a 429
 #   READ_RATE   10000                   every other request a second from one address
 #   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
+#   TRUSTED_PROXIES "10.0.0.0/8"        a TLS terminator's addresses: the rates count its clients
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +27,14 @@ for host in ${SERVER_NAMES:-localhost 127.0.0.1}; do
   hosts="${hosts}        \"${host}\" \"\";\n"
 done
 
+real_ip=""
+if [ -n "${TRUSTED_PROXIES:-}" ]; then
+  for proxy in $TRUSTED_PROXIES; do
+    real_ip="${real_ip}    set_real_ip_from ${proxy};\n"
+  done
+  real_ip="${real_ip}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;\n"
+fi
+
 upstream_header=""
 if [ "${SHOW_UPSTREAM:-}" = "1" ]; then
   upstream_header='            add_header X-Upstream $upstream_addr always;'
@@ -33,7 +42,9 @@ fi
 
 awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
-    -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" '
+    -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
+    -v real_ip="$real_ip" '
+  /@\{real_ip\}/ { printf "%s", real_ip; next }
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }
   /@\{known_hosts\}/ { printf "%s", hosts; next }

@@ -40,6 +40,7 @@ class StackConfig:
     nginx_purchase_rate: int  # purchases a second from one address before nginx answers 429
     nginx_read_rate: int  # every other request a second from one address, likewise
     nginx_show_upstream: bool  # X-Upstream: which instance answered (for watching the round robin)
+    nginx_trusted_proxies: str  # addresses (CIDR) of a TLS terminator in front: the rates count its clients
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
     instances: int
     persisters: int  # of the gate's streams (manage.py persist_orders)
@@ -67,6 +68,7 @@ class StackConfig:
             nginx_purchase_rate=env.int("NGINX_PURCHASE_RATE", default=10_000),
             nginx_read_rate=env.int("NGINX_READ_RATE", default=10_000),
             nginx_show_upstream=env.bool("NGINX_SHOW_UPSTREAM", default=False),
+            nginx_trusted_proxies=env.str("NGINX_TRUSTED_PROXIES", default=""),
             app_port=env.int("APP_PORT", default=8001),
             instances=env.int("INSTANCES", default=2),
             persisters=env.int("PERSISTERS", default=2),

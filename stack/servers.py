@@ -271,6 +271,14 @@ def racer(config: StackConfig) -> Server:
 UPSTREAM_HEADER = "            add_header X-Upstream $upstream_addr always;"
 
 
+def real_ip_lines(proxies: list[str]) -> str:
+    """The template's real-IP directives for these trusted proxies; none for none."""
+    if not proxies:
+        return ""
+    trusted = "".join(f"    set_real_ip_from {proxy};\n" for proxy in proxies)
+    return f"{trusted}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;"
+
+
 def nginx(config: StackConfig) -> Server:
     d = config.dir("nginx")
     upstream = "\n".join(
@@ -283,7 +291,8 @@ def nginx(config: StackConfig) -> Server:
                   known_hosts="\n".join(f'        "{h}" "";' for h in config.nginx_server_names.split()),
                   purchase_rate=config.nginx_purchase_rate,
                   read_rate=config.nginx_read_rate,
-                  upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "")
+                  upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "",
+                  real_ip=real_ip_lines(config.nginx_trusted_proxies.split()))
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],

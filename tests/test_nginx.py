@@ -250,3 +250,19 @@ def test_nginx_keeps_no_admin_or_audit_answer(stack_apps):
     assert first.json()["orders"] == 0 and "X-Cache" not in first.headers
     assert client.order(sku, 1, "u1").status_code == 201
     assert requests.get(audit_url, timeout=10).json()["orders"] == 1  # at once: never kept
+
+
+def test_behind_a_trusted_proxy_the_rates_count_the_addresses_it_forwards(stack_apps):
+    """NGINX_TRUSTED_PROXIES: the stack's own address stands for a TLS terminator."""
+    client = stack_apps(nginx_purchase_rate=1, nginx_trusted_proxies="127.0.0.1")
+    sku = f"nginx-real-ip-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, 50)
+
+    def buys(buyer: str) -> list[int]:
+        return [requests.post(f"{client.base_url}/api/orders", timeout=10,
+                              json={"sku": sku, "quantity": 1, "user_id": buyer},
+                              headers={"X-Forwarded-For": buyer}).status_code for _ in range(4)]
+
+    # Each buyer has a bucket of its own: the rate, and one second's burst, then 429.
+    assert buys("203.0.113.1") == [201, 201, 429, 429]
+    assert buys("203.0.113.2") == [201, 201, 429, 429]
