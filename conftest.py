@@ -5,7 +5,7 @@ import pytest
 from django.core.cache import cache
 
 from loadtest.client import FlashsaleClient
-from orders import gate
+from orders.gate import sale as gate
 from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor

@@ -18,7 +18,7 @@ the instances up (first requests import and connect):
   cores with the sale and fall behind it; their work left after the row is not in
   the row's rate, and "written" is the rate with it.
 - ``gate, sold out``: the product has no stock: every answer is 409, from each
-  process's memory of the sold-out sale once the script has said so (``orders.gate``).
+  process's memory of the sold-out sale once the script has said so (``orders.gate.sale``).
 - ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
   the service before the script: the gate's request less its round trip.
 - ``atomic``: the best strategy that writes MySQL inside the request, for reference.

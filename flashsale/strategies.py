@@ -36,7 +36,7 @@ class Seller(enum.StrEnum):
     # the buyer hears 201.
     TRANSACTION = "transaction"
     # One Redis script takes the unit and appends the order to a stream; a persister
-    # writes it to the database in batches (``orders.gate``, ``orders.persister``).
+    # writes it to the database in batches (``orders.gate``: its ``sale`` and ``persister``).
     GATE = "gate"
 
 

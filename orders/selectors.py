@@ -16,7 +16,7 @@ from flashsale.strategies import Seller, strategy_of
 from inventory.models import StockFlow
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
-from .gate import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
+from .gate.sale import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
 from .models import GateSale, Order
 
 

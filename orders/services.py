@@ -63,7 +63,7 @@ from locking import (
     get_locks,
 )
 
-from .gate import GateCold, gate_close, gate_open, gate_sell, gate_settle, gate_tally, keys_of_orders
+from .gate.sale import GateCold, gate_close, gate_open, gate_sell, gate_settle, gate_tally, keys_of_orders
 from .idempotency import (
     flag_claim,
     flag_complete,
@@ -557,7 +557,7 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
 
 def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
                 deadline: float) -> OrderResult:
-    """The gate's purchase: one script in Redis decides (``orders.gate``); the
+    """The gate's purchase: one script in Redis decides (``orders.gate.sale``); the
     database hears of the order from a persister, after the answer."""
     try:
         sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,

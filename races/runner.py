@@ -25,7 +25,7 @@ from redis.exceptions import LockError, RedisError
 from flashsale.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
 from orders.figures import percentile
-from orders.gate import gate_tally
+from orders.gate.sale import gate_tally
 from orders.selectors import SaleAudit, sale_audit
 
 from .services import now_iso, race_end, race_lease, race_save

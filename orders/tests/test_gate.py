@@ -29,10 +29,10 @@ from flashsale.errors import (
 )
 from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
-from orders import gate as gate_module
-from orders.gate import GROUP, gate_keys, gate_listed, gate_redis, gate_unlist_finished
+from orders.gate import sale as gate_module
+from orders.gate.persister import Intent, Persister, intents_write
+from orders.gate.sale import GROUP, gate_keys, gate_listed, gate_redis, gate_unlist_finished
 from orders.models import Order
-from orders.persister import Intent, Persister, intents_write
 from orders.selectors import order_status_get, sale_audit
 from orders.services import gate_warm, order_create, sale_reset
 from orders.tests.test_apis import BAD_ORDERS, post_order

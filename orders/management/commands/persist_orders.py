@@ -1,11 +1,11 @@
-"""``manage.py persist_orders``: a persister of the gate's streams (orders.persister)."""
+"""``manage.py persist_orders``: a persister of the gate's streams (orders.gate.persister)."""
 
 import signal
 import threading
 
 from django.core.management.base import BaseCommand
 
-from orders.persister import Persister
+from orders.gate.persister import Persister
 
 
 class Command(BaseCommand):

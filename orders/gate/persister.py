@@ -40,7 +40,8 @@ from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
-from .gate import (
+from ..models import GateSale, Order
+from .sale import (
     GROUP,
     ID_BLOCK_SHIFT,
     gate_keys,
@@ -49,7 +50,6 @@ from .gate import (
     gate_redis,
     gate_unlist_finished,
 )
-from .models import GateSale, Order
 
 logger = logging.getLogger(__name__)
 

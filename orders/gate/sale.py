@@ -6,7 +6,7 @@ Idempotency-Key with its first answer, checks the per-user limit and the stock,
 takes the units, and appends the order intent to the product's stream with XADD.
 Either all of that happens or none: there is no moment in which the stock was taken
 and the intent is missing. The buyer hears 201 ``accepted`` with the order's id; the
-persisters (``orders.persister``) write the stream to MySQL in batches, and the
+persisters (``orders.gate.persister``) write the stream to MySQL in batches, and the
 order turns ``confirmed``.
 
 Every key of one product carries the same hash tag, ``{<sku>}``, so on a Redis
@@ -54,9 +54,9 @@ from flashsale.errors import (
 from inventory.models import Product
 from inventory.selectors import flows_after
 
-from .idempotency import request_fingerprint
-from .models import GateSale, Order
-from .window import SaleWindow, ended, not_started
+from ..idempotency import request_fingerprint
+from ..models import GateSale, Order
+from ..window import SaleWindow, ended, not_started
 
 logger = logging.getLogger(__name__)
 
