@@ -49,6 +49,7 @@ from .sale import (
     gate_listed,
     gate_redis,
     gate_unlist_finished,
+    lua_source,
 )
 
 logger = logging.getLogger(__name__)
@@ -157,15 +158,7 @@ def _write(intents: list[Intent]) -> Written:
     return outcome
 
 
-# Copies an entry to the dead-letter stream and marks its order dead, once: a
-# persister that dies between this and its XACK leaves the entry to be read again.
-_DEAD_LETTER = """
-local marked = redis.call('HGET', KEYS[1], ARGV[1])
-if marked and string.sub(marked, 1, 5) == 'dead ' then return 0 end
-redis.call('XADD', KEYS[2], '*', 'entry', ARGV[2], 'order', ARGV[1], 'reason', ARGV[3], unpack(ARGV, 4))
-redis.call('HSET', KEYS[1], ARGV[1], 'dead ' .. ARGV[2])
-return 1
-"""
+_DEAD_LETTER = lua_source("dead_letter")  # an entry the database refused, set aside once
 
 
 def default_name() -> str:

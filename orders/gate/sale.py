@@ -35,6 +35,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import redis
@@ -89,118 +90,20 @@ def gate_keys(sku: str) -> GateKeys:
                                                           ":dead")))
 
 
-# Returns {"cold"} (nothing loaded), {"replay", record}, {"not_started", starts_ms,
-# now_ms} or {"ended", ends_ms} (the window, on Redis' clock), {"sold_out", stock},
-# {"limit", bought} or {"accepted", order_id, remaining}. Every check comes before
-# the first write, and XADD is the first write: a script that fails stops before
-# it, or after the stream has the intent.
-_SELL = """
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends')
-if not sale[1] then return {'cold'} end
-local key, keyed = ARGV[1], ARGV[7] == '1'
-if keyed then
-  local record = redis.call('HGET', KEYS[2], key)
-  if record then return {'replay', record} end
-end
-local starts, ends = tonumber(sale[4]), tonumber(sale[5])
-if starts or ends then
-  local t = redis.call('TIME')
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  if ends and (now >= ends or (starts and ends <= starts)) then return {'ended', ends} end
-  if starts and now < starts then return {'not_started', starts, now} end
-end
-local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
-if stock < quantity then return {'sold_out', stock} end
-local limit = tonumber(ARGV[6])
-if limit > 0 then
-  local bought = tonumber(redis.call('HGET', KEYS[4], ARGV[4]) or '0')
-  if bought + quantity > limit then return {'limit', bought} end
-end
-local after = stock - quantity
-local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * (tonumber(sale[2]) - stock))
-local entry = redis.call('XADD', KEYS[5], '*', 'order', order_id, 'key', key, 'user', ARGV[4],
-  'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5])
-redis.call('HSET', KEYS[1], 'stock', after)
-redis.call('HINCRBY', KEYS[1], 'accepted', quantity)
-redis.call('HSET', KEYS[3], order_id, entry)
-if limit > 0 then redis.call('HINCRBY', KEYS[4], ARGV[4], quantity) end
-if keyed then
-  redis.call('HSET', KEYS[2], key, table.concat({ARGV[2], order_id, after, quantity, ARGV[5]}, ' '))
-end
-return {'accepted', order_id, after}
-"""
+# The scripts, read once from lua/ (each file says its KEYS, its ARGV and its reply).
+LUA_DIR = Path(__file__).resolve().parent / "lua"
 
-# Opens a sale: drops whatever the product had, then makes its stream and group
-# and, last, its sale hash: purchases find the product cold until that exists.
-_OPEN = """
-redis.call('DEL', KEYS[1], KEYS[3], KEYS[5], KEYS[6])
-redis.call('XGROUP', 'CREATE', KEYS[5], ARGV[5], '$', 'MKSTREAM')
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2], 'accepted', 0,
-  'opened', ARGV[3], 'block', ARGV[4], 'starts', ARGV[6], 'ends', ARGV[7])
-return 1
-"""
 
-# The sale's id once its stream is done: nothing more can come (sold out, or past
-# the window's end on Redis' clock) and everything in it was delivered to the
-# persisters' group and acknowledged. "" when neither the sale nor its stream is
-# there (Redis lost them): nothing to read. Nil otherwise.
-_FINISHED = """
-local sale = redis.call('HMGET', KEYS[1], 'block', 'stock', 'ends')
-local stream = redis.call('EXISTS', KEYS[2]) == 1
-if not sale[1] then
-  if stream then return nil end
-  return ''
-end
-if not stream then return nil end
-if tonumber(sale[2]) > 0 then
-  local ends = tonumber(sale[3])
-  if not ends then return nil end
-  local t = redis.call('TIME')
-  if t[1] * 1000 + math.floor(t[2] / 1000) < ends then return nil end
-end
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[2])) do
-  local info = {}
-  for i = 1, #group, 2 do info[group[i]] = group[i + 1] end
-  if info['name'] == ARGV[1] then
-    if info['pending'] ~= 0 then return nil end
-    if #last > 0 and info['last-delivered-id'] ~= last[1][1] then return nil end
-    return sale[1]
-  end
-end
-return nil
-"""
-# Off the list only if it still names that sale: a reset since listed a new one.
-_UNLIST = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-return redis.call('HDEL', KEYS[1], ARGV[1])
-"""
-# Drops a product's sale; returns the stock it had (nil: none).
-_CLOSE = """
-local stock = redis.call('HGET', KEYS[1], 'stock')
-redis.call('DEL', unpack(KEYS))
-return stock
-"""
+def lua_source(name: str) -> str:
+    return (LUA_DIR / f"{name}.lua").read_text()
 
-# What a process remembers of a sold-out sale: {} (no sale), {stock} while it has
-# some, else {0, opened, ms to the window's end (-1: none), its keys}; the keys only
-# when the caller does not know this sale's (ARGV[1]: the opened it knows) and they
-# are no more than ARGV[2] (else none: too many to hold).
-_SOLD_OUT = """
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'opened', 'ends')
-if not sale[1] then return {} end
-if tonumber(sale[1]) > 0 then return {sale[1]} end
-local left = -1
-if sale[3] and sale[3] ~= '' then
-  local t = redis.call('TIME')
-  left = tonumber(sale[3]) - (t[1] * 1000 + math.floor(t[2] / 1000))
-end
-local reply = {'0', sale[2], left}
-if sale[2] ~= ARGV[1] and redis.call('HLEN', KEYS[2]) <= tonumber(ARGV[2]) then
-  reply[4] = redis.call('HKEYS', KEYS[2])
-end
-return reply
-"""
+
+_SELL = lua_source("sell")  # a purchase
+_OPEN = lua_source("open")  # a sale loaded
+_FINISHED = lua_source("finished")  # whether a sale's stream is done
+_UNLIST = lua_source("unlist")  # a finished sale off the persisters' list
+_CLOSE = lua_source("close")  # a sale dropped
+_SOLD_OUT = lua_source("sold_out")  # what a process remembers of a sold-out sale
 
 _client: redis.Redis | None = None
 _client_mutex = threading.Lock()

@@ -1,0 +1,54 @@
+-- The gate's purchase, decided on the Redis server in one step: a replayed key's
+-- first answer, the window, the stock, the per-user limit, then the units taken and
+-- the order intent appended to the stream. Every check comes before the first
+-- write, and XADD is the first write: a script that fails stops before it, or after
+-- the stream has the intent.
+-- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends
+-- KEYS[2]  the replay records: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
+-- KEYS[3]  the orders: order id -> its stream entry id
+-- KEYS[4]  the units each buyer bought (the per-user limit)
+-- KEYS[5]  the stream of order intents
+-- KEYS[6]  the dead letters (unused here: the six keys go together)
+-- ARGV[1]  the Idempotency-Key (or one made for this purchase when none was sent)
+-- ARGV[2]  the request's fingerprint
+-- ARGV[3]  the quantity
+-- ARGV[4]  the buyer
+-- ARGV[5]  the instance answering
+-- ARGV[6]  the per-user limit (0: none)
+-- ARGV[7]  "1" when the buyer sent the key (its answer is kept for replays)
+-- Returns {"cold"} (nothing loaded), {"replay", record}, {"not_started", starts_ms,
+-- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
+-- {"limit", bought} or {"accepted", order_id, remaining}.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends')
+if not sale[1] then return {'cold'} end
+local key, keyed = ARGV[1], ARGV[7] == '1'
+if keyed then
+  local record = redis.call('HGET', KEYS[2], key)
+  if record then return {'replay', record} end
+end
+local starts, ends = tonumber(sale[4]), tonumber(sale[5])
+if starts or ends then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  if ends and (now >= ends or (starts and ends <= starts)) then return {'ended', ends} end
+  if starts and now < starts then return {'not_started', starts, now} end
+end
+local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
+if stock < quantity then return {'sold_out', stock} end
+local limit = tonumber(ARGV[6])
+if limit > 0 then
+  local bought = tonumber(redis.call('HGET', KEYS[4], ARGV[4]) or '0')
+  if bought + quantity > limit then return {'limit', bought} end
+end
+local after = stock - quantity
+local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * (tonumber(sale[2]) - stock))
+local entry = redis.call('XADD', KEYS[5], '*', 'order', order_id, 'key', key, 'user', ARGV[4],
+  'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5])
+redis.call('HSET', KEYS[1], 'stock', after)
+redis.call('HINCRBY', KEYS[1], 'accepted', quantity)
+redis.call('HSET', KEYS[3], order_id, entry)
+if limit > 0 then redis.call('HINCRBY', KEYS[4], ARGV[4], quantity) end
+if keyed then
+  redis.call('HSET', KEYS[2], key, table.concat({ARGV[2], order_id, after, quantity, ARGV[5]}, ' '))
+end
+return {'accepted', order_id, after}
