@@ -5,7 +5,8 @@ import pytest
 from django.core.cache import cache
 
 from loadtest.client import FlashsaleClient
-from orders.gate import sale as gate
+from orders.gate import sell as gate_sell
+from orders.gate.store import gate_redis
 from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
@@ -17,8 +18,8 @@ def _clean_redis(request):
     of the gate's, never the stack's db 0)."""
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
         cache.clear()
-        gate.gate_redis().flushdb()
-        gate._sold_out.clear()  # what this process remembers of the gate's sales goes with them
+        gate_redis().flushdb()
+        gate_sell._sold_out.clear()  # what this process remembers of the gate's sales goes with them
     yield
 
 

@@ -16,7 +16,8 @@ from flashsale.strategies import Seller, strategy_of
 from inventory.models import StockFlow
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
-from .gate.sale import ID_BLOCK_SHIFT, GateTally, OrderStatus, gate_order_get, gate_tally
+from .gate.sale import GateTally, OrderStatus, gate_order_get, gate_tally
+from .gate.store import ID_BLOCK_SHIFT
 from .models import GateSale, Order
 
 

@@ -63,7 +63,8 @@ from locking import (
     get_locks,
 )
 
-from .gate.sale import GateCold, gate_close, gate_open, gate_sell, gate_settle, gate_tally, keys_of_orders
+from .gate.sale import gate_close, gate_open, gate_settle, gate_tally, keys_of_orders
+from .gate.sell import GateCold, gate_sell
 from .idempotency import (
     flag_claim,
     flag_complete,

@@ -18,7 +18,7 @@ import uuid
 import pytest
 import redis
 
-from orders.gate.sale import gate_keys
+from orders.gate.store import gate_keys
 from stack.config import ROOT
 from stack.control import start_again
 from stack.supervisor import Supervisor

@@ -1,2 +1,6 @@
-"""The gate's room: a sale decided in Redis (``sale``) and written to the database
-afterwards by the persisters (``persister``)."""
+"""The gate's room: a sale decided in Redis and written to the database afterwards.
+
+- ``sale``: the overview (start there), a sale's opening, closing and tally;
+- ``sell``: one purchase, the sale's script, and the sold-out memory;
+- ``store``: the gate's Redis, its keys, its ids and its Lua (``lua/``);
+- ``persister``: the streams written to MySQL in batches."""

@@ -41,16 +41,8 @@ from flashsale.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
-from .sale import (
-    GROUP,
-    ID_BLOCK_SHIFT,
-    gate_keys,
-    gate_list_upgrade,
-    gate_listed,
-    gate_redis,
-    gate_unlist_finished,
-    lua_source,
-)
+from .sale import gate_list_upgrade, gate_listed, gate_unlist_finished
+from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
 logger = logging.getLogger(__name__)
 

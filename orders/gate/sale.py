@@ -32,172 +32,35 @@ as MySQL is; see the README's "The gate".
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
 import redis
 from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from flashsale.errors import (
-    IdempotencyConflict,
-    LimitReached,
-    OutcomeUnknown,
-    SoldOut,
-    Unavailable,
-)
+from flashsale.errors import Unavailable
 from inventory.models import Product
 from inventory.selectors import flows_after
 
 from ..idempotency import request_fingerprint
 from ..models import GateSale, Order
-from ..window import SaleWindow, ended, not_started
+from ..window import SaleWindow
+from .sell import _sold_out
+from .store import (
+    _CLOSE,
+    _FINISHED,
+    _OLD_LIST,
+    _OPEN,
+    _UNLIST,
+    GROUP,
+    ID_BLOCK_SHIFT,
+    SALES,
+    _script,
+    gate_keys,
+    gate_redis,
+)
 
 logger = logging.getLogger(__name__)
-
-# Ids: the sale's block above 25 bits, twice the units sold before below (a reset
-# takes at most 10,000,000 units, under 2**24). Below 2**53 for blocks under 2**28,
-# so a browser's JSON numbers hold them exactly.
-ID_BLOCK_SHIFT = 25
-GROUP = "persisters"  # the consumer group every persister reads the streams in
-# The persisters' list: sku -> its sale's id, for every sale whose stream may still
-# have something to write. A finished sale leaves it (gate_unlist_finished), so a
-# persister's round costs the live sales, not every sale ever held. (No hash tag: it
-# is never in a script with a product's keys.)
-SALES = "gate:sales"
-_OLD_LIST = "gate:skus"  # its earlier form: a set of skus (gate_list_upgrade)
-
-
-class GateKeys(NamedTuple):
-    sale: str  # hash: stock, loaded, base, accepted (units), opened, starts and ends (epoch ms, "": none)
-    keys: str  # hash: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
-    orders: str  # hash: order id -> its stream entry id ("dead <id>" once dead-lettered)
-    bought: str  # hash: user -> units bought (the per-user limit)
-    stream: str  # the order intents, read by the persisters' group
-    dead: str  # the intents the persisters could not write, with the reason
-
-
-def gate_keys(sku: str) -> GateKeys:
-    # The sku is escaped so that no "{" or "}" of its own moves the hash tag.
-    tag = "{" + sku.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
-    return GateKeys(*(f"gate:{tag}{suffix}" for suffix in ("", ":keys", ":orders", ":bought", ":stream",
-                                                          ":dead")))
-
-
-# The scripts, read once from lua/ (each file says its KEYS, its ARGV and its reply).
-LUA_DIR = Path(__file__).resolve().parent / "lua"
-
-
-def lua_source(name: str) -> str:
-    return (LUA_DIR / f"{name}.lua").read_text()
-
-
-_SELL = lua_source("sell")  # a purchase
-_OPEN = lua_source("open")  # a sale loaded
-_FINISHED = lua_source("finished")  # whether a sale's stream is done
-_UNLIST = lua_source("unlist")  # a finished sale off the persisters' list
-_CLOSE = lua_source("close")  # a sale dropped
-_SOLD_OUT = lua_source("sold_out")  # what a process remembers of a sold-out sale
-
-_client: redis.Redis | None = None
-_client_mutex = threading.Lock()
-
-
-def gate_redis() -> redis.Redis:
-    """The gate's Redis client, one per process. It never retries a command by
-    itself: a script whose reply was lost may have run, and running it again would
-    sell a second unit to a buyer without a key."""
-    global _client
-    with _client_mutex:
-        if _client is None:
-            # Named after the process, so CLIENT LIST shows who is connected (the
-            # stack's readiness probe of a persister looks for its name).
-            options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
-                           decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
-            if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-                _client = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
-            else:
-                _client = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
-        return _client
-
-
-@receiver(setting_changed)
-def _forget_client(*, setting, **kwargs):
-    global _client
-    if setting.startswith("FLASHSALE_GATE_REDIS"):
-        with _client_mutex:
-            _client = None
-            _scripts.clear()
-    if setting.startswith(("FLASHSALE_GATE", "FLASHSALE_SOLDOUT")):
-        _sold_out.clear()
-
-
-_scripts: dict[tuple[int, str], object] = {}
-
-
-def _script(source: str):
-    """The script's handle on the current client, made once (it hashes the source)."""
-    client = gate_redis()
-    handle = _scripts.get((id(client), source))
-    if handle is None:
-        handle = _scripts[(id(client), source)] = client.register_script(source)
-    return handle
-
-
-_threads = threading.local()
-
-
-def _sell(*, keys: GateKeys, args: list) -> list:
-    """The sale's script, on this thread's own connection to the gate's Redis: the
-    purchase's one round trip without the client's pool, its retry wrapper and its
-    script object on the way, which were a large share of an accepted purchase's CPU
-    (``python -m benchmarks.purchase_cpu``). Run as the client runs a script: by
-    its hash, loaded first if Redis does not know it. On a Redis Cluster its client
-    runs it, in the product's slot."""
-    script = _script(_SELL)
-    client = script.registered_client  # the process's client, as gate_redis() has it
-    if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-        return script(keys=list(keys), args=args)
-    connection = getattr(_threads, "connection", None)
-    if connection is None or _threads.client is not client:
-        connection = client.connection_pool.make_connection()
-        _threads.connection, _threads.client = connection, client
-    _fresh(connection)
-    try:
-        try:
-            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return connection.read_response()
-        except redis.exceptions.NoScriptError:  # it ran nothing
-            client.script_load(_SELL)
-            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return connection.read_response()
-    except BaseException:
-        connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
-        raise
-
-
-def _fresh(connection: redis.Connection) -> None:
-    """Drop the connection if Redis closed it since its last command (a restart): a
-    command sent on it would fail with a lost reply, "outcome unknown", though it
-    never ran. The pool checks its connections the same way before it lends one."""
-    try:
-        stale = connection.can_read()  # data or EOF waiting before a command is sent
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
-        stale = True
-    if stale:
-        connection.disconnect()  # the command connects anew (or says Redis cannot be reached)
-
-
-def _unreachable(e: redis.RedisError) -> bool:
-    """Whether ``e`` says the command never reached Redis (the connection could not
-    be made), as opposed to a reply lost after it was sent."""
-    return isinstance(e, redis.ConnectionError | redis.TimeoutError) and "connecting to" in str(e)
 
 
 # --- opening a sale --------------------------------------------------------------------
@@ -312,135 +175,6 @@ def _chunks(mapping: dict, size: int = 1000):
 def replay_record(*, fingerprint: str, order_id: int, remaining: int, quantity: int, instance: str) -> str:
     """A key's replay record, as the script writes it."""
     return f"{fingerprint} {order_id} {remaining} {quantity} {instance}"
-
-
-# --- selling ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GateSold:
-    order_id: int
-    remaining: int
-    quantity: int
-    instance: str
-    replayed: bool
-    script_ms: float  # the script's round trip: the longest the stock could have been held
-
-
-def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str) -> GateSold:
-    """Run the sale's script for one purchase.
-
-    :raises NotStarted, Ended: outside the sale's window (on Redis' clock).
-    :raises SoldOut: Redis has fewer than ``quantity`` units left.
-    :raises LimitReached: the buyer has no room left under the per-user limit.
-    :raises IdempotencyConflict: the key was used with a different request.
-    :raises GateCold: Redis holds no sale of this product (it may have none: the
-        caller asks the database).
-    :raises Unavailable: Redis cannot be reached.
-    :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
-    """
-    if _remembered_sold_out(sku, key=key, keyed=keyed):
-        raise SoldOut.short_of(sku, quantity, 0)
-    started = time.perf_counter()
-    try:
-        reply = _sell(keys=gate_keys(sku), args=[
-            key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
-            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0"])
-    except redis.RedisError as e:
-        if _unreachable(e):
-            raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
-                              backend="redis") from e
-        raise OutcomeUnknown("the gate's reply was lost: whether the order was accepted is unknown; "
-                             "retry with the same Idempotency-Key to learn it", order_id=None) from e
-    script_ms = (time.perf_counter() - started) * 1000
-    verdict = reply[0]
-    if verdict == "accepted":
-        return GateSold(order_id=int(reply[1]), remaining=int(reply[2]), quantity=quantity,
-                        instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
-    if verdict == "replay":
-        known, order_id, remaining, bought, instance = reply[1].split(" ", 4)
-        if known != fingerprint:
-            raise IdempotencyConflict("this Idempotency-Key was used with a different request",
-                                      extra={"order_id": int(order_id)})
-        return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
-                        instance=instance, replayed=True, script_ms=script_ms)
-    if verdict == "not_started":
-        raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
-    if verdict == "ended":
-        raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
-    if verdict == "sold_out":
-        left = int(reply[1])
-        if left == 0:
-            _remember_sold_out(sku)
-        raise SoldOut.short_of(sku, quantity, left)
-    if verdict == "limit":
-        raise LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
-    raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
-                   "`manage.py gate_warm`", backend="gate")
-
-
-@dataclass(frozen=True)
-class _SoldOut:
-    """A sale this process found sold out."""
-
-    opened: str  # which sale (its "opened"): a reset opens another
-    until: float  # time.monotonic(): past it, the script decides again
-    keys: frozenset[str] | None  # the keys it accepted (their replays); None: too many to hold
-
-
-# sku -> its sale, found sold out. Read without a lock: a dict's get and set are atomic.
-_sold_out: dict[str, _SoldOut] = {}
-_SOLD_OUT_MAX = 10_000  # products; past it, the memories start over
-_remembering = threading.Lock()  # one read of a sold-out sale at a time per process
-
-
-def _remembered_sold_out(sku: str, *, key: str, keyed: bool) -> bool:
-    """Whether this process knows the sale sold out, and ``key`` (if ``keyed``) is
-    not one of its orders' (a replay, which the script answers)."""
-    memory = _sold_out.get(sku)
-    if memory is None or time.monotonic() >= memory.until:
-        return False
-    return not keyed or (memory.keys is not None and key not in memory.keys)
-
-
-def _remember_sold_out(sku: str) -> None:
-    """Read what makes the sold-out answer safe to give from memory: the sale's stock
-    still 0, its keys, its window's end. A sale stays sold out until a reset, which
-    waits out the memory (``gate_close``); the window's end bounds it too, since
-    past the end the answer is "ended". One thread per process reads; the others
-    ask the script meanwhile. A failure only leaves the memory out."""
-    if not settings.FLASHSALE_SOLDOUT_FAST_PATH or not _remembering.acquire(blocking=False):
-        return
-    try:
-        known = _sold_out.get(sku)
-        asked = time.monotonic()  # the memory runs from before the read: see gate_close
-        k = gate_keys(sku)
-        reply = _script(_SOLD_OUT)(keys=[k.sale, k.keys], args=[
-            known.opened if known else "", settings.FLASHSALE_GATE_SOLD_OUT_KEYS])
-    except redis.RedisError as e:
-        logger.info("could not read the sold-out sale of %s to remember it: %s", sku, e)
-        return
-    finally:
-        _remembering.release()
-    if len(reply) < 3:  # restocked by a reset meanwhile, or no sale
-        _sold_out.pop(sku, None)
-        return
-    _, opened, ends_in_ms, *keys = reply
-    if keys:
-        held = frozenset(keys[0])
-    else:  # this sale's keys, as read before, or too many
-        held = known.keys if known and known.opened == opened else None
-    lasts = settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
-    if ends_in_ms >= 0:
-        lasts = min(lasts, ends_in_ms / 1000)
-    if len(_sold_out) >= _SOLD_OUT_MAX:
-        _sold_out.clear()
-    _sold_out[sku] = _SoldOut(opened=opened, until=asked + lasts, keys=held)
-
-
-class GateCold(Unavailable):
-    """Redis holds no sale of the product: it lost it, or the product has none (it does
-    not exist, or its sale runs under a strategy that does not sell through the gate)."""
 
 
 # --- following an order, and the tally ---------------------------------------------------

@@ -29,9 +29,11 @@ from flashsale.errors import (
 )
 from flashsale.testing import run_at_once
 from inventory.models import Stock, StockFlow
-from orders.gate import sale as gate_module
+from orders.gate import sell as sell_module
+from orders.gate import store
 from orders.gate.persister import Intent, Persister, intents_write
-from orders.gate.sale import GROUP, gate_keys, gate_listed, gate_redis, gate_unlist_finished
+from orders.gate.sale import gate_listed, gate_unlist_finished
+from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import Order
 from orders.selectors import order_status_get, sale_audit
 from orders.services import gate_warm, order_create, sale_reset
@@ -133,8 +135,8 @@ def test_a_replay_answers_the_first_answer_before_and_after_the_order_is_written
 @pytest.fixture
 def scripts_run():
     """How many purchases ran the sale's script since the fixture began."""
-    with mock.patch.object(gate_module, "_script", wraps=gate_module._script) as spy:
-        yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is gate_module._SELL)
+    with mock.patch.object(sell_module, "_script", wraps=sell_module._script) as spy:
+        yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is store._SELL)
 
 
 def test_a_sold_out_sale_is_answered_from_memory_and_its_replays_by_the_script(scripts_run):
@@ -198,10 +200,10 @@ def test_a_reset_answers_only_once_no_process_answers_from_the_sold_out_sale(scr
     buy("k1")
     with pytest.raises(SoldOut):
         buy("k2")
-    remembered = gate_module._sold_out["sku-1"]  # what another process would hold too
+    remembered = sell_module._sold_out["sku-1"]  # what another process would hold too
     sale_reset(sku="sku-1", stock=5)
     assert time.monotonic() >= remembered.until
-    gate_module._sold_out["sku-1"] = remembered  # that other process, after the reset
+    sell_module._sold_out["sku-1"] = remembered  # that other process, after the reset
     result = buy("k2")
     assert (result.status, result.remaining) == ("accepted", 4)
 
@@ -210,7 +212,7 @@ def test_the_memory_of_a_sold_out_sale_ends_with_its_window():
     sale_reset(sku="sku-1", stock=0, ends_at=timezone.now() + timedelta(milliseconds=400))
     with pytest.raises(SoldOut):
         buy("k1")
-    assert gate_module._sold_out["sku-1"].until <= time.monotonic() + 0.4
+    assert sell_module._sold_out["sku-1"].until <= time.monotonic() + 0.4
     time.sleep(0.45)
     with pytest.raises(Ended):
         buy("k2")
@@ -375,10 +377,10 @@ def test_a_sale_past_its_end_leaves_the_list_with_stock_left():
 def test_a_sale_found_finished_stays_listed_if_a_reset_opened_the_next_one_meanwhile():
     sale_reset(sku="sku-1", stock=0)
     keys = gate_keys("sku-1")
-    finished = gate_module._script(gate_module._FINISHED)(keys=[keys.sale, keys.stream], args=[GROUP])
+    finished = store._script(store._FINISHED)(keys=[keys.sale, keys.stream], args=[GROUP])
     assert finished is not None
     sale_reset(sku="sku-1", stock=5)  # a new sale, listed
-    assert gate_module._script(gate_module._UNLIST)(keys=[gate_module.SALES], args=["sku-1", finished]) == 0
+    assert store._script(store._UNLIST)(keys=[store.SALES], args=["sku-1", finished]) == 0
     assert gate_listed() == ["sku-1"]
     buy("k1")
     persist()
@@ -418,7 +420,7 @@ def test_a_persister_moves_the_sales_of_the_lists_earlier_form_onto_the_list():
     persisters do not read. The first to start moves the open ones over."""
     sale_reset(sku="sku-1", stock=5)
     client = gate_redis()
-    client.hdel(gate_module.SALES, "sku-1")
+    client.hdel(store.SALES, "sku-1")
     client.sadd("gate:skus", "sku-1", "sku-gone")  # sku-gone: Redis holds no sale of it
     buy("k1")
     assert gate_listed() == []

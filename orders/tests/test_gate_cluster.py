@@ -11,7 +11,7 @@ from django.test import override_settings
 from flashsale.errors import SoldOut
 from flashsale.testing import run_at_once
 from orders.gate.persister import Persister
-from orders.gate.sale import SALES, gate_keys, gate_redis
+from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset
 from stack.scratch import redis_cluster

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test import override_settings
 
-from orders.gate.sale import GROUP, gate_keys, gate_redis
+from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import GateSale, Order
 from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
-from orders.gate.sale import gate_keys, gate_redis
+from orders.gate.store import gate_keys, gate_redis
 from orders.models import Order
 from orders.selectors import order_status_get, sale_audit
 from orders.services import sale_reset

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from flashsale.errors import Ended, NotStarted
 from flashsale.strategies import STRATEGIES
 from inventory.models import Stock, StockFlow
-from orders.gate.sale import gate_redis
+from orders.gate.store import gate_redis
 from orders.models import Order
 from orders.selectors import sale_audit
 from orders.services import order_create, sale_reset
