@@ -2,7 +2,7 @@
 
 Before a sale opens, reads outnumber purchases by orders of magnitude, and every
 one of them used to be a query. Here the answer is kept in Redis with a **logical
-expiry** (``flashsale.readcache.LogicalExpiry``): the entry carries the moment it
+expiry** (``inventory.readcache.LogicalExpiry``): the entry carries the moment it
 stops being fresh (``FLASHSALE_PRODUCT_FRESH_MS``, 500 ms), and lives much longer
 than that. A reader that finds it stale still answers with it, and one reader at a
 time (the one whose ``SET NX`` of the rebuild flag succeeds) reads the row again and
@@ -29,8 +29,7 @@ import time
 
 from django.conf import settings
 
-from flashsale.readcache import LogicalExpiry
-
+from .readcache import LogicalExpiry
 from .selectors import ProductStock, product_stock_get
 
 _shared = LogicalExpiry(load=lambda sku: product_stock_get(sku=sku), key=lambda sku: f"product:{sku}",

@@ -73,8 +73,8 @@ def s19_cache_breakdown(ctx: Context) -> Outcome:
     from django.core.cache import cache
     from django.db import connection
 
-    from flashsale.readcache import LogicalExpiry, MutexRebuild
     from inventory.models import Product
+    from inventory.readcache import LogicalExpiry, MutexRebuild
 
     sku = f"s19-{uuid.uuid4().hex[:8]}"
     Product.objects.create(sku=sku, name="the hot product, v1")
@@ -127,9 +127,9 @@ AFTER_READS = 100
 def s20_stale_cache_after_update(ctx: Context) -> Outcome:
     from django.core.cache import cache
 
-    from flashsale.readcache import GuardedCacheAside
     from flashsale.testing import start_thread
     from inventory.models import Product
+    from inventory.readcache import GuardedCacheAside
 
     sku = f"s20-{uuid.uuid4().hex[:8]}"
     Product.objects.create(sku=sku, name="v1")
