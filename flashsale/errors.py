@@ -139,14 +139,6 @@ class LimitReached(ApplicationError):
         return cls(f"{user_id} may buy at most {limit} of {sku}", extra={"sku": sku, "limit": limit})
 
 
-class RaceRunning(ApplicationError):
-    """A race is running (``race_id``): one at a time, since they share the machine.
-    Follow it at ``/api/races/<race_id>``, and start the next once it is over."""
-
-    status_code = status.HTTP_409_CONFLICT
-    code = "race_running"
-
-
 class StockChanged(Busy):
     """An optimistic write found the stock row changed since it was read. The
     purchase retries with fresh data; past the retry budget this is the 503."""

@@ -18,13 +18,13 @@ from flashsale.errors import (
     UNSUPPORTED_MEDIA_TYPE,
     InvalidInput,
     NotFound,
-    RaceRunning,
     Unavailable,
     error_responses,
 )
 from flashsale.fields import ClosedInputSerializer, StrategyField
 from orders.auth import AdminTokenAuthentication, IsStaff, log_admin_action
 
+from .errors import RaceRunning
 from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
 from .services import race_json, race_latest_json, race_start
 

@@ -25,9 +25,10 @@ from django_redis import get_redis_connection
 from redis.exceptions import LockError
 from redis.lock import Lock
 
-from flashsale.errors import NotFound, RaceRunning
+from flashsale.errors import NotFound
 from orders.services import sale_reset
 
+from .errors import RaceRunning
 from .limits import RACE_SKU_PREFIX
 
 QUEUE = "race:queue"  # race ids for the runner, oldest first
