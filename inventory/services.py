@@ -37,7 +37,7 @@ class Deducted(NamedTuple):
     row_held_since: float
 
 
-class _Remembered(Func):
+class _LastInsertId(Func):
     """``LAST_INSERT_ID(expr)``: MySQL returns the value in the statement's own reply
     (the insert id of the OK packet), so an UPDATE tells what it wrote or read
     without a second round trip while it holds the row."""
@@ -46,8 +46,8 @@ class _Remembered(Func):
     output_field = PositiveIntegerField()
 
 
-def _remembered() -> int:
-    """The value the last statement's ``_Remembered`` handed back."""
+def _last_insert_id() -> int:
+    """The value the last statement's ``_LastInsertId`` handed back."""
     return transaction.get_connection().connection.insert_id()
 
 
@@ -67,14 +67,14 @@ def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
     stamped = (Stock.objects.filter(product=product, segment=segment)
                .exclude(fence_source=fence.source, fence__gt=fence.token)
                .update(fence_source=fence.source, fence=fence.token,
-                       quantity=_Remembered(F("quantity"))))
+                       quantity=_LastInsertId(F("quantity"))))
     if not stamped:
         raise StaleLock(
             f"{product.sku}: the stock lock expired before this purchase touched the stock, "
             "and a newer holder has; nothing was written",
             extra={"sku": product.sku, "fence": fence.token},
         )
-    return _remembered()
+    return _last_insert_id()
 
 
 def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
@@ -137,14 +137,14 @@ def stock_deduct(
     if deduction is Deduction.CONDITIONAL_UPDATE and len(segments) == 1:
         [segment] = segments
         updated = Stock.objects.filter(product=product, segment=segment, quantity__gte=quantity).update(
-            quantity=_Remembered(F("quantity") - quantity), version=F("version") + 1
+            quantity=_LastInsertId(F("quantity") - quantity), version=F("version") + 1
         )
         if not updated:
             available = Stock.objects.values_list("quantity", flat=True).get(product=product,
                                                                              segment=segment)
             raise SoldOut.short_of(product.sku, quantity, available)
         held_since = time.perf_counter()
-        after = _remembered()  # what the UPDATE wrote, from its own reply
+        after = _last_insert_id()  # what the UPDATE wrote, from its own reply
         taken = [(segment, quantity, after + quantity, after)]
         widen_race()  # same work inside the section as the other strategies
     else:

@@ -228,7 +228,7 @@ class GateAuditSerializer(serializers.Serializer):
     confirm_p99_ms = serializers.FloatField(allow_null=True)
 
 
-class ProductAuditApi(APIView):
+class SaleAuditApi(APIView):
     @extend_schema_serializer(component_name="SaleAudit")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
@@ -260,7 +260,7 @@ class ProductAuditApi(APIView):
 _WINDOW_MAX_S = 30 * 24 * 3600
 
 
-class ProductResetApi(APIView):
+class SaleResetApi(APIView):
     authentication_classes = [AdminTokenAuthentication, SessionAuthentication]
     permission_classes = [IsStaff]
 

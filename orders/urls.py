@@ -5,6 +5,6 @@ from . import apis
 urlpatterns = [
     path("orders", apis.OrderCreateApi.as_view(), name="order-create"),
     path("orders/<int:order_id>", apis.OrderDetailApi.as_view(), name="order-detail"),
-    path("products/<str:sku>/audit", apis.ProductAuditApi.as_view(), name="product-audit"),
-    path("admin/products/<str:sku>/reset", apis.ProductResetApi.as_view(), name="product-reset"),
+    path("products/<str:sku>/audit", apis.SaleAuditApi.as_view(), name="product-audit"),
+    path("admin/products/<str:sku>/reset", apis.SaleResetApi.as_view(), name="product-reset"),
 ]
