@@ -162,26 +162,28 @@ def sale_audit(*, sku: str) -> SaleAudit:
                      strategy=strategy_of(product.strategy).name)
 
 
-# sku -> (kept until, on the monotonic clock; the audit). Only audits that took
-# FLASHSALE_AUDIT_KEEP_FROM_MS are here, so it holds the few large sales' at most.
+# sku -> (kept until, on the monotonic clock; the audit). Only the audits of sales
+# of FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more are here: the few large ones.
 _recent: dict[str, tuple[float, SaleAudit]] = {}
 
 
 def sale_audit_recent(*, sku: str) -> SaleAudit:
     """The audit that the API answers: ``sale_audit``, or the same product's from at
-    most FLASHSALE_AUDIT_KEEP_MS ago when that one was costly to compute. A small
-    sale's audit is always as of now; a sale large enough to cost the database is
-    audited at most once per interval by this process, however many ask."""
+    most FLASHSALE_AUDIT_KEEP_MS ago when its sale is large. An audit's cost grows
+    with the sale's orders (its SQL reads them all), so a large sale is audited at
+    most once per interval by this process, however many ask; a smaller one, whose
+    buyer expects to see a purchase at once (the page reads the audit after each),
+    is always audited as of now. Kept by size, not by the time an audit took: the
+    first audits after a start are slow whatever the sale."""
     now = time.monotonic()
     kept = _recent.get(sku)
     if kept is not None and now < kept[0]:
         return kept[1]
     audit = sale_audit(sku=sku)
-    done = time.monotonic()
-    if (done - now) * 1000 >= settings.FLASHSALE_AUDIT_KEEP_FROM_MS:
-        for old in [s for s, (until, _) in _recent.items() if until <= done]:
+    if audit.orders >= settings.FLASHSALE_AUDIT_KEEP_FROM_ORDERS:
+        for old in [s for s, (until, _) in _recent.items() if until <= now]:
             _recent.pop(old, None)
-        _recent[sku] = (done + settings.FLASHSALE_AUDIT_KEEP_MS / 1000, audit)
+        _recent[sku] = (now + settings.FLASHSALE_AUDIT_KEEP_MS / 1000, audit)
     else:
         _recent.pop(sku, None)
     return audit

@@ -196,11 +196,11 @@ FLASHSALE_PRODUCT_FRESH_MS = env.int("FLASHSALE_PRODUCT_FRESH_MS", default=500)
 # ... and how long each process keeps what it read from there, on top.
 FLASHSALE_PRODUCT_LOCAL_MS = env.int("FLASHSALE_PRODUCT_LOCAL_MS", default=100)
 # The audit answered at /api/products/<sku>/audit (orders.selectors.sale_audit_recent):
-# one that took at least FLASHSALE_AUDIT_KEEP_FROM_MS to compute is kept for
+# that of a sale of FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more is kept for
 # FLASHSALE_AUDIT_KEEP_MS, so a crowd refreshing a large sale's page costs the
-# database one audit per interval per instance; a cheaper one is never kept.
+# database one audit per interval per instance; a smaller sale's is never kept.
 FLASHSALE_AUDIT_KEEP_MS = env.int("FLASHSALE_AUDIT_KEEP_MS", default=1000)
-FLASHSALE_AUDIT_KEEP_FROM_MS = env.int("FLASHSALE_AUDIT_KEEP_FROM_MS", default=50)
+FLASHSALE_AUDIT_KEEP_FROM_ORDERS = env.int("FLASHSALE_AUDIT_KEEP_FROM_ORDERS", default=10_000)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the age at which a claim is stale.

@@ -111,31 +111,30 @@ def test_the_audit_takes_no_more_memory_for_a_sale_a_hundred_times_larger():
 
 
 @pytest.mark.django_db
-def test_the_api_keeps_a_costly_audit_for_its_interval_and_a_cheap_one_never(sold, monkeypatch):
+def test_the_api_keeps_a_large_sales_audit_for_its_interval_and_a_smaller_ones_never(sold, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(selectors.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(selectors, "_recent", {})
-    real = selectors.sale_audit
-    costs = iter([0.2, 0.2, 0.01, 0.01])  # seconds each audit "takes", on the clock
-
-    def audit_taking_time(*, sku):
-        clock[0] += next(costs)
-        return real(sku=sku)
-
-    monkeypatch.setattr(selectors, "sale_audit", audit_taking_time)
     api = APIClient()
 
     def orders() -> int:
         return api.get("/api/products/sku-1/audit").json()["orders"]
 
-    with override_settings(FLASHSALE_AUDIT_KEEP_MS=1000, FLASHSALE_AUDIT_KEEP_FROM_MS=50):
-        assert orders() == 3
-        order_create(sku="sku-1", quantity=1, user_id="u3", idempotency_key="k3")
+    def buy(n: int) -> None:
+        order_create(sku="sku-1", quantity=1, user_id=f"u{n}", idempotency_key=f"k{n}")
+
+    with override_settings(FLASHSALE_AUDIT_KEEP_MS=1000, FLASHSALE_AUDIT_KEEP_FROM_ORDERS=4):
+        assert orders() == 3  # under 4 orders: not kept
+        buy(3)
+        assert orders() == 4  # at once; and 4 orders: kept from here
+        buy(4)
         clock[0] += 0.9
-        assert orders() == 3  # kept: it cost 200 ms, and 0.9 s have passed
-        clock[0] += 0.2
-        assert orders() == 4  # its interval is over
-        clock[0] += 1.1
-        assert orders() == 4  # this one cost 10 ms: not kept
-        order_create(sku="sku-1", quantity=1, user_id="u4", idempotency_key="k4")
-        assert orders() == 5
+        assert orders() == 4  # the kept one, 0.9 s old
+        clock[0] += 0.1
+        assert orders() == 5  # its second is over
+    with override_settings(FLASHSALE_AUDIT_KEEP_MS=1000, FLASHSALE_AUDIT_KEEP_FROM_ORDERS=10_000):
+        clock[0] += 1.0
+        buy(5)
+        assert orders() == 6
+        buy(6)
+        assert orders() == 7  # a small sale, at the default: always as of now
