@@ -132,5 +132,5 @@ def healthz(request):
     return _answer(_every_check())
 
 
-def ping(request):
-    return JsonResponse({"instance": settings.FLASHSALE_INSTANCE})
+# The same answer: a liveness probe and a load test's ceiling both want no backend.
+ping = livez

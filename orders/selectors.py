@@ -73,11 +73,10 @@ def _gate_audit(product) -> GateAudit | None:
     sale = GateSale.objects.filter(product=product).order_by("-pk").first()
     if sale is None or (tally is None and strategy_of(product.strategy).seller is not Seller.GATE):
         return None  # never sold through the gate, or since reset to another strategy
-    block = sale.pk << ID_BLOCK_SHIFT
-    of_sale = Order.objects.filter(product=product, pk__gte=block, pk__lt=block + (1 << ID_BLOCK_SHIFT))
+    first, past = sale.pk << ID_BLOCK_SHIFT, (sale.pk + 1) << ID_BLOCK_SHIFT  # the sale's ids
     if tally is None:
-        return _gate_lost(sale, of_sale)
-    persisted, p50, p99 = _confirm_times(product.pk, block, block + (1 << ID_BLOCK_SHIFT))
+        return _gate_lost(sale, Order.objects.filter(product=product, pk__gte=first, pk__lt=past))
+    persisted, p50, p99 = _confirm_times(product.pk, first, past)
     backlog = tally.accepted - persisted - tally.dead_lettered
     reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
                   and backlog == 0 and tally.dead_lettered == 0)
