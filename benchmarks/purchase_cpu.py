@@ -44,7 +44,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from orders.front import FrontHandler  # noqa: E402
-from orders.services import sale_reset  # noqa: E402
+from orders.sales import sale_reset  # noqa: E402
 
 SPREAD = 50
 

@@ -30,7 +30,7 @@ class Deduction(enum.StrEnum):
 
 
 class Seller(enum.StrEnum):
-    """Who sells: the one decision ``orders.services.order_create`` makes per purchase."""
+    """Who sells: the one decision ``orders.purchase.order_create`` makes per purchase."""
 
     # Lock, transaction, deduct, commit, release: the order is in the database when
     # the buyer hears 201.

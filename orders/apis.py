@@ -51,8 +51,10 @@ from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
+from .purchase import order_create
+from .results import OrderResult, Timings
+from .sales import sale_reset
 from .selectors import order_status_get, sale_audit_recent
-from .services import OrderResult, Timings, order_create, sale_reset
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
 USER_ID_MAX_LENGTH = 64

@@ -19,11 +19,20 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.cache import cache
 
 from flashsale.cache_errors import CACHE_ERRORS
+from flashsale.errors import ApplicationError, Busy, IdempotencyConflict
+from inventory.selectors import flows_remaining
+
+from .models import Order
+from .results import OrderResult
+
+if TYPE_CHECKING:
+    from .salemark import SaleMark
 
 logger = logging.getLogger(__name__)
 
@@ -142,3 +151,103 @@ def flags_forget(*, keys: list[str]) -> None:
         cache.delete_many([_cache_key(k) for k in keys])
     except CACHE_ERRORS as e:
         logger.warning("could not drop idempotency flags: %s", e)
+
+
+# --- answering a key's request from the outcome it already has ---------------------------
+
+
+def _replay(*, order: Order, fingerprint: str) -> OrderResult:
+    if request_fingerprint(sku=order.product.sku, quantity=order.quantity,
+                           user_id=order.user_id) != fingerprint:
+        raise IdempotencyConflict(
+            "this Idempotency-Key was used with a different request",
+            extra={"order_id": order.pk},
+        )
+    return OrderResult.of(order, remaining=flows_remaining(operation_flag=order.idempotency_key),
+                          replayed=True)
+
+
+def _order_by_key(key: str) -> Order | None:
+    return Order.objects.select_related("product").filter(idempotency_key=key).first()
+
+
+def replay_by_key(*, key: str, fingerprint: str) -> OrderResult | None:
+    """The database's answer for ``key``: its order's, if it has one. The flag Redis
+    lost is written again, with the original request's fingerprint."""
+    existing = _order_by_key(key)
+    if existing is None:
+        return None
+    original = request_fingerprint(sku=existing.product.sku, quantity=existing.quantity,
+                                   user_id=existing.user_id)
+    flag_complete(key=key, fingerprint=original, order_id=existing.pk)
+    return _replay(order=existing, fingerprint=fingerprint)
+
+
+# How often a retry waiting for its key's first request looks again.
+INFLIGHT_POLL_SECONDS = 0.05
+
+
+def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
+    """Claim the key; if an earlier request holds it, answer as that request did.
+
+    A retry that arrives while the first request is still in flight waits for it, a
+    short and bounded time (``FLASHSALE_INFLIGHT_WAIT``), and answers its outcome: a
+    client that retried on a timeout gets its order, not a 503 to retry again.
+
+    :returns: the original order's result for a replay, ``None`` when this
+        request owns the key and should go ahead.
+    """
+    deadline = time.monotonic() + settings.FLASHSALE_INFLIGHT_WAIT
+    while True:
+        flag = flag_claim(key=key, fingerprint=fingerprint)
+        if flag is None:
+            return None
+        if flag.fingerprint != fingerprint:
+            raise IdempotencyConflict("this Idempotency-Key was used with a different request")
+        order = _order_by_key(key)
+        if order is not None:
+            return _replay(order=order, fingerprint=fingerprint)
+        if flag.stale and flag.order_id is None:
+            # Its request died without an answer, and the database says it left no
+            # order (it cannot commit now: past its deadline): this request goes on.
+            flag_take_over(key=key, fingerprint=fingerprint)
+            return None
+        # Every way round the loop passes here: bounded by the wait, whatever the
+        # flags do meanwhile.
+        if time.monotonic() >= deadline:
+            raise Busy("a request with this Idempotency-Key is still in progress")
+        if flag.order_id is not None:
+            # The flag outlived its order (the sale was reset, or a commit whose
+            # outcome was unknown did not land): the key is free again, at once.
+            flags_forget(keys=[key])
+        else:
+            time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
+
+
+def refusal_checked(error: BaseException, *, key: str, fingerprint: str, mark: SaleMark,
+                     deadline: float) -> OrderResult | None:
+    """Before a keyed request is refused, make sure its key has no order: the
+    database is the truth for idempotency. The flags answer for it (no look-up) only
+    while the sale's mark vouches that no flag was lost; then this request's fresh
+    claim means the key has none. Returns the order's replay if it has one; else the
+    key is freed, so a retry may try again."""
+    known = None
+    if isinstance(error, ApplicationError) and not mark.flags_complete:
+        try:
+            known = replay_by_key(key=key, fingerprint=fingerprint)
+        except IdempotencyConflict:
+            raise  # the key has an order, and its flag again
+        except BaseException:
+            key_free(key, deadline)
+            raise
+    if known is None:
+        key_free(key, deadline)
+    return known
+
+
+def key_free(key: str, deadline: float) -> None:
+    """Drop this request's claim of ``key``, if it is still this request's: past the
+    deadline, the claim may have gone stale and been taken over by a retry (whose
+    order's flag it now is), so it is left to go stale instead."""
+    if time.monotonic() < deadline:
+        flags_forget(keys=[key])

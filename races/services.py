@@ -26,7 +26,7 @@ from redis.exceptions import LockError
 from redis.lock import Lock
 
 from flashsale.errors import NotFound
-from orders.services import sale_reset
+from orders.sales import sale_reset
 
 from .errors import RaceRunning
 from .limits import RACE_SKU_PREFIX

@@ -132,8 +132,9 @@ def s15_optimistic_under_contention(ctx: Context) -> Outcome:
 
     from flashsale.errors import Busy
     from flashsale.testing import run_at_once
+    from orders.purchase import order_create
+    from orders.sales import sale_reset
     from orders.selectors import sale_audit
-    from orders.services import order_create, sale_reset
 
     buyers, stock = 16, 10
 

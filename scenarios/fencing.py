@@ -24,8 +24,9 @@ def s17_fencing_token(ctx: Context) -> Outcome:
     from flashsale.errors import ApplicationError
     from flashsale.testing import start_thread
     from inventory.faults import stalled
+    from orders.purchase import order_create
+    from orders.sales import sale_reset
     from orders.selectors import sale_audit
-    from orders.services import order_create, sale_reset
 
     locking = {**settings.LOCKING, "setnx": {
         "BACKEND": "locking.backends.redis.setnx.SetnxLockBackend",

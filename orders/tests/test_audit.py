@@ -14,8 +14,8 @@ from inventory.models import StockFlow
 from orders import selectors
 from orders.figures import percentile
 from orders.models import Order
+from orders.purchase import order_create
 from orders.selectors import sale_audit
-from orders.services import order_create
 
 
 @pytest.fixture

@@ -22,9 +22,10 @@ from inventory.models import Product, Stock, StockFlow
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
 from orders.models import Order
+from orders.purchase import order_create
 from orders.salemark import sale_mark_get, sale_mark_sold_out
+from orders.sales import sale_reset
 from orders.selectors import sale_audit
-from orders.services import order_create, sale_reset
 
 
 def buy(key: str, user: str = "u1", sku: str = "sku-1"):
@@ -327,7 +328,7 @@ def test_a_flag_that_keeps_outliving_its_order_is_waited_for_a_bounded_time(db, 
     sale_reset(sku="sku-1", stock=5)
     fingerprint = idempotency.request_fingerprint(sku="sku-1", quantity=1, user_id="u1")
     cache.set("idem:k1", {"fingerprint": fingerprint, "order_id": 999_999}, timeout=None)
-    monkeypatch.setattr("orders.services.flags_forget", lambda keys: None)
+    monkeypatch.setattr("orders.idempotency.flags_forget", lambda keys: None)
     buyer, outcome = start_thread(lambda: buy("k1"), daemon=True)
     buyer.join(5)
     assert isinstance(outcome.get("error"), Busy)
@@ -397,7 +398,7 @@ def test_a_reset_chosen_as_a_deadlocks_victim_is_done_again(product_factory, adm
     thread = threading.Thread(target=side_transaction)
     thread.start()
     assert started.wait(10)
-    with caplog.at_level("INFO", logger="orders.services"):
+    with caplog.at_level("INFO", logger="orders.sales"):
         response = admin_api.post("/api/admin/products/sku-1/reset", {"stock": 7, "name": "Again"},
                                   format="json")
     thread.join(10)
@@ -480,8 +481,8 @@ def test_a_reset_beaten_to_a_new_products_row_is_done_again_as_a_reset_of_it(pro
             raise NotFound(f"no product with sku {sku!r}")
         return Product.objects.get(sku=sku)
 
-    monkeypatch.setattr("orders.services.product_get", looked_before_it_was_there)
-    with caplog.at_level("INFO", logger="orders.services"):
+    monkeypatch.setattr("orders.sales.product_get", looked_before_it_was_there)
+    with caplog.at_level("INFO", logger="orders.sales"):
         sale_reset(sku="sku-1", stock=3)
     assert looks == ["sku-1", "sku-1"]
     assert "beaten to the new product's row (try 1)" in caplog.text

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from orders import front as front_module
 from orders.apis import OrderCreateApi, _purchase_input, plain_purchase
 from orders.front import FrontHandler
-from orders.services import sale_reset
+from orders.sales import sale_reset
 
 from .test_bad_input_property import EXAMPLES, bodies, content_types, header_text, values
 

@@ -35,8 +35,9 @@ from orders.gate.persister import Intent, Persister, intents_write
 from orders.gate.sale import gate_listed, gate_unlist_finished
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import gate_warm, sale_reset
 from orders.selectors import order_status_get, sale_audit
-from orders.services import gate_warm, order_create, sale_reset
 from orders.tests.test_apis import BAD_ORDERS, post_order
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gate")]

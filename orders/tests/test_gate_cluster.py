@@ -12,8 +12,9 @@ from flashsale.errors import SoldOut
 from flashsale.testing import run_at_once
 from orders.gate.persister import Persister
 from orders.gate.store import SALES, gate_keys, gate_redis
+from orders.purchase import order_create
+from orders.sales import sale_reset
 from orders.selectors import sale_audit
-from orders.services import order_create, sale_reset
 from stack.scratch import redis_cluster
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from flashsale.testing import start_thread
 from inventory.models import Stock, StockFlow
 from locking.backends.mysql import side_connection
 from orders.models import BuyerQuota, Order
+from orders.purchase import order_create
 from orders.selectors import sale_audit
-from orders.services import order_create
 
 
 def buy(key: str, user: str = "u1", quantity: int = 1, sku: str = "sku-1"):

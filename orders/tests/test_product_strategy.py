@@ -13,8 +13,9 @@ from flashsale.strategies import STRATEGIES
 from flashsale.testing import run_at_once
 from inventory.models import Product
 from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import sale_reset
 from orders.selectors import sale_audit
-from orders.services import order_create, sale_reset
 from orders.tests.test_gate import persist
 
 pytestmark = pytest.mark.django_db

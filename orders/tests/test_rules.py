@@ -11,7 +11,8 @@ from flashsale.testing import in_thread, run_at_once
 from inventory.faults import stalled
 from inventory.models import Stock
 from orders.models import BuyerQuota, Order
-from orders.services import order_create, sale_reset
+from orders.purchase import order_create
+from orders.sales import sale_reset
 from stack.scratch import free_port
 
 

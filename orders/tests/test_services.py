@@ -15,9 +15,10 @@ from inventory.models import Stock, StockFlow
 from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order
+from orders.purchase import order_create
 from orders.salemark import sale_mark_get
+from orders.sales import sale_reset
 from orders.selectors import sale_audit
-from orders.services import order_create, sale_reset
 
 
 def counts() -> tuple[int, int]:

@@ -21,8 +21,8 @@ from inventory.models import Stock, StockFlow
 from locking import get_lock, locks
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from orders.models import Order
+from orders.purchase import order_create
 from orders.selectors import sale_audit
-from orders.services import order_create
 from stack.scratch import free_port, redis_servers
 
 

@@ -18,8 +18,9 @@ from flashsale.strategies import STRATEGIES
 from inventory.models import Stock, StockFlow
 from orders.gate.store import gate_redis
 from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import sale_reset
 from orders.selectors import sale_audit
-from orders.services import order_create, sale_reset
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from flashsale.errors import ApplicationError
-from orders.services import gate_warm
+from orders.sales import gate_warm
 
 
 class Command(BaseCommand):

@@ -1,0 +1,475 @@
+"""The purchase, and the reset of a sale.
+
+One purchase, in order: validate → the seller of the product's strategy (the one
+this process last saw it sold by, checked by that seller before it writes: see
+``_last_seen``) → idempotency check → the sale's mark (the product's strategy and
+window) → read the product's stock segments (once per sale and process: see
+``_segments_planned``) → for each group of segments the plan names: acquire their
+locks → open the transaction → count the buyer's units, create the order, deduct the
+stock, append the flow rows → commit → release the locks; a group that ran dry since
+the read falls over to the next. Where no Python needs to run between those
+statements (``atomic``, one segment), the transaction is one stored-procedure call
+(``orders.onetrip``). The locks are held across the commit: released
+earlier, the next holder could read the stock before this write is visible. Each
+lock's fencing token, where it has one, goes with the stock deduction, which refuses
+it once a newer holder has touched that segment: a lease that ran out mid-purchase
+costs this purchase, not the stock.
+
+Every answer is true of the database: a refused keyed request first makes sure its
+key has no order (unless the sale's mark vouches for the flags); a failure at or
+after the COMMIT is ``OutcomeUnknown``, never "nothing written"; a database that
+cannot be reached is ``Unavailable``; nothing commits past the purchase's deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import NamedTuple
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.db import DatabaseError, IntegrityError, transaction
+from django.dispatch import receiver
+
+from flashsale.errors import (
+    Busy,
+    InvalidInput,
+    OutcomeUnknown,
+    SoldOut,
+    StockChanged,
+    Unavailable,
+    database_answer,
+)
+from flashsale.strategies import Seller, StrategySpec, strategy_of
+from inventory.models import Product, Stock
+from inventory.selectors import product_get, segments_get
+from inventory.services import Deducted, Fence, stock_deduct, stock_plan
+from locking import (
+    BaseLock,
+    LockCommitUnknownError,
+    LockError,
+    LockLostError,
+    LockReleaseError,
+    LockUnavailableError,
+    get_locks,
+)
+
+from .gate.sell import GateCold, gate_sell
+from .idempotency import (
+    flag_complete,
+    flag_unsettled,
+    known_outcome,
+    refusal_checked,
+    replay_by_key,
+    request_fingerprint,
+)
+from .limits import quota_open, quota_take
+from .models import Order
+from .onetrip import past_deadline, purchase_call
+from .results import OrderResult, Timings
+from .salemark import SaleMark, sale_mark_get, sale_mark_sold_out
+from .window import SaleWindow
+
+logger = logging.getLogger(__name__)
+
+
+def order_create(
+    *, sku: str, quantity: int, user_id: str, idempotency_key: str | None = None,
+    received_at: float | None = None,
+) -> OrderResult:
+    """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key.
+
+    ``received_at`` (epoch seconds, default now) is when the request reached the
+    front: the purchase commits nothing after ``FLASHSALE_PURCHASE_DEADLINE`` from it.
+
+    :raises InvalidInput: quantity out of range.
+    :raises NotFound: unknown sku.
+    :raises SoldOut: not enough stock left.
+    :raises IdempotencyConflict: the key was used for a different request.
+    :raises Busy: the stock lock, or the key's first request, did not free up in time.
+    :raises Unavailable: a server the purchase needs cannot be reached; nothing was written.
+    :raises OutcomeUnknown: the connection died during the commit; a retry with the
+        key learns whether the order was placed.
+    """
+    if not 1 <= quantity <= settings.FLASHSALE_MAX_PER_ORDER:
+        raise InvalidInput(
+            f"quantity must be between 1 and {settings.FLASHSALE_MAX_PER_ORDER}",
+            extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
+        )
+    waited = 0.0 if received_at is None else max(time.time() - received_at, 0.0)
+    deadline = time.monotonic() - waited + settings.FLASHSALE_PURCHASE_DEADLINE
+    if time.monotonic() > deadline:
+        # It waited in a queue (a frozen instance's) past the deadline: its client has
+        # been answered 504 and moved on; nothing is claimed, nothing written.
+        raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
+    purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
+                    deadline=deadline)
+    guess = _last_seen.get(sku) or strategy_of("")
+    try:
+        try:
+            return _SELLERS[guess.seller](**purchase)
+        except _SoldByAnother as e:
+            # The product was reset under another seller's strategy since this process
+            # last sold it: that seller, once (it gave back whatever it claimed).
+            return _SELLERS[e.strategy.seller](**purchase)
+    except _SoldByAnother as e:
+        raise Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
+                   extra={"strategy": e.strategy.name}) from None
+    except DatabaseError as e:
+        answer = database_answer(e, then="nothing was written")
+        if answer is None:
+            raise
+        if isinstance(answer, Unavailable):
+            # Closed now, not at the end of the request: whatever runs next on this
+            # thread opens a new connection, once the server is back.
+            transaction.get_connection().close()
+        raise answer from e
+
+
+# sku -> the strategy this process last found the product's sale under: which seller
+# to ask first. A guess (a reset may have changed it since), which each seller checks
+# against the sale's mark or the product's row before it writes anything; a seller
+# that finds the product is another's hands it over (``_SoldByAnother``).
+_last_seen: dict[str, StrategySpec] = {}
+
+
+_LAST_SEEN_MAX = 10_000  # products; past it, the guesses start over
+
+
+def _seen(sku: str, strategy: StrategySpec) -> StrategySpec:
+    if len(_last_seen) >= _LAST_SEEN_MAX:
+        _last_seen.clear()
+    _last_seen[sku] = strategy
+    return strategy
+
+
+@receiver(setting_changed)
+def _forget_the_guesses(*, setting: str, **kwargs) -> None:
+    if setting == "FLASHSALE_STRATEGY":  # the products that follow it moved (override_settings)
+        _last_seen.clear()
+
+
+def _sold_here(sku: str, own: str) -> StrategySpec:
+    """The product's strategy (``own``: its row's, or its mark's), if the locked
+    transaction sells it; else the hand-over to its seller (the caller frees its
+    claim, as for any refusal)."""
+    strategy = _seen(sku, strategy_of(own))
+    if strategy.seller is not Seller.TRANSACTION:
+        raise _SoldByAnother(strategy)
+    return strategy
+
+
+class _SoldByAnother(Exception):  # noqa: N818 (a hand-over, not an error)
+    """The product's sale runs under ``strategy``, which another seller serves."""
+
+    def __init__(self, strategy: StrategySpec):
+        super().__init__(strategy.name)
+        self.strategy = strategy
+
+
+def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                  deadline: float) -> OrderResult:
+    """The locked transaction's purchase: the order is in the database when it returns."""
+    fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
+    if idempotency_key:
+        key = idempotency_key
+        known = known_outcome(key=key, fingerprint=fingerprint)
+        if known is not None:
+            return known  # a replay is answered even after the sale sold out
+    else:
+        key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
+
+    mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
+    try:
+        # The product's strategy and its window, after the claim (so that a replay is
+        # answered after the end): from the mark, with no query; without the mark,
+        # from the row, which the purchase reads anyway.
+        if mark.opened is not None:
+            strategy = _sold_here(sku, mark.strategy)
+            mark.window.check(sku=sku, now=time.time())
+        if mark.sold_out:
+            raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
+        segments = _segments_planned(sku, mark)
+        if mark.opened is None:
+            strategy = _sold_here(sku, segments[0].product.strategy)
+            SaleWindow.of(segments[0].product).check(sku=sku, now=time.time())
+        placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
+                              key=key, deadline=deadline)
+    except IntegrityError:
+        # The Redis flag was gone (expired, flushed) and an earlier request with
+        # this key had committed: the unique key refused the second order.
+        known = replay_by_key(key=key, fingerprint=fingerprint)
+        if known is None:
+            raise
+        return known
+    except OutcomeUnknown as e:
+        if idempotency_key and e.order_id is None:
+            flag_unsettled(key=key, fingerprint=fingerprint)  # a retry asks the database at once
+        elif idempotency_key:
+            # A flag that names the order: a retry asks the database whether it landed.
+            flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
+        raise
+    except BaseException as e:
+        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not mark.sold_out:
+            sale_mark_sold_out(sku=sku)
+        if idempotency_key:
+            known = refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark, deadline=deadline)
+            if known is not None:
+                return known
+        raise
+    if placed.product_left == 0:
+        sale_mark_sold_out(sku=sku)
+    if idempotency_key:
+        flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
+    return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
+
+
+# Rounds of planning a purchase of a segmented product: the plan comes from a plain
+# read, and each round re-reads after every group it named ran dry meanwhile.
+PLAN_ROUNDS = 3
+
+
+# sku -> (the sale's opening, as its mark says, and its segments as this process last
+# read them): the plan's read, once per sale and process.
+_planned: dict[str, tuple[float, list[Stock]]] = {}
+
+
+_PLANNED_MAX = 10_000  # products; past it, the reads start over
+
+
+def _segments_planned(sku: str, mark: SaleMark | None) -> list[Stock]:
+    """The product's segments to plan a purchase with. The plan's read only orders
+    the tries (``stock_plan``): the deduction decides under the lock, and in a sale
+    stock only falls, so an old read sends a try at worst to a segment that ran dry,
+    which falls over, and a round that finds every try refused reads afresh (``mark``
+    ``None``). So while the sale's mark says which sale this is, one read per
+    process serves the whole sale: the product's id, its strategy and its segments
+    change only with a reset, which opens a new sale. A one-segment product, the
+    flash sale's hot case, is never read again."""
+    opened = mark.opened if mark is not None else None
+    known = _planned.get(sku)
+    if opened is not None and known is not None and known[0] == opened:
+        return known[1]
+    segments = segments_get(sku=sku)
+    if opened is None and known is not None:
+        opened = known[0]  # a fresh read for the sale this process knows
+    if opened is not None:
+        if len(_planned) >= _PLANNED_MAX:
+            _planned.clear()
+        _planned[sku] = (opened, segments)
+    return segments
+
+
+class _Placed(NamedTuple):
+    order: Order
+    remaining: int  # what the segments it took from have left (the answer's "remaining")
+    product_left: int  # the product's stock as far as this purchase knows: at least what is left
+    timings: Timings
+
+
+def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
+                 deadline: float) -> _Placed:
+    """Take the stock from the groups of segments the plan names, in turn: a group
+    that ran dry since the plan's read falls over to the next. Sold out only when
+    no combination of segments can serve the quantity."""
+    product = segments[0].product
+    quota_open(product=product, user_id=user_id)
+    for round_ in range(PLAN_ROUNDS):
+        if round_:
+            segments = _segments_planned(product.sku, None)
+        for group in stock_plan(segments, quantity):
+            try:
+                order, deducted, timings = _order_take(product=product, strategy=strategy, group=group,
+                                                       count=len(segments), quantity=quantity,
+                                                       user_id=user_id, key=key, deadline=deadline)
+            except SoldOut as e:
+                refused, last = group, e  # the group ran dry since the read: the next one
+                continue
+            others = sum(s.quantity for s in segments if s.segment not in group)
+            return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
+        if len(refused) == len(segments):
+            raise last  # every segment, counted under its lock: this is the product's answer
+    # Rounds out: the read says what is left (at most that: stock only falls in a sale).
+    available = sum(s.quantity for s in segments_get(sku=product.sku))
+    if available >= quantity:
+        raise Busy(f"{product.sku}: the segments ran dry under every try; the stock is still there",
+                   extra={"sku": product.sku})
+    raise SoldOut.short_of(product.sku, quantity, available)
+
+
+def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
+                user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
+    """One try: lock the group's segments, write the purchase, commit, release."""
+    names = {segment: _lock_name(product.sku, segment, count) for segment in group}
+    lock = get_locks(names.values(), alias=strategy.lock)
+    asked = time.perf_counter()
+    try:
+        acquired = lock.acquire()
+    except LockUnavailableError as e:
+        raise Unavailable("the stock lock's server cannot be reached; nothing was written",
+                          backend=strategy.name) from e
+    if not acquired:
+        raise Busy(
+            f"stock lock for {product.sku} not acquired within its wait timeout",
+            extra={"strategy": strategy.name},
+        )
+    granted = time.perf_counter()
+    fences = None
+    if settings.FLASHSALE_FENCING:
+        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
+        if None not in tokens.values():
+            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    try:
+        if strategy.one_trip and len(group) == 1:
+            order, deducted = purchase_call(product=product, segment=group[0], quantity=quantity,
+                                            user_id=user_id, key=key, strategy=strategy.name,
+                                            deadline=deadline)
+        else:
+            order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
+                                           strategy=strategy, lock=lock, group=group, fences=fences,
+                                           deadline=deadline)
+    except BaseException:
+        _release(lock, written=None)
+        raise
+    # Committed (or, for a lock whose release commits, about to be); only now may
+    # the next holder read the stock.
+    _release(lock, written=order)
+    given_up = time.perf_counter()
+    held_since = granted if lock.exclusive else deducted.row_held_since
+    return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
+                                    hold_ms=(given_up - held_since) * 1000)
+
+
+def _lock_name(sku: str, segment: int, segments: int) -> str:
+    # A product in one segment keeps the product's own lock name.
+    return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
+
+
+def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
+                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None, deadline: float
+                 ) -> tuple[Order, Deducted]:
+    """The purchase transaction, retried while an optimistic write finds the stock
+    changed (each attempt a new transaction, so it reads fresh data)."""
+    retries = 0
+    while True:
+        committing = False
+        try:
+            # A lock whose release commits (the MySQL locks) opened the transaction:
+            # the purchase joins it without a savepoint of its own, so a failure rolls
+            # back all of it, the holding included, and two statements fewer run
+            # under the lock.
+            with transaction.atomic(savepoint=not lock.commits_work):
+                quota_take(product=product, user_id=user_id, quantity=quantity)
+                order = Order.objects.create(
+                    user_id=user_id,
+                    product=product,
+                    quantity=quantity,
+                    idempotency_key=key,
+                    instance=settings.FLASHSALE_INSTANCE,
+                    strategy=strategy.name,
+                    retries=retries,
+                )
+                deducted = stock_deduct(
+                    product=product,
+                    quantity=quantity,
+                    operation_flag=key,
+                    order_reference=str(order.pk),
+                    deduction=strategy.deduction,
+                    segments=group,
+                    fences=fences,
+                )
+                lock.ensure_held()  # the last moment to find out before commit
+                if time.monotonic() > deadline:
+                    # Paused or starved past the deadline: nginx has answered 504 for
+                    # this request and its client has moved on; an order committed
+                    # now would be one nobody was told of.
+                    raise past_deadline(product.sku)
+                committing = not lock.commits_work  # leaving the block commits
+            return order, deducted
+        except DatabaseError as e:
+            # Past the last statement, a failure is the COMMIT's or that of Django's
+            # SET autocommit after it: the commit may have landed, and only the
+            # database knows now.
+            if committing:
+                raise _outcome_unknown(order) from e
+            raise
+        except StockChanged as e:
+            if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
+                raise Busy(f"{product.sku}: stock kept changing; gave up after {retries} retries",
+                           extra={"strategy": strategy.name, "retries": retries}) from e
+            retries += 1
+        except LockLostError as e:
+            raise Busy(f"lost the stock lock for {product.sku} before commit; nothing was written",
+                       extra={"strategy": strategy.name}) from e
+
+
+def _release(lock: BaseLock, *, written: Order | None) -> None:
+    """Release after the transaction ended (``written``: the order it committed, or
+    for a lock whose release commits, is about to; ``None`` after a failure). A lock
+    that was no longer ours changes nothing now: after a commit, say so loudly
+    (mutual exclusion may have been broken); after a failure, the failure is what
+    the caller needs to hear. A lock whose release is the commit (the MySQL locks)
+    failing to release means the purchase was rolled back, or, if the connection
+    died during the COMMIT, that nobody here knows: that the buyer must hear. Any
+    other failure to release (the lock's server gone) changes nothing already
+    decided: logged, not raised."""
+    try:
+        lock.release()
+    except Exception as e:
+        if written is not None and lock.commits_work:
+            if isinstance(e, LockReleaseError) and not isinstance(e, LockCommitUnknownError):
+                raise Busy("the purchase was rolled back as its lock was released; nothing was written",
+                           extra={"lock": lock.name}) from e
+            # The release was the commit, and it did not say it committed: only the
+            # database knows now.
+            raise _outcome_unknown(written) from e
+        _release_failed(lock, e, committed=written is not None)
+
+
+def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
+    if isinstance(e, LockReleaseError):
+        logger.info("%s: release failed after a failed purchase: %s", lock, e)
+    elif isinstance(e, LockError):
+        if committed:
+            logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
+        else:
+            logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
+    else:
+        # The lock's server went away (a Redis or ZooKeeper connection error). The
+        # purchase's outcome is decided already, and the buyer must hear that, not
+        # this: the lease (or the session) frees the lock on its own.
+        logger.error("%s: release failed (%s: %s); the lock frees itself when its lease ends",
+                     lock, type(e).__name__, e)
+
+
+def _outcome_unknown(order: Order) -> OutcomeUnknown:
+    return OutcomeUnknown("the database connection died during the commit: whether the order was "
+                          "placed is unknown; retry with the same Idempotency-Key to learn it",
+                          order_id=order.pk)
+
+
+def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                deadline: float) -> OrderResult:
+    """The gate's purchase: one script in Redis decides (``orders.gate.sale``); the
+    database hears of the order from a persister, after the answer."""
+    try:
+        sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
+                         key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
+                         fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
+    except GateCold:
+        # No sale in Redis: the product's row says whether it has one (Redis lost it)
+        # or is another strategy's (NotFound: no such product).
+        strategy = _seen(sku, strategy_of(product_get(sku=sku).strategy))
+        if strategy.seller is not Seller.GATE:
+            raise _SoldByAnother(strategy) from None
+        raise
+    return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
+                       instance=sold.instance, status="accepted", remaining=sold.remaining,
+                       replayed=sold.replayed,
+                       timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))
+
+
+# Who sells, by the strategy's seller: the one decision between the two shapes of a purchase.
+_SELLERS = {Seller.TRANSACTION: _order_create, Seller.GATE: _gate_order}

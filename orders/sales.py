@@ -1,0 +1,141 @@
+"""A sale's life outside its purchases: the reset that opens one, and the warm-up that
+opens a gate sale again after Redis lost it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, transaction
+
+from flashsale.database_errors import database_deadlocked
+from flashsale.errors import InvalidInput, NotFound
+from flashsale.strategies import Seller, UnknownStrategy, strategy_of
+from inventory.models import Product
+from inventory.reads import product_cached_refresh
+from inventory.selectors import product_get, segments_get
+from inventory.services import product_reset
+
+from .gate.sale import gate_close, gate_open, gate_settle, gate_tally, keys_of_orders
+from .idempotency import flags_forget
+from .models import BuyerQuota, GateSale, Order
+from .salemark import sale_mark_open
+from .window import SaleWindow
+
+logger = logging.getLogger(__name__)
+
+
+def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+               starts_at: datetime | None = None, ends_at: datetime | None = None,
+               strategy: str | None = None) -> Product:
+    """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
+    orders and ledger; under the gate, load the stock into Redis as a new sale. The
+    sale opens at ``starts_at`` (default: at once) and closes at ``ends_at`` (never);
+    an end at or before the start or now makes a closed sale (a way to close one).
+    It runs under ``strategy``; without one, under the deployment's
+    (``FLASHSALE_STRATEGY``, whatever it is when a purchase comes).
+
+    :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
+        stock in one counter.
+    :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
+    """
+    try:
+        own = strategy_of(strategy or "")
+    except UnknownStrategy as e:
+        raise InvalidInput(str(e), extra={"fields": {"strategy": [str(e)]}}) from None
+    # In whole milliseconds, as the gate's script keeps them: one window everywhere.
+    starts_at, ends_at = (t and t.replace(microsecond=t.microsecond // 1000 * 1000)
+                          for t in (starts_at, ends_at))
+    gated = own.seller is Seller.GATE
+    if gated and (segments or 1) > 1:
+        raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
+                           "strategies that lock the database's stock rows",
+                           extra={"fields": {"segments": ["must be 1 under the gate"]}})
+    # First, so that no purchase is accepted into the sale being wiped: until the new
+    # one opens, the product is cold (503).
+    closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
+    for attempt in range(1, RESET_ATTEMPTS + 1):
+        try:
+            product, keys, sale = _reset_rows(sku=sku, stock=stock, name=name, segments=segments, gated=gated,
+                                              starts_at=starts_at, ends_at=ends_at, strategy=strategy)
+            break
+        except DatabaseError as e:
+            # Its deletes take gap locks beside the rows the persisters and buyers of
+            # other products insert, so InnoDB may pick it as a deadlock's victim; or
+            # a reset of the same new product created it first. All of it was rolled
+            # back: done again (another failure reaches the caller, 503).
+            outer = transaction.get_connection().in_atomic_block  # then the victim is the caller's
+            if not (database_deadlocked(e) or isinstance(e, IntegrityError)) or outer \
+                    or attempt == RESET_ATTEMPTS:
+                raise
+            why = "a deadlock's victim" if database_deadlocked(e) else "beaten to the new product's row"
+            logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
+    flags_forget(keys=keys)
+    window = SaleWindow.of(product)
+    sale_mark_open(sku=sku, window=window, strategy=product.strategy)
+    if sale is not None:
+        gate_open(sale=sale, window=window)
+    product_cached_refresh(sku=sku)
+    gate_settle(closed)  # no process answers from the old sale after this answer
+    return product
+
+
+# Tries of a reset's transaction, for a deadlock's victim.
+RESET_ATTEMPTS = 3
+
+
+@transaction.atomic
+def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
+                starts_at: datetime | None, ends_at: datetime | None, strategy: str | None
+                ) -> tuple[Product, list[str], GateSale | None]:
+    """The reset's rows, in one transaction: the sale's orders and quotas gone, the
+    product and its stock as new. Returns the product, the keys of the orders it
+    deleted, and the gate sale it opened (under the gate)."""
+    try:
+        existing = product_get(sku=sku)
+    except NotFound:
+        existing = None  # nothing refers to it: no deletes, so no locks at the indexes' ends
+    keys = []
+    if existing is not None:
+        # Before the orders: this waits for a persister's batch of the product to
+        # commit (it holds the sale's row), and then deletes what it wrote.
+        GateSale.objects.filter(product=existing).delete()
+        orders = Order.objects.filter(product=existing)
+        keys = list(orders.values_list("idempotency_key", flat=True))
+        orders.delete()
+        BuyerQuota.objects.filter(product=existing).delete()
+    product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
+                            starts_at=starts_at, ends_at=ends_at, strategy=strategy or "",
+                            new=existing is None)
+    sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
+    return product, keys, sale
+
+
+def gate_warm(*, sku: str) -> GateSale:
+    """Open a gate sale of what the database has left of ``sku``, with its orders'
+    keys (so their replays are answered): after Redis lost the sale (a restart
+    without its AOF). What Redis accepted and no persister wrote is lost with it;
+    anything still in the stream must be written first.
+
+    :raises NotFound: no such product.
+    :raises InvalidInput: not a gate product, or Redis still holds its sale.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    # Processes may remember the lost sale sold out: none does after this answer.
+    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
+    segments = segments_get(sku=sku)
+    strategy = strategy_of(segments[0].product.strategy)
+    if strategy.seller is not Seller.GATE:
+        raise InvalidInput(f"{sku} sells under {strategy.name}: it does not sell through the gate")
+    if len(segments) > 1:
+        raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
+    if gate_tally(sku=sku) is not None:
+        raise InvalidInput(f"Redis holds a sale of {sku} already: reset the product to start over")
+    product = segments[0].product
+    sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
+    keys, bought = keys_of_orders(product)
+    gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
+    gate_settle(settled)
+    return sale
