@@ -4,8 +4,8 @@ Redis of the local stack (``make test`` starts it); nothing here is a fake."""
 import pytest
 from django.core.cache import cache
 
+from common.memory import forget_everything
 from loadtest.client import FlashsaleClient
-from orders.gate import sell as gate_sell
 from orders.gate.store import gate_redis
 from stack.config import StackConfig
 from stack.control import apps_as_needed
@@ -19,7 +19,7 @@ def _clean_redis(request):
     if "django_db_setup" in request.fixturenames or request.node.get_closest_marker("django_db"):
         cache.clear()
         gate_redis().flushdb()
-        gate_sell._sold_out.clear()  # what this process remembers of the gate's sales goes with them
+        forget_everything()  # what this process remembers of the sales goes with them
     yield
 
 

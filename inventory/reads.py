@@ -25,9 +25,9 @@ falls back to the database.
 
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
+
+from common.memory import ProcessMemory
 
 from .readcache import LogicalExpiry
 from .selectors import ProductStock, product_stock_get
@@ -42,22 +42,22 @@ def product_cached_get(*, sku: str) -> ProductStock:
 
     :raises NotFound: no such product (not cached: the next reader asks again).
     """
-    period = settings.FLASHSALE_PRODUCT_LOCAL_MS / 1000
     local = _local.get(sku)
     if local is not None:
-        if time.monotonic() < local[1]:
-            return local[0]
+        return local
+    if (last := _local.last(sku)) is not None:
         # Past its period: this thread reads Redis; the process's other threads
         # answer with the copy meanwhile, instead of all reading Redis at once.
-        _local[sku] = (local[0], time.monotonic() + period)
+        _local.put(sku, last)
     product = _shared.get(sku)
-    _local[sku] = (product, time.monotonic() + period)
+    _local.put(sku, product)
     return product
 
 
-# sku -> (product, monotonic deadline): only products that exist get here, so it
-# is as large as the catalogue. Plain dict operations: atomic under the GIL.
-_local: dict[str, tuple[ProductStock, float]] = {}
+# sku -> the product and its stock, for FLASHSALE_PRODUCT_LOCAL_MS: only products
+# that exist get here.
+_local: ProcessMemory[str, ProductStock] = ProcessMemory(
+    "each product and its stock", seconds=lambda: settings.FLASHSALE_PRODUCT_LOCAL_MS / 1000)
 
 
 def product_read(*, sku: str, fresh: bool) -> ProductStock:
@@ -69,5 +69,5 @@ def product_read(*, sku: str, fresh: bool) -> ProductStock:
 def product_cached_refresh(*, sku: str) -> None:
     """After a reset: the entry is written afresh from the new row, so the next
     readers neither see the old sale nor all miss at once."""
-    _local.pop(sku, None)
+    _local.pop(sku)
     _shared.refresh(sku)

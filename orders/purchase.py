@@ -1,25 +1,31 @@
-"""The purchase, and the reset of a sale.
+"""The purchase: one request's path, top to bottom.
 
-One purchase, in order: validate → the seller of the product's strategy (the one
-this process last saw it sold by, checked by that seller before it writes: see
-``_last_seen``) → idempotency check → the sale's mark (the product's strategy and
-window) → read the product's stock segments (once per sale and process: see
-``_segments_planned``) → for each group of segments the plan names: acquire their
-locks → open the transaction → count the buyer's units, create the order, deduct the
-stock, append the flow rows → commit → release the locks; a group that ran dry since
-the read falls over to the next. Where no Python needs to run between those
-statements (``atomic``, one segment), the transaction is one stored-procedure call
-(``orders.onetrip``). The locks are held across the commit: released
-earlier, the next holder could read the stock before this write is visible. Each
-lock's fencing token, where it has one, goes with the stock deduction, which refuses
-it once a newer holder has touched that segment: a lease that ran out mid-purchase
-costs this purchase, not the stock.
+``order_create`` validates, then makes the purchase's one decision: which strategy
+the product's sale runs under (``strategy_resolve``: the sale's state in Redis,
+else the product's row). Then one of two sellers:
+
+- **the locked transaction** (every strategy but the gate): claim the idempotency
+  key → check the sale's state (its strategy, its window, sold out?) → read the
+  product's stock segments (once per sale and process: ``_segments_planned``) → for
+  each group of segments the plan names: acquire their locks → open the transaction
+  → count the buyer's units, create the order, deduct the stock, append the flow
+  rows → commit → release the locks; a group that ran dry since the read falls over
+  to the next. Where no Python needs to run between those statements (``atomic``,
+  one segment), the transaction is one stored-procedure call
+  (``orders.onetrip``). The locks are held across the commit: released earlier,
+  the next holder could read the stock before this write is visible. Each lock's
+  fencing token, where it has one, goes with the stock deduction, which refuses it
+  once a newer holder has touched that segment: a lease that ran out mid-purchase
+  costs this purchase, not the stock.
+- **the gate**: one script in Redis decides (``orders.gate.sell``); a persister
+  writes the order to the database after the answer.
 
 Every answer is true of the database: a refused keyed request first makes sure its
 key has no order (unless the sale's mark vouches for the flags); a failure at or
 after the COMMIT is ``OutcomeUnknown``, never "nothing written"; a database that
 cannot be reached is ``Unavailable``; nothing commits past the purchase's deadline.
 """
+
 
 from __future__ import annotations
 
@@ -29,10 +35,9 @@ import uuid
 from typing import NamedTuple
 
 from django.conf import settings
-from django.core.signals import setting_changed
 from django.db import DatabaseError, IntegrityError, transaction
-from django.dispatch import receiver
 
+from common.memory import ProcessMemory
 from flashsale.errors import (
     Busy,
     InvalidInput,
@@ -106,17 +111,11 @@ def order_create(
         raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
     purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
                     deadline=deadline)
-    guess = _last_seen.get(sku) or strategy_of("")
     try:
-        try:
-            return _SELLERS[guess.seller](**purchase)
-        except _SoldByAnother as e:
-            # The product was reset under another seller's strategy since this process
-            # last sold it: that seller, once (it gave back whatever it claimed).
-            return _SELLERS[e.strategy.seller](**purchase)
-    except _SoldByAnother as e:
-        raise Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
-                   extra={"strategy": e.strategy.name}) from None
+        strategy = strategy_resolve(sku)
+        if strategy.seller is Seller.GATE:
+            return _sell_through_gate(**purchase)
+        return _sell_in_transaction(**purchase, strategy=strategy)
     except DatabaseError as e:
         answer = database_answer(e, then="nothing was written")
         if answer is None:
@@ -128,49 +127,43 @@ def order_create(
         raise answer from e
 
 
-# sku -> the strategy this process last found the product's sale under: which seller
-# to ask first. A guess (a reset may have changed it since), which each seller checks
-# against the sale's mark or the product's row before it writes anything; a seller
-# that finds the product is another's hands it over (``_SoldByAnother``).
-_last_seen: dict[str, StrategySpec] = {}
+# sku -> the strategy its sale runs under, for FLASHSALE_STRATEGY_MEMORY seconds
+# from the read: a reset that changes a product's strategy waits that long before
+# it answers (orders.sales), so that no process resolves the old one after it.
+_strategies: ProcessMemory[str, StrategySpec] = ProcessMemory(
+    "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY)
 
 
-_LAST_SEEN_MAX = 10_000  # products; past it, the guesses start over
+def strategy_resolve(sku: str) -> StrategySpec:
+    """The strategy the product's sale runs under: from the sale's state in Redis,
+    which the reset writes, else (the state lost) from the product's row.
+    Remembered for a while (``_strategies``): without it, every purchase would
+    ask Redis first, one round trip more than the gate's one.
 
-
-def _seen(sku: str, strategy: StrategySpec) -> StrategySpec:
-    if len(_last_seen) >= _LAST_SEEN_MAX:
-        _last_seen.clear()
-    _last_seen[sku] = strategy
+    :raises NotFound: no such product (not remembered: the next purchase asks again).
+    """
+    known = _strategies.get(sku)
+    if known is not None:
+        return known
+    read = time.monotonic()
+    mark = sale_mark_get(sku=sku)
+    own = mark.strategy if mark.opened is not None else product_get(sku=sku).strategy
+    strategy = strategy_of(own)
+    _strategies.put(sku, strategy, since=read)
     return strategy
 
 
-@receiver(setting_changed)
-def _forget_the_guesses(*, setting: str, **kwargs) -> None:
-    if setting == "FLASHSALE_STRATEGY":  # the products that follow it moved (override_settings)
-        _last_seen.clear()
+def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
+    """The seller found the sale under another strategy than the one resolved: a
+    reset changed it during this purchase (one that answered earlier waited out
+    every memory). Nothing was written; a retry resolves afresh."""
+    _strategies.pop(sku)
+    return Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
+                extra={"strategy": strategy_of(found).name, "resolved": resolved.name})
 
 
-def _sold_here(sku: str, own: str) -> StrategySpec:
-    """The product's strategy (``own``: its row's, or its mark's), if the locked
-    transaction sells it; else the hand-over to its seller (the caller frees its
-    claim, as for any refusal)."""
-    strategy = _seen(sku, strategy_of(own))
-    if strategy.seller is not Seller.TRANSACTION:
-        raise _SoldByAnother(strategy)
-    return strategy
-
-
-class _SoldByAnother(Exception):  # noqa: N818 (a hand-over, not an error)
-    """The product's sale runs under ``strategy``, which another seller serves."""
-
-    def __init__(self, strategy: StrategySpec):
-        super().__init__(strategy.name)
-        self.strategy = strategy
-
-
-def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                  deadline: float) -> OrderResult:
+def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                         deadline: float, strategy: StrategySpec) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns."""
     fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
@@ -183,18 +176,21 @@ def _order_create(*, sku: str, quantity: int, user_id: str, idempotency_key: str
 
     mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
     try:
-        # The product's strategy and its window, after the claim (so that a replay is
-        # answered after the end): from the mark, with no query; without the mark,
-        # from the row, which the purchase reads anyway.
+        # The sale's strategy and window, checked after the claim (so that a replay
+        # is answered after the end): from the mark, with no query; without the
+        # mark, from the row, which the purchase reads anyway.
         if mark.opened is not None:
-            strategy = _sold_here(sku, mark.strategy)
+            if strategy_of(mark.strategy) != strategy:
+                raise _reset_meanwhile(sku, mark.strategy, strategy)
             mark.window.check(sku=sku, now=time.time())
         if mark.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         segments = _segments_planned(sku, mark)
         if mark.opened is None:
-            strategy = _sold_here(sku, segments[0].product.strategy)
-            SaleWindow.of(segments[0].product).check(sku=sku, now=time.time())
+            product = segments[0].product
+            if strategy_of(product.strategy) != strategy:
+                raise _reset_meanwhile(sku, product.strategy, strategy)
+            SaleWindow.of(product).check(sku=sku, now=time.time())
         placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
                               key=key, deadline=deadline)
     except IntegrityError:
@@ -232,11 +228,9 @@ PLAN_ROUNDS = 3
 
 
 # sku -> (the sale's opening, as its mark says, and its segments as this process last
-# read them): the plan's read, once per sale and process.
-_planned: dict[str, tuple[float, list[Stock]]] = {}
-
-
-_PLANNED_MAX = 10_000  # products; past it, the reads start over
+# read them): the plan's read, once per sale and process, for a minute at most.
+_planned: ProcessMemory[str, tuple[float, list[Stock]]] = ProcessMemory(
+    "each product's stock segments, by sale", seconds=lambda: 60.0)
 
 
 def _segments_planned(sku: str, mark: SaleMark | None) -> list[Stock]:
@@ -247,18 +241,16 @@ def _segments_planned(sku: str, mark: SaleMark | None) -> list[Stock]:
     ``None``). So while the sale's mark says which sale this is, one read per
     process serves the whole sale: the product's id, its strategy and its segments
     change only with a reset, which opens a new sale. A one-segment product, the
-    flash sale's hot case, is never read again."""
+    flash sale's hot case, is read again once a minute."""
     opened = mark.opened if mark is not None else None
     known = _planned.get(sku)
     if opened is not None and known is not None and known[0] == opened:
         return known[1]
     segments = segments_get(sku=sku)
-    if opened is None and known is not None:
-        opened = known[0]  # a fresh read for the sale this process knows
+    if opened is None and (last := _planned.last(sku)) is not None:
+        opened = last[0]  # a fresh read for the sale this process knows
     if opened is not None:
-        if len(_planned) >= _PLANNED_MAX:
-            _planned.clear()
-        _planned[sku] = (opened, segments)
+        _planned.put(sku, (opened, segments))
     return segments
 
 
@@ -450,9 +442,9 @@ def _outcome_unknown(order: Order) -> OutcomeUnknown:
                           order_id=order.pk)
 
 
-def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                deadline: float) -> OrderResult:
-    """The gate's purchase: one script in Redis decides (``orders.gate.sale``); the
+def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+                       deadline: float) -> OrderResult:
+    """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
     database hears of the order from a persister, after the answer."""
     try:
         sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
@@ -460,16 +452,12 @@ def _gate_order(*, sku: str, quantity: int, user_id: str, idempotency_key: str |
                          fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
     except GateCold:
         # No sale in Redis: the product's row says whether it has one (Redis lost it)
-        # or is another strategy's (NotFound: no such product).
-        strategy = _seen(sku, strategy_of(product_get(sku=sku).strategy))
-        if strategy.seller is not Seller.GATE:
-            raise _SoldByAnother(strategy) from None
+        # or was reset under another strategy meanwhile (NotFound: no such product).
+        own = product_get(sku=sku).strategy
+        if strategy_of(own).seller is not Seller.GATE:
+            raise _reset_meanwhile(sku, own, strategy_of("gate")) from None
         raise
     return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
                        instance=sold.instance, status="accepted", remaining=sold.remaining,
                        replayed=sold.replayed,
                        timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))
-
-
-# Who sells, by the strategy's seller: the one decision between the two shapes of a purchase.
-_SELLERS = {Seller.TRANSACTION: _order_create, Seller.GATE: _gate_order}

@@ -58,8 +58,9 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
     for attempt in range(1, RESET_ATTEMPTS + 1):
         try:
-            product, keys, sale = _reset_rows(sku=sku, stock=stock, name=name, segments=segments, gated=gated,
-                                              starts_at=starts_at, ends_at=ends_at, strategy=strategy)
+            product, keys, sale, replaced = _reset_rows(
+                sku=sku, stock=stock, name=name, segments=segments, gated=gated, starts_at=starts_at,
+                ends_at=ends_at, strategy=strategy)
             break
         except DatabaseError as e:
             # Its deletes take gap locks beside the rows the persisters and buyers of
@@ -75,10 +76,16 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
     sale_mark_open(sku=sku, window=window, strategy=product.strategy)
+    settled = closed
+    if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):
+        # Processes resolve the old strategy from memory until this long after the
+        # new one is written (orders.purchase.strategy_resolve): none does after
+        # this answer.
+        settled = max(settled, time.monotonic() + settings.FLASHSALE_STRATEGY_MEMORY)
     if sale is not None:
         gate_open(sale=sale, window=window)
     product_cached_refresh(sku=sku)
-    gate_settle(closed)  # no process answers from the old sale after this answer
+    gate_settle(settled)  # no process answers from the old sale after this answer
     return product
 
 
@@ -89,10 +96,11 @@ RESET_ATTEMPTS = 3
 @transaction.atomic
 def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
                 starts_at: datetime | None, ends_at: datetime | None, strategy: str | None
-                ) -> tuple[Product, list[str], GateSale | None]:
+                ) -> tuple[Product, list[str], GateSale | None, str | None]:
     """The reset's rows, in one transaction: the sale's orders and quotas gone, the
     product and its stock as new. Returns the product, the keys of the orders it
-    deleted, and the gate sale it opened (under the gate)."""
+    deleted, the gate sale it opened (under the gate) and the strategy the product
+    had before (None: a new product)."""
     try:
         existing = product_get(sku=sku)
     except NotFound:
@@ -110,7 +118,7 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
                             starts_at=starts_at, ends_at=ends_at, strategy=strategy or "",
                             new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
-    return product, keys, sale
+    return product, keys, sale, None if existing is None else existing.strategy
 
 
 def gate_warm(*, sku: str) -> GateSale:

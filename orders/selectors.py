@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Sum
 
+from common.memory import ProcessMemory
 from flashsale.errors import NotFound
 from flashsale.strategies import Seller, strategy_of
 from inventory.models import StockFlow
@@ -161,9 +162,10 @@ def sale_audit(*, sku: str) -> SaleAudit:
                      strategy=strategy_of(product.strategy).name)
 
 
-# sku -> (kept until, on the monotonic clock; the audit). Only the audits of sales
-# of FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more are here: the few large ones.
-_recent: dict[str, tuple[float, SaleAudit]] = {}
+# sku -> its audit, for FLASHSALE_AUDIT_KEEP_MS. Only the audits of sales of
+# FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more are here: the few large ones.
+_recent: ProcessMemory[str, SaleAudit] = ProcessMemory(
+    "the audits of large sales", seconds=lambda: settings.FLASHSALE_AUDIT_KEEP_MS / 1000)
 
 
 def sale_audit_recent(*, sku: str) -> SaleAudit:
@@ -174,15 +176,13 @@ def sale_audit_recent(*, sku: str) -> SaleAudit:
     buyer expects to see a purchase at once (the page reads the audit after each),
     is always audited as of now. Kept by size, not by the time an audit took: the
     first audits after a start are slow whatever the sale."""
-    now = time.monotonic()
     kept = _recent.get(sku)
-    if kept is not None and now < kept[0]:
-        return kept[1]
+    if kept is not None:
+        return kept
+    read = time.monotonic()
     audit = sale_audit(sku=sku)
     if audit.orders >= settings.FLASHSALE_AUDIT_KEEP_FROM_ORDERS:
-        for old in [s for s, (until, _) in _recent.items() if until <= now]:
-            _recent.pop(old, None)
-        _recent[sku] = (now + settings.FLASHSALE_AUDIT_KEEP_MS / 1000, audit)
+        _recent.put(sku, audit, since=read)
     else:
-        _recent.pop(sku, None)
+        _recent.pop(sku)
     return audit

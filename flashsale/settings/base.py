@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "common",
     "locking",
     "inventory",
     "orders",
@@ -235,6 +236,11 @@ FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=
 # keys (each process holds them, to tell a replay from a new purchase); past that,
 # they run the script.
 FLASHSALE_GATE_SOLD_OUT_MEMORY = env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY", default=0.5)
+# How long a process remembers which strategy a product's sale runs under (the
+# purchase's one decision, orders.purchase.strategy_resolve) instead of asking Redis
+# on every purchase. A reset that changes a product's strategy answers only after
+# this long, so that no process sells the new sale under the old strategy.
+FLASHSALE_STRATEGY_MEMORY = env.float("FLASHSALE_STRATEGY_MEMORY", default=1.0)
 FLASHSALE_GATE_SOLD_OUT_KEYS = env.int("FLASHSALE_GATE_SOLD_OUT_KEYS", default=20_000)
 # The persister (manage.py persist_orders): most orders one transaction writes, and
 # how long an entry may sit unacknowledged with a consumer before another claims it

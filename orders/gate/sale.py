@@ -45,7 +45,7 @@ from inventory.selectors import flows_after
 from ..idempotency import request_fingerprint
 from ..models import GateSale, Order
 from ..window import SaleWindow
-from .sell import _sold_out
+from .sell import sold_out_forget
 from .store import (
     _CLOSE,
     _FINISHED,
@@ -109,7 +109,7 @@ def gate_close(*, sku: str, required: bool) -> float:
                               "nothing was reset", backend="redis") from e
         logger.warning("could not close the gate of %s (it has no gate sale): %s", sku, e)
         return time.monotonic()
-    _sold_out.pop(sku, None)
+    sold_out_forget(sku)
     closed = time.monotonic()
     return closed + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY if stock == "0" else closed
 

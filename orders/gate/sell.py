@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 
+from common.memory import ProcessMemory
 from flashsale.errors import (
     IdempotencyConflict,
     LimitReached,
@@ -138,21 +137,26 @@ class _SoldOut:
     """A sale this process found sold out."""
 
     opened: str  # which sale (its "opened"): a reset opens another
-    until: float  # time.monotonic(): past it, the script decides again
     keys: frozenset[str] | None  # the keys it accepted (their replays); None: too many to hold
 
 
-# sku -> its sale, found sold out. Read without a lock: a dict's get and set are atomic.
-_sold_out: dict[str, _SoldOut] = {}
-_SOLD_OUT_MAX = 10_000  # products; past it, the memories start over
+# sku -> its sale, found sold out, for FLASHSALE_GATE_SOLD_OUT_MEMORY seconds at most
+# from the read (until the window's end, if sooner): past it, the script decides again.
+_sold_out: ProcessMemory[str, _SoldOut] = ProcessMemory(
+    "the gate's sales found sold out", seconds=lambda: settings.FLASHSALE_GATE_SOLD_OUT_MEMORY)
 _remembering = threading.Lock()  # one read of a sold-out sale at a time per process
+
+
+def sold_out_forget(sku: str) -> None:
+    """This process closed the sale: what it remembers of it goes with it."""
+    _sold_out.pop(sku)
 
 
 def _remembered_sold_out(sku: str, *, key: str, keyed: bool) -> bool:
     """Whether this process knows the sale sold out, and ``key`` (if ``keyed``) is
     not one of its orders' (a replay, which the script answers)."""
     memory = _sold_out.get(sku)
-    if memory is None or time.monotonic() >= memory.until:
+    if memory is None:
         return False
     return not keyed or (memory.keys is not None and key not in memory.keys)
 
@@ -166,7 +170,7 @@ def _remember_sold_out(sku: str) -> None:
     if not settings.FLASHSALE_SOLDOUT_FAST_PATH or not _remembering.acquire(blocking=False):
         return
     try:
-        known = _sold_out.get(sku)
+        known = _sold_out.last(sku)
         asked = time.monotonic()  # the memory runs from before the read: see gate_close
         k = gate_keys(sku)
         reply = _script(_SOLD_OUT)(keys=[k.sale, k.keys], args=[
@@ -177,7 +181,7 @@ def _remember_sold_out(sku: str) -> None:
     finally:
         _remembering.release()
     if len(reply) < 3:  # restocked by a reset meanwhile, or no sale
-        _sold_out.pop(sku, None)
+        _sold_out.pop(sku)
         return
     _, opened, ends_in_ms, *keys = reply
     if keys:
@@ -187,17 +191,10 @@ def _remember_sold_out(sku: str) -> None:
     lasts = settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
     if ends_in_ms >= 0:
         lasts = min(lasts, ends_in_ms / 1000)
-    if len(_sold_out) >= _SOLD_OUT_MAX:
-        _sold_out.clear()
-    _sold_out[sku] = _SoldOut(opened=opened, until=asked + lasts, keys=held)
+    _sold_out.put(sku, _SoldOut(opened=opened, keys=held), since=asked, seconds=lasts)
 
 
 class GateCold(Unavailable):
     """Redis holds no sale of the product: it lost it, or the product has none (it does
     not exist, or its sale runs under a strategy that does not sell through the gate)."""
 
-
-@receiver(setting_changed)
-def _forget_sold_out(*, setting, **kwargs):
-    if setting.startswith(("FLASHSALE_GATE", "FLASHSALE_SOLDOUT")):
-        _sold_out.clear()

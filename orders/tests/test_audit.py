@@ -114,7 +114,7 @@ def test_the_audit_takes_no_more_memory_for_a_sale_a_hundred_times_larger():
 def test_the_api_keeps_a_large_sales_audit_for_its_interval_and_a_smaller_ones_never(sold, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(selectors.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(selectors, "_recent", {})
+    selectors._recent.clear()
     api = APIClient()
 
     def orders() -> int:

@@ -201,10 +201,11 @@ def test_a_reset_answers_only_once_no_process_answers_from_the_sold_out_sale(scr
     buy("k1")
     with pytest.raises(SoldOut):
         buy("k2")
-    remembered = sell_module._sold_out["sku-1"]  # what another process would hold too
+    memory = sell_module._sold_out
+    remembered, until = memory.last("sku-1"), memory.until("sku-1")  # what another process would hold too
     sale_reset(sku="sku-1", stock=5)
-    assert time.monotonic() >= remembered.until
-    sell_module._sold_out["sku-1"] = remembered  # that other process, after the reset
+    assert time.monotonic() >= until
+    memory.put("sku-1", remembered, since=until, seconds=0)  # that other process, after the reset
     result = buy("k2")
     assert (result.status, result.remaining) == ("accepted", 4)
 
@@ -213,7 +214,7 @@ def test_the_memory_of_a_sold_out_sale_ends_with_its_window():
     sale_reset(sku="sku-1", stock=0, ends_at=timezone.now() + timedelta(milliseconds=400))
     with pytest.raises(SoldOut):
         buy("k1")
-    assert sell_module._sold_out["sku-1"].until <= time.monotonic() + 0.4
+    assert sell_module._sold_out.until("sku-1") <= time.monotonic() + 0.4
     time.sleep(0.45)
     with pytest.raises(Ended):
         buy("k2")

@@ -4,14 +4,19 @@ this process sold the product under before. On the real MariaDB and Redis."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from flashsale.errors import Busy
 from flashsale.strategies import STRATEGIES
 from flashsale.testing import run_at_once
 from inventory.models import Product
+from orders import purchase, sales
+from orders.gate.sale import gate_tally
 from orders.models import Order
 from orders.purchase import order_create
 from orders.sales import sale_reset
@@ -55,8 +60,8 @@ def test_a_product_without_its_own_strategy_follows_the_deployment():
 
 @override_settings(FLASHSALE_STRATEGY="atomic")
 def test_a_product_moves_between_the_sellers_with_its_resets():
-    """This process's memory of the product's seller is wrong after each reset: the
-    seller it asks first finds out and hands the purchase over, nothing left behind."""
+    """Each reset changes the product's seller, and the next purchase goes to the new
+    one: the reset answers after every process's memory of the old strategy ends."""
     sale_reset(sku="p", stock=5, strategy="gate")
     first = buy("p", key="k1")
     assert (first.strategy, first.status) == ("gate", "accepted")
@@ -69,8 +74,7 @@ def test_a_product_moves_between_the_sellers_with_its_resets():
     sale_reset(sku="p", stock=5, strategy="gate")
     third = buy("p", key="k3")
     assert (third.strategy, third.status, third.remaining) == ("gate", "accepted", 4)
-    # The transaction seller's claim of k3, made before it found the product was the
-    # gate's, was given back: a replay is the gate's answer, not a stale flag's.
+    # No claim of k3 in the transaction seller's flags: a replay is the gate's answer.
     replay = buy("p", key="k3")
     assert (replay.replayed, replay.order_id, replay.strategy) == (True, third.order_id, "gate")
     assert cache.get("idem:k3") is None
@@ -134,3 +138,58 @@ def test_the_product_the_purchase_and_the_audit_name_the_strategy(admin_api):
     # A reset without one gives the product back to the deployment's default.
     again = admin_api.post("/api/admin/products/p/reset", {"stock": 5}, format="json")
     assert again.json()["strategy"] == "atomic"
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_a_purchase_that_meets_a_sale_reset_to_the_gate_under_it_is_refused_and_writes_nothing():
+    """A process that resolved the product's strategy before a reset to the gate (its
+    memory, put here by hand) meets the gate's sale in the transaction seller: 503,
+    no order, no claim of the key left; the next purchase resolves afresh."""
+    sale_reset(sku="p", stock=5, strategy="gate")
+    purchase._strategies.put("p", STRATEGIES["atomic"])
+    with pytest.raises(Busy, match="reset under another strategy"):
+        buy("p", key="k1")
+    assert not Order.objects.exists() and cache.get("idem:k1") is None
+    assert gate_tally(sku="p").redis_remaining == 5
+    assert (buy("p", key="k1").strategy, persist()) == ("gate", 1)
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_a_purchase_that_meets_a_sale_reset_from_the_gate_under_it_is_refused_and_writes_nothing():
+    sale_reset(sku="p", stock=5, strategy="redisson")
+    purchase._strategies.put("p", STRATEGIES["gate"])  # resolved before the reset
+    with pytest.raises(Busy, match="reset under another strategy"):
+        buy("p", key="k1")
+    assert not Order.objects.exists() and gate_tally(sku="p") is None
+    bought = buy("p", key="k1")
+    assert (bought.strategy, bought.status, bought.remaining) == ("redisson", "confirmed", 4)
+
+
+@pytest.mark.parametrize(("before", "after", "waits"), [("atomic", "gate", True), ("gate", "redisson", True),
+                                                        ("atomic", "atomic", False)])
+@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_STRATEGY_MEMORY=0.3)
+def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old_one(
+        monkeypatch, before, after, waits):
+    """The latest a process can read the old strategy is just before the reset writes
+    the new one (here: a read made then); the reset waits until that memory ends.
+    A reset that keeps the strategy waits for nothing."""
+    sale_reset(sku="p", stock=5, strategy=before)
+    write, seen = sales.sale_mark_open, {}
+
+    def read_just_before_the_write(**kwargs):
+        purchase._strategies.pop("p")
+        seen["strategy"] = purchase.strategy_resolve("p").name
+        seen["until"] = purchase._strategies.until("p")
+        write(**kwargs)
+
+    def settle(until):
+        seen["settled"], seen["now"] = until, time.monotonic()
+
+    monkeypatch.setattr(sales, "sale_mark_open", read_just_before_the_write)
+    monkeypatch.setattr(sales, "gate_settle", settle)
+    sale_reset(sku="p", stock=5, strategy=after)
+    assert seen["strategy"] == before  # the old strategy, remembered
+    if waits:
+        assert seen["settled"] >= seen["until"] > seen["now"], seen
+    else:
+        assert seen["settled"] <= seen["now"], seen

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CommonConfig(AppConfig):
+    name = "common"
+    verbose_name = "What every app shares"
