@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             warm = dict(seconds=2, connections=args.connections, meter=meter)
             wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
-            use(strategy="gate", race_delay_ms=0.0)
+            use(strategy="gate", section_delay_ms=0.0)
             admin.reset("bench-gate-warm-0", STOCK)
             wrk("warm-up", base, sku="bench-gate-warm-0", **warm)
             for fsync in ("everysec", "always"):
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Written before the next ping, which would otherwise share the cores with it.
                 pairs.append((pinged, sold, written(admin, sku, args.seconds)[1]))
 
-            use(strategy="atomic", race_delay_ms=0.0)
+            use(strategy="atomic", section_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
             wrk("warm-up", base, sku="bench-gate-atomic-0", **warm)
             rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), "", None))

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     products = [base] if args.sku_spread == 1 else [f"{base}-{k}" for k in range(args.sku_spread)]
 
     with apps_as_needed(config) as use:
-        running = use(strategy=args.strategy, race_delay_ms=0.0)
+        running = use(strategy=args.strategy, section_delay_ms=0.0)
         client = FlashsaleClient.for_stack(running)
         for product in products:
             client.reset(product, STOCK)

@@ -1,7 +1,7 @@
 """What one request costs the app's Python, in-process: CPU per request through
 the apps' WSGI handler (``flashsale.wsgi``: a plain purchase through its front,
 anything else through every middleware and the view; with
-``FLASHSALE_PURCHASE_FRONT=false`` every purchase through Django's whole path) against
+``FLASHSALE_PURCHASE_SHORTCUT=false`` every purchase through Django's whole path) against
 the running stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,
 with ``--profile ROW``, cProfile's top entries for that row.
 
@@ -43,8 +43,8 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from orders.front import FrontHandler  # noqa: E402
 from orders.sales import sale_reset  # noqa: E402
+from orders.wsgi import PurchaseWSGIHandler  # noqa: E402
 
 SPREAD = 50
 
@@ -85,14 +85,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="per row")
     parser.add_argument("--profile", choices=list(rows), help="cProfile this row too")
     args = parser.parse_args()
-    handler, statuses = FrontHandler(), {}  # the apps' handler (flashsale.wsgi)
+    handler, statuses = PurchaseWSGIHandler(), {}  # the apps' handler (flashsale.wsgi)
 
     def start_response(status, headers, exc_info=None):
         statuses[status[:3]] = statuses.get(status[:3], 0) + 1
 
     print(f"`python -m benchmarks.purchase_cpu --requests {args.requests}`: CPU per request in-process "
           "(the apps' WSGI handler, the stack's MariaDB and Redis; "
-          f"purchase front {'on' if settings.FLASHSALE_PURCHASE_FRONT else 'off'})\n")
+          f"purchase front {'on' if settings.FLASHSALE_PURCHASE_SHORTCUT else 'off'})\n")
     print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
     ping = None
     for label, (setup, request) in rows.items():

@@ -5,7 +5,7 @@
 
 Three rows besides ping:
 
-- ``marked``: the sale's mark in Redis says sold out and vouches for the
+- ``marked``: the sale's state in Redis says sold out and vouches for the
   idempotency flags: the answer comes from Redis alone.
 - ``mark lost``: the mark is deleted before the round, as a Redis restart or flush
   would: the purchase finds the stock empty the slow way, and (since the flags
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for row in rows:
             if row == "mark lost":
-                store.delete(*store.keys(f"*:{SKU}"))  # the sale's marks, as a restart loses them
+                store.delete(*store.keys(f"*:{SKU}"))  # the sale's states, as a restart loses them
             rate, other = measure(path="/api/ping" if row == "ping" else "/api/orders",
                                   body=None if row == "ping" else purchase,
                                   keys=bought if row == "replays" else None, **common)

@@ -36,7 +36,7 @@ BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
 
 
 @dataclass(frozen=True)
-class Answer:
+class DocumentedError:
     key: str
     user: str
     status: int  # the final answer's HTTP status; 0 when there was none
@@ -73,7 +73,7 @@ class Verdict:
         return [name for name, bad in checks.items() if bad]
 
 
-def _buy(client: FlashsaleClient, sku: str, key: str, user: str) -> Answer:
+def _buy(client: FlashsaleClient, sku: str, key: str, user: str) -> DocumentedError:
     pause = BACKOFF[0]
     for attempt in range(1, TRIES + 1):
         try:
@@ -84,7 +84,7 @@ def _buy(client: FlashsaleClient, sku: str, key: str, user: str) -> Answer:
         except (requests.RequestException, ValueError):
             status, body = 0, {}
         if status not in RETRIED or attempt == TRIES:
-            return Answer(key, user, status, body.get("error"), body.get("order_id"), attempt)
+            return DocumentedError(key, user, status, body.get("error"), body.get("order_id"), attempt)
         time.sleep(pause)
         pause = min(pause * 2, BACKOFF[1])
     raise AssertionError("unreachable")
@@ -170,7 +170,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
 
     local = threading.local()
 
-    def buyer(n: int) -> Answer:
+    def buyer(n: int) -> DocumentedError:
         nonlocal sold
         if not hasattr(local, "client"):  # a keep-alive connection per buyer thread
             local.client = FlashsaleClient(config.base_url, timeout=15)
@@ -198,7 +198,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
 
 
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault,
-           stock: int, answers: list[Answer], started: float, ended: float,
+           stock: int, answers: list[DocumentedError], started: float, ended: float,
            injected_at: float | None) -> Verdict:
     audit = client.audit(sku)
     truth = _Truth(config)

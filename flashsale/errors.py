@@ -1,8 +1,8 @@
 """The one business-error hierarchy, and the one JSON error shape it maps to.
 
 Every error a client can see leaves as ``{"error": <code>, "message": <text>,
-...extra}``; ``error_answer`` below is the only place that shapes it (DRF's
-exception handler and the purchase's front, ``orders.front``, answer with it).
+...extra}``; ``error_response`` below is the only place that shapes it (DRF's
+exception handler and the purchase's shortcut, ``orders.wsgi``, answer with it).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ ErrorSerializer = inline_serializer("Error", {"error": serializers.CharField(),
                                               "message": serializers.CharField()})
 
 
-class Answer(NamedTuple):
+class DocumentedError(NamedTuple):
     """An error answer that is not one of the classes above: DRF's own (throttled,
     authentication) and nginx's (a body too large, no instance, a timeout)."""
 
@@ -170,32 +170,34 @@ class Answer(NamedTuple):
     meaning: str
 
 
-THROTTLED = Answer(429, "throttled", "Too many requests from one buyer or address: wait Retry-After seconds.")
-NOT_AUTHENTICATED = Answer(401, "not_authenticated", "No admin token (a wrong one: authentication_failed).")
-PERMISSION_DENIED = Answer(403, "permission_denied", "Authenticated, but not as the admin.")
-UNSUPPORTED_MEDIA_TYPE = Answer(415, "unsupported_media_type", "The body is not application/json.")
+THROTTLED = DocumentedError(429, "throttled",
+                            "Too many requests from one buyer or address: wait Retry-After seconds.")
+NOT_AUTHENTICATED = DocumentedError(401, "not_authenticated",
+                                    "No admin token (a wrong one: authentication_failed).")
+PERMISSION_DENIED = DocumentedError(403, "permission_denied", "Authenticated, but not as the admin.")
+UNSUPPORTED_MEDIA_TYPE = DocumentedError(415, "unsupported_media_type", "The body is not application/json.")
 # nginx's answers (nginx/nginx.conf.template), in the same shape.
-TOO_LARGE = Answer(413, "too_large", "nginx: a body larger than 16 KB; nothing was written.")
-NO_INSTANCE = Answer(502, "unavailable", "nginx: no app instance answered (backend: app); retry with the "
-                     "same Idempotency-Key to learn whether a purchase went through.")
-TIMED_OUT = Answer(504, "timeout", "nginx: the app instance did not answer in time; retry with the same "
-                   "Idempotency-Key to learn whether a purchase went through.")
+TOO_LARGE = DocumentedError(413, "too_large", "nginx: a body larger than 16 KB; nothing was written.")
+NO_INSTANCE = DocumentedError(502, "unavailable", "nginx: no app instance answered (backend: app); retry "
+                              "with the same Idempotency-Key to learn whether a purchase went through.")
+TIMED_OUT = DocumentedError(504, "timeout", "nginx: the app instance did not answer in time; retry with the "
+                            "same Idempotency-Key to learn whether a purchase went through.")
 
 
-def _answer(error: type[ApplicationError] | Answer) -> Answer:
-    if isinstance(error, Answer):
+def _documented(error: type[ApplicationError] | DocumentedError) -> DocumentedError:
+    if isinstance(error, DocumentedError):
         return error
     meaning = " ".join((inspect.getdoc(error) or "").split("\n\n")[0].split())
-    return Answer(error.status_code, error.code, meaning)
+    return DocumentedError(error.status_code, error.code, meaning)
 
 
-def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenApiResponse]:
+def error_responses(*errors: type[ApplicationError] | DocumentedError) -> dict[int, OpenApiResponse]:
     """The schema's error responses of an operation: one per status, its description
     naming each ``error`` code it may carry and what it means, with an example each,
     so that a client reads in the schema what it must handle."""
-    by_status: dict[int, list[Answer]] = defaultdict(list)
-    for answer in map(_answer, errors):
-        by_status[answer.status_code].append(answer)
+    by_status: dict[int, list[DocumentedError]] = defaultdict(list)
+    for documented in map(_documented, errors):
+        by_status[documented.status_code].append(documented)
     return {
         status_code: OpenApiResponse(
             ErrorSerializer,
@@ -207,7 +209,7 @@ def error_responses(*errors: type[ApplicationError] | Answer) -> dict[int, OpenA
     }
 
 
-class ErrorAnswer(NamedTuple):
+class ErrorResponse(NamedTuple):
     """An error's answer: its JSON body, its status and its headers."""
 
     body: dict[str, Any]
@@ -218,26 +220,26 @@ class ErrorAnswer(NamedTuple):
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape. Like DRF's
     own handler, it marks an open atomic request for rollback before answering."""
-    answer = error_answer(exc)
+    answer = error_response(exc)
     if answer is None:
         return None
     set_rollback()
     return Response(answer.body, status=answer.status, headers=answer.headers)
 
 
-def error_answer(exc: Exception) -> ErrorAnswer | None:
+def error_response(exc: Exception) -> ErrorResponse | None:
     """The answer to ``exc`` (``exception_handler`` makes it a DRF ``Response``);
     None for an unexpected one: Django's 500 handler answers it."""
     if isinstance(exc, DatabaseError):
         # Any view's; the purchase says more, in its own words (order_create).
-        exc = database_answer(exc, then="retry") or exc
+        exc = database_failure(exc, then="retry") or exc
     if isinstance(exc, ApplicationError):
         if exc.__cause__ is not None and exc.status_code >= 500:
             # What failed underneath (hosts, ports, users) is the operator's to read,
             # never the client's.
             logger.warning("%s %s: %s (%s: %s)", exc.status_code, exc.code, exc.message,
                            type(exc.__cause__).__name__, exc.__cause__)
-        return ErrorAnswer(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
+        return ErrorResponse(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.APIException):
@@ -250,12 +252,12 @@ def error_answer(exc: Exception) -> ErrorAnswer | None:
             # Malformed JSON (ParseError) and failed validation are both "invalid".
             extra = {"fields": exc.detail} if isinstance(exc, exceptions.ValidationError) else {}
             message = "request is invalid" if extra else str(exc.detail)
-            return ErrorAnswer(error_body("invalid", message, **extra), 400, {})
-        return ErrorAnswer(error_body(exc.default_code, str(exc.detail)), exc.status_code, headers)
+            return ErrorResponse(error_body("invalid", message, **extra), 400, {})
+        return ErrorResponse(error_body(exc.default_code, str(exc.detail)), exc.status_code, headers)
     return None
 
 
-def database_answer(exc: DatabaseError, *, then: str) -> ApplicationError | None:
+def database_failure(exc: DatabaseError, *, then: str) -> ApplicationError | None:
     """The answer to a database failure that a retry may mend: the server cannot be
     reached (503 ``unavailable``), or it gave up waiting for a row lock or broke a
     deadlock (503 ``busy``); ``None`` for anything else (a 500). ``then`` ends the

@@ -105,7 +105,7 @@ def _every_check() -> dict[str, Callable[[], None]]:
     return checks
 
 
-def _answer(checks: dict[str, Callable[[], None]]) -> JsonResponse:
+def _documented(checks: dict[str, Callable[[], None]]) -> JsonResponse:
     backends = {}
     for name, check in checks.items():
         try:
@@ -125,11 +125,11 @@ def livez(request):
 
 
 def readyz(request):
-    return _answer(_ready_checks())
+    return _documented(_ready_checks())
 
 
 def healthz(request):
-    return _answer(_every_check())
+    return _documented(_every_check())
 
 
 # The same answer: a liveness probe and a load test's ceiling both want no backend.

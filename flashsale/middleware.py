@@ -25,7 +25,7 @@ class ArrivalStampMiddleware:
 
 def stamp_arrival(response, arrived: float):
     """Add ``arrived`` (epoch seconds) to ``response``'s ``Server-Timing``, last. The
-    purchase's front (``orders.front``), which answers before this middleware, stamps
+    purchase's shortcut (``orders.wsgi``), which answers before this middleware, stamps
     its answers with it too."""
     stamp = f"arrival;desc={arrived:.6f}"
     timing = response.headers.get("Server-Timing")

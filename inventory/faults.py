@@ -1,6 +1,6 @@
 """Fault injection in the critical section, beside nothing else: the hooks a test or a
 scenario uses to pause a lock holder at a chosen point (``stalled``), and the delay
-that stands for a real critical section's business work (``widen_race``). The
+that stands for a real critical section's business work (``section_delay``). The
 deduction calls each in one line."""
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def stall_point(point: str) -> None:
         pause(point)
 
 
-def widen_race() -> None:
+def section_delay() -> None:
     # Stands for the business work a real critical section does (pricing, coupons,
     # calls out); without it two cores rarely interleave and oversell hides.
-    delay_ms = settings.FLASHSALE_RACE_DELAY_MS
+    delay_ms = settings.FLASHSALE_SECTION_DELAY_MS
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)

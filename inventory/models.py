@@ -14,12 +14,12 @@ class Product(models.Model):
     sku = models.CharField(max_length=SKU_MAX_LENGTH, unique=True, db_collation=BYTE_EXACT)
     name = models.CharField(max_length=200)
     # The sale window (the reset sets both; None: open from the reset, never closes).
-    # Purchases read it from the sale's mark in Redis (orders.salemark), not from here.
+    # Purchases read it from the sale's state in Redis (orders.salestate), not from here.
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
     # The strategy that guards this product's sale (a name in flashsale.strategies),
     # set by the reset; "" follows the deployment's FLASHSALE_STRATEGY. Purchases read
-    # it from the sale's mark, like the window.
+    # it from the sale's state, like the window.
     strategy = models.CharField(max_length=32, blank=True, default="")
 
     def __str__(self) -> str:

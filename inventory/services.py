@@ -16,7 +16,7 @@ from flashsale.bulk import rows_insert
 from flashsale.errors import SoldOut, StaleLock, StockChanged
 from flashsale.strategies import Deduction
 
-from .faults import stall_point, widen_race
+from .faults import section_delay, stall_point
 from .limits import MAX_SEGMENTS
 from .models import Product, Stock, StockFlow
 
@@ -146,7 +146,7 @@ def stock_deduct(
         held_since = time.perf_counter()
         after = _last_insert_id()  # what the UPDATE wrote, from its own reply
         taken = [(segment, quantity, after + quantity, after)]
-        widen_race()  # same work inside the section as the other strategies
+        section_delay()  # same work inside the section as the other strategies
     else:
         # The read: for a fenced read-modify-write the stamps' (they hold the rows),
         # otherwise one plain SELECT (no row lock): the weak strategies' honest race.
@@ -164,7 +164,7 @@ def stock_deduct(
         shares = _shares(available, quantity)
         if not shares:
             raise SoldOut.short_of(product.sku, quantity, sum(available.values()))
-        widen_race()
+        section_delay()
         stall_point("read")
         taken = []
         for segment, share in shares.items():

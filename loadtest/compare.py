@@ -206,7 +206,7 @@ class Comparison:
                           ticks=ticks)
 
     def use(self, strategy: str, fast_path: bool = True) -> None:
-        reconfigure(self.config.replace(strategy=strategy, race_delay_ms=0.0, fast_path=fast_path))
+        reconfigure(self.config.replace(strategy=strategy, section_delay_ms=0.0, fast_path=fast_path))
 
 
 def sale_mode(run: Comparison, strategies: list[str], modes: list[bool]) -> list[Row]:
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     hot_rows: list[HotRow] = []
     opening_rows: list[OpeningRow] = []
     try:
-        reconfigure(config.replace(race_delay_ms=0.0))
+        reconfigure(config.replace(section_delay_ms=0.0))
         if args.mode == "hot":
             rows, hot_rows = hot_mode(run, strategies, segment_counts)
         elif args.mode == "opening":

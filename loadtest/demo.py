@@ -2,7 +2,7 @@
 strategy, and a table of what each did to the stock.
 
     python -m loadtest.demo [--strategies none,local,atomic] [--stock 50]
-                            [--attempts 400] [--concurrency 32] [--race-delay-ms 5]
+                            [--attempts 400] [--concurrency 32] [--section-delay-ms 5]
 
 Each strategy gets its own product (``burst-<strategy>``), left as it ended, so
 ``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards; ``demo-1`` is
@@ -34,8 +34,8 @@ class Row:
 
 
 def run_strategy(config: StackConfig, client: FlashsaleClient, strategy: str, *,
-                 stock: int, attempts: int, concurrency: int, race_delay_ms: float) -> Row:
-    reconfigure(config.replace(strategy=strategy, race_delay_ms=race_delay_ms))
+                 stock: int, attempts: int, concurrency: int, section_delay_ms: float) -> Row:
+    reconfigure(config.replace(strategy=strategy, section_delay_ms=section_delay_ms))
     sku = f"burst-{strategy}"
     client.reset(sku, stock, name=f"Burst under {strategy}")
     result = burst(base_url=config.base_url, sku=sku, attempts=attempts, concurrency=concurrency)
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stock", type=int, default=50)
     parser.add_argument("--attempts", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--race-delay-ms", type=float, default=5.0,
+    parser.add_argument("--section-delay-ms", "--race-delay-ms", type=float, default=5.0,
                         help="sleep inside the critical section so the race shows (default 5)")
     args = parser.parse_args(argv)
     strategies = [strategy_get(name.strip()).name for name in args.strategies.split(",")]
@@ -80,14 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     client = FlashsaleClient.for_stack(config)
     print(f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
           f"stock {args.stock}, {config.instances} instances behind nginx, "
-          f"race delay {args.race_delay_ms:g} ms\n", flush=True)
+          f"critical-section delay {args.section_delay_ms:g} ms\n", flush=True)
     client.reset(PAGE_SKU, 100, name="Demo phone")  # what the browser page shows
     rows = []
     try:
         for strategy in strategies:
             rows.append(run_strategy(config, client, strategy, stock=args.stock,
                                      attempts=args.attempts, concurrency=args.concurrency,
-                                     race_delay_ms=args.race_delay_ms))
+                                     section_delay_ms=args.section_delay_ms))
     finally:
         reconfigure(config)  # back to the strategy the stack was started with
     print()

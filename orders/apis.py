@@ -109,8 +109,8 @@ class OrderCreateApi(APIView):
     # A buyer names itself in the body (user_id); no session is read, so no request
     # pays for one, and a browser's cookie does not bring CSRF checks into a JSON API.
     # Anyone may buy. A plain JSON purchase is answered before it reaches this view,
-    # with the same answer (orders.front): the sale's hot path. This view answers
-    # the rest, and every purchase while the front is off.
+    # with the same answer (orders.wsgi): the sale's hot path. This view answers
+    # the rest, and every purchase while the shortcut is off.
     authentication_classes: list = []
     permission_classes: list = []
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
@@ -154,7 +154,7 @@ class OrderCreateApi(APIView):
 
 def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]:
     """The purchase's answer (body, status, headers) to a validated ``purchase``: the
-    view's and the purchase's front's (``orders.front``) alike.
+    view's and the purchase's shortcut's (``orders.wsgi``) alike.
 
     :raises InvalidInput: a malformed Idempotency-Key; and whatever ``order_create`` raises.
     """
@@ -183,7 +183,7 @@ def plain_purchase(data) -> dict | None:
     as it is: these three keys, ``sku`` and ``user_id`` ASCII strings of lengths it
     allows without a NUL, ``quantity`` an integer. Else None, and the serializer
     decides (it says what is wrong, in its words). Its fields cost a sold-out
-    answer a sixth of its CPU; ``test_front`` holds this to the serializer's result."""
+    answer a sixth of its CPU; ``test_wsgi`` holds this to the serializer's result."""
     if type(data) is not dict or data.keys() != _PURCHASE_FIELDS:
         return None
     sku, quantity, user_id = data["sku"], data["quantity"], data["user_id"]

@@ -9,7 +9,7 @@ A claim does not expire: one whose request should have finished long ago is stal
 (``Flag.stale``), and the retry that finds it lets the database decide. A completed
 order's flag that Redis refused (it was unreachable at that moment) is *owed*: this
 process writes it before its next claim and, until then, does not let the sale's
-mark vouch for the flags (``orders.salemark``).
+state vouch for the flags (``orders.salestate``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .models import Order
 from .results import OrderResult
 
 if TYPE_CHECKING:
-    from .salemark import SaleMark
+    from .salestate import SaleState
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def _cache_key(key: str) -> str:
 
 
 # Flags of completed orders that Redis refused, by cache key; written before the next claim.
-_owed: dict[str, dict] = {}
-_owed_mutex = threading.Lock()
+_unwritten: dict[str, dict] = {}
+_unwritten_mutex = threading.Lock()
 
 
 def _claim(fingerprint: str) -> dict:
@@ -72,21 +72,21 @@ def _claim(fingerprint: str) -> dict:
     return {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
 
 
-def flags_owed() -> bool:
+def flags_unwritten() -> bool:
     """Whether this process owes Redis a completed order's flag."""
-    return bool(_owed)
+    return bool(_unwritten)
 
 
-def _pay_owed() -> None:
-    with _owed_mutex:
-        owed = dict(_owed)
+def _write_unwritten() -> None:
+    with _unwritten_mutex:
+        owed = dict(_unwritten)
     try:
         cache.set_many(owed, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS:
         return  # still unreachable: owed a while longer
-    with _owed_mutex:
+    with _unwritten_mutex:
         for cache_key in owed:
-            _owed.pop(cache_key, None)
+            _unwritten.pop(cache_key, None)
     logger.info("wrote %d owed idempotency flags", len(owed))
 
 
@@ -96,8 +96,8 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     :returns: ``None`` if this request now owns the key (or Redis is down), else
         the flag another request left.
     """
-    if _owed:
-        _pay_owed()
+    if _unwritten:
+        _write_unwritten()
     pending = _claim(fingerprint)
     try:
         for _ in range(2):  # the other flag may expire between ADD and GET
@@ -127,8 +127,8 @@ def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
         cache.set(_cache_key(key), flag, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
         logger.warning("could not record idempotency flag for %s, owed until Redis answers: %s", key, e)
-        with _owed_mutex:
-            _owed[_cache_key(key)] = flag
+        with _unwritten_mutex:
+            _unwritten[_cache_key(key)] = flag
 
 
 def flag_unsettled(*, key: str, fingerprint: str) -> None:
@@ -140,7 +140,7 @@ def flag_unsettled(*, key: str, fingerprint: str) -> None:
                   timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
         # The claim stays as it was: stale once its pending TTL is out.
-        logger.warning("could not mark the outcome of %s unknown: %s", key, e)
+        logger.warning("could not state the outcome of %s unknown: %s", key, e)
 
 
 def flags_forget(*, keys: list[str]) -> None:
@@ -224,15 +224,15 @@ def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
 
-def refusal_checked(error: BaseException, *, key: str, fingerprint: str, mark: SaleMark,
+def refusal_checked(error: BaseException, *, key: str, fingerprint: str, state: SaleState,
                      deadline: float) -> OrderResult | None:
     """Before a keyed request is refused, make sure its key has no order: the
     database is the truth for idempotency. The flags answer for it (no look-up) only
-    while the sale's mark vouches that no flag was lost; then this request's fresh
+    while the sale's state vouches that no flag was lost; then this request's fresh
     claim means the key has none. Returns the order's replay if it has one; else the
     key is freed, so a retry may try again."""
     known = None
-    if isinstance(error, ApplicationError) and not mark.flags_complete:
+    if isinstance(error, ApplicationError) and not state.flags_complete:
         try:
             known = replay_by_key(key=key, fingerprint=fingerprint)
         except IdempotencyConflict:

@@ -12,7 +12,7 @@ else the product's row). Then one of two sellers:
   rows → commit → release the locks; a group that ran dry since the read falls over
   to the next. Where no Python needs to run between those statements (``atomic``,
   one segment), the transaction is one stored-procedure call
-  (``orders.onetrip``). The locks are held across the commit: released earlier,
+  (``orders.procedure``). The locks are held across the commit: released earlier,
   the next holder could read the stock before this write is visible. Each lock's
   fencing token, where it has one, goes with the stock deduction, which refuses it
   once a newer holder has touched that segment: a lease that ran out mid-purchase
@@ -21,7 +21,7 @@ else the product's row). Then one of two sellers:
   writes the order to the database after the answer.
 
 Every answer is true of the database: a refused keyed request first makes sure its
-key has no order (unless the sale's mark vouches for the flags); a failure at or
+key has no order (unless the sale's state vouches for the flags); a failure at or
 after the COMMIT is ``OutcomeUnknown``, never "nothing written"; a database that
 cannot be reached is ``Unavailable``; nothing commits past the purchase's deadline.
 """
@@ -45,7 +45,7 @@ from flashsale.errors import (
     SoldOut,
     StockChanged,
     Unavailable,
-    database_answer,
+    database_failure,
 )
 from flashsale.strategies import Seller, StrategySpec, strategy_of
 from inventory.models import Product, Stock
@@ -72,9 +72,9 @@ from .idempotency import (
 )
 from .limits import quota_open, quota_take
 from .models import Order
-from .onetrip import past_deadline, purchase_call
+from .procedure import past_deadline, purchase_call
 from .results import OrderResult, Timings
-from .salemark import SaleMark, sale_mark_get, sale_mark_sold_out
+from .salestate import SaleState, sale_state_get, sale_state_sold_out
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,8 @@ def order_create(
     """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key.
 
     ``received_at`` (epoch seconds, default now) is when the request reached the
-    front: the purchase commits nothing after ``FLASHSALE_PURCHASE_DEADLINE`` from it.
+    instance (its arrival stamp): the purchase commits nothing after
+    ``FLASHSALE_PURCHASE_DEADLINE`` from it.
 
     :raises InvalidInput: quantity out of range.
     :raises NotFound: unknown sku.
@@ -117,7 +118,7 @@ def order_create(
             return _sell_through_gate(**purchase)
         return _sell_in_transaction(**purchase, strategy=strategy)
     except DatabaseError as e:
-        answer = database_answer(e, then="nothing was written")
+        answer = database_failure(e, then="nothing was written")
         if answer is None:
             raise
         if isinstance(answer, Unavailable):
@@ -146,8 +147,8 @@ def strategy_resolve(sku: str) -> StrategySpec:
     if known is not None:
         return known
     read = time.monotonic()
-    mark = sale_mark_get(sku=sku)
-    own = mark.strategy if mark.opened is not None else product_get(sku=sku).strategy
+    state = sale_state_get(sku=sku)
+    own = state.strategy if state.opened is not None else product_get(sku=sku).strategy
     strategy = strategy_of(own)
     _strategies.put(sku, strategy, since=read)
     return strategy
@@ -174,19 +175,19 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
     else:
         key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
 
-    mark = sale_mark_get(sku=sku)  # after the claim: see orders.salemark
+    state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
     try:
         # The sale's strategy and window, checked after the claim (so that a replay
-        # is answered after the end): from the mark, with no query; without the
-        # mark, from the row, which the purchase reads anyway.
-        if mark.opened is not None:
-            if strategy_of(mark.strategy) != strategy:
-                raise _reset_meanwhile(sku, mark.strategy, strategy)
-            mark.window.check(sku=sku, now=time.time())
-        if mark.sold_out:
+        # is answered after the end): from the state, with no query; without the
+        # state, from the row, which the purchase reads anyway.
+        if state.opened is not None:
+            if strategy_of(state.strategy) != strategy:
+                raise _reset_meanwhile(sku, state.strategy, strategy)
+            state.window.check(sku=sku, now=time.time())
+        if state.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        segments = _segments_planned(sku, mark)
-        if mark.opened is None:
+        segments = _segments_planned(sku, state)
+        if state.opened is None:
             product = segments[0].product
             if strategy_of(product.strategy) != strategy:
                 raise _reset_meanwhile(sku, product.strategy, strategy)
@@ -208,15 +209,15 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
             flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
         raise
     except BaseException as e:
-        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not mark.sold_out:
-            sale_mark_sold_out(sku=sku)
+        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
+            sale_state_sold_out(sku=sku)
         if idempotency_key:
-            known = refusal_checked(e, key=key, fingerprint=fingerprint, mark=mark, deadline=deadline)
+            known = refusal_checked(e, key=key, fingerprint=fingerprint, state=state, deadline=deadline)
             if known is not None:
                 return known
         raise
     if placed.product_left == 0:
-        sale_mark_sold_out(sku=sku)
+        sale_state_sold_out(sku=sku)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
@@ -227,22 +228,22 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
 PLAN_ROUNDS = 3
 
 
-# sku -> (the sale's opening, as its mark says, and its segments as this process last
+# sku -> (the sale's opening, as its state says, and its segments as this process last
 # read them): the plan's read, once per sale and process, for a minute at most.
 _planned: ProcessMemory[str, tuple[float, list[Stock]]] = ProcessMemory(
     "each product's stock segments, by sale", seconds=lambda: 60.0)
 
 
-def _segments_planned(sku: str, mark: SaleMark | None) -> list[Stock]:
+def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
     """The product's segments to plan a purchase with. The plan's read only orders
     the tries (``stock_plan``): the deduction decides under the lock, and in a sale
     stock only falls, so an old read sends a try at worst to a segment that ran dry,
-    which falls over, and a round that finds every try refused reads afresh (``mark``
-    ``None``). So while the sale's mark says which sale this is, one read per
+    which falls over, and a round that finds every try refused reads afresh (``state``
+    ``None``). So while the sale's state says which sale this is, one read per
     process serves the whole sale: the product's id, its strategy and its segments
     change only with a reset, which opens a new sale. A one-segment product, the
     flash sale's hot case, is read again once a minute."""
-    opened = mark.opened if mark is not None else None
+    opened = state.opened if state is not None else None
     known = _planned.get(sku)
     if opened is not None and known is not None and known[0] == opened:
         return known[1]

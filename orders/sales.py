@@ -21,7 +21,7 @@ from inventory.services import product_reset
 from .gate.sale import gate_close, gate_open, gate_settle, gate_tally, keys_of_orders
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
-from .salemark import sale_mark_open
+from .salestate import sale_state_open
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
             logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
-    sale_mark_open(sku=sku, window=window, strategy=product.strategy)
+    sale_state_open(sku=sku, window=window, strategy=product.strategy)
     settled = closed
     if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):
         # Processes resolve the old strategy from memory until this long after the

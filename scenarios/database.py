@@ -143,7 +143,7 @@ def s15_optimistic_under_contention(ctx: Context) -> Outcome:
         sale_reset(sku=sku, stock=stock)
         # 20 ms of work between the read and the write: every concurrent buyer reads
         # the same version; each round, one write wins.
-        with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_RACE_DELAY_MS=20,
+        with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_SECTION_DELAY_MS=20,
                                FLASHSALE_OPTIMISTIC_RETRIES=3):
             outcomes = run_at_once(lambda i: order_create(sku=sku, quantity=1, user_id=f"u{i}"), buyers)
         audit = sale_audit(sku=sku)

@@ -57,7 +57,7 @@ def s17_fencing_token(ctx: Context) -> Outcome:
                 return order_create(sku=sku, quantity=1, user_id="a-stalled")
 
         with override_settings(FLASHSALE_STRATEGY="setnx", FLASHSALE_FENCING=fencing,
-                               FLASHSALE_RACE_DELAY_MS=0, LOCKING=locking):
+                               FLASHSALE_SECTION_DELAY_MS=0, LOCKING=locking):
             a, a_box = start_thread(buyer_a)
             if not a_paused.wait(10):
                 a.join()

@@ -11,7 +11,7 @@ from .base import Half, Outcome, Scenario
 from .context import Context
 
 STOCK, ATTEMPTS, BUYERS = 20, 200, 32
-APPS = dict(instances=2, workers=2, race_delay_ms=20.0)
+APPS = dict(instances=2, workers=2, section_delay_ms=20.0)
 
 
 def s1_local_lock_across_instances(ctx: Context) -> Outcome:

@@ -28,7 +28,7 @@ APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_
 class StackConfig:
     run_dir: Path
     mysql_port: int
-    redis_port: int  # locks, idempotency flags, the sale's marks, throttles, Django's cache
+    redis_port: int  # locks, idempotency flags, the sale's states, throttles, Django's cache
     redis_maxmemory: str  # evicts the least recently used key that has a TTL past this
     redis_gate_port: int  # the gate's stock and order streams, and nothing else
     redis_gate_maxmemory: str  # refuses new writes past this (noeviction): no order is evicted
@@ -47,7 +47,7 @@ class StackConfig:
     workers: int
     threads: int
     strategy: str
-    race_delay_ms: float
+    section_delay_ms: float
     fast_path: bool  # the sold-out mark (FLASHSALE_SOLDOUT_FAST_PATH)
 
     @classmethod
@@ -75,7 +75,8 @@ class StackConfig:
             workers=env.int("WORKERS", default=2),
             threads=env.int("THREADS", default=8),
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
-            race_delay_ms=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0),
+            section_delay_ms=env.float("FLASHSALE_SECTION_DELAY_MS",
+                                       default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)),
             fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
@@ -163,7 +164,7 @@ class StackConfig:
             "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,
             "FLASHSALE_STRATEGY": self.strategy,
-            "FLASHSALE_RACE_DELAY_MS": str(self.race_delay_ms),
+            "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
             "DJANGO_SECRET_KEY": self.secret_key(),
@@ -177,6 +178,6 @@ class StackConfig:
     def persister_environment(self, name: str) -> dict[str, str]:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
-        selling = {"FLASHSALE_STRATEGY", "FLASHSALE_RACE_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
+        selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
                    "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS"}
         return {k: v for k, v in self.app_environment(name).items() if k not in selling}

@@ -110,7 +110,7 @@ def up(config: StackConfig) -> None:
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config)
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
-         f"race_delay_ms={config.race_delay_ms:g}")
+         f"section_delay_ms={config.section_delay_ms:g}")
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
 
 
@@ -131,7 +131,7 @@ def reconfigure(config: StackConfig) -> StackConfig:
     sup.reload()
     _start_front(sup, config)
     _say(f"apps now: strategy={config.strategy} instances={config.instances} "
-         f"workers={config.workers} race_delay_ms={config.race_delay_ms:g} "
+         f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'}")
     return config
 

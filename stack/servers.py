@@ -161,12 +161,12 @@ def _redis_server(config: StackConfig, name: str, *, port: int, role: str, maxme
 
 
 def redis(config: StackConfig) -> Server:
-    """The Redis of the locks, the idempotency flags, the sale's marks, the throttles
+    """The Redis of the locks, the idempotency flags, the sale's states, the throttles
     and Django's cache. Past its maxmemory it evicts the least recently used key that
     has a TTL (volatile-lru): cache entries, throttle windows, finished purchases'
     flags (the order's unique key stays the final guard), lock leases (a lease evicted
     is a lease expired: the fencing token refuses the stale holder's write). Keys
-    without a TTL stay: a pending purchase's claim, the sale's marks, fence counters."""
+    without a TTL stay: a pending purchase's claim, the sale's states, fence counters."""
     return _redis_server(config, "redis", port=config.redis_port,
                          role="locks, flags, marks, throttles, cache: evicts TTL'd keys past maxmemory",
                          maxmemory=config.redis_maxmemory, policy="volatile-lru")

@@ -96,7 +96,7 @@ def test_the_page_counts_down_on_the_server_clock_and_opens_buy_on_time(stack_ap
 
 
 def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_apps, stack_config, page):
-    stack_apps(strategy="atomic", instances=2, race_delay_ms=20.0)  # as tests/test_races.py races
+    stack_apps(strategy="atomic", instances=2, section_delay_ms=20.0)  # as tests/test_races.py races
     page.on("dialog", lambda dialog: dialog.accept(stack_config.admin_token()))  # the Race button asks
     page.goto(f"{stack_config.base_url}/")
     page.click("#race-link")

@@ -18,7 +18,7 @@ from loadtest.burst import burst
 
 pytestmark = pytest.mark.e2e
 
-RACE = dict(race_delay_ms=20.0)
+RACE = dict(section_delay_ms=20.0)
 STOCK, ATTEMPTS, BUYERS = 20, 200, 32
 # Every strategy is in one list or the other, so a new one is tested without edits here.
 CORRECT = [name for name, spec in STRATEGIES.items() if spec.claims_correct]

@@ -36,7 +36,7 @@ def race_follow(client, race_id: int, *, wait: float = 120.0) -> list[dict]:
 
 
 def test_a_race_shows_none_oversell_beside_atomic_and_agrees_with_the_audits(stack_apps):
-    client = stack_apps(strategy="atomic", instances=2, race_delay_ms=20.0)
+    client = stack_apps(strategy="atomic", instances=2, section_delay_ms=20.0)
     race = race_start(client, RACE)
     second = client.race_start(**RACE)
     assert second.status_code == 409 and second.json()["race_id"] == race["id"], second.text

@@ -155,7 +155,9 @@ FLASHSALE_PER_USER_LIMIT = env.int("FLASHSALE_PER_USER_LIMIT", default=0)
 FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
 # Sleep inside the critical section so the race shows on a 2-core machine. It
 # lengthens every locked section too: take throughput figures with it at 0.
-FLASHSALE_RACE_DELAY_MS = env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)
+# (FLASHSALE_RACE_DELAY_MS is its old name, still read.)
+FLASHSALE_SECTION_DELAY_MS = env.float("FLASHSALE_SECTION_DELAY_MS",
+                                       default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0))
 # How long a purchase waits for the stock lock before answering 503 busy.
 FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0)
 # Row locks: a statement waits at most the purchase's lock wait for a row another
@@ -184,13 +186,15 @@ FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=1
 # S17 turns it off (override_settings), to show a stale holder's write landing:
 # deliberately no environment variable, so no deployment switches it off by accident.
 FLASHSALE_FENCING = True
-# Once the stock is gone, answer sold out from a Redis mark without lock or
+# Once the stock is gone, answer sold out from a Redis state without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
-# (orders.front), with the same answer. Off: every purchase takes Django's whole
+# (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
 # path (to measure what that path costs: README, "The gate").
-FLASHSALE_PURCHASE_FRONT = env.bool("FLASHSALE_PURCHASE_FRONT", default=True)
+# (FLASHSALE_PURCHASE_FRONT is its old name, still read.)
+FLASHSALE_PURCHASE_SHORTCUT = env.bool("FLASHSALE_PURCHASE_SHORTCUT",
+                                       default=env.bool("FLASHSALE_PURCHASE_FRONT", default=True))
 # How long the product page's cached answer counts as fresh (inventory.reads): the
 # stock it shows is at most this, plus one rebuild, behind the database.
 FLASHSALE_PRODUCT_FRESH_MS = env.int("FLASHSALE_PRODUCT_FRESH_MS", default=500)

@@ -17,7 +17,7 @@ FLASHSALE_GATE_REDIS_URL = env.str("TEST_GATE_REDIS_URL", default=f"redis://127.
 LOCKING["zookeeper"]["OPTIONS"]["root"] = "/flashsale-test/locks"
 FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"
-FLASHSALE_RACE_DELAY_MS = 0.0
+FLASHSALE_SECTION_DELAY_MS = 0.0
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Throttles off, as on the local stack; their own tests turn them on.
 FLASHSALE_THROTTLE_USER = ""

@@ -106,3 +106,24 @@ def test_published_beyond_loopback_a_short_token_is_refused_too():
 def test_published_beyond_loopback_the_apps_start_with_secrets_of_their_own():
     assert start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **own_secrets()).returncode == 0
     assert start_django(FLASHSALE_PUBLIC_BIND="127.0.0.1").returncode == 0  # loopback: defaults are fine
+
+
+
+def settings_value(name: str, **env) -> str:
+    """The setting as the base settings read it from this environment, without the
+    renamed settings' new names unless ``env`` gives them."""
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in {"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_PURCHASE_SHORTCUT"}}
+    script = f"import django; django.setup(); from django.conf import settings; print(settings.{name})"
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                            env={**inherited, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base", **env})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_the_renamed_settings_still_read_their_old_names():
+    assert settings_value("FLASHSALE_SECTION_DELAY_MS", FLASHSALE_RACE_DELAY_MS="7") == "7.0"
+    assert settings_value("FLASHSALE_PURCHASE_SHORTCUT", FLASHSALE_PURCHASE_FRONT="false") == "False"
+    # The new name wins over the old one.
+    assert settings_value("FLASHSALE_SECTION_DELAY_MS", FLASHSALE_RACE_DELAY_MS="7",
+                          FLASHSALE_SECTION_DELAY_MS="3") == "3.0"

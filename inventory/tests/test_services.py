@@ -182,7 +182,7 @@ def _two_buyers_at_once(product, deduction) -> list[BaseException]:
 # 300 ms between the read and the write: both buyers read before either writes,
 # unless a thread starts 300 ms late, which is what makes the lost update certain.
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+@override_settings(FLASHSALE_SECTION_DELAY_MS=300)
 def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
     product = product_factory(stock=10)
     assert _two_buyers_at_once(product, Deduction.READ_MODIFY_WRITE) == []
@@ -194,7 +194,7 @@ def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+@override_settings(FLASHSALE_SECTION_DELAY_MS=300)
 def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
     product = product_factory(stock=10)
     assert _two_buyers_at_once(product, Deduction.CONDITIONAL_UPDATE) == []
@@ -204,7 +204,7 @@ def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_RACE_DELAY_MS=300)
+@override_settings(FLASHSALE_SECTION_DELAY_MS=300)
 def test_versioned_write_under_the_same_race_detects_the_change(product_factory):
     product = product_factory(stock=10)
     errors = _two_buyers_at_once(product, Deduction.VERSIONED)

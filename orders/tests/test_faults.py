@@ -23,8 +23,8 @@ from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
 from orders.models import Order
 from orders.purchase import order_create
-from orders.salemark import sale_mark_get, sale_mark_sold_out
 from orders.sales import sale_reset
+from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 
 
@@ -44,7 +44,7 @@ def sold_out_sale(db):
     """A sale of 2 units, sold to k1 and k2; its mark says sold out."""
     sale_reset(sku="sku-1", stock=2)
     bought = {key: buy(key, user=key).order_id for key in ("k1", "k2")}
-    assert sale_mark_get(sku="sku-1").sold_out
+    assert sale_state_get(sku="sku-1").sold_out
     return bought
 
 
@@ -62,10 +62,10 @@ def test_after_redis_lost_its_data_a_replay_answers_its_order_not_sold_out(sold_
 @pytest.mark.django_db
 def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_the_flags(db):
     sale_reset(sku="sku-1", stock=1)
-    assert sale_mark_get(sku="sku-1").flags_complete
+    assert sale_state_get(sku="sku-1").flags_complete
     cache.clear()  # lost, while a purchase that read the mark before is still on its way
-    sale_mark_sold_out(sku="sku-1")  # ...and it sells the last unit
-    mark = sale_mark_get(sku="sku-1")
+    sale_state_sold_out(sku="sku-1")  # ...and it sells the last unit
+    mark = sale_state_get(sku="sku-1")
     assert mark.sold_out and not mark.flags_complete
 
 
@@ -80,7 +80,7 @@ def test_a_flag_past_its_ttl_is_looked_up_in_the_database(sold_out_sale):
 @pytest.mark.django_db
 def test_while_the_mark_vouches_for_the_flags_a_refusal_asks_no_database(sold_out_sale,
                                                                          django_assert_num_queries):
-    assert sale_mark_get(sku="sku-1").flags_complete
+    assert sale_state_get(sku="sku-1").flags_complete
     with django_assert_num_queries(0), pytest.raises(SoldOut):
         buy("k3", user="k3")
 
@@ -96,10 +96,10 @@ def test_a_flag_redis_refused_is_owed_until_it_answers(db, monkeypatch):
     first = buy("k1")
     monkeypatch.undo()
     # Until the flag is written, this process does not let the mark vouch for the flags...
-    assert idempotency.flags_owed() and not sale_mark_get(sku="sku-1").flags_complete
+    assert idempotency.flags_unwritten() and not sale_state_get(sku="sku-1").flags_complete
     assert cache.get("idem:k1")["order_id"] is None  # only the claim is there
     buy("k2", user="k2")  # ...and its next claim writes it
-    assert not idempotency.flags_owed() and sale_mark_get(sku="sku-1").flags_complete
+    assert not idempotency.flags_unwritten() and sale_state_get(sku="sku-1").flags_complete
     assert cache.get("idem:k1")["order_id"] == first.order_id
 
 
@@ -295,7 +295,7 @@ def test_an_instance_that_died_between_its_commit_and_its_flag_leaves_a_key_that
     sale_reset(sku="sku-1", stock=1)
     first = buy("k1")  # committed; then its instance died before it could write the flag:
     _claim_as_a_dead_instance("k1", "u1", seconds_ago=60)  # only its claim is left, long stale
-    assert sale_mark_get(sku="sku-1").sold_out and sale_mark_get(sku="sku-1").flags_complete
+    assert sale_state_get(sku="sku-1").sold_out and sale_state_get(sku="sku-1").flags_complete
     again = buy("k1")  # the sale sold out, and the mark vouches for the flags: still the order
     assert again.replayed and again.order_id == first.order_id
 

@@ -31,7 +31,7 @@ def buy(sku: str, user: str = "u1", key: str | None = None):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_RACE_DELAY_MS=20)
+@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_SECTION_DELAY_MS=20)
 def test_two_products_in_one_process_each_take_their_own_path():
     sale_reset(sku="weak", stock=5, strategy="none")
     sale_reset(sku="strong", stock=5, strategy="atomic")
@@ -174,7 +174,7 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
     the new one (here: a read made then); the reset waits until that memory ends.
     A reset that keeps the strategy waits for nothing."""
     sale_reset(sku="p", stock=5, strategy=before)
-    write, seen = sales.sale_mark_open, {}
+    write, seen = sales.sale_state_open, {}
 
     def read_just_before_the_write(**kwargs):
         purchase._strategies.pop("p")
@@ -185,7 +185,7 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
     def settle(until):
         seen["settled"], seen["now"] = until, time.monotonic()
 
-    monkeypatch.setattr(sales, "sale_mark_open", read_just_before_the_write)
+    monkeypatch.setattr(sales, "sale_state_open", read_just_before_the_write)
     monkeypatch.setattr(sales, "gate_settle", settle)
     sale_reset(sku="p", stock=5, strategy=after)
     assert seen["strategy"] == before  # the old strategy, remembered

@@ -16,8 +16,8 @@ from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order
 from orders.purchase import order_create
-from orders.salemark import sale_mark_get
 from orders.sales import sale_reset
+from orders.salestate import sale_state_get
 from orders.selectors import sale_audit
 
 
@@ -297,7 +297,7 @@ def test_a_segmented_product_sells_exactly_its_stock_then_is_marked_sold_out(pro
     with pytest.raises(SoldOut) as caught:
         order_create(sku="seg-1", quantity=1, user_id="late")
     assert caught.value.extra["remaining"] == 0
-    assert sale_mark_get(sku="seg-1").sold_out  # the product as a whole, not one segment, ran out
+    assert sale_state_get(sku="seg-1").sold_out  # the product as a whole, not one segment, ran out
     audit = sale_audit(sku="seg-1")
     assert (audit.orders, audit.remaining, audit.oversold, audit.lost_updates) == (10, 0, 0, 0)
     assert audit.consistent and audit.segments_remaining == (0, 0, 0, 0)
@@ -309,12 +309,12 @@ def test_an_order_larger_than_any_segment_takes_several_and_sold_out_means_the_t
     big = order_create(sku="seg-1", quantity=3, user_id="u1", idempotency_key="k-big")
     assert big.remaining == 0  # the segments it took from are empty
     assert StockFlow.objects.filter(operation_flag="k-big").count() == 3
-    assert not sale_mark_get(sku="seg-1").sold_out  # one unit is left elsewhere
+    assert not sale_state_get(sku="seg-1").sold_out  # one unit is left elsewhere
     with pytest.raises(SoldOut) as caught:
         order_create(sku="seg-1", quantity=2, user_id="u2")
     assert caught.value.extra["remaining"] == 1  # refused only because the total cannot serve
     assert order_create(sku="seg-1", quantity=1, user_id="u3").remaining == 0
-    assert sale_mark_get(sku="seg-1").sold_out
+    assert sale_state_get(sku="seg-1").sold_out
     replay = order_create(sku="seg-1", quantity=3, user_id="u1", idempotency_key="k-big")
     assert replay.replayed and replay.remaining == big.remaining == 0
     audit = sale_audit(sku="seg-1")

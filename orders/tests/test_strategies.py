@@ -32,7 +32,7 @@ def buyers_at_once(n: int) -> list[BaseException | None]:
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_RACE_DELAY_MS=50,
+@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_SECTION_DELAY_MS=50,
                    FLASHSALE_OPTIMISTIC_RETRIES=50)
 def test_optimistic_never_oversells_and_counts_its_retries(product_factory):
     product_factory(sku="sku-1", stock=5)
@@ -47,7 +47,7 @@ def test_optimistic_never_oversells_and_counts_its_retries(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_RACE_DELAY_MS=300,
+@override_settings(FLASHSALE_STRATEGY="optimistic", FLASHSALE_SECTION_DELAY_MS=300,
                    FLASHSALE_OPTIMISTIC_RETRIES=0)
 def test_optimistic_out_of_retries_is_busy_and_writes_nothing(product_factory):
     product_factory(sku="sku-1", stock=5)
@@ -75,7 +75,7 @@ def test_mysql_lock_wait_timeout_is_busy_and_writes_nothing(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_STRATEGY="zookeeper", FLASHSALE_RACE_DELAY_MS=3000)
+@override_settings(FLASHSALE_STRATEGY="zookeeper", FLASHSALE_SECTION_DELAY_MS=3000)
 def test_zookeeper_session_lost_mid_purchase_commits_nothing(product_factory):
     """The holder's session expires while it is inside the critical section; a
     contender takes the lock; the holder must fail rather than commit."""

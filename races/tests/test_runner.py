@@ -26,7 +26,7 @@ def race(live_server, **kwargs) -> tuple[dict, RaceRun]:
 
 
 def test_a_race_ends_with_each_products_audit_and_gives_the_machine_back(live_server, settings):
-    settings.FLASHSALE_RACE_DELAY_MS = 20  # `none`'s read-modify-write overlaps for sure
+    settings.FLASHSALE_SECTION_DELAY_MS = 20  # `none`'s read-modify-write overlaps for sure
     _, run = race(live_server)
     finished = run.run()
     assert (finished["status"], finished["sent"], finished["answered"]) == ("finished", 80, 80), finished
@@ -58,7 +58,7 @@ def test_a_connection_the_database_dropped_between_races_is_replaced(live_server
 
 
 def test_a_stopped_runner_sends_no_more_and_its_race_reads_failed(live_server, settings):
-    settings.FLASHSALE_RACE_DELAY_MS = 20
+    settings.FLASHSALE_SECTION_DELAY_MS = 20
     _, run = race(live_server, buyers=2000, concurrency=4)
     threading.Timer(0.5, run.stop.set).start()
     ended = run.run()
@@ -68,7 +68,7 @@ def test_a_stopped_runner_sends_no_more_and_its_race_reads_failed(live_server, s
 
 
 def test_a_race_that_lost_its_lease_stops_its_buyers(live_server, settings):
-    settings.FLASHSALE_RACE_DELAY_MS = 20
+    settings.FLASHSALE_SECTION_DELAY_MS = 20
     queued, run = race(live_server, buyers=2000, concurrency=4)
     # As if this runner had stalled past its lease and another race took the machine.
     threading.Timer(0.5, lambda: services._redis().set("race:current", queued["id"] + 1)).start()

@@ -1,7 +1,7 @@
-"""The sale's mark: two Redis keys per product, that answer two questions before any
+"""The sale's state: two Redis keys per product, that answer two questions before any
 lock or transaction.
 
-- **Sold out?** Once the product's stock reaches 0 the mark says so, and later
+- **Sold out?** Once the product's stock reaches 0 the state says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
   requests after the stock is gone; this keeps them cheap.
 - **Is the sale open, and under which strategy?** The reset writes the sale's
@@ -11,15 +11,15 @@ lock or transaction.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left
-  a flag that is still there. The mark is how Redis tells: the reset writes when the
+  a flag that is still there. The state is how Redis tells: the reset writes when the
   sale opened, before its first order, so that key is older than every flag of the
   sale, and whatever loses the flags (a restart without persistence, a flush) loses
   it with them; nothing but the next reset writes it again.
-  A flag's TTL is the other way to lose one: the mark vouches only while the sale is
+  A flag's TTL is the other way to lose one: the state vouches only while the sale is
   younger than that TTL. Redis evicts nothing here (no ``maxmemory``); with an
-  eviction policy, the flags could go without the mark.
+  eviction policy, the flags could go without the state.
 
-The answers only save work: without the mark (Redis down or restarted, fast path
+The answers only save work: without the state (Redis down or restarted, fast path
 off) a purchase finds the stock empty the slow way, reads the window from the
 product's row, and a refused keyed request looks its key up in the database.
 """
@@ -35,16 +35,16 @@ from django.core.cache import cache
 
 from flashsale.cache_errors import CACHE_ERRORS
 
-from .idempotency import flags_owed
+from .idempotency import flags_unwritten
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SaleMark:
+class SaleState:
     sold_out: bool
-    # When the reset wrote the mark (epoch seconds); None when the mark was lost, or
+    # When the reset wrote the state (epoch seconds); None when the state was lost, or
     # Redis could not be read: then the flags vouch for nothing.
     opened: float | None
     # The sale's window as the reset wrote it; None with ``opened``.
@@ -56,16 +56,16 @@ class SaleMark:
     @property
     def flags_complete(self) -> bool:
         """Every order of this sale has its flag in Redis: a key claimed afresh has none."""
-        return (self.opened is not None and not flags_owed()
+        return (self.opened is not None and not flags_unwritten()
                 and time.time() - self.opened < settings.FLASHSALE_IDEMPOTENCY_TTL)
 
 
-LOST = SaleMark(sold_out=False, opened=None)
+LOST = SaleState(sold_out=False, opened=None)
 
 
 # Two keys, read in one MGET: the reset alone writes "opened", so nothing written
-# after a loss (a purchase that read the mark before it, a sold-out mark) can make
-# the mark vouch again for flags lost with it.
+# after a loss (a purchase that read the state before it, a sold-out state) can make
+# the state vouch again for flags lost with it.
 def _opened_key(sku: str) -> str:
     return f"sale:{sku}:opened"
 
@@ -74,34 +74,34 @@ def _sold_out_key(sku: str) -> str:
     return f"sale:{sku}:sold-out"
 
 
-def sale_mark_get(*, sku: str) -> SaleMark:
+def sale_state_get(*, sku: str) -> SaleState:
     opened_key, sold_out_key = _opened_key(sku), _sold_out_key(sku)
     try:
         values = cache.get_many([opened_key, sold_out_key])
     except CACHE_ERRORS as e:
-        logger.warning("sale mark unreadable, taking the slow path: %s", e)
+        logger.warning("sale state unreadable, taking the slow path: %s", e)
         return LOST
-    mark = values.get(opened_key)
-    # A mark in another shape (written before the window and the strategy rode with
+    state = values.get(opened_key)
+    # A state in another shape (written before the window and the strategy rode with
     # it) vouches for nothing, and says nothing.
-    opened, window, strategy = mark if isinstance(mark, tuple) and len(mark) == 3 else (None, None, None)
-    return SaleMark(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
+    opened, window, strategy = state if isinstance(state, tuple) and len(state) == 3 else (None, None, None)
+    return SaleState(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
                     opened=opened, window=window, strategy=strategy)
 
 
-def sale_mark_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
-    """The reset opens the sale: before its first order, so the mark is older than
+def sale_state_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
+    """The reset opens the sale: before its first order, so the state is older than
     every flag of the sale. The window and the product's own strategy ("": the
     deployment's) ride with it: one key, one write."""
     try:
         cache.delete(_sold_out_key(sku))
         cache.set(_opened_key(sku), (time.time(), window, strategy), timeout=None)
     except CACHE_ERRORS as e:
-        logger.warning("could not write the sale mark of %s: %s", sku, e)
+        logger.warning("could not write the sale state of %s: %s", sku, e)
 
 
-def sale_mark_sold_out(*, sku: str) -> None:
+def sale_state_sold_out(*, sku: str) -> None:
     try:
         cache.set(_sold_out_key(sku), 1, timeout=None)  # until the sale is reset
     except CACHE_ERRORS as e:
-        logger.warning("could not mark %s sold out: %s", sku, e)
+        logger.warning("could not state %s sold out: %s", sku, e)

@@ -1,4 +1,4 @@
-"""``atomic``'s purchase as one stored-procedure call (``orders.onetrip``), on the real
+"""``atomic``'s purchase as one stored-procedure call (``orders.procedure``), on the real
 MariaDB: what it writes, what it refuses (writing nothing), how it nests in a
 caller's transaction, and that the purchase's transaction is one round trip."""
 
@@ -115,7 +115,7 @@ def test_a_call_that_waited_for_the_row_past_the_deadline_commits_nothing(produc
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_RACE_DELAY_MS=200)
+@override_settings(FLASHSALE_SECTION_DELAY_MS=200)
 def test_the_race_delay_is_spent_holding_the_row(product_factory):
     product_factory(sku="sku-1", stock=5)
     assert buy("k1").timings.hold_ms >= 200  # the same work inside the section as the other strategies

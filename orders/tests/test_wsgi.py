@@ -1,4 +1,4 @@
-"""The purchase's front (``orders.front``) answers as Django's whole path does: the
+"""The purchase's front (``orders.wsgi``) answers as Django's whole path does: the
 same status, body and headers for any body, content type and key, on the real
 MariaDB and Redis; a plain JSON purchase is answered by the front, anything else by
 Django; and the deployed application is the front's handler."""
@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from orders import front as front_module
 from orders.apis import OrderCreateApi, _purchase_input, plain_purchase
-from orders.front import FrontHandler
 from orders.sales import sale_reset
+from orders.wsgi import PurchaseWSGIHandler
 
 from .test_bad_input_property import EXAMPLES, bodies, content_types, header_text, values
 
 factory = RequestFactory()
-handler = FrontHandler()
+handler = PurchaseWSGIHandler()
 
 
 def answer(body: bytes, content_type: str, key: str | None = None, *, front: bool = True,
@@ -33,11 +33,11 @@ def answer(body: bytes, content_type: str, key: str | None = None, *, front: boo
 
     extra = {} if key is None else {"HTTP_IDEMPOTENCY_KEY": key}
     request = factory.generic("POST", "/api/orders", body, content_type=content_type, **extra, **meta)
-    before, settings.FLASHSALE_PURCHASE_FRONT = settings.FLASHSALE_PURCHASE_FRONT, front
+    before, settings.FLASHSALE_PURCHASE_SHORTCUT = settings.FLASHSALE_PURCHASE_SHORTCUT, front
     try:
         response = handler.get_response(request)
     finally:
-        settings.FLASHSALE_PURCHASE_FRONT = before
+        settings.FLASHSALE_PURCHASE_SHORTCUT = before
     headers = dict(response.items())
     headers["Server-Timing"] = re.findall(r"([\w-]+);", headers.get("Server-Timing", ""))
     return response.status_code, json.loads(response.content), headers
@@ -112,7 +112,7 @@ def test_a_disallowed_host_and_an_https_redirect_are_djangos(sold_out, through_v
     assert handler.get_response(request).status_code == 400
     settings.SECURE_SSL_REDIRECT = True  # read when the middleware is made, as Django's is
     request = factory.post("/api/orders", PLAIN, content_type="application/json")
-    response = FrontHandler().get_response(request)
+    response = PurchaseWSGIHandler().get_response(request)
     assert (response.status_code, response["Location"]) == (301, "https://testserver/api/orders")
     assert through_view == []  # the middleware answered both, before the view
 
@@ -148,7 +148,7 @@ def test_an_unexpected_error_is_djangos_500_on_either_path(sold_out, monkeypatch
 def test_the_apps_serve_through_the_front():
     from flashsale.wsgi import application
 
-    assert isinstance(application, FrontHandler)
+    assert isinstance(application, PurchaseWSGIHandler)
 
 
 # The purchase's own fields, often in the plain shape, at and past their lengths:
@@ -199,9 +199,9 @@ def test_which_purchases_the_front_takes_as_they_are(data, plain):
 def test_the_front_refuses_to_start_when_middleware_differs_from_what_it_mirrors(settings, change):
     from django.core.exceptions import ImproperlyConfigured
 
-    assert FrontHandler()  # as deployed: MIDDLEWARE is the mirrored list
+    assert PurchaseWSGIHandler()  # as deployed: MIDDLEWARE is the mirrored list
     settings.MIDDLEWARE = change(list(front_module.MIRRORED_MIDDLEWARE))
     with pytest.raises(ImproperlyConfigured, match="purchase's front mirrors"):
-        FrontHandler()
-    settings.FLASHSALE_PURCHASE_FRONT = False
-    assert FrontHandler()  # off, Django's whole path answers every purchase
+        PurchaseWSGIHandler()
+    settings.FLASHSALE_PURCHASE_SHORTCUT = False
+    assert PurchaseWSGIHandler()  # off, Django's whole path answers every purchase

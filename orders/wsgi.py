@@ -1,4 +1,4 @@
-"""The purchase's front: a plain JSON purchase answered before Django's request path.
+"""The purchase's shortcut: a plain JSON purchase answered before Django's request path.
 
 A sale's requests are almost all purchases. Through Django each one paid the
 middleware chain (eight middleware: a session, a user and a message store made for a
@@ -7,20 +7,20 @@ that is the sale itself, and most of an accepted gate purchase's CPU was that pa
 not the service and its Redis round trip (measured with ``python -m
 benchmarks.purchase_cpu``; the figures are in the README's "The gate").
 
-``FrontHandler`` is Django's WSGI handler (the same request object, signals, response
-and its closing) whose ``get_response`` first offers the request to ``purchase_front``.
-The front takes a POST to the purchase's path whose body is plain: UTF-8 JSON of the
+``PurchaseWSGIHandler`` is Django's WSGI handler (the same request object, signals, response
+and its closing) whose ``get_response`` first offers the request to ``purchase_shortcut``.
+The shortcut takes a POST to the purchase's path whose body is plain: UTF-8 JSON of the
 three fields in the shape the serializer takes as it is (``orders.apis.plain_purchase``).
 It checks what the middleware would have refused it for (the host, an HTTPS redirect),
 runs the view's throttles and its ``purchase_answer``, and renders the answer with the
 view's renderer and the headers the view and the middleware add. Any other request,
-and every request while ``FLASHSALE_PURCHASE_FRONT`` is off, goes through Django whole:
+and every request while ``FLASHSALE_PURCHASE_SHORTCUT`` is off, goes through Django whole:
 its answers (415, 400 ``invalid``, 405, the host's 400) are Django's and DRF's own.
 
 Left out, and why a purchase does not need it: sessions, authentication, messages and
 CSRF (the view is CSRF-exempt and reads no session or user), the URL resolver (one
-path), content negotiation (one renderer). ``orders/tests/test_front.py`` holds the
-front to the answers Django's path gives: status, body and every header.
+path), content negotiation (one renderer). ``orders/tests/test_wsgi.py`` holds the
+shortcut to the answers Django's path gives: status, body and every header.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from django.utils.functional import cached_property
 from django.utils.log import log_response
 from rest_framework.utils import json
 
-from flashsale.errors import error_answer
+from flashsale.errors import error_response
 from flashsale.middleware import stamp_arrival
 
 from .apis import OrderCreateApi, plain_purchase, purchase_answer
 
-# Charsets the front decodes itself; Django's path decodes any other a client names.
+# Charsets the shortcut decodes itself; Django's path decodes any other a client names.
 _UTF8 = {"utf-8", "utf8"}
 
-# The middleware the front was written against, in order, and what it does for each
+# The middleware the shortcut was written against, in order, and what it does for each
 # (the module's docstring says why the rest are left out). A purchase answered here
 # runs none of them: a middleware added to MIDDLEWARE later (CORS, a request id,
 # metrics) would silently skip every purchase, so the handler refuses to start while
@@ -64,8 +64,8 @@ MIRRORED_MIDDLEWARE = (
 )
 
 
-def front_drift() -> str | None:
-    """What differs between ``settings.MIDDLEWARE`` and the list the front mirrors;
+def shortcut_drift() -> str | None:
+    """What differs between ``settings.MIDDLEWARE`` and the list the shortcut mirrors;
     None when nothing does."""
     if tuple(settings.MIDDLEWARE) == MIRRORED_MIDDLEWARE:
         return None
@@ -74,24 +74,24 @@ def front_drift() -> str | None:
     return f"added {added}, removed {gone}" if added or gone else "the same middleware in another order"
 
 
-class FrontHandler(WSGIHandler):
+class PurchaseWSGIHandler(WSGIHandler):
     """Django's WSGI handler, with the sale's plain purchases answered by
-    ``purchase_front`` instead of the middleware chain.
+    ``purchase_shortcut`` instead of the middleware chain.
 
-    :raises ImproperlyConfigured: the front is on and ``MIDDLEWARE`` is not the list
+    :raises ImproperlyConfigured: the shortcut is on and ``MIDDLEWARE`` is not the list
         it mirrors (``MIRRORED_MIDDLEWARE``).
     """
 
     def __init__(self, *args, **kwargs):
-        if settings.FLASHSALE_PURCHASE_FRONT and (drift := front_drift()):
+        if settings.FLASHSALE_PURCHASE_SHORTCUT and (drift := shortcut_drift()):
             raise ImproperlyConfigured(
-                f"MIDDLEWARE differs from what the purchase's front mirrors ({drift}): a purchase "
-                "answered by the front would skip it. Mirror it in orders.front and add it to "
-                "MIRRORED_MIDDLEWARE, or set FLASHSALE_PURCHASE_FRONT=false.")
+                f"MIDDLEWARE differs from what the purchase's shortcut mirrors ({drift}): a purchase "
+                "answered by the shortcut would skip it. Mirror it in orders.wsgi and add it to "
+                "MIRRORED_MIDDLEWARE, or set FLASHSALE_PURCHASE_SHORTCUT=false.")
         super().__init__(*args, **kwargs)
 
     def get_response(self, request):
-        response = purchase_front(request, self._front)
+        response = purchase_shortcut(request, self._shortcut)
         if response is None:
             return super().get_response(request)
         # What Django's get_response does around its chain.
@@ -101,12 +101,12 @@ class FrontHandler(WSGIHandler):
         return response
 
     @cached_property
-    def _front(self) -> _Front:
-        return _Front()
+    def _shortcut(self) -> _Shortcut:
+        return _Shortcut()
 
 
-class _Front:
-    """What the front needs, built once a process: the purchase's path, its view's
+class _Shortcut:
+    """What the shortcut needs, built once a process: the purchase's path, its view's
     renderer and headers, and the middleware whose work on an answer it repeats."""
 
     def __init__(self):
@@ -120,38 +120,40 @@ class _Front:
 
 
 def _never(request):
-    raise AssertionError("the front calls its middleware's hooks only")
+    raise AssertionError("the shortcut calls its middleware's hooks only")
 
 
-def purchase_front(request, front: _Front) -> HttpResponse | None:
+def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     """The answer to a plain JSON purchase, as Django's path would give it; None for
     any other request (Django's path answers it)."""
-    if request.method != "POST" or request.path_info != front.path or not settings.FLASHSALE_PURCHASE_FRONT:
+    if (request.method != "POST" or request.path_info != shortcut.path
+            or not settings.FLASHSALE_PURCHASE_SHORTCUT):
         return None
     arrived = time.time()
     purchase = plain_purchase(_plain_json(request))
-    if purchase is None or not _allowed(request, front):
+    if purchase is None or not _allowed(request, shortcut):
         return None
     request.data = purchase  # what the throttles read, as on DRF's Request
     try:
-        front.view.check_throttles(request)  # DRF's own: 429 with the longest wait
-        response = _rendered(front, *purchase_answer(request, purchase))
+        shortcut.view.check_throttles(request)  # DRF's own: 429 with the longest wait
+        response = _rendered(shortcut, *purchase_answer(request, purchase))
     except Exception as exc:
-        answer = error_answer(exc)
-        response = response_for_exception(request, exc) if answer is None else _rendered(front, *answer)
+        answer = error_response(exc)
+        response = response_for_exception(request, exc) if answer is None else _rendered(shortcut, *answer)
     # What the middleware adds to an answer: CommonMiddleware its length, then the
     # security headers, the frame option and the arrival stamp.
     if not response.has_header("Content-Length"):
         response["Content-Length"] = str(len(response.content))
-    response = front.frames.process_response(request, front.security.process_response(request, response))
+    response = shortcut.security.process_response(request, response)
+    response = shortcut.frames.process_response(request, response)
     return stamp_arrival(response, arrived)
 
 
-def _rendered(front: _Front, body, status: int, headers: dict[str, str]) -> HttpResponse:
+def _rendered(shortcut: _Shortcut, body, status: int, headers: dict[str, str]) -> HttpResponse:
     """The view's answer, as DRF's ``Response`` renders and finalizes it."""
-    response = HttpResponse(front.renderer.render(body, front.renderer.media_type), status=status,
-                            content_type=front.renderer.media_type)
-    for name, value in {**headers, **front.headers}.items():
+    response = HttpResponse(shortcut.renderer.render(body, shortcut.renderer.media_type), status=status,
+                            content_type=shortcut.renderer.media_type)
+    for name, value in {**headers, **shortcut.headers}.items():
         response[name] = value
     return response
 
@@ -169,12 +171,12 @@ def _plain_json(request) -> object:
         return None  # Django's path says what is wrong, in its words
 
 
-def _allowed(request, front: _Front) -> bool:
+def _allowed(request, shortcut: _Shortcut) -> bool:
     """Whether the middleware lets the request through to a view: its host is an
     allowed one (CommonMiddleware asks), and it needs no HTTPS redirect."""
     try:
         request.get_host()
     except DisallowedHost:
         return False
-    return front.security.process_request(request) is None
+    return shortcut.security.process_request(request) is None
 

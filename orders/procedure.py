@@ -65,7 +65,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     connection = transaction.get_connection()
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
-            settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_RACE_DELAY_MS * 1000), budget_us,
+            settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_SECTION_DELAY_MS * 1000), budget_us,
             nested]
     try:
         with connection.cursor() as cursor:
