@@ -19,7 +19,7 @@ import shlex
 import sys
 from datetime import UTC, datetime
 
-from flashsale.strategies import STRATEGIES, Seller
+from common.strategies import STRATEGIES, Seller
 from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
 

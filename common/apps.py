@@ -1,6 +1,18 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 class CommonConfig(AppConfig):
     name = "common"
     verbose_name = "What every app shares"
+
+    def ready(self):
+        from .strategies import UnknownStrategy, strategy_get
+
+        # At start-up, not at the first purchase: a typo in the deployment's strategy
+        # must stop the process, naming the choices.
+        try:
+            strategy_get(settings.FLASHSALE_STRATEGY)
+        except UnknownStrategy as e:
+            raise ImproperlyConfigured(f"FLASHSALE_STRATEGY: {e}") from None

@@ -1,5 +1,5 @@
 """The inventory's JSON API: a product and its stock. Views parse, call one
-selector, and answer; errors leave through ``flashsale.errors.exception_handler``."""
+selector, and answer; errors leave through ``common.errors.exception_handler``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.errors import InvalidInput, NotFound, error_responses
+from common.errors import InvalidInput, NotFound, error_responses
 
 from .limits import SKU_MAX_LENGTH
 from .reads import product_read

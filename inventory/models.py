@@ -17,7 +17,7 @@ class Product(models.Model):
     # Purchases read it from the sale's state in Redis (orders.salestate), not from here.
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
-    # The strategy that guards this product's sale (a name in flashsale.strategies),
+    # The strategy that guards this product's sale (a name in common.strategies),
     # set by the reset; "" follows the deployment's FLASHSALE_STRATEGY. Purchases read
     # it from the sale's state, like the window.
     strategy = models.CharField(max_length=32, blank=True, default="")

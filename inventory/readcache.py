@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.cache import cache
 
-from flashsale.cache_errors import CACHE_ERRORS
+from common.cache_errors import CACHE_ERRORS
 from locking.base import BaseLock, BaseLockBackend
 from locking.exceptions import LockNotAcquiredError
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from django.db import connections
 from django.db.models import Count, Sum
 
-from flashsale.errors import NotFound
-from flashsale.strategies import strategy_of
+from common.errors import NotFound
+from common.strategies import strategy_of
 
 from .models import Product, Stock, StockFlow
 

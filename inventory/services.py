@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Func, PositiveIntegerField
 
-from flashsale.bulk import rows_insert
-from flashsale.errors import SoldOut, StaleLock, StockChanged
-from flashsale.strategies import Deduction
+from common.bulk import rows_insert
+from common.errors import SoldOut, StaleLock, StockChanged
+from common.strategies import Deduction
 
 from .faults import section_delay, stall_point
 from .limits import MAX_SEGMENTS

@@ -21,7 +21,7 @@ First the ceiling: the same load on ``/api/ping`` (no database, no lock) through
 same nginx and instances. Then for each strategy: restart the app instances with it
 (race delay 0: these are cost figures), and per round reset the product through the
 admin API, run Locust headless against nginx, and read the audit. Every strategy in
-``flashsale.strategies`` takes part unless ``--strategies`` says otherwise.
+``common.strategies`` takes part unless ``--strategies`` says otherwise.
 
 Writes ``reports/<timestamp>/``: Locust's CSVs and each run's answers, ``report.md``,
 ``report.html`` (charts, offline) and ``summary.json``; updates ``reports/index.html``.
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from flashsale.strategies import STRATEGIES, strategy_get
+from common.strategies import STRATEGIES, strategy_get
 from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
 from stack.control import reconfigure

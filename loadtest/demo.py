@@ -16,7 +16,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from flashsale.strategies import STRATEGIES, strategy_get
+from common.strategies import STRATEGIES, strategy_get
 from stack.config import StackConfig
 from stack.control import reconfigure
 

@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from flashsale.strategies import STRATEGIES, strategy_get
+from common.strategies import STRATEGIES, strategy_get
 from races.limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY
 from stack.config import StackConfig
 

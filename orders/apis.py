@@ -1,6 +1,6 @@
 """The orders JSON API: purchases, an order, a sale's audit and its reset. Each view
 parses, calls one service or selector, and answers; errors leave through
-``flashsale.errors.exception_handler``."""
+``common.errors.exception_handler``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.errors import (
+from common.errors import (
     NO_INSTANCE,
     NOT_AUTHENTICATED,
     PERMISSION_DENIED,
@@ -44,8 +44,8 @@ from flashsale.errors import (
     Unavailable,
     error_responses,
 )
-from flashsale.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
-from flashsale.strategies import STRATEGIES
+from common.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
+from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get

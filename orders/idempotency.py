@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.cache import cache
 
-from flashsale.cache_errors import CACHE_ERRORS
-from flashsale.errors import ApplicationError, Busy, IdempotencyConflict
+from common.cache_errors import CACHE_ERRORS
+from common.errors import ApplicationError, Busy, IdempotencyConflict
 from inventory.selectors import flows_remaining
 
 from .models import Order

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import F
 
-from flashsale.errors import LimitReached
+from common.errors import LimitReached
 from inventory.models import Product
 
 from .models import BuyerQuota

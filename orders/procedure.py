@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from MySQLdb.constants import ER
 
-from flashsale.database_errors import database_never_connected, database_unreachable
-from flashsale.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
+from common.database_errors import database_never_connected, database_unreachable
+from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
 from inventory.faults import stall_point
 from inventory.models import Product
 from inventory.services import Deducted

@@ -37,8 +37,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
-from common.memory import ProcessMemory
-from flashsale.errors import (
+from common.errors import (
     Busy,
     InvalidInput,
     OutcomeUnknown,
@@ -47,7 +46,8 @@ from flashsale.errors import (
     Unavailable,
     database_failure,
 )
-from flashsale.strategies import Seller, StrategySpec, strategy_of
+from common.memory import ProcessMemory
+from common.strategies import Seller, StrategySpec, strategy_of
 from inventory.models import Product, Stock
 from inventory.selectors import product_get, segments_get
 from inventory.services import Deducted, Fence, stock_deduct, stock_plan

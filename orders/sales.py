@@ -10,9 +10,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
-from flashsale.database_errors import database_deadlocked
-from flashsale.errors import InvalidInput, NotFound
-from flashsale.strategies import Seller, UnknownStrategy, strategy_of
+from common.database_errors import database_deadlocked
+from common.errors import InvalidInput, NotFound
+from common.strategies import Seller, UnknownStrategy, strategy_of
 from inventory.models import Product
 from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get, segments_get

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from flashsale.cache_errors import CACHE_ERRORS
+from common.cache_errors import CACHE_ERRORS
 
 from .idempotency import flags_unwritten
 from .window import SaleWindow

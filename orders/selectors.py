@@ -11,9 +11,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Sum
 
+from common.errors import NotFound
 from common.memory import ProcessMemory
-from flashsale.errors import NotFound
-from flashsale.strategies import Seller, strategy_of
+from common.strategies import Seller, strategy_of
 from inventory.models import StockFlow
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 

@@ -18,7 +18,7 @@ import logging
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
-from flashsale.cache_errors import CACHE_ERRORS
+from common.cache_errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
 

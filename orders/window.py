@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from flashsale.errors import Ended, NotStarted
+from common.errors import Ended, NotStarted
 from inventory.models import Product
 
 

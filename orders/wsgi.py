@@ -39,8 +39,8 @@ from django.utils.functional import cached_property
 from django.utils.log import log_response
 from rest_framework.utils import json
 
-from flashsale.errors import error_response
-from flashsale.middleware import stamp_arrival
+from common.errors import error_response
+from common.middleware import stamp_arrival
 
 from .apis import OrderCreateApi, plain_purchase, purchase_answer
 
@@ -53,7 +53,7 @@ _UTF8 = {"utf-8", "utf8"}
 # metrics) would silently skip every purchase, so the handler refuses to start while
 # MIDDLEWARE differs from this list. Add its work here, then its name.
 MIRRORED_MIDDLEWARE = (
-    "flashsale.middleware.ArrivalStampMiddleware",  # stamp_arrival
+    "common.middleware.ArrivalStampMiddleware",  # stamp_arrival
     "django.middleware.security.SecurityMiddleware",  # its redirect and headers
     "django.contrib.sessions.middleware.SessionMiddleware",  # left out: no session read
     "django.middleware.common.CommonMiddleware",  # the host check and Content-Length

@@ -1,5 +1,5 @@
 """The races' JSON API: start one (admin), follow one (anyone). Each view parses,
-calls one service, and answers; errors leave through ``flashsale.errors.exception_handler``."""
+calls one service, and answers; errors leave through ``common.errors.exception_handler``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flashsale.errors import (
+from common.errors import (
     NOT_AUTHENTICATED,
     PERMISSION_DENIED,
     THROTTLED,
@@ -21,7 +21,7 @@ from flashsale.errors import (
     Unavailable,
     error_responses,
 )
-from flashsale.fields import ClosedInputSerializer, StrategyField
+from common.fields import ClosedInputSerializer, StrategyField
 from orders.auth import AdminTokenAuthentication, IsStaff, log_admin_action
 
 from .errors import RaceRunning

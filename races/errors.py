@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import status
 
-from flashsale.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 class RaceRunning(ApplicationError):

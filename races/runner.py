@@ -22,7 +22,7 @@ import requests
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import LockError, RedisError
 
-from flashsale.strategies import Seller, strategy_get
+from common.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
 from orders.figures import percentile
 from orders.gate.sale import gate_tally

@@ -25,7 +25,7 @@ from django_redis import get_redis_connection
 from redis.exceptions import LockError
 from redis.lock import Lock
 
-from flashsale.errors import NotFound
+from common.errors import NotFound
 from orders.sales import sale_reset
 
 from .errors import RaceRunning

@@ -3,7 +3,7 @@
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from flashsale.strategies import STRATEGIES
+from common.strategies import STRATEGIES
 
 from .limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
 

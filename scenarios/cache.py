@@ -50,7 +50,7 @@ class CacheAside:
 def _crowd(reader, sku: str) -> tuple[list[str], float]:
     """``READERS`` threads released together read ``sku``; what each got, and the
     slowest one's wait in ms."""
-    from flashsale.testing import run_at_once
+    from common.testing import run_at_once
 
     got, slowest = [], [0.0]
     mutex = threading.Lock()
@@ -127,7 +127,7 @@ AFTER_READS = 100
 def s20_stale_cache_after_update(ctx: Context) -> Outcome:
     from django.core.cache import cache
 
-    from flashsale.testing import start_thread
+    from common.testing import start_thread
     from inventory.models import Product
     from inventory.readcache import GuardedCacheAside
 

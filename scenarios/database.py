@@ -23,9 +23,9 @@ BUYERS, STOCK = 20, 10
 def s16_release_before_commit(ctx: Context) -> Outcome:
     from django.db import transaction
 
-    from flashsale.errors import SoldOut
-    from flashsale.strategies import Deduction
-    from flashsale.testing import run_at_once
+    from common.errors import SoldOut
+    from common.strategies import Deduction
+    from common.testing import run_at_once
     from inventory.models import Stock, StockFlow
     from inventory.services import product_reset, stock_deduct
 
@@ -80,7 +80,7 @@ def _innodb_deadlocks() -> int:
 
 
 def s12_multi_key_order(ctx: Context) -> Outcome:
-    from flashsale.testing import run_at_once
+    from common.testing import run_at_once
 
     def two_purchases(backend, **hooks) -> dict:
         items = [f"stock:s12-a-{uuid.uuid4().hex[:6]}", f"stock:s12-b-{uuid.uuid4().hex[:6]}"]
@@ -130,8 +130,8 @@ SCENARIOS = [
 def s15_optimistic_under_contention(ctx: Context) -> Outcome:
     from django.test import override_settings
 
-    from flashsale.errors import Busy
-    from flashsale.testing import run_at_once
+    from common.errors import Busy
+    from common.testing import run_at_once
     from orders.purchase import order_create
     from orders.sales import sale_reset
     from orders.selectors import sale_audit

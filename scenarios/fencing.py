@@ -21,8 +21,8 @@ def s17_fencing_token(ctx: Context) -> Outcome:
     from django.conf import settings
     from django.test import override_settings
 
-    from flashsale.errors import ApplicationError
-    from flashsale.testing import start_thread
+    from common.errors import ApplicationError
+    from common.testing import start_thread
     from inventory.faults import stalled
     from orders.purchase import order_create
     from orders.sales import sale_reset

@@ -13,7 +13,7 @@ import uuid
 import pytest
 import redis
 
-from flashsale.strategies import STRATEGIES
+from common.strategies import STRATEGIES
 from stack.servers import mariadb_app_connection
 
 pytestmark = pytest.mark.e2e

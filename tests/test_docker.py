@@ -68,7 +68,7 @@ def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
         env = compose["services"][name]["environment"]
         assert env["FLASHSALE_PUBLIC_BIND"] == "0.0.0.0"
         # No token or key of the file's own: empty, which the settings refuse there
-        # (flashsale/tests/test_settings.py), as they refuse the database's default.
+        # (tests/test_settings.py), as they refuse the database's default.
         assert env["FLASHSALE_ADMIN_TOKEN"] == "" and env["DJANGO_SECRET_KEY"] == ""
         assert env["DATABASE_URL"].split(":")[2].split("@")[0] in settings.WELL_KNOWN_SECRETS
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from flashsale.strategies import STRATEGIES
+from common.strategies import STRATEGIES
 from loadtest.burst import burst
 
 pytestmark = pytest.mark.e2e

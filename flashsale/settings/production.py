@@ -10,7 +10,7 @@ and the scheme the terminator saw.
 ``manage.py check --deploy`` reports one warning here, by design: W008, because the
 redirect from HTTP to HTTPS belongs to the terminator, which alone sees the plain
 request (``DJANGO_SECURE_SSL_REDIRECT=true`` makes Django do it instead).
-``flashsale/tests/test_settings.py`` holds it to that.
+``tests/test_settings.py`` holds it to that.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 import inventory.reads
-from flashsale.testing import run_at_once
+from common.testing import run_at_once
 from inventory.reads import product_cached_get
 from inventory.selectors import product_stock_get
 from orders.purchase import order_create

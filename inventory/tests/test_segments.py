@@ -7,9 +7,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from flashsale.errors import SoldOut, StockChanged
-from flashsale.strategies import Deduction
-from flashsale.testing import in_thread
+from common.errors import SoldOut, StockChanged
+from common.strategies import Deduction
+from common.testing import in_thread
 from inventory.faults import stalled
 from inventory.limits import MAX_SEGMENTS
 from inventory.models import Stock, StockFlow

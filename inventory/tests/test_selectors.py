@@ -3,8 +3,8 @@ from datetime import UTC, datetime
 import pytest
 from django.db import transaction
 
-from flashsale.errors import NotFound
-from flashsale.strategies import Deduction
+from common.errors import NotFound
+from common.strategies import Deduction
 from inventory.models import Stock
 from inventory.selectors import product_get, segments_get, stock_audit
 from inventory.services import product_reset, stock_deduct

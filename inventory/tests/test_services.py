@@ -5,9 +5,9 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from flashsale.errors import SoldOut, StaleLock, StockChanged
-from flashsale.strategies import Deduction
-from flashsale.testing import run_at_once, start_thread
+from common.errors import SoldOut, StaleLock, StockChanged
+from common.strategies import Deduction
+from common.testing import run_at_once, start_thread
 from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 
 
 @pytest.fixture(params=["setnx", "redisson", "zookeeper"])

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from flashsale.testing import start_thread
+from common.testing import start_thread
 from locking import LockUnavailableError
 from locking.backends.local import LocalLockBackend
 from locking.base import MultiLock

@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from flashsale.testing import held_elsewhere, in_thread, start_thread
+from common.testing import held_elsewhere, in_thread, start_thread
 from inventory.models import Stock
 from locking import LockNotOwnedError, LockReleaseError
 from locking.backends.mysql import ForUpdateLockBackend, InsertLockBackend

@@ -4,7 +4,7 @@ held by its holder."""
 
 import pytest
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 from locking import LockNotOwnedError
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 from locking import LockNotOwnedError, LockUnavailableError
 from locking.backends.redis.redisson import process_id
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from flashsale.testing import in_thread, start_thread, wait_until
+from common.testing import in_thread, start_thread, wait_until
 from locking.backends.redis.wakeups import Wakeups
 
 ROOT = Path(__file__).resolve().parents[2]

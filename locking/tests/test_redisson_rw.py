@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flashsale.testing import in_thread, start_thread, wait_until
+from common.testing import in_thread, start_thread, wait_until
 from locking import LockNotOwnedError, LockUpgradeError
 
 from .workers import read_and_write_pairs

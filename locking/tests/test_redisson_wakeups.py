@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flashsale.testing import start_thread, wait_until
+from common.testing import start_thread, wait_until
 from locking.backends.redis.redisson import process_id
 from locking.backends.redis.wakeups import Listing, Wakeups
 

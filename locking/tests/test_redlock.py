@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 from locking import LockNotOwnedError
 from locking.backends.redis.redlock import RedlockBackend
 from locking.backends.redis.setnx import SetnxLockBackend

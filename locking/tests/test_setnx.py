@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 from locking import LockNotOwnedError
 
 

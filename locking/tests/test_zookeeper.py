@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from kazoo.client import KazooClient, KazooState
 
-from flashsale.testing import in_thread
+from common.testing import in_thread
 from locking import LockLostError, LockNotOwnedError
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend

@@ -36,8 +36,8 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
-from flashsale.bulk import rows_insert
-from flashsale.errors import SoldOut
+from common.bulk import rows_insert
+from common.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order

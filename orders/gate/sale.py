@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from flashsale.errors import Unavailable
+from common.errors import Unavailable
 from inventory.models import Product
 from inventory.selectors import flows_after
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from common.memory import ProcessMemory
-from flashsale.errors import (
+from common.errors import (
     IdempotencyConflict,
     LimitReached,
     OutcomeUnknown,
     SoldOut,
     Unavailable,
 )
+from common.memory import ProcessMemory
 
 from ..window import ended, not_started
 from .store import _SELL, _SOLD_OUT, GateKeys, _script, _unreachable, gate_keys

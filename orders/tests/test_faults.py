@@ -15,8 +15,8 @@ from django.db import OperationalError, connection, connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import Busy, NotFound, OutcomeUnknown, SoldOut, Unavailable
-from flashsale.testing import start_thread
+from common.errors import Busy, NotFound, OutcomeUnknown, SoldOut, Unavailable
+from common.testing import start_thread
 from inventory.faults import stalled
 from inventory.models import Product, Stock, StockFlow
 from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection

@@ -18,7 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from flashsale.errors import (
+from common.errors import (
     Ended,
     IdempotencyConflict,
     InvalidInput,
@@ -27,7 +27,7 @@ from flashsale.errors import (
     SoldOut,
     Unavailable,
 )
-from flashsale.testing import run_at_once
+from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from orders.gate import sell as sell_module
 from orders.gate import store

@@ -8,8 +8,8 @@ import itertools
 import pytest
 from django.test import override_settings
 
-from flashsale.errors import SoldOut
-from flashsale.testing import run_at_once
+from common.errors import SoldOut
+from common.testing import run_at_once
 from orders.gate.persister import Persister
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create

@@ -10,8 +10,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from flashsale.errors import Busy, LimitReached, SoldOut
-from flashsale.testing import start_thread
+from common.errors import Busy, LimitReached, SoldOut
+from common.testing import start_thread
 from inventory.models import Stock, StockFlow
 from locking.backends.mysql import side_connection
 from orders.models import BuyerQuota, Order

@@ -11,9 +11,9 @@ from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import Busy
-from flashsale.strategies import STRATEGIES
-from flashsale.testing import run_at_once
+from common.errors import Busy
+from common.strategies import STRATEGIES
+from common.testing import run_at_once
 from inventory.models import Product
 from orders import purchase, sales
 from orders.gate.sale import gate_tally

@@ -6,8 +6,8 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from flashsale.errors import LimitReached, SoldOut
-from flashsale.testing import in_thread, run_at_once
+from common.errors import LimitReached, SoldOut
+from common.testing import in_thread, run_at_once
 from inventory.faults import stalled
 from inventory.models import Stock
 from orders.models import BuyerQuota, Order

@@ -8,8 +8,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from flashsale.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
-from flashsale.testing import held_elsewhere, in_thread, start_thread
+from common.errors import Busy, IdempotencyConflict, InvalidInput, NotFound, SoldOut
+from common.testing import held_elsewhere, in_thread, start_thread
 from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
 from locking import BaseLock, BaseLockBackend, get_lock

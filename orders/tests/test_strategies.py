@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from kazoo.client import KazooClient
 from rest_framework.test import APIClient
 
-from flashsale.errors import Busy
-from flashsale.testing import held_elsewhere, in_thread, run_at_once, start_thread
+from common.errors import Busy
+from common.testing import held_elsewhere, in_thread, run_at_once, start_thread
 from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
 from locking import get_lock, locks

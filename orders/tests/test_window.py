@@ -13,8 +13,8 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from flashsale.errors import Ended, NotStarted
-from flashsale.strategies import STRATEGIES
+from common.errors import Ended, NotStarted
+from common.strategies import STRATEGIES
 from inventory.models import Stock, StockFlow
 from orders.gate.store import gate_redis
 from orders.models import Order

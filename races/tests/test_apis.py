@@ -9,7 +9,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from flashsale.strategies import STRATEGIES
+from common.strategies import STRATEGIES
 from inventory.models import Product
 from races import services
 from races.limits import MAX_BUYERS, MAX_CONCURRENCY

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flashsale.errors import ApplicationError
+from common.errors import ApplicationError
 from orders.gate.persister import dead_letters_redrive
 
 

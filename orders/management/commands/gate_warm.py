@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from flashsale.errors import ApplicationError
+from common.errors import ApplicationError
 from orders.sales import gate_warm
 
 

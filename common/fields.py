@@ -42,7 +42,7 @@ class StrictCharField(serializers.CharField):
 
 
 class StrategyField(serializers.ChoiceField):
-    """A strategy's name (``flashsale.strategies``); a wrong one is refused with the
+    """A strategy's name (``common.strategies``); a wrong one is refused with the
     list of the known ones."""
 
     def __init__(self, **kwargs):

@@ -31,9 +31,8 @@ from django.utils.module_loading import import_string
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from common.strategies import Seller, strategy_get
 from locking.handler import locks
-
-from .strategies import Seller, strategy_get
 
 logger = logging.getLogger(__name__)
 

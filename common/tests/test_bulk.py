@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from flashsale.bulk import rows_insert
+from common.bulk import rows_insert
 from inventory.models import StockFlow
 from inventory.services import product_reset
 from orders.models import Order

@@ -5,9 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flashsale.strategies import STRATEGIES
+from common.strategies import STRATEGIES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_django(**env) -> subprocess.CompletedProcess:
@@ -33,7 +33,7 @@ def test_known_strategy_starts():
 def test_every_strategy_names_a_configured_lock():
     from django.conf import settings
 
-    from flashsale.strategies import Seller
+    from common.strategies import Seller
 
     locked = {spec.name: spec.lock for spec in STRATEGIES.values() if spec.seller is Seller.TRANSACTION}
     assert {name: lock for name, lock in locked.items() if lock not in settings.LOCKING} == {}

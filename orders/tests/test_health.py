@@ -4,7 +4,7 @@ them: ``tests/test_health_stack.py``."""
 import pytest
 from django.test import override_settings
 
-from flashsale import health
+from orders import health
 
 EVERY = {"database": "ok", "redis": "ok", "zookeeper": "ok", "redis-gate": "ok"}
 
