@@ -13,10 +13,9 @@ else the product's row). Then one of two sellers:
   to the next. Where no Python needs to run between those statements (``atomic``,
   one segment), the transaction is one stored-procedure call
   (``orders.procedure``). The locks are held across the commit: released earlier,
-  the next holder could read the stock before this write is visible. Each lock's
-  fencing token, where it has one, goes with the stock deduction, which refuses it
-  once a newer holder has touched that segment: a lease that ran out mid-purchase
-  costs this purchase, not the stock.
+  the next holder could read the stock before this write is visible. A lock's
+  fencing token goes with the deduction, which refuses it once a newer holder
+  wrote: a lease that ran out mid-purchase costs this purchase, not the stock.
 - **the gate**: one script in Redis decides (``orders.gate.sell``); a persister
   writes the order to the database after the answer.
 
@@ -26,10 +25,8 @@ after the COMMIT is ``OutcomeUnknown``, never "nothing written"; a database that
 cannot be reached is ``Unavailable``; nothing commits past the purchase's deadline.
 """
 
-
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import NamedTuple
@@ -53,10 +50,7 @@ from inventory.selectors import product_get, segments_get
 from inventory.services import Deducted, Fence, stock_deduct, stock_plan
 from locking import (
     BaseLock,
-    LockCommitUnknownError,
-    LockError,
     LockLostError,
-    LockReleaseError,
     LockUnavailableError,
     get_locks,
 )
@@ -75,9 +69,8 @@ from .models import Order
 from .procedure import past_deadline, purchase_call
 from .results import OrderResult, Timings
 from .salestate import SaleState, sale_state_get, sale_state_sold_out
+from .stocklocks import lock_name, lock_release, outcome_unknown
 from .window import SaleWindow
-
-logger = logging.getLogger(__name__)
 
 
 def order_create(
@@ -155,9 +148,8 @@ def strategy_resolve(sku: str) -> StrategySpec:
 
 
 def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
-    """The seller found the sale under another strategy than the one resolved: a
-    reset changed it during this purchase (one that answered earlier waited out
-    every memory). Nothing was written; a retry resolves afresh."""
+    """The seller found another strategy's sale: a reset changed it during this
+    purchase (one that answered earlier waited out every memory). Nothing written."""
     _strategies.pop(sku)
     return Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
                 extra={"strategy": strategy_of(found).name, "resolved": resolved.name})
@@ -235,14 +227,11 @@ _planned: ProcessMemory[str, tuple[float, list[Stock]]] = ProcessMemory(
 
 
 def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
-    """The product's segments to plan a purchase with. The plan's read only orders
-    the tries (``stock_plan``): the deduction decides under the lock, and in a sale
-    stock only falls, so an old read sends a try at worst to a segment that ran dry,
-    which falls over, and a round that finds every try refused reads afresh (``state``
-    ``None``). So while the sale's state says which sale this is, one read per
-    process serves the whole sale: the product's id, its strategy and its segments
-    change only with a reset, which opens a new sale. A one-segment product, the
-    flash sale's hot case, is read again once a minute."""
+    """The product's segments to plan a purchase with. The read only orders the tries
+    (``stock_plan``): the deduction decides under the lock, and stock only falls in a
+    sale, so an old read costs at worst a try at a dry segment, and a round whose
+    tries all failed reads afresh (``state`` None). The product's id and segments
+    change only with a reset, a new sale: one read per sale and process serves."""
     opened = state.opened if state is not None else None
     known = _planned.get(sku)
     if opened is not None and known is not None and known[0] == opened:
@@ -295,7 +284,7 @@ def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int
 def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
                 user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
     """One try: lock the group's segments, write the purchase, commit, release."""
-    names = {segment: _lock_name(product.sku, segment, count) for segment in group}
+    names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)
     asked = time.perf_counter()
     try:
@@ -304,10 +293,8 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
         raise Unavailable("the stock lock's server cannot be reached; nothing was written",
                           backend=strategy.name) from e
     if not acquired:
-        raise Busy(
-            f"stock lock for {product.sku} not acquired within its wait timeout",
-            extra={"strategy": strategy.name},
-        )
+        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout",
+                   extra={"strategy": strategy.name})
     granted = time.perf_counter()
     fences = None
     if settings.FLASHSALE_FENCING:
@@ -324,20 +311,15 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
                                            strategy=strategy, lock=lock, group=group, fences=fences,
                                            deadline=deadline)
     except BaseException:
-        _release(lock, written=None)
+        lock_release(lock, written=None)
         raise
     # Committed (or, for a lock whose release commits, about to be); only now may
     # the next holder read the stock.
-    _release(lock, written=order)
+    lock_release(lock, written=order)
     given_up = time.perf_counter()
     held_since = granted if lock.exclusive else deducted.row_held_since
     return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
                                     hold_ms=(given_up - held_since) * 1000)
-
-
-def _lock_name(sku: str, segment: int, segments: int) -> str:
-    # A product in one segment keeps the product's own lock name.
-    return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
 
 
 def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
@@ -355,15 +337,9 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
             # under the lock.
             with transaction.atomic(savepoint=not lock.commits_work):
                 quota_take(product=product, user_id=user_id, quantity=quantity)
-                order = Order.objects.create(
-                    user_id=user_id,
-                    product=product,
-                    quantity=quantity,
-                    idempotency_key=key,
-                    instance=settings.FLASHSALE_INSTANCE,
-                    strategy=strategy.name,
-                    retries=retries,
-                )
+                order = Order.objects.create(user_id=user_id, product=product, quantity=quantity,
+                                             idempotency_key=key, instance=settings.FLASHSALE_INSTANCE,
+                                             strategy=strategy.name, retries=retries)
                 deducted = stock_deduct(
                     product=product,
                     quantity=quantity,
@@ -386,7 +362,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
             # SET autocommit after it: the commit may have landed, and only the
             # database knows now.
             if committing:
-                raise _outcome_unknown(order) from e
+                raise outcome_unknown(order) from e
             raise
         except StockChanged as e:
             if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
@@ -396,51 +372,6 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
         except LockLostError as e:
             raise Busy(f"lost the stock lock for {product.sku} before commit; nothing was written",
                        extra={"strategy": strategy.name}) from e
-
-
-def _release(lock: BaseLock, *, written: Order | None) -> None:
-    """Release after the transaction ended (``written``: the order it committed, or
-    for a lock whose release commits, is about to; ``None`` after a failure). A lock
-    that was no longer ours changes nothing now: after a commit, say so loudly
-    (mutual exclusion may have been broken); after a failure, the failure is what
-    the caller needs to hear. A lock whose release is the commit (the MySQL locks)
-    failing to release means the purchase was rolled back, or, if the connection
-    died during the COMMIT, that nobody here knows: that the buyer must hear. Any
-    other failure to release (the lock's server gone) changes nothing already
-    decided: logged, not raised."""
-    try:
-        lock.release()
-    except Exception as e:
-        if written is not None and lock.commits_work:
-            if isinstance(e, LockReleaseError) and not isinstance(e, LockCommitUnknownError):
-                raise Busy("the purchase was rolled back as its lock was released; nothing was written",
-                           extra={"lock": lock.name}) from e
-            # The release was the commit, and it did not say it committed: only the
-            # database knows now.
-            raise _outcome_unknown(written) from e
-        _release_failed(lock, e, committed=written is not None)
-
-
-def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
-    if isinstance(e, LockReleaseError):
-        logger.info("%s: release failed after a failed purchase: %s", lock, e)
-    elif isinstance(e, LockError):
-        if committed:
-            logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
-        else:
-            logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
-    else:
-        # The lock's server went away (a Redis or ZooKeeper connection error). The
-        # purchase's outcome is decided already, and the buyer must hear that, not
-        # this: the lease (or the session) frees the lock on its own.
-        logger.error("%s: release failed (%s: %s); the lock frees itself when its lease ends",
-                     lock, type(e).__name__, e)
-
-
-def _outcome_unknown(order: Order) -> OutcomeUnknown:
-    return OutcomeUnknown("the database connection died during the commit: whether the order was "
-                          "placed is unknown; retry with the same Idempotency-Key to learn it",
-                          order_id=order.pk)
 
 
 def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,

@@ -394,8 +394,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
     # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
-    # (most of a flash sale's answers are 409 sold out), not a fault: a line each was
-    # 9% of a sold-out answer's profile, and a crowd's worth of lines. 5xx are still logged.
+    # (most of a flash sale's answers are 409 sold out), not a fault. 5xx are logged.
     # orders.auth: every admin action, one line at INFO, whatever LOG_LEVEL says.
     "loggers": {"django.request": {"level": "ERROR"}, "orders.auth": {"level": "INFO"}},
 }
