@@ -1,5 +1,5 @@
 """What one request costs the app's Python, in-process: CPU per request through
-the apps' WSGI handler (``flashsale.wsgi``: a plain purchase through its front,
+the apps' WSGI handler (``flashsale.wsgi``: a plain purchase through its shortcut,
 anything else through every middleware and the view; with
 ``FLASHSALE_PURCHASE_SHORTCUT=false`` every purchase through Django's whole path) against
 the running stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,

@@ -19,7 +19,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.cache import cache
@@ -30,9 +29,6 @@ from inventory.selectors import flows_remaining
 
 from .models import Order
 from .results import OrderResult
-
-if TYPE_CHECKING:
-    from .salestate import SaleState
 
 logger = logging.getLogger(__name__)
 
@@ -224,15 +220,15 @@ def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
 
-def refusal_checked(error: BaseException, *, key: str, fingerprint: str, state: SaleState,
+def refusal_checked(error: BaseException, *, key: str, fingerprint: str, flags_complete: bool,
                      deadline: float) -> OrderResult | None:
     """Before a keyed request is refused, make sure its key has no order: the
     database is the truth for idempotency. The flags answer for it (no look-up) only
-    while the sale's state vouches that no flag was lost; then this request's fresh
-    claim means the key has none. Returns the order's replay if it has one; else the
+    while the sale's state vouches that no flag was lost (``flags_complete``); then
+    this request's fresh claim means the key has none. Returns the order's replay if it has one; else the
     key is freed, so a retry may try again."""
     known = None
-    if isinstance(error, ApplicationError) and not state.flags_complete:
+    if isinstance(error, ApplicationError) and not flags_complete:
         try:
             known = replay_by_key(key=key, fingerprint=fingerprint)
         except IdempotencyConflict:

@@ -204,7 +204,8 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
         if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
             sale_state_sold_out(sku=sku)
         if idempotency_key:
-            known = refusal_checked(e, key=key, fingerprint=fingerprint, state=state, deadline=deadline)
+            known = refusal_checked(e, key=key, fingerprint=fingerprint,
+                                    flags_complete=state.flags_complete, deadline=deadline)
             if known is not None:
                 return known
         raise
