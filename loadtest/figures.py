@@ -375,3 +375,18 @@ def opening_as_dict(row: OpeningRow) -> dict:
     return {"label": row.label, "strategy": row.strategy, "opening": asdict(row.opening),
             "rounds": [asdict(r) for r in row.rounds], "ticks": row.ticks, "sale": as_dict(row.sale)}
 
+
+def number_text(value: float, digits: int = 0) -> str:
+    """A figure as the report prints it: thousands separated, NaN as a dash."""
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def hot_sweep(hot_rows: list[HotRow]) -> tuple[list[int], dict[str, dict[int, HotRow]]]:
+    """Segment counts, and per strategy its hot row at each count."""
+    counts = sorted({h.segments for h in hot_rows})
+    by_strategy: dict[str, dict[int, HotRow]] = {}
+    for h in hot_rows:
+        by_strategy.setdefault(h.strategy, {})[h.segments] = h
+    return counts, by_strategy

@@ -1,59 +1,44 @@
 """The comparison report: a markdown table, and an HTML page with the same table and
-charts drawn by matplotlib as inline SVG (no CDN, opens offline), and an index of
-past runs."""
+the charts (``loadtest.charts``), and an index of past runs."""
 
 from __future__ import annotations
 
 import html
-import io
 import json
 import math
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from .figures import HotRow, OpeningRow, Row  # noqa: E402
-
-OK_COLOR, BAD_COLOR, CEILING_COLOR, NEUTRAL_COLOR = "#2e7d32", "#c62828", "#9e9e9e", "#1565c0"
-
-
-def _num(value: float, digits: int = 0) -> str:
-    if isinstance(value, float) and math.isnan(value):
-        return "–"
-    return f"{value:,.{digits}f}"
-
+from .charts import charts, hot_charts, opening_charts
+from .figures import HotRow, OpeningRow, Row, hot_sweep, number_text
 
 COLUMNS = [
     ("strategy", lambda r: r.label),
-    ("attempts", lambda r: _num(r.median.attempts)),
-    ("orders", lambda r: _num(r.median.orders) if r.strategy != "ping" else "–"),
-    ("oversold", lambda r: _num(r.worst_oversold) if r.strategy != "ping" else "–"),
-    ("lost updates", lambda r: _num(r.worst_lost_updates) if r.strategy != "ping" else "–"),
+    ("attempts", lambda r: number_text(r.median.attempts)),
+    ("orders", lambda r: number_text(r.median.orders) if r.strategy != "ping" else "–"),
+    ("oversold", lambda r: number_text(r.worst_oversold) if r.strategy != "ping" else "–"),
+    ("lost updates", lambda r: number_text(r.worst_lost_updates) if r.strategy != "ping" else "–"),
     ("ledger", lambda r: ("ok" if r.always_consistent else "BROKEN") if r.strategy != "ping" else "–"),
-    ("req/s", lambda r: _num(r.median.throughput)),
-    ("× ceiling", lambda r: _num(r.ratio_to_ceiling, 2)),
-    ("sell-out s", lambda r: _num(r.median.sell_out_seconds, 2)),
-    ("orders/s", lambda r: _num(r.median.orders_per_s)),
+    ("req/s", lambda r: number_text(r.median.throughput)),
+    ("× ceiling", lambda r: number_text(r.ratio_to_ceiling, 2)),
+    ("sell-out s", lambda r: number_text(r.median.sell_out_seconds, 2)),
+    ("orders/s", lambda r: number_text(r.median.orders_per_s)),
     ("rejections/s (× ceiling)", lambda r: "–" if math.isnan(r.median.rejections_per_s) else
-     f"{_num(r.median.rejections_per_s)} ({_num(r.rejections_ratio_to_ceiling, 2)})"),
-    ("ok p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
+     f"{number_text(r.median.rejections_per_s)} ({number_text(r.rejections_ratio_to_ceiling, 2)})"),
+    ("ok p50/p95/p99 ms", lambda r: "/".join(number_text(v) for v in (
         r.median.ok_p50_ms, r.median.ok_p95_ms, r.median.ok_p99_ms))),
-    ("rejected p50/p95/p99 ms", lambda r: "/".join(_num(v) for v in (
+    ("rejected p50/p95/p99 ms", lambda r: "/".join(number_text(v) for v in (
         r.median.rejected_p50_ms, r.median.rejected_p95_ms, r.median.rejected_p99_ms))),
     ("accepted → confirmed p50/p99 ms", lambda r: _ms(r.median.confirm_p50_ms, r.median.confirm_p99_ms)),
     ("lock wait p50/p99 ms", lambda r: _ms(r.median.wait_p50_ms, r.median.wait_p99_ms)),
-    ("FIFO score", lambda r: _num(r.median.fifo_score, 2)),
-    ("busy", lambda r: _num(r.median.busy)),
-    ("retries", lambda r: _num(r.median.retries)),
-    ("errors", lambda r: _num(r.median.errors)),
+    ("FIFO score", lambda r: number_text(r.median.fifo_score, 2)),
+    ("busy", lambda r: number_text(r.median.busy)),
+    ("retries", lambda r: number_text(r.median.retries)),
+    ("errors", lambda r: number_text(r.median.errors)),
 ]
 
 
 def _ms(*values: float) -> str:
-    return "/".join(_num(v, 1 if not math.isnan(v) and v < 10 else 0) for v in values)
+    return "/".join(number_text(v, 1 if not math.isnan(v) and v < 10 else 0) for v in values)
 
 
 def _worst(h: HotRow, attribute: str) -> int:
@@ -62,11 +47,11 @@ def _worst(h: HotRow, attribute: str) -> int:
 
 HOT_COLUMNS = [
     ("strategy", lambda h: h.label),
-    ("hot orders/s", lambda h: _num(h.hot.median.orders_per_s)),
-    ("× ping", lambda h: _num(h.hot_to_ceiling, 2)),
-    ("spread orders/s", lambda h: _num(h.spread.median.orders_per_s)),
-    ("spread × ping", lambda h: _num(h.spread_to_ceiling, 2)),
-    ("hot ÷ spread", lambda h: _num(h.hot_to_spread, 2)),
+    ("hot orders/s", lambda h: number_text(h.hot.median.orders_per_s)),
+    ("× ping", lambda h: number_text(h.hot_to_ceiling, 2)),
+    ("spread orders/s", lambda h: number_text(h.spread.median.orders_per_s)),
+    ("spread × ping", lambda h: number_text(h.spread_to_ceiling, 2)),
+    ("hot ÷ spread", lambda h: number_text(h.hot_to_spread, 2)),
     ("ok p50/p95/p99 ms", lambda h: _ms(h.hot.median.ok_p50_ms, h.hot.median.ok_p95_ms,
                                          h.hot.median.ok_p99_ms)),
     ("hold p50/p99 ms", lambda h: _ms(h.hot.median.hold_p50_ms, h.hot.median.hold_p99_ms)),
@@ -74,32 +59,32 @@ HOT_COLUMNS = [
     ("lock wait p50/p99 ms", lambda h: _ms(h.hot.median.wait_p50_ms, h.hot.median.wait_p99_ms)),
     ("accepted → confirmed p50/p99 ms", lambda h: _ms(h.hot.median.confirm_p50_ms,
                                                         h.hot.median.confirm_p99_ms)),
-    ("busy", lambda h: _num(h.hot.median.busy)),
-    ("errors", lambda h: _num(h.hot.median.errors)),
-    ("oversold", lambda h: _num(_worst(h, "worst_oversold"))),
-    ("lost updates", lambda h: _num(_worst(h, "worst_lost_updates"))),
+    ("busy", lambda h: number_text(h.hot.median.busy)),
+    ("errors", lambda h: number_text(h.hot.median.errors)),
+    ("oversold", lambda h: number_text(_worst(h, "worst_oversold"))),
+    ("lost updates", lambda h: number_text(_worst(h, "worst_lost_updates"))),
     ("ledger", lambda h: "ok" if h.hot.always_consistent and h.spread.always_consistent else "BROKEN"),
 ]
 
 
 OPENING_COLUMNS = [
     ("strategy", lambda o: o.label),
-    ("page loads/s before", lambda o: _num(o.opening.reads_per_s)),
+    ("page loads/s before", lambda o: number_text(o.opening.reads_per_s)),
     ("page p50/p99 ms", lambda o: _ms(o.opening.read_p50_ms, o.opening.read_p99_ms)),
-    ("page errors", lambda o: _num(o.opening.read_errors)),
-    ("1st s: purchases", lambda o: _num(o.opening.first_second)),
-    ("1st s: orders", lambda o: _num(o.opening.first_created)),
-    ("1st s: sold out", lambda o: _num(o.opening.first_sold_out)),
-    ("1st s: busy", lambda o: _num(o.opening.first_busy)),
-    ("1st s: errors", lambda o: _num(o.opening.first_errors)),
+    ("page errors", lambda o: number_text(o.opening.read_errors)),
+    ("1st s: purchases", lambda o: number_text(o.opening.first_second)),
+    ("1st s: orders", lambda o: number_text(o.opening.first_created)),
+    ("1st s: sold out", lambda o: number_text(o.opening.first_sold_out)),
+    ("1st s: busy", lambda o: number_text(o.opening.first_busy)),
+    ("1st s: errors", lambda o: number_text(o.opening.first_errors)),
     ("1st s p50/p99 ms", lambda o: _ms(o.opening.first_p50_ms, o.opening.first_p99_ms)),
-    ("sold out after ms", lambda o: _num(o.opening.sold_in_ms)),
-    ("early", lambda o: _num(o.opening.early)),
-    ("orders", lambda o: _num(o.sale.median.orders)),
-    ("oversold", lambda o: _num(o.sale.worst_oversold)),
-    ("lost updates", lambda o: _num(o.sale.worst_lost_updates)),
+    ("sold out after ms", lambda o: number_text(o.opening.sold_in_ms)),
+    ("early", lambda o: number_text(o.opening.early)),
+    ("orders", lambda o: number_text(o.sale.median.orders)),
+    ("oversold", lambda o: number_text(o.sale.worst_oversold)),
+    ("lost updates", lambda o: number_text(o.sale.worst_lost_updates)),
     ("ledger", lambda o: "ok" if o.sale.always_consistent else "BROKEN"),
-    ("errors", lambda o: _num(o.sale.median.errors)),
+    ("errors", lambda o: number_text(o.sale.median.errors)),
 ]
 
 
@@ -125,184 +110,28 @@ def markdown_table(rows: list, columns=COLUMNS) -> str:
     return "\n".join(lines)
 
 
-def _sweep(hot_rows: list[HotRow]) -> tuple[list[int], dict[str, dict[int, HotRow]]]:
-    """Segment counts, and per strategy its hot row at each count."""
-    counts = sorted({h.segments for h in hot_rows})
-    by_strategy: dict[str, dict[int, HotRow]] = {}
-    for h in hot_rows:
-        by_strategy.setdefault(h.strategy, {})[h.segments] = h
-    return counts, by_strategy
-
-
 def segments_table(hot_rows: list[HotRow]) -> str:
     """Orders/s per strategy per segment count, each beside its share of the
     strategy's spread run; empty unless the run swept more than one count."""
-    counts, by_strategy = _sweep(hot_rows)
+    counts, by_strategy = hot_sweep(hot_rows)
     if len(counts) < 2:
         return ""
     lines = ["| strategy | spread orders/s | " + " | ".join(f"×{n} segments" for n in counts) + " |",
              "|---|---:|" + "---:|" * len(counts)]
     for strategy, rows in by_strategy.items():
         spread = next(iter(rows.values())).spread.median.orders_per_s
-        cells = [f"{_num(rows[n].hot.median.orders_per_s)} ({_num(rows[n].hot_to_spread, 2)})"
+        cells = [f"{number_text(rows[n].hot.median.orders_per_s)} ({number_text(rows[n].hot_to_spread, 2)})"
                  if n in rows else "–" for n in counts]
-        lines.append(f"| {strategy} | {_num(spread)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {strategy} | {number_text(spread)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def hot_table(hot_rows: list[HotRow], ceiling: Row) -> str:
     sweep = segments_table(hot_rows)
-    return (f"Ceiling: /api/ping answered {_num(ceiling.median.throughput)} req/s.\n\n"
+    return (f"Ceiling: /api/ping answered {number_text(ceiling.median.throughput)} req/s.\n\n"
             + markdown_table(hot_rows, HOT_COLUMNS)
             + (f"\n\nOrders/s by the hot product's segments (in brackets: × the strategy's spread run):"
                f"\n\n{sweep}" if sweep else ""))
-
-
-def _svg(fig) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]  # inline: drop the XML prologue
-
-
-def _bars(labels, values, colors, title, ylabel, hline=None, hline_label=None):
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    clean = [0 if (isinstance(v, float) and math.isnan(v)) else v for v in values]
-    bars = ax.bar(labels, clean, color=colors)
-    for bar, value in zip(bars, values, strict=True):
-        nan = isinstance(value, float) and math.isnan(value)
-        text = "–" if nan else f"{value:,.2f}".rstrip("0").rstrip(".")
-        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=8)
-    if hline is not None:
-        ax.axhline(hline, color=CEILING_COLOR, linestyle="--", linewidth=1, label=hline_label)
-        ax.legend(fontsize=8, frameon=False, loc="upper right")
-    ax.set_title(title, fontsize=11)
-    ax.set_ylabel(ylabel)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    ax.spines[["top", "right"]].set_visible(False)
-    return fig
-
-
-def _grouped_bars(labels: list[str], series: list[tuple[str, list[float]]], title: str, ylabel: str,
-                  hline: float | None = None, hline_label: str | None = None) -> str:
-    """Bars side by side per label, one series each (fading left to right), as SVG."""
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    width = 0.8 / len(series)
-    for i, (name, values) in enumerate(series):
-        xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
-        ax.bar(xs, [0 if math.isnan(v) else v for v in values], width, label=name,
-               color=NEUTRAL_COLOR, alpha=1.0 - 0.6 * i / max(len(series) - 1, 1))
-    if hline is not None:
-        ax.axhline(hline, color=CEILING_COLOR, linestyle="--", linewidth=1, label=hline_label)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, fontsize=8)
-    ax.set_title(title, fontsize=11)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig)
-
-
-def charts(rows: list[Row]) -> dict[str, str]:
-    """name → inline SVG."""
-    ceiling = next((r for r in rows if r.strategy == "ping"), None)
-    sales = [r for r in rows if r.strategy != "ping"]
-    labels = [r.label for r in sales]
-    out = {}
-    out["throughput"] = _svg(_bars(
-        labels, [r.median.throughput for r in sales], NEUTRAL_COLOR,
-        "Throughput (all answers)", "requests/s",
-        hline=ceiling.median.throughput if ceiling else None, hline_label="no-op ceiling"))
-    out["sell_out"] = _svg(_bars(
-        labels, [r.median.sell_out_seconds for r in sales], NEUTRAL_COLOR,
-        "Time to sell out (first to last order)", "seconds"))
-    out["oversold"] = _svg(_bars(
-        labels, [r.worst_oversold for r in sales],
-        [BAD_COLOR if r.worst_oversold > 0 else OK_COLOR for r in sales],
-        "Oversold units (worst round)", "units"))
-
-    out["latency"] = _grouped_bars(
-        labels, [(f"p{q}", [getattr(r.median, f"ok_p{q}_ms") for r in sales]) for q in (50, 95, 99)],
-        "Latency of successful purchases", "ms")
-    if any(r.served_by_arrival for r in sales):
-        out["fifo"] = _arrivals(sales)
-    return out
-
-
-def _arrivals(sales: list[Row]) -> str:
-    """One line per strategy: a tick at the arrival rank of every purchase that got an
-    order; first come, first served is a solid block left of the dashed line."""
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 + 0.35 * len(sales)))
-    drawn = [r for r in sales if r.served_by_arrival]
-    ax.eventplot([[rank for rank, got in enumerate(r.served_by_arrival, 1) if got] for r in drawn],
-                 colors=NEUTRAL_COLOR, linelengths=0.7, linewidths=0.6)
-    orders = max(sum(r.served_by_arrival) for r in drawn)
-    ax.axvline(orders + 0.5, color=CEILING_COLOR, linestyle="--", linewidth=1,
-               label=f"the first {orders} arrivals")
-    ax.set_yticks(range(len(drawn)), [f"{r.label} ({_num(r.median.fifo_score, 2)})" for r in drawn],
-                  fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("arrival rank (at the app)")
-    ax.set_title("Who got the stock: a tick per order at its buyer's arrival rank (FIFO score)",
-                 fontsize=11)
-    ax.legend(fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0))
-    ax.spines[["top", "right"]].set_visible(False)
-    return _svg(fig)
-
-
-def hot_charts(hot_rows: list[HotRow]) -> dict[str, str]:
-    """name → inline SVG: orders/s hot beside spread against the ping ceiling, and
-    how long each purchase held the stock."""
-    labels = [h.label for h in hot_rows]
-    out = {}
-    out["hot_throughput"] = _grouped_bars(
-        labels, [("hot (one product)", [h.hot.median.orders_per_s for h in hot_rows]),
-                 ("spread (one product per buyer)", [h.spread.median.orders_per_s for h in hot_rows])],
-        "Orders per second when every request buys", "orders/s",
-        hline=hot_rows[0].ceiling if hot_rows else None, hline_label="/api/ping (answers/s)")
-    out["hot_hold"] = _grouped_bars(
-        labels, [(f"p{q}", [getattr(h.hot.median, f"hold_p{q}_ms") for h in hot_rows]) for q in (50, 99)],
-        "How long a purchase held the stock (lock, or row), hot product", "ms")
-
-    counts, by_strategy = _sweep(hot_rows)
-    if len(counts) > 1:
-        fig, ax = plt.subplots(figsize=(7.5, 3.6))
-        for strategy, rows in by_strategy.items():
-            xs = [n for n in counts if n in rows]
-            ax.plot(xs, [rows[n].hot.median.orders_per_s for n in xs], marker="o", label=strategy)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(counts, [str(n) for n in counts])
-        ax.set_xlabel("segments of the hot product's stock")
-        ax.set_ylabel("orders/s")
-        ax.set_title("One hot product, its stock in segments", fontsize=11)
-        ax.legend(fontsize=7, frameon=False, ncol=2)
-        ax.spines[["top", "right"]].set_visible(False)
-        out["segments"] = _svg(fig)
-    return out
-
-
-def opening_charts(rows: list[OpeningRow]) -> dict[str, str]:
-    """name → inline SVG: requests per 100 ms around the opening (a line per strategy),
-    and the first second's latency."""
-    fig, (reads, buys) = plt.subplots(2, 1, figsize=(7.5, 4.8), sharex=True)
-    for row in rows:
-        xs = [t * 1000 for t, _, _ in row.ticks]
-        reads.plot(xs, [page for _, page, _ in row.ticks], drawstyle="steps-post", label=row.label)
-        buys.plot(xs, [buy for _, _, buy in row.ticks], drawstyle="steps-post", label=row.label)
-    for ax, what in ((reads, "page loads"), (buys, "purchases")):
-        ax.axvline(0, color=CEILING_COLOR, linestyle="--", linewidth=1)
-        ax.set_ylabel(f"{what} / 100 ms")
-        ax.spines[["top", "right"]].set_visible(False)
-    reads.set_title("Requests sent per 100 ms around the opening (dashed: the opening)", fontsize=11)
-    buys.set_xlabel("ms from the opening")
-    buys.legend(fontsize=7, frameon=False, ncol=2)
-    out = {"opening_ticks": _svg(fig)}
-    out["opening_latency"] = _grouped_bars(
-        [r.label for r in rows], [(f"p{q}", [getattr(r.opening, f"first_p{q}_ms") for r in rows])
-                                  for q in (50, 99)],
-        "Latency of the purchases sent in the first second", "ms")
-    return out
 
 
 PAGE = """<!doctype html>
@@ -405,19 +234,22 @@ def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, 
         table = html_table(opening_rows, OPENING_COLUMNS)
     elif hot_rows:
         drawn = hot_charts(hot_rows)
-        counts, by_strategy = _sweep(hot_rows)
+        counts, by_strategy = hot_sweep(hot_rows)
         sweep = ""
         if len(counts) > 1:
-            sweep_columns = [("strategy", lambda item: item[0]),
-                             ("spread orders/s",
-                              lambda item: _num(next(iter(item[1].values())).spread.median.orders_per_s))]
+            sweep_columns = [
+                ("strategy", lambda item: item[0]),
+                ("spread orders/s",
+                 lambda item: number_text(next(iter(item[1].values())).spread.median.orders_per_s))]
             sweep_columns += [(f"×{n} segments", lambda item, n=n: (
-                f"{_num(item[1][n].hot.median.orders_per_s)} ({_num(item[1][n].hot_to_spread, 2)})"
+                f"{number_text(item[1][n].hot.median.orders_per_s)} "
+                f"({number_text(item[1][n].hot_to_spread, 2)})"
                 if n in item[1] else "–")) for n in counts]
             sweep = ("<h2>Segments</h2><p>Orders/s of the hot product by its stock segments "
                      "(in brackets: × the strategy's spread run).</p>"
                      + html_table(list(by_strategy.items()), sweep_columns))
-        table = (f"<p>Ceiling: <code>/api/ping</code> answered {_num(rows[0].median.throughput)} req/s.</p>"
+        ceiling = number_text(rows[0].median.throughput)
+        table = (f"<p>Ceiling: <code>/api/ping</code> answered {ceiling} req/s.</p>"
                  + html_table(hot_rows, HOT_COLUMNS) + sweep)
     else:
         drawn = charts(rows)
