@@ -106,10 +106,10 @@ def order_create(
     purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
                     deadline=deadline)
     try:
-        strategy = strategy_resolve(sku)
+        strategy, segments = strategy_resolve(sku)
         if strategy.seller is Seller.GATE:
             return _sell_through_gate(**purchase)
-        return _sell_in_transaction(**purchase, strategy=strategy)
+        return _sell_in_transaction(**purchase, strategy=strategy, segments=segments)
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
         if answer is None:
@@ -128,23 +128,25 @@ _strategies: ProcessMemory[str, StrategySpec] = ProcessMemory(
     "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY)
 
 
-def strategy_resolve(sku: str) -> StrategySpec:
+def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
     """The strategy the product's sale runs under: from the sale's state in Redis,
     which the reset writes, else (the state lost) from the product's row.
     Remembered for a while (``_strategies``): without it, every purchase would
     ask Redis first, one round trip more than the gate's one.
 
+    :returns: the strategy, and the product's segments when the row was read for
+        it (with its product: the plan's read, which the seller need not repeat).
     :raises NotFound: no such product (not remembered: the next purchase asks again).
     """
     known = _strategies.get(sku)
     if known is not None:
-        return known
+        return known, None
     read = time.monotonic()
     state = sale_state_get(sku=sku)
-    own = state.strategy if state.opened is not None else product_get(sku=sku).strategy
-    strategy = strategy_of(own)
+    segments = None if state.opened is not None else segments_get(sku=sku)
+    strategy = strategy_of(state.strategy if segments is None else segments[0].product.strategy)
     _strategies.put(sku, strategy, since=read)
-    return strategy
+    return strategy, segments
 
 
 def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
@@ -156,7 +158,8 @@ def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
 
 
 def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                         deadline: float, strategy: StrategySpec) -> OrderResult:
+                         deadline: float, strategy: StrategySpec, segments: list[Stock] | None
+                         ) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns."""
     fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
@@ -178,7 +181,7 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
             state.window.check(sku=sku, now=time.time())
         if state.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        segments = _segments_planned(sku, state)
+        segments = segments or _segments_planned(sku, state)
         if state.opened is None:
             product = segments[0].product
             if strategy_of(product.strategy) != strategy:

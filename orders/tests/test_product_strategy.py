@@ -178,7 +178,7 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
 
     def read_just_before_the_write(**kwargs):
         purchase._strategies.pop("p")
-        seen["strategy"] = purchase.strategy_resolve("p").name
+        seen["strategy"] = purchase.strategy_resolve("p")[0].name
         seen["until"] = purchase._strategies.until("p")
         write(**kwargs)
 

@@ -1,7 +1,7 @@
-"""The purchase's front (``orders.wsgi``) answers as Django's whole path does: the
+"""The purchase's shortcut (``orders.wsgi``) answers as Django's whole path does: the
 same status, body and headers for any body, content type and key, on the real
-MariaDB and Redis; a plain JSON purchase is answered by the front, anything else by
-Django; and the deployed application is the front's handler."""
+MariaDB and Redis; a plain JSON purchase is answered by the shortcut, anything else by
+Django; and the deployed application is the shortcut's handler."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from orders import front as front_module
+from orders import wsgi as shortcut_module
 from orders.apis import OrderCreateApi, _purchase_input, plain_purchase
 from orders.sales import sale_reset
 from orders.wsgi import PurchaseWSGIHandler
@@ -24,16 +24,16 @@ factory = RequestFactory()
 handler = PurchaseWSGIHandler()
 
 
-def answer(body: bytes, content_type: str, key: str | None = None, *, front: bool = True,
+def answer(body: bytes, content_type: str, key: str | None = None, *, shortcut: bool = True,
            **meta) -> tuple[int, object, dict]:
-    """The answer the apps' handler gives (Django's whole path if not ``front``):
+    """The answer the apps' handler gives (Django's whole path if not ``shortcut``):
     status, JSON body, and every header, Server-Timing by its metrics' names (its
     values are times)."""
     from django.conf import settings
 
     extra = {} if key is None else {"HTTP_IDEMPOTENCY_KEY": key}
     request = factory.generic("POST", "/api/orders", body, content_type=content_type, **extra, **meta)
-    before, settings.FLASHSALE_PURCHASE_SHORTCUT = settings.FLASHSALE_PURCHASE_SHORTCUT, front
+    before, settings.FLASHSALE_PURCHASE_SHORTCUT = settings.FLASHSALE_PURCHASE_SHORTCUT, shortcut
     try:
         response = handler.get_response(request)
     finally:
@@ -45,7 +45,7 @@ def answer(body: bytes, content_type: str, key: str | None = None, *, front: boo
 
 @pytest.fixture
 def through_view(monkeypatch):
-    """How many requests reached the purchase's view (0: the front answered)."""
+    """How many requests reached the purchase's view (0: the shortcut answered)."""
     calls = []
     original = OrderCreateApi.dispatch
     monkeypatch.setattr(OrderCreateApi, "dispatch",
@@ -63,7 +63,7 @@ def sold_out(db):
 @given(body=bodies, content_type=content_types,
        key=st.none() | st.sampled_from(["k-1", "", "has space", "é"]) | header_text)
 def test_any_request_gets_the_answer_djangos_path_gives(sold_out, body, content_type, key):
-    assert answer(body, content_type, key) == answer(body, content_type, key, front=False)
+    assert answer(body, content_type, key) == answer(body, content_type, key, shortcut=False)
 
 
 PLAIN = json.dumps({"sku": "sku-1", "quantity": 1, "user_id": "u1"}).encode()
@@ -71,7 +71,7 @@ PLAIN = json.dumps({"sku": "sku-1", "quantity": 1, "user_id": "u1"}).encode()
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=UTF-8"])
-def test_a_plain_json_purchase_is_answered_by_the_front_as_by_django(db, through_view, content_type):
+def test_a_plain_json_purchase_is_answered_by_the_shortcut_as_by_django(db, through_view, content_type):
     sale_reset(sku="sku-1", stock=5)
     status, body, headers = answer(PLAIN, content_type, key="k-1")
     assert (status, body["remaining"], body["status"]) == (201, 4, "confirmed")
@@ -79,13 +79,13 @@ def test_a_plain_json_purchase_is_answered_by_the_front_as_by_django(db, through
     assert headers["Content-Length"] == str(len(json.dumps(body, separators=(",", ":"))))
     assert through_view == []
     # Another order through Django's path: the same fields and headers.
-    drf_status, drf_body, drf_headers = answer(PLAIN, content_type, key="k-2", front=False)
+    drf_status, drf_body, drf_headers = answer(PLAIN, content_type, key="k-2", shortcut=False)
     assert through_view == [1]
     assert drf_body["order_id"] != body["order_id"]
     assert (drf_status, drf_body.keys(), {**drf_headers, "Content-Length": "*"}) == (
         status, body.keys(), {**headers, "Content-Length": "*"})
     # Its replay, through either path: the same answer.
-    assert answer(PLAIN, content_type, key="k-1") == answer(PLAIN, content_type, key="k-1", front=False)
+    assert answer(PLAIN, content_type, key="k-1") == answer(PLAIN, content_type, key="k-1", shortcut=False)
     assert answer(PLAIN, content_type, key="k-1")[0] == 200
 
 
@@ -122,11 +122,11 @@ def test_a_body_over_djangos_limit_is_djangos_400(sold_out, through_view, settin
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = len(PLAIN) - 1
     request = factory.post("/api/orders", PLAIN, content_type="application/json")
     assert handler.get_response(request).status_code == 400
-    assert through_view == [1]  # the front left it to Django's path
+    assert through_view == [1]  # the shortcut left it to Django's path
 
 
 @pytest.mark.django_db
-def test_the_purchase_throttles_run_on_the_front(sold_out, settings, through_view):
+def test_the_purchase_throttles_run_on_the_shortcut(sold_out, settings, through_view):
     settings.FLASHSALE_THROTTLE_USER = "2/m"
     answers = [answer(PLAIN, "application/json") for _ in range(3)]
     assert [status for status, _, _ in answers] == [409, 409, 429]
@@ -139,13 +139,13 @@ def test_an_unexpected_error_is_djangos_500_on_either_path(sold_out, monkeypatch
     def broken(**purchase):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(front_module, "purchase_answer", lambda request, purchase: broken(**purchase))
+    monkeypatch.setattr(shortcut_module, "purchase_answer", lambda request, purchase: broken(**purchase))
     monkeypatch.setattr("orders.apis.order_create", broken)
-    front, django_path = answer(PLAIN, "application/json"), answer(PLAIN, "application/json", front=False)
-    assert front[0] == 500 and front == django_path
+    direct = answer(PLAIN, "application/json")
+    assert direct[0] == 500 and direct == answer(PLAIN, "application/json", shortcut=False)
 
 
-def test_the_apps_serve_through_the_front():
+def test_the_apps_serve_through_the_shortcut():
     from flashsale.wsgi import application
 
     assert isinstance(application, PurchaseWSGIHandler)
@@ -187,21 +187,21 @@ def test_a_plain_purchase_is_what_the_serializer_makes_of_it(data):
     ({"sku": "sku-1", "quantity": 1}, False),
 ], ids=["common", "longest", "sku-too-long", "blank-user", "bool", "numeric-string", "nul", "non-ascii",
         "unknown-key", "missing-key"])
-def test_which_purchases_the_front_takes_as_they_are(data, plain):
+def test_which_purchases_the_shortcut_takes_as_they_are(data, plain):
     assert (plain_purchase(data) is not None) is plain
 
 
 @pytest.mark.parametrize("change", [
     lambda m: [*m, "django.middleware.gzip.GZipMiddleware"],  # added later: purchases would skip it
-    lambda m: [m[0], *m[2:]],  # one taken out: the front would still do its work
+    lambda m: [m[0], *m[2:]],  # one taken out: the shortcut would still do its work
     lambda m: list(reversed(m)),  # reordered
 ])
-def test_the_front_refuses_to_start_when_middleware_differs_from_what_it_mirrors(settings, change):
+def test_the_shortcut_refuses_to_start_when_middleware_differs_from_what_it_mirrors(settings, change):
     from django.core.exceptions import ImproperlyConfigured
 
     assert PurchaseWSGIHandler()  # as deployed: MIDDLEWARE is the mirrored list
-    settings.MIDDLEWARE = change(list(front_module.MIRRORED_MIDDLEWARE))
-    with pytest.raises(ImproperlyConfigured, match="purchase's front mirrors"):
+    settings.MIDDLEWARE = change(list(shortcut_module.MIRRORED_MIDDLEWARE))
+    with pytest.raises(ImproperlyConfigured, match="purchase's shortcut mirrors"):
         PurchaseWSGIHandler()
     settings.FLASHSALE_PURCHASE_SHORTCUT = False
     assert PurchaseWSGIHandler()  # off, Django's whole path answers every purchase
