@@ -92,7 +92,7 @@ def main() -> None:
 
     print(f"`python -m benchmarks.purchase_cpu --requests {args.requests}`: CPU per request in-process "
           "(the apps' WSGI handler, the stack's MariaDB and Redis; "
-          f"purchase front {'on' if settings.FLASHSALE_PURCHASE_SHORTCUT else 'off'})\n")
+          f"purchase shortcut {'on' if settings.FLASHSALE_PURCHASE_SHORTCUT else 'off'})\n")
     print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
     ping = None
     for label, (setup, request) in rows.items():
