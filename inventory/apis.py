@@ -50,7 +50,7 @@ class ProductDetailApi(APIView):
         # nginx filling its own product cache asks for the row itself (see
         # nginx.conf.template): its entry is the only cache in front of the database then.
         # META, not ``request.headers``: that one is built from every header on first
-        # use, a tenth of this read's time (docs/profile/reads/after-cache.md).
+        # use (what that costs: docs/profile/reads/after-cache.md).
         filling = request.META.get("HTTP_X_CACHE_FILL") == "1"
         product = product_read(sku=sku_checked(sku), fresh=filling)
         return Response(_product_answer(product))
@@ -60,6 +60,6 @@ class ProductDetailApi(APIView):
 def _product_answer(product: ProductStock) -> dict:
     """The product's answer. Kept per product value: under a crowd the same cached
     value is asked for thousands of times a second, and DRF builds a serializer's
-    fields afresh for each instance (a deepcopy: a third of the read's own time in
+    fields afresh for each instance (a deepcopy; its share of the read's time is in
     ``docs/profile/reads/after-cache.md``). Shared between threads: never modified."""
     return ProductDetailApi.OutputSerializer(product).data
