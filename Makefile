@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads bench-race-watch
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-reads bench-race-watch
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -100,9 +100,13 @@ chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAU
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
-test: install-test  ## lint, then the whole suite against a stack it starts (and stops) itself
+test: install-test  ## lint, build the docs (strict), then the whole suite against a stack it starts (and stops)
 	$(VENV)/bin/ruff check .
+	$(PY) -m stack docs
 	$(PY) -m stack run -- $(PY) -m pytest $(PYTEST_ARGS)
+
+docs: install-test  ## build the documentation site (MkDocs, strict); nginx serves it at /docs/
+	$(PY) -m stack docs
 
 clean: down  ## remove runtime state (.run/): databases, logs, generated configs
 	rm -rf .run

@@ -5,6 +5,7 @@
 #   NGINX_PORT  8080                    listened on, on every interface
 #   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
 #   STATIC_ROOT /srv/static             collectstatic's output, served at /static/
+#   DOCS_ROOT   /srv/docs               the documentation site (mkdocs build), served at /docs/
 #   CACHE_ROOT  /tmp/nginx-cache        the product page's cache (nginx's workers write it)
 #   SERVER_NAMES "localhost 127.0.0.1"  the hosts served; any other Host is answered 421
 #   PURCHASE_RATE 10000                 purchases a second from one address before a 429
@@ -41,6 +42,7 @@ if [ "${SHOW_UPSTREAM:-}" = "1" ]; then
 fi
 
 awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
+    -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
     -v real_ip="$real_ip" '
@@ -48,7 +50,7 @@ awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v stati
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }
   /@\{known_hosts\}/ { printf "%s", hosts; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{cache_root\}/, cache)
+  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{docs_root\}/, docs); gsub(/@\{cache_root\}/, cache)
     gsub(/@\{server_names\}/, names); gsub(/@\{purchase_rate\}/, purchases); gsub(/@\{read_rate\}/, reads)
     gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"

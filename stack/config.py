@@ -124,6 +124,12 @@ class StackConfig:
         return Path(tempfile.gettempdir()) / f"flashsale-static-{self.nginx_port}"
 
     @property
+    def docs_root(self) -> Path:
+        """Where ``python -m stack docs`` builds the documentation site and nginx
+        serves it at /docs/: outside the checkout, like the static files."""
+        return Path(tempfile.gettempdir()) / f"flashsale-docs-{self.nginx_port}"
+
+    @property
     def nginx_cache_root(self) -> Path:
         """nginx's cache of the product page: outside the checkout, like the static
         files, because nginx's workers write it. One per stack (its nginx port)."""

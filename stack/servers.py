@@ -286,7 +286,8 @@ def nginx(config: StackConfig) -> Server:
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
                   run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,
-                  static_root=config.static_root, cache_root=config.nginx_cache_root,
+                  static_root=config.static_root, docs_root=config.docs_root,
+                  cache_root=config.nginx_cache_root,
                   server_names=config.nginx_server_names,
                   known_hosts="\n".join(f'        "{h}" "";' for h in config.nginx_server_names.split()),
                   purchase_rate=config.nginx_purchase_rate,

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from stack.control import docs
+
 pytestmark = pytest.mark.e2e
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -127,3 +129,18 @@ def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_ap
         page.click("#download")
     race = json.loads(Path(download.value.path()).read_text())
     assert [lane["verdict"] for lane in race["lanes"]] == [f"oversold by {oversold}", "held"]
+
+
+def test_the_docs_open_from_the_page_and_their_nav_reaches_a_strategy_and_the_results(
+        stack_apps, stack_config, page):
+    stack_apps()
+    docs(stack_config)  # what `make docs` runs (`make test` has run it too)
+    page.goto(f"{stack_config.base_url}/")
+    page.click("#docs-link")
+    expect(page.locator("h1").first).to_have_text("flashsale")
+    page.get_by_role("link", name="The Redis locks").first.click()
+    expect(page.locator("h1").first).to_have_text("The Redis locks")
+    page.get_by_role("link", name="One hot product").first.click()
+    expect(page.locator("h1").first).to_contain_text("one hot product")
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "docs.png"), full_page=False)

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import requests
 
-from stack.control import reconfigure
+from stack.control import docs, reconfigure
 from stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
@@ -104,6 +104,20 @@ def test_static_files_are_nginxs_with_a_years_cache_and_never_reach_django(stack
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
     assert "Server-Timing" not in missing.headers
 
+
+
+def test_the_docs_site_is_nginxs_at_docs_once_built(stack_apps, stack_config):
+    client = stack_apps()
+    docs(stack_config)  # what `make docs` runs
+    home = requests.get(f"{client.base_url}/docs/", timeout=10)
+    assert home.status_code == 200 and home.headers["Content-Type"].startswith("text/html")
+    assert "flashsale" in home.text and "Server-Timing" not in home.headers  # never Django's
+    page = requests.get(f"{client.base_url}/docs/strategies/redis/", timeout=10)
+    assert page.status_code == 200 and "Redisson" in page.text
+    bare = requests.get(f"{client.base_url}/docs", timeout=10, allow_redirects=False)
+    assert bare.status_code == 301 and bare.headers["Location"].endswith("/docs/")
+    missing = requests.get(f"{client.base_url}/docs/no-such-page/", timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
 
 def _product(client, sku: str, **headers) -> requests.Response:
     return requests.get(f"{client.base_url}/api/products/{sku}", headers=headers, timeout=10)

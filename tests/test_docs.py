@@ -1,0 +1,34 @@
+"""The README is a front door and the configuration reference is complete: what the
+docs promise about themselves, checked. (``make test`` also builds the site with
+``mkdocs build --strict``: a broken link, page or include fails it.)"""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_is_at_most_300_lines_and_opens_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") <= 300
+    first_block = readme.split("```")[1]
+    assert "make demo" in first_block and "make test" in first_block
+    assert readme.index("```") < readme.index("\n## ")  # before any section
+
+
+def _read_by_the_settings() -> set[str]:
+    modules = [*(ROOT / "flashsale/settings").glob("*.py"), ROOT / "stack/config.py"]
+    source = "".join(p.read_text() for p in modules)
+    return set(re.findall(r'env(?:\.\w+)?\(\s*"([A-Z][A-Z0-9_]+)"', source))
+
+
+def test_every_variable_the_settings_read_is_in_the_configuration_reference_and_no_other():
+    reference = (ROOT / "docs/reference/configuration.md").read_text()
+    # The names in the first column of the reference's table: what it documents.
+    first_cells = [line.split("|")[1] for line in reference.splitlines() if line.startswith("| `")]
+    # (A default follows its name in brackets: "[`WARNING`]" is no name.)
+    documented = {name for cell in first_cells for name in re.findall(r"(?<!\[)`([A-Z][A-Z0-9_]{2,})`", cell)}
+    read = _read_by_the_settings()
+    assert len(read) > 50  # the pattern still finds the settings' reads
+    assert not read - documented, f"read by the settings, not documented: {sorted(read - documented)}"
+    assert not documented - read, f"documented, read by no setting: {sorted(documented - read)}"
