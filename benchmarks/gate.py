@@ -60,6 +60,7 @@ from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter, children_cpu
+from .measured import recorded
 
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
 STOCK = 1_000_000  # more than any run sells: every request buys
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=0, help="more (ping, accepted) pairs of rows")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/gate.md, for the docs")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         parser.error("wrk is not installed (make bench-gate installs it)")
@@ -197,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         r.config_set("appendfsync", fsync_before)
 
+    with recorded("gate", command, write=args.docs):
+        _report(command, args, config, rows, drain, pairs)
+    return 0
+
+
+def _report(command: str, args, config: StackConfig, rows: list, drain: str, pairs: list) -> None:
+    """The benchmark's tables, as printed (and, with --docs, written for the docs)."""
     ping = rows[0][0]
     print(f"`{command}`: wrk -t2 -c{args.connections}, {args.seconds:g} s per row, against nginx on "
           f"127.0.0.1 ({config.instances} instances x {config.workers} workers x {config.threads} "
@@ -229,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     for run, _, _ in rows:
         print(f"| {run.label} | {sum(run.cpu_us.values()):,.0f} | "
               + " | ".join(f"{run.cpu_us[role]:,.0f}" for role in [*ROLES, "wrk"]) + " |")
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+from benchmarks.measured import recorded
 from benchmarks.rejections import crowd_arguments, measure
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
@@ -56,17 +57,18 @@ def main(argv: list[str] | None = None) -> int:
             errors += other
     rate = {row: sum(rates) / len(rates) for row, rates in rows.items()}
     lags = measure_lag(client, seconds=args.seconds)
-    print(f"$ python -m benchmarks.reads {shlex.join(argv or sys.argv[1:])}")
-    print(f"{args.processes} processes x {args.threads} threads, {args.rounds} rounds of "
-          f"{args.seconds:g} s per row; unexpected answers: {errors}\n")
-    print("| row | req/s | x ping (same way) |\n|---|---:|---:|")
-    for row in targets:
-        ping = rate[row.replace("product", "ping")]
-        print(f"| {row} | {rate[row]:,.0f} | {rate[row] / ping:.2f} |")
-    product_nginx = rate["product, nginx"] / rate["ping, app1"]
-    print(f"\nproduct through nginx / ping straight to app1: {product_nginx:.2f}")
-    print(f"\nstock lag through nginx over {len(lags)} reads: p50 {_pct(lags, 50):.0f} ms, "
-          f"p99 {_pct(lags, 99):.0f} ms, max {max(lags):.0f} ms")
+    command = f"python -m benchmarks.reads {shlex.join(argv or sys.argv[1:])}".rstrip()
+    with recorded("reads", command, write=args.docs):
+        print(f"`{command}`: {args.processes} processes x {args.threads} threads, {args.rounds} rounds "
+              f"of {args.seconds:g} s per row; unexpected answers: {errors}\n")
+        print("| row | req/s | x ping (same way) |\n|---|---:|---:|")
+        for row in targets:
+            ping = rate[row.replace("product", "ping")]
+            print(f"| {row} | {rate[row]:,.0f} | {rate[row] / ping:.2f} |")
+        product_nginx = rate["product, nginx"] / rate["ping, app1"]
+        print(f"\nproduct through nginx / ping straight to app1: {product_nginx:.2f}")
+        print(f"\nstock lag through nginx over {len(lags)} reads: p50 {_pct(lags, 50):.0f} ms, "
+              f"p99 {_pct(lags, 99):.0f} ms, max {max(lags):.0f} ms")
     return 0
 
 

@@ -37,6 +37,8 @@ from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 
+from .measured import recorded
+
 BACKENDS = {"setnx": SetnxLockBackend, "redisson": RedissonLockBackend,
             "redisson-fair": RedissonFairLockBackend}
 IMPLEMENTATIONS = (*BACKENDS, "redis-py Lock", "python-redis-lock")
@@ -191,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=12)
     parser.add_argument("--hold-ms", type=float, default=10)
     parser.add_argument("--only", default=",".join(IMPLEMENTATIONS))
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the table to docs/results/measured/redis-locks.md, for the docs")
     args = parser.parse_args(argv)
     if args.url is None:
         from stack.config import StackConfig
@@ -211,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f" {row.acquisitions} acquisitions", flush=True)
     print()
     given = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"command: python -m benchmarks.redis_locks {given}".rstrip())
-    print()
-    print(table(rows))
+    command = f"python -m benchmarks.redis_locks {given}".rstrip()
+    print(f"command: {command}\n")
+    with recorded("redis-locks", command, write=args.docs):
+        print(table(rows))
     return 0
 
 

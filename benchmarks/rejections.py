@@ -32,6 +32,8 @@ import redis
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
 
+from .measured import recorded
+
 SKU = "bench-rejections"
 
 
@@ -96,6 +98,8 @@ def crowd_arguments(prog: str, doc: str | None, argv: list[str] | None) -> argpa
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/, for the docs")
     return parser.parse_args(argv)
 
 
@@ -125,13 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             rows[row].append(rate)
             errors += other
     ping = sum(rows["ping"]) / len(rows["ping"])
-    print(f"$ python -m benchmarks.rejections {shlex.join(argv or sys.argv[1:])}")
-    print(f"{args.processes} processes x {args.threads} threads, {args.rounds} rounds of "
-          f"{args.seconds:g} s per row; unexpected answers: {errors}\n")
-    print("| row | req/s | x ping |\n|---|---:|---:|")
-    for row, rates in rows.items():
-        rate = sum(rates) / len(rates)
-        print(f"| {row} | {rate:,.0f} | {rate / ping:.2f} |")
+    command = f"python -m benchmarks.rejections {shlex.join(argv or sys.argv[1:])}".rstrip()
+    with recorded("rejections", command, write=args.docs):
+        print(f"`{command}`: {args.processes} processes x {args.threads} threads, {args.rounds} rounds "
+              f"of {args.seconds:g} s per row; unexpected answers: {errors}\n")
+        print("| row | req/s | x ping |\n|---|---:|---:|")
+        for row, rates in rows.items():
+            rate = sum(rates) / len(rates)
+            print(f"| {row} | {rate:,.0f} | {rate / ping:.2f} |")
     return 0
 
 

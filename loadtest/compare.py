@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks.measured import recorded
 from common.strategies import STRATEGIES, strategy_get
 from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
@@ -281,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast-path", choices=["on", "off", "both"], default="on",
                         help="sale mode: the sold-out mark; 'both' runs each strategy with and without it")
     parser.add_argument("--reports", default=str(ROOT / "reports"))
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the table to docs/results/measured/compare-<mode>.md, for the docs")
     args = parser.parse_args(argv)
     strategies = [strategy_get(s.strip()).name for s in args.strategies.split(",")]
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
@@ -339,10 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     write_index(Path(args.reports))
     print()
     print(f"command: {command}")
-    if opening_rows:
-        print(opening_table(opening_rows))
-    else:
-        print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
+    with recorded(f"compare-{args.mode}", command, write=args.docs):
+        print(f"`{command}`: {setup}\n")
+        if opening_rows:
+            print(opening_table(opening_rows))
+        else:
+            print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
     print(f"\nReport: {report}\nTable:  {md}")
     if broken:
         print("FAIL: strategies that claim correctness did not hold:\n  " + "\n  ".join(broken),
