@@ -92,7 +92,7 @@ scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario 
 	$(PY) -m scenarios $(S)
 
 scenarios: up  ## every scenario of the catalog (python -m scenarios --list)
-	$(PY) -m scenarios all
+	$(PY) -m scenarios all $(SCENARIO_ARGS)
 
 chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAULTS=x,y): reports/<time>/chaos.md
 	$(PY) -m chaos $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(FAULTS),--faults $(FAULTS)) $(CHAOS_ARGS)

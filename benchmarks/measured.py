@@ -13,6 +13,7 @@ import datetime
 import io
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -63,3 +64,15 @@ def recorded(name: str, command: str, *, write: bool) -> Iterator[None]:
     path = MEASURED / f"{name}.md"
     path.write_text(provenance(command) + "\n\n" + buffer.getvalue().strip() + "\n")
     print(f"written for the docs: {path}")
+
+
+def charts_copied(directory: Path, prefix: str) -> list[Path]:
+    """Copy a report's charts (``<directory>/*.svg``) beside the measured tables, as
+    ``<prefix>-<chart>.svg``, so a page shows the chart of the run its table came from."""
+    MEASURED.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for chart in sorted(directory.glob("*.svg")):
+        target = MEASURED / f"{prefix}-{chart.stem.replace('_', '-')}.svg"
+        shutil.copyfile(chart, target)
+        copied.append(target)
+    return copied

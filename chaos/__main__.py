@@ -4,6 +4,7 @@
     python -m chaos                              # every correct strategy x every fault
     python -m chaos --strategies redisson,mysql --faults kill-app,pause-app
     python -m chaos --small                      # stock 30, 240 buyers: what the tests run
+    python -m chaos --docs                       # also the table into docs/results/measured/chaos.md
 
 Uses the local stack (`make chaos` starts it); the app instances are restarted per
 strategy and put back as they were. Prints a table, writes it to
@@ -19,6 +20,7 @@ import shlex
 import sys
 from datetime import UTC, datetime
 
+from benchmarks.measured import recorded
 from common.strategies import STRATEGIES, Seller
 from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=24)
     parser.add_argument("--trigger", type=int, default=50, help="inject the fault at this order")
     parser.add_argument("--small", action="store_true", help="stock 30, 240 buyers, 12 threads, trigger 10")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/chaos.md, for the docs")
     args = parser.parse_args(argv)
     if args.small:
         args.stock, args.buyers, args.threads, args.trigger = 30, 240, 12, 10
@@ -96,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     out = ROOT / "reports" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     (out / "chaos.md").write_text(report)
-    print("\n" + table(verdicts))
+    with recorded("chaos", command, write=args.docs):
+        print(f"Stock {args.stock}, {args.buyers} buyers from {args.threads} threads, each retrying with "
+              f"its key on no answer, 502, 503 and 504 (5 tries); the fault strikes at order "
+              f"{args.trigger}.\n\n{table(verdicts)}")
     print(f"\nreport: {out / 'chaos.md'}")
     for v in lost:
         print(f"LOST, as designed: {v.strategy} x {v.fault}: {', '.join(v.broken)} (the gate's sale is as "

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.measured import recorded
+from benchmarks.measured import charts_copied, recorded
 from common.strategies import STRATEGIES, strategy_get
 from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="sale mode: the sold-out mark; 'both' runs each strategy with and without it")
     parser.add_argument("--reports", default=str(ROOT / "reports"))
     parser.add_argument("--docs", action="store_true",
-                        help="also write the table to docs/results/measured/compare-<mode>.md, for the docs")
+                        help="also write the table to docs/results/measured/compare-<mode>.md "
+                             "and its charts beside it, for the docs")
     args = parser.parse_args(argv)
     strategies = [strategy_get(s.strip()).name for s in args.strategies.split(",")]
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.fast_path]
@@ -348,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             print(opening_table(opening_rows))
         else:
             print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
+    if args.docs:
+        for chart in charts_copied(out_dir, f"compare-{args.mode}"):
+            print(f"written for the docs: {chart}")
     print(f"\nReport: {report}\nTable:  {md}")
     if broken:
         print("FAIL: strategies that claim correctness did not hold:\n  " + "\n  ".join(broken),

@@ -4,6 +4,7 @@
     python -m scenarios all           # every scenario
     python -m scenarios --list        # what there is
     python -m scenarios --markdown    # the catalog as docs/scenarios.md
+    python -m scenarios all --docs    # and the tables into docs/results/measured/scenarios.md
 
 Uses the local stack (Redis database 4, its ZooKeeper, its MariaDB, nginx for the
 scenarios that buy); `make scenario S=S6` starts the stack first.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 import django
@@ -22,11 +24,12 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup()
 
+from benchmarks.measured import MEASURED, provenance  # noqa: E402
 from loadtest.client import FlashsaleClient  # noqa: E402
 from stack.config import StackConfig  # noqa: E402
 from stack.control import apps_as_needed  # noqa: E402
 
-from .base import render  # noqa: E402
+from .base import render, render_markdown  # noqa: E402
 from .catalog import CATALOG  # noqa: E402
 from .context import Context  # noqa: E402
 
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("ids", nargs="*", help="scenario ids (S2, S6, ...) or 'all'")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write every table to docs/results/measured/scenarios.md (with 'all')")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown())
@@ -58,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [i for i in ids if i not in CATALOG]
     if unknown:
         parser.error(f"no scenario {', '.join(unknown)}; there are: {', '.join(CATALOG)}")
+    if args.docs and args.ids != ["all"]:
+        parser.error("--docs writes the whole catalog's tables: run it with 'all'")
+    command = "python -m scenarios " + shlex.join(argv if argv is not None else sys.argv[1:])
+    tables = []
 
     config = StackConfig.from_env()
     url = f"redis://127.0.0.1:{config.redis_port}/4"
@@ -78,8 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 ctx.close()
             print(render(scenario, outcome))
+            tables.append(render_markdown(scenario, outcome))
             if not outcome.as_expected:
                 unexpected.append(scenario_id)
+    if args.docs:
+        MEASURED.mkdir(parents=True, exist_ok=True)
+        path = MEASURED / "scenarios.md"
+        path.write_text("\n\n".join([provenance(command), *tables]) + "\n")
+        print(f"written for the docs: {path}")
     if unexpected:
         print(f"\nNot as the seeds say: {', '.join(unexpected)}", file=sys.stderr)
         return 1

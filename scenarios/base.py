@@ -54,6 +54,20 @@ def render(scenario: Scenario, outcome: Outcome) -> str:
     return "\n".join([*lines, "", f"{scenario.id}: {verdict}"])
 
 
+def render_markdown(scenario: Scenario, outcome: Outcome) -> str:
+    """The same table for the docs: a heading, then figure | broken | fixed."""
+    names = list(dict.fromkeys([*outcome.broken.figures, *outcome.fixed.figures]))
+    cell = lambda value: _show(value).replace("|", "\\|")  # noqa: E731
+    lines = [f"### {scenario.id}: {scenario.title}", "",
+             f"| | broken: {cell(outcome.broken.variant)} | fixed: {cell(outcome.fixed.variant)} |",
+             "|---|---|---|"]
+    lines += [f"| {cell(name)} | {cell(outcome.broken.figures.get(name))} | "
+              f"{cell(outcome.fixed.figures.get(name))} |" for name in names]
+    lines.append(f"| shows the failure | {'yes' if outcome.broken.failed else '**no**'} | "
+                 f"{'no' if not outcome.fixed.failed else '**yes** (the fix failed)'} |")
+    return "\n".join(lines)
+
+
 def _show(value: object) -> str:
     if value is None:
         return "–"

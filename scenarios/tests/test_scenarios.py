@@ -5,7 +5,7 @@ import pytest
 from django.conf import settings
 
 from scenarios.__main__ import markdown
-from scenarios.base import render
+from scenarios.base import render, render_markdown
 from scenarios.catalog import CATALOG
 from scenarios.context import Context
 from stack.config import ROOT
@@ -26,8 +26,20 @@ def test_the_broken_variant_breaks_and_the_fix_holds(scenario, stack_config, sta
     assert outcome.broken.failed, table
     assert not outcome.fixed.failed, table
     assert table.endswith(f"{scenario.id}: as the seed says: broken variant breaks, fix holds")
+    docs = render_markdown(scenario, outcome).splitlines()
+    assert docs[0] == f"### {scenario.id}: {scenario.title}"
+    assert docs[-1] == "| shows the failure | yes | no |"
+    assert all(line.count("|") - line.count("\\|") == 4 for line in docs[2:]), docs  # 3 cells a row
 
 
 def test_the_catalog_document_is_up_to_date():
     assert (ROOT / "docs" / "scenarios.md").read_text() == markdown() + "\n", \
         "regenerate it: python -m scenarios --markdown > docs/scenarios.md"
+
+
+def test_the_measured_tables_the_docs_include_cover_the_whole_catalog():
+    measured = (ROOT / "docs" / "results" / "measured" / "scenarios.md").read_text()
+    assert measured.startswith("Measured by `python -m scenarios all --docs`")
+    headings = [line for line in measured.splitlines() if line.startswith("### ")]
+    assert headings == [f"### {s.id}: {s.title}" for s in CATALOG.values()], \
+        "regenerate it: make scenarios SCENARIO_ARGS=--docs"
