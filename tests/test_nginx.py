@@ -4,8 +4,10 @@ one error shape, with Retry-After where a retry makes sense, and bodies never to
 a temp file."""
 
 import json
+import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -47,6 +49,29 @@ def test_no_instance_to_take_a_purchase_is_502_json_with_retry_after(stack_apps,
     assert response.headers["Retry-After"] == "1"
     body = response.json()
     assert (body["error"], body["backend"]) == ("unavailable", "app") and "Idempotency-Key" in body["message"]
+
+
+def test_an_admin_action_outlasts_the_purchases_10_s_and_a_purchase_does_not(stack_apps, stack_config):
+    """Every instance frozen for 12 s: a purchase is 504 at nginx's 10 s (it commits
+    nothing past its 8 s deadline anyway); a reset, whose work grows with the sale it
+    wipes, is waited for and done once they thaw."""
+    client = stack_apps()
+    client.reset("nginx-slow-admin", stock=5)
+    supervisor = Supervisor(stack_config)
+    with ThreadPoolExecutor(2) as pool:
+        try:
+            for name in stack_config.app_names:
+                supervisor.signal_group(name, signal.SIGSTOP)
+            purchase = pool.submit(client.order, "nginx-slow-admin", 1, "u1", key=f"k-{uuid.uuid4().hex}")
+            reset = pool.submit(client.reset, "nginx-slow-admin", 7)
+            time.sleep(12)
+        finally:
+            for name in stack_config.app_names:
+                supervisor.signal_group(name, signal.SIGCONT)
+        purchase, reset = purchase.result(), reset.result()  # the reset raises unless 2xx
+    assert purchase.status_code == 504 and purchase.json()["error"] == "timeout"
+    assert reset["sku"] == "nginx-slow-admin"
+    assert client.audit("nginx-slow-admin")["initial_stock"] == 7
 
 
 def test_bodies_never_need_a_directory_nginx_workers_cannot_enter(stack_apps, stack_config):
