@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for row in rows:
             if row == "mark lost":
-                store.delete(*store.keys(f"*:{SKU}"))  # the sale's states, as a restart loses them
+                # The sale's state (orders.salestate's keys), as a restart loses it.
+                state = store.keys(f"*sale:{SKU}:*")
+                if not state:
+                    raise SystemExit(f"no sale state of {SKU} in Redis: did orders.salestate rename them?")
+                store.delete(*state)
             rate, other = measure(path="/api/ping" if row == "ping" else "/api/orders",
                                   body=None if row == "ping" else purchase,
                                   keys=bought if row == "replays" else None, **common)
