@@ -67,7 +67,14 @@ from .figures import (
     run_figures,
     served_by_arrival,
 )
-from .report import hot_table, markdown_table, opening_table, write_index, write_report
+from .report import (
+    FIRST_COME_COLUMNS,
+    hot_table,
+    markdown_table,
+    opening_table,
+    write_index,
+    write_report,
+)
 
 LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 # Hot mode's stock, and its cap on requests: more than any window sells, so every
@@ -349,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
             print(opening_table(opening_rows))
         else:
             print(hot_table(hot_rows, rows[0]) if hot_rows else markdown_table(rows))
+    if args.mode == "sale" and args.docs:  # who got the stock, for its own page
+        with recorded("compare-sale-first-come", command, write=True):
+            print(f"`{command}`: {setup}\n")
+            print(markdown_table([r for r in rows if r.strategy != "ping"], FIRST_COME_COLUMNS))
     if args.docs:
         for chart in charts_copied(out_dir, f"compare-{args.mode}"):
             print(f"written for the docs: {chart}")

@@ -101,6 +101,11 @@ def opening_table(rows: list[OpeningRow]) -> str:
             + "\n".join(lines))
 
 
+# Who got the stock: the sale's columns that the first-come page reads.
+FIRST_COME_COLUMNS = [c for c in COLUMNS if c[0] in ("strategy", "orders", "FIFO score",
+                                                     "lock wait p50/p99 ms", "busy", "retries")]
+
+
 def markdown_table(rows: list, columns=COLUMNS) -> str:
     header = "| " + " | ".join(name for name, _ in columns) + " |"
     rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"

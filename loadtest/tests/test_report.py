@@ -5,6 +5,7 @@ import json
 
 from loadtest.figures import HotRow, OpeningRow, Row, as_dict, opening_figures, requests_per_tick, run_figures
 from loadtest.report import (
+    FIRST_COME_COLUMNS,
     HOT_COLUMNS,
     OPENING_COLUMNS,
     hot_table,
@@ -44,6 +45,16 @@ def test_markdown_table_has_a_row_per_strategy_and_the_ceiling():
     assert "| none | 9 | 3 | 7 | 7 | BROKEN |" in lines[3]
     assert "| atomic | 9 | 3 | 0 | 0 | ok |" in lines[4]
     assert "| 0.50 |" in lines[4]
+
+
+def test_the_first_come_table_keeps_the_sales_own_cells_for_who_got_the_stock():
+    full = markdown_table(rows()).splitlines()
+    short = markdown_table(rows(), FIRST_COME_COLUMNS).splitlines()
+    assert short[0] == "| strategy | orders | lock wait p50/p99 ms | FIFO score | busy | retries |"
+    names = full[0].strip("| ").split(" | ")
+    for line_full, line_short in zip(full[2:], short[2:], strict=True):
+        cells = dict(zip(names, line_full.strip("| ").split(" | "), strict=True))
+        assert line_short.strip("| ").split(" | ") == [cells[n] for n, _ in FIRST_COME_COLUMNS]
 
 
 def test_html_marks_oversell_in_red():
