@@ -32,3 +32,19 @@ def test_every_variable_the_settings_read_is_in_the_configuration_reference_and_
     assert len(read) > 50  # the pattern still finds the settings' reads
     assert not read - documented, f"read by the settings, not documented: {sorted(read - documented)}"
     assert not documented - read, f"documented, read by no setting: {sorted(documented - read)}"
+
+
+def test_every_results_page_shows_a_table_written_by_the_command_that_measured_it():
+    """Figures are pasted by the command that measured them: each results page
+    includes at least one file a benchmark's ``--docs`` wrote, and every file it
+    includes is one of those (headed by its command and commit)."""
+    include = re.compile(r'^--8<-- "(docs/results/measured/[^"]+)"$', re.MULTILINE)
+    pages = sorted((ROOT / "docs" / "results").glob("*.md"))
+    assert pages
+    for page in pages:
+        included = include.findall(page.read_text())
+        assert included, f"{page.name} includes no measured file"
+        for name in included:
+            first = (ROOT / name).read_text().splitlines()[0]
+            provenance = r"Measured by `python -m [\w.]+[^`]*` at commit `[0-9a-f]{4,}"
+            assert re.match(provenance, first), (name, first)
