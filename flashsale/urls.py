@@ -7,6 +7,7 @@ urlpatterns = [
     path("", include("orders.page_urls")),
     path("", include("races.page_urls")),
     path("", include("orders.health_urls")),
+    path("", include("common.urls")),  # /metrics
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from drf-spectacular-sidecar's static files: no CDN, works offline.
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

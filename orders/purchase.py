@@ -149,6 +149,13 @@ def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
     return strategy, segments
 
 
+def strategy_remembered(sku: str) -> str | None:
+    """The strategy this process resolved for ``sku`` lately, without asking anyone
+    (None: not lately): what a refused purchase's metrics are labelled with."""
+    known = _strategies.get(sku)
+    return None if known is None else known.name
+
+
 def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
     """The seller found another strategy's sale: a reset changed it during this
     purchase (one that answered earlier waited out every memory). Nothing written."""

@@ -42,7 +42,8 @@ from rest_framework.utils import json
 from common.errors import error_response
 from common.middleware import stamp_arrival
 
-from .apis import OrderCreateApi, plain_purchase, purchase_answer
+from .apis import OrderCreateApi, plain_purchase, purchase_answer, received_at
+from .metrics import purchase_counted
 
 # Charsets the shortcut decodes itself; Django's path decodes any other a client names.
 _UTF8 = {"utf-8", "utf8"}
@@ -136,10 +137,13 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     request.data = purchase  # what the throttles read, as on DRF's Request
     try:
         shortcut.view.check_throttles(request)  # DRF's own: 429 with the longest wait
-        response = _rendered(shortcut, *purchase_answer(request, purchase))
+        answer = purchase_answer(request, purchase)
+        response = _rendered(shortcut, *answer)
     except Exception as exc:
         answer = error_response(exc)
         response = response_for_exception(request, exc) if answer is None else _rendered(shortcut, *answer)
+    purchase_counted(sku=purchase["sku"], body=None if answer is None else answer[0],
+                     status=response.status_code, started=received_at(request))
     # What the middleware adds to an answer: CommonMiddleware its length, then the
     # security headers, the frame option and the arrival stamp.
     if not response.has_header("Content-Length"):

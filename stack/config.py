@@ -169,6 +169,9 @@ class StackConfig:
             "ZK_PORT": str(self.zk_port),
             "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,
+            # Every worker's metrics, summed at a scrape (common.metrics); emptied by
+            # gunicorn's master as it starts (flashsale.gunicorn).
+            "PROMETHEUS_MULTIPROC_DIR": str(self.run_dir / "metrics" / name),
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
@@ -185,5 +188,7 @@ class StackConfig:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
         selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
-                   "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS"}
+                   "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
+                   # gunicorn's workers' files: a persister is one process, no gunicorn.
+                   "PROMETHEUS_MULTIPROC_DIR"}
         return {k: v for k, v in self.app_environment(name).items() if k not in selling}

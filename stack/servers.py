@@ -228,7 +228,7 @@ def app(config: StackConfig, name: str) -> Server:
     return Server(
         name=name,
         command=[
-            str(BIN / "gunicorn"), "flashsale.wsgi:application",
+            str(BIN / "gunicorn"), "flashsale.wsgi:application", "--config=python:flashsale.gunicorn",
             f"--bind=127.0.0.1:{port}", f"--name={name}",
             "--worker-class=gthread", f"--workers={config.workers}", f"--threads={config.threads}",
             "--timeout=60", "--graceful-timeout=5", "--keep-alive=75",  # > nginx's 60 s

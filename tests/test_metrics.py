@@ -1,0 +1,77 @@
+"""The instances' /metrics on the running stack: every purchase through nginx is
+counted once, whichever of two instances and four workers answered it, and still is
+after a worker is replaced; nginx does not pass /metrics on."""
+
+import os
+import signal
+import time
+import uuid
+
+import psutil
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from stack.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+
+def purchases_counted(config) -> dict[tuple[str, str], float]:
+    """(strategy, code) → count, summed over every instance's /metrics."""
+    counted: dict[tuple[str, str], float] = {}
+    for name in config.app_names:
+        text = requests.get(f"http://127.0.0.1:{config.app_port_of(name)}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "flashsale_purchases_total":
+                    assert set(sample.labels) == {"strategy", "code"}  # never a sku, user or key
+                    key = (sample.labels["strategy"], sample.labels["code"])
+                    counted[key] = counted.get(key, 0) + sample.value
+    return counted
+
+
+def grown(before: dict, after: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+def test_every_purchase_is_counted_once_across_instances_and_workers(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    client.reset("metrics-1", stock=30)
+    before = purchases_counted(stack_config)
+    keys = [f"m-{uuid.uuid4().hex}" for _ in range(40)]
+    answers = [client.order("metrics-1", 1, f"u{i}", key=key).status_code for i, key in enumerate(keys)]
+    answers.append(client.order("metrics-1", 1, "u0", key=keys[0]).status_code)  # a replay
+    assert sorted(set(answers)) == [200, 201, 409]
+    assert grown(before, purchases_counted(stack_config)) == {
+        ("atomic", "created"): 30, ("atomic", "sold_out"): 10, ("atomic", "replayed"): 1}
+
+
+def test_a_replaced_worker_keeps_its_counts_in_the_sum(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    client.reset("metrics-2", stock=100)
+    before = purchases_counted(stack_config)
+    for i in range(20):
+        assert client.order("metrics-2", 1, f"u{i}").status_code == 201
+    counted = purchases_counted(stack_config)
+    assert grown(before, counted) == {("atomic", "created"): 20}
+
+    master = psutil.Process(Supervisor(stack_config).info(stack_config.app_names[0])["pid"])
+    workers = master.children()
+    os.kill(workers[0].pid, signal.SIGKILL)  # gunicorn starts another in its place
+    deadline = time.monotonic() + 30
+    while {w.pid for w in master.children()} & {workers[0].pid} or len(master.children()) < len(workers):
+        assert time.monotonic() < deadline, "gunicorn did not replace the worker"
+        time.sleep(0.2)
+    assert purchases_counted(stack_config) == counted  # the dead worker's counts stay
+
+    for i in range(20, 30):
+        assert client.order("metrics-2", 1, f"u{i}").status_code == 201
+    assert grown(before, purchases_counted(stack_config)) == {("atomic", "created"): 30}
+
+
+def test_nginx_does_not_pass_metrics_on(stack_apps, stack_config):
+    stack_apps()
+    response = requests.get(f"{stack_config.base_url}/metrics", timeout=10)
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+    assert "flashsale_purchases" not in response.text
