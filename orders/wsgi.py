@@ -42,7 +42,7 @@ from rest_framework.utils import json
 from common.errors import error_response
 from common.middleware import stamp_arrival
 
-from .apis import OrderCreateApi, plain_purchase, purchase_answer, received_at
+from .apis import OrderCreateApi, plain_purchase, purchase_answer
 from .metrics import purchase_counted
 
 # Charsets the shortcut decodes itself; Django's path decodes any other a client names.
@@ -143,7 +143,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
         answer = error_response(exc)
         response = response_for_exception(request, exc) if answer is None else _rendered(shortcut, *answer)
     purchase_counted(sku=purchase["sku"], body=None if answer is None else answer[0],
-                     status=response.status_code, started=received_at(request))
+                     status=response.status_code)
     # What the middleware adds to an answer: CommonMiddleware its length, then the
     # security headers, the frame option and the arrival stamp.
     if not response.has_header("Content-Length"):

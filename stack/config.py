@@ -130,6 +130,16 @@ class StackConfig:
         return Path(tempfile.gettempdir()) / f"flashsale-docs-{self.nginx_port}"
 
     @property
+    def metrics_root(self) -> Path:
+        """Where the app instances' workers keep their metrics (prometheus-client's
+        multiprocess files, a directory per instance): in memory where the machine
+        has /dev/shm, since every counted answer writes to a memory-mapped file
+        there. One per stack (its nginx port)."""
+        shm = Path("/dev/shm")
+        base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.run_dir
+        return base / f"flashsale-metrics-{self.nginx_port}"
+
+    @property
     def nginx_cache_root(self) -> Path:
         """nginx's cache of the product page: outside the checkout, like the static
         files, because nginx's workers write it. One per stack (its nginx port)."""
@@ -171,7 +181,7 @@ class StackConfig:
             "FLASHSALE_INSTANCE": name,
             # Every worker's metrics, summed at a scrape (common.metrics); emptied by
             # gunicorn's master as it starts (flashsale.gunicorn).
-            "PROMETHEUS_MULTIPROC_DIR": str(self.run_dir / "metrics" / name),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_root / name),
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",

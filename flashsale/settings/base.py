@@ -184,6 +184,9 @@ FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis state without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
 FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
+# Whether the purchases are counted for /metrics (common.metrics, orders.metrics):
+# off only to measure what counting costs.
+FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
 # path (to measure what that path costs: README, "The gate").
