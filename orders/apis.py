@@ -65,7 +65,7 @@ USER_ID_MAX_LENGTH = 64
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 
 
-def received_at(request) -> float | None:
+def _received_at(request) -> float | None:
     """When nginx received the request (``X-Request-Start: t=<epoch seconds>``, which
     nginx writes over anything a client sent); never later than now, None without it."""
     # META, not ``request.headers`` (built from every header on first use): the
@@ -170,7 +170,7 @@ def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]
     key = request.META.get("HTTP_IDEMPOTENCY_KEY")
     if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
-    result: OrderResult = order_create(idempotency_key=key, received_at=received_at(request), **purchase)
+    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request), **purchase)
     # The body is the OutputSerializer's fields, read straight off the result: a
     # serializer instance deep-copies its fields per request, a cost the hot path
     # of a sale measurably pays (see the README's gate figures). It stays the schema.
