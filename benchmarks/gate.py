@@ -55,12 +55,12 @@ from pathlib import Path
 import redis
 
 from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
 from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter, children_cpu
-from .measured import recorded
 
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
 STOCK = 1_000_000  # more than any run sells: every request buys

@@ -26,9 +26,9 @@ import sys
 import threading
 import time
 
-from benchmarks.measured import recorded
 from benchmarks.rejections import crowd_arguments, measure
 from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
 from stack.config import StackConfig
 
 SKU = "bench-reads"

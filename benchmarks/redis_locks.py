@@ -32,12 +32,11 @@ from dataclasses import dataclass
 
 import redis
 
+from loadtest.measured import recorded
 from loadtest.round_trips import CountingConnection, client, round_trips
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
-
-from .measured import recorded
 
 BACKENDS = {"setnx": SetnxLockBackend, "redisson": RedissonLockBackend,
             "redisson-fair": RedissonFairLockBackend}

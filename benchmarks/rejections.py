@@ -30,9 +30,8 @@ import uuid
 import redis
 
 from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
 from stack.config import StackConfig
-
-from .measured import recorded
 
 SKU = "bench-rejections"
 

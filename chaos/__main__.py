@@ -20,8 +20,8 @@ import shlex
 import sys
 from datetime import UTC, datetime
 
-from benchmarks.measured import recorded
 from common.strategies import STRATEGIES, Seller
+from loadtest.measured import recorded
 from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
 

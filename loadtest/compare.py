@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.measured import charts_copied, recorded
 from common.strategies import STRATEGIES, strategy_get
 from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
@@ -67,6 +66,7 @@ from .figures import (
     run_figures,
     served_by_arrival,
 )
+from .measured import charts_copied, recorded
 from .report import (
     FIRST_COME_COLUMNS,
     hot_table,

@@ -24,8 +24,8 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup()
 
-from benchmarks.measured import MEASURED, provenance  # noqa: E402
 from loadtest.client import FlashsaleClient  # noqa: E402
+from loadtest.measured import MEASURED, provenance  # noqa: E402
 from stack.config import StackConfig  # noqa: E402
 from stack.control import apps_as_needed  # noqa: E402
 

@@ -5,7 +5,7 @@ the docs include says where it came from."""
 import re
 from pathlib import Path
 
-from benchmarks import measured
+from loadtest import measured
 
 
 def test_with_docs_the_printed_report_is_written_under_its_provenance(tmp_path, monkeypatch, capsys):
