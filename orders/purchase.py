@@ -150,8 +150,7 @@ def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
 
 
 def strategy_remembered(sku: str) -> str | None:
-    """The strategy this process resolved for ``sku`` lately, without asking anyone
-    (None: not lately): what a refused purchase's metrics are labelled with."""
+    """``sku``'s strategy as this process resolved it lately, asking nobody (None: not lately)."""
     known = _strategies.get(sku)
     return None if known is None else known.name
 
