@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -16,3 +19,10 @@ class CommonConfig(AppConfig):
             strategy_get(settings.FLASHSALE_STRATEGY)
         except UnknownStrategy as e:
             raise ImproperlyConfigured(f"FLASHSALE_STRATEGY: {e}") from None
+
+        # prometheus-client's multiprocess files need their directory before the
+        # first count; gunicorn's master makes it (flashsale.gunicorn), and any other
+        # process given the variable (an in-process benchmark) makes it here.
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if directory:
+            Path(directory).mkdir(parents=True, exist_ok=True)

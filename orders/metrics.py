@@ -8,6 +8,8 @@ resolved (a malformed body, a throttle, an unknown product) is ``unresolved``.
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from prometheus_client import Counter
 
@@ -20,6 +22,8 @@ PURCHASES = Counter(
     ["strategy", "code"],
 )
 UNRESOLVED = "unresolved"
+
+logger = logging.getLogger(__name__)
 
 
 def purchase_counted(*, sku: object, body: object, status: int) -> None:
@@ -44,4 +48,9 @@ def purchase_counted(*, sku: object, body: object, status: int) -> None:
     if not isinstance(strategy, str):
         known = strategy_remembered(sku) if isinstance(sku, str) else None
         strategy = known or UNRESOLVED
-    PURCHASES.labels(strategy, code).inc()
+    try:
+        PURCHASES.labels(strategy, code).inc()
+    except OSError:
+        # Counted after the purchase: its answer (an order committed) must not turn
+        # into a 500 because a metrics file could not be written.
+        logger.warning("the purchase's answer was not counted for /metrics", exc_info=True)

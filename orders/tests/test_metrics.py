@@ -28,3 +28,14 @@ def test_with_metrics_off_nothing_is_counted():
     before = counted("atomic", "created")
     purchase_counted(sku="m", body={"strategy": "atomic"}, status=201)
     assert counted("atomic", "created") == before
+
+
+def test_a_count_that_cannot_be_written_never_changes_the_answer(monkeypatch, caplog):
+    """Counted after the purchase committed: a metrics file that cannot be written
+    (its directory gone, the disk full) is logged, and the answer stands."""
+    def unwritable(*labels):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("orders.metrics.PURCHASES.labels", unwritable)
+    purchase_counted(sku="m", body={"strategy": "atomic"}, status=201)  # does not raise
+    assert "not counted for /metrics" in caplog.text
