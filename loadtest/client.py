@@ -34,10 +34,18 @@ class FlashsaleClient:
         takes the reset's starts_at/starts_in/ends_at/ends_in."""
         optional = {"name": name, "segments": segments, "strategy": strategy}
         body = {"stock": stock} | {k: v for k, v in optional.items() if v} | window
-        response = self.session.post(
-            self._url(f"/api/admin/products/{sku}/reset"), json=body, timeout=self.timeout,
-            headers={"Authorization": f"Token {self.admin_token}"},
-        )
+        def post() -> requests.Response:
+            return self.session.post(self._url(f"/api/admin/products/{sku}/reset"), json=body,
+                                     timeout=self.timeout,
+                                     headers={"Authorization": f"Token {self.admin_token}"})
+
+        try:
+            response = post()
+        except requests.ConnectionError:
+            # A kept-alive connection that nginx closed as it reloaded (the stack's
+            # instances restart between runs) drops the request unanswered; a reset
+            # asks again on a new one: done twice, it leaves the same sale.
+            response = post()
         response.raise_for_status()
         return response.json()
 
