@@ -60,10 +60,16 @@ def recorded(name: str, command: str, *, write: bool) -> Iterator[None]:
     buffer = io.StringIO()
     with contextlib.redirect_stdout(_Tee(sys.stdout, buffer)):
         yield
+    measured_write(name, command, buffer.getvalue())
+
+
+def measured_write(name: str, command: str, text: str) -> Path:
+    """``text`` as ``docs/results/measured/<name>.md``, under its provenance line."""
     MEASURED.mkdir(parents=True, exist_ok=True)
     path = MEASURED / f"{name}.md"
-    path.write_text(provenance(command) + "\n\n" + buffer.getvalue().strip() + "\n")
+    path.write_text(provenance(command) + "\n\n" + text.strip() + "\n")
     print(f"written for the docs: {path}")
+    return path
 
 
 def charts_copied(directory: Path, prefix: str) -> list[Path]:

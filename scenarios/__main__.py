@@ -25,7 +25,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup()
 
 from loadtest.client import FlashsaleClient  # noqa: E402
-from loadtest.measured import MEASURED, provenance  # noqa: E402
+from loadtest.measured import measured_write  # noqa: E402
 from stack.config import StackConfig  # noqa: E402
 from stack.control import apps_as_needed  # noqa: E402
 
@@ -91,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             if not outcome.as_expected:
                 unexpected.append(scenario_id)
     if args.docs:
-        MEASURED.mkdir(parents=True, exist_ok=True)
-        path = MEASURED / "scenarios.md"
-        path.write_text("\n\n".join([provenance(command), *tables]) + "\n")
-        print(f"written for the docs: {path}")
+        measured_write("scenarios", command, "\n\n".join(tables))
     if unexpected:
         print(f"\nNot as the seeds say: {', '.join(unexpected)}", file=sys.stderr)
         return 1

@@ -40,10 +40,8 @@ class Scenario:
 
 def render(scenario: Scenario, outcome: Outcome) -> str:
     """The side-by-side table a user reads after the run."""
-    names = list(dict.fromkeys([*outcome.broken.figures, *outcome.fixed.figures]))
     rows = [("", f"broken: {outcome.broken.variant}", f"fixed: {outcome.fixed.variant}")]
-    rows += [(name, _show(outcome.broken.figures.get(name)), _show(outcome.fixed.figures.get(name)))
-             for name in names]
+    rows += _figure_rows(outcome)
     rows.append(("shows the failure", "yes" if outcome.broken.failed else "NO",
                  "NO" if not outcome.fixed.failed else "YES (the fix failed)"))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
@@ -56,16 +54,21 @@ def render(scenario: Scenario, outcome: Outcome) -> str:
 
 def render_markdown(scenario: Scenario, outcome: Outcome) -> str:
     """The same table for the docs: a heading, then figure | broken | fixed."""
-    names = list(dict.fromkeys([*outcome.broken.figures, *outcome.fixed.figures]))
     cell = lambda value: _show(value).replace("|", "\\|")  # noqa: E731
     lines = [f"### {scenario.id}: {scenario.title}", "",
              f"| | broken: {cell(outcome.broken.variant)} | fixed: {cell(outcome.fixed.variant)} |",
              "|---|---|---|"]
-    lines += [f"| {cell(name)} | {cell(outcome.broken.figures.get(name))} | "
-              f"{cell(outcome.fixed.figures.get(name))} |" for name in names]
+    lines += [f"| {' | '.join(cell(c) for c in row)} |" for row in _figure_rows(outcome)]
     lines.append(f"| shows the failure | {'yes' if outcome.broken.failed else '**no**'} | "
                  f"{'no' if not outcome.fixed.failed else '**yes** (the fix failed)'} |")
     return "\n".join(lines)
+
+
+def _figure_rows(outcome: Outcome) -> list[tuple[str, str, str]]:
+    """Each figure either half reported: its name, the broken half's, the fixed half's."""
+    names = dict.fromkeys([*outcome.broken.figures, *outcome.fixed.figures])
+    return [(name, _show(outcome.broken.figures.get(name)), _show(outcome.fixed.figures.get(name)))
+            for name in names]
 
 
 def _show(value: object) -> str:
