@@ -16,19 +16,107 @@ key: each value of a label is a series Prometheus keeps.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
+from collections import deque
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The process's metrics (every worker's, under gunicorn), in Prometheus' text
     format. Served on the instances' own ports for Prometheus to scrape; nginx does
     not pass ``/metrics`` on, so nothing outside the stack reads it."""
+    timings_flush()  # this worker's; the others' are at most FLUSH_EVERY old
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:
         registry = REGISTRY
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+logger = logging.getLogger(__name__)
+
+
+def count(counter: Counter, *labels: str) -> None:
+    """One more in ``counter``'s series of ``labels``, written now. Counted after the
+    work it counts (a purchase committed, a lock taken): a metrics file that cannot be
+    written (its directory gone, the disk full) is logged, and costs the figure only.
+    ``FLASHSALE_METRICS=false`` counts nothing (to measure what counting costs)."""
+    if not settings.FLASHSALE_METRICS:
+        return
+    try:
+        counter.labels(*labels).inc()
+    except OSError:
+        logger.warning("a count was not written for /metrics", exc_info=True)
+
+
+# --- timings, written off the request's path ---------------------------------------
+
+# prometheus-client writes every value of a multiprocess worker under one lock per
+# process. A histogram's observation is two writes; made on a request's thread, a
+# thread that lost the GIL while holding that lock stalls the others (the purchases'
+# tail latency showed it: docs/reference/metrics.md). So a request appends its
+# timings here (a deque's append takes no lock a request thread waits on), and one
+# thread per process writes them, every FLUSH_EVERY seconds, and before a scrape
+# that this process answers. A counter is still written at once: exact, even for a
+# worker SIGKILLed a moment later; a timing may be lost with it, a second's worth.
+FLUSH_EVERY = 1.0
+
+_timings: deque[tuple[Histogram, tuple[str, ...], float]] = deque()
+_writer_pid: int | None = None
+_writer_mutex = threading.Lock()
+
+
+def observe_later(histogram: Histogram, labels: tuple[str, ...], seconds: float) -> None:
+    """Observe ``seconds`` in ``histogram``'s series of ``labels``, within FLUSH_EVERY
+    seconds, from a thread that is not this one."""
+    if not settings.FLASHSALE_METRICS:
+        return
+    _timings.append((histogram, labels, seconds))
+    if _writer_pid != os.getpid():  # the first timing of this process (a forked worker's too)
+        _writer_start()
+
+
+def timings_flush() -> None:
+    """Write every timing recorded so far in this process: the writer's round, a
+    scrape's first step, a worker's last (``flashsale.gunicorn``)."""
+    while True:
+        try:
+            histogram, labels, seconds = _timings.popleft()
+        except IndexError:
+            return
+        try:
+            histogram.labels(*labels).observe(seconds)
+        except OSError:
+            # A metrics file that cannot be written (its directory gone, the disk
+            # full) costs the figures, never the requests or this thread.
+            logger.warning("a timing was not written for /metrics", exc_info=True)
+
+
+def _writer_start() -> None:
+    global _writer_pid
+    with _writer_mutex:
+        if _writer_pid == os.getpid():
+            return
+        _writer_pid = os.getpid()
+        threading.Thread(target=_writer, name="metrics-timings", daemon=True).start()
+
+
+def _writer() -> None:
+    while True:
+        time.sleep(FLUSH_EVERY)
+        timings_flush()

@@ -19,7 +19,7 @@ class ArrivalStampMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        arrived = time.time()
+        arrived = request.arrived = time.time()  # also for the views' metrics
         return stamp_arrival(self.get_response(request), arrived)
 
 

@@ -18,6 +18,14 @@ def on_starting(server):
         Path(directory).mkdir(parents=True)
 
 
+def worker_exit(server, worker):
+    """In the worker, as it leaves: the timings it has not written yet
+    (``common.metrics.observe_later``)."""
+    from common.metrics import timings_flush
+
+    timings_flush()
+
+
 def child_exit(server, worker):
     """A worker gone (restarted, killed): its counters stay in the sum, its live
     gauges leave it."""

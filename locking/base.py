@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from .exceptions import LockNotAcquiredError, LockUnavailableError
+from . import metrics
+from .exceptions import LockLostError, LockNotAcquiredError, LockNotOwnedError, LockUnavailableError
 
 # Not threading.get_ident(): Python hands a finished thread's ident to the next
 # thread, which would then own (re-enter, release) a hold the finished one left
@@ -70,6 +71,9 @@ class BaseLock:
     # What the backend's client raises when its server cannot be reached; acquire()
     # turns it into LockUnavailableError, one error for every backend.
     unavailable: tuple[type[BaseException], ...] = ()
+    # The settings.LOCKING alias the lock was built from (``get_lock`` names it): the
+    # label of its metrics.
+    backend_alias = "unconfigured"
 
     def __init__(self, name: str, *, wait_timeout: float | None = None):
         self.name = name
@@ -88,15 +92,32 @@ class BaseLock:
             timeout = self.wait_timeout
         elif timeout < 0:
             raise ValueError("timeout value must be a non-negative number or -1")
+        asked = time.perf_counter()
         try:
-            return self.do_acquire(blocking=blocking, timeout=timeout if blocking else None)
+            got = self.do_acquire(blocking=blocking, timeout=timeout if blocking else None)
         except self.unavailable as e:
+            self._counted(metrics.ACQUISITIONS, "unavailable")
             raise LockUnavailableError(f"the server of lock {self.name!r} cannot be reached: {e}",
                                        lock_name=self.name) from e
+        if self.exclusive:
+            if got:
+                granted = time.perf_counter()
+                self._holds().append(granted)
+                metrics.timed(metrics.WAIT_SECONDS, self.backend_alias, granted - asked)
+            self._counted(metrics.ACQUISITIONS, "acquired" if got else "timed_out" if blocking else "refused")
+        return got
 
     def release(self) -> None:
         """Release the lock; :class:`LockNotOwnedError` if this holder doesn't hold it."""
-        self.do_release()
+        try:
+            self.do_release()
+        except LockNotOwnedError:
+            self._counted(metrics.LOSSES, "at_release")
+            raise
+        finally:
+            holds = self._holds()
+            if holds:
+                metrics.timed(metrics.HOLD_SECONDS, self.backend_alias, time.perf_counter() - holds.pop())
 
     def ensure_held(self) -> None:
         """Raise :class:`LockLostError` if this backend knows the lock was lost since
@@ -105,6 +126,24 @@ class BaseLock:
         A lock that cannot tell (most can't, cheaply) returns quietly: this narrows
         the window, it does not replace fencing.
         """
+        try:
+            self.do_ensure_held()
+        except LockLostError:
+            self._counted(metrics.LOSSES, "before_commit")
+            raise
+
+    def do_ensure_held(self) -> None:
+        """Raise :class:`LockLostError` if the lock is known lost; the backend's check."""
+
+    def _holds(self) -> list[float]:
+        """When the calling thread's holds of this lock began, the latest last (a
+        reentrant lock is held several times over)."""
+        by_thread = self.__dict__.setdefault("_holds_by_thread", {})
+        return by_thread.setdefault(thread_token(), [])
+
+    def _counted(self, counter, *labels: str) -> None:
+        if self.exclusive:
+            metrics.count(counter, self.backend_alias, *labels)
 
     def fence_of(self, name: str) -> int | None:
         """The fencing token of the holding of ``name``, one of the names this lock
@@ -205,14 +244,14 @@ class MultiLock(BaseLock):
         first_error = None
         for lock in reversed(locks):
             try:
-                lock.release()
+                lock.do_release()  # measured as the one lock they make
             except Exception as e:  # noqa: BLE001 - the others must still be released
                 first_error = first_error or e
         return first_error
 
-    def ensure_held(self) -> None:
+    def do_ensure_held(self) -> None:
         for lock in self.locks:
-            lock.ensure_held()
+            lock.do_ensure_held()
 
     @property
     def fence(self) -> int | None:

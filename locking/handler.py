@@ -68,13 +68,18 @@ locks = LockHandler()
 
 def get_lock(name: str, *, alias: str) -> BaseLock:
     """A lock on ``name`` from the backend configured as ``LOCKING[alias]``."""
-    return locks[alias].lock(name)
+    return _named(locks[alias].lock(name), alias)
 
 
 def get_locks(names: Iterable[str], *, alias: str) -> BaseLock:
     """One lock over several names from ``LOCKING[alias]``: de-duplicated and taken
     in sorted order (one name: that name's lock)."""
-    return locks[alias].lock_many(names)
+    return _named(locks[alias].lock_many(names), alias)
+
+
+def _named(lock: BaseLock, alias: str) -> BaseLock:
+    lock.backend_alias = alias  # its metrics' label (locking.metrics)
+    return lock
 
 
 def _reset_on_setting_changed(*, setting, **kwargs):

@@ -157,7 +157,7 @@ class OrderCreateApi(APIView):
         # Every answer of this view, a refusal raised before post() (a throttle) too.
         response = super().finalize_response(request, response, *args, **kwargs)
         purchase_counted(sku=getattr(request, "purchase_sku", None), body=response.data,
-                         status=response.status_code)
+                         status=response.status_code, arrived=getattr(request, "arrived", None))
         return response
 
 

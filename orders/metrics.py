@@ -8,10 +8,12 @@ resolved (a malformed body, a throttle, an unknown product) is ``unresolved``.
 
 from __future__ import annotations
 
-import logging
+import time
 
 from django.conf import settings
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
+
+from common.metrics import count, observe_later
 
 from .purchase import strategy_remembered
 
@@ -21,36 +23,38 @@ PURCHASES = Counter(
     "created, replayed, or the error's (sold_out, busy, throttled, invalid, ...)",
     ["strategy", "code"],
 )
+PURCHASE_SECONDS = Histogram(
+    "flashsale_purchase_seconds",
+    "Seconds from a purchase's arrival at the instance to its answer, by the strategy "
+    "and whether the answer was an order created, a replay or a refusal",
+    ["strategy", "answer"],
+    # A purchase answers within the lock's wait (5 s) and its deadline (10 s); a sale's
+    # are mostly a few milliseconds.
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 UNRESOLVED = "unresolved"
 
-logger = logging.getLogger(__name__)
 
+def purchase_counted(*, sku: object, body: object, status: int, arrived: float | None) -> None:
+    """Count one purchase's answer, and time it from ``arrived`` (epoch seconds; None:
+    not timed). ``body`` is the answer's (the order, or the error's JSON).
 
-def purchase_counted(*, sku: object, body: object, status: int) -> None:
-    """Count one purchase's answer. ``body`` is the answer's (the order, or the error's
-    JSON).
-
-    One counter, one write: every value prometheus-client keeps for gunicorn's
-    workers is written under one lock per process, and a thread that loses the GIL
-    while it holds it stalls the others. A latency histogram here (two writes more)
-    cost the purchases' tail latency (docs/reference/metrics.md); the latency waits
-    for a way that writes nothing on the purchase's path."""
+    The count is written now, the time by the process's timings thread
+    (``common.metrics.observe_later``): one write on the purchase's path."""
     if not settings.FLASHSALE_METRICS:
         return
     if status == 201:
-        code = "created"
+        code = answer = "created"
     elif status == 200:
-        code = "replayed"
+        code = answer = "replayed"
     else:
+        answer = "refused"
         code = body.get("error") if isinstance(body, dict) else None
         code = code if isinstance(code, str) else f"http_{status}"
     strategy = body.get("strategy") if status in (200, 201) and isinstance(body, dict) else None
     if not isinstance(strategy, str):
         known = strategy_remembered(sku) if isinstance(sku, str) else None
         strategy = known or UNRESOLVED
-    try:
-        PURCHASES.labels(strategy, code).inc()
-    except OSError:
-        # Counted after the purchase: its answer (an order committed) must not turn
-        # into a 500 because a metrics file could not be written.
-        logger.warning("the purchase's answer was not counted for /metrics", exc_info=True)
+    if arrived is not None:
+        observe_later(PURCHASE_SECONDS, (strategy, answer), max(time.time() - arrived, 0.0))
+    count(PURCHASES, strategy, code)  # never raises: the answer (an order committed) stands

@@ -143,7 +143,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
         answer = error_response(exc)
         response = response_for_exception(request, exc) if answer is None else _rendered(shortcut, *answer)
     purchase_counted(sku=purchase["sku"], body=None if answer is None else answer[0],
-                     status=response.status_code)
+                     status=response.status_code, arrived=arrived)
     # What the middleware adds to an answer: CommonMiddleware its length, then the
     # security headers, the frame option and the arrival stamp.
     if not response.has_header("Content-Length"):

@@ -1,11 +1,13 @@
 """The instances' /metrics on the running stack: every purchase through nginx is
 counted once, whichever of two instances and four workers answered it, and still is
-after a worker is replaced; nginx does not pass /metrics on."""
+after a worker is replaced; every lock taken is counted and timed once; nginx does not
+pass /metrics on."""
 
 import os
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
@@ -29,6 +31,18 @@ def purchases_counted(config) -> dict[tuple[str, str], float]:
                     key = (sample.labels["strategy"], sample.labels["code"])
                     counted[key] = counted.get(key, 0) + sample.value
     return counted
+
+
+def scraped(config) -> dict[tuple[str, frozenset], float]:
+    """(sample name, its labels) → value, summed over every instance's /metrics."""
+    summed: dict[tuple[str, frozenset], float] = {}
+    for name in config.app_names:
+        text = requests.get(f"http://127.0.0.1:{config.app_port_of(name)}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = (sample.name, frozenset(sample.labels.items()))
+                summed[key] = summed.get(key, 0) + sample.value
+    return summed
 
 
 def grown(before: dict, after: dict) -> dict:
@@ -75,3 +89,33 @@ def test_nginx_does_not_pass_metrics_on(stack_apps, stack_config):
     response = requests.get(f"{stack_config.base_url}/metrics", timeout=10)
     assert response.status_code == 404 and response.json()["error"] == "not_found"
     assert "flashsale_purchases" not in response.text
+
+
+def test_every_lock_taken_is_counted_and_timed_once_across_workers(stack_apps, stack_config):
+    """Under a lock strategy, with buyers at once on two instances × two workers: the
+    waits and the holds each number the acquisitions, and the purchases' timings
+    number the purchases, once every worker's timings thread has written them."""
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    client.reset("metrics-3", stock=25, strategy="setnx")
+    before = scraped(stack_config)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: client.order("metrics-3", 1, f"u{i}").status_code, range(40)))
+    assert answers.count(201) == 25
+
+    def lock(name, **labels):
+        return sum(v - before.get(k, 0) for k, v in after.items()
+                   if k[0] == name and {("backend", "setnx"), *labels.items()} <= k[1])
+
+    deadline = time.monotonic() + 10
+    while True:
+        after = scraped(stack_config)
+        acquired = lock("flashsale_lock_acquisitions_total", outcome="acquired")
+        timings = (lock("flashsale_lock_wait_seconds_count"), lock("flashsale_lock_hold_seconds_count"),
+                   sum(v - before.get(k, 0) for k, v in after.items()
+                       if k[0] == "flashsale_purchase_seconds_count" and ("strategy", "setnx") in k[1]))
+        if timings == (acquired, acquired, len(answers)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # a worker that answered no scrape writes its timings within a second
+    assert 25 <= acquired <= 40
+    assert timings == (acquired, acquired, len(answers))
+    assert lock("flashsale_lock_acquisitions_total", outcome="timed_out") == answers.count(503)

@@ -101,7 +101,7 @@ class ZooKeeperLock(BaseLock):
             raise LockNotOwnedError("the ZooKeeper connection was lost while the lock was held: "
                                     "someone else may have held it meanwhile", lock_name=self.name)
 
-    def ensure_held(self) -> None:
+    def do_ensure_held(self) -> None:
         if self._recipe is None or not self._recipe.is_acquired:
             raise LockLostError("lock is not held", lock_name=self.name)
         state = self.backend.client.state

@@ -1,9 +1,12 @@
 """How a purchase's answer is labelled for /metrics (the sums over a running stack's
 workers: tests/test_metrics.py)."""
 
+import time
+
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
+from common.metrics import timings_flush
 from orders.metrics import purchase_counted
 
 
@@ -14,20 +17,40 @@ def counted(strategy: str, code: str) -> float:
 def test_an_answer_is_labelled_by_its_strategy_and_code_and_a_refusal_by_its_error():
     before = {k: counted(*k) for k in [("gate", "created"), ("gate", "replayed"), ("unresolved", "invalid"),
                                        ("unresolved", "http_500")]}
-    purchase_counted(sku="m", body={"strategy": "gate", "order_id": 1}, status=201)
-    purchase_counted(sku="m", body={"strategy": "gate", "order_id": 1}, status=200)
-    purchase_counted(sku=None, body={"error": "invalid", "message": "sku: required"}, status=400)
-    purchase_counted(sku="never-resolved", body=None, status=500)
+    purchase_counted(sku="m", body={"strategy": "gate", "order_id": 1}, status=201, arrived=None)
+    purchase_counted(sku="m", body={"strategy": "gate", "order_id": 1}, status=200, arrived=None)
+    purchase_counted(sku=None, body={"error": "invalid", "message": "sku: required"}, status=400,
+                     arrived=None)
+    purchase_counted(sku="never-resolved", body=None, status=500, arrived=None)
     assert {k: counted(*k) - v for k, v in before.items()} == {
         ("gate", "created"): 1, ("gate", "replayed"): 1,
         ("unresolved", "invalid"): 1, ("unresolved", "http_500"): 1}
 
 
+def timed(strategy: str, answer: str, bucket: str) -> float:
+    return REGISTRY.get_sample_value("flashsale_purchase_seconds_bucket",
+                                     {"strategy": strategy, "answer": answer, "le": bucket}) or 0.0
+
+
+def test_an_answer_is_timed_from_its_arrival_by_strategy_and_whether_it_was_an_order():
+    timings_flush()
+    before = {k: timed(*k) for k in [("setnx", "created", "0.25"), ("setnx", "created", "0.1"),
+                                     ("setnx", "created", "+Inf"), ("unresolved", "refused", "+Inf")]}
+    purchase_counted(sku="m", body={"strategy": "setnx"}, status=201, arrived=time.time() - 0.2)
+    purchase_counted(sku="never-resolved", body={"error": "sold_out"}, status=409, arrived=time.time())
+    purchase_counted(sku="m", body={"strategy": "setnx"}, status=201, arrived=None)  # not timed
+    timings_flush()  # what the process's timings thread does every second
+    assert {k: timed(*k) - v for k, v in before.items()} == {
+        ("setnx", "created", "0.25"): 1, ("setnx", "created", "0.1"): 0, ("setnx", "created", "+Inf"): 1,
+        ("unresolved", "refused", "+Inf"): 1}
+
+
 @override_settings(FLASHSALE_METRICS=False)
 def test_with_metrics_off_nothing_is_counted():
-    before = counted("atomic", "created")
-    purchase_counted(sku="m", body={"strategy": "atomic"}, status=201)
-    assert counted("atomic", "created") == before
+    before = counted("atomic", "created"), timed("atomic", "created", "+Inf")
+    purchase_counted(sku="m", body={"strategy": "atomic"}, status=201, arrived=time.time())
+    timings_flush()
+    assert (counted("atomic", "created"), timed("atomic", "created", "+Inf")) == before
 
 
 def test_a_count_that_cannot_be_written_never_changes_the_answer(monkeypatch, caplog):
@@ -37,5 +60,5 @@ def test_a_count_that_cannot_be_written_never_changes_the_answer(monkeypatch, ca
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("orders.metrics.PURCHASES.labels", unwritable)
-    purchase_counted(sku="m", body={"strategy": "atomic"}, status=201)  # does not raise
-    assert "not counted for /metrics" in caplog.text
+    purchase_counted(sku="m", body={"strategy": "atomic"}, status=201, arrived=None)  # does not raise
+    assert "not written for /metrics" in caplog.text

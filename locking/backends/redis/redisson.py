@@ -288,7 +288,7 @@ class RedissonLockBackend(RedisLockBackend):
         options = dict(options)
         watchdog_timeout_ms = options.pop("watchdog_timeout_ms", 30_000)
         super().__init__(alias, options)
-        self.watchdog = Watchdog(self.script[self.renew_script], watchdog_timeout_ms)
+        self.watchdog = Watchdog(self.script[self.renew_script], watchdog_timeout_ms, backend=alias)
         self.wakeups = Wakeups(self.client, standing_channel=f"{self.key_prefix}wakeups")
         self._rounds = threading.local()  # per thread: lock key -> holds abandoned
 

@@ -17,13 +17,16 @@ import threading
 import redis
 from redis.commands.core import Script
 
+from ... import metrics
+
 logger = logging.getLogger(__name__)
 
 
 class Watchdog:
-    def __init__(self, renew: Script, timeout_ms: int):
+    def __init__(self, renew: Script, timeout_ms: int, *, backend: str):
         self.renew = renew
         self.timeout_ms = int(timeout_ms)
+        self.backend = backend  # the settings.LOCKING alias: its metrics' label
         self._mutex = threading.Lock()
         self._reset()
 
@@ -71,7 +74,11 @@ class Watchdog:
                     renewed = self.renew(keys=keys, args=[self.timeout_ms, holder, *args])
                 except redis.RedisError as e:  # try again next tick, within the lease
                     logger.warning("lease renewal of %s failed: %s", key, e)
+                    metrics.count(metrics.RENEWALS, self.backend, "failed")
                     continue
                 if not renewed:
                     logger.warning("lock %s is no longer held by %s: lease lost", key, holder)
+                    metrics.count(metrics.RENEWALS, self.backend, "lost")
                     self.unwatch(key, holder)
+                else:
+                    metrics.count(metrics.RENEWALS, self.backend, "renewed")
