@@ -242,16 +242,28 @@ def gate_tally(*, sku: str) -> GateTally | None:
             return None
         accepted, dead = client.xlen(k.stream), client.xlen(k.dead)
         group = next((g for g in client.xinfo_groups(k.stream) if g["name"] == GROUP), None)
+        last = client.xinfo_stream(k.stream)["last-generated-id"] if group else None
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
     return GateTally(
         redis_remaining=int(sale["stock"]), loaded=int(sale["loaded"]), accepted=accepted,
         accepted_quantity=int(sale["accepted"]),
         unacknowledged=group["pending"] if group else 0,
-        # "lag" is what the group has not been delivered yet (Redis 7).
-        undelivered=(group.get("lag") or 0) if group else accepted,
+        undelivered=_undelivered(group, last, accepted),
         dead_lettered=dead,
     )
+
+
+def _undelivered(group: dict | None, last_generated: str | None, accepted: int) -> int:
+    """The stream's entries the persisters' group has not been delivered yet."""
+    if group is None:
+        return accepted
+    if group["last-delivered-id"] == last_generated:
+        return 0  # exact: Redis 7.0's "lag" can stay above 0 for a group that read everything
+    # Behind: Redis's own count ("lag"), None when it cannot tell; then every entry
+    # may be unread, as far as anyone knows.
+    lag = group.get("lag")
+    return accepted if lag is None else lag
 
 
 def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
