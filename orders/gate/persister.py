@@ -41,6 +41,7 @@ from common.errors import SoldOut
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
+from . import metrics
 from .sale import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
@@ -302,7 +303,11 @@ class Persister:
                 intents.append(Intent.parse(entry_id, fields))
             except ValueError as e:
                 dead.append((entry_id, fields.get("order", ""), fields, str(e)))
+        started = time.perf_counter()
         outcome = intents_write(intents) if intents else Written()
+        if intents:
+            metrics.WRITE_SECONDS.observe(time.perf_counter() - started)
+            metrics.BATCH_SIZE.observe(len(intents))
         for intent, reason in outcome.dead:
             dead.append((intent.entry_id, intent.order_id, intent._asdict(), reason))
         for entry_id, order, fields, reason in dead:
@@ -310,9 +315,21 @@ class Persister:
             flat = [str(part) for pair in fields.items() for part in pair]
             self._dead_letter(keys=[keys.orders, keys.dead], args=[str(order), entry_id, reason, *flat])
         self.redis.xack(keys.stream, GROUP, *ids)  # only now: everything above is committed
+        _counted(outcome, dead=len(dead))
         if outcome.written:
             logger.info("persister %s: wrote %d orders of %s", self.name, len(outcome.written), sku)
         return len(ids)
+
+
+def _counted(outcome: Written, *, dead: int) -> None:
+    """A batch's intents, by outcome, and each written order's wait since accepted."""
+    for label, n in (("written", len(outcome.written)), ("already", len(outcome.already)),
+                     ("closed", len(outcome.closed)), ("dead_lettered", dead)):
+        if n:
+            metrics.INTENTS.labels(label).inc(n)
+    now = time.time()
+    for intent in outcome.written:
+        metrics.CONFIRM_SECONDS.observe(max(now - intent.accepted_at.timestamp(), 0.0))
 
 
 @dataclass

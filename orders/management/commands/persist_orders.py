@@ -4,6 +4,7 @@ import signal
 import threading
 
 from django.core.management.base import BaseCommand
+from prometheus_client import start_http_server
 
 from orders.gate.persister import Persister
 
@@ -20,8 +21,12 @@ class Command(BaseCommand):
         parser.add_argument("--claim-idle-ms", type=int, default=None,
                             help="claim entries another consumer left pending this long "
                                  "(default: FLASHSALE_GATE_CLAIM_IDLE_MS)")
+        parser.add_argument("--metrics-port", type=int, default=None,
+                            help="serve /metrics on 127.0.0.1 at this port, for Prometheus (default: none)")
 
-    def handle(self, *args, name, batch, claim_idle_ms, **options):
+    def handle(self, *args, name, batch, claim_idle_ms, metrics_port, **options):
+        if metrics_port is not None:
+            start_http_server(metrics_port, addr="127.0.0.1")
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave

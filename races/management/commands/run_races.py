@@ -7,7 +7,9 @@ import threading
 import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from prometheus_client import start_http_server
 
+from races import metrics
 from races.runner import RaceRun
 from races.services import QUEUE, race_take
 
@@ -20,8 +22,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", default="racer",
                             help="its Redis client's name (the stack's readiness probe)")
+        parser.add_argument("--metrics-port", type=int, default=None,
+                            help="serve /metrics on 127.0.0.1 at this port, for Prometheus (default: none)")
 
-    def handle(self, *args, name, **options):
+    def handle(self, *args, name, metrics_port, **options):
+        if metrics_port is not None:
+            start_http_server(metrics_port, addr="127.0.0.1")
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # the buyers stop; the race reads "failed"
@@ -42,5 +48,7 @@ class Command(BaseCommand):
                 continue
             race = race_take(race_id=int(popped[1]))
             if race is not None:
-                RaceRun(race, target=target, stop=stop).run()
+                with metrics.RUNNING.track_inprogress():
+                    ended = RaceRun(race, target=target, stop=stop).run()
+                metrics.RACES.labels(ended["status"]).inc()
 

@@ -1,0 +1,56 @@
+"""What waits to be written, over the gate's live sales (the persisters' list), read
+from Redis when Prometheus scrapes an app instance (``FLASHSALE_METRICS_COLLECTORS``):
+read by the apps, not the persisters, so that it shows with every persister down,
+when it matters most.
+
+Every instance reads the same Redis and reports the same figures, so the rules take
+the ``max`` over them, not the sum. Never by sku: summed over the sales.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from prometheus_client.core import GaugeMetricFamily
+
+from common.errors import Unavailable
+
+from .sale import gate_listed, gate_tally
+from .store import gate_redis
+
+logger = logging.getLogger(__name__)
+
+
+class GateBacklogCollector:
+    """At scrape time, over the sales on the persisters' list: the entries no
+    persister has read, those read and not yet acknowledged, and the stock Redis has
+    left; and the dead letters of every sale. A Redis that cannot be reached yields
+    none of them."""
+
+    def collect(self):
+        try:
+            listed = gate_listed()
+            tallies = [tally for sku in listed if (tally := gate_tally(sku=sku)) is not None]
+            # Every sale's, listed or not: a finished sale leaves the list, and its
+            # dead letters wait for an operator until redriven.
+            client = gate_redis()
+            dead = sum(client.xlen(key) for key in client.scan_iter(match="gate:*:dead", count=1000))
+        except (redis.RedisError, Unavailable) as e:
+            logger.warning("the gate's backlog was not read for /metrics: %s", e)
+            return
+        undelivered = sum(t.undelivered for t in tallies)
+        pending = sum(t.unacknowledged for t in tallies)
+        stock = sum(t.redis_remaining for t in tallies)
+        gauges = {
+            "flashsale_gate_sales_listed": ("Sales on the persisters' list (their orders may still wait)",
+                                            len(listed)),
+            "flashsale_gate_backlog": ("Orders accepted, neither written nor dead-lettered yet, over the "
+                                       "live sales", undelivered + pending),
+            "flashsale_gate_pending": ("Orders a persister read and has not acknowledged (its batch in hand)",
+                                       pending),
+            "flashsale_gate_dead_letters": ("Orders the database refused, set aside until redriven", dead),
+            "flashsale_gate_stock_left": ("Units the gate's Redis has left, over the live sales", stock),
+        }
+        for name, (text, value) in gauges.items():
+            yield GaugeMetricFamily(name, text, value=value)
