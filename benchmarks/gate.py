@@ -101,12 +101,14 @@ def _ms(value: str) -> float:
 
 
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
-        quantity: int = 1) -> Run:
+        quantity: int = 1, skus: int = 1) -> Run:
+    """A wrk run: GET ``url``, or with ``sku`` purchases of it (``<prefix>0``), or
+    spread over ``skus`` products ``<prefix>0`` .. ``<prefix><skus - 1>``."""
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency"]
     env = dict(os.environ)
     if sku is not None:
         command += ["-s", str(WRK_SCRIPT)]
-        env.update(SKUS="1", PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
+        env.update(SKUS=str(skus), PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
     stack_before, client_before = meter.snapshot(), children_cpu()
     out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
     stack = meter.snapshot() - stack_before

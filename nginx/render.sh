@@ -12,6 +12,7 @@
 #   READ_RATE   10000                   every other request a second from one address
 #   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
 #   TRUSTED_PROXIES "10.0.0.0/8"        a TLS terminator's addresses: the rates count its clients
+#   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,12 +42,19 @@ if [ "${SHOW_UPSTREAM:-}" = "1" ]; then
   upstream_header='            add_header X-Upstream $upstream_addr always;'
 fi
 
+status_server=""
+if [ -n "${STATUS_LISTEN:-}" ]; then
+  status_server="    server {\n        listen ${STATUS_LISTEN};\n        location = /stub_status { stub_status; }\n"
+  status_server="${status_server}        location / { return 404; }\n    }\n"
+fi
+
 awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
     -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
-    -v real_ip="$real_ip" '
+    -v real_ip="$real_ip" -v status_server="$status_server" '
   /@\{real_ip\}/ { printf "%s", real_ip; next }
+  /@\{status_server\}/ { printf "%s", status_server; next }
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }
   /@\{known_hosts\}/ { printf "%s", hosts; next }

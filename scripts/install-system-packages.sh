@@ -8,7 +8,8 @@
 #                                               bottleneck: make bench-gate)
 set -euo pipefail
 
-packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config)
+packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config
+          prometheus prometheus-redis-exporter prometheus-mysqld-exporter prometheus-nginx-exporter)
 [ "${1:-}" = "--test" ] && packages+=(chromium docker-compose)
 [ "${1:-}" = "--bench" ] && packages+=(wrk)
 

@@ -42,6 +42,7 @@ class StackConfig:
     nginx_show_upstream: bool  # X-Upstream: which instance answered (for watching the round robin)
     nginx_trusted_proxies: str  # addresses (CIDR) of a TLS terminator in front: the rates count its clients
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
+    metrics_port: int  # Prometheus; the exporters, nginx's status and the workers' /metrics above it
     instances: int
     persisters: int  # of the gate's streams (manage.py persist_orders)
     workers: int
@@ -49,6 +50,7 @@ class StackConfig:
     strategy: str
     section_delay_ms: float
     fast_path: bool  # the sold-out mark (FLASHSALE_SOLDOUT_FAST_PATH)
+    metrics: bool  # the apps count and time for /metrics (FLASHSALE_METRICS)
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -70,6 +72,7 @@ class StackConfig:
             nginx_show_upstream=env.bool("NGINX_SHOW_UPSTREAM", default=False),
             nginx_trusted_proxies=env.str("NGINX_TRUSTED_PROXIES", default=""),
             app_port=env.int("APP_PORT", default=8001),
+            metrics_port=env.int("METRICS_PORT", default=9390),
             instances=env.int("INSTANCES", default=2),
             persisters=env.int("PERSISTERS", default=2),
             workers=env.int("WORKERS", default=2),
@@ -78,6 +81,7 @@ class StackConfig:
             section_delay_ms=env.float("FLASHSALE_SECTION_DELAY_MS",
                                        default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)),
             fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
+            metrics=env.bool("FLASHSALE_METRICS", default=True),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -102,6 +106,29 @@ class StackConfig:
 
     def app_port_of(self, name: str) -> int:
         return self.app_port + int(name.removeprefix("app")) - 1
+
+    # Prometheus and what it scrapes besides the app instances, on loopback ports from
+    # metrics_port up: Prometheus itself, the exporters of Redis, MariaDB and nginx,
+    # nginx's stub_status, the race runner, then one port per persister.
+    @property
+    def prometheus_port(self) -> int:
+        return self.metrics_port
+
+    @property
+    def exporter_ports(self) -> dict[str, int]:
+        base = self.metrics_port
+        return {"redis": base + 1, "mysqld": base + 2, "nginx": base + 3}
+
+    @property
+    def nginx_status_port(self) -> int:
+        return self.metrics_port + 4
+
+    @property
+    def racer_metrics_port(self) -> int:
+        return self.metrics_port + 5
+
+    def persister_metrics_port(self, name: str) -> int:
+        return self.metrics_port + 5 + int(name.removeprefix("persist"))
 
     @property
     def zk_hosts(self) -> str:
@@ -185,6 +212,7 @@ class StackConfig:
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
+            "FLASHSALE_METRICS": "true" if self.metrics else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
             "DJANGO_SECRET_KEY": self.secret_key(),
             "DJANGO_STATIC_ROOT": str(self.static_root),
@@ -198,6 +226,7 @@ class StackConfig:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
         selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
+                   "FLASHSALE_METRICS",
                    "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
                    "PROMETHEUS_MULTIPROC_DIR"}

@@ -22,6 +22,7 @@ from .servers import (
     nginx,
     port_in_use,
     tail,
+    watchers,
     workers,
 )
 from .supervisor import FAILED_STATES, Supervisor, log_file, write_conf
@@ -121,9 +122,11 @@ def up(config: StackConfig) -> None:
     _manage(config, "migrate", "--noinput")
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config)
+    _start(sup, config, watchers(config))
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"section_delay_ms={config.section_delay_ms:g}")
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
+    _say(f"Prometheus: http://127.0.0.1:{config.prometheus_port}/ (alerts: /alerts, targets: /targets)")
 
 
 def start_again(config: StackConfig, names: list[str]) -> None:
@@ -144,7 +147,7 @@ def reconfigure(config: StackConfig) -> StackConfig:
     _start_front(sup, config)
     _say(f"apps now: strategy={config.strategy} instances={config.instances} "
          f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
-         f"fast_path={'on' if config.fast_path else 'off'}")
+         f"fast_path={'on' if config.fast_path else 'off'} metrics={'on' if config.metrics else 'off'}")
     return config
 
 

@@ -6,6 +6,7 @@ run directory (``.run/``, git-ignored).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -246,7 +247,8 @@ def persister(config: StackConfig, name: str) -> Server:
     strategy's orders reach MySQL through these; idle under the other strategies."""
     return Server(
         name=name,
-        command=[sys.executable, "manage.py", "persist_orders", f"--name={name}"],
+        command=[sys.executable, "manage.py", "persist_orders", f"--name={name}",
+                 f"--metrics-port={config.persister_metrics_port(name)}"],
         port=None,
         probe=_redis_client_probe(config.redis_gate_port, name),
         priority=20,
@@ -259,7 +261,8 @@ def racer(config: StackConfig) -> Server:
     sends their buyers through the stack's own nginx, outside the web workers."""
     return Server(
         name="racer",
-        command=[sys.executable, "manage.py", "run_races", "--name=racer"],
+        command=[sys.executable, "manage.py", "run_races", "--name=racer",
+                 f"--metrics-port={config.racer_metrics_port}"],
         port=None,
         probe=_redis_client_probe(config.redis_port, "racer"),
         priority=20,
@@ -269,6 +272,14 @@ def racer(config: StackConfig) -> Server:
 
 # The template's line that names the instance that answered, where it is asked for.
 UPSTREAM_HEADER = "            add_header X-Upstream $upstream_addr always;"
+
+
+# nginx's stub_status, for the nginx exporter, on a loopback port of its own.
+STATUS_SERVER = """    server {{
+        listen {listen};
+        location = /stub_status {{ stub_status; }}
+        location / {{ return 404; }}
+    }}"""
 
 
 def real_ip_lines(proxies: list[str]) -> str:
@@ -293,7 +304,8 @@ def nginx(config: StackConfig) -> Server:
                   purchase_rate=config.nginx_purchase_rate,
                   read_rate=config.nginx_read_rate,
                   upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "",
-                  real_ip=real_ip_lines(config.nginx_trusted_proxies.split()))
+                  real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
+                  status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
@@ -302,6 +314,90 @@ def nginx(config: StackConfig) -> Server:
         priority=30,
         logs=[d / "error.log"],
     )
+
+
+# --- what watches it: Prometheus and the exporters -------------------------------
+
+
+def prometheus(config: StackConfig) -> Server:
+    """Prometheus, scraping every process of the stack (``stack/templates/prometheus.yml``)
+    with flashsale's rules and alerts (``monitoring/rules.yml``); two days kept."""
+    d = config.dir("prometheus")
+    targets = config.dir("prometheus", "targets")
+    _json_write(targets / "app.json", [{"targets": [f"127.0.0.1:{config.app_port_of(name)}"
+                                                    for name in config.app_names]}])
+    _json_write(targets / "persister.json", [{"targets": [f"127.0.0.1:{config.persister_metrics_port(name)}"
+                                                          for name in config.persister_names]}])
+    ports = config.exporter_ports
+    conf = render(ROOT / "stack/templates/prometheus.yml", d / "prometheus.yml",
+                  rules=ROOT / "monitoring/rules.yml", targets=targets, racer_port=config.racer_metrics_port,
+                  redis_port=config.redis_port, redis_gate_port=config.redis_gate_port,
+                  redis_exporter_port=ports["redis"], mysqld_exporter_port=ports["mysqld"],
+                  nginx_exporter_port=ports["nginx"], prometheus_port=config.prometheus_port)
+    port = config.prometheus_port
+    return Server(
+        name="prometheus",
+        command=[binary("prometheus"), f"--config.file={conf}", f"--storage.tsdb.path={d / 'data'}",
+                 "--storage.tsdb.retention.time=2d", f"--web.listen-address=127.0.0.1:{port}",
+                 "--log.level=warn"],
+        port=port,
+        probe=http_probe(f"http://127.0.0.1:{port}/-/ready"),
+        priority=40,
+    )
+
+
+def _json_write(path: Path, value) -> None:
+    """Write ``value`` whole or not at all: Prometheus watches the file."""
+    staged = path.with_suffix(".tmp")
+    staged.write_text(json.dumps(value))
+    staged.replace(path)
+
+
+# The MariaDB user the exporter reads the server's status as (local stack only).
+EXPORTER_DB_USER = EXPORTER_DB_PASSWORD = "exporter"
+
+
+def exporters(config: StackConfig) -> list[Server]:
+    """Prometheus' exporters of the stack's Redis servers (the gate's streams too),
+    MariaDB (its row-lock waits: the hot row's signal) and nginx (stub_status)."""
+    ports = config.exporter_ports
+    d = config.dir("exporters")
+    my_cnf = d / "mysqld-exporter.cnf"
+    my_cnf.write_text(f"[client]\nuser={EXPORTER_DB_USER}\npassword={EXPORTER_DB_PASSWORD}\n"
+                      f"host=127.0.0.1\nport={config.mysql_port}\n")
+    my_cnf.chmod(0o600)
+    return [
+        Server(
+            name="redis-exporter",
+            command=[binary("prometheus-redis-exporter"), f"-web.listen-address=127.0.0.1:{ports['redis']}",
+                     f"-redis.addr=redis://127.0.0.1:{config.redis_port}",
+                     "-check-streams=gate:*:stream,gate:*:dead"],
+            port=ports["redis"],
+            probe=http_probe(f"http://127.0.0.1:{ports['redis']}/metrics"),
+            priority=40,
+        ),
+        Server(
+            name="mysqld-exporter",
+            command=[binary("prometheus-mysqld-exporter"), f"--config.my-cnf={my_cnf}",
+                     f"--web.listen-address=127.0.0.1:{ports['mysqld']}", "--log.level=warn"],
+            port=ports["mysqld"],
+            probe=http_probe(f"http://127.0.0.1:{ports['mysqld']}/metrics"),
+            priority=40,
+        ),
+        Server(
+            name="nginx-exporter",
+            command=[binary("prometheus-nginx-exporter"),
+                     f"-nginx.scrape-uri=http://127.0.0.1:{config.nginx_status_port}/stub_status",
+                     f"-web.listen-address=127.0.0.1:{ports['nginx']}"],
+            port=ports["nginx"],
+            probe=http_probe(f"http://127.0.0.1:{ports['nginx']}/metrics"),
+            priority=40,
+        ),
+    ]
+
+
+def watchers(config: StackConfig) -> list[Server]:
+    return [*exporters(config), prometheus(config)]
 
 
 def infrastructure(config: StackConfig) -> list[Server]:
@@ -318,7 +414,7 @@ def workers(config: StackConfig) -> list[Server]:
 
 
 def all_servers(config: StackConfig) -> list[Server]:
-    return [*infrastructure(config), *apps(config), *workers(config), nginx(config)]
+    return [*infrastructure(config), *apps(config), *workers(config), nginx(config), *watchers(config)]
 
 
 # --- one-time preparation ------------------------------------------------------------
@@ -358,6 +454,11 @@ def mariadb_bootstrap(config: StackConfig) -> None:
             cursor.execute(f"CREATE USER IF NOT EXISTS {user} IDENTIFIED BY '{APP_DB_PASSWORD}'")
             cursor.execute(f"GRANT ALL ON {APP_DATABASE}.* TO {user}")
             cursor.execute(f"GRANT ALL ON `test\\_{APP_DATABASE}%`.* TO {user}")
+        # The exporter reads the server's status, nothing of the data.
+        exporter = f"'{EXPORTER_DB_USER}'@'127.0.0.1'"
+        cursor.execute(f"CREATE USER IF NOT EXISTS {exporter} IDENTIFIED BY '{EXPORTER_DB_PASSWORD}' "
+                       "WITH MAX_USER_CONNECTIONS 3")
+        cursor.execute(f"GRANT PROCESS, REPLICATION CLIENT ON *.* TO {exporter}")
     finally:
         conn.close()
 

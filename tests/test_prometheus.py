@@ -1,0 +1,146 @@
+"""The stack's Prometheus (stack/servers.py): its config and rules load in promtool,
+every process it scrapes is up, every recording rule has data after a short sale,
+and the gate's backlog it sees rises while the persisters are paused and falls to 0
+once they catch up. The alerts fire on the series they are written for
+(monitoring/rules.test.yml, promtool's unit tests)."""
+
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+import yaml
+
+from stack.config import ROOT
+from stack.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+RULES = ROOT / "monitoring/rules.yml"
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60)
+
+
+def query(config, expr: str) -> list[dict]:
+    response = requests.get(f"http://127.0.0.1:{config.prometheus_port}/api/v1/query",
+                            params={"query": expr}, timeout=10)
+    response.raise_for_status()
+    return response.json()["data"]["result"]
+
+
+def eventually(check, *, seconds: float = 30, every: float = 0.5):
+    """``check()``'s value once truthy; its last value after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(every)
+    return value
+
+
+def test_the_config_and_the_rules_load_and_the_alerts_fire_on_what_they_watch(stack_config):
+    checked = promtool("check", "config", str(stack_config.run_dir / "prometheus" / "prometheus.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    checked = promtool("check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(["promtool", "test", "rules", "rules.test.yml"], cwd=RULES.parent,
+                            capture_output=True, text=True, timeout=60)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_every_process_of_the_stack_is_scraped(stack_config):
+    def targets():
+        active = requests.get(f"http://127.0.0.1:{stack_config.prometheus_port}/api/v1/targets",
+                              timeout=10).json()["data"]["activeTargets"]
+        return {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
+
+    wanted = {"app": len(stack_config.app_names), "persister": len(stack_config.persister_names),
+              "racer": 1, "redis": 2, "mysqld": 1, "nginx": 1, "prometheus": 1}
+
+    def all_up():
+        seen = targets()
+        return seen if set(seen.values()) == {"up"} and len(seen) == sum(wanted.values()) else None
+
+    seen = eventually(all_up) or targets()
+    assert {job: sum(1 for j, _ in seen if j == job) for job in wanted} == wanted
+    assert set(seen.values()) == {"up"}, seen
+
+
+def test_every_recording_rule_has_data_after_a_short_sale(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    tag = uuid.uuid4().hex[:6]
+    for strategy in ("gate", "setnx", "atomic"):
+        client.reset(f"prom-{strategy}-{tag}", stock=60, strategy=strategy)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: client.order(f"prom-{('gate', 'setnx', 'atomic')[i % 3]}-{tag}", 1, f"u{i}"),
+                      range(240)))  # 80 a product: each sells out
+    records = [rule["record"] for group in yaml.safe_load(RULES.read_text())["groups"]
+               for rule in group["rules"] if "record" in rule]
+    assert len(records) >= 10
+
+    def empty():
+        return [record for record in records if not query(stack_config, record)]
+
+    assert eventually(lambda: not empty(), seconds=30), f"no data for {empty()}"
+
+
+def test_the_gate_backlog_rises_while_the_persisters_are_paused_and_falls_to_0(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    sku = f"prom-backlog-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=50, strategy="gate")
+    sup = Supervisor(stack_config)
+    with sup.paused(stack_config.persister_names):
+        for i in range(30):
+            assert client.order(sku, 1, f"u{i}").status_code == 201
+        # Read by the apps from Redis at each scrape: seen with the persisters down.
+        assert eventually(lambda: _backlog(stack_config) == 30, seconds=15)
+    assert eventually(lambda: _backlog(stack_config) == 0, seconds=30)
+    assert client.audit(sku, settle=0)["gate"]["persisted"] == 30
+
+
+def _backlog(config) -> float | None:
+    result = query(config, "flashsale:gate_backlog")
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_the_persisters_metrics_count_what_they_wrote(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    sku = f"prom-written-{uuid.uuid4().hex[:6]}"
+    before = _written(stack_config)
+    client.reset(sku, stock=20, strategy="gate")
+    for i in range(20):
+        assert client.order(sku, 1, f"u{i}").status_code == 201
+    assert client.audit(sku, settle=30)["gate"]["persisted"] == 20
+    assert eventually(lambda: _written(stack_config) - before == 20, seconds=10)
+
+
+def _written(config) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for name in config.persister_names:
+        port = config.persister_metrics_port(name)
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            total += sum(s.value for s in family.samples
+                         if s.name == "flashsale_gate_intents_total" and s.labels == {"outcome": "written"})
+    return total
+
+
+def test_nothing_of_prometheus_or_the_exporters_listens_beyond_loopback(stack_config):
+    ports = [stack_config.prometheus_port, *stack_config.exporter_ports.values(),
+             stack_config.nginx_status_port, stack_config.racer_metrics_port,
+             *(stack_config.persister_metrics_port(name) for name in stack_config.persister_names)]
+    listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
+    for port in ports:
+        local = [line.split()[3] for line in listening.splitlines() if line.split()[3].endswith(f":{port}")]
+        assert local and all(address.startswith("127.0.0.1:") for address in local), (port, local)
+
+
+def test_nginx_status_is_on_its_own_port_only(stack_config):
+    assert requests.get(f"{stack_config.base_url}/stub_status", timeout=10).status_code == 404
+    status = requests.get(f"http://127.0.0.1:{stack_config.nginx_status_port}/stub_status", timeout=10)
+    assert status.status_code == 200 and "Active connections" in status.text
+
