@@ -4,6 +4,22 @@ from __future__ import annotations
 
 import time
 
+from .requestlog import request_named
+
+
+class RequestIdMiddleware:
+    """Name the request for the log lines it causes (``common.requestlog``) and answer
+    with the name (``X-Request-ID``). First in the chain: every line is named."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        name = request_named(request)
+        response = self.get_response(request)
+        response["X-Request-ID"] = name
+        return response
+
 
 class ArrivalStampMiddleware:
     """Stamp every answer with when its request reached this instance:

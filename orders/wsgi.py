@@ -41,6 +41,7 @@ from rest_framework.utils import json
 
 from common.errors import error_response
 from common.middleware import stamp_arrival
+from common.requestlog import request_named
 
 from .apis import OrderCreateApi, plain_purchase, purchase_answer
 from .metrics import purchase_counted
@@ -54,6 +55,7 @@ _UTF8 = {"utf-8", "utf8"}
 # metrics) would silently skip every purchase, so the handler refuses to start while
 # MIDDLEWARE differs from this list. Add its work here, then its name.
 MIRRORED_MIDDLEWARE = (
+    "common.middleware.RequestIdMiddleware",  # request_named, X-Request-ID
     "common.middleware.ArrivalStampMiddleware",  # stamp_arrival
     "django.middleware.security.SecurityMiddleware",  # its redirect and headers
     "django.contrib.sessions.middleware.SessionMiddleware",  # left out: no session read
@@ -134,6 +136,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     purchase = plain_purchase(_plain_json(request))
     if purchase is None or not _allowed(request, shortcut):
         return None
+    name = request_named(request)
     request.data = purchase  # what the throttles read, as on DRF's Request
     try:
         shortcut.view.check_throttles(request)  # DRF's own: 429 with the longest wait
@@ -150,6 +153,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
         response["Content-Length"] = str(len(response.content))
     response = shortcut.security.process_response(request, response)
     response = shortcut.frames.process_response(request, response)
+    response["X-Request-ID"] = name
     return stamp_arrival(response, arrived)
 
 

@@ -305,7 +305,8 @@ def nginx(config: StackConfig) -> Server:
                   read_rate=config.nginx_read_rate,
                   upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "",
                   real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
-                  status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
+                  status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"),
+                  prometheus=f"127.0.0.1:{config.prometheus_port}")
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
@@ -379,7 +380,8 @@ def exporters(config: StackConfig) -> list[Server]:
         Server(
             name="mysqld-exporter",
             command=[binary("prometheus-mysqld-exporter"), f"--config.my-cnf={my_cnf}",
-                     f"--web.listen-address=127.0.0.1:{ports['mysqld']}", "--log.level=warn"],
+                     f"--web.listen-address=127.0.0.1:{ports['mysqld']}", "--log.level=warn",
+                     "--no-collect.slave_status"],  # no replica here, and it needs SLAVE MONITOR
             port=ports["mysqld"],
             probe=http_probe(f"http://127.0.0.1:{ports['mysqld']}/metrics"),
             priority=40,
@@ -458,7 +460,7 @@ def mariadb_bootstrap(config: StackConfig) -> None:
         exporter = f"'{EXPORTER_DB_USER}'@'127.0.0.1'"
         cursor.execute(f"CREATE USER IF NOT EXISTS {exporter} IDENTIFIED BY '{EXPORTER_DB_PASSWORD}' "
                        "WITH MAX_USER_CONNECTIONS 3")
-        cursor.execute(f"GRANT PROCESS, REPLICATION CLIENT ON *.* TO {exporter}")
+        cursor.execute(f"GRANT PROCESS ON *.* TO {exporter}")
     finally:
         conn.close()
 

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "common.middleware.RequestIdMiddleware",
     "common.middleware.ArrivalStampMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -396,8 +397,17 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # JSON, a line each, with the request's id (common.requestlog): what nginx's
+    # access log names the request by. LOG_FORMAT=plain for a terminal.
+    "formatters": {
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter", "style": "{",
+                 "fmt": "{asctime}{levelname}{name}{message}{request_id}",
+                 "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"}},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"},
+    },
+    "filters": {"request_id": {"()": "common.requestlog.RequestIdFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["request_id"],
+                             "formatter": env.str("LOG_FORMAT", default="json")}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
     # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
     # (most of a flash sale's answers are 409 sold out), not a fault. 5xx are logged.

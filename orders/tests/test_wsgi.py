@@ -32,6 +32,7 @@ def answer(body: bytes, content_type: str, key: str | None = None, *, shortcut: 
     from django.conf import settings
 
     extra = {} if key is None else {"HTTP_IDEMPOTENCY_KEY": key}
+    meta.setdefault("HTTP_X_REQUEST_ID", "t-1")  # else each answer names itself anew
     request = factory.generic("POST", "/api/orders", body, content_type=content_type, **extra, **meta)
     before, settings.FLASHSALE_PURCHASE_SHORTCUT = settings.FLASHSALE_PURCHASE_SHORTCUT, shortcut
     try:
@@ -104,6 +105,14 @@ def test_what_is_not_a_plain_json_purchase_goes_through_django(sold_out, through
     status, _, _ = answer(body, content_type)
     assert through_view == [1]
     assert status in (400, 415, 409)
+
+
+@pytest.mark.django_db
+def test_the_shortcut_names_its_answer_as_djangos_path_does(sold_out, through_view):
+    for shortcut in (True, False):
+        status, _, headers = answer(PLAIN, "application/json", shortcut=shortcut, HTTP_X_REQUEST_ID="named-1")
+        assert (status, headers["X-Request-ID"]) == (409, "named-1")
+    assert through_view == [1]  # the second
 
 
 @pytest.mark.django_db
