@@ -6,6 +6,7 @@ urlpatterns = [
     # The apps' routes by name (include), so the project shell imports none of them.
     path("", include("orders.page_urls")),
     path("", include("races.page_urls")),
+    path("", include("dashboard.urls")),
     path("", include("orders.health_urls")),
     path("", include("common.urls")),  # /metrics
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),

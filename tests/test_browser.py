@@ -131,6 +131,32 @@ def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_ap
     assert [lane["verdict"] for lane in race["lanes"]] == [f"oversold by {oversold}", "held"]
 
 
+def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page):
+    """/dashboard, opened from the race page while a race runs: each panel drew what
+    Prometheus answered through nginx (the lock waits: the race has setnx and
+    zookeeper), and nothing it asked left the stack."""
+    client = stack_apps(strategy="atomic", instances=2, section_delay_ms=5.0)
+    origin = stack_config.base_url
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    started = client.race_start(["none", "setnx", "zookeeper", "atomic", "gate"], stock=200, buyers=3000,
+                                concurrency=32)
+    assert started.status_code == 201, started.text
+    page.goto(f"{origin}/race")
+    page.click("#dashboard-link")
+    expect(page).to_have_title("flashsale · dashboard")
+    for key in ("orders", "answers", "lock-wait", "latency", "stock", "backlog"):
+        # data-drawn: the points (a graph) or rows (a table) the panel drew last.
+        expect(page.locator(f"#panel-{key}")).not_to_have_attribute("data-drawn", "0", timeout=60_000)
+    expect(page.locator("#panel-orders canvas")).to_be_visible()
+    expect(page.locator("#panel-answers td", has_text="setnx").first).to_be_visible()
+    expect(page.locator("#error")).to_have_text("")
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "dashboard.png"), full_page=True)
+    assert requested and all(url.startswith(origin) for url in requested)
+    assert any("/prometheus/api/v1/query_range?" in url for url in requested)
+
+
 def test_the_docs_open_from_the_page_and_their_nav_reaches_a_strategy_and_the_results(
         stack_apps, stack_config, page):
     stack_apps()

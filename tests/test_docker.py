@@ -3,6 +3,7 @@ docker-compose reads it, the nginx config in both modes, the Dockerfile linted."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,9 @@ from stack.config import ROOT, StackConfig
 from stack.servers import nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "nginx",
-                "locust-master"}
+                "locust-master", "prometheus", "grafana"}
+# Images of the exporter alone, no shell for a health check: Prometheus' `up` is theirs.
+EXPORTERS = {"redis-exporter", "mysqld-exporter", "nginx-exporter"}
 
 
 SECRETS = ("FLASHSALE_ADMIN_TOKEN", "DJANGO_SECRET_KEY", "DB_PASSWORD", "DB_ROOT_PASSWORD", "NGINX_BIND")
@@ -41,7 +44,7 @@ def compose() -> dict:
 
 
 def test_the_services_of_the_topology(compose):
-    assert set(compose["services"]) == LONG_RUNNING | {"migrate", "locust-worker"}
+    assert set(compose["services"]) == LONG_RUNNING | EXPORTERS | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
     for name in ("migrate", "app1", "app2", "persister", "racer", "locust-master", "locust-worker"):
         assert compose["services"][name]["build"]["context"] == str(ROOT)
@@ -58,12 +61,17 @@ def test_ports_nginx_8080_and_locust_8089_on_loopback_only_by_default(compose):
     ports = published(compose)
     assert ports["nginx"] == ["127.0.0.1:8080:8080/tcp"]
     assert ports["locust-master"] == ["127.0.0.1:8089:8089/tcp"]
-    assert not any(ports[name] for name in ports if name not in ("nginx", "locust-master"))
+    assert ports["grafana"] == ["127.0.0.1:3000:3000/tcp"]
+    assert not any(ports[name] for name in ports if name not in ("nginx", "locust-master", "grafana"))
 
 
 def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
     compose = rendered(NGINX_BIND="0.0.0.0")
     assert published(compose)["nginx"] == ["0.0.0.0:8080:8080/tcp"]
+    assert published(compose)["grafana"] == ["127.0.0.1:3000:3000/tcp"]  # loopback, whatever NGINX_BIND says
+    grafana = compose["services"]["grafana"]["environment"]
+    assert (grafana["GF_AUTH_DISABLE_LOGIN_FORM"], grafana["GF_AUTH_BASIC_ENABLED"],
+            grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"]) == ("true", "false", "Viewer")
     for name in ("migrate", "app1", "app2", "persister", "racer"):
         env = compose["services"][name]["environment"]
         assert env["FLASHSALE_PUBLIC_BIND"] == "0.0.0.0"
@@ -92,7 +100,8 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     assert "migrate" not in migrate["depends_on"]
     nginx_depends = compose["services"]["nginx"]["depends_on"]
     assert nginx_depends == {"app1": {"condition": "service_healthy"},
-                             "app2": {"condition": "service_healthy"}}
+                             "app2": {"condition": "service_healthy"},
+                             "prometheus": {"condition": "service_started"}}
 
 
 def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose):
@@ -108,7 +117,7 @@ def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose
 
 def test_two_persisters_write_the_gate_whose_redis_is_its_own_and_never_evicts(compose):
     persister = compose["services"]["persister"]
-    assert persister["command"] == ["python", "manage.py", "persist_orders"]
+    assert persister["command"][:3] == ["python", "manage.py", "persist_orders"]
     assert persister["deploy"]["replicas"] == 2
     assert persister["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     for name in ("app1", "app2", "persister"):
@@ -152,7 +161,7 @@ def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     assert result.returncode == 0, result.stderr
     text = conf.read_text()
     assert f"listen 127.0.0.1:{config.nginx_port};" in text
-    assert text.count("server 127.0.0.1:") == config.instances
+    assert text.count("server 127.0.0.1:") == config.instances + 1  # and Prometheus, for /dashboard
     assert "location @too_large {" in text and "@@" not in text  # nginx's named locations
 
 
@@ -161,13 +170,15 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     # template with loopback addresses in their place.
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
-                                 "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080"})
+                                 "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080",
+                                 "STATUS_LISTEN": "127.0.0.1:9113", "PROMETHEUS": "127.0.0.1:9090"})
     assert result.returncode == 0, result.stderr
     conf = Path(result.stdout.strip())
     text = conf.read_text()
     assert "listen 8080;" in text and "@{" not in text
     assert "location @too_large {" in text and "@@" not in text
-    assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
+    assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:9090"]
+    assert "listen 127.0.0.1:9113;" in text and "stub_status;" in text
     check = nginx_t(conf, tmp_path)
     assert check.returncode == 0, check.stderr
 
@@ -190,7 +201,48 @@ def test_dockerfile_runs_as_non_root_from_a_pinned_base_without_secrets():
 
 def test_the_race_runner_sends_its_buyers_to_the_stacks_own_nginx(compose):
     racer = compose["services"]["racer"]
-    assert racer["command"] == ["python", "manage.py", "run_races", "--name=racer"]
+    assert racer["command"][:4] == ["python", "manage.py", "run_races", "--name=racer"]
     assert racer["environment"]["FLASHSALE_RACE_TARGET"] == "http://nginx:8080"
     assert racer["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert "deploy" not in racer  # one: one race at a time
+
+
+def test_every_process_is_scraped_as_the_local_stack_scrapes_it(compose, tmp_path):
+    """The compose Prometheus: the local stack's jobs and rules, and a config promtool
+    accepts; every app instance keeps its workers' metrics in one directory, and every
+    persister and the race runner serve theirs to the compose network."""
+    config = yaml.safe_load((ROOT / "monitoring/prometheus-compose.yml").read_text())
+    local = yaml.safe_load((ROOT / "stack/templates/prometheus.yml").read_text().replace("@{", "{"))
+    assert [job["job_name"] for job in config["scrape_configs"]] == \
+        [job["job_name"] for job in local["scrape_configs"]]
+    prometheus = compose["services"]["prometheus"]
+    assert f"{ROOT}/monitoring/rules.yml:/etc/prometheus/rules.yml:ro" in prometheus["volumes"]
+    (tmp_path / "rules.yml").write_text((ROOT / "monitoring/rules.yml").read_text())
+    config["rule_files"] = [str(tmp_path / "rules.yml")]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    checked = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for name in ("app1", "app2"):
+        environment = compose["services"][name]["environment"]
+        assert environment["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/flashsale-metrics"
+    assert "--config=python:flashsale.gunicorn" in re.findall(r"^CMD .*", (ROOT / "Dockerfile").read_text(),
+                                                               flags=re.M)[0]
+    for name in ("persister", "racer"):
+        command = compose["services"][name]["command"]
+        assert "--metrics-port=9100" in command and "--metrics-address=0.0.0.0" in command
+
+
+def test_grafana_shows_the_panels_the_dashboard_page_draws():
+    """monitoring/grafana/dashboards/flashsale.json is what `python -m dashboard.grafana`
+    writes from dashboard.panels: run it after changing a panel."""
+    from dashboard.grafana import OUT, rendered
+    from dashboard.panels import PANELS
+
+    assert OUT.read_text() == rendered()
+    shown = json.loads(OUT.read_text())
+    assert [[t["expr"] for t in panel["targets"]] for panel in shown["panels"]] == \
+        [[q.expr for q in panel.queries] for panel in PANELS]
+    source = yaml.safe_load((ROOT / "monitoring/grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert {d["uid"] for d in source["datasources"]} == {t["datasource"]["uid"] for p in shown["panels"]
+                                                         for t in p["targets"]}

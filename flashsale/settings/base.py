@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "inventory",
     "orders",
     "races",
+    "dashboard",
 ]
 
 MIDDLEWARE = [

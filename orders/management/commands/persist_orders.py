@@ -22,11 +22,13 @@ class Command(BaseCommand):
                             help="claim entries another consumer left pending this long "
                                  "(default: FLASHSALE_GATE_CLAIM_IDLE_MS)")
         parser.add_argument("--metrics-port", type=int, default=None,
-                            help="serve /metrics on 127.0.0.1 at this port, for Prometheus (default: none)")
+                            help="serve /metrics at this port, for Prometheus (default: none)")
+        parser.add_argument("--metrics-address", default="127.0.0.1",
+                            help="the address /metrics listens on (default 127.0.0.1; a container: 0.0.0.0)")
 
-    def handle(self, *args, name, batch, claim_idle_ms, metrics_port, **options):
+    def handle(self, *args, name, batch, claim_idle_ms, metrics_port, metrics_address, **options):
         if metrics_port is not None:
-            start_http_server(metrics_port, addr="127.0.0.1")
+            start_http_server(metrics_port, addr=metrics_address)
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
