@@ -1,39 +1,39 @@
-"""What the metrics cost: the same wrk rows with the apps counting and timing for
-``/metrics`` and without (``FLASHSALE_METRICS=false``), in alternating runs.
+"""What the metrics cost: the apps with counting and timing for ``/metrics`` and
+without (``FLASHSALE_METRICS=false``), in alternating runs of the same commands.
 
-    python -m benchmarks.metrics_cost [--rounds 3] [--seconds 5] [--docs]
+    python -m benchmarks.metrics_cost [--rounds 3] [--wrk-rounds 2] [--seconds 6] [--docs]
     (make bench-metrics: installs wrk, starts the stack, runs this)
 
-Each round restarts the apps with metrics on, then off (the next round off, then
-on: neither always runs first), and runs, after 2 s of warm-up:
+Two measures, because the machine's cores are shared by every process of the stack
+and the load client, and a whole-stack rate moves by a tenth from one minute to the
+next on its own:
 
-- ``ping``: ``GET /api/ping``, which no metric of the purchase touches: the
-  machine's drift between the two runs of a round;
-- ``gate, hot``: every request buys one product under the gate (counted, timed);
-- ``atomic, spread``: every request buys, over 50 products under ``atomic``
-  (counted, timed; the lockless strategies take no lock to measure);
-- ``setnx, spread``: the same under a Redis lock (its acquisition counted, its wait
-  and hold timed too).
+1. **In-process** (``benchmarks.purchase_cpu``, ``--rounds`` times each way, on then
+   off, then off then on): the CPU the app's Python spends on a request, with and
+   without metrics: ping, the gate (one hot product), ``atomic`` and ``setnx``
+   (over 50 products). The difference is what the metrics add to a request, in µs.
+2. **Under load** (wrk against nginx, ``--wrk-rounds`` times each way, the apps
+   restarted between): answers/s and gunicorn's CPU an answer (``benchmarks.cpu``),
+   which also pays the HTTP parsing, the threads' switches and the round trips.
 
-The cost of a row is 1 − (answers/s with metrics ÷ without) per round, reported as
-the median over the rounds beside the ping's, and gunicorn's CPU per answer
-(``benchmarks.cpu``). The machine's cores are shared by every process and the load
-client: a difference within the ping's spread is the machine's. The stack is put
-back as it was.
+The cost of a row: the µs it adds (1), over gunicorn's CPU an answer under load
+with metrics off (2). The stack is put back as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 
 from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
-from stack.config import StackConfig
+from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
@@ -41,11 +41,27 @@ from .cpu import CpuMeter
 from .gate import STOCK, Run, written, wrk
 
 SPREAD = 50
-ROWS = ("ping", "gate, hot", "atomic, spread", "setnx, spread")
+# In-process rows (benchmarks.purchase_cpu) and the wrk rows they are measured beside.
+ROWS = {"ping": "ping", "gate": "gate, hot", "atomic, spread": "atomic, spread",
+        "setnx, spread": "setnx, spread"}
 
 
-def _round(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag: str) -> dict[str, Run]:
-    """Every row once, against the apps as they run now; ``tag`` keeps its products apart."""
+def in_process(metrics: bool, requests: int) -> dict[str, float]:
+    """CPU µs a request, by row, from one run of benchmarks.purchase_cpu."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.purchase_cpu", f"--requests={requests}"],
+                            cwd=ROOT, capture_output=True, text=True, check=True,
+                            env={**os.environ, "FLASHSALE_METRICS": "true" if metrics else "false"})
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) > 3 and cells[1] in ROWS:
+            rows[cells[1]] = float(re.sub(r"[^\d.]", "", cells[2]))
+    return rows
+
+
+def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args,
+               tag: str) -> dict[str, Run]:
+    """Every wrk row once, against the apps as they run now; ``tag`` keeps its products apart."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
     warm = dict(seconds=2, connections=args.connections, meter=meter)
@@ -67,63 +83,77 @@ def _round(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, t
     return runs
 
 
+def alternating(rounds: int) -> list[bool]:
+    """on, off, then off, on, …: neither always runs first."""
+    return [metrics for n in range(rounds) for metrics in ((True, False) if n % 2 == 0 else (False, True))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3, help="in-process runs each way")
+    parser.add_argument("--requests", type=int, default=3000, help="per in-process row")
+    parser.add_argument("--wrk-rounds", type=int, default=2, help="wrk runs each way (0: none)")
+    parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/metrics-cost.md, for the docs")
     args = parser.parse_args(argv)
-    if shutil.which("wrk") is None:
+    if args.wrk_rounds and shutil.which("wrk") is None:
         parser.error("wrk is not installed (make bench-metrics installs it)")
     command = "python -m benchmarks.metrics_cost " + shlex.join(sys.argv[1:] if argv is None else argv)
     config = StackConfig.from_env()
-    admin = FlashsaleClient.for_stack(config)
-    meter = CpuMeter(Supervisor(config))
-    rounds: list[dict[bool, dict[str, Run]]] = []
-    with apps_as_needed(config) as use:
-        for n in range(args.rounds):
-            order = (True, False) if n % 2 == 0 else (False, True)
-            runs = {}
-            for metrics in order:
+
+    cpu: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for metrics in alternating(args.rounds):
+        cpu[metrics].append(in_process(metrics, args.requests))
+
+    loads: dict[bool, list[dict[str, Run]]] = {True: [], False: []}
+    if args.wrk_rounds:
+        admin = FlashsaleClient.for_stack(config)
+        meter = CpuMeter(Supervisor(config))
+        with apps_as_needed(config) as use:
+            for n, metrics in enumerate(alternating(args.wrk_rounds)):
                 use(metrics=metrics)
-                runs[metrics] = _round(config, admin, meter, args, tag=f"{n}-{'on' if metrics else 'off'}")
-            rounds.append(runs)
+                loads[metrics].append(under_load(config, admin, meter, args, tag=f"{n}-{metrics}"))
+
     with recorded("metrics-cost", command, write=args.docs):
-        _report(command, args, config, rounds)
+        _report(command, args, config, cpu, loads)
     return 0
 
 
-def _report(command: str, args, config: StackConfig, rounds: list[dict[bool, dict[str, Run]]]) -> None:
-    print(f"`{command}`: wrk -t2 -c{args.connections}, {args.seconds:g} s per row, against nginx on "
-          f"127.0.0.1 ({config.instances} instances x {config.workers} workers x {config.threads} threads, "
-          f"{os.cpu_count()} cores shared by all); {len(rounds)} rounds, metrics on and off alternately\n")
-    print("| row | answers/s on / off | cost in answers/s, each round | median | cost in gunicorn CPU "
-          "an answer, each round | median | p99 ms on / off |")
-    print("|---|---|---|---:|---|---:|---|")
+def _report(command: str, args, config: StackConfig, cpu: dict, loads: dict) -> None:
+    def median(runs: list, row: str, figure=lambda value: value) -> float:
+        return statistics.median(figure(run[row]) for run in runs)
+
+    print(f"`{command}` ({os.cpu_count()} cores shared by every process and the load client)\n")
+    print(f"In-process (`benchmarks.purchase_cpu --requests {args.requests}`, {args.rounds} runs each way, "
+          "alternating): the app's CPU a request, µs, medians\n")
+    print("| row | metrics on | off | added | each run, on − off |\n|---|---:|---:|---:|---|")
+    added = {}
     for row in ROWS:
-        on = [r[True][row] for r in rounds]
-        off = [r[False][row] for r in rounds]
-        # Answers/s as a share of the run's own ping: the machine's drift from one run
-        # to the next moves both.
-        rate = [1 - (r[True][row].requests_per_s / r[True]["ping"].requests_per_s)
-                / (r[False][row].requests_per_s / r[False]["ping"].requests_per_s) for r in rounds]
-        cpu = [r[True][row].cpu_us["gunicorn"] / r[False][row].cpu_us["gunicorn"] - 1 for r in rounds]
-
-        def median(runs, figure):
-            return statistics.median(figure(run) for run in runs)
-
-        print(f"| {row} | {median(on, lambda r: r.requests_per_s):,.0f} / "
-              f"{median(off, lambda r: r.requests_per_s):,.0f} "
-              f"| {', '.join(f'{c:+.1%}' for c in rate)} | **{statistics.median(rate):+.1%}** "
-              f"| {', '.join(f'{c:+.1%}' for c in cpu)} | **{statistics.median(cpu):+.1%}** "
-              f"| {median(on, lambda r: r.p99_ms):.0f} / {median(off, lambda r: r.p99_ms):.0f} |")
-    print("\nCosts are what metrics on takes over off, in one round: answers/s (each as a share of "
-          "its run's ping, so the machine's drift between the two runs cancels; the ping row's are "
-          "then 0) and gunicorn's CPU an answer (`benchmarks.cpu`). The ping row touches no metric: "
-          "its CPU costs are the machine's noise.")
+        on, off = median(cpu[True], row), median(cpu[False], row)
+        added[row] = on - off
+        pairs = ", ".join(f"{a[row] - b[row]:+.0f}" for a, b in zip(cpu[True], cpu[False], strict=True))
+        print(f"| {row} | {on:,.0f} | {off:,.0f} | **{on - off:+.0f}** | {pairs} |")
+    if not loads[True]:
+        return
+    print(f"\nUnder load (wrk -t2 -c{args.connections}, {args.seconds:g} s a row, against nginx: "
+          f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
+          f"{len(loads[True])} runs each way, the apps restarted between), medians:\n")
+    print("| row | answers/s on / off | gunicorn CPU µs an answer, on / off | p99 ms on / off "
+          "| **cost**: µs added ÷ gunicorn's CPU an answer (off) |\n|---|---|---|---|---:|")
+    for row, loaded in ROWS.items():
+        gunicorn_off = median(loads[False], loaded, lambda run: run.cpu_us["gunicorn"])
+        print(f"| {loaded} | {median(loads[True], loaded, lambda r: r.requests_per_s):,.0f} / "
+              f"{median(loads[False], loaded, lambda r: r.requests_per_s):,.0f} "
+              f"| {median(loads[True], loaded, lambda r: r.cpu_us['gunicorn']):,.0f} / {gunicorn_off:,.0f} "
+              f"| {median(loads[True], loaded, lambda r: r.p99_ms):.0f} / "
+              f"{median(loads[False], loaded, lambda r: r.p99_ms):.0f} "
+              f"| **{added[row] / gunicorn_off:+.1%}** |")
+    print("\nThe answers/s and CPU columns under load move by a tenth between two runs of the same "
+          "configuration on this machine (compare the ping row, which no metric touches); the "
+          "in-process difference is the metrics' own.")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ Rows:
 - ``gate, sold out``: a gate product with no stock, every answer 409 (from the
   process's memory of the sold-out sale after the script's first);
 - ``gate``: every purchase accepted (one hot product);
-- ``atomic, spread``: every purchase buys, over 50 products, so nobody waits.
+- ``atomic, spread``: every purchase buys, over 50 products, so nobody waits;
+- ``setnx, spread``: the same under a Redis lock (taken, timed and released each time).
 
 No gunicorn, nginx or load client: this is the app's own share of a request, the
 part a change to the purchase path moves. Under load each request also pays
@@ -76,6 +77,9 @@ def _rows() -> dict:
         "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")
                                     for i in range(SPREAD)],
                            lambda n: _purchase(f"cpu-spread-{n % SPREAD}")),
+        "setnx, spread": (lambda: [sale_reset(sku=f"cpu-setnx-{i}", stock=10**6, strategy="setnx")
+                                   for i in range(SPREAD)],
+                          lambda n: _purchase(f"cpu-setnx-{n % SPREAD}")),
     }
 
 

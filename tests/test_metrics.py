@@ -19,20 +19,6 @@ from stack.supervisor import Supervisor
 pytestmark = pytest.mark.e2e
 
 
-def purchases_counted(config) -> dict[tuple[str, str], float]:
-    """(strategy, code) → count, summed over every instance's /metrics."""
-    counted: dict[tuple[str, str], float] = {}
-    for name in config.app_names:
-        text = requests.get(f"http://127.0.0.1:{config.app_port_of(name)}/metrics", timeout=10).text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "flashsale_purchases_total":
-                    assert set(sample.labels) == {"strategy", "code"}  # never a sku, user or key
-                    key = (sample.labels["strategy"], sample.labels["code"])
-                    counted[key] = counted.get(key, 0) + sample.value
-    return counted
-
-
 def scraped(config) -> dict[tuple[str, frozenset], float]:
     """(sample name, its labels) → value, summed over every instance's /metrics."""
     summed: dict[tuple[str, frozenset], float] = {}
@@ -43,6 +29,17 @@ def scraped(config) -> dict[tuple[str, frozenset], float]:
                 key = (sample.name, frozenset(sample.labels.items()))
                 summed[key] = summed.get(key, 0) + sample.value
     return summed
+
+
+def purchases_counted(config) -> dict[tuple[str, str], float]:
+    """(strategy, code) → count, summed over every instance's /metrics."""
+    counted = {}
+    for (name, labels), value in scraped(config).items():
+        if name == "flashsale_purchases_total":
+            labels = dict(labels)
+            assert set(labels) == {"strategy", "code"}  # never a sku, user or key
+            counted[(labels["strategy"], labels["code"])] = value
+    return counted
 
 
 def grown(before: dict, after: dict) -> dict:

@@ -13,6 +13,7 @@ import pytest
 import requests
 import yaml
 
+from dashboard.panels import PANELS
 from stack.config import ROOT
 from stack.supervisor import Supervisor
 
@@ -68,7 +69,7 @@ def test_every_process_of_the_stack_is_scraped(stack_config):
     assert set(seen.values()) == {"up"}, seen
 
 
-def test_every_recording_rule_has_data_after_a_short_sale(stack_apps, stack_config):
+def test_every_recording_rule_and_dashboard_query_has_data_after_a_short_sale(stack_apps, stack_config):
     client = stack_apps(strategy="atomic", instances=2, workers=2)
     tag = uuid.uuid4().hex[:6]
     for strategy in ("gate", "setnx", "atomic"):
@@ -79,6 +80,7 @@ def test_every_recording_rule_has_data_after_a_short_sale(stack_apps, stack_conf
     records = [rule["record"] for group in yaml.safe_load(RULES.read_text())["groups"]
                for rule in group["rules"] if "record" in rule]
     assert len(records) >= 10
+    records += [query.expr for panel in PANELS for query in panel.queries]  # what /dashboard asks
 
     def empty():
         return [record for record in records if not query(stack_config, record)]
