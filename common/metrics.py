@@ -56,7 +56,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 logger = logging.getLogger(__name__)
 
 
-def count(counter: Counter, *labels: str) -> None:
+def count(counter: Counter, *labels: str, amount: float = 1) -> None:
     """One more in ``counter``'s series of ``labels``, written now. Counted after the
     work it counts (a purchase committed, a lock taken): a metrics file that cannot be
     written (its directory gone, the disk full) is logged, and costs the figure only.
@@ -64,7 +64,7 @@ def count(counter: Counter, *labels: str) -> None:
     if not settings.FLASHSALE_METRICS:
         return
     try:
-        counter.labels(*labels).inc()
+        counter.labels(*labels).inc(amount)
     except OSError:
         logger.warning("a count was not written for /metrics", exc_info=True)
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+from prometheus_client import Counter
 
 from common.cache_errors import CACHE_ERRORS
 from common.errors import ApplicationError, Busy, IdempotencyConflict
+from common.metrics import count
 from inventory.selectors import flows_remaining
 
 from .models import Order
@@ -62,6 +64,17 @@ def _cache_key(key: str) -> str:
 _unwritten: dict[str, dict] = {}
 _unwritten_mutex = threading.Lock()
 
+# What the flags' fast path went through (a replay is the purchase's own answer:
+# flashsale_purchases_total{code="replayed"}).
+EVENTS = Counter(
+    "flashsale_idempotency_events",
+    "The idempotency flags' events: stale_claim_taken_over (a claim whose request should "
+    "have ended, the database holding no order: a retry took it), flags_unreachable (Redis "
+    "did not answer a claim: the database decides), flag_owed (a completed order's flag "
+    "Redis refused, kept to write later), owed_flags_written",
+    ["event"],
+)
+
 
 def _claim(fingerprint: str) -> dict:
     """A claim of a key by a request starting now (its flag while it is in flight)."""
@@ -84,6 +97,7 @@ def _write_unwritten() -> None:
         for cache_key in owed:
             _unwritten.pop(cache_key, None)
     logger.info("wrote %d owed idempotency flags", len(owed))
+    count(EVENTS, "owed_flags_written", amount=len(owed))
 
 
 def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
@@ -104,11 +118,13 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
                 return Flag(**existing)
     except CACHE_ERRORS as e:
         logger.warning("idempotency fast path unavailable, relying on the database: %s", e)
+        count(EVENTS, "flags_unreachable")
     return None
 
 
 def flag_take_over(*, key: str, fingerprint: str) -> None:
     """Claim ``key`` in place of a stale claim (the database said it has no order)."""
+    count(EVENTS, "stale_claim_taken_over")
     try:
         cache.set(_cache_key(key), _claim(fingerprint), timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
@@ -123,6 +139,7 @@ def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
         cache.set(_cache_key(key), flag, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
     except CACHE_ERRORS as e:
         logger.warning("could not record idempotency flag for %s, owed until Redis answers: %s", key, e)
+        count(EVENTS, "flag_owed")
         with _unwritten_mutex:
             _unwritten[_cache_key(key)] = flag
 

@@ -211,7 +211,7 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
         raise
     except BaseException as e:
         if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
-            sale_state_sold_out(sku=sku)
+            sale_state_sold_out(sku=sku, strategy=strategy.name)
         if idempotency_key:
             known = refusal_checked(e, key=key, fingerprint=fingerprint,
                                     flags_complete=state.flags_complete, deadline=deadline)
@@ -219,7 +219,7 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
                 return known
         raise
     if placed.product_left == 0:
-        sale_state_sold_out(sku=sku)
+        sale_state_sold_out(sku=sku, strategy=strategy.name)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)

@@ -32,13 +32,18 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+from prometheus_client import Counter
 
 from common.cache_errors import CACHE_ERRORS
+from common.metrics import count
 
 from .idempotency import flags_unwritten
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
+
+SOLD_OUT = Counter("flashsale_sales_sold_out", "Sales sold out (their last unit sold), by strategy; "
+                   "the gate's are its Redis's own", ["strategy"])
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,13 @@ def sale_state_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
         logger.warning("could not write the sale state of %s: %s", sku, e)
 
 
-def sale_state_sold_out(*, sku: str) -> None:
+def sale_state_sold_out(*, sku: str, strategy: str) -> None:
+    """State ``sku``'s sale sold out, until it is reset; the first to say so counts the
+    sale's sold-out moment for /metrics."""
     try:
-        cache.set(_sold_out_key(sku), 1, timeout=None)  # until the sale is reset
+        first = cache.add(_sold_out_key(sku), 1, timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not state %s sold out: %s", sku, e)
+        return
+    if first:
+        count(SOLD_OUT, strategy)

@@ -13,6 +13,7 @@ import redis
 from django.core.cache import cache, caches
 from django.db import OperationalError, connection, connections
 from django.test import override_settings
+from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
 from common.errors import Busy, NotFound, OutcomeUnknown, SoldOut, Unavailable
@@ -64,7 +65,7 @@ def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_th
     sale_reset(sku="sku-1", stock=1)
     assert sale_state_get(sku="sku-1").flags_complete
     cache.clear()  # lost, while a purchase that read the mark before is still on its way
-    sale_state_sold_out(sku="sku-1")  # ...and it sells the last unit
+    sale_state_sold_out(sku="sku-1", strategy="atomic")  # ...and it sells the last unit
     mark = sale_state_get(sku="sku-1")
     assert mark.sold_out and not mark.flags_complete
 
@@ -85,9 +86,14 @@ def test_while_the_mark_vouches_for_the_flags_a_refusal_asks_no_database(sold_ou
         buy("k3", user="k3")
 
 
+def idempotency_events(event: str) -> float:
+    return REGISTRY.get_sample_value("flashsale_idempotency_events_total", {"event": event}) or 0.0
+
+
 @pytest.mark.django_db
 def test_a_flag_redis_refused_is_owed_until_it_answers(db, monkeypatch):
     sale_reset(sku="sku-1", stock=5)
+    owed, written = idempotency_events("flag_owed"), idempotency_events("owed_flags_written")
 
     def refused(*args, **kwargs):
         raise redis.ConnectionError("Redis is restarting")
@@ -101,6 +107,8 @@ def test_a_flag_redis_refused_is_owed_until_it_answers(db, monkeypatch):
     buy("k2", user="k2")  # ...and its next claim writes it
     assert not idempotency.flags_unwritten() and sale_state_get(sku="sku-1").flags_complete
     assert cache.get("idem:k1")["order_id"] == first.order_id
+    assert idempotency_events("flag_owed") - owed == 1
+    assert idempotency_events("owed_flags_written") - written == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -304,7 +312,9 @@ def test_an_instance_that_died_between_its_commit_and_its_flag_leaves_a_key_that
 def test_a_stale_claim_without_an_order_is_taken_over(db):
     sale_reset(sku="sku-1", stock=5)
     _claim_as_a_dead_instance("k1", "u1", seconds_ago=60)  # died before it wrote anything
+    taken_over = idempotency_events("stale_claim_taken_over")
     assert not buy("k1").replayed
+    assert idempotency_events("stale_claim_taken_over") - taken_over == 1
     assert Order.objects.filter(idempotency_key="k1").count() == 1
     assert cache.get("idem:k1")["order_id"] is not None
 

@@ -3,6 +3,7 @@ workers: tests/test_metrics.py)."""
 
 import time
 
+import pytest
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
@@ -62,3 +63,25 @@ def test_a_count_that_cannot_be_written_never_changes_the_answer(monkeypatch, ca
     monkeypatch.setattr("orders.metrics.PURCHASES.labels", unwritable)
     purchase_counted(sku="m", body={"strategy": "atomic"}, status=201, arrived=None)  # does not raise
     assert "not written for /metrics" in caplog.text
+
+
+def sold_out_moments(strategy: str) -> float:
+    return REGISTRY.get_sample_value("flashsale_sales_sold_out_total", {"strategy": strategy}) or 0.0
+
+
+@pytest.mark.django_db
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_a_sale_sells_out_once_however_many_purchases_find_it_so_and_again_after_a_reset():
+    from common.errors import SoldOut
+    from orders.purchase import order_create
+    from orders.sales import sale_reset
+
+    before = sold_out_moments("atomic")
+    for _ in range(2):
+        sale_reset(sku="metrics-sold-out", stock=2)
+        for i in range(5):
+            try:
+                order_create(sku="metrics-sold-out", quantity=1, user_id=f"u{i}", idempotency_key=None)
+            except SoldOut:
+                pass
+    assert sold_out_moments("atomic") - before == 2
