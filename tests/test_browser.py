@@ -149,7 +149,8 @@ def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_app
         # data-drawn: the points (a graph) or rows (a table) the panel drew last.
         expect(page.locator(f"#panel-{key}")).not_to_have_attribute("data-drawn", "0", timeout=60_000)
     expect(page.locator("#panel-orders canvas")).to_be_visible()
-    expect(page.locator("#panel-answers td", has_text="setnx").first).to_be_visible()
+    # The race's own answers, once a scrape and a rule's 10 s window have them.
+    expect(page.locator("#panel-answers td", has_text="setnx").first).to_be_visible(timeout=60_000)
     expect(page.locator("#error")).to_have_text("")
     stack_config.dir("screenshots")
     page.screenshot(path=str(stack_config.run_dir / "screenshots" / "dashboard.png"), full_page=True)

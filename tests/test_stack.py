@@ -16,20 +16,24 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir):
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
+    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter")
     for name in ("mariadb", "redis", "redis-gate", "zookeeper", "app1", "nginx", "racer",
-                 *config.persister_names):
+                 *config.persister_names, *watchers):
         assert f"\n{name}" in status.stdout
 
     sup = Supervisor(config)
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
     # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
-    # by default), the race runner and supervisord itself.
-    assert len(pids) == 8 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # by default), the race runner, Prometheus and three exporters, and supervisord.
+    assert len(pids) == 12 + config.persisters and all(pid_alive(pid) for pid in pids)
 
     down = stack(second_run_dir, "down")
     assert down.returncode == 0, down.stderr
     assert not [pid for pid in pids if pid_alive(pid)]
-    assert not [port for port in [*PORTS.values(), config.redis_gate_port] if port_in_use(int(port))]
+    metrics_ports = [*config.exporter_ports.values(), config.nginx_status_port, config.racer_metrics_port,
+                     *(config.persister_metrics_port(name) for name in config.persister_names)]
+    assert not [port for port in [*PORTS.values(), config.redis_gate_port, *metrics_ports]
+                if port_in_use(int(port))]
     assert stack(second_run_dir, "status").returncode == 3  # "not running"
 
 
