@@ -55,7 +55,8 @@ demo: up  ## the burst under each strategy (the oversell table), then one round 
 	$(PY) -m loadtest.compare --rounds 1 $(COMPARE_ARGS)
 	@echo "The stack is still up: open http://127.0.0.1:$${NGINX_PORT:-8080}/ to buy, and"
 	@echo "http://127.0.0.1:$${NGINX_PORT:-8080}/race to race the strategies live (or 'make race');"
-	@echo "Prometheus, scraping every process: http://127.0.0.1:$${METRICS_PORT:-9390}/ (alerts: /alerts). 'make down' stops it all."
+	@echo "The sale, live: http://127.0.0.1:$${NGINX_PORT:-8080}/dashboard; Prometheus, scraping every process:"
+	@echo "http://127.0.0.1:$${METRICS_PORT:-9390}/ (alerts: /alerts). 'make down' stops it all."
 
 race: up  ## every strategy against the same buyers at once, with a progress bar and the table (STRATEGIES=a,b)
 	$(PY) -m loadtest.race $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(RACE_ARGS)

@@ -22,6 +22,7 @@ from .gate.sale import gate_close, gate_open, gate_settle, gate_tally, keys_of_o
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
 from .salestate import sale_state_open
+from .salewatch import sale_watched
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     flags_forget(keys=keys)
     window = SaleWindow.of(product)
     sale_state_open(sku=sku, window=window, strategy=product.strategy)
+    sale_watched(sku=sku)
     settled = closed
     if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):
         # Processes resolve the old strategy from memory until this long after the

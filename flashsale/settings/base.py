@@ -190,8 +190,10 @@ FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=Tr
 # off only to measure what counting costs.
 FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
-# gate's backlog is read from Redis by the apps, so that it shows with the persisters down.
-FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector"]
+# gate's backlog is read from Redis by the apps, so that it shows with the persisters
+# down; the live sales' stock and oversold units from the database.
+FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector",
+                                "orders.salewatch.SaleWatchCollector"]
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
 # path (to measure what that path costs: README, "The gate").

@@ -1,0 +1,66 @@
+"""The live sales' gauges (orders.salewatch), on the real MariaDB and Redis: stock
+left and units sold past the stock, by strategy, over the sales reset in the last
+hour; an oversell under a strategy that claims none is labelled so."""
+
+import time
+
+import pytest
+from django_redis import get_redis_connection
+
+from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import sale_reset
+from orders.salewatch import LIVE, LIVE_SECONDS, SaleWatchCollector, _read
+
+pytestmark = pytest.mark.django_db
+
+
+def gauges() -> dict[tuple[str, str, str], float]:
+    _read.clear()  # what a process read lately: read afresh
+    return {(family.name, *sample.labels.values()): sample.value
+            for family in SaleWatchCollector().collect() for sample in family.samples}
+
+
+def orders_past_the_stock(sku: str, strategy: str, count: int) -> None:
+    """Orders the stock never served, as a lost update leaves them."""
+    from inventory.models import Product
+
+    product = Product.objects.get(sku=sku)
+    for i in range(count):
+        Order.objects.create(user_id=f"lost-{i}", product=product, quantity=1,
+                             idempotency_key=f"lost-{sku}-{i}", instance="test", strategy=strategy)
+
+
+def test_stock_left_and_units_sold_past_it_by_strategy():
+    sale_reset(sku="w-1", stock=10, strategy="setnx")
+    sale_reset(sku="w-2", stock=5, strategy="setnx")
+    sale_reset(sku="w-3", stock=2, strategy="none")
+    for i in range(3):
+        order_create(sku="w-1", quantity=1, user_id=f"u{i}", idempotency_key=None)
+    orders_past_the_stock("w-3", "none", 3)  # 3 orders, the stock untouched: 1 past its 2
+    assert gauges() == {
+        ("flashsale_sales_live", "none", "false"): 1, ("flashsale_sales_live", "setnx", "true"): 2,
+        ("flashsale_sale_stock_left", "none", "false"): 2, ("flashsale_sale_stock_left", "setnx", "true"): 12,
+        ("flashsale_sale_oversold_units", "none", "false"): 1,
+        ("flashsale_sale_oversold_units", "setnx", "true"): 0,
+    }
+    orders_past_the_stock("w-2", "setnx", 7)  # what FlashsaleOversold pages for
+    assert gauges()[("flashsale_sale_oversold_units", "setnx", "true")] == 2
+
+
+def test_a_sale_reset_over_an_hour_ago_is_no_longer_watched():
+    sale_reset(sku="w-old", stock=4, strategy="atomic")
+    get_redis_connection("default").zadd(LIVE, {"w-old": time.time() - LIVE_SECONDS - 1})
+    assert gauges() == {}
+    assert get_redis_connection("default").zscore(LIVE, "w-old") is None  # and forgotten
+
+
+def test_a_database_that_cannot_be_reached_yields_no_gauge(monkeypatch, caplog):
+    from django.db import OperationalError
+
+    def unreachable():
+        raise OperationalError(2002, "Can't connect to server")
+
+    monkeypatch.setattr("orders.salewatch.live_figures", unreachable)
+    assert gauges() == {}
+    assert "not read for /metrics" in caplog.text
