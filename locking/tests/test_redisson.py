@@ -57,6 +57,15 @@ def test_owned_only_in_the_owning_thread_locked_everywhere(redisson):
     assert not lock.owned() and not lock.locked()
 
 
+def os_ended(thread: threading.Thread) -> None:
+    """Until the OS has ended ``thread``: join() returns once its Python side is done,
+    a moment before its stack is free, and a thread started in that moment is given
+    another stack, with another ident (as in a busy suite it was)."""
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/self/task/{thread.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def a_thread_with_the_ident_of(ident: int, work):
     """Run ``work`` in a new thread that Python gave ``ident`` (a finished thread's:
     Python reuses them, usually at once); its result, or what it raised."""
@@ -73,6 +82,7 @@ def a_thread_with_the_ident_of(ident: int, work):
         thread = threading.Thread(target=run)
         thread.start()
         thread.join()
+        os_ended(thread)  # its stack, and with it the ident, free for the next
         if outcome:
             return outcome["result"]
     pytest.fail("no new thread got the finished thread's ident in 200 tries")
@@ -93,6 +103,7 @@ def test_a_hold_left_by_a_finished_thread_is_not_the_next_threads_with_its_ident
     thread = threading.Thread(target=acquire_and_end)
     thread.start()
     thread.join()
+    os_ended(thread)
     assert a_thread_with_the_ident_of(first["ident"], lambda: lock.acquire(blocking=False)) is False
     released = a_thread_with_the_ident_of(first["ident"], lock.release)
     assert isinstance(released, LockNotOwnedError), released
