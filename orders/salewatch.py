@@ -45,13 +45,15 @@ def sale_watched(*, sku: str) -> None:
 _read: ProcessMemory[str, dict[str, tuple[int, int, int]]] = ProcessMemory(
     "the live sales' figures", seconds=lambda: READ_EVERY)
 
-# Per product over the live ones: its stock left and first stock, and the units its orders hold.
+# Per product over the live ones: its own strategy, the one its orders were sold under
+# (a product without one of its own sells under the deployment's of the moment), its
+# stock left and first stock, and the units its orders hold.
 _FIGURES = """
-    SELECT p.id, p.strategy, s.left_, s.first_, COALESCE(o.units, 0)
+    SELECT p.id, p.strategy, o.sold_under, s.left_, s.first_, COALESCE(o.units, 0)
     FROM {products} p
     JOIN (SELECT product_id, SUM(quantity) AS left_, SUM(initial_quantity) AS first_
           FROM {stock} GROUP BY product_id) s ON s.product_id = p.id
-    LEFT JOIN (SELECT product_id, SUM(quantity) AS units FROM {orders}
+    LEFT JOIN (SELECT product_id, SUM(quantity) AS units, MAX(strategy) AS sold_under FROM {orders}
                WHERE product_id IN (SELECT id FROM {products} WHERE sku IN ({skus}))
                GROUP BY product_id) o ON o.product_id = p.id
     WHERE p.sku IN ({skus})"""
@@ -76,8 +78,8 @@ def live_figures() -> dict[str, tuple[int, int, int]]:
     with connection.cursor() as cursor:
         cursor.execute(query, [*skus, *skus])
         rows = cursor.fetchall()
-    for _, strategy, left, first, units in rows:
-        name = strategy_of(strategy or settings.FLASHSALE_STRATEGY).name
+    for _, own, sold_under, left, first, units in rows:
+        name = strategy_of(own or sold_under or settings.FLASHSALE_STRATEGY).name
         sales, stock_left, oversold = figures.get(name, (0, 0, 0))
         figures[name] = (sales + 1, stock_left + int(left), oversold + max(0, int(units) - int(first)))
     return figures

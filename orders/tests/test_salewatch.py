@@ -5,6 +5,7 @@ hour; an oversell under a strategy that claims none is labelled so."""
 import time
 
 import pytest
+from django.test import override_settings
 from django_redis import get_redis_connection
 
 from orders.models import Order
@@ -64,3 +65,15 @@ def test_a_database_that_cannot_be_reached_yields_no_gauge(monkeypatch, caplog):
     monkeypatch.setattr("orders.salewatch.live_figures", unreachable)
     assert gauges() == {}
     assert "not read for /metrics" in caplog.text
+
+
+@override_settings(FLASHSALE_STRATEGY="atomic")
+def test_a_product_without_a_strategy_of_its_own_counts_under_the_one_its_orders_were_sold_under():
+    """Reset without a strategy, it sold under the deployment's of the moment (``none``,
+    say, before the deployment changed to ``atomic``): its oversell is none's, and
+    pages nobody."""
+    sale_reset(sku="w-4", stock=2)
+    orders_past_the_stock("w-4", "none", 3)
+    figures = gauges()
+    assert figures[("flashsale_sale_oversold_units", "none", "false")] == 1
+    assert ("flashsale_sale_oversold_units", "atomic", "true") not in figures
