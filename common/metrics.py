@@ -33,6 +33,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    start_http_server,
 )
 
 
@@ -52,6 +53,25 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         read_now.register(import_string(path)())
     return HttpResponse(generate_latest(counted) + generate_latest(read_now),
                         content_type=CONTENT_TYPE_LATEST)
+
+
+# --- a process of its own: a persister, the race runner ---------------------------
+
+
+def metrics_arguments(parser) -> None:
+    """A management command's ``--metrics-port`` and ``--metrics-address``: where a
+    process outside gunicorn serves its own /metrics (``metrics_served``)."""
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="serve /metrics at this port, for Prometheus (default: none)")
+    parser.add_argument("--metrics-address", default="127.0.0.1",
+                        help="the address /metrics listens on (default 127.0.0.1; a container: 0.0.0.0)")
+
+
+def metrics_served(*, metrics_port: int | None, metrics_address: str) -> None:
+    """Serve this process's registry at ``/metrics`` from a thread, if a port was given."""
+    if metrics_port is not None:
+        start_http_server(metrics_port, addr=metrics_address)
+
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ import signal
 import threading
 
 from django.core.management.base import BaseCommand
-from prometheus_client import start_http_server
 
+from common.metrics import metrics_arguments, metrics_served
 from orders.gate.persister import Persister
 
 
@@ -21,14 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--claim-idle-ms", type=int, default=None,
                             help="claim entries another consumer left pending this long "
                                  "(default: FLASHSALE_GATE_CLAIM_IDLE_MS)")
-        parser.add_argument("--metrics-port", type=int, default=None,
-                            help="serve /metrics at this port, for Prometheus (default: none)")
-        parser.add_argument("--metrics-address", default="127.0.0.1",
-                            help="the address /metrics listens on (default 127.0.0.1; a container: 0.0.0.0)")
+        metrics_arguments(parser)
 
-    def handle(self, *args, name, batch, claim_idle_ms, metrics_port, metrics_address, **options):
-        if metrics_port is not None:
-            start_http_server(metrics_port, addr=metrics_address)
+    def handle(self, *args, name, batch, claim_idle_ms, **options):
+        metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave

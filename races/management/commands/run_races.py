@@ -7,8 +7,8 @@ import threading
 import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from prometheus_client import start_http_server
 
+from common.metrics import metrics_arguments, metrics_served
 from races import metrics
 from races.runner import RaceRun
 from races.services import QUEUE, race_take
@@ -22,14 +22,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", default="racer",
                             help="its Redis client's name (the stack's readiness probe)")
-        parser.add_argument("--metrics-port", type=int, default=None,
-                            help="serve /metrics at this port, for Prometheus (default: none)")
-        parser.add_argument("--metrics-address", default="127.0.0.1",
-                            help="the address /metrics listens on (default 127.0.0.1; a container: 0.0.0.0)")
+        metrics_arguments(parser)
 
-    def handle(self, *args, name, metrics_port, metrics_address, **options):
-        if metrics_port is not None:
-            start_http_server(metrics_port, addr=metrics_address)
+    def handle(self, *args, name, **options):
+        metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # the buyers stop; the race reads "failed"
