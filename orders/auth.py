@@ -91,9 +91,10 @@ def client_address(request) -> str:
 def log_admin_action(request, action: str, **details) -> None:
     """One line per admin action: what, with what, by whom, from where."""
     told = " ".join(f"{name}={value!r}" for name, value in details.items())
-    logger.info("admin %s %s by %s from %s", action, told, request.user, client_address(request),
+    client = client_address(request)
+    logger.info("admin %s %s by %s from %s", action, told, request.user, client,
                 extra={"action": action, "details": {k: str(v) for k, v in details.items()},
-                       "user": str(request.user), "client": client_address(request)})
+                       "user": str(request.user), "client": client})
 
 
 class IsStaff(permissions.BasePermission):
