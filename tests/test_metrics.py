@@ -19,11 +19,12 @@ from stack.supervisor import Supervisor
 pytestmark = pytest.mark.e2e
 
 
-def scraped(config) -> dict[tuple[str, frozenset], float]:
-    """(sample name, its labels) → value, summed over every instance's /metrics."""
+def scraped(config, ports: list[int] | None = None) -> dict[tuple[str, frozenset], float]:
+    """(sample name, its labels) → value, summed over the /metrics of the processes on
+    ``ports`` (default: every app instance)."""
     summed: dict[tuple[str, frozenset], float] = {}
-    for name in config.app_names:
-        text = requests.get(f"http://127.0.0.1:{config.app_port_of(name)}/metrics", timeout=10).text
+    for port in ports or [config.app_port_of(name) for name in config.app_names]:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 key = (sample.name, frozenset(sample.labels.items()))

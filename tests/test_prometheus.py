@@ -17,6 +17,8 @@ from dashboard.panels import PANELS
 from stack.config import ROOT
 from stack.supervisor import Supervisor
 
+from .test_metrics import scraped
+
 pytestmark = pytest.mark.e2e
 
 RULES = ROOT / "monitoring/rules.yml"
@@ -119,16 +121,9 @@ def test_the_persisters_metrics_count_what_they_wrote(stack_apps, stack_config):
 
 
 def _written(config) -> float:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    total = 0.0
-    for name in config.persister_names:
-        port = config.persister_metrics_port(name)
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        for family in text_string_to_metric_families(text):
-            total += sum(s.value for s in family.samples
-                         if s.name == "flashsale_gate_intents_total" and s.labels == {"outcome": "written"})
-    return total
+    ports = [config.persister_metrics_port(name) for name in config.persister_names]
+    written = ("flashsale_gate_intents_total", frozenset({("outcome", "written")}))
+    return scraped(config, ports).get(written, 0.0)
 
 
 def test_nothing_of_prometheus_or_the_exporters_listens_beyond_loopback(stack_config):
