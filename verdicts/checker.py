@@ -1,0 +1,330 @@
+"""Is a sale's history linearizable? The Wing–Gong–Lowe search, as Porcupine runs it.
+
+Linearizable: every operation can be given one instant between its invocation and its
+completion such that, taken in the order of those instants, the answers are what the
+sequential sale (``verdicts.model``) would have given. An ``unknown`` purchase may
+take effect or not; a ``failed`` one other than ``sold_out`` is taken to have done
+nothing, which the final read checks.
+
+The search (Wing & Gong 1993, Lowe 2017; Porcupine's ``checkSingle``) walks the
+history's events in time order, keeping the operations not yet ordered in a linked
+list: at a completion it must already have ordered that operation, so it tries each
+operation invoked by then, in turn, and backtracks when none fits. A cache of
+(operations ordered, state) prunes what it has already tried. Each sku is an object
+of its own (P-compositionality: a history is linearizable iff each sku's is), so they
+are searched apart. States are sets of model states, which is how an operation that
+may or may not have happened is kept deterministic for the cache.
+
+When the search cannot get past a completion, that completion is the furthest any
+order reached: the verdict names that operation, the state the search had there, and
+the operations around it (the window a timeline draws).
+
+Beside it, the O(n) checks Jepsen runs on a set (when the history has a final read):
+every acknowledged order present exactly once at the end, nothing present that no
+purchase was answered with or left unknown, stock never below zero.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
+from .model import SaleModel, SaleState, Step
+
+CALL, RETURN = 0, 1
+
+
+@dataclass
+class Anomaly:
+    kind: str  # "not linearizable", "lost", "duplicated", "unexpected", "negative stock", ...
+    sku: str
+    detail: str
+    ops: list[Purchase] = field(default_factory=list)
+
+
+@dataclass
+class Window:
+    """Where the search stopped: the operation whose answer no order explains, the
+    state the furthest order had reached just before it, and every operation whose
+    interval meets the stuck one's (those it could have been ordered against)."""
+    stuck: Purchase | Final
+    before: list[SaleState]
+    ordered: int  # operations the furthest order had placed
+    ops: list[Purchase | Final]
+    start: int
+    end: int
+
+
+@dataclass
+class SkuVerdict:
+    sku: str
+    linearizable: bool | None  # None: the search ran out of its budget
+    operations: int
+    unknown: int
+    ok: int
+    anomalies: list[Anomaly] = field(default_factory=list)
+    window: Window | None = None
+    searched: int = 0  # states the search cached
+    seconds: float = 0.0
+
+    @property
+    def valid(self) -> bool:
+        return self.linearizable is True and not self.anomalies
+
+
+@dataclass
+class Verdict:
+    skus: list[SkuVerdict]
+
+    @property
+    def valid(self) -> bool | None:
+        if any(v.linearizable is False or v.anomalies for v in self.skus):
+            return False
+        return None if any(v.linearizable is None for v in self.skus) else True
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        return [a for v in self.skus for a in v.anomalies]
+
+
+class _Node:
+    __slots__ = ("index", "kind", "time", "match", "prev", "next")
+
+    def __init__(self, index: int, kind: int, at: int):
+        self.index, self.kind, self.time = index, kind, at
+        self.match: _Node | None = None
+        self.prev: _Node | None = None
+        self.next: _Node | None = None
+
+
+def check(events: list[Event], *, budget_states: int = 2_000_000) -> Verdict:
+    """Check every sku of a history; each must start with its reset."""
+    by_sku: dict[str, list[Event]] = defaultdict(list)
+    for event in events:
+        by_sku[event.sku].append(event)
+    return Verdict([check_sku(sku, evs, budget_states=budget_states) for sku, evs in sorted(by_sku.items())])
+
+
+def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) -> SkuVerdict:
+    started = time.perf_counter()
+    resets = [e for e in events if isinstance(e, Reset)]
+    finals = [e for e in events if isinstance(e, Final)]
+    purchases = [e for e in events if isinstance(e, Purchase)]
+    verdict = SkuVerdict(sku, None, len(purchases), sum(p.outcome == UNKNOWN for p in purchases),
+                         sum(p.outcome == OK for p in purchases))
+    if len(resets) != 1 or len(finals) > 1:
+        verdict.anomalies.append(Anomaly("malformed", sku, f"{len(resets)} resets and {len(finals)} final "
+                                         "reads: a sku's history has one reset and at most one final read"))
+        return verdict
+    reset, final = resets[0], (finals[0] if finals else None)
+    if final is not None:
+        verdict.anomalies += _set_checks(sku, purchases, final)
+    steps, ends = _steps(purchases, final)
+    model = SaleModel(reset.segments)
+    linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states)
+    verdict.linearizable, verdict.window, verdict.searched = linearizable, window, searched
+    if window is not None:
+        verdict.anomalies.insert(0, Anomaly("not linearizable", sku, _explain(window),
+                                            [op for op in window.ops if isinstance(op, Purchase)]))
+    verdict.seconds = time.perf_counter() - started
+    return verdict
+
+
+def _set_checks(sku: str, purchases: list[Purchase], final: Final) -> list[Anomaly]:
+    found: list[Anomaly] = []
+    at_end: dict[str, list[int]] = defaultdict(list)
+    for key, order_id in final.orders:
+        at_end[key].append(order_id)
+    acknowledged: dict[str, set[int]] = defaultdict(set)
+    for op in purchases:
+        if op.outcome == OK:
+            acknowledged[op.key].add(op.order_id)
+    lost = [op for op in purchases if op.outcome == OK and op.order_id not in at_end.get(op.key, [])]
+    if lost:
+        found.append(Anomaly("lost", sku, f"{len(lost)} acknowledged orders are not in the final read", lost))
+    twice = {k: ids for k, ids in acknowledged.items() if len(ids) > 1}
+    if twice:
+        ops = [op for op in purchases if op.key in twice and op.outcome == OK]
+        found.append(Anomaly("acknowledged twice", sku, f"{len(twice)} keys answered with two orders", ops))
+    duplicated = {k: ids for k, ids in at_end.items() if len(ids) > 1}
+    if duplicated:
+        found.append(Anomaly("duplicated", sku, f"{len(duplicated)} keys have two orders at the end: "
+                             + ", ".join(f"{k}: {ids}" for k, ids in list(duplicated.items())[:5])))
+    may_have = {op.key for op in purchases if op.outcome in (OK, UNKNOWN)}
+    unexpected = [k for k in at_end if k not in may_have]
+    if unexpected:
+        refused = [op for op in purchases if op.key in set(unexpected)]
+        found.append(Anomaly("unexpected", sku, f"{len(unexpected)} orders at the end for keys that were "
+                             "only refused (or never sent)", refused))
+    if final.remaining < 0:
+        found.append(Anomaly("negative stock", sku, f"the final read has {final.remaining} left"))
+    negative = [op for op in purchases if op.remaining is not None and op.remaining < 0]
+    if negative:
+        found.append(Anomaly("negative stock", sku, f"{len(negative)} answers said less than 0 left",
+                             negative))
+    return found
+
+
+def _steps(purchases: list[Purchase], final: Final | None) -> tuple[list[Step], list[int]]:
+    """The operations the search orders, with their completions: refusals that claim
+    nothing are left out, and an unknown purchase is resolved where the final read
+    settles it (it cannot have placed an order for a key that got a 201: before it,
+    the 201 would have been a replay; after it, it was one itself)."""
+    created = {op.key for op in purchases if op.outcome == OK and not op.replayed}
+    at_end: dict[str, list[int]] = defaultdict(list)
+    for key, order_id in (final.orders if final else []):
+        at_end[key].append(order_id)
+    unknown_per_key: dict[str, int] = defaultdict(int)
+    for op in purchases:
+        if op.outcome == UNKNOWN:
+            unknown_per_key[op.key] += 1
+    kept: list[tuple[Purchase, str, int | None]] = []
+    for op in purchases:
+        if op.outcome == FAILED and op.error != "sold_out":
+            continue
+        if op.outcome != UNKNOWN:
+            kept.append((op, "answer" if op.replayed or op.outcome == FAILED else "yes", op.order_id))
+        elif op.key in created or (final is not None and op.key not in at_end):
+            continue  # it did nothing
+        elif final is not None and unknown_per_key[op.key] == 1 and len(at_end[op.key]) == 1:
+            kept.append((op, "yes", at_end[op.key][0]))  # the final read shows the order it placed
+        else:
+            kept.append((op, "maybe", None))
+    per_key: dict[str, int] = defaultdict(int)
+    replayed = set()
+    for op, _, _ in kept:
+        per_key[op.key] += 1
+        if op.replayed:
+            replayed.add(op.key)
+    tracked = {k for k, n in per_key.items() if n > 1} | replayed
+    last = max([op.complete or op.invoke for op, _, _ in kept] + [0])
+    # An unknown purchase took effect, if at all, before the final read; without one, any time.
+    horizon = final.at if final is not None else last + 1
+    steps, ends = [], []
+    for op, effect, order_id in kept:
+        steps.append(Step(op, effect, order_id, op.key in tracked))
+        ends.append(op.complete if op.outcome != UNKNOWN else max(horizon - 1, op.invoke))
+    if final is not None:
+        steps.append(Step(final, "answer", None, False, frozenset(tracked)))
+        ends.append(final.at + 1)
+    return steps, ends
+
+
+def _invoked(step: Step) -> int:
+    return step.op.at if isinstance(step.op, Final) else step.op.invoke
+
+
+def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleState,
+            budget_states: int) -> tuple[bool | None, Window | None, int]:
+    entries: list[_Node] = []
+    for i, step in enumerate(steps):
+        call, ret = _Node(i, CALL, _invoked(step)), _Node(i, RETURN, ends[i])
+        call.match = ret
+        entries += [call, ret]
+    # Calls before returns at the same instant: two operations that touch are concurrent.
+    entries.sort(key=lambda n: (n.time, n.kind))
+    position = {id(n): p for p, n in enumerate(entries)}
+    head = _Node(-1, CALL, 0)
+    prev = head
+    for node in entries:
+        prev.next, node.prev = node, prev
+        prev = node
+
+    def lift(call: _Node) -> None:
+        call.prev.next = call.next
+        call.next.prev = call.prev
+        ret = call.match
+        ret.prev.next = ret.next
+        if ret.next is not None:
+            ret.next.prev = ret.prev
+
+    def unlift(call: _Node) -> None:
+        ret = call.match
+        ret.prev.next = ret
+        if ret.next is not None:
+            ret.next.prev = ret
+        call.prev.next = call
+        call.next.prev = call
+
+    # Unknown purchases of one kind (same effect, same quantity, a key of their own) all
+    # stay open until the end: any of them does what another would. Ordering the
+    # earliest invoked first loses no order (swap two and both intervals still hold
+    # them), and spares the search every subset of them (it is exponential otherwise).
+    alike: dict[int, tuple[tuple, int]] = {}
+    ranks: dict[tuple, int] = defaultdict(int)
+    for i in sorted(range(len(steps)), key=lambda i: _invoked(steps[i])):
+        step = steps[i]
+        if isinstance(step.op, Purchase) and step.op.outcome == UNKNOWN and not step.tracked:
+            kind = (step.effect, step.op.quantity, ends[i])
+            alike[i] = (kind, ranks[kind])
+            ranks[kind] += 1
+    taken: dict[tuple, int] = defaultdict(int)  # per kind: how many of its first are ordered
+
+    states: frozenset = frozenset([init])
+    linearized = 0
+    cache: set[tuple[int, frozenset]] = set()
+    calls: list[tuple[_Node, frozenset]] = []
+    furthest, furthest_at = -1, None
+    entry = head.next
+    while head.next is not None:
+        if entry.kind == CALL:
+            step = steps[entry.index]
+            if entry.index in alike and alike[entry.index][1] != taken[alike[entry.index][0]]:
+                entry = entry.next  # an earlier one of its kind is still open: order that first
+                continue
+            if len(states) == 1:
+                (state,) = states
+                following = frozenset(model.step(state, step))
+            else:
+                following = frozenset(s for state in states for s in model.step(state, step))
+            if following:
+                marked = linearized | (1 << entry.index)
+                if (marked, following) not in cache:
+                    if len(cache) >= budget_states:
+                        return None, None, len(cache)
+                    cache.add((marked, following))
+                    calls.append((entry, states))
+                    states, linearized = following, marked
+                    if entry.index in alike:
+                        taken[alike[entry.index][0]] += 1
+                    lift(entry)
+                    entry = head.next
+                    continue
+            entry = entry.next
+        else:
+            # A completion whose operation is not ordered yet: no order gets past here
+            # from this state. Remember the furthest such point, then backtrack.
+            at = position[id(entry)]
+            if at > furthest:
+                furthest, furthest_at = at, (entry.index, states, linearized)
+            if not calls:
+                return False, _window(steps, ends, furthest_at), len(cache)
+            entry, states = calls.pop()
+            linearized &= ~(1 << entry.index)
+            if entry.index in alike:
+                taken[alike[entry.index][0]] -= 1
+            unlift(entry)
+            entry = entry.next
+    return True, None, len(cache)
+
+
+def _window(steps: list[Step], ends: list[int], furthest: tuple[int, frozenset, int]) -> Window:
+    stuck, states, linearized = furthest
+    start, end = _invoked(steps[stuck]), ends[stuck]
+    around = [i for i in range(len(steps)) if _invoked(steps[i]) <= end and ends[i] >= start]
+    around.sort(key=lambda i: _invoked(steps[i]))
+    return Window(steps[stuck].op, sorted(states, key=lambda s: s.remaining), bin(linearized).count("1"),
+                  [steps[i].op for i in around], min([start] + [_invoked(steps[i]) for i in around]),
+                  max([end] + [ends[i] for i in around]))
+
+
+def _explain(window: Window) -> str:
+    left = sorted({s.remaining for s in window.before})
+    stuck = window.stuck
+    what = (f"the final read ({stuck.remaining} left, {len(stuck.orders)} orders)" if isinstance(stuck, Final)
+            else stuck.describe())
+    return (f"no order of the history gets past {what}: the furthest order had placed {window.ordered} "
+            f"operations, leaving {' or '.join(map(str, left))} units; "
+            f"{len(window.ops)} operations overlap it")

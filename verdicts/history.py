@@ -1,0 +1,200 @@
+"""A sale's history: every operation's invocation and completion on one clock, what
+it asked and what it was answered, as JSON lines a user can write too.
+
+One JSON object a line; ``type`` says which:
+
+- ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "at"}``: the sale opens
+  with ``stock`` units (``segments``: 1 unless given). The checker starts each sku
+  from its reset.
+- ``purchase``: ``{"type": "purchase", "id", "client", "sku", "quantity", "key",
+  "invoke", "complete", "outcome", ...}`` with ``outcome``:
+
+  - ``ok``: answered with an order: ``"order_id"``, ``"replayed"`` (a 200: the key's
+    earlier order), ``"remaining"`` (a 201's stock left);
+  - ``failed``: refused for certain, nothing written; ``"error"`` says why
+    (``sold_out`` is checked against the stock; the others are taken at their word
+    and checked at the end, when the sale has a final read);
+  - ``unknown``: it may or may not have taken effect (``outcome_unknown``, a 504,
+    no answer, a timeout); ``complete`` is when the client gave up.
+
+- ``final``: ``{"type": "final", "sku", "remaining", "orders": [[key, order_id], ...],
+  "at"}``: the sale read after every client stopped and every accepted order was
+  written: the stock left and every order, one pair per order row. An ``unknown``
+  purchase took effect, if ever, before it.
+
+``invoke``, ``complete`` and ``at`` are nanoseconds of ``time.monotonic_ns()``:
+CLOCK_MONOTONIC, one clock for every process on the machine (network namespaces
+included), so histories recorded by several processes can be merged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
+OUTCOMES = (OK, FAILED, UNKNOWN)
+
+# Refusals that the contract says wrote nothing (docs/reference/http.md); every other
+# answer that is not an order may have taken effect.
+_NOTHING_WRITTEN = {400, 404, 409, 413, 429}
+_NOTHING_WRITTEN_503 = {"busy", "stale_lock", "unavailable"}
+
+
+class HistoryError(ValueError):
+    """A history file that does not follow the format (line number and why)."""
+
+
+@dataclass
+class Purchase:
+    id: int
+    client: str
+    sku: str
+    quantity: int
+    key: str
+    invoke: int
+    complete: int | None = None
+    outcome: str = UNKNOWN
+    status: int = 0  # the HTTP status; 0: no answer
+    error: str | None = None
+    order_id: int | None = None
+    remaining: int | None = None
+    replayed: bool = False
+    type: str = field(default="purchase", init=False)
+
+    def answered(self, status: int, body: dict, complete: int) -> None:
+        """Classify an HTTP answer by the contract (docs/reference/http.md)."""
+        self.complete, self.status = complete, status
+        self.error = body.get("error") if isinstance(body, dict) else None
+        if status in (200, 201) and isinstance(body.get("order_id"), int):
+            self.outcome, self.order_id = OK, body["order_id"]
+            self.replayed = status == 200
+            self.remaining = body.get("remaining") if status == 201 else None
+        elif status in _NOTHING_WRITTEN or (status == 503 and self.error in _NOTHING_WRITTEN_503):
+            self.outcome = FAILED
+        else:  # 503 outcome_unknown, 504, nginx's 502 (the instance may have died mid-purchase)
+            self.outcome = UNKNOWN
+
+    def unanswered(self, complete: int, why: str) -> None:
+        self.complete, self.status, self.outcome, self.error = complete, 0, UNKNOWN, why
+
+    def describe(self) -> str:
+        asked = f"buy {self.quantity} key {self.key[:10]}"
+        if self.outcome == OK:
+            said = f"{'200 replay' if self.replayed else '201'} order {self.order_id}"
+            if self.remaining is not None:
+                said += f" remaining {self.remaining}"
+        elif self.outcome == FAILED:
+            said = f"{self.status} {self.error or ''}".strip()
+        else:
+            said = f"unknown ({self.status or self.error or 'no answer'})"
+        return f"#{self.id} {self.client}: {asked} -> {said}"
+
+
+@dataclass
+class Reset:
+    sku: str
+    stock: int
+    at: int
+    segments: int = 1
+    type: str = field(default="reset", init=False)
+
+
+@dataclass
+class Final:
+    sku: str
+    remaining: int
+    orders: list[tuple[str, int]]
+    at: int
+    type: str = field(default="final", init=False)
+
+
+Event = Purchase | Reset | Final
+
+
+class Recorder:
+    """Collects a history from many client threads (thread-safe), then writes it.
+
+    >>> op = recorder.invoke("buyer-3", sku, 1, key)   # just before the request
+    >>> op.answered(response.status_code, body, recorder.now())
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def now() -> int:
+        return time.monotonic_ns()
+
+    def _add(self, event: Event) -> Event:
+        with self._lock:
+            self.events.append(event)
+        return event
+
+    def reset(self, sku: str, stock: int, segments: int = 1) -> None:
+        self._add(Reset(sku, stock, self.now(), segments))
+
+    def invoke(self, client: str, sku: str, quantity: int, key: str) -> Purchase:
+        with self._lock:
+            op = Purchase(next(self._ids), client, sku, quantity, key, self.now())
+            self.events.append(op)
+        return op
+
+    def final(self, sku: str, remaining: int, orders: Iterable[tuple[str, int]]) -> None:
+        self._add(Final(sku, remaining, [tuple(o) for o in orders], self.now()))
+
+    def write(self, path: Path) -> Path:
+        write(path, self.events)
+        return path
+
+
+def write(path: Path, events: Iterable[Event]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for event in events:
+            f.write(json.dumps(asdict(event), separators=(",", ":")) + "\n")
+
+
+def _event(raw: dict) -> Event:
+    kind = raw.pop("type", None)
+    if kind == "purchase":
+        if raw.get("outcome") not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
+        op = Purchase(**raw)
+        if op.outcome == OK and op.order_id is None:
+            raise ValueError("an ok purchase names its order_id")
+        if op.complete is None and op.outcome != UNKNOWN:
+            raise ValueError("only an unknown purchase may lack its completion")
+        if op.complete is not None and op.complete < op.invoke:
+            raise ValueError("completed before it was invoked")
+        return op
+    if kind == "reset":
+        return Reset(**raw)
+    if kind == "final":
+        raw["orders"] = [(str(k), int(i)) for k, i in raw.get("orders", [])]
+        return Final(**raw)
+    raise ValueError(f"unknown type {kind!r} (purchase, reset, final)")
+
+
+def read(path: Path) -> list[Event]:
+    return list(parse(path.read_text().splitlines()))
+
+
+def parse(lines: Iterable[str]) -> Iterator[Event]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("each line is one JSON object")
+            yield _event(raw)
+        except (ValueError, TypeError) as e:
+            raise HistoryError(f"line {number}: {e}") from None
