@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-reads bench-race-watch
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-reads bench-race-watch verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -102,6 +102,9 @@ scenarios: up  ## every scenario of the catalog (python -m scenarios --list)
 
 chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAULTS=x,y): reports/<time>/chaos.md
 	$(PY) -m chaos $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(FAULTS),--faults $(FAULTS)) $(CHAOS_ARGS)
+
+verdicts: up  ## strategies x nemeses, every operation recorded and checked for linearizability: reports/<time>/verdicts/
+	$(PY) -m verdicts run $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(NEMESES),--nemeses $(NEMESES)) $(VERDICTS_ARGS)
 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .

@@ -27,6 +27,7 @@ import requests
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
 from stack.servers import mariadb_app_connection
+from verdicts.history import Recorder
 
 from .faults import Fault
 
@@ -73,16 +74,21 @@ class Verdict:
         return [name for name, bad in checks.items() if bad]
 
 
-def _buy(client: FlashsaleClient, sku: str, key: str, user: str) -> DocumentedError:
+def _buy(client: FlashsaleClient, sku: str, key: str, user: str, history: Recorder | None) -> DocumentedError:
     pause = BACKOFF[0]
     for attempt in range(1, TRIES + 1):
+        op = history.invoke(user, sku, 1, key) if history else None
         try:
             response = client.order(sku, 1, user, key=key)
             status = response.status_code
             body = response.json() if response.headers.get("Content-Type", "").startswith(
                 "application/json") else {}
-        except (requests.RequestException, ValueError):
+            if op:
+                op.answered(status, body, history.now())
+        except (requests.RequestException, ValueError) as e:
             status, body = 0, {}
+            if op:
+                op.unanswered(history.now(), type(e).__name__)
         if status not in RETRIED or attempt == TRIES:
             return DocumentedError(key, user, status, body.get("error"), body.get("order_id"), attempt)
         time.sleep(pause)
@@ -101,9 +107,10 @@ class _Truth:
             cursor.execute(sql, [sku])
             return list(cursor.fetchall())
 
-    def orders_by_key(self, sku: str) -> dict[str, int]:
-        return dict(self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
-                               "ON p.id = o.product_id WHERE p.sku = %s", sku))
+    def orders(self, sku: str) -> list[tuple[str, int]]:
+        """Every order row: (key, order id), a key twice if it has two."""
+        return self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.id", sku)
 
     def double_keys(self, sku: str) -> int:
         return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "
@@ -146,18 +153,24 @@ def _until_healthy(config: StackConfig, seconds: float = 60) -> None:
             time.sleep(0.2)
 
 
-def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock: int, buyers: int,
-                     threads: int, trigger: int) -> Verdict:
+def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
+                     threads: int, trigger: int, history: Recorder | None = None) -> Verdict:
+    """One sale; ``fault`` None: none injected. ``history`` records every try and,
+    after the sale has settled, its final read."""
     _until_healthy(config)
     admin = FlashsaleClient.for_stack(config)
-    sku = f"chaos-{strategy}-{fault.name}-{uuid.uuid4().hex[:6]}"
+    sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
     admin.reset(sku, stock=stock)
+    if history:
+        history.reset(sku, stock)
     sold = 0
     mutex = threading.Lock()
     fire, over = threading.Event(), threading.Event()
     fault_state: dict = {}
 
     def run_fault() -> None:
+        if fault is None:
+            return
         while not fire.wait(0.05):
             if over.is_set():
                 return  # the sale never reached the trigger: not injected, and said so
@@ -174,7 +187,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
         nonlocal sold
         if not hasattr(local, "client"):  # a keep-alive connection per buyer thread
             local.client = FlashsaleClient(config.base_url, timeout=15)
-        answer = _buy(local.client, sku, uuid.uuid4().hex, f"chaos-buyer-{n}")
+        answer = _buy(local.client, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
         if answer.status == 201:
             with mutex:
                 sold += 1
@@ -194,20 +207,23 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault, stock:
         fault.heal(config, fault_state["names"])
     _until_healthy(config)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
-                  started=started, ended=ended, injected_at=fault_state.get("at"))
+                  started=started, ended=ended, injected_at=fault_state.get("at"), history=history)
 
 
-def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault,
+def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
-           injected_at: float | None) -> Verdict:
-    audit = client.audit(sku)
+           injected_at: float | None, history: Recorder | None) -> Verdict:
+    audit = client.audit(sku)  # once the gate's persisters have written what it accepted
     truth = _Truth(config)
     try:
-        orders = truth.orders_by_key(sku)
+        rows = truth.orders(sku)
         double = truth.double_keys(sku)
         times = truth.order_times(sku)
     finally:
         truth.close()
+    orders = dict(rows)
+    if history:
+        history.final(sku, audit["remaining"], rows)
     lying = Counter()
     for a in answers:
         said = f"{a.status} {a.error}" if a.error else str(a.status)
@@ -238,10 +254,11 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
     notes += [f"final answer {what}: {n}" for what, n in lying.items()]
     return Verdict(
-        strategy=strategy, fault=fault.name, stock=stock, orders=audit["orders"],
+        strategy=strategy, fault=fault.name if fault else "calm", stock=stock, orders=audit["orders"],
         oversold=audit["oversold"], lost_updates=audit["lost_updates"],
         ledger_consistent=audit["consistent"], double_keys=double, replays_wrong=replays_wrong,
         lies=lies,
         stall_seconds=_stall(times, sold_out=audit["remaining"] == 0, started=started, ended=ended),
-        answers=statuses, seconds=ended - started, injected=injected_at is not None, notes=notes,
+        answers=statuses, seconds=ended - started, injected=fault is None or injected_at is not None,
+        notes=notes,
     )

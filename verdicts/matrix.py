@@ -1,0 +1,103 @@
+"""Strategies x nemeses: a short sale each, its history recorded and checked.
+
+Each cell is the chaos runner's sale (``chaos.sale``: buyers that retry with their
+key, the fault struck mid-sale) with every try recorded, then the final read; the
+history goes to the checker. A cell's row: linearizable or not, the anomalies and
+the window where no order gets past, how many operations had unknown outcomes, and
+availability: the share of purchases that got a definite answer (an order or
+``sold_out``) rather than busy, unavailable or unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from chaos.faults import FAULTS
+from chaos.sale import Verdict as EndState
+from chaos.sale import sale_under_fault
+from stack.config import StackConfig
+
+from .checker import Verdict, check
+from .history import FAILED, OK, Purchase, Recorder
+from .timeline import svg
+
+CALM = "calm"  # no fault: the strategy alone against concurrent buyers
+NEMESES = [CALM, *FAULTS]
+
+
+@dataclass
+class Cell:
+    strategy: str
+    nemesis: str
+    verdict: Verdict
+    end_state: EndState
+    history: Path
+    operations: int
+    unknown: int
+    answered: int  # an order or sold_out: a definite answer about the sale
+
+    @property
+    def availability(self) -> float:
+        return self.answered / self.operations if self.operations else 0.0
+
+    @property
+    def linearizable(self) -> str:
+        return {True: "yes", False: "**no**", None: "unknown (search budget)"}[self.verdict.valid]
+
+
+def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
+             threads: int, trigger: int) -> Cell:
+    recorder = Recorder()
+    fault = None if nemesis == CALM else FAULTS[nemesis]
+    end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
+                                 threads=threads, trigger=trigger, history=recorder)
+    path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
+    purchases = [e for e in recorder.events if isinstance(e, Purchase)]
+    return Cell(strategy, nemesis, check(recorder.events), end_state, path, len(purchases),
+                sum(p.outcome not in (OK, FAILED) for p in purchases),
+                sum(p.outcome == OK or p.error == "sold_out" for p in purchases))
+
+
+def found(cell: Cell) -> str:
+    anomalies = cell.verdict.anomalies
+    if not anomalies:
+        return ""
+    first = anomalies[0]
+    more = f" (+{len(anomalies) - 1} more)" if len(anomalies) > 1 else ""
+    return f"{first.kind}: {first.detail}{more}"
+
+
+def table(cells: list[Cell]) -> str:
+    lines = ["| strategy | nemesis | linearizable | anomaly and its window | operations | unknown "
+             "| availability | orders / stock | check s |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for c in cells:
+        seconds = sum(v.seconds for v in c.verdict.skus)
+        lines.append(f"| {c.strategy} | {c.nemesis} | {c.linearizable} | {found(c) or '—'} | {c.operations} "
+                     f"| {c.unknown} | {c.availability:.0%} | {c.end_state.orders} / {c.end_state.stock} "
+                     f"| {seconds:.2f} |")
+    return "\n".join(lines)
+
+
+def html(cells: list[Cell], *, heading: str) -> str:
+    parts = ["<!doctype html><meta charset='utf-8'><title>flashsale verdicts</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}.no{color:#c62828}</style>",
+             f"<h1>Verdicts</h1><p>{escape(heading)}</p><table><tr><th>strategy</th><th>nemesis</th>"
+             "<th>linearizable</th><th>anomaly</th><th>operations</th><th>unknown</th><th>availability</th>"
+             "<th>history</th></tr>"]
+    for c in cells:
+        cls = " class='no'" if c.verdict.valid is False else ""
+        parts.append(f"<tr><td>{c.strategy}</td><td>{c.nemesis}</td><td{cls}>{c.linearizable.strip('*')}</td>"
+                     f"<td>{escape(found(c))}</td><td>{c.operations}</td><td>{c.unknown}</td>"
+                     f"<td>{c.availability:.0%}</td>"
+                     f"<td><a href='{c.history.name}'>{c.history.name}</a></td></tr>")
+    parts.append("</table>")
+    for c in cells:
+        for sku in c.verdict.skus:
+            if sku.window is not None:
+                parts.append(f"<h2>{c.strategy} × {c.nemesis}</h2><p>{escape(found(c))}</p>")
+                parts.append(svg(sku.window, title=f"{c.strategy} x {c.nemesis}: {sku.sku}"))
+    return "\n".join(parts)
