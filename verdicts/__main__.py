@@ -1,7 +1,7 @@
 """Verdicts from histories: sales recorded operation by operation, checked for
 linearizability (``verdicts.checker``), under faults.
 
-    python -m verdicts                                  # every strategy x every nemesis
+    python -m verdicts                                  # the matrix: every strategy, its nemeses
     python -m verdicts run --strategies none,atomic --nemeses calm,pause-app
     python -m verdicts run --small                      # stock 30, 240 buyers: what the tests run
     python -m verdicts check history.jsonl [--svg window.svg]   # a history of your own
@@ -32,7 +32,7 @@ from stack.control import apps_as_needed
 
 from .checker import check
 from .history import HistoryError, read
-from .matrix import CALM, NEMESES, Cell, html, run_cell, table
+from .matrix import CALM, NEMESES, Cell, default_plan, html, run_cell, table
 from .timeline import svg
 
 
@@ -61,15 +61,13 @@ def _run(args: argparse.Namespace, command: str) -> int:
     if args.small:
         args.stock, args.buyers, args.threads, args.trigger = 30, 240, 12, 10
     strategies = [s for s in args.strategies.split(",") if s]
-    nemeses = [n for n in (args.nemeses or ",".join(NEMESES)).split(",") if n]
+    nemeses = [n for n in (args.nemeses or "").split(",") if n]
     unknown = [s for s in strategies if s not in STRATEGIES] + [n for n in nemeses if n not in NEMESES]
     if unknown:
         print(f"unknown: {', '.join(unknown)} (nemeses: {', '.join(NEMESES)})", file=sys.stderr)
         return 2
-    # By default a strategy that does not claim correctness meets no fault: it is not
-    # linearizable without one, and a fault only adds noise to that.
-    plan = [(s, n) for s in strategies for n in nemeses
-            if args.nemeses or n == CALM or STRATEGIES[s].claims_correct]
+    plan = ([(s, n) for s in strategies for n in nemeses] if args.nemeses
+            else default_plan(strategies, lambda s: STRATEGIES[s].claims_correct))
     config = StackConfig.from_env()
     out = ROOT / "reports" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S") / "verdicts"
     out.mkdir(parents=True, exist_ok=True)
@@ -111,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="the matrix against the local stack")
     run.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
-    run.add_argument("--nemeses", help=f"comma-separated, of: {', '.join(NEMESES)} (default: calm for "
-                     "every strategy, and every fault for the strategies that claim correctness)")
+    run.add_argument("--nemeses", help=f"comma-separated, of: {', '.join(NEMESES)}, for every strategy "
+                     "(default: calm for each, and every one for those that claim correctness)")
     run.add_argument("--stock", type=int, default=60)
     run.add_argument("--buyers", type=int, default=400)
     run.add_argument("--threads", type=int, default=16)

@@ -26,6 +26,11 @@ from .timeline import svg
 CALM = "calm"  # no fault: the strategy alone against concurrent buyers
 NEMESES = [CALM, *FAULTS]
 
+def default_plan(strategies: list[str], claims_correct) -> list[tuple[str, str]]:
+    """Every strategy calm; each that claims correctness under every fault too. One
+    that does not is already wrong without a fault: a fault adds nothing to learn."""
+    return [(s, n) for s in strategies for n in (NEMESES if claims_correct(s) else [CALM])]
+
 
 @dataclass
 class Cell:
