@@ -20,22 +20,15 @@ import shlex
 import sys
 from datetime import UTC, datetime
 
-from common.strategies import STRATEGIES, Seller
+from common.strategies import STRATEGIES
 from loadtest.measured import recorded
 from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
 
-from .faults import FAULTS
+from .faults import FAULTS, expected_loss
 from .sale import Verdict, sale_under_fault
 
 CORRECT = [name for name, spec in STRATEGIES.items() if spec.claims_correct]
-
-
-def expected_loss(strategy: str, fault: str) -> bool:
-    """A sale that loses what it promised, as its design says it may: the gate's
-    accepted orders live only in Redis until a persister writes them, so a Redis that
-    comes back without its data loses them (and the sale, until it is warmed again)."""
-    return FAULTS[fault].loses_redis and STRATEGIES[strategy].seller is Seller.GATE
 
 
 def table(verdicts: list[Verdict]) -> str:

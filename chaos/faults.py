@@ -14,6 +14,7 @@ import shutil
 import signal
 from dataclasses import dataclass
 
+from common.strategies import STRATEGIES, Seller
 from stack.config import StackConfig
 from stack.control import start_again
 from stack.servers import REDIS_SERVERS, redis_data, zookeeper_mode
@@ -124,3 +125,10 @@ FAULTS: dict[str, Fault] = {
                               "(ZK_NODES=3: the others elect a new one)", down_seconds=2.0),
     )
 }
+
+
+def expected_loss(strategy: str, fault: str) -> bool:
+    """A sale that loses what it promised, as its design says it may: the gate's
+    accepted orders live only in Redis until a persister writes them, so a Redis that
+    comes back without its data loses them (and the sale, until it is warmed again)."""
+    return FAULTS[fault].loses_redis and STRATEGIES[strategy].seller is Seller.GATE
