@@ -133,9 +133,14 @@ def _stall(times: list[float], *, sold_out: bool, started: float, ended: float) 
     return max((b - a for a, b in zip(marks, marks[1:], strict=False)), default=0.0)
 
 
-def _until_healthy(config: StackConfig, seconds: float = 60) -> None:
+def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | None = None) -> None:
     """Until /healthz through nginx says every backend the stack runs is ok, several times in a row
-    (so on each instance of the round robin)."""
+    (so on each instance of the round robin); with ``urls`` (instances on test hosts,
+    no nginx), until each one's /readyz does."""
+    if urls:
+        for url in urls:
+            _until_ready(url, seconds)
+        return
     client = FlashsaleClient(config.base_url, timeout=2)
     deadline = time.monotonic() + seconds
     in_a_row = 0
@@ -153,14 +158,31 @@ def _until_healthy(config: StackConfig, seconds: float = 60) -> None:
             time.sleep(0.2)
 
 
+def _until_ready(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if requests.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not come back ready within {seconds:.0f} s")
+        time.sleep(0.2)
+
+
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
-                     threads: int, trigger: int, history: Recorder | None = None) -> Verdict:
+                     threads: int, trigger: int, history: Recorder | None = None,
+                     urls: list[str] | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
-    after the sale has settled, its final read."""
-    _until_healthy(config)
-    admin = FlashsaleClient.for_stack(config)
+    after the sale has settled, its final read. ``urls``: the instances to buy from,
+    buyer by buyer (default: the stack's nginx)."""
+    direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
+    urls = urls or [config.base_url]
+    _until_healthy(config, urls=direct)
+    admin = FlashsaleClient(urls[0], admin_token=config.admin_token())
     sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
-    admin.reset(sku, stock=stock)
+    admin.reset(sku, stock=stock, strategy=strategy)
     if history:
         history.reset(sku, stock)
     sold = 0
@@ -185,9 +207,9 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
 
     def buyer(n: int) -> DocumentedError:
         nonlocal sold
-        if not hasattr(local, "client"):  # a keep-alive connection per buyer thread
-            local.client = FlashsaleClient(config.base_url, timeout=15)
-        answer = _buy(local.client, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
+        if not hasattr(local, "clients"):  # a keep-alive connection per buyer thread and instance
+            local.clients = {url: FlashsaleClient(url, timeout=15) for url in urls}
+        answer = _buy(local.clients[urls[n % len(urls)]], sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
         if answer.status == 201:
             with mutex:
                 sold += 1
@@ -205,7 +227,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     injector.join()
     if "names" in fault_state and not fault_state.get("healed"):
         fault.heal(config, fault_state["names"])
-    _until_healthy(config)
+    _until_healthy(config, urls=direct)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
                   started=started, ended=ended, injected_at=fault_state.get("at"), history=history)
 
@@ -239,7 +261,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     def replay(key: str) -> str | None:
         """What was wrong with the replay of ``key``: None if it got its order back."""
         if not hasattr(local, "client"):
-            local.client = FlashsaleClient(config.base_url, timeout=15)
+            local.client = FlashsaleClient(client.base_url, timeout=15)
         response = local.client.order(sku, 1, users[key], key=key)
         body = response.json()
         if response.status_code == 200 and body.get("order_id") == orders[key]:

@@ -1,12 +1,14 @@
-"""Verdicts from recorded histories on the real stack: a small run of the matrix
-(``make verdicts`` runs it all). ``none`` must be caught by the checker with no
-fault at all, with the window where no order gets past; a correct strategy whose
-instance is killed mid-sale (answers lost, tries unknown) must be linearizable."""
+"""Verdicts from recorded histories on real servers: a small run of the matrix
+(``make verdicts`` runs it all), on app instances on test hosts of their own whose
+link to MariaDB is cut mid-sale (``partition-app-db``). ``none`` must be caught by
+the checker, with the window where no order gets past; ``setnx`` must be
+linearizable, every try and the final read in its history."""
 
 import pytest
 
+from stack.hosted import HostedApps
 from verdicts.checker import check
-from verdicts.history import UNKNOWN, Purchase, read
+from verdicts.history import UNKNOWN, Final, Purchase, read
 from verdicts.matrix import run_cell
 from verdicts.timeline import svg
 
@@ -15,29 +17,37 @@ pytestmark = pytest.mark.e2e
 SMALL = dict(stock=30, buyers=240, threads=12, trigger=10)
 
 
-def test_none_is_not_linearizable_without_any_fault(stack_config, stack_apps, tmp_path):
-    stack_apps(strategy="none", section_delay_ms=2.0)
-    cell = run_cell(stack_config.replace(strategy="none", section_delay_ms=2.0), strategy="none",
-                    nemesis="calm", out=tmp_path, **SMALL)
+@pytest.fixture(scope="module")
+def hosts(stack_config):
+    with HostedApps(stack_config, section_delay_ms=2.0) as hosted:
+        yield hosted
+
+
+def test_none_under_a_partition_is_not_linearizable(stack_config, hosts, tmp_path):
+    cell = run_cell(stack_config, strategy="none", nemesis="partition-app-db", out=tmp_path, on=hosts,
+                    **SMALL)
+    assert cell.end_state.injected
     (sku,) = cell.verdict.skus
     assert sku.linearizable is False, cell.verdict
     window = sku.window
     assert window.stuck in window.ops and len(window.ops) >= 2  # an answer, and what it overlaps
-    assert "<svg" in svg(window) and window.stuck.describe() in "".join(op.describe() for op in window.ops)
+    drawn = svg(window)
+    assert window.stuck.key[:10] in drawn and drawn.count("#c62828") == 1  # the stuck answer, in red
     # The history file says the same to anyone who checks it again.
     assert check(read(cell.history)).valid is False
 
 
-def test_a_correct_strategy_with_an_instance_killed_is_linearizable(stack_config, stack_apps, tmp_path,
-                                                                     reconnect_afterwards):
-    stack_apps(strategy="atomic")
-    cell = run_cell(stack_config.replace(strategy="atomic"), strategy="atomic", nemesis="kill-app",
-                    out=tmp_path, **SMALL)
+def test_a_correct_strategy_under_the_same_partition_is_linearizable(stack_config, hosts, tmp_path):
+    cell = run_cell(stack_config, strategy="setnx", nemesis="partition-app-db", out=tmp_path, on=hosts,
+                    **SMALL)
     assert cell.end_state.injected and cell.end_state.orders == SMALL["stock"]
     assert cell.verdict.valid is True, cell.verdict.anomalies
     events = read(cell.history)
-    # Every try is in the history, each buyer's in order, and the final read closes it.
+    # Every try is in the history, each completed after it was invoked, and the final
+    # read closes it.
     purchases = [e for e in events if isinstance(e, Purchase)]
     assert len(purchases) >= SMALL["buyers"] and all(p.complete >= p.invoke for p in purchases)
     assert sum(p.outcome == UNKNOWN for p in purchases) == cell.unknown
-    assert events[-1].type == "final" and events[-1].remaining == 0
+    assert isinstance(events[-1], Final) and events[-1].remaining == 0
+    assert sorted(order for _, order in events[-1].orders) == sorted(
+        p.order_id for p in purchases if p.outcome == "ok" and not p.replayed)

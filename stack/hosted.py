@@ -1,0 +1,127 @@
+"""App instances on test hosts of their own (``stack.hosts``), each reaching its
+servers over a link that a nemesis can cut:
+
+    host db      a relay from its address to the stack's MariaDB (its Unix socket)
+    host redis   Redis servers of its own: the locks, idempotency flags and sale
+                 states; an empty one where the audit looks for a gate
+    host app1…   gunicorn with the flashsale app, as the stack runs it
+
+The buyers, on this machine's namespace, reach each instance at its host's address.
+The stack must be up (its MariaDB holds the sale); the hosts, their processes and
+their links last as long as the ``HostedApps`` (they die with it, see
+``stack.hosts``). A product is sold under the strategy its reset names, so one set
+of instances serves every strategy whose servers are on the hosts: the lockless
+ones, the Redis locks and the MySQL ones (not ZooKeeper's, not the gate: their
+servers stay on loopback).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from .config import BIN, ROOT, StackConfig
+from .hosts import Host, Net
+from .servers import APP_DATABASE, APP_DB_PASSWORD, APP_DB_USER, binary
+
+# The strategies whose every server is on a host.
+HOSTED_STRATEGIES = ("none", "local", "setnx", "redisson", "redisson-fair", "mysql", "mysql-for-update",
+                     "optimistic", "atomic")
+APP_PORT = 8001
+REDIS_PORT = 6379
+REDIS_GATE_PORT = 6380  # the audit asks the gate's Redis of every product; no gate sells here
+
+
+class HostedApps:
+    def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0):
+        self.config = config
+        self.instances = instances
+        self.section_delay_ms = section_delay_ms
+        self.net = Net()
+        self.apps: list[Host] = []
+        self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://{app.address}:{APP_PORT}" for app in self.apps]
+
+    @property
+    def db(self) -> Host:
+        return self.net.hosts["db"]
+
+    @property
+    def redis(self) -> Host:
+        return self.net.hosts["redis"]
+
+    def __enter__(self) -> HostedApps:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self.net.open()
+        db, redis = self.net.host("db"), self.net.host("redis")
+        logs = Path(self._scratch.name)
+        socket_path = self.config.run_dir / "mariadb" / "mysqld.sock"
+        db.start([sys.executable, "-m", "stack.relay", f"{db.address}:{self.config.mysql_port}",
+                  f"unix:{socket_path}"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                 stderr=(logs / "relay.log").open("w"))
+        for port in (REDIS_PORT, REDIS_GATE_PORT):
+            redis.start([binary("redis-server"), "--bind", redis.address, "--port", str(port),
+                         "--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs)],
+                        stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
+        for i in range(1, self.instances + 1):
+            app = self.net.host(name := f"app{i}")
+            self.apps.append(app)
+            app.start([str(BIN / "gunicorn"), "flashsale.wsgi:application",
+                       "--config=python:flashsale.gunicorn", f"--bind={app.address}:{APP_PORT}",
+                       f"--name={name}", "--worker-class=gthread", f"--workers={self.config.workers}",
+                       f"--threads={self.config.threads}", "--timeout=60", "--graceful-timeout=5",
+                       "--error-logfile=-", "--log-level=warning"],
+                      cwd=ROOT, env=self._environment(app, db, redis),
+                      stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
+        for url in self.urls:
+            self._until_ready(url)
+
+    def _environment(self, app: Host, db: Host, redis: Host) -> dict[str, str]:
+        return {
+            **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
+            **self.config.app_environment(app.name),
+            "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{db.address}:"
+                            f"{self.config.mysql_port}/{APP_DATABASE}",
+            "REDIS_URL": f"redis://{redis.address}:{REDIS_PORT}/0",
+            "FLASHSALE_GATE_REDIS_URL": f"redis://{redis.address}:{REDIS_GATE_PORT}/0",
+            "DJANGO_ALLOWED_HOSTS": app.address,
+            "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
+            "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
+            "FLASHSALE_METRICS": "false",
+            "PROMETHEUS_MULTIPROC_DIR": str(Path(self._scratch.name) / f"metrics-{app.name}"),
+        }
+
+    def _until_ready(self, url: str, seconds: float = 30) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
+        raise RuntimeError(f"{url} not ready in {seconds:.0f} s:\n{logs}")
+
+    def close(self) -> None:
+        self.net.close()
+        self._scratch.cleanup()
