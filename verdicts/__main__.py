@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
         print(f"unknown: {', '.join(unknown)} (nemeses: {', '.join(NEMESES)})", file=sys.stderr)
         return 2
     plan = ([(s, n) for s in strategies for n in nemeses] if args.nemeses
-            else default_plan(strategies, lambda s: STRATEGIES[s].claims_correct))
+            else default_plan(strategies))
     off_hosts = sorted({s for s, n in plan if hosted(n) and s not in HOSTED_STRATEGIES})
     if off_hosts:
         print(f"not on the test hosts (their servers stay on loopback): {', '.join(off_hosts)}; "
@@ -102,7 +102,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
     with recorded("verdicts", command, write=args.docs):
         print(f"Stock {args.stock}, {args.buyers} buyers from {args.threads} threads retrying with their key "
               f"(5 tries); the nemesis strikes at order {args.trigger}; critical-section delay "
-              f"{args.section_delay_ms:g} ms.\n\n{table(cells)}")
+              f"{args.section_delay_ms:g} ms. {len(cells)} cells in {time.monotonic() - started:.0f} s."
+              f"\n\n{table(cells)}")
     print(f"\nreport: {out / 'index.html'}")
     broken = [c for c in cells if c.verdict.valid is not True and STRATEGIES[c.strategy].claims_correct
               and not c.as_designed]
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="the matrix against the local stack")
     run.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
     run.add_argument("--nemeses", help=f"comma-separated, of: {', '.join(NEMESES)}, for every strategy "
-                     "(default: calm for each, and every one for those that claim correctness)")
+                     "(default: calm for each; for those that claim correctness, every fault that "
+                     "strikes what they use)")
     run.add_argument("--stock", type=int, default=60)
     run.add_argument("--buyers", type=int, default=400)
     run.add_argument("--threads", type=int, default=16)

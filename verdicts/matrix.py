@@ -17,6 +17,7 @@ from pathlib import Path
 from chaos.faults import FAULTS, expected_loss
 from chaos.sale import Verdict as EndState
 from chaos.sale import sale_under_fault
+from common.strategies import STRATEGIES, Seller
 from stack.config import StackConfig
 from stack.hosted import HOSTED_STRATEGIES, HostedApps
 
@@ -29,12 +30,21 @@ CALM = "calm"  # no fault: the strategy alone against concurrent buyers
 # The chaos runner's faults strike the stack; the link faults, instances on test hosts.
 NEMESES = [CALM, *FAULTS, *LINK_FAULTS]
 
-def default_plan(strategies: list[str], claims_correct) -> list[tuple[str, str]]:
-    """Every strategy calm; each that claims correctness under every fault too (the
-    link faults where its servers are on the hosts). One that does not is already
-    wrong without a fault: a fault adds nothing to learn."""
-    return [(s, n) for s in strategies for n in (NEMESES if claims_correct(s) else [CALM])
-            if not hosted(n) or s in HOSTED_STRATEGIES]
+# Faults that strike a server only some strategies use: elsewhere the sale is calm.
+ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
+            "zk-leader": lambda spec: spec.lock == "zookeeper"}
+
+
+def default_plan(strategies: list[str]) -> list[tuple[str, str]]:
+    """Every strategy calm; each that claims correctness under every fault that
+    strikes what it uses too (the link faults where its servers are on the hosts).
+    One that does not is already wrong without a fault: a fault adds nothing to learn."""
+    def bites(strategy: str, nemesis: str) -> bool:
+        spec = STRATEGIES[strategy]
+        return (nemesis == CALM or spec.claims_correct and ONLY_FOR.get(nemesis, lambda _: True)(spec)
+                and (not hosted(nemesis) or strategy in HOSTED_STRATEGIES))
+
+    return [(s, n) for s in strategies for n in NEMESES if bites(s, n)]
 
 
 @dataclass

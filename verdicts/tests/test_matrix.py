@@ -1,0 +1,22 @@
+"""Which cells the default matrix runs."""
+
+from common.strategies import STRATEGIES
+from stack.hosted import HOSTED_STRATEGIES
+from verdicts.links import LINK_FAULTS
+from verdicts.matrix import CALM, NEMESES, default_plan
+
+
+def test_every_strategy_runs_calm_and_only_the_correct_ones_meet_faults():
+    plan = default_plan(list(STRATEGIES))
+    assert {s for s, n in plan if n == CALM} == set(STRATEGIES)
+    assert {s for s, n in plan if n != CALM} == {s for s, spec in STRATEGIES.items() if spec.claims_correct}
+    assert set(NEMESES) == {n for _, n in plan}
+
+
+def test_a_fault_meets_only_the_strategies_that_use_what_it_strikes():
+    plan = default_plan(list(STRATEGIES))
+    assert {s for s, n in plan if n == "kill-persister"} == {"gate"}
+    assert {s for s, n in plan if n == "zk-leader"} == {"zookeeper"}
+    on_hosts = {s for s in HOSTED_STRATEGIES if STRATEGIES[s].claims_correct}
+    for fault in LINK_FAULTS:
+        assert {s for s, n in plan if n == fault} == on_hosts
