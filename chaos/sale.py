@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import requests
 
 from loadtest.client import FlashsaleClient
+from loadtest.history import Recorder
 from stack.config import StackConfig
 from stack.servers import mariadb_app_connection
-from verdicts.history import Recorder
 
 from .faults import Fault
 

@@ -6,9 +6,9 @@ linearizable, every try and the final read in its history."""
 
 import pytest
 
+from loadtest.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import HostedApps
 from verdicts.checker import check
-from verdicts.history import UNKNOWN, Final, Purchase, read
 from verdicts.matrix import run_cell
 from verdicts.timeline import svg
 

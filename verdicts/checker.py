@@ -30,7 +30,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
+from loadtest.history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
+
 from .model import SaleModel, SaleState, Step
 
 CALL, RETURN = 0, 1

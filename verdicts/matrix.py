@@ -18,11 +18,11 @@ from chaos.faults import FAULTS, expected_loss
 from chaos.sale import Verdict as EndState
 from chaos.sale import sale_under_fault
 from common.strategies import STRATEGIES, Seller
+from loadtest.history import FAILED, OK, Purchase, Recorder
 from stack.config import StackConfig
 from stack.hosted import HOSTED_STRATEGIES, HostedApps
 
 from .checker import Verdict, check
-from .history import FAILED, OK, Purchase, Recorder
 from .links import LINK_FAULTS
 from .timeline import svg
 

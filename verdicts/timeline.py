@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from html import escape
 
+from loadtest.history import FAILED, OK, UNKNOWN, Final, Purchase
+
 from .checker import Window
-from .history import FAILED, OK, UNKNOWN, Final, Purchase
 
 ROW, LEFT, WIDTH, TOP = 26, 110, 900, 40
 COLOURS = {OK: "#4c9a2a", FAILED: "#8a8a8a", UNKNOWN: "#d9a400"}

@@ -3,8 +3,8 @@ unknown outcomes, linearizable and not (each anomaly the issue names)."""
 
 import pytest
 
+from loadtest.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
 from verdicts.checker import check
-from verdicts.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
 from verdicts.synthetic import concurrent_sale
 
 SKU = "s"
