@@ -62,6 +62,7 @@ class Verdict:
     answers: Counter
     seconds: float
     injected: bool
+    struck_at: float | None = None  # seconds into the sale the fault struck (it may be after its end)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -282,5 +283,6 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
         lies=lies,
         stall_seconds=_stall(times, sold_out=audit["remaining"] == 0, started=started, ended=ended),
         answers=statuses, seconds=ended - started, injected=fault is None or injected_at is not None,
+        struck_at=None if injected_at is None else injected_at - started,
         notes=notes,
     )

@@ -102,15 +102,26 @@ def found(cell: Cell) -> str:
     return f"{first.kind}: {first.detail}{more}"
 
 
+def struck(cell: Cell) -> str:
+    """When the nemesis struck, against the sale's length: a fault that struck after
+    the last purchase tested nothing, and the table says so."""
+    at, sale = cell.end_state.struck_at, cell.end_state.seconds
+    if cell.nemesis == CALM:
+        return "—"
+    if at is None:
+        return "**never**"
+    return f"{at:.1f} of {sale:.1f}" + (" (**after the sale**)" if at >= sale else "")
+
+
 def table(cells: list[Cell]) -> str:
     lines = ["| strategy | nemesis | linearizable | anomaly and its window | operations | unknown "
-             "| availability | orders / stock | check s |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "| availability | orders / stock | struck s of sale s | check s |",
+             "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
     for c in cells:
         seconds = sum(v.seconds for v in c.verdict.skus)
         lines.append(f"| {c.strategy} | {c.nemesis} | {c.linearizable} | {found(c) or '—'} | {c.operations} "
                      f"| {c.unknown} | {c.availability:.0%} | {c.end_state.orders} / {c.end_state.stock} "
-                     f"| {seconds:.2f} |")
+                     f"| {struck(c)} | {seconds:.2f} |")
     return "\n".join(lines)
 
 
