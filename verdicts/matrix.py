@@ -131,12 +131,12 @@ def html(cells: list[Cell], *, heading: str) -> str:
              "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}.no{color:#c62828}</style>",
              f"<h1>Verdicts</h1><p>{escape(heading)}</p><table><tr><th>strategy</th><th>nemesis</th>"
              "<th>linearizable</th><th>anomaly</th><th>operations</th><th>unknown</th><th>availability</th>"
-             "<th>history</th></tr>"]
+             "<th>struck s of sale s</th><th>history</th></tr>"]
     for c in cells:
         cls = " class='no'" if c.verdict.valid is False else ""
         parts.append(f"<tr><td>{c.strategy}</td><td>{c.nemesis}</td><td{cls}>{c.linearizable.strip('*')}</td>"
                      f"<td>{escape(found(c))}</td><td>{c.operations}</td><td>{c.unknown}</td>"
-                     f"<td>{c.availability:.0%}</td>"
+                     f"<td>{c.availability:.0%}</td><td>{escape(struck(c).replace('**', ''))}</td>"
                      f"<td><a href='{c.history.name}'>{c.history.name}</a></td></tr>")
     parts.append("</table>")
     for c in cells:
