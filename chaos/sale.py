@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -75,12 +76,14 @@ class Verdict:
         return [name for name, bad in checks.items() if bad]
 
 
-def _buy(client: FlashsaleClient, sku: str, key: str, user: str, history: Recorder | None) -> DocumentedError:
+def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: str,
+         history: Recorder | None) -> DocumentedError:
+    """Buy with retries; ``client_now()`` says where each try goes."""
     pause = BACKOFF[0]
     for attempt in range(1, TRIES + 1):
         op = history.invoke(user, sku, 1, key) if history else None
         try:
-            response = client.order(sku, 1, user, key=key)
+            response = client_now().order(sku, 1, user, key=key)
             status = response.status_code
             body = response.json() if response.headers.get("Content-Type", "").startswith(
                 "application/json") else {}
@@ -174,10 +177,11 @@ def _until_ready(url: str, seconds: float) -> None:
 
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
                      threads: int, trigger: int, history: Recorder | None = None,
-                     urls: list[str] | None = None) -> Verdict:
+                     urls: list[str] | None = None, first: str | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
-    buyer by buyer (default: the stack's nginx)."""
+    buyer by buyer (default: the stack's nginx); ``first``: the one every buyer goes
+    to until the fault strikes (so that the fault finds it holding the lock)."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     _until_healthy(config, urls=direct)
@@ -210,7 +214,10 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
         nonlocal sold
         if not hasattr(local, "clients"):  # a keep-alive connection per buyer thread and instance
             local.clients = {url: FlashsaleClient(url, timeout=15) for url in urls}
-        answer = _buy(local.clients[urls[n % len(urls)]], sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
+        def client_now() -> FlashsaleClient:  # each try, retries too: after the strike, any instance
+            return local.clients[first if first and not fire.is_set() else urls[n % len(urls)]]
+
+        answer = _buy(client_now, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
         if answer.status == 201:
             with mutex:
                 sold += 1

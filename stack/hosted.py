@@ -39,10 +39,15 @@ REDIS_GATE_PORT = 6380  # the audit asks the gate's Redis of every product; no g
 
 
 class HostedApps:
-    def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0):
+    def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
+                 fenced: bool = True, environment: dict[str, str] | None = None):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
+        self.environment = environment or {}  # settings the instances read, over the stack's
+        # False: the stock row's fencing stamp off (flashsale.settings.unfenced), for
+        # the broken half of the verdicts' lesson on leases; never otherwise.
+        self.fenced = fenced
         self.net = Net()
         self.apps: list[Host] = []
         self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
@@ -99,6 +104,7 @@ class HostedApps:
         return {
             **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
             **self.config.app_environment(app.name),
+            **({} if self.fenced else {"DJANGO_SETTINGS_MODULE": "flashsale.settings.unfenced"}),
             "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{db.address}:"
                             f"{self.config.mysql_port}/{APP_DATABASE}",
             "REDIS_URL": f"redis://{redis.address}:{REDIS_PORT}/0",
@@ -108,6 +114,7 @@ class HostedApps:
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_METRICS": "false",
             "PROMETHEUS_MULTIPROC_DIR": str(Path(self._scratch.name) / f"metrics-{app.name}"),
+            **self.environment,
         }
 
     def _until_ready(self, url: str, seconds: float = 30) -> None:

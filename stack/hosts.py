@@ -27,6 +27,7 @@ nsenter, and nftables.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import signal
 import subprocess
@@ -159,16 +160,32 @@ class Host:
         self.call(["nft", "add", "rule", "inet", "nemesis", hook, *rule.split()])
 
 
+def _free_subnet(*, start: int) -> str:
+    """A /24 of 10.200.0.0/14 that no address of this machine's namespace is in,
+    looked for from ``start`` on (so two runs on one machine do not meet)."""
+    taken = set()
+    for line in _run(["ip", "-o", "-4", "addr", "show"]).splitlines():
+        address = line.split()[3]
+        taken.add(address.rsplit(".", 1)[0])
+    for i in range(1000):
+        n = (start + i) % 1000
+        prefix = f"10.{200 + n // 250}.{n % 250}"
+        if prefix not in taken:
+            return prefix
+    raise HostsError("no free /24 left in 10.200.0.0/14")
+
+
 class Net:
     """Hosts on one bridge, and this machine's namespace on it too (``local``), so
     that processes here reach every host. Use as a context manager, from a thread
     that outlives it (the processes die with the thread that started them)."""
 
+    _made = itertools.count()  # Nets made by this process: each gets names of its own
+
     def __init__(self, subnet: str | None = None):
-        # A /24 of 10.0.0.0/8 per process, so two runs on one machine do not meet.
-        third = os.getpid() % 250
-        self.prefix = subnet or f"10.{200 + third // 50}.{third}"
-        self.tag = f"{os.getpid() % 0xFFFFFF:x}"
+        number = next(self._made)
+        self.tag = f"{os.getpid():x}{number:x}"[-12:]
+        self.prefix = subnet or _free_subnet(start=os.getpid() + number)
         self.local = f"{self.prefix}.1"
         self.local_link = f"fsr{self.tag}"
         self.hosts: dict[str, Host] = {}

@@ -9,6 +9,7 @@ import pytest
 from loadtest.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import HostedApps
 from verdicts.checker import check
+from verdicts.links import LEASE_LESSON
 from verdicts.matrix import run_cell
 from verdicts.timeline import svg
 
@@ -51,3 +52,19 @@ def test_a_correct_strategy_under_the_same_partition_is_linearizable(stack_confi
     assert isinstance(events[-1], Final) and events[-1].remaining == 0
     assert sorted(order for _, order in events[-1].orders) == sorted(
         p.order_id for p in purchases if p.outcome == "ok" and not p.replayed)
+
+
+# The lesson on leases (seed 003): app1 holds the setnx lock when it is cut off from
+# MariaDB past its lease; app2 takes the lock. Both halves run the same sale.
+LEASE = dict(stock=20, buyers=120, threads=12, trigger=5)
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_a_holder_cut_off_past_its_lease_is_safe_only_with_the_fencing_stamp(stack_config, tmp_path, fenced):
+    nemesis = "partition-holder-db" if fenced else "partition-holder-db-unfenced"
+    with HostedApps(stack_config, section_delay_ms=200.0, fenced=fenced, environment=LEASE_LESSON) as hosted:
+        cell = run_cell(stack_config, strategy="setnx", nemesis=nemesis, out=tmp_path, on=hosted, **LEASE)
+    assert cell.end_state.injected
+    assert cell.verdict.valid is fenced, cell.verdict.anomalies[:1]
+    if not fenced:
+        assert cell.linearizable == "**no**, as designed" and cell.end_state.lost_updates > 0

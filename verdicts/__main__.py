@@ -33,7 +33,7 @@ from stack.control import apps_as_needed
 from stack.hosted import HOSTED_STRATEGIES, HostedApps
 
 from .checker import check
-from .matrix import NEMESES, Cell, default_plan, hosted, html, run_cell, table
+from .matrix import NEMESES, Cell, default_plan, hosted, hosts_for, html, run_cell, table
 from .timeline import svg
 
 
@@ -81,15 +81,19 @@ def _run(args: argparse.Namespace, command: str) -> int:
     started = time.monotonic()
     cells: list[Cell] = []
     with apps_as_needed(config) as use, contextlib.ExitStack() as hosts:
-        on = (hosts.enter_context(HostedApps(config, section_delay_ms=args.section_delay_ms))
-              if any(hosted(n) for _, n in plan) else None)
+        on: dict[tuple, HostedApps] = {}  # started as the first cell needs them
         for strategy, nemesis in plan:
             current = (config if hosted(nemesis)
                        else use(strategy=strategy, section_delay_ms=args.section_delay_ms))
             where = " (test hosts)" if hosted(nemesis) else ""
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
+            if hosted(nemesis) and (shape := hosts_for(nemesis, args.section_delay_ms)) not in on:
+                delay, fenced, environment = shape
+                on[shape] = hosts.enter_context(HostedApps(config, section_delay_ms=delay, fenced=fenced,
+                                                           environment=dict(environment)))
             cell = run_cell(current, strategy=strategy, nemesis=nemesis, out=out, stock=args.stock,
-                            buyers=args.buyers, threads=args.threads, trigger=args.trigger, on=on)
+                            buyers=args.buyers, threads=args.threads, trigger=args.trigger,
+                            on=on.get(hosts_for(nemesis, args.section_delay_ms)) if hosted(nemesis) else None)
             cells.append(cell)
             print(f"[verdicts]   linearizable: {cell.linearizable.strip('*')}; {cell.operations} operations, "
                   f"{cell.unknown} unknown, availability {cell.availability:.0%}", flush=True)

@@ -8,6 +8,7 @@ off keeps working past it, as in Kleppmann's critique of Redlock (seed 003).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,16 @@ from stack.config import StackConfig
 from stack.hosted import HostedApps
 
 PAST_THE_LEASE = 8.0  # seconds; the Redis locks' lease is 5 s
+
+# The lesson on leases needs a holder's stalled write to land after its lease ran out
+# and another holder sold: a partition longer than the lease, and shorter than what
+# ends a stalled transaction first (MariaDB's idle-transaction timeout, 6 s by default,
+# and the purchase's 8 s deadline, with TCP's backoff on top). So its instances take a
+# 2 s lease, a 1 s lock wait (waiters give up and come back through app2 in time), and
+# a 10 s idle-transaction timeout; the partition lasts 3 s.
+LEASE_LESSON = {"FLASHSALE_SETNX_TTL_MS": "2000", "FLASHSALE_LOCK_WAIT_TIMEOUT": "1",
+                "DB_IDLE_TRANSACTION_TIMEOUT": "10"}
+PAST_A_2_S_LEASE = 3.0
 
 
 @dataclass(frozen=True)
@@ -24,12 +35,23 @@ class LinkFault:
     act: Callable[[HostedApps], None]
     down_seconds: float = PAST_THE_LEASE
     loses_redis: bool = False
+    # Until it strikes, every buyer buys from app1, so that it strikes app1 holding the
+    # lock; it strikes ``settle_s`` after the order that triggers it, when the next
+    # holder has read the stock and sits in its critical section.
+    first_app: bool = False
+    settle_s: float = 0.0
+    # The instances it needs: their critical-section delay (None: the run's); fenced
+    # False: the fencing stamp off (the broken half: not linearizable, as designed).
+    section_delay_ms: float | None = None
+    fenced: bool = True
+    environment: tuple[tuple[str, str], ...] = ()  # over the stack's settings
     hosted: HostedApps | None = None  # bound by ``on``
 
     def on(self, hosted: HostedApps) -> LinkFault:
         return dataclasses.replace(self, hosted=hosted)
 
     def inject(self, config: StackConfig) -> list[str]:
+        time.sleep(self.settle_s)
         self.act(self.hosted)
         return [self.name]
 
@@ -52,6 +74,16 @@ LINK_FAULTS: dict[str, LinkFault] = {
         LinkFault("partition-buyers-app", "the buyers cut off from app1 for 8 s: purchases it took are "
                   "answered into the void; their buyers time out and retry",
                   lambda h: h.apps[0].partition(h.net.local)),
+        LinkFault("partition-holder-db", "app1, holding the setnx lock (2 s lease) inside a 200 ms "
+                  "critical section, cut off from MariaDB for 3 s: its lease runs out, app2 takes the "
+                  "lock, and app1's stalled write lands after",
+                  lambda h: h.apps[0].partition(h.db), down_seconds=PAST_A_2_S_LEASE, first_app=True,
+                  settle_s=0.1, section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
+        LinkFault("partition-holder-db-unfenced", "the same, on instances without the stock row's "
+                  "fencing stamp (flashsale.settings.unfenced): the broken half",
+                  lambda h: h.apps[0].partition(h.db), down_seconds=PAST_A_2_S_LEASE, first_app=True,
+                  settle_s=0.1, section_delay_ms=200.0, fenced=False,
+                  environment=tuple(LEASE_LESSON.items())),
         LinkFault("slow-app", "app1's link shaped to 64 kbit/s (tbf) for 8 s: every byte it sends "
                   "queues", lambda h: h.apps[0].slow(64)),
     )

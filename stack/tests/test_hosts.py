@@ -133,3 +133,11 @@ def test_closing_the_net_removes_everything(tmp_path):
         link, pids = net.local_link, [host.pid, process.pid]
     assert not os.path.exists(f"/sys/class/net/{link}")
     assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+
+
+def test_two_nets_at_once_get_names_and_subnets_of_their_own():
+    with Net() as one, Net() as two:
+        assert one.local_link != two.local_link and one.prefix != two.prefix
+        a, b = one.host("a"), two.host("b")
+        _redis(a)
+        assert _local_ping(a.address) and not _ping(b, a.address, timeout=1)  # no bridge between the nets

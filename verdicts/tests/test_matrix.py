@@ -3,7 +3,7 @@
 from common.strategies import STRATEGIES
 from stack.hosted import HOSTED_STRATEGIES
 from verdicts.links import LINK_FAULTS
-from verdicts.matrix import CALM, NEMESES, default_plan
+from verdicts.matrix import CALM, NEMESES, ONLY_FOR, default_plan
 
 
 def test_every_strategy_runs_calm_and_only_the_correct_ones_meet_faults():
@@ -17,6 +17,8 @@ def test_a_fault_meets_only_the_strategies_that_use_what_it_strikes():
     plan = default_plan(list(STRATEGIES))
     assert {s for s, n in plan if n == "kill-persister"} == {"gate"}
     assert {s for s, n in plan if n == "zk-leader"} == {"zookeeper"}
+    assert {s for s, n in plan if n == "partition-holder-db"} == {"setnx"}
+    assert {s for s, n in plan if n == "partition-holder-db-unfenced"} == {"setnx"}
     on_hosts = {s for s in HOSTED_STRATEGIES if STRATEGIES[s].claims_correct}
-    for fault in LINK_FAULTS:
+    for fault in set(LINK_FAULTS) - set(ONLY_FOR):
         assert {s for s, n in plan if n == fault} == on_hosts
