@@ -180,10 +180,12 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
                      urls: list[str] | None = None, first: str | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
-    buyer by buyer (default: the stack's nginx); ``first``: the one every buyer goes
-    to until the fault strikes (so that the fault finds it holding the lock)."""
+    buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
+    until the fault strikes (so that it strikes that one holding the lock), the
+    others taking every try after."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
+    others = [url for url in urls if url != first] or urls
     _until_healthy(config, urls=direct)
     admin = FlashsaleClient(urls[0], admin_token=config.admin_token())
     sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
@@ -214,8 +216,10 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
         nonlocal sold
         if not hasattr(local, "clients"):  # a keep-alive connection per buyer thread and instance
             local.clients = {url: FlashsaleClient(url, timeout=15) for url in urls}
-        def client_now() -> FlashsaleClient:  # each try, retries too: after the strike, any instance
-            return local.clients[first if first and not fire.is_set() else urls[n % len(urls)]]
+        def client_now() -> FlashsaleClient:  # each try, retries too
+            if first:
+                return local.clients[first if not fire.is_set() else others[n % len(others)]]
+            return local.clients[urls[n % len(urls)]]
 
         answer = _buy(client_now, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
         if answer.status == 201:

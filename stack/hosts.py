@@ -111,20 +111,22 @@ class Host:
         stop it; which side notices first differs."""
         if way not in ("both", "out", "in"):
             raise ValueError("way is both, out or in")
+        rules = []
         for other in others:
             address = other.address if isinstance(other, Host) else other
             if way in ("both", "out"):
-                self._rule("output", f"ip daddr {address} drop")
+                rules.append(("output", f"ip daddr {address} drop"))
             if way in ("both", "in"):
-                self._rule("input", f"ip saddr {address} drop")
+                rules.append(("input", f"ip saddr {address} drop"))
+        self._rules(rules)
 
     def lose(self, other: Host | str, percent: int) -> None:
         """Drop a random ``percent`` of the packets each way between this host and ``other``."""
         if not 0 < percent <= 100:
             raise ValueError("percent is 1..100")
         address = other.address if isinstance(other, Host) else other
-        self._rule("output", f"ip daddr {address} numgen random mod 100 < {percent} drop")
-        self._rule("input", f"ip saddr {address} numgen random mod 100 < {percent} drop")
+        self._rules([("output", f"ip daddr {address} numgen random mod 100 < {percent} drop"),
+                     ("input", f"ip saddr {address} numgen random mod 100 < {percent} drop")])
 
     def slow(self, kbit: int) -> None:
         """Shape what this host sends to ``kbit`` kbit/s (tbf): a link that queues, then drops."""
@@ -150,14 +152,14 @@ class Host:
     def _has_rules(self) -> bool:
         return "nemesis" in self.call(["nft", "list", "tables"])
 
-    def _rule(self, hook: str, rule: str) -> None:
-        if not self._has_rules():
-            self.call(["nft", "-f", "-"], stdin=(
-                "table inet nemesis {\n"
-                "  chain input { type filter hook input priority 0; }\n"
-                "  chain output { type filter hook output priority 0; }\n"
-                "}\n"))
-        self.call(["nft", "add", "rule", "inet", "nemesis", hook, *rule.split()])
+    def _rules(self, rules: list[tuple[str, str]]) -> None:
+        """Add ``(hook, rule)``s in one nft transaction: all at once, in one call (a
+        fault that must strike within milliseconds cannot wait for several)."""
+        self.call(["nft", "-f", "-"], stdin=(
+            "table inet nemesis {\n"  # made if missing, left as it is otherwise
+            "  chain input { type filter hook input priority 0; }\n"
+            "  chain output { type filter hook output priority 0; }\n"
+            "}\n" + "".join(f"add rule inet nemesis {hook} {rule}\n" for hook, rule in rules)))
 
 
 def _free_subnet(*, start: int) -> str:

@@ -12,8 +12,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
+
 from stack.config import StackConfig
-from stack.hosted import HostedApps
+from stack.hosted import REDIS_PORT, HostedApps
 
 PAST_THE_LEASE = 8.0  # seconds; the Redis locks' lease is 5 s
 
@@ -35,11 +37,8 @@ class LinkFault:
     act: Callable[[HostedApps], None]
     down_seconds: float = PAST_THE_LEASE
     loses_redis: bool = False
-    # Until it strikes, every buyer buys from app1, so that it strikes app1 holding the
-    # lock; it strikes ``settle_s`` after the order that triggers it, when the next
-    # holder has read the stock and sits in its critical section.
+    # Until it strikes, every buyer buys from app1, so that it strikes app1 holding the lock.
     first_app: bool = False
-    settle_s: float = 0.0
     # The instances it needs: their critical-section delay (None: the run's); fenced
     # False: the fencing stamp off (the broken half: not linearizable, as designed).
     section_delay_ms: float | None = None
@@ -51,13 +50,33 @@ class LinkFault:
         return dataclasses.replace(self, hosted=hosted)
 
     def inject(self, config: StackConfig) -> list[str]:
-        time.sleep(self.settle_s)
         self.act(self.hosted)
         return [self.name]
 
     def heal(self, config: StackConfig, names: list[str]) -> None:
         for host in self.hosted.net.hosts.values():
             host.heal()
+
+
+def _cut_the_holder(hosted: HostedApps) -> None:
+    """Cut app1 off from MariaDB once the setnx lock has had one holder for 40 ms:
+    past its read of the stock, inside its 200 ms critical section (every buyer buys
+    from app1 until the strike, so the holder is app1's). Watched in the hosts' Redis,
+    where the lock is a key holding its holder's token."""
+    client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline:
+            keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
+            token = client.get(keys[0]) if keys else None
+            if token is not None:
+                time.sleep(0.04)
+                if client.get(keys[0]) == token:
+                    break
+            time.sleep(0.005)
+    finally:
+        client.close()
+    hosted.apps[0].partition(hosted.db)
 
 
 LINK_FAULTS: dict[str, LinkFault] = {
@@ -74,16 +93,15 @@ LINK_FAULTS: dict[str, LinkFault] = {
         LinkFault("partition-buyers-app", "the buyers cut off from app1 for 8 s: purchases it took are "
                   "answered into the void; their buyers time out and retry",
                   lambda h: h.apps[0].partition(h.net.local)),
-        LinkFault("partition-holder-db", "app1, holding the setnx lock (2 s lease) inside a 200 ms "
+        LinkFault("partition-holder-db", "app1, holding the setnx lock (2 s lease) 40 ms into a 200 ms "
                   "critical section, cut off from MariaDB for 3 s: its lease runs out, app2 takes the "
                   "lock, and app1's stalled write lands after",
-                  lambda h: h.apps[0].partition(h.db), down_seconds=PAST_A_2_S_LEASE, first_app=True,
-                  settle_s=0.1, section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
+                  _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
+                  section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
         LinkFault("partition-holder-db-unfenced", "the same, on instances without the stock row's "
                   "fencing stamp (flashsale.settings.unfenced): the broken half",
-                  lambda h: h.apps[0].partition(h.db), down_seconds=PAST_A_2_S_LEASE, first_app=True,
-                  settle_s=0.1, section_delay_ms=200.0, fenced=False,
-                  environment=tuple(LEASE_LESSON.items())),
+                  _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
+                  section_delay_ms=200.0, fenced=False, environment=tuple(LEASE_LESSON.items())),
         LinkFault("slow-app", "app1's link shaped to 64 kbit/s (tbf) for 8 s: every byte it sends "
                   "queues", lambda h: h.apps[0].slow(64)),
     )
