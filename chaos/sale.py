@@ -28,6 +28,7 @@ import requests
 from loadtest.client import FlashsaleClient
 from loadtest.history import Recorder
 from stack.config import StackConfig
+from stack.hosted import until_ready
 from stack.servers import mariadb_app_connection
 
 from .faults import Fault
@@ -143,7 +144,7 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
     no nginx), until each one's /readyz does."""
     if urls:
         for url in urls:
-            _until_ready(url, seconds)
+            until_ready(url, seconds)
         return
     client = FlashsaleClient(config.base_url, timeout=2)
     deadline = time.monotonic() + seconds
@@ -160,19 +161,6 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
         in_a_row = in_a_row + 1 if healthy else 0
         if not healthy:
             time.sleep(0.2)
-
-
-def _until_ready(url: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if requests.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not come back ready within {seconds:.0f} s")
-        time.sleep(0.2)
 
 
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,

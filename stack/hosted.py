@@ -38,6 +38,20 @@ REDIS_PORT = 6379
 REDIS_GATE_PORT = 6380  # the audit asks the gate's Redis of every product; no gate sells here
 
 
+def until_ready(url: str, seconds: float) -> None:
+    """Until the instance at ``url`` answers /readyz 200; TimeoutError after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} not ready within {seconds:.0f} s")
+        time.sleep(0.1)
+
+
 class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: dict[str, str] | None = None):
@@ -95,20 +109,20 @@ class HostedApps:
                        f"--name={name}", "--worker-class=gthread", f"--workers={self.config.workers}",
                        f"--threads={self.config.threads}", "--timeout=60", "--graceful-timeout=5",
                        "--error-logfile=-", "--log-level=warning"],
-                      cwd=ROOT, env=self._environment(app, db, redis),
+                      cwd=ROOT, env=self._environment(app),
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
         for url in self.urls:
             self._until_ready(url)
 
-    def _environment(self, app: Host, db: Host, redis: Host) -> dict[str, str]:
+    def _environment(self, app: Host) -> dict[str, str]:
         return {
             **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
             **self.config.app_environment(app.name),
             **({} if self.fenced else {"DJANGO_SETTINGS_MODULE": "flashsale.settings.unfenced"}),
-            "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{db.address}:"
+            "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{self.db.address}:"
                             f"{self.config.mysql_port}/{APP_DATABASE}",
-            "REDIS_URL": f"redis://{redis.address}:{REDIS_PORT}/0",
-            "FLASHSALE_GATE_REDIS_URL": f"redis://{redis.address}:{REDIS_GATE_PORT}/0",
+            "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
+            "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
             "DJANGO_ALLOWED_HOSTS": app.address,
             "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
@@ -118,16 +132,11 @@ class HostedApps:
         }
 
     def _until_ready(self, url: str, seconds: float = 30) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
-        raise RuntimeError(f"{url} not ready in {seconds:.0f} s:\n{logs}")
+        try:
+            until_ready(url, seconds)
+        except TimeoutError as e:
+            logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
+            raise RuntimeError(f"{e}:\n{logs}") from None
 
     def close(self) -> None:
         self.net.close()

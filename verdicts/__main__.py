@@ -87,13 +87,16 @@ def _run(args: argparse.Namespace, command: str) -> int:
                        else use(strategy=strategy, section_delay_ms=args.section_delay_ms))
             where = " (test hosts)" if hosted(nemesis) else ""
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
-            if hosted(nemesis) and (shape := hosts_for(nemesis, args.section_delay_ms)) not in on:
-                delay, fenced, environment = shape
-                on[shape] = hosts.enter_context(HostedApps(config, section_delay_ms=delay, fenced=fenced,
-                                                           environment=dict(environment)))
+            instances = None
+            if hosted(nemesis):
+                shape = hosts_for(nemesis, args.section_delay_ms)
+                if shape not in on:
+                    delay, fenced, environment = shape
+                    on[shape] = hosts.enter_context(HostedApps(config, section_delay_ms=delay, fenced=fenced,
+                                                               environment=dict(environment)))
+                instances = on[shape]
             cell = run_cell(current, strategy=strategy, nemesis=nemesis, out=out, stock=args.stock,
-                            buyers=args.buyers, threads=args.threads, trigger=args.trigger,
-                            on=on.get(hosts_for(nemesis, args.section_delay_ms)) if hosted(nemesis) else None)
+                            buyers=args.buyers, threads=args.threads, trigger=args.trigger, on=instances)
             cells.append(cell)
             print(f"[verdicts]   linearizable: {cell.linearizable.strip('*')}; {cell.operations} operations, "
                   f"{cell.unknown} unknown, availability {cell.availability:.0%}", flush=True)

@@ -120,9 +120,12 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) 
                                          "reads: a sku's history has one reset and at most one final read"))
         return verdict
     reset, final = resets[0], (finals[0] if finals else None)
+    at_end: dict[str, list[int]] = defaultdict(list)  # the final read's orders, by key
+    for key, order_id in (final.orders if final else []):
+        at_end[key].append(order_id)
     if final is not None:
-        verdict.anomalies += _set_checks(sku, purchases, final)
-    steps, ends = _steps(purchases, final)
+        verdict.anomalies += _set_checks(sku, purchases, final, at_end)
+    steps, ends = _steps(purchases, final, at_end)
     model = SaleModel(reset.segments)
     linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states)
     verdict.linearizable, verdict.window, verdict.searched = linearizable, window, searched
@@ -133,11 +136,9 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) 
     return verdict
 
 
-def _set_checks(sku: str, purchases: list[Purchase], final: Final) -> list[Anomaly]:
+def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[str, list[int]]
+                ) -> list[Anomaly]:
     found: list[Anomaly] = []
-    at_end: dict[str, list[int]] = defaultdict(list)
-    for key, order_id in final.orders:
-        at_end[key].append(order_id)
     acknowledged: dict[str, set[int]] = defaultdict(set)
     for op in purchases:
         if op.outcome == OK:
@@ -168,15 +169,13 @@ def _set_checks(sku: str, purchases: list[Purchase], final: Final) -> list[Anoma
     return found
 
 
-def _steps(purchases: list[Purchase], final: Final | None) -> tuple[list[Step], list[int]]:
+def _steps(purchases: list[Purchase], final: Final | None, at_end: dict[str, list[int]]
+           ) -> tuple[list[Step], list[int]]:
     """The operations the search orders, with their completions: refusals that claim
     nothing are left out, and an unknown purchase is resolved where the final read
     settles it (it cannot have placed an order for a key that got a 201: before it,
     the 201 would have been a replay; after it, it was one itself)."""
     created = {op.key for op in purchases if op.outcome == OK and not op.replayed}
-    at_end: dict[str, list[int]] = defaultdict(list)
-    for key, order_id in (final.orders if final else []):
-        at_end[key].append(order_id)
     unknown_per_key: dict[str, int] = defaultdict(int)
     for op in purchases:
         if op.outcome == UNKNOWN:
