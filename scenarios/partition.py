@@ -3,7 +3,8 @@ through to reach its master (scenario S10).
 
 While the link is held, what the master sends never arrives: it is read and
 dropped, as by a partition that does not heal before the failover. The other
-direction (the replica's acknowledgements) keeps flowing.
+direction (the replica's acknowledgements) keeps flowing, unless the link drops
+``both_ways``; ``release`` heals it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import threading
 
 
 class Link:
-    def __init__(self, target_port: int):
+    def __init__(self, target_port: int, *, both_ways: bool = False):
         self.target_port = target_port
+        self.both_ways = both_ways
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._held = threading.Event()
@@ -26,6 +28,9 @@ class Link:
     def hold(self) -> None:
         """Partition: from now on nothing from the master reaches the replica."""
         self._held.set()
+
+    def release(self) -> None:
+        self._held.clear()
 
     def close(self) -> None:
         self._closed = True
@@ -50,7 +55,7 @@ class Link:
     def _pump(self, source: socket.socket, target: socket.socket, from_master: bool) -> None:
         try:
             while data := source.recv(65536):
-                if from_master and self._held.is_set():
+                if (from_master or self.both_ways) and self._held.is_set():
                     self.dropped += len(data)
                     continue
                 target.sendall(data)

@@ -12,6 +12,12 @@ connection is SUSPENDED or the session LOST after the acquisition,
 under the lock must not be committed. (SUSPENDED may still end in a reconnect with
 the lock intact; not knowing is treated as not holding.)
 
+A contender that gives up (its wait timed out, or the connection failed under it)
+has its node deleted by kazoo at best effort: cut off, the delete fails and kazoo
+goes on. If the session outlives the cut, that node would stay as long as the
+process lives, and once first in line hold the lock for nobody, for ever. The
+backend remembers such contenders and deletes their nodes when it is connected again.
+
 One ``KazooClient`` per process and backend, started on first use, stopped at exit,
 and started anew in a forked child.
 """
@@ -83,10 +89,21 @@ class ZooKeeperLock(BaseLock):
             # On a timeout kazoo deletes the waiter's node before raising.
             acquired = self._recipe.acquire(blocking=blocking, timeout=timeout)
         except LockTimeout:
-            return False
+            acquired = False
+        except KazooException:
+            self._give_up()
+            raise
         if acquired:
             self._losses_at_acquire = losses
+        else:
+            self._give_up()
         return acquired
+
+    def _give_up(self) -> None:
+        """After a failed acquisition: make sure no node of this contender stays,
+        and take a fresh recipe (a fresh node prefix) for the next attempt."""
+        recipe, self._recipe = self._recipe, None
+        self.backend.forget_contender(recipe.path, recipe.prefix)
 
     def do_release(self) -> None:
         if self._recipe is None or not self._recipe.is_acquired:
@@ -153,6 +170,10 @@ class ZooKeeperLockBackend(BaseLockBackend):
         # saw when it acquired.
         self.losses = 0
         self.connected = threading.Event()  # set while the session is connected
+        # (lock path, node prefix) of contenders that gave up while a delete of their
+        # node could fail: deleted once connected again (see the module's docstring).
+        self._strays: set[tuple[str, str]] = set()
+        self._strays_mutex = threading.Lock()  # not _mutex: held while kazoo starts and calls _on_state
         atexit.register(self.close)
 
     @property
@@ -187,8 +208,40 @@ class ZooKeeperLockBackend(BaseLockBackend):
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             self.losses += 1
             self.connected.clear()
+            if state == KazooState.LOST:
+                with self._strays_mutex:
+                    self._strays.clear()  # the session's ephemeral nodes went with it
         else:
             self.connected.set()
+            with self._strays_mutex:
+                strays = bool(self._strays)
+            if strays and self._client is not None:
+                # Not on kazoo's event thread: a request from there would wait on itself.
+                self._client.handler.spawn(self._sweep)
+
+    def forget_contender(self, path: str, prefix: str) -> None:
+        """Delete the node(s) a contender that gave up may have left under ``path``;
+        if that fails now, once the session is connected again."""
+        with self._strays_mutex:
+            self._strays.add((path, prefix))
+        if self.connected.is_set():
+            self._sweep()
+
+    def _sweep(self) -> None:
+        with self._strays_mutex:
+            strays = list(self._strays)
+        client = self._client
+        for path, prefix in strays:
+            try:
+                for node in client.get_children(path):
+                    if node.startswith(prefix):
+                        client.delete(f"{path}/{node}")
+            except NoNodeError:
+                pass
+            except KazooException:
+                return  # cut off again: the next connection tries again
+            with self._strays_mutex:
+                self._strays.discard((path, prefix))
 
     def lock(self, name: str) -> ZooKeeperLock:
         return ZooKeeperLock(name, backend=self, wait_timeout=self.wait_timeout)

@@ -15,6 +15,7 @@ from locking import LockLostError, LockNotOwnedError
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
 from scenarios.more import wakeups_for_a_queue
+from scenarios.partition import Link
 
 
 def expire_session(client: KazooClient) -> None:
@@ -46,6 +47,38 @@ def test_a_timed_out_waiter_returns_false_and_leaves_no_node(zk):
     assert 0.95 <= time.monotonic() - started < 3
     assert holder.contenders() == 1  # the holder's node only
     holder.release()
+
+
+def test_a_waiter_that_times_out_while_cut_off_leaves_no_node_once_back(zk):
+    """kazoo's recipe deletes a timed-out waiter's node at best effort: cut off, the
+    delete fails, and the node stays for as long as the session does. A session that
+    outlives the cut keeps it for ever, first in line once the holder goes: nobody
+    gets the lock again. The backend deletes such nodes once it is connected again."""
+    port = int(settings.ZOOKEEPER_HOSTS.split(",")[0].rsplit(":", 1)[1])
+    link = Link(port, both_ways=True)
+    holder = zk().lock("z")
+    holder.acquire()
+    waiting = zk(hosts=f"127.0.0.1:{link.port}", session_timeout=10)
+    waiter = waiting.lock("z")
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("acquired", waiter.acquire(timeout=1)))
+    t.start()
+    deadline = time.monotonic() + 5
+    while holder.contenders() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert holder.contenders() == 2
+    link.hold()  # the waiter's timeout passes while nothing reaches the server
+    t.join(timeout=15)
+    link.release()  # back well within its 10 s session: the session and its node live on
+    assert done == {"acquired": False}
+    deadline = time.monotonic() + 10
+    while holder.contenders() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holder.contenders() == 1  # the holder's node only
+    assert waiting.client.state == KazooState.CONNECTED and waiting.losses >= 1  # the same session
+    holder.release()
+    assert zk().lock("z").acquire(timeout=2)  # the next contender is not stuck behind a stray
+    link.close()
 
 
 def test_release_without_acquire_raises(zk):
