@@ -1,18 +1,18 @@
 """App instances on test hosts of their own (``stack.hosts``), each reaching its
 servers over a link that a nemesis can cut:
 
-    host db      a relay from its address to the stack's MariaDB (its Unix socket)
-    host redis   Redis servers of its own: the locks, idempotency flags and sale
-                 states; an empty one where the audit looks for a gate
-    host app1…   gunicorn with the flashsale app, as the stack runs it
+    host db       a relay from its address to the stack's MariaDB (its Unix socket)
+    host redis    Redis servers of its own: the locks, idempotency flags and sale
+                  states (6379); the gate's stock and streams (6380)
+    host zk       a standalone ZooKeeper of its own
+    host persist1 a persister of the gate's streams (``manage.py persist_orders``)
+    host app1…    gunicorn with the flashsale app, as the stack runs it
 
 The buyers, on this machine's namespace, reach each instance at its host's address.
 The stack must be up (its MariaDB holds the sale); the hosts, their processes and
 their links last as long as the ``HostedApps`` (they die with it, see
 ``stack.hosts``). A product is sold under the strategy its reset names, so one set
-of instances serves every strategy whose servers are on the hosts: the lockless
-ones, the Redis locks and the MySQL ones (not ZooKeeper's, not the gate: their
-servers stay on loopback).
+of instances serves every strategy.
 """
 
 from __future__ import annotations
@@ -22,33 +22,46 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import requests
+import redis
 
 from .config import BIN, ROOT, StackConfig
 from .hosts import Host, Net
-from .servers import APP_DATABASE, APP_DB_PASSWORD, APP_DB_USER, binary
+from .servers import (
+    APP_DATABASE,
+    APP_DB_PASSWORD,
+    APP_DB_USER,
+    binary,
+    http_probe,
+    redis_client_probe,
+    render,
+    zookeeper_command,
+    zookeeper_probe,
+)
 
-# The strategies whose every server is on a host.
-HOSTED_STRATEGIES = ("none", "local", "setnx", "redisson", "redisson-fair", "mysql", "mysql-for-update",
-                     "optimistic", "atomic")
 APP_PORT = 8001
 REDIS_PORT = 6379
-REDIS_GATE_PORT = 6380  # the audit asks the gate's Redis of every product; no gate sells here
+REDIS_GATE_PORT = 6380
+ZK_PORT = 2181
+PERSISTER = "persist1"  # its host, and its name as the gate's Redis knows it
 
 
 def until_ready(url: str, seconds: float) -> None:
     """Until the instance at ``url`` answers /readyz 200; TimeoutError after ``seconds``."""
+    _until(http_probe(f"{url}/readyz"), seconds, f"{url} not ready")
+
+
+def _until(probe: Callable[[], None], seconds: float, what: str) -> None:
+    """Until ``probe`` returns without raising; TimeoutError after ``seconds``."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} not ready within {seconds:.0f} s")
+            return probe()
+        except (OSError, redis.RedisError):  # urllib's errors are OSErrors
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} within {seconds:.0f} s") from None
         time.sleep(0.1)
 
 
@@ -78,6 +91,14 @@ class HostedApps:
     def redis(self) -> Host:
         return self.net.hosts["redis"]
 
+    @property
+    def zk(self) -> Host:
+        return self.net.hosts["zk"]
+
+    @property
+    def persister(self) -> Host:
+        return self.net.hosts[PERSISTER]
+
     def __enter__(self) -> HostedApps:
         try:
             self.start()
@@ -91,7 +112,7 @@ class HostedApps:
 
     def start(self) -> None:
         self.net.open()
-        db, redis = self.net.host("db"), self.net.host("redis")
+        db, redis, zk = self.net.host("db"), self.net.host("redis"), self.net.host("zk")
         logs = Path(self._scratch.name)
         socket_path = self.config.run_dir / "mariadb" / "mysqld.sock"
         db.start([sys.executable, "-m", "stack.relay", f"{db.address}:{self.config.mysql_port}",
@@ -101,6 +122,16 @@ class HostedApps:
             redis.start([binary("redis-server"), "--bind", redis.address, "--port", str(port),
                          "--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs)],
                         stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
+        (logs / "zk").mkdir()
+        conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
+                      data_dir=logs / "zk", members="", address=zk.address)
+        log4j = render(ROOT / "stack/templates/log4j.properties", logs / "zk" / "log4j.properties")
+        zk.start(zookeeper_command(conf, log4j), stdout=(logs / "zk.log").open("w"), stderr=subprocess.STDOUT)
+        self._until(zookeeper_probe(ZK_PORT, zk.address), 60, "ZooKeeper not serving")
+        persister = self.net.host(PERSISTER)
+        persister.start([sys.executable, "manage.py", "persist_orders", f"--name={PERSISTER}"],
+                        cwd=ROOT, env=self._environment(persister, selling=False),
+                        stdout=(logs / "persister.log").open("w"), stderr=subprocess.STDOUT)
         for i in range(1, self.instances + 1):
             app = self.net.host(name := f"app{i}")
             self.apps.append(app)
@@ -112,28 +143,35 @@ class HostedApps:
                       cwd=ROOT, env=self._environment(app),
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
         for url in self.urls:
-            self._until_ready(url)
+            self._until(http_probe(f"{url}/readyz"), 30, f"{url} not ready")
+        self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis.address), 30,
+                    "the persister not connected to the gate's Redis")
 
-    def _environment(self, app: Host) -> dict[str, str]:
+    def _environment(self, host: Host, *, selling: bool = True) -> dict[str, str]:
+        """An instance's settings, reaching every server on its host; without
+        ``selling``, a persister's (``StackConfig.persister_environment``)."""
+        stack = (self.config.app_environment if selling else self.config.persister_environment)(host.name)
         return {
             **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
-            **self.config.app_environment(app.name),
+            **stack,
             **({} if self.fenced else {"DJANGO_SETTINGS_MODULE": "flashsale.settings.unfenced"}),
             "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{self.db.address}:"
                             f"{self.config.mysql_port}/{APP_DATABASE}",
             "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
             "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
-            "DJANGO_ALLOWED_HOSTS": app.address,
-            "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
-            "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
-            "FLASHSALE_METRICS": "false",
-            "PROMETHEUS_MULTIPROC_DIR": str(Path(self._scratch.name) / f"metrics-{app.name}"),
+            "ZOOKEEPER_HOSTS": f"{self.zk.address}:{ZK_PORT}",
+            **({"DJANGO_ALLOWED_HOSTS": host.address,
+                "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
+                "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
+                "FLASHSALE_METRICS": "false",
+                "PROMETHEUS_MULTIPROC_DIR": str(Path(self._scratch.name) / f"metrics-{host.name}")}
+               if selling else {}),
             **self.environment,
         }
 
-    def _until_ready(self, url: str, seconds: float = 30) -> None:
+    def _until(self, probe: Callable[[], None], seconds: float, what: str) -> None:
         try:
-            until_ready(url, seconds)
+            _until(probe, seconds, what)
         except TimeoutError as e:
             logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
             raise RuntimeError(f"{e}:\n{logs}") from None

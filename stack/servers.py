@@ -81,39 +81,39 @@ def _redis_probe(port: int) -> Callable[[], None]:
     return probe
 
 
-def _redis_client_probe(port: int, name: str) -> Callable[[], None]:
+def redis_client_probe(port: int, name: str, host: str = "127.0.0.1") -> Callable[[], None]:
     """Ready once the process is connected to Redis under its own name (a persister's
     gate client names itself after FLASHSALE_INSTANCE; the race runner's queue, --name)."""
 
     def probe() -> None:
         import redis
 
-        clients = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).client_list()
+        clients = redis.Redis(host=host, port=port, socket_timeout=1, socket_connect_timeout=1).client_list()
         if not any(client.get("name") == name for client in clients):
             raise ConnectionError(f"{name} has not connected to Redis yet")
 
     return probe
 
 
-def _zookeeper_probe(port: int) -> Callable[[], None]:
+def zookeeper_probe(port: int, host: str = "127.0.0.1") -> Callable[[], None]:
     def probe() -> None:
-        if zookeeper_mode(port) is None:
+        if zookeeper_mode(port, host) is None:
             raise ConnectionError("zookeeper is not serving yet")
 
     return probe
 
 
-def zookeeper_mode(port: int) -> str | None:
+def zookeeper_mode(port: int, host: str = "127.0.0.1") -> str | None:
     """standalone, leader or follower, as "srvr" says once the node serves; None
     for an ensemble member without a quorum (it answers no mode)."""
-    for line in zookeeper_four_letters(port, b"srvr").splitlines():
+    for line in zookeeper_four_letters(port, b"srvr", host).splitlines():
         if line.startswith("Mode: "):
             return line.removeprefix("Mode: ")
     return None
 
 
-def zookeeper_four_letters(port: int, word: bytes) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+def zookeeper_four_letters(port: int, word: bytes, host: str = "127.0.0.1") -> str:
+    with socket.create_connection((host, port), timeout=1) as s:
         s.sendall(word)
         chunks = []
         while chunk := s.recv(4096):
@@ -207,21 +207,22 @@ def zookeepers(config: StackConfig) -> list[Server]:
         if ensemble:
             (data / "myid").write_text(f"{i + 1}\n")
         conf = render(ROOT / "stack/templates/zoo.cfg", d / "zoo.cfg",
-                      port=config.zk_port + i, data_dir=data, members=members)
+                      port=config.zk_port + i, data_dir=data, members=members, address="127.0.0.1")
         log4j = render(ROOT / "stack/templates/log4j.properties", d / "log4j.properties")
         servers.append(Server(
             name=name,
-            command=[
-                binary("java"), "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH,
-                f"-Dlog4j.configuration=file:{log4j}",
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf),
-            ],
+            command=zookeeper_command(conf, log4j),
             port=config.zk_port + i,
-            probe=_zookeeper_probe(config.zk_port + i),
+            probe=zookeeper_probe(config.zk_port + i),
             priority=10,
             ready_timeout=60,
         ))
     return servers
+
+
+def zookeeper_command(conf: Path, log4j: Path) -> list[str]:
+    return [binary("java"), "-Xmx256m", "-cp", ZOOKEEPER_CLASSPATH, f"-Dlog4j.configuration=file:{log4j}",
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf)]
 
 
 def app(config: StackConfig, name: str) -> Server:
@@ -250,7 +251,7 @@ def persister(config: StackConfig, name: str) -> Server:
         command=[sys.executable, "manage.py", "persist_orders", f"--name={name}",
                  f"--metrics-port={config.persister_metrics_port(name)}"],
         port=None,
-        probe=_redis_client_probe(config.redis_gate_port, name),
+        probe=redis_client_probe(config.redis_gate_port, name),
         priority=20,
         environment=config.persister_environment(name),
     )
@@ -264,7 +265,7 @@ def racer(config: StackConfig) -> Server:
         command=[sys.executable, "manage.py", "run_races", "--name=racer",
                  f"--metrics-port={config.racer_metrics_port}"],
         port=None,
-        probe=_redis_client_probe(config.redis_port, "racer"),
+        probe=redis_client_probe(config.redis_port, "racer"),
         priority=20,
         environment={**config.persister_environment("racer"), "FLASHSALE_RACE_TARGET": config.base_url},
     )

@@ -68,3 +68,23 @@ def test_a_holder_cut_off_past_its_lease_is_safe_only_with_the_fencing_stamp(sta
     assert cell.verdict.valid is fenced, cell.verdict.anomalies[:1]
     if not fenced:
         assert cell.linearizable == "**no**, as designed" and cell.end_state.lost_updates > 0
+
+
+def test_a_zookeeper_holder_cut_off_past_its_session_leaves_the_lock_to_the_next(stack_config, tmp_path):
+    """The session is ZooKeeper's lease: app1 cut off past it loses the lock to app2,
+    and must not commit what it started. The sale goes on to the last unit (a node
+    left behind by a waiter cut off mid-wait once stopped it for good)."""
+    with HostedApps(stack_config, section_delay_ms=200.0, environment=LEASE_LESSON) as hosted:
+        cell = run_cell(stack_config, strategy="zookeeper", nemesis="partition-holder-zk", out=tmp_path,
+                        on=hosted, **LEASE)
+    assert cell.end_state.injected
+    assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+    assert cell.end_state.orders == LEASE["stock"]
+
+
+def test_the_gate_with_its_persister_cut_off_from_mariadb_writes_every_sale(stack_config, hosts, tmp_path):
+    cell = run_cell(stack_config, strategy="gate", nemesis="partition-persister-db", out=tmp_path, on=hosts,
+                    **SMALL)
+    assert cell.end_state.injected
+    assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+    assert cell.end_state.orders == SMALL["stock"]

@@ -1,8 +1,10 @@
 """Nemeses that break links between test hosts (``stack.hosts``), for a sale whose
 instances run on hosts of their own (``stack.hosted``): the kernel drops the
 packets, nothing is signalled to any process. Each strikes app1's links mid-sale
-and heals after ``down_seconds``: longer than the locks' 5 s lease, so a holder cut
-off keeps working past it, as in Kleppmann's critique of Redlock (seed 003).
+(or the gate persister's) and heals after ``down_seconds``: by default longer than
+the locks' 5 s lease, so a holder cut off keeps working past it, as in Kleppmann's
+critique of Redlock (seed 003); the lessons on leases and sessions time theirs to
+the lease they outlive.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from stack.config import StackConfig
-from stack.hosted import REDIS_PORT, HostedApps
+from stack.hosted import REDIS_PORT, ZK_PORT, HostedApps
 
 PAST_THE_LEASE = 8.0  # seconds; the Redis locks' lease is 5 s
 
@@ -28,6 +32,10 @@ PAST_THE_LEASE = 8.0  # seconds; the Redis locks' lease is 5 s
 LEASE_LESSON = {"FLASHSALE_SETNX_TTL_MS": "2000", "FLASHSALE_LOCK_WAIT_TIMEOUT": "1",
                 "DB_IDLE_TRANSACTION_TIMEOUT": "10"}
 PAST_A_2_S_LEASE = 3.0
+# ZooKeeper's lease is the session: 4 s, the least its 2 s tick allows. A partition of
+# 5 s outlives it by a second, so the session expires and another contender holds.
+PAST_THE_SESSION = 5.0
+HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
 
 
 @dataclass(frozen=True)
@@ -58,25 +66,59 @@ class LinkFault:
             host.heal()
 
 
+def _held_a_while(holder: Callable[[], object | None]) -> None:
+    """Until ``holder()`` (who holds the lock, None when nobody does) names the same
+    holder twice ``HELD_A_WHILE`` apart: past its read of the stock, inside its
+    200 ms critical section. Gives up after 5 s (the cut then strikes anyway)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        first = holder()
+        if first is not None:
+            time.sleep(HELD_A_WHILE)
+            if holder() == first:
+                return
+        time.sleep(0.005)
+
+
 def _cut_the_holder(hosted: HostedApps) -> None:
-    """Cut app1 off from MariaDB once the setnx lock has had one holder for 40 ms:
-    past its read of the stock, inside its 200 ms critical section (every buyer buys
-    from app1 until the strike, so the holder is app1's). Watched in the hosts' Redis,
+    """Cut app1 off from MariaDB while it holds the setnx lock (every buyer buys from
+    app1 until the strike, so the holder is app1's). Watched in the hosts' Redis,
     where the lock is a key holding its holder's token."""
     client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
-    deadline = time.monotonic() + 5
+
+    def holder() -> bytes | None:
+        keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
+        return client.get(keys[0]) if keys else None
+
     try:
-        while time.monotonic() < deadline:
-            keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
-            token = client.get(keys[0]) if keys else None
-            if token is not None:
-                time.sleep(0.04)
-                if client.get(keys[0]) == token:
-                    break
-            time.sleep(0.005)
+        _held_a_while(holder)
     finally:
         client.close()
     hosted.apps[0].partition(hosted.db)
+
+
+def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
+    """Cut app1 off from ZooKeeper and MariaDB while it holds the ZooKeeper lock:
+    its session expires, its lock node goes with it, and app2's waiter takes the
+    lock while app1's transaction is stalled. Watched in the hosts' ZooKeeper, where
+    the holder is the lowest of the lock's sequential nodes."""
+    client = KazooClient(hosts=f"{hosted.zk.address}:{ZK_PORT}", timeout=5)
+    client.start(timeout=5)
+
+    def holder() -> str | None:
+        try:
+            locks = client.get_children("/flashsale/locks")
+            nodes = client.get_children(f"/flashsale/locks/{locks[0]}") if locks else []
+        except NoNodeError:
+            return None
+        return min(nodes, key=lambda node: node[-10:]) if nodes else None
+
+    try:
+        _held_a_while(holder)
+    finally:
+        client.stop()
+        client.close()
+    hosted.apps[0].partition(hosted.zk, hosted.db)
 
 
 LINK_FAULTS: dict[str, LinkFault] = {
@@ -102,6 +144,14 @@ LINK_FAULTS: dict[str, LinkFault] = {
                   "fencing stamp (flashsale.settings.unfenced): the broken half",
                   _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
                   section_delay_ms=200.0, fenced=False, environment=tuple(LEASE_LESSON.items())),
+        LinkFault("partition-holder-zk", "app1, holding the ZooKeeper lock 40 ms into a 200 ms critical "
+                  "section, cut off from ZooKeeper and MariaDB for 5 s: its 4 s session expires, app2 "
+                  "takes the lock, and app1 must not commit what it started",
+                  _cut_the_zookeeper_holder, down_seconds=PAST_THE_SESSION, first_app=True,
+                  section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
+        LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 8 s: the gate "
+                  "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
+                  "may not have committed", lambda h: h.persister.partition(h.db)),
         LinkFault("slow-app", "app1's link shaped to 64 kbit/s (tbf) for 8 s: every byte it sends "
                   "queues", lambda h: h.apps[0].slow(64)),
     )

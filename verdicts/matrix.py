@@ -20,7 +20,7 @@ from chaos.sale import sale_under_fault
 from common.strategies import STRATEGIES, Seller
 from loadtest.history import FAILED, OK, Purchase, Recorder
 from stack.config import StackConfig
-from stack.hosted import HOSTED_STRATEGIES, HostedApps
+from stack.hosted import HostedApps
 
 from .checker import Verdict, check
 from .links import LINK_FAULTS
@@ -35,17 +35,18 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "zk-leader": lambda spec: spec.lock == "zookeeper",
             # The lesson on leases: the Redis locks, whose holder can outlive its lease.
             "partition-holder-db": lambda spec: spec.lock == "setnx",
-            "partition-holder-db-unfenced": lambda spec: spec.lock == "setnx"}
+            "partition-holder-db-unfenced": lambda spec: spec.lock == "setnx",
+            "partition-holder-zk": lambda spec: spec.lock == "zookeeper",
+            "partition-persister-db": lambda spec: spec.seller is Seller.GATE}
 
 
 def default_plan(strategies: list[str]) -> list[tuple[str, str]]:
     """Every strategy calm; each that claims correctness under every fault that
-    strikes what it uses too (the link faults where its servers are on the hosts).
+    strikes what it uses too.
     One that does not is already wrong without a fault: a fault adds nothing to learn."""
     def bites(strategy: str, nemesis: str) -> bool:
         spec = STRATEGIES[strategy]
-        return (nemesis == CALM or spec.claims_correct and ONLY_FOR.get(nemesis, lambda _: True)(spec)
-                and (not hosted(nemesis) or strategy in HOSTED_STRATEGIES))
+        return nemesis == CALM or spec.claims_correct and ONLY_FOR.get(nemesis, lambda _: True)(spec)
 
     return [(s, n) for s in strategies for n in NEMESES if bites(s, n)]
 
