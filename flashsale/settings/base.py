@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import socket
 from pathlib import Path
+from urllib.parse import urlparse
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -304,6 +305,8 @@ FLASHSALE_DEMO_SKU = env.str("FLASHSALE_DEMO_SKU", default="demo-1")
 # than two ticks of the server (4 s with the stack's tickTime of 2 s).
 FLASHSALE_SETNX_TTL_MS = env.int("FLASHSALE_SETNX_TTL_MS", default=5_000)
 FLASHSALE_WATCHDOG_TIMEOUT_MS = env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=5_000)
+# How long the Redis locks wait for a reply before their server counts as unreachable.
+FLASHSALE_LOCK_REDIS_TIMEOUT = env.float("FLASHSALE_LOCK_REDIS_TIMEOUT", default=5.0)
 FLASHSALE_ZK_SESSION_TIMEOUT = env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=4.0)
 
 # One alias per lock; each strategy names the one that guards its stock
@@ -318,6 +321,7 @@ LOCKING = {
         "BACKEND": "locking.backends.redis.setnx.SetnxLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
             "key_prefix": "flashsale:lock:",
             "ttl_ms": FLASHSALE_SETNX_TTL_MS,
             "retry_interval": env.float("FLASHSALE_SETNX_RETRY_MS", default=20) / 1000,
@@ -328,6 +332,7 @@ LOCKING = {
         "BACKEND": "locking.backends.redis.redisson.RedissonLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
             "key_prefix": "flashsale:rlock:",
             "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
@@ -337,6 +342,7 @@ LOCKING = {
         "BACKEND": "locking.backends.redis.redisson_fair.RedissonFairLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
             "key_prefix": "flashsale:fairlock:",
             "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
             "waiter_timeout_ms": env.int("FLASHSALE_FAIR_WAITER_TIMEOUT_MS", default=3_000),
@@ -361,6 +367,21 @@ LOCKING = {
         "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
     },
 }
+
+# Redis behind Sentinel ("host:port,host:port"; empty: REDIS_URL's server): the cache
+# and the Redis locks ask the sentinels for the master of REDIS_SENTINEL_SERVICE at
+# each new connection, and follow a failover; REDIS_URL then names only the database.
+REDIS_SENTINELS = [(host, int(port)) for host, port in
+                   (address.rsplit(":", 1) for address in env.list("REDIS_SENTINELS", default=[]))]
+REDIS_SENTINEL_SERVICE = env.str("REDIS_SENTINEL_SERVICE", default="flashsale")
+if REDIS_SENTINELS:
+    CACHES["default"]["LOCATION"] = f"redis://{REDIS_SENTINEL_SERVICE}{urlparse(REDIS_URL).path}"
+    CACHES["default"]["OPTIONS"].update(
+        CONNECTION_FACTORY="django_redis.pool.SentinelConnectionFactory", SENTINELS=REDIS_SENTINELS,
+        SENTINEL_KWARGS={"socket_timeout": 1, "socket_connect_timeout": 1})
+    for _alias in LOCKING.values():
+        if _alias.get("OPTIONS", {}).get("url") == REDIS_URL:
+            _alias["OPTIONS"].update(sentinels=REDIS_SENTINELS, service=REDIS_SENTINEL_SERVICE)
 
 # --- REST framework ----------------------------------------------------------------
 

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import redis
+import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
+from redis.connection import parse_url
 from redis.retry import Retry
 
 from ...base import BaseLockBackend
@@ -50,8 +52,13 @@ class RedisLockBackend(BaseLockBackend):
     OPTIONS: ``url`` (redis://host:port/db), ``key_prefix`` (default
     ``"lock:"``), ``connection_class`` (redis-py's by default; a benchmark passes
     one that counts round trips), ``max_connections`` (512: redis-py's own 100
-    refuses the 101st thread at once instead of letting it wait), plus each lock
-    class's own options.
+    refuses the 101st thread at once instead of letting it wait), ``socket_timeout``
+    (5 s: how long a reply may take before the server counts as unreachable), plus
+    each lock class's own options.
+
+    Behind Sentinel: ``sentinels`` (``[(host, port), ...]``) and ``service`` (the
+    master's name there); each new connection goes to the master the sentinels
+    name, and ``url`` gives only the database number.
     """
 
     scripts: tuple[str, ...] = ()
@@ -72,11 +79,22 @@ class RedisLockBackend(BaseLockBackend):
         # behind our back, or a reentrant lock counts the same acquisition twice and
         # is never let go. Each lock decides what a lost reply means (a release asks
         # its latch; an acquire is reported unavailable, its lease frees it).
-        pool = redis.ConnectionPool.from_url(
-            url, connection_class=connection_class, socket_timeout=5, socket_connect_timeout=2,
-            health_check_interval=30, retry=Retry(NoBackoff(), 0), max_connections=max_connections,
-        )
-        self.client = redis.Redis(connection_pool=pool)
+        sentinels = self.options.pop("sentinels", None)
+        service = self.options.pop("service", "mymaster")
+        socket_timeout = float(self.options.pop("socket_timeout", 5.0))
+        connection = dict(socket_timeout=socket_timeout, socket_connect_timeout=min(2.0, socket_timeout),
+                          health_check_interval=30,
+                          retry=Retry(NoBackoff(), 0), max_connections=max_connections)
+        if sentinels:
+            asking = {"socket_timeout": 1, "socket_connect_timeout": 1}
+            self._sentinel = redis.sentinel.Sentinel([tuple(s) for s in sentinels], sentinel_kwargs=asking)
+            self._service = service
+            self._db = parse_url(url).get("db", 0)
+            self.client = self._sentinel.master_for(service, db=self._db, **connection)
+        else:
+            self._sentinel = None
+            pool = redis.ConnectionPool.from_url(url, connection_class=connection_class, **connection)
+            self.client = redis.Redis(connection_pool=pool)
         # register_script runs EVALSHA and falls back to loading the script (SCRIPT
         # LOAD) when the server does not know it yet, e.g. after a restart.
         self.script: dict[str, Script] = {name: self.client.register_script(lua(name))
@@ -86,9 +104,12 @@ class RedisLockBackend(BaseLockBackend):
         # A client of its own, one connection kept: the locks' pool waits 5 s for a
         # reply, far longer than a load balancer waits for a readiness answer.
         if self._checker is None:
-            self._checker = redis.Redis.from_url(self._url, socket_timeout=timeout,
-                                                 socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0),
-                                                 max_connections=1)
+            checker = dict(socket_timeout=timeout, socket_connect_timeout=timeout,
+                           retry=Retry(NoBackoff(), 0), max_connections=1)
+            if self._sentinel:
+                self._checker = self._sentinel.master_for(self._service, db=self._db, **checker)
+            else:
+                self._checker = redis.Redis.from_url(self._url, **checker)
         self._checker.ping()
 
     def close(self) -> None:
