@@ -4,6 +4,9 @@ servers over a link that a nemesis can cut:
     host db       a relay from its address to the stack's MariaDB (its Unix socket)
     host redis    Redis servers of its own: the locks, idempotency flags and sale
                   states (6379); the gate's stock and streams (6380)
+    host redis2   with ``sentinel``: a replica of redis's 6379, and
+    host sentinel a Redis Sentinel watching that master, which the instances ask
+                  for the master (and which promotes redis2 when redis fails)
     host zk       a standalone ZooKeeper of its own
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
     host app1…    gunicorn with the flashsale app, as the stack runs it
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import redis
@@ -45,6 +48,17 @@ APP_PORT = 8001
 REDIS_PORT = 6379
 REDIS_GATE_PORT = 6380
 ZK_PORT = 2181
+SENTINEL_PORT = 26379
+SENTINEL_SERVICE = "flashsale"
+# The master counts as down after 1 s without an answer; one sentinel is a quorum.
+SENTINEL_CONF = """port {port}
+bind {address}
+protected-mode no
+dir {dir}
+sentinel monitor {service} {master} {master_port} 1
+sentinel down-after-milliseconds {service} 1000
+sentinel failover-timeout {service} 5000
+"""
 PERSISTER = "persist1"  # its host, and its name as the gate's Redis knows it
 
 
@@ -67,14 +81,16 @@ def _until(probe: Callable[[], None], seconds: float, what: str) -> None:
 
 class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
-                 fenced: bool = True, environment: dict[str, str] | None = None):
+                 fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+                 sentinel: bool = False):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
-        self.environment = environment or {}  # settings the instances read, over the stack's
+        self.environment = dict(environment)  # settings the instances read, over the stack's
         # False: the stock row's fencing stamp off (flashsale.settings.unfenced), for
         # the broken half of the verdicts' lesson on leases; never otherwise.
         self.fenced = fenced
+        self.sentinel = sentinel  # a replica and a sentinel beside the locks' Redis
         self.net = Net()
         self.apps: list[Host] = []
         self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
@@ -122,6 +138,8 @@ class HostedApps:
             redis.start([binary("redis-server"), "--bind", redis.address, "--port", str(port),
                          "--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs)],
                         stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
+        if self.sentinel:
+            self._replica_and_sentinel(logs)
         (logs / "zk").mkdir()
         conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
                       data_dir=logs / "zk", members="", address=zk.address)
@@ -147,6 +165,36 @@ class HostedApps:
         self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis.address), 30,
                     "the persister not connected to the gate's Redis")
 
+    def _replica_and_sentinel(self, logs: Path) -> None:
+        replica, sentinel = self.net.host("redis2"), self.net.host("sentinel")
+        replica.start([binary("redis-server"), "--bind", replica.address, "--port", str(REDIS_PORT),
+                       "--replicaof", self.redis.address, str(REDIS_PORT), "--save", "", "--appendonly", "no",
+                       "--protected-mode", "no", "--dir", str(logs)],
+                      stdout=(logs / "redis2.log").open("w"), stderr=subprocess.STDOUT)
+        conf = logs / "sentinel.conf"  # Sentinel rewrites it as it learns: in the scratch directory
+        conf.write_text(SENTINEL_CONF.format(port=SENTINEL_PORT, address=sentinel.address, dir=logs,
+                                             service=SENTINEL_SERVICE, master=self.redis.address,
+                                             master_port=REDIS_PORT))
+        sentinel.start([binary("redis-server"), str(conf), "--sentinel"],
+                       stdout=(logs / "sentinel.log").open("w"), stderr=subprocess.STDOUT)
+
+        def replica_known() -> None:
+            with redis.Redis(host=sentinel.address, port=SENTINEL_PORT, socket_timeout=1,
+                             socket_connect_timeout=1, decode_responses=True) as asked:
+                replicas = asked.sentinel_slaves(SENTINEL_SERVICE)
+            if not any(r.get("master-link-status") == "ok" for r in replicas):
+                raise ConnectionError("the sentinel knows no replica in sync yet")
+
+        self._until(replica_known, 30, "no replica in sync")
+
+    def master(self) -> Host:
+        """The locks' Redis master, as the sentinel names it now."""
+        sentinel = self.net.hosts["sentinel"]
+        with redis.Redis(host=sentinel.address, port=SENTINEL_PORT, socket_timeout=1,
+                         decode_responses=True) as asked:
+            address, _ = asked.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)
+        return next(host for host in self.net.hosts.values() if host.address == address)
+
     def _environment(self, host: Host, *, selling: bool = True) -> dict[str, str]:
         """An instance's settings, reaching every server on its host; without
         ``selling``, a persister's (``StackConfig.persister_environment``)."""
@@ -160,6 +208,8 @@ class HostedApps:
             "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
             "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
             "ZOOKEEPER_HOSTS": f"{self.zk.address}:{ZK_PORT}",
+            **({"REDIS_SENTINELS": f"{self.net.hosts['sentinel'].address}:{SENTINEL_PORT}",
+                "REDIS_SENTINEL_SERVICE": SENTINEL_SERVICE} if self.sentinel else {}),
             **({"DJANGO_ALLOWED_HOSTS": host.address,
                 "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
                 "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),

@@ -84,6 +84,7 @@ class Host:
     net: Net
     holder: subprocess.Popen
     processes: list[subprocess.Popen] = field(default_factory=list)
+    struck: bool = False  # a rule or a shaping of the nemesis's on this host, maybe
 
     @property
     def pid(self) -> int:
@@ -130,15 +131,21 @@ class Host:
 
     def slow(self, kbit: int) -> None:
         """Shape what this host sends to ``kbit`` kbit/s (tbf): a link that queues, then drops."""
+        self.struck = True
         self.call(["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", f"{kbit}kbit",
                    "burst", "16kb", "latency", "500ms"])
 
     def heal(self) -> None:
-        """Every rule and shaping gone: the links as they were made."""
+        """Every rule and shaping gone: the links as they were made. Nothing to do,
+        and no command run, on a host the nemesis never touched: a heal of many
+        hosts lands on the struck ones within milliseconds."""
+        if not self.struck:
+            return
         if self._has_rules():
             self.call(["nft", "delete", "table", "inet", "nemesis"])
         if "tbf" in self.call(["tc", "qdisc", "show", "dev", "eth0"]):
             self.call(["tc", "qdisc", "del", "dev", "eth0", "root"])
+        self.struck = False
 
     def can_delay(self) -> bool:
         """Whether this kernel has netem (a delay per packet, with jitter)."""
@@ -155,6 +162,7 @@ class Host:
     def _rules(self, rules: list[tuple[str, str]]) -> None:
         """Add ``(hook, rule)``s in one nft transaction: all at once, in one call (a
         fault that must strike within milliseconds cannot wait for several)."""
+        self.struck = True
         self.call(["nft", "-f", "-"], stdin=(
             "table inet nemesis {\n"  # made if missing, left as it is otherwise
             "  chain input { type filter hook input priority 0; }\n"

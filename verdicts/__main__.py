@@ -85,11 +85,10 @@ def _run(args: argparse.Namespace, command: str) -> int:
             instances = None
             if hosted(nemesis):
                 shape = hosts_for(nemesis, args.section_delay_ms)
-                if shape not in on:
-                    delay, fenced, environment = shape
-                    on[shape] = hosts.enter_context(HostedApps(config, section_delay_ms=delay, fenced=fenced,
-                                                               environment=dict(environment)))
-                instances = on[shape]
+                key = tuple(shape.items())
+                if key not in on:
+                    on[key] = hosts.enter_context(HostedApps(config, **shape))
+                instances = on[key]
             cell = run_cell(current, strategy=strategy, nemesis=nemesis, out=out, stock=args.stock,
                             buyers=args.buyers, threads=args.threads, trigger=args.trigger, on=instances)
             cells.append(cell)

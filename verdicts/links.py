@@ -26,16 +26,29 @@ PAST_THE_LEASE = 8.0  # seconds; the Redis locks' lease is 5 s
 # The lesson on leases needs a holder's stalled write to land after its lease ran out
 # and another holder sold: a partition longer than the lease, and shorter than what
 # ends a stalled transaction first (MariaDB's idle-transaction timeout, 6 s by default,
-# and the purchase's 8 s deadline, with TCP's backoff on top). So its instances take a
-# 2 s lease, a 1 s lock wait (waiters give up and come back through app2 in time), and
-# a 10 s idle-transaction timeout; the partition lasts 3 s.
+# and the purchase's 8 s deadline). So its instances take a 2 s lease, a 1 s lock wait
+# (waiters give up and come back through app2 in time), and a 10 s idle-transaction
+# timeout. When the write lands is TCP's: retransmitted 0.2, 0.6, 1.4, 3.0 and 6.2 s
+# after it was sent (Linux's 200 ms minimum timeout, doubling). The partition lasts
+# 2.5 s: app2 has sold by then (its lease came 2 s after the cut), and the write,
+# sent about 0.16 s after the cut, lands with the retransmission at 3 s, not 6.
 LEASE_LESSON = {"FLASHSALE_SETNX_TTL_MS": "2000", "FLASHSALE_LOCK_WAIT_TIMEOUT": "1",
                 "DB_IDLE_TRANSACTION_TIMEOUT": "10"}
-PAST_A_2_S_LEASE = 3.0
+PAST_A_2_S_LEASE = 2.5
 # ZooKeeper's lease is the session: 4 s, the least its 2 s tick allows. A partition of
 # 5 s outlives it by a second, so the session expires and another contender holds.
 PAST_THE_SESSION = 5.0
 HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
+# The failover: Sentinel counts the master down after 1 s and promotes the replica
+# within another second or two; app2's Redis connections give up on the old master
+# after a 1 s socket timeout and find the new one: app2 sells 3 to 4 s after the cut.
+# The heal at 5 s falls between TCP's retransmissions at 3 and 6.2 s, so app1's
+# stalled write lands at about 6.4 s, after app2's. A purchase that waited for the
+# lock may be near its 8 s deadline by then: the lesson's instances give it 14 s
+# (and MariaDB's idle transactions 20 s), so that the write always lands.
+FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "14",
+                   "DB_IDLE_TRANSACTION_TIMEOUT": "20"}
+THROUGH_A_FAILOVER = 5.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,7 @@ class LinkFault:
     section_delay_ms: float | None = None
     fenced: bool = True
     environment: tuple[tuple[str, str], ...] = ()  # over the stack's settings
+    sentinel: bool = False  # the locks' Redis with a replica and Sentinel
     hosted: HostedApps | None = None  # bound by ``on``
 
     def on(self, hosted: HostedApps) -> LinkFault:
@@ -97,6 +111,30 @@ def _cut_the_holder(hosted: HostedApps) -> None:
     hosted.apps[0].partition(hosted.db)
 
 
+def _fail_over_under_the_holder(hosted: HostedApps) -> None:
+    """Seeds 000 and 003: app1 takes the setnx lock on the master after the link to
+    the replica broke, so the key never reaches it; then the master is cut off from
+    everyone and Sentinel promotes the replica, where the lock is free. app1 is cut
+    off from MariaDB at the same moment, so it is still inside its critical section
+    when app2 takes the lock from the new master: two holders at once."""
+    master = hosted.master()
+    replica = next(h for h in hosted.net.hosts.values() if h.name in ("redis", "redis2") and h is not master)
+    client = redis.Redis(host=master.address, port=REDIS_PORT, socket_timeout=1)
+
+    def lock_key() -> bytes | None:
+        keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
+        return client.get(keys[0]) if keys else None
+
+    try:
+        master.partition(replica)  # from now on the master's writes stay on it
+        before = lock_key()  # read after the cut: a holder of then may have been replicated
+        _held_a_while(lambda: token if (token := lock_key()) != before else None)
+    finally:
+        client.close()
+    hosted.apps[0].partition(hosted.db)
+    master.partition(replica, hosted.net.hosts["sentinel"], *hosted.apps, hosted.net.local)
+
+
 def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
     """Cut app1 off from ZooKeeper and MariaDB while it holds the ZooKeeper lock:
     its session expires, its lock node goes with it, and app2's waiter takes the
@@ -136,7 +174,7 @@ LINK_FAULTS: dict[str, LinkFault] = {
                   "answered into the void; their buyers time out and retry",
                   lambda h: h.apps[0].partition(h.net.local)),
         LinkFault("partition-holder-db", "app1, holding the setnx lock (2 s lease) 40 ms into a 200 ms "
-                  "critical section, cut off from MariaDB for 3 s: its lease runs out, app2 takes the "
+                  "critical section, cut off from MariaDB for 2.5 s: its lease runs out, app2 takes the "
                   "lock, and app1's stalled write lands after",
                   _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
                   section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
@@ -149,6 +187,16 @@ LINK_FAULTS: dict[str, LinkFault] = {
                   "takes the lock, and app1 must not commit what it started",
                   _cut_the_zookeeper_holder, down_seconds=PAST_THE_SESSION, first_app=True,
                   section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
+        LinkFault("failover-redis-holder", "app1 takes the setnx lock on a master cut off from its "
+                  "replica, then the master is cut off from everyone (app1 from MariaDB too) for 5 s: "
+                  "Sentinel promotes the replica, where the lock is free, and app2 takes it",
+                  _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER, first_app=True,
+                  section_delay_ms=200.0, environment=tuple(FAILOVER_LESSON.items()), sentinel=True),
+        LinkFault("failover-redis-holder-unfenced", "the same, on instances without the stock row's "
+                  "fencing stamp: the broken half",
+                  _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER, first_app=True,
+                  section_delay_ms=200.0, fenced=False, environment=tuple(FAILOVER_LESSON.items()),
+                  sentinel=True),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 8 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

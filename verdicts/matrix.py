@@ -37,6 +37,8 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "partition-holder-db": lambda spec: spec.lock == "setnx",
             "partition-holder-db-unfenced": lambda spec: spec.lock == "setnx",
             "partition-holder-zk": lambda spec: spec.lock == "zookeeper",
+            "failover-redis-holder": lambda spec: spec.lock == "setnx",
+            "failover-redis-holder-unfenced": lambda spec: spec.lock == "setnx",
             "partition-persister-db": lambda spec: spec.seller is Seller.GATE}
 
 
@@ -78,12 +80,12 @@ def hosted(nemesis: str) -> bool:
     return nemesis in LINK_FAULTS
 
 
-def hosts_for(nemesis: str, section_delay_ms: float) -> tuple[float, bool, tuple]:
-    """The test hosts' instances a link fault needs: (critical-section delay, fenced,
-    settings over the stack's)."""
+def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
+    """The test hosts' instances a link fault needs: ``HostedApps``'s keywords."""
     fault = LINK_FAULTS[nemesis]
     delay = section_delay_ms if fault.section_delay_ms is None else fault.section_delay_ms
-    return delay, fault.fenced, fault.environment
+    return dict(section_delay_ms=delay, fenced=fault.fenced, environment=fault.environment,
+                sentinel=fault.sentinel)
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
