@@ -20,6 +20,9 @@ Failure semantics:
   that every process hears, and each wakes a waiter: most find the lock taken again.
 - A release lost on the wire is retried once with the same request id; the unlock
   latch makes the retry answer as the first attempt did instead of releasing twice.
+- An acquire whose reply is lost may have taken the lock: that hold is left to its
+  lease, and the thread takes the lock under a new name from then on, so that its
+  next acquisition is not a re-entry into it.
 """
 
 from __future__ import annotations
@@ -104,7 +107,18 @@ class RedissonLock(BaseLock):
     def _try_acquire(self, holder: str, *, waiting: bool = False) -> int | None:
         """One attempt: None if acquired, else the lock's remaining TTL in ms.
         ``waiting``: this holder will wait if it is not taken."""
-        taken, value = self._acquire_script(holder, waiting=waiting)
+        try:
+            taken, value = self._acquire_script(holder, waiting=waiting)
+        except UNREACHABLE:
+            # The script may have run and its reply been lost: a hold nobody knows of,
+            # left to its lease. This thread's next acquisition must not re-enter it
+            # (it would be watched, and its release would leave the count at one,
+            # renewed for as long as the process lives): as after a failed release,
+            # the thread takes the lock under a new name from now on. Unless it holds
+            # the lock already: then it is that hold's name, and its release needs it.
+            if not self.backend.watchdog.watching(self.key, holder):
+                self.backend.retire_holder(self.key)
+            raise
         if not taken:
             return value
         self._fences.fence = value
