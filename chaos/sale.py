@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from common.history import Recorder
 from loadtest.client import FlashsaleClient
-from loadtest.history import Recorder
 from stack.config import StackConfig
 from stack.hosted import until_ready
 from stack.servers import mariadb_app_connection

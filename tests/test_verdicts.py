@@ -6,7 +6,7 @@ linearizable, every try and the final read in its history."""
 
 import pytest
 
-from loadtest.history import UNKNOWN, Final, Purchase, read
+from common.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import HostedApps
 from verdicts.checker import check
 from verdicts.links import FAILOVER_LESSON, LEASE_LESSON

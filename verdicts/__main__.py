@@ -11,7 +11,7 @@ instances per strategy; it writes reports/<time>/verdicts/ (verdicts.md, index.h
 with the timelines, one history per cell) and exits 1 if a strategy that claims
 correctness is found not linearizable or breaks a set check (the gate losing its
 sale with Redis's data is reported, as its design says it may). ``check`` prints the
-verdict of one history file (format: ``loadtest.history``) and exits 1 if it is not
+verdict of one history file (format: ``common.history``) and exits 1 if it is not
 linearizable.
 """
 
@@ -25,8 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from common.history import HistoryError, read
 from common.strategies import STRATEGIES
-from loadtest.history import HistoryError, read
 from loadtest.measured import recorded
 from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed

@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from loadtest.history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
+from common.history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
 
 from .model import SaleModel, SaleState, Step
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from chaos.faults import FAULTS, expected_loss
 from chaos.sale import Verdict as EndState
 from chaos.sale import sale_under_fault
+from common.history import FAILED, OK, Purchase, Recorder
 from common.strategies import STRATEGIES, Seller
-from loadtest.history import FAILED, OK, Purchase, Recorder
 from stack.config import StackConfig
 from stack.hosted import HostedApps
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadtest.history import FAILED, OK, Final, Purchase
+from common.history import FAILED, OK, Final, Purchase
 
 Orders = frozenset  # of (key, order_id or None): an order placed by an unknown purchase has no id yet
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 
-from loadtest.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
+from common.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
 
 
 def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0, sku: str = "s",

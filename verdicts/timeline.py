@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from loadtest.history import FAILED, OK, UNKNOWN, Final, Purchase
+from common.history import FAILED, OK, UNKNOWN, Final, Purchase
 
 from .checker import Window
 

@@ -3,7 +3,7 @@ unknown outcomes, linearizable and not (each anomaly the issue names)."""
 
 import pytest
 
-from loadtest.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
+from common.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
 from verdicts.checker import check
 from verdicts.synthetic import concurrent_sale
 

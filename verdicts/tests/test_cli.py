@@ -1,6 +1,6 @@
 """`python -m verdicts check`: a history of one's own, judged from its file."""
 
-from loadtest.history import OK, Final, Purchase, Reset, write
+from common.history import OK, Final, Purchase, Reset, write
 from verdicts.__main__ import main
 
 

@@ -3,7 +3,7 @@ and the errors a malformed line gets."""
 
 import pytest
 
-from loadtest.history import FAILED, OK, UNKNOWN, HistoryError, Purchase, Recorder, parse, read
+from common.history import FAILED, OK, UNKNOWN, HistoryError, Purchase, Recorder, parse, read
 
 
 def answered(status, body):
