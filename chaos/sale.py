@@ -27,9 +27,9 @@ import requests
 
 from common.history import Recorder
 from loadtest.client import FlashsaleClient
+from loadtest.truth import Truth
 from stack.config import StackConfig
 from stack.hosted import until_ready
-from stack.servers import mariadb_app_connection
 
 from .faults import Fault
 
@@ -99,36 +99,6 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
         time.sleep(pause)
         pause = min(pause * 2, BACKOFF[1])
     raise AssertionError("unreachable")
-
-
-class _Truth:
-    """What the stack's database holds for one product, read as an auditor would."""
-
-    def __init__(self, config: StackConfig):
-        self.db = mariadb_app_connection(config)
-
-    def _rows(self, sql: str, sku: str) -> list[tuple]:
-        with self.db.cursor() as cursor:
-            cursor.execute(sql, [sku])
-            return list(cursor.fetchall())
-
-    def orders(self, sku: str) -> list[tuple[str, int]]:
-        """Every order row: (key, order id), a key twice if it has two."""
-        return self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
-                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.id", sku)
-
-    def double_keys(self, sku: str) -> int:
-        return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "
-                              "ON p.id = o.product_id WHERE p.sku = %s GROUP BY o.idempotency_key "
-                              "HAVING COUNT(*) > 1", sku))
-
-    def order_times(self, sku: str) -> list[float]:
-        rows = self._rows("SELECT UNIX_TIMESTAMP(o.created_at) FROM orders_order o JOIN inventory_product p "
-                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.created_at", sku)
-        return [float(t) for (t,) in rows]
-
-    def close(self) -> None:
-        self.db.close()
 
 
 def _stall(times: list[float], *, sold_out: bool, started: float, ended: float) -> float:
@@ -236,7 +206,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
            stock: int, answers: list[DocumentedError], started: float, ended: float,
            injected_at: float | None, history: Recorder | None) -> Verdict:
     audit = client.audit(sku)  # once the gate's persisters have written what it accepted
-    truth = _Truth(config)
+    truth = Truth(config)
     try:
         rows = truth.orders(sku)
         double = truth.double_keys(sku)

@@ -1,0 +1,38 @@
+"""What the stack's database holds for a product, read straight from MariaDB (not
+through the app): the final read of a recorded history, and the chaos runner's
+verdict."""
+
+from __future__ import annotations
+
+from stack.config import StackConfig
+from stack.servers import mariadb_app_connection
+
+
+class Truth:
+    """What the stack's database holds for one product, read as an auditor would."""
+
+    def __init__(self, config: StackConfig):
+        self.db = mariadb_app_connection(config)
+
+    def _rows(self, sql: str, sku: str) -> list[tuple]:
+        with self.db.cursor() as cursor:
+            cursor.execute(sql, [sku])
+            return list(cursor.fetchall())
+
+    def orders(self, sku: str) -> list[tuple[str, int]]:
+        """Every order row: (key, order id), a key twice if it has two."""
+        return self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.id", sku)
+
+    def double_keys(self, sku: str) -> int:
+        return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "
+                              "ON p.id = o.product_id WHERE p.sku = %s GROUP BY o.idempotency_key "
+                              "HAVING COUNT(*) > 1", sku))
+
+    def order_times(self, sku: str) -> list[float]:
+        rows = self._rows("SELECT UNIX_TIMESTAMP(o.created_at) FROM orders_order o JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.created_at", sku)
+        return [float(t) for (t,) in rows]
+
+    def close(self) -> None:
+        self.db.close()
