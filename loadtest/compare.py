@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from common.history import Final, Recorder, Reset
+from common.history import read as read_history
+from common.history import write as write_history
 from common.strategies import STRATEGIES, strategy_get
 from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
@@ -75,6 +78,7 @@ from .report import (
     write_index,
     write_report,
 )
+from .truth import Truth
 
 LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 # Hot mode's stock, and its cap on requests: more than any window sells, so every
@@ -91,8 +95,9 @@ class LocustRun:
 
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
                retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
-               timeout: float = 300) -> LocustRun:
-    """One headless Locust run; its CSVs land beside ``out``."""
+               timeout: float = 300, history: Path | None = None) -> LocustRun:
+    """One headless Locust run; its CSVs land beside ``out``; with ``history``, every
+    purchase recorded there (``common.history``)."""
     summary = out.with_suffix(".json")
     command = [
         str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE), "--headless",
@@ -101,6 +106,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
         "--retry-share", str(retry_share), "--summary-json", str(summary),
         "--seconds", str(seconds), "--skus", str(skus), "--refresh-ms", str(refresh_ms),
+        *(["--history", str(history)] if history else []),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
     # how many, so only a missing summary is an error here. Its own summary (on
@@ -118,6 +124,20 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile "
                            f"{len(run.answers) + len(run.reads)}")
     return run
+
+
+def close_history(config: StackConfig, path: Path, products: list[str], *, stock: int, segments: int,
+                  reset_at: int) -> None:
+    """Complete the purchases Locust recorded at ``path``: each product's reset
+    before them (at ``reset_at``), and after them the final read (the stock the audit
+    finds, every order row in MariaDB)."""
+    client, truth = FlashsaleClient.for_stack(config), Truth(config)
+    try:
+        finals = [Final(p, client.audit(p)["remaining"], truth.orders(p), Recorder.now()) for p in products]
+    finally:
+        truth.close()
+    resets = [Reset(p, stock, reset_at, segments) for p in products]
+    write_history(path, [*resets, *read_history(path), *finals])
 
 
 def measure(label: str, rounds: int, one_round) -> list[RunFigures]:
@@ -151,11 +171,16 @@ class Comparison:
         self.attempts = caps.get(args.mode, args.attempts)
         self.retry_share = args.retry_share if args.mode == "sale" else 0
 
-    def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1) -> LocustRun:
+    def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1,
+               history: Path | None = None) -> LocustRun:
         return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
                           retry_share=self.retry_share, seconds=self.seconds, skus=skus,
-                          refresh_ms=self.args.refresh_ms)
+                          refresh_ms=self.args.refresh_ms, history=history)
+
+    def history(self, label: str, n: int) -> Path | None:
+        """Where round ``n`` of ``label`` records its history, if ``--history`` asked."""
+        return self.out_dir / f"{_file_label(label)}-r{n}.history.jsonl" if self.args.history else None
 
     def ceiling(self) -> Row:
         rounds = measure("ceiling (/api/ping)", self.args.rounds,
@@ -173,9 +198,13 @@ class Comparison:
         served = []
 
         def one_round(n):
+            history, reset_at = self.history(label, n), Recorder.now()
             for product in products:
                 self.client.reset(product, stock, name=f"Compared under {label}", segments=segments)
-            answers = self.locust(label, sku, "purchase", n, skus=skus).answers
+            answers = self.locust(label, sku, "purchase", n, skus=skus, history=history).answers
+            if history:
+                close_history(self.config, history, products, stock=stock, segments=segments,
+                              reset_at=reset_at)
             served[:] = served_by_arrival(answers)  # the last round's, for the chart
             return run_figures(answers, audits_combined([self.client.audit(p) for p in products]))
 
@@ -289,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast-path", choices=["on", "off", "both"], default="on",
                         help="sale mode: the sold-out mark; 'both' runs each strategy with and without it")
     parser.add_argument("--reports", default=str(ROOT / "reports"))
+    parser.add_argument("--history", action="store_true",
+                        help="sale and hot modes: record each round's history beside its CSVs "
+                             "(<label>-r<n>.history.jsonl; check one with python -m verdicts check)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the table to docs/results/measured/compare-<mode>.md "
                              "and its charts beside it, for the docs")

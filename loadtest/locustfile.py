@@ -33,11 +33,13 @@ import random
 import time
 import uuid
 from datetime import datetime
+from pathlib import Path
 
 import gevent
 from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 
+from common.history import Recorder
 from loadtest.figures import OPENING_PRESSES, server_timing
 
 _buyer_ids = itertools.count(1)
@@ -60,6 +62,9 @@ def _arguments(parser):
     parser.add_argument("--refresh-ms", type=float, default=500,
                         help="opening: how often a waiting buyer reloads the product page")
     parser.add_argument("--summary-json", default="", help="write every attempt's outcome here")
+    parser.add_argument("--history", default="", help="record every purchase's invocation, completion "
+                        "and answer here (common.history's JSON lines; the runner adds the reset and "
+                        "the final read)")
 
 
 class Tally:
@@ -113,6 +118,7 @@ class Tally:
 
 
 tally = Tally()
+recorder = Recorder()  # every purchase, when --history asks for it
 
 
 @events.test_start.add_listener
@@ -137,6 +143,8 @@ def _progress(environment):
 
 @events.quitting.add_listener
 def _write_summary(environment, **kwargs):
+    if environment.parsed_options.history:
+        recorder.write(Path(environment.parsed_options.history))
     path = environment.parsed_options.summary_json
     if path:
         with open(path, "w") as out:
@@ -261,6 +269,7 @@ class Buyer(FastHttpUser):
         """Buy one; the outcome (``classify``) and the answer's body."""
         if not tally.take_ticket():
             raise StopUser()
+        op = recorder.invoke(self.user_id, self.sku, 1, key) if self.options.history else None
         start = time.time()
         with self.client.post("/api/orders", name=name, catch_response=True,
                               json={"sku": self.sku, "quantity": 1, "user_id": self.user_id},
@@ -269,6 +278,11 @@ class Buyer(FastHttpUser):
                 body = response.json()
             except Exception:  # not JSON at all: a failure like any other
                 body = None
+            if op is not None:
+                if response.status_code:  # 0: no answer (refused, reset, timed out)
+                    op.answered(response.status_code, body if isinstance(body, dict) else {}, recorder.now())
+                else:
+                    op.unanswered(recorder.now(), type(response.error).__name__)
             outcome = classify(response.status_code, body if isinstance(body, dict) else None)
             if outcome in ("created", "replayed", "sold_out"):
                 response.success()

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from common.history import Final, Purchase, Reset, read
 from stack.config import ROOT
+from verdicts.checker import check
 
 pytestmark = pytest.mark.e2e
 
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "loadtest.compare", "--strategies", "none,atomic", "--rounds", "1",
-         "--users", "20", "--attempts", "150", "--stock", "50", "--reports", str(tmp_path)],
+         "--users", "20", "--attempts", "150", "--stock", "50", "--reports", str(tmp_path), "--history"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     stack_apps()  # compare put the instances back as they were started; so does the fixture
@@ -41,6 +43,16 @@ def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps
     assert 0 <= atomic["fifo_score"] <= 1
     assert (run / "fifo.svg").exists()
     assert (tmp_path / "index.html").exists()
+    # Each round's history: every attempt, between the reset and the final read, and
+    # the checker's verdict on it agrees with the audit.
+    events = read(run / "atomic-r1.history.jsonl")
+    assert isinstance(events[0], Reset) and isinstance(events[-1], Final)
+    purchases = [e for e in events if isinstance(e, Purchase)]
+    assert len(purchases) == 150 and len(events[-1].orders) == 50 and events[-1].remaining == 0
+    assert check(events).valid is True
+    none = rows["none"]["median"]
+    if none["oversold"] or none["lost_updates"]:
+        assert check(read(run / "none-r1.history.jsonl")).valid is False
 
 
 def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_apps, tmp_path):
