@@ -20,6 +20,7 @@ import time
 from common.strategies import STRATEGIES, strategy_get
 from races.limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY
 from stack.config import StackConfig
+from stack.servers import race_histories
 
 from .client import FlashsaleClient
 from .report import markdown_table
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(race["lanes"], COLUMNS))
     print(f"\n{race['elapsed_s']:.1f} s. A race shows correctness, not speed: the strategies shared the "
           "machine (make compare measures each alone).")
+    history = race_histories(config) / f"race-{race['id']}.jsonl"
+    if history.exists():
+        print(f"Its history: {history} (python -m verdicts check {history})")
     broken = [lane["strategy"] for lane in race["lanes"]
               if strategy_get(lane["strategy"]).claims_correct and lane["verdict"] != "held"]
     if broken:

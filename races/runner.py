@@ -7,7 +7,9 @@ threads, so that each strategy meets the same crowd at the same moment. They go
 through the stack's own nginx (``FLASHSALE_RACE_TARGET``), never anywhere a request
 names. Every ``TICK_S`` the runner reads each product's stock where its sale keeps it
 (the stock rows; Redis for the gate), renews the race's lease, and writes the race
-down; at the end each column takes its figures from its product's audit.
+down; at the end each column takes its figures from its product's audit. With
+``FLASHSALE_RACE_HISTORIES`` set, every purchase is recorded, and the race's history
+(the resets, every try, the final read) is written there as ``race-<id>.jsonl``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
+from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import LockError, RedisError
 
+from common.history import Recorder
 from common.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
 from orders.figures import percentile
 from orders.gate.sale import gate_tally
-from orders.selectors import SaleAudit, sale_audit
+from orders.selectors import SaleAudit, order_keys, sale_audit
 
 from .services import now_iso, race_end, race_lease, race_save
 
@@ -78,6 +83,7 @@ class RaceRun:
         self.answered = 0
         self.started = 0.0
         self.lease = race_lease(race["id"])
+        self.history = Recorder() if settings.FLASHSALE_RACE_HISTORIES else None
 
     # --- the buyers --------------------------------------------------------------
 
@@ -95,14 +101,24 @@ class RaceRun:
         while (n := self._take()) is not None:
             lane = self.lanes[n % len(self.lanes)]
             body = {"sku": lane.sku, "quantity": 1, "user_id": f"racer-{n // len(self.lanes)}"}
+            key = uuid.uuid4().hex
+            op = self.history.invoke(body["user_id"], lane.sku, 1, key) if self.history else None
             sent = time.perf_counter()
             try:
-                response = session.post(url, json=body, headers={"Idempotency-Key": uuid.uuid4().hex},
+                response = session.post(url, json=body, headers={"Idempotency-Key": key},
                                         timeout=REQUEST_TIMEOUT_S)
                 status = response.status_code
-                error = response.json().get("error") if status == 409 else None
-            except (requests.RequestException, ValueError):
+                try:
+                    answer = response.json()
+                except ValueError:
+                    answer = {}
+                error = answer.get("error") if status == 409 and isinstance(answer, dict) else None
+                if op:
+                    op.answered(status, answer if isinstance(answer, dict) else {}, self.history.now())
+            except requests.RequestException as e:
                 status, error = 0, None
+                if op:
+                    op.unanswered(self.history.now(), type(e).__name__)
             done = time.perf_counter()
             with self._mutex:
                 lane.heard(status, error, (done - sent) * 1000, done - self.started)
@@ -116,6 +132,9 @@ class RaceRun:
         # meanwhile (a restart) is replaced now, not found dead mid-race.
         connections.close_all()
         self.race.update(status="running", started_at=now_iso())
+        if self.history:
+            for lane in self.lanes:
+                self.history.reset(lane.sku, lane.stock)
         self.started = time.perf_counter()
         threads = [threading.Thread(target=self._buyer, name=f"racer-{i}", daemon=True)
                    for i in range(min(self.race["concurrency"], self.race["total"]))]
@@ -185,7 +204,11 @@ class RaceRun:
             doc.update(orders=audit.orders, remaining=audit.remaining, oversold=audit.oversold,
                        lost_updates=audit.lost_updates, consistent=audit.consistent,
                        verdict=verdict(audit), **latency_figures(lane))
+            if self.history:
+                self.history.final(lane.sku, audit.remaining, order_keys(sku=lane.sku))
         self.race["elapsed_s"] = round(time.perf_counter() - self.started, 3)
+        if self.history:
+            self.history.write(Path(settings.FLASHSALE_RACE_HISTORIES) / f"race-{self.race['id']}.jsonl")
 
 
 class RaceStopped(Exception):  # noqa: N818 (an ending, not an error of the runner's)

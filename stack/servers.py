@@ -257,6 +257,11 @@ def persister(config: StackConfig, name: str) -> Server:
     )
 
 
+def race_histories(config: StackConfig) -> Path:
+    """Where the stack's race runner records each race's history."""
+    return config.run_dir / "races"
+
+
 def racer(config: StackConfig) -> Server:
     """The race runner (``manage.py run_races``): it takes the races the API queues and
     sends their buyers through the stack's own nginx, outside the web workers."""
@@ -267,7 +272,8 @@ def racer(config: StackConfig) -> Server:
         port=None,
         probe=redis_client_probe(config.redis_port, "racer"),
         priority=20,
-        environment={**config.persister_environment("racer"), "FLASHSALE_RACE_TARGET": config.base_url},
+        environment={**config.persister_environment("racer"), "FLASHSALE_RACE_TARGET": config.base_url,
+                     "FLASHSALE_RACE_HISTORIES": str(race_histories(config))},
     )
 
 

@@ -5,6 +5,10 @@ import time
 
 import pytest
 
+from common.history import Purchase, read
+from stack.servers import race_histories
+from verdicts.checker import check
+
 pytestmark = pytest.mark.e2e
 
 RACE = {"strategies": ["none", "atomic"], "stock": 50, "buyers": 400, "concurrency": 64}
@@ -35,7 +39,7 @@ def race_follow(client, race_id: int, *, wait: float = 120.0) -> list[dict]:
     raise AssertionError(f"race {race_id} still {seen[-1]['status']} after {wait} s")
 
 
-def test_a_race_shows_none_oversell_beside_atomic_and_agrees_with_the_audits(stack_apps):
+def test_a_race_shows_none_oversell_beside_atomic_and_agrees_with_the_audits(stack_apps, stack_config):
     client = stack_apps(strategy="atomic", instances=2, section_delay_ms=20.0)
     race = race_start(client, RACE)
     second = client.race_start(**RACE)
@@ -58,3 +62,8 @@ def test_a_race_shows_none_oversell_beside_atomic_and_agrees_with_the_audits(sta
         assert lane["orders"] + lane["sold_out"] + lane["busy"] + lane["errors"] == RACE["buyers"]
     assert none["oversold"] > 0 and none["verdict"] == f"oversold by {none['oversold']}", none
     assert (atomic["orders"], atomic["oversold"], atomic["verdict"]) == (50, 0, "held"), atomic
+    # The runner recorded the race's history: every try, checked per product.
+    events = read(race_histories(stack_config) / f"race-{race['id']}.jsonl")
+    assert sum(isinstance(e, Purchase) for e in events) == 800
+    verdicts = {sku.sku: sku.linearizable for sku in check(events).skus}
+    assert verdicts == {none["sku"]: False, atomic["sku"]: True}

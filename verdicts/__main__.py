@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
             cell = run_cell(current, strategy=strategy, nemesis=nemesis, out=out, stock=args.stock,
                             buyers=args.buyers, threads=args.threads, trigger=args.trigger, on=instances)
             cells.append(cell)
-            print(f"[verdicts]   linearizable: {cell.linearizable.strip('*')}; {cell.operations} operations, "
+            print(f"[verdicts]   linearizable: {cell.said}; {cell.operations} operations, "
                   f"{cell.unknown} unknown, availability {cell.availability:.0%}", flush=True)
     heading = (f"`{command}`, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: stock {args.stock}, {args.buyers} "
                f"buyers from {args.threads} threads retrying with their key (5 tries), the nemesis striking "

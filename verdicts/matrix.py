@@ -70,6 +70,11 @@ class Cell:
         return self.answered / self.operations if self.operations else 0.0
 
     @property
+    def said(self) -> str:
+        """``linearizable`` as plain text, without the table's bold."""
+        return self.linearizable.replace("**", "")
+
+    @property
     def linearizable(self) -> str:
         said = {True: "yes", False: "**no**", None: "unknown (search budget)"}[self.verdict.valid]
         return f"{said}, as designed" if self.as_designed and self.verdict.valid is False else said
@@ -152,7 +157,7 @@ def html(cells: list[Cell], *, heading: str) -> str:
              "<th>struck s of sale s</th><th>history</th></tr>"]
     for c in cells:
         cls = " class='no'" if c.verdict.valid is False else ""
-        parts.append(f"<tr><td>{c.strategy}</td><td>{c.nemesis}</td><td{cls}>{c.linearizable.strip('*')}</td>"
+        parts.append(f"<tr><td>{c.strategy}</td><td>{c.nemesis}</td><td{cls}>{c.said}</td>"
                      f"<td>{escape(found(c))}</td><td>{c.operations}</td><td>{c.unknown}</td>"
                      f"<td>{c.availability:.0%}</td><td>{escape(struck(c).replace('**', ''))}</td>"
                      f"<td><a href='{c.history.name}'>{c.history.name}</a></td></tr>")

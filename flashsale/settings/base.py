@@ -260,6 +260,9 @@ FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5
 # Where the race runner (manage.py run_races) sends a race's buyers: the stack's own
 # nginx, never an address a request names.
 FLASHSALE_RACE_TARGET = env.str("FLASHSALE_RACE_TARGET", default="http://127.0.0.1:8080")
+# A directory where the race runner records each race's history, race-<id>.jsonl
+# (common.history; python -m verdicts check judges one). Empty: none recorded.
+FLASHSALE_RACE_HISTORIES = env.str("FLASHSALE_RACE_HISTORIES", default="")
 # Token for the admin API (reset). Empty: only a staff session may reset.
 FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # Where the stack is published (docker-compose passes its NGINX_BIND). Beyond
