@@ -1,3 +1,4 @@
+import json
 import os
 import re
 import secrets
@@ -127,3 +128,21 @@ def test_the_renamed_settings_still_read_their_old_names():
     # The new name wins over the old one.
     assert settings_value("FLASHSALE_SECTION_DELAY_MS", FLASHSALE_RACE_DELAY_MS="7",
                           FLASHSALE_SECTION_DELAY_MS="3") == "3.0"
+
+
+def test_redis_sentinels_send_the_cache_and_the_redis_locks_to_the_master_they_name():
+    script = ("import django, json; django.setup(); from django.conf import settings as s; "
+              "print(json.dumps([s.CACHES['default']['LOCATION'], s.CACHES['default']['OPTIONS'], "
+              "{a: o.get('OPTIONS', {}).get('sentinels') for a, o in s.LOCKING.items()}]))")
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+             "REDIS_SENTINELS": "10.9.0.2:26379,10.9.0.3:26380", "REDIS_URL": "redis://127.0.0.1:6390/3"})
+    assert result.returncode == 0, result.stderr
+    location, options, sentinels = json.loads(result.stdout)
+    assert location == "redis://flashsale/3"  # the service, and REDIS_URL's database
+    assert options["CONNECTION_FACTORY"] == "django_redis.pool.SentinelConnectionFactory"
+    assert options["SENTINELS"] == [["10.9.0.2", 26379], ["10.9.0.3", 26380]]
+    redis_locks = {"setnx", "redisson", "redisson-fair"}
+    assert {a for a, s in sentinels.items() if s} == redis_locks
+    assert all(sentinels[a] == [["10.9.0.2", 26379], ["10.9.0.3", 26380]] for a in redis_locks)
