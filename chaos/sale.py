@@ -153,6 +153,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     sold = 0
     mutex = threading.Lock()
     fire, over = threading.Event(), threading.Event()
+    struck = threading.Event()  # the fault has struck (a fault may wait for its moment after fire)
     fault_state: dict = {}
 
     def run_fault() -> None:
@@ -163,6 +164,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
                 return  # the sale never reached the trigger: not injected, and said so
         fault_state["names"] = fault.inject(config)
         fault_state["at"] = time.time()
+        struck.set()
         if fault.down_seconds is not None:
             time.sleep(fault.down_seconds)
             fault.heal(config, fault_state["names"])
@@ -176,7 +178,9 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
             local.clients = {url: FlashsaleClient(url, timeout=15) for url in urls}
         def client_now() -> FlashsaleClient:  # each try, retries too
             if first:
-                return local.clients[first if not fire.is_set() else others[n % len(others)]]
+                # Until the strike itself, not the trigger: a fault that waits for a
+                # holder there must find one of ``first``'s.
+                return local.clients[first if not struck.is_set() else others[n % len(others)]]
             return local.clients[urls[n % len(urls)]]
 
         answer = _buy(client_now, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)

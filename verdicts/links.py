@@ -41,14 +41,14 @@ PAST_THE_SESSION = 5.0
 HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
 # The failover: Sentinel counts the master down after 1 s and promotes the replica
 # within another second or two; app2's Redis connections give up on the old master
-# after a 1 s socket timeout and find the new one: app2 sells 3 to 4 s after the cut.
-# The heal at 5 s falls between TCP's retransmissions at 3 and 6.2 s, so app1's
-# stalled write lands at about 6.4 s, after app2's. A purchase that waited for the
-# lock may be near its 8 s deadline by then: the lesson's instances give it 14 s
-# (and MariaDB's idle transactions 20 s), so that the write always lands.
-FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "14",
-                   "DB_IDLE_TRANSACTION_TIMEOUT": "20"}
-THROUGH_A_FAILOVER = 5.0
+# after a 1 s socket timeout and find the new one: app2 sells 3 to 5 s after the cut.
+# app1's stalled write must land after that, so the heal at 8 s misses TCP's
+# retransmission at 6.2 s and the write lands with the one at 12.6 s: the lesson's
+# instances give a purchase 20 s (and MariaDB's idle transactions 30 s), so that
+# nothing ends app1's transaction before.
+FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "20",
+                   "DB_IDLE_TRANSACTION_TIMEOUT": "30"}
+THROUGH_A_FAILOVER = 8.0
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ LINK_FAULTS: dict[str, LinkFault] = {
                   _cut_the_zookeeper_holder, down_seconds=PAST_THE_SESSION, first_app=True,
                   section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
         LinkFault("failover-redis-holder", "app1 takes the setnx lock on a master cut off from its "
-                  "replica, then the master is cut off from everyone (app1 from MariaDB too) for 5 s: "
+                  "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s: "
                   "Sentinel promotes the replica, where the lock is free, and app2 takes it",
                   _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER, first_app=True,
                   section_delay_ms=200.0, environment=tuple(FAILOVER_LESSON.items()), sentinel=True),
