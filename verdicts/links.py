@@ -159,6 +159,18 @@ def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
     hosted.apps[0].partition(hosted.zk, hosted.db)
 
 
+def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, down_seconds: float,
+                 environment: dict[str, str], sentinel: bool = False) -> tuple[LinkFault, LinkFault]:
+    """A lesson on a holder that outlives its lock: the fault as it strikes app1's
+    holder inside a 200 ms critical section, and its broken half (``-unfenced``), on
+    instances without the stock row's fencing stamp (flashsale.settings.unfenced)."""
+    fenced = LinkFault(name, summary, act, down_seconds=down_seconds, first_app=True, section_delay_ms=200.0,
+                       environment=tuple(environment.items()), sentinel=sentinel)
+    return fenced, dataclasses.replace(fenced, name=f"{name}-unfenced", fenced=False,
+                                       summary="the same, on instances without the stock row's fencing "
+                                               "stamp (flashsale.settings.unfenced): the broken half")
+
+
 LINK_FAULTS: dict[str, LinkFault] = {
     fault.name: fault
     for fault in (
@@ -173,30 +185,20 @@ LINK_FAULTS: dict[str, LinkFault] = {
         LinkFault("partition-buyers-app", "the buyers cut off from app1 for 8 s: purchases it took are "
                   "answered into the void; their buyers time out and retry",
                   lambda h: h.apps[0].partition(h.net.local)),
-        LinkFault("partition-holder-db", "app1, holding the setnx lock (2 s lease) 40 ms into a 200 ms "
-                  "critical section, cut off from MariaDB for 2.5 s: its lease runs out, app2 takes the "
-                  "lock, and app1's stalled write lands after",
-                  _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
-                  section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
-        LinkFault("partition-holder-db-unfenced", "the same, on instances without the stock row's "
-                  "fencing stamp (flashsale.settings.unfenced): the broken half",
-                  _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, first_app=True,
-                  section_delay_ms=200.0, fenced=False, environment=tuple(LEASE_LESSON.items())),
+        *_both_halves("partition-holder-db", "app1, holding the setnx lock (2 s lease) 40 ms into a "
+                      "200 ms critical section, cut off from MariaDB for 2.5 s: its lease runs out, app2 "
+                      "takes the lock, and app1's stalled write lands after",
+                      _cut_the_holder, down_seconds=PAST_A_2_S_LEASE, environment=LEASE_LESSON),
         LinkFault("partition-holder-zk", "app1, holding the ZooKeeper lock 40 ms into a 200 ms critical "
                   "section, cut off from ZooKeeper and MariaDB for 5 s: its 4 s session expires, app2 "
                   "takes the lock, and app1 must not commit what it started",
                   _cut_the_zookeeper_holder, down_seconds=PAST_THE_SESSION, first_app=True,
                   section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
-        LinkFault("failover-redis-holder", "app1 takes the setnx lock on a master cut off from its "
-                  "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s: "
-                  "Sentinel promotes the replica, where the lock is free, and app2 takes it",
-                  _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER, first_app=True,
-                  section_delay_ms=200.0, environment=tuple(FAILOVER_LESSON.items()), sentinel=True),
-        LinkFault("failover-redis-holder-unfenced", "the same, on instances without the stock row's "
-                  "fencing stamp: the broken half",
-                  _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER, first_app=True,
-                  section_delay_ms=200.0, fenced=False, environment=tuple(FAILOVER_LESSON.items()),
-                  sentinel=True),
+        *_both_halves("failover-redis-holder", "app1 takes the setnx lock on a master cut off from its "
+                      "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s: "
+                      "Sentinel promotes the replica, where the lock is free, and app2 takes it",
+                      _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER,
+                      environment=FAILOVER_LESSON, sentinel=True),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 8 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

@@ -308,15 +308,22 @@ class UnreachableConnection(redis.Connection):
         return super().send_command(*args, **kwargs)
 
 
-def test_an_acquire_whose_reply_is_lost_is_not_run_twice_and_its_lease_frees_the_lock(redisson):
+def lost_acquire(redisson):
+    """A backend with a 600 ms lease, and a lock whose acquire ran on the server
+    while its reply was lost: this process cannot know it took the lock."""
     backend = redisson(connection_class=ReplyLosingConnection, watchdog_timeout_ms=600)
     with backend.lock("warm-up"):  # the scripts are loaded: the lost reply is the acquire's
         pass
     lock = backend.lock("r")
     ReplyLosingConnection.lose_next.set()
     with pytest.raises(LockUnavailableError):
-        lock.acquire()  # it ran on the server; this process cannot know
+        lock.acquire()
     assert not ReplyLosingConnection.lose_next.is_set(), "the fault was not injected"
+    return backend, lock
+
+
+def test_an_acquire_whose_reply_is_lost_is_not_run_twice_and_its_lease_frees_the_lock(redisson):
+    backend, lock = lost_acquire(redisson)
     # Taken once, not twice (no silent retry), by a name the thread no longer uses.
     assert backend.client.get(lock.key).startswith(b"1:") and lock.hold_count() == 0
     assert not backend.watchdog.watching(lock.key, lock.holder())
@@ -329,14 +336,7 @@ def test_a_hold_whose_acquire_reply_was_lost_is_not_reentered_by_its_thread(redi
     to a partition left a hold nobody knew of; the same worker thread's next purchase,
     within its lease, re-entered it (count 2) and was watched; its release left count
     1, renewed by the watchdog for as long as the process lived: nobody sold again."""
-    backend = redisson(connection_class=ReplyLosingConnection, watchdog_timeout_ms=600)
-    with backend.lock("warm-up"):  # the scripts are loaded: the lost reply is the acquire's
-        pass
-    lock = backend.lock("r")
-    ReplyLosingConnection.lose_next.set()
-    with pytest.raises(LockUnavailableError):
-        lock.acquire()
-    assert not ReplyLosingConnection.lose_next.is_set(), "the fault was not injected"
+    backend, lock = lost_acquire(redisson)
     again = backend.lock("r")  # the same thread's next purchase
     assert not again.acquire(blocking=False)  # not a re-entry into the hold it cannot know of
     assert again.acquire(timeout=5)  # once that hold's lease ran out
