@@ -142,13 +142,13 @@ def _ledger_match(product, orders: int) -> LedgerMatch:
     return LedgerMatch(orders=orders, named=named, naming_rows=naming_rows)
 
 
-@transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
 def order_keys(*, sku: str) -> list[tuple[str, int]]:
     """Every order of the product: (idempotency key, order id), in id order (a
     recorded history's final read)."""
     return list(Order.objects.filter(product__sku=sku).order_by("id").values_list("idempotency_key", "id"))
 
 
+@transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
 def sale_audit(*, sku: str) -> SaleAudit:
     """The sale's invariants, read while it may still be selling: the database's
     side from one snapshot, the gate's (Redis) after it, so the backlog it reports is

@@ -98,3 +98,11 @@ def test_a_zookeeper_holder_cut_off_past_its_session_leaves_the_lock_to_the_next
     assert cell.end_state.injected
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
     assert cell.end_state.orders == LEASE["stock"]
+
+
+def test_the_gate_with_its_persister_cut_off_from_mariadb_writes_every_sale(stack_config, hosts, tmp_path):
+    cell = run_cell(stack_config, strategy="gate", nemesis="partition-persister-db", out=tmp_path, on=hosts,
+                    **SMALL)
+    assert cell.end_state.injected
+    assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+    assert cell.end_state.orders == SMALL["stock"]
