@@ -128,16 +128,17 @@ class HostedApps:
 
     def start(self) -> None:
         self.net.open()
-        db, redis, zk = self.net.host("db"), self.net.host("redis"), self.net.host("zk")
+        db, redis_host, zk = self.net.host("db"), self.net.host("redis"), self.net.host("zk")
         logs = Path(self._scratch.name)
         socket_path = self.config.run_dir / "mariadb" / "mysqld.sock"
         db.start([sys.executable, "-m", "stack.relay", f"{db.address}:{self.config.mysql_port}",
                   f"unix:{socket_path}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                  stderr=(logs / "relay.log").open("w"))
         for port in (REDIS_PORT, REDIS_GATE_PORT):
-            redis.start([binary("redis-server"), "--bind", redis.address, "--port", str(port),
-                         "--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs)],
-                        stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
+            redis_host.start([binary("redis-server"), "--bind", redis_host.address, "--port", str(port),
+                              "--save", "", "--appendonly", "no", "--protected-mode", "no",
+                              "--dir", str(logs)],
+                             stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
         if self.sentinel:
             self._replica_and_sentinel(logs)
         (logs / "zk").mkdir()
@@ -162,7 +163,7 @@ class HostedApps:
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
         for url in self.urls:
             self._until(http_probe(f"{url}/readyz"), 30, f"{url} not ready")
-        self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis.address), 30,
+        self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis_host.address), 30,
                     "the persister not connected to the gate's Redis")
 
     def _replica_and_sentinel(self, logs: Path) -> None:

@@ -94,18 +94,20 @@ def _held_a_while(holder: Callable[[], object | None]) -> None:
         time.sleep(0.005)
 
 
+def _setnx_holder(client: redis.Redis) -> bytes | None:
+    """The setnx lock's holder token, or None: the lock is a key holding its
+    holder's token, beside the stock row's fence counter."""
+    keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
+    return client.get(keys[0]) if keys else None
+
+
 def _cut_the_holder(hosted: HostedApps) -> None:
     """Cut app1 off from MariaDB while it holds the setnx lock (every buyer buys from
     app1 until the strike, so the holder is app1's). Watched in the hosts' Redis,
     where the lock is a key holding its holder's token."""
     client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
-
-    def holder() -> bytes | None:
-        keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
-        return client.get(keys[0]) if keys else None
-
     try:
-        _held_a_while(holder)
+        _held_a_while(lambda: _setnx_holder(client))
     finally:
         client.close()
     hosted.apps[0].partition(hosted.db)
@@ -120,15 +122,10 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
     master = hosted.master()
     replica = next(h for h in hosted.net.hosts.values() if h.name in ("redis", "redis2") and h is not master)
     client = redis.Redis(host=master.address, port=REDIS_PORT, socket_timeout=1)
-
-    def lock_key() -> bytes | None:
-        keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
-        return client.get(keys[0]) if keys else None
-
     try:
         master.partition(replica)  # from now on the master's writes stay on it
-        before = lock_key()  # read after the cut: a holder of then may have been replicated
-        _held_a_while(lambda: token if (token := lock_key()) != before else None)
+        before = _setnx_holder(client)  # read after the cut: a holder of then may have been replicated
+        _held_a_while(lambda: token if (token := _setnx_holder(client)) != before else None)
     finally:
         client.close()
     hosted.apps[0].partition(hosted.db)
