@@ -10,7 +10,8 @@ set -euo pipefail
 
 packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config
           prometheus prometheus-redis-exporter prometheus-mysqld-exporter prometheus-nginx-exporter
-          iproute2 nftables)  # the test hosts of `make verdicts`: namespaces, veth, their links broken
+          iproute2 nftables   # the test hosts of `make verdicts`: namespaces, veth, their links broken
+          libfaketime)        # ... and the clock jump of its clock-jump-redis (stack/clock.py)
 [ "${1:-}" = "--test" ] && packages+=(chromium docker-compose)
 [ "${1:-}" = "--bench" ] && packages+=(wrk)
 

@@ -3,7 +3,8 @@ servers over a link that a nemesis can cut:
 
     host db       a relay from its address to the stack's MariaDB (its Unix socket)
     host redis    Redis servers of its own: the locks, idempotency flags and sale
-                  states (6379); the gate's stock and streams (6380)
+                  states (6379; with ``clock``, on a wall clock the nemesis can step,
+                  ``stack.clock``); the gate's stock and streams (6380)
     host redis2   with ``sentinel``: a replica of redis's 6379, and
     host sentinel a Redis Sentinel watching that master, which the instances ask
                   for the master (and which promotes redis2 when redis fails)
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import redis
 
+from .clock import SteppedClock
 from .config import BIN, ROOT, StackConfig
 from .hosts import Host, Net
 from .servers import (
@@ -82,7 +84,7 @@ def _until(probe: Callable[[], None], seconds: float, what: str) -> None:
 class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-                 sentinel: bool = False):
+                 sentinel: bool = False, clock: bool = False):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -94,6 +96,8 @@ class HostedApps:
         self.net = Net()
         self.apps: list[Host] = []
         self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
+        # The locks' Redis on a wall clock the nemesis can step (stack.clock).
+        self.clock = SteppedClock(Path(self._scratch.name)) if clock else None
 
     @property
     def urls(self) -> list[str]:
@@ -135,9 +139,11 @@ class HostedApps:
                   f"unix:{socket_path}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                  stderr=(logs / "relay.log").open("w"))
         for port in (REDIS_PORT, REDIS_GATE_PORT):
+            stepped = self.clock is not None and port == REDIS_PORT
             redis_host.start([binary("redis-server"), "--bind", redis_host.address, "--port", str(port),
                               "--save", "", "--appendonly", "no", "--protected-mode", "no",
                               "--dir", str(logs)],
+                             env={**os.environ, **self.clock.environment()} if stepped else None,
                              stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
         if self.sentinel:
             self._replica_and_sentinel(logs)

@@ -9,7 +9,7 @@ import pytest
 from common.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import HostedApps
 from verdicts.checker import check
-from verdicts.links import FAILOVER_LESSON, LEASE_LESSON
+from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
 from verdicts.matrix import run_cell
 from verdicts.timeline import svg
 
@@ -86,6 +86,23 @@ def test_a_failover_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_c
         assert cell.end_state.orders == LEASE["stock"]
     else:
         assert cell.linearizable == "**no**, as designed" and cell.end_state.oversold > 0
+
+
+@pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
+def test_a_clock_jump_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_config, tmp_path, fenced):
+    """Seed 003's clock jump: the locks' Redis's wall clock steps past the lease while
+    a holder works; the key expires under it and the next waiter takes the lock."""
+    nemesis = "clock-jump-redis" if fenced else "clock-jump-redis-unfenced"
+    with HostedApps(stack_config, section_delay_ms=200.0, fenced=fenced, environment=LEASE_LESSON,
+                    clock=True) as hosted:
+        cell = run_cell(stack_config, strategy="setnx", nemesis=nemesis, out=tmp_path, on=hosted, **LEASE)
+        assert hosted.clock.offset == CLOCK_STEP  # stepped once, when it struck
+    assert cell.end_state.injected
+    assert cell.verdict.valid is fenced, cell.verdict.anomalies[:1]
+    if fenced:
+        assert cell.end_state.orders == LEASE["stock"]
+    else:
+        assert cell.linearizable == "**no**, as designed" and cell.end_state.lost_updates > 0
 
 
 def test_a_zookeeper_holder_cut_off_past_its_session_leaves_the_lock_to_the_next(stack_config, tmp_path):

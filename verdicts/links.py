@@ -4,7 +4,8 @@ packets, nothing is signalled to any process. Each strikes app1's links mid-sale
 (or the gate persister's) and heals after ``down_seconds``: by default longer than
 the locks' 5 s lease, so a holder cut off keeps working past it, as in Kleppmann's
 critique of Redlock (seed 003); the lessons on leases and sessions time theirs to
-the lease they outlive.
+the lease they outlive. One breaks no link: it steps the locks' Redis's wall clock
+forward (``stack.clock``), the clock jump of the same critique.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its 
 FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "20",
                    "DB_IDLE_TRANSACTION_TIMEOUT": "30"}
 THROUGH_A_FAILOVER = 8.0
+# The clock jump: 5 s forward, past the lesson's 2 s lease, so the holder's key
+# expires the moment Redis's clock moves. The clock stays ahead: nothing to heal.
+CLOCK_STEP = 5.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class LinkFault:
     fenced: bool = True
     environment: tuple[tuple[str, str], ...] = ()  # over the stack's settings
     sentinel: bool = False  # the locks' Redis with a replica and Sentinel
+    clock: bool = False  # the locks' Redis on a clock the nemesis can step
     hosted: HostedApps | None = None  # bound by ``on``
 
     def on(self, hosted: HostedApps) -> LinkFault:
@@ -156,13 +161,27 @@ def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
     hosted.apps[0].partition(hosted.zk, hosted.db)
 
 
+def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
+    """Seed 003: a holder is 40 ms into its critical section when the wall clock of
+    the Redis that holds its lock steps forward past the lease. Redis expires the key
+    by that clock, so the lock is free at once, and the next waiter takes it while
+    the first holder still works: no link breaks, no process pauses."""
+    client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
+    try:
+        _held_a_while(lambda: _setnx_holder(client))
+    finally:
+        client.close()
+    hosted.clock.step(CLOCK_STEP)
+
+
 def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, down_seconds: float,
-                 environment: dict[str, str], sentinel: bool = False) -> tuple[LinkFault, LinkFault]:
+                 environment: dict[str, str], sentinel: bool = False,
+                 clock: bool = False) -> tuple[LinkFault, LinkFault]:
     """A lesson on a holder that outlives its lock: the fault as it strikes app1's
     holder inside a 200 ms critical section, and its broken half (``-unfenced``), on
     instances without the stock row's fencing stamp (flashsale.settings.unfenced)."""
     fenced = LinkFault(name, summary, act, down_seconds=down_seconds, first_app=True, section_delay_ms=200.0,
-                       environment=tuple(environment.items()), sentinel=sentinel)
+                       environment=tuple(environment.items()), sentinel=sentinel, clock=clock)
     return fenced, dataclasses.replace(fenced, name=f"{name}-unfenced", fenced=False,
                                        summary="the same, on instances without the stock row's fencing "
                                                "stamp (flashsale.settings.unfenced): the broken half")
@@ -196,6 +215,11 @@ LINK_FAULTS: dict[str, LinkFault] = {
                       "Sentinel promotes the replica, where the lock is free, and app2 takes it",
                       _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER,
                       environment=FAILOVER_LESSON, sentinel=True),
+        *_both_halves("clock-jump-redis", "the locks' Redis's wall clock steps 5 s forward while a "
+                      "holder of the setnx lock (2 s lease) is 40 ms into a 200 ms critical section: "
+                      "Redis expires the key at once, and the next waiter takes the lock",
+                      _step_the_clock_under_the_holder, down_seconds=2.0, environment=LEASE_LESSON,
+                      clock=True),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 8 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

@@ -39,6 +39,8 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "partition-holder-zk": lambda spec: spec.lock == "zookeeper",
             "failover-redis-holder": lambda spec: spec.lock == "setnx",
             "failover-redis-holder-unfenced": lambda spec: spec.lock == "setnx",
+            "clock-jump-redis": lambda spec: spec.lock == "setnx",
+            "clock-jump-redis-unfenced": lambda spec: spec.lock == "setnx",
             "partition-persister-db": lambda spec: spec.seller is Seller.GATE}
 
 
@@ -90,7 +92,7 @@ def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
     fault = LINK_FAULTS[nemesis]
     delay = section_delay_ms if fault.section_delay_ms is None else fault.section_delay_ms
     return dict(section_delay_ms=delay, fenced=fault.fenced, environment=fault.environment,
-                sentinel=fault.sentinel)
+                sentinel=fault.sentinel, clock=fault.clock)
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
