@@ -8,6 +8,15 @@ import uuid
 from dataclasses import dataclass
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+# A kept-alive connection whose close the network lost (an nginx reload, a partition
+# that healed) fails the next request sent on it, unanswered. Reads ask again on a new
+# connection; purchases never do here: their buyers retry with their key, and a
+# history records each try.
+READS_AGAIN = Retry(total=2, allowed_methods=frozenset({"GET", "HEAD"}), status_forcelist=(),
+                    backoff_factor=0.05)
 
 
 @dataclass
@@ -18,6 +27,9 @@ class FlashsaleClient:
 
     def __post_init__(self):
         self.session = requests.Session()
+        adapter = HTTPAdapter(max_retries=READS_AGAIN)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
 
     @classmethod
     def for_stack(cls, config) -> FlashsaleClient:

@@ -1,11 +1,54 @@
-"""The client's reset survives a kept-alive connection dropped unanswered, as nginx
-drops its idle ones when it reloads."""
+"""The client's reset and reads survive a kept-alive connection dropped unanswered,
+as nginx drops its idle ones when it reloads, or reset when a partition lost its
+close; a purchase is never sent twice by the client (its buyer retries, with its key)."""
 
 import json
 import socket
+import struct
 import threading
 
+import pytest
+import requests
+
 from loadtest.client import FlashsaleClient
+
+
+def _serve(answers: list[bytes | None]) -> tuple[int, list[bytes], threading.Thread]:
+    """A server taking one request per connection: each answer in turn, or None for a
+    connection reset (RST) with no answer."""
+    server = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def serve():
+        with server:
+            for answer in answers:
+                connection, _ = server.accept()
+                seen.append(connection.recv(65536).split(b"\r\n", 1)[0])
+                if answer is None:
+                    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                       b"Content-Length: " + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+                connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server.getsockname()[1], seen, thread
+
+
+def test_a_read_reset_unanswered_is_asked_again_on_a_new_connection():
+    port, seen, thread = _serve([None, json.dumps({"sku": "p", "orders": 3}).encode()])
+    audit = FlashsaleClient(f"http://127.0.0.1:{port}", timeout=5).audit("p", settle=0)
+    thread.join(5)
+    assert audit == {"sku": "p", "orders": 3}
+    assert seen == [b"GET /api/products/p/audit HTTP/1.1"] * 2
+
+
+def test_a_purchase_reset_unanswered_is_not_sent_again_by_the_client():
+    port, seen, thread = _serve([None, b"{}"])
+    with pytest.raises(requests.ConnectionError):
+        FlashsaleClient(f"http://127.0.0.1:{port}", timeout=5).order("p", 1, "u1", key="k1")
+    assert seen == [b"POST /api/orders HTTP/1.1"]
 
 
 def test_a_reset_dropped_unanswered_is_sent_again_on_a_new_connection():
