@@ -4,7 +4,7 @@ On this machine the load client, nginx, the apps, Redis, MariaDB and the persist
 share two cores, so a row's rate is the cores divided by what one answer costs all of
 them together. ``CpuMeter`` reads each process's user + system time (psutil) before
 and after a stretch of load, for every process under the stack's supervisord and its
-children (gunicorn's workers, nginx's), grouped by role; the caller adds the load
+children (the app servers' workers, nginx's), grouped by role; the caller adds the load
 client's own (``children_cpu``). A process that exits during the stretch (a worker
 restarted) takes its time with it: none does in these benchmarks.
 """
@@ -18,12 +18,13 @@ import psutil
 
 from stack.supervisor import Supervisor
 
-ROLES = ("gunicorn", "persisters", "redis", "mariadb", "nginx", "other")
+# "apps": the app instances' processes, their request server and Django in it.
+ROLES = ("apps", "persisters", "redis", "mariadb", "nginx", "other")
 
 
 def _role(program: str) -> str:
     if program.startswith("app"):
-        return "gunicorn"
+        return "apps"
     if program.startswith("persist"):
         return "persisters"
     if program.startswith("redis"):

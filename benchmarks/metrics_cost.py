@@ -13,10 +13,10 @@ next on its own:
    without metrics: ping, the gate (one hot product), ``atomic`` and ``setnx``
    (over 50 products). The difference is what the metrics add to a request, in µs.
 2. **Under load** (wrk against nginx, ``--wrk-rounds`` times each way, the apps
-   restarted between): answers/s and gunicorn's CPU an answer (``benchmarks.cpu``),
+   restarted between): answers/s and the apps' CPU an answer (``benchmarks.cpu``),
    which also pays the HTTP parsing, the threads' switches and the round trips.
 
-The cost of a row: the µs it adds (1), over gunicorn's CPU an answer under load
+The cost of a row: the µs it adds (1), over the apps' CPU an answer under load
 with metrics off (2). The stack is put back as it was.
 """
 
@@ -141,16 +141,16 @@ def _report(command: str, args, config: StackConfig, cpu: dict, loads: dict) -> 
     print(f"\nUnder load (wrk -t2 -c{args.connections}, {args.seconds:g} s a row, against nginx: "
           f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
           f"{len(loads[True])} runs each way, the apps restarted between), medians:\n")
-    print("| row | answers/s on / off | gunicorn CPU µs an answer, on / off | p99 ms on / off "
-          "| **cost**: µs added ÷ gunicorn's CPU an answer (off) |\n|---|---|---|---|---:|")
+    print("| row | answers/s on / off | the apps' CPU µs an answer, on / off | p99 ms on / off "
+          "| **cost**: µs added ÷ the apps' CPU an answer (off) |\n|---|---|---|---|---:|")
     for row, loaded in ROWS.items():
-        gunicorn_off = median(loads[False], loaded, lambda run: run.cpu_us["gunicorn"])
+        apps_off = median(loads[False], loaded, lambda run: run.cpu_us["apps"])
         print(f"| {loaded} | {median(loads[True], loaded, lambda r: r.requests_per_s):,.0f} / "
               f"{median(loads[False], loaded, lambda r: r.requests_per_s):,.0f} "
-              f"| {median(loads[True], loaded, lambda r: r.cpu_us['gunicorn']):,.0f} / {gunicorn_off:,.0f} "
+              f"| {median(loads[True], loaded, lambda r: r.cpu_us['apps']):,.0f} / {apps_off:,.0f} "
               f"| {median(loads[True], loaded, lambda r: r.p99_ms):.0f} / "
               f"{median(loads[False], loaded, lambda r: r.p99_ms):.0f} "
-              f"| **{added[row] / gunicorn_off:+.1%}** |")
+              f"| **{added[row] / apps_off:+.1%}** |")
     print("\nThe answers/s and CPU columns under load move by a tenth between two runs of the same "
           "configuration on this machine (compare the ping row, which no metric touches); the "
           "in-process difference is the metrics' own.")

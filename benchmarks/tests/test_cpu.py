@@ -1,5 +1,5 @@
 """The CPU meter reads the real stack's processes: what the apps spend answering
-shows under ``gunicorn``, what a child process spends under ``wrk``."""
+shows under ``apps``, what a child process spends under ``wrk``."""
 
 import subprocess
 import sys
@@ -14,14 +14,14 @@ def test_answers_the_apps_give_show_as_their_cpu_and_every_server_has_a_role(sta
     meter = CpuMeter(Supervisor(stack_config))
     before = meter.snapshot()
     assert set(before) <= set(ROLES)
-    assert {"gunicorn", "persisters", "redis", "mariadb", "nginx"} <= set(before)
+    assert {"apps", "persisters", "redis", "mariadb", "nginx"} <= set(before)
     with requests.Session() as session:
         for _ in range(300):
             session.get(stack_config.base_url + "/api/ping", timeout=10).raise_for_status()
     spent = meter.snapshot() - before
     # 300 answers through Django cost far more than a millisecond of the workers'
     # CPU; nginx passed each of them on.
-    assert spent["gunicorn"] > 0.001 and spent["nginx"] > 0
+    assert spent["apps"] > 0.001 and spent["nginx"] > 0
 
 
 def test_a_finished_child_process_cpu_is_counted():
