@@ -27,8 +27,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2)"]
 # Migrations are not run here: the compose file's one-shot `migrate` service runs
-# them once, before any instance starts. flashsale.gunicorn keeps the workers'
-# metrics files true where PROMETHEUS_MULTIPROC_DIR is set (the compose file's apps).
-CMD ["gunicorn", "flashsale.wsgi:application", "--config=python:flashsale.gunicorn", \
-     "--bind=0.0.0.0:8000", "--worker-class=gthread", \
-     "--workers=2", "--threads=8", "--keep-alive=75", "--error-logfile=-", "--log-level=warning"]
+# them once, before any instance starts. flashsale.serve starts the server
+# (FLASHSALE_SERVER) with the workers' metrics directory emptied where
+# PROMETHEUS_MULTIPROC_DIR is set (the compose file's apps).
+CMD ["python", "-m", "flashsale.serve", "--bind=0.0.0.0:8000", "--workers=2", "--threads=8"]

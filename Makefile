@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-reads bench-race-watch verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-servers bench-reads bench-race-watch verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -80,6 +80,10 @@ profile: up $(VENV)/.bench  ## py-spy on a live instance under purchases (STRATE
 bench-gate: up  ## the gate on one hot SKU against ping, AOF everysec vs always, the persisters' drain (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.gate $(BENCH_ARGS)
+
+bench-servers: up  ## the request server: gunicorn against granian on every row, alternating (wrk)
+	scripts/install-system-packages.sh --bench
+	$(PY) -m benchmarks.servers $(BENCH_ARGS)
 
 bench-metrics: up  ## what counting and timing for /metrics costs: ping, the gate, atomic and setnx, on vs off (wrk)
 	scripts/install-system-packages.sh --bench

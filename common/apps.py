@@ -21,7 +21,7 @@ class CommonConfig(AppConfig):
             raise ImproperlyConfigured(f"FLASHSALE_STRATEGY: {e}") from None
 
         # prometheus-client's multiprocess files need their directory before the
-        # first count; gunicorn's master makes it (flashsale.gunicorn), and any other
+        # first count; the server's launcher makes it (flashsale.serve), and any other
         # process given the variable (an in-process benchmark) makes it here.
         directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if directory:

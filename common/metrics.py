@@ -4,9 +4,9 @@ Under gunicorn a request reaches one of several worker processes, so a worker's 
 counters are a share of the instance's. prometheus-client's multiprocess mode keeps
 every worker's values in files under ``PROMETHEUS_MULTIPROC_DIR``, which the stack's
 launcher sets per instance; a scrape, whichever worker answers it, sums the files.
-The directory is emptied when gunicorn's master starts (a file of an earlier run's
-process would be summed too), and a worker that exits is marked dead, so its
-counters stay in the sum while its live gauges leave it (``flashsale.gunicorn``).
+The directory is emptied before the server starts (``flashsale.serve``: a file of an
+earlier run's process would be summed too), and a worker that exits is marked dead,
+so its counters stay in the sum while its live gauges leave it (``flashsale.gunicorn``).
 Without the variable (the test client, ``manage.py`` commands) a process serves its
 own registry.
 
@@ -17,6 +17,7 @@ key: each value of a label is a series Prometheus keeps.
 from __future__ import annotations
 
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -118,7 +119,8 @@ def observe_later(histogram: Histogram, labels: tuple[str, ...], seconds: float)
 
 def timings_flush() -> None:
     """Write every timing recorded so far in this process: the writer's round, a
-    scrape's first step, a worker's last (``flashsale.gunicorn``)."""
+    scrape's first step, a worker's last (``flashsale.gunicorn``, or the finalizer
+    ``_writer_start`` registers)."""
     while True:
         try:
             histogram, labels, seconds = _timings.popleft()
@@ -139,6 +141,10 @@ def _writer_start() -> None:
             return
         _writer_pid = os.getpid()
         threading.Thread(target=_writer, name="metrics-timings", daemon=True).start()
+        # What is left is written as the process leaves: gunicorn's workers call
+        # worker_exit (flashsale.gunicorn); granian's are multiprocessing's children,
+        # which leave by os._exit after multiprocessing's finalizers, never atexit's.
+        multiprocessing.util.Finalize(None, timings_flush, exitpriority=0)
 
 
 def _writer() -> None:

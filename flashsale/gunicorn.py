@@ -1,21 +1,11 @@
-"""gunicorn's settings for the app instances (``--config=python:flashsale.gunicorn``):
+"""gunicorn's settings for the app instances (``--config=python:flashsale.gunicorn``,
+given by ``flashsale.serve``, which also empties the metrics directory before):
 the hooks that keep prometheus-client's multiprocess files true (``common.metrics``).
 The command line sets everything else."""
 
 import os
-import shutil
-from pathlib import Path
 
 from prometheus_client import multiprocess
-
-
-def on_starting(server):
-    """Before any worker: an empty directory, so a file an earlier run's worker left
-    (a crash, a SIGKILL) is not summed into this run's counters."""
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        shutil.rmtree(directory, ignore_errors=True)
-        Path(directory).mkdir(parents=True)
 
 
 def worker_exit(server, worker):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import environ
 
+from flashsale.serve import ServeError, server_name
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisord
 
@@ -45,6 +47,7 @@ class StackConfig:
     metrics_port: int  # Prometheus; the exporters, nginx's status and the workers' /metrics above it
     instances: int
     persisters: int  # of the gate's streams (manage.py persist_orders)
+    server: str  # the instances' request server (flashsale.serve): gunicorn or granian
     workers: int
     threads: int
     strategy: str
@@ -75,6 +78,7 @@ class StackConfig:
             metrics_port=env.int("METRICS_PORT", default=9390),
             instances=env.int("INSTANCES", default=2),
             persisters=env.int("PERSISTERS", default=2),
+            server=env.str("FLASHSALE_SERVER", default=""),
             workers=env.int("WORKERS", default=2),
             threads=env.int("THREADS", default=8),
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
@@ -85,6 +89,10 @@ class StackConfig:
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
+        try:
+            config = config.replace(server=server_name({"FLASHSALE_SERVER": config.server}))
+        except ServeError as e:
+            raise SystemExit(str(e)) from None
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
         if config.redis_appendfsync not in ("always", "everysec", "no"):
@@ -206,8 +214,9 @@ class StackConfig:
             "ZK_PORT": str(self.zk_port),
             "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,
-            # Every worker's metrics, summed at a scrape (common.metrics); emptied by
-            # gunicorn's master as it starts (flashsale.gunicorn).
+            "FLASHSALE_SERVER": self.server,
+            # Every worker's metrics, summed at a scrape (common.metrics); emptied as
+            # the server starts (flashsale.serve).
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_root / name),
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
@@ -226,7 +235,7 @@ class StackConfig:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
         selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
-                   "FLASHSALE_METRICS",
+                   "FLASHSALE_METRICS", "FLASHSALE_SERVER",
                    "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
                    "PROMETHEUS_MULTIPROC_DIR"}

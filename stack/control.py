@@ -124,7 +124,7 @@ def up(config: StackConfig) -> None:
     _start_front(sup, config)
     _start(sup, config, watchers(config))
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
-         f"section_delay_ms={config.section_delay_ms:g}")
+         f"server={config.server} section_delay_ms={config.section_delay_ms:g}")
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
     _say(f"Prometheus: http://127.0.0.1:{config.prometheus_port}/ (alerts: /alerts, targets: /targets)")
 
@@ -145,7 +145,7 @@ def reconfigure(config: StackConfig) -> StackConfig:
     write_conf(config, all_servers(config))
     sup.reload()
     _start_front(sup, config)
-    _say(f"apps now: strategy={config.strategy} instances={config.instances} "
+    _say(f"apps now: strategy={config.strategy} instances={config.instances} server={config.server} "
          f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'} metrics={'on' if config.metrics else 'off'}")
     return config

@@ -10,7 +10,7 @@ servers over a link that a nemesis can cut:
                   for the master (and which promotes redis2 when redis fails)
     host zk       a standalone ZooKeeper of its own
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
-    host app1…    gunicorn with the flashsale app, as the stack runs it
+    host app1…    the flashsale app's server (flashsale.serve), as the stack runs it
 
 The buyers, on this machine's namespace, reach each instance at its host's address.
 The stack must be up (its MariaDB holds the sale); the hosts, their processes and
@@ -32,7 +32,7 @@ from pathlib import Path
 import redis
 
 from .clock import SteppedClock
-from .config import BIN, ROOT, StackConfig
+from .config import ROOT, StackConfig
 from .hosts import Host, Net
 from .servers import (
     APP_DATABASE,
@@ -160,11 +160,9 @@ class HostedApps:
         for i in range(1, self.instances + 1):
             app = self.net.host(name := f"app{i}")
             self.apps.append(app)
-            app.start([str(BIN / "gunicorn"), "flashsale.wsgi:application",
-                       "--config=python:flashsale.gunicorn", f"--bind={app.address}:{APP_PORT}",
-                       f"--name={name}", "--worker-class=gthread", f"--workers={self.config.workers}",
-                       f"--threads={self.config.threads}", "--timeout=60", "--graceful-timeout=5",
-                       "--error-logfile=-", "--log-level=warning"],
+            app.start([sys.executable, "-m", "flashsale.serve", f"--bind={app.address}:{APP_PORT}",
+                       f"--name={name}", f"--workers={self.config.workers}",
+                       f"--threads={self.config.threads}"],
                       cwd=ROOT, env=self._environment(app),
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
         for url in self.urls:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import BIN, ROOT, StackConfig
+from .config import ROOT, StackConfig
 
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
 ZOOKEEPER_CLASSPATH = ":".join(
@@ -229,13 +229,8 @@ def app(config: StackConfig, name: str) -> Server:
     port = config.app_port_of(name)
     return Server(
         name=name,
-        command=[
-            str(BIN / "gunicorn"), "flashsale.wsgi:application", "--config=python:flashsale.gunicorn",
-            f"--bind=127.0.0.1:{port}", f"--name={name}",
-            "--worker-class=gthread", f"--workers={config.workers}", f"--threads={config.threads}",
-            "--timeout=60", "--graceful-timeout=5", "--keep-alive=75",  # > nginx's 60 s
-            "--error-logfile=-", "--log-level=warning",
-        ],
+        command=[sys.executable, "-m", "flashsale.serve", f"--bind=127.0.0.1:{port}", f"--name={name}",
+                 f"--workers={config.workers}", f"--threads={config.threads}"],
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/readyz"),
         priority=20,

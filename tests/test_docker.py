@@ -142,6 +142,15 @@ def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):
     assert "FLASHSALE_STRATEGY=" in (ROOT / ".env.example").read_text()
 
 
+def test_the_server_is_one_variable_named_as_in_the_local_stack():
+    assert (ROOT / "docker-compose.yml").read_text().count("${FLASHSALE_SERVER:-gunicorn}") == 1
+    for server in ("", "granian"):
+        services = rendered(FLASHSALE_SERVER=server)["services"]
+        for name in ("app1", "app2"):
+            assert services[name]["environment"]["FLASHSALE_SERVER"] == (server or "gunicorn")
+    assert "FLASHSALE_SERVER=" in (ROOT / ".env.example").read_text()
+
+
 def test_load_test_services_are_behind_a_profile(compose):
     for name in ("locust-master", "locust-worker"):
         assert compose["services"][name]["profiles"] == ["loadtest"]
@@ -226,8 +235,7 @@ def test_every_process_is_scraped_as_the_local_stack_scrapes_it(compose, tmp_pat
     for name in ("app1", "app2"):
         environment = compose["services"][name]["environment"]
         assert environment["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/flashsale-metrics"
-    assert "--config=python:flashsale.gunicorn" in re.findall(r"^CMD .*", (ROOT / "Dockerfile").read_text(),
-                                                               flags=re.M)[0]
+    assert '"flashsale.serve"' in re.findall(r"^CMD .*", (ROOT / "Dockerfile").read_text(), flags=re.M)[0]
     for name in ("persister", "racer"):
         command = compose["services"][name]["command"]
         assert "--metrics-port=9100" in command and "--metrics-address=0.0.0.0" in command

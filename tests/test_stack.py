@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import psutil
+import pytest
+
+from flashsale.serve import SERVERS
 from stack.servers import port_in_use
 from stack.supervisor import Supervisor, pid_alive
 
 from .second_stack import PORTS, config_for, stack
 
 
-def test_up_status_down_leaves_no_process_and_no_port(second_run_dir):
-    up = stack(second_run_dir, "up")
+@pytest.mark.parametrize("server", SERVERS)
+def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
+    up = stack(second_run_dir, "up", FLASHSALE_SERVER=server)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "nginx ready on 127.0.0.1:8180" in up.stdout
+    assert "nginx ready on 127.0.0.1:8180" in up.stdout and f"server={server}" in up.stdout
 
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
@@ -26,10 +31,14 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir):
     # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
     # by default), the race runner, Prometheus and three exporters, and supervisord.
     assert len(pids) == 12 + config.persisters and all(pid_alive(pid) for pid in pids)
+    app = psutil.Process(sup.info("app1")["pid"])
+    assert server in " ".join(app.cmdline())
+    workers = [child.pid for child in app.children(recursive=True)]  # the server's workers
+    assert len(workers) >= config.workers
 
     down = stack(second_run_dir, "down")
     assert down.returncode == 0, down.stderr
-    assert not [pid for pid in pids if pid_alive(pid)]
+    assert not [pid for pid in pids + workers if pid_alive(pid)]
     metrics_ports = [*config.exporter_ports.values(), config.nginx_status_port, config.racer_metrics_port,
                      *(config.persister_metrics_port(name) for name in config.persister_names)]
     assert not [port for port in [*PORTS.values(), config.redis_gate_port, *metrics_ports]

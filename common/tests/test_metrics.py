@@ -1,7 +1,9 @@
 """Timings written off the request's path (common.metrics.observe_later): by the
 process's timings thread within a second, by a scrape's first step, and by a gunicorn
-worker as it leaves; a file that cannot be written costs the figure only."""
+or granian worker as it leaves; a file that cannot be written costs the figure only."""
 
+import multiprocessing
+import multiprocessing.util
 import time
 import uuid
 
@@ -32,6 +34,24 @@ def test_a_gunicorn_worker_writes_its_timings_as_it_leaves():
     observe_later(TIMED, (case,), 0.01)
     gunicorn.worker_exit(server=None, worker=None)  # in the worker, right before it exits
     assert observed(case) == 1
+
+
+def _observe_and_leave(case: str, report) -> None:
+    observe_later(TIMED, (case,), 0.01)
+    # Runs after every finalizer of a higher priority, the flush among them.
+    multiprocessing.util.Finalize(None, lambda: report.send(observed(case)), exitpriority=-1)
+
+
+def test_a_granian_worker_writes_its_timings_as_it_leaves():
+    """granian's workers are multiprocessing's forked children: they leave by
+    os._exit once multiprocessing's finalizers ran, without atexit."""
+    case = uuid.uuid4().hex
+    receive, report = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_observe_and_leave, args=(case, report))
+    child.start()
+    child.join(10)
+    assert child.exitcode == 0
+    assert receive.poll(5) and receive.recv() == 1
 
 
 def test_a_timing_that_cannot_be_written_is_logged_and_the_rest_are_written(monkeypatch, caplog):

@@ -1,0 +1,179 @@
+"""The request server: gunicorn against granian (``FLASHSALE_SERVER``), row by row, in
+alternating rounds of one run, with wrk (a C client: not the bottleneck).
+
+    python -m benchmarks.servers [--rounds 2] [--seconds 6] [--search] [--docs]
+    (make bench-servers: installs wrk, starts the stack, runs this)
+
+Rows, each a wrk run after 2 s of the same (the first requests import and connect):
+
+- ``ping``: ``GET /api/ping`` through nginx, no backend: the floor of every request;
+- ``product, app1``: ``GET /api/products/<sku>`` straight to app1, past nginx (whose
+  half-second cache would answer it), the apps' own cached read;
+- ``gate, hot``: every request buys one hot product (a key of its own each), through
+  nginx, the persisters running;
+- ``atomic, spread``: purchases over 50 products, so nobody waits;
+- ``redisson, hot, 8 segments``: one product in 8 segments under the Redisson lock.
+
+A round runs every row under each server, the apps restarted between and the order
+of the servers flipped each round, so neither always runs first on a machine whose
+ceiling moves by a tenth from one minute to the next. Reported: the medians of each
+row's answers/s, its p99, and its CPU per answer by role (``benchmarks.cpu``): the
+app instances (the server and Django in them), the persisters, Redis, MariaDB, nginx
+and wrk, all on the same cores.
+
+With ``--search``, first each server under a few shapes (workers × threads, granian's
+threads being its blocking threads) on ping and the gate, one run each; the rounds
+then run each server in its best shape for the gate (the sale's row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import sys
+
+from flashsale.serve import SERVERS
+from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
+from stack.config import StackConfig
+from stack.control import apps_as_needed
+from stack.supervisor import Supervisor
+
+from .cpu import ROLES, CpuMeter
+from .gate import STOCK, Run, written, wrk
+
+SPREAD = 50
+ROWS = ("ping", "product, app1", "gate, hot", "atomic, spread", "redisson, hot, 8 segments")
+SHAPES = ((1, 8), (2, 4), (2, 8), (2, 16), (3, 8))  # (workers, threads) for --search
+
+
+def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag: str,
+         only: tuple[str, ...] = ROWS) -> dict[str, Run]:
+    """Each row of ``only`` once, against the apps as they run now; ``tag`` keeps
+    each run's products apart."""
+    timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
+    warm = dict(seconds=2, connections=args.connections, meter=meter)
+    base = config.base_url + "/"
+    runs: dict[str, Run] = {}
+    if "ping" in only:
+        wrk("warm-up", config.base_url + "/api/ping", **warm)
+        runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)
+    if "product, app1" in only:
+        sku = f"bench-servers-read-{tag}"
+        admin.reset(sku, STOCK, strategy="atomic")
+        url = f"http://127.0.0.1:{config.app_port_of(config.app_names[0])}/api/products/{sku}"
+        wrk("warm-up", url, **warm)
+        runs["product, app1"] = wrk("product, app1", url, **timing)
+    if "gate, hot" in only:
+        sku = f"bench-servers-gate-{tag}-0"
+        admin.reset(sku, STOCK, strategy="gate")
+        wrk("warm-up", base, sku=sku, **warm)
+        runs["gate, hot"] = wrk("gate, hot", base, sku=sku, **timing)
+        written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
+    if "atomic, spread" in only:
+        prefix = f"bench-servers-atomic-{tag}-"
+        for i in range(SPREAD):
+            admin.reset(f"{prefix}{i}", STOCK, strategy="atomic")
+        wrk("warm-up", base, sku=f"{prefix}0", skus=SPREAD, **warm)
+        runs["atomic, spread"] = wrk("atomic, spread", base, sku=f"{prefix}0", skus=SPREAD, **timing)
+    if "redisson, hot, 8 segments" in only:
+        sku = f"bench-servers-redisson-{tag}-0"
+        admin.reset(sku, STOCK, segments=8, strategy="redisson")
+        wrk("warm-up", base, sku=sku, **warm)
+        runs["redisson, hot, 8 segments"] = wrk("redisson, hot, 8 segments", base, sku=sku, **timing)
+    return runs
+
+
+def alternating(rounds: int) -> list[str]:
+    """gunicorn, granian, then granian, gunicorn, …: neither always runs first."""
+    return [server for n in range(rounds) for server in (SERVERS if n % 2 == 0 else SERVERS[::-1])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every row under each server")
+    parser.add_argument("--seconds", type=float, default=6)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--search", action="store_true",
+                        help="first try each server in a few shapes (workers x threads) on ping and the gate")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/servers.md, for the docs")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        parser.error("wrk is not installed (make bench-servers installs it)")
+    command = "python -m benchmarks.servers " + shlex.join(sys.argv[1:] if argv is None else argv)
+    config = StackConfig.from_env()
+    admin = FlashsaleClient.for_stack(config)
+    meter = CpuMeter(Supervisor(config))
+
+    searched: dict[tuple[str, int, int], dict[str, Run]] = {}
+    best = {server: (config.workers, config.threads) for server in SERVERS}
+    runs: dict[str, list[dict[str, Run]]] = {server: [] for server in SERVERS}
+    with apps_as_needed(config) as use:
+        if args.search:
+            for n, (workers, threads) in enumerate(SHAPES):
+                for server in alternating(n + 1)[-2:]:  # the order flipped each shape
+                    use(server=server, workers=workers, threads=threads, strategy="atomic",
+                        section_delay_ms=0.0)
+                    searched[server, workers, threads] = rows(
+                        config, admin, meter, args, tag=f"s{n}-{server}", only=("ping", "gate, hot"))
+            for server in SERVERS:
+                best[server] = max(((w, t) for s, w, t in searched if s == server),
+                                   key=lambda shape: searched[(server, *shape)]["gate, hot"].requests_per_s)
+        for n, server in enumerate(alternating(args.rounds)):
+            workers, threads = best[server]
+            use(server=server, workers=workers, threads=threads, strategy="atomic", section_delay_ms=0.0)
+            runs[server].append(rows(config, admin, meter, args, tag=f"{n}-{server}"))
+
+    with recorded("servers", command, write=args.docs):
+        _report(command, args, config, best, searched, runs)
+    return 0
+
+
+def _median(runs: list[dict[str, Run]], row: str, figure) -> float:
+    return statistics.median(figure(run[row]) for run in runs)
+
+
+def _report(command: str, args, config: StackConfig, best: dict, searched: dict, runs: dict) -> None:
+    print(f"`{command}` ({os.cpu_count()} cores shared by every process and the load client): wrk -t2 "
+          f"-c{args.connections}, {args.seconds:g} s a row; {config.instances} instances, "
+          f"{config.persisters} persisters\n")
+    if searched:
+        print("The shapes tried, one run each (answers/s):\n")
+        print("| server | workers × threads | ping | gate, hot |\n|---|---|---:|---:|")
+        for (server, workers, threads), found in searched.items():
+            mark = " **(best)**" if best[server] == (workers, threads) else ""
+            print(f"| {server} | {workers} × {threads}{mark} | {found['ping'].requests_per_s:,.0f} "
+                  f"| {found['gate, hot'].requests_per_s:,.0f} |")
+        print()
+    first, second = SERVERS
+    shapes = ", ".join(f"{s} {w} workers × {t} threads" for s, (w, t) in best.items())
+    print(f"Each row under each server, {args.rounds} rounds, alternating ({shapes}); medians:\n")
+    print(f"| row | {first} answers/s | {second} answers/s | {second} ÷ {first} | p99 ms, {first} / {second} "
+          f"| CPU µs an answer, {first} / {second} | the apps' CPU µs, {first} / {second} |")
+    print("|---|---:|---:|---:|---|---|---|")
+    for row in ROWS:
+        rate = {s: _median(runs[s], row, lambda r: r.requests_per_s) for s in SERVERS}
+        p99 = {s: _median(runs[s], row, lambda r: r.p99_ms) for s in SERVERS}
+        cpu = {s: _median(runs[s], row, lambda r: sum(r.cpu_us.values())) for s in SERVERS}
+        apps = {s: _median(runs[s], row, lambda r: r.cpu_us["apps"]) for s in SERVERS}
+        print(f"| {row} | {rate[first]:,.0f} | {rate[second]:,.0f} | **{rate[second] / rate[first]:.2f}** "
+              f"| {p99[first]:.1f} / {p99[second]:.1f} | {cpu[first]:,.0f} / {cpu[second]:,.0f} "
+              f"| {apps[first]:,.0f} / {apps[second]:,.0f} |")
+    print("\nCPU per answer by role, µs, medians (user + system from psutil; `apps`: the instances' "
+          "processes, the server and Django; `wrk`: the load client):\n")
+    print("| row | server | " + " | ".join([*ROLES, "wrk"]) + " |")
+    print("|---|---|" + "---:|" * (len(ROLES) + 1))
+    for row in ROWS:
+        for server in SERVERS:
+            print(f"| {row} | {server} | " + " | ".join(
+                f"{_median(runs[server], row, lambda r, role=role: r.cpu_us[role]):,.0f}"
+                for role in [*ROLES, "wrk"]) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The app instances' server (``flashsale.serve``): gunicorn or granian, one set of
+knobs, started for real on a free port. Neither needs a backend to answer /livez."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+from flashsale.serve import SERVERS, ServeError, command, server_name
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_each_server_gets_the_same_knobs():
+    gunicorn = command("gunicorn", bind="127.0.0.1:8001", workers=3, threads=4, bin_dir=BIN, name="app1")
+    assert gunicorn[:2] == [str(BIN / "gunicorn"), "flashsale.wsgi:application"]
+    assert {"--bind=127.0.0.1:8001", "--workers=3", "--threads=4", "--worker-class=gthread",
+            "--name=app1"} <= set(gunicorn)
+    granian = command("granian", bind="0.0.0.0:8000", workers=3, threads=4, bin_dir=BIN)
+    assert granian[0] == str(BIN / "granian") and "flashsale.wsgi:application" in granian
+    assert {"--interface=wsgi", "--host=0.0.0.0", "--port=8000", "--workers=3", "--blocking-threads=4",
+            "--respawn-failed-workers"} <= set(granian)
+
+
+@pytest.mark.parametrize("bind", ["8001", ":8001", "127.0.0.1:", "127.0.0.1:http"])
+def test_a_bind_without_host_and_port_is_refused(bind):
+    with pytest.raises(ServeError):
+        command("gunicorn", bind=bind, workers=1, threads=1, bin_dir=BIN)
+
+
+def test_the_server_is_gunicorn_unless_told_and_nothing_unknown():
+    assert server_name({}) == "gunicorn" and server_name({"FLASHSALE_SERVER": ""}) == "gunicorn"
+    assert server_name({"FLASHSALE_SERVER": "granian"}) == "granian"
+    with pytest.raises(ServeError, match="uwsgi"):
+        server_name({"FLASHSALE_SERVER": "uwsgi"})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_the_launcher_becomes_the_server_on_an_empty_metrics_directory(server, tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    (metrics / "counter_999999.db").write_bytes(b"an earlier run's")
+    port = _free_port()
+    env = {**os.environ, "FLASHSALE_SERVER": server, "PROMETHEUS_MULTIPROC_DIR": str(metrics),
+           "DJANGO_SETTINGS_MODULE": "flashsale.settings.base"}
+    process = subprocess.Popen([sys.executable, "-m", "flashsale.serve", f"--bind=127.0.0.1:{port}",
+                                "--workers=2", "--threads=2"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/livez", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read().decode()
+            time.sleep(0.1)
+        assert not (metrics / "counter_999999.db").exists()
+        master = psutil.Process(process.pid)  # the launcher's PID: exec'd, not a parent
+        assert server in " ".join(master.cmdline())
+        workers = master.children(recursive=True)
+        assert len(workers) >= 2
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) is not None
+        gone, alive = psutil.wait_procs(workers, timeout=10)
+        assert not alive, alive  # a stop by its PID leaves no worker behind
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
