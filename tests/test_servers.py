@@ -1,14 +1,18 @@
 """The other request server (``FLASHSALE_SERVER=granian``, flashsale.serve) through
 nginx on the running stack: the invariants of each seller and each lock family (the
-rest of the suite runs them under the default server), the weak strategy caught, a
-killed worker replaced with its counts kept (tests/test_metrics.py), and under each
-server the purchase deadline counted from when nginx received the request."""
+rest of the suite runs them under the default server), the weak strategy caught, the
+chaos runner's faults on the instances (killed, frozen), a killed worker replaced with
+its counts kept (tests/test_metrics.py), and under each server the purchase deadline
+counted from when nginx received the request."""
 
 import threading
 import time
 
 import pytest
 
+from chaos.__main__ import table
+from chaos.faults import FAULTS
+from chaos.sale import sale_under_fault
 from flashsale.serve import DEFAULT_SERVER, SERVERS
 from stack.supervisor import Supervisor
 
@@ -32,6 +36,20 @@ def test_each_seller_and_lock_family_sells_exactly_the_stock(stack_apps, strateg
 def test_the_weak_strategy_still_oversells(stack_apps):
     audit = sale(stack_apps(strategy="none", instances=2, server=OTHER, **RACE), f"e2e-{OTHER}-none")
     assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
+
+
+# The instance's own faults: killed with the lock held (restarted by the stack), frozen.
+CHAOS = [("kill-app", "redisson"), ("pause-app", "atomic")]
+
+
+@pytest.mark.parametrize(("fault", "strategy"), CHAOS, ids=[f"{f}-{s}" for f, s in CHAOS])
+def test_a_sale_under_an_instance_fault_keeps_every_invariant(fault, strategy, stack_config, stack_apps,
+                                                              reconnect_afterwards):
+    stack_apps(strategy=strategy, server=OTHER)
+    verdict = sale_under_fault(stack_config.replace(strategy=strategy, server=OTHER), strategy=strategy,
+                               fault=FAULTS[fault], stock=30, buyers=240, threads=12, trigger=10)
+    assert verdict.injected and verdict.orders == 30, table([verdict])
+    assert verdict.broken == [], table([verdict]) + "\n" + "; ".join(verdict.notes)
 
 
 @pytest.mark.parametrize("server", SERVERS)
