@@ -151,8 +151,9 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
                   f"| {found['gate, hot'].requests_per_s:,.0f} |")
         print()
     first, second = SERVERS
-    shapes = ", ".join(f"{s} {w} workers × {t} threads" for s, (w, t) in best.items())
-    print(f"Each row under each server, {args.rounds} rounds, alternating ({shapes}); medians:\n")
+    shapes = ", ".join(f"{s} {w} × {t}" for s, (w, t) in best.items())
+    print(f"Each row under each server, {args.rounds} rounds, alternating (workers × threads: {shapes}); "
+          "medians:\n")
     print(f"| row | {first} answers/s | {second} answers/s | {second} ÷ {first} | p99 ms, {first} / {second} "
           f"| CPU µs an answer, {first} / {second} | the apps' CPU µs, {first} / {second} |")
     print("|---|---:|---:|---:|---|---|---|")
