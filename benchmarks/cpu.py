@@ -11,11 +11,16 @@ restarted) takes its time with it: none does in these benchmarks.
 
 from __future__ import annotations
 
+import os
+import re
 import resource
+import subprocess
+import sys
 from collections import Counter
 
 import psutil
 
+from stack.config import ROOT
 from stack.supervisor import Supervisor
 
 # "apps": the app instances' processes, their request server and Django in it.
@@ -56,3 +61,17 @@ def children_cpu() -> float:
     """CPU seconds of every finished child of this process so far (wrk's, around a run)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def in_process(requests: int, **environment: str) -> dict[str, float]:
+    """CPU µs a request, by row, from one run of ``benchmarks.purchase_cpu``: the
+    app's own share of a request, through its WSGI handler, no server around it."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.purchase_cpu", f"--requests={requests}"],
+                            cwd=ROOT, capture_output=True, text=True, check=True,
+                            env={**os.environ, **environment})
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) > 3 and re.fullmatch(r"[\d,]+", cells[2]):
+            rows[cells[1]] = float(cells[2].replace(",", ""))
+    return rows

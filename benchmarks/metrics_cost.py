@@ -24,20 +24,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 
 from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
-from stack.config import ROOT, StackConfig
+from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
+from .cpu import in_process as app_cpu
 from .gate import STOCK, Run, written, wrk
 
 SPREAD = 50
@@ -48,15 +47,8 @@ ROWS = {"ping": "ping", "gate": "gate, hot", "atomic, spread": "atomic, spread",
 
 def in_process(metrics: bool, requests: int) -> dict[str, float]:
     """CPU µs a request, by row, from one run of benchmarks.purchase_cpu."""
-    result = subprocess.run([sys.executable, "-m", "benchmarks.purchase_cpu", f"--requests={requests}"],
-                            cwd=ROOT, capture_output=True, text=True, check=True,
-                            env={**os.environ, "FLASHSALE_METRICS": "true" if metrics else "false"})
-    rows = {}
-    for line in result.stdout.splitlines():
-        cells = [cell.strip() for cell in line.split("|")]
-        if len(cells) > 3 and cells[1] in ROWS:
-            rows[cells[1]] = float(re.sub(r"[^\d.]", "", cells[2]))
-    return rows
+    rows = app_cpu(requests, FLASHSALE_METRICS="true" if metrics else "false")
+    return {row: rows[row] for row in ROWS}
 
 
 def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args,

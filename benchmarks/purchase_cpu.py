@@ -10,11 +10,14 @@ with ``--profile ROW``, cProfile's top entries for that row.
 
 Rows:
 - ``ping``: ``GET /api/ping``, the floor every request pays;
+- ``product``: ``GET /api/products/<sku>``, the apps' own cached read;
 - ``gate, sold out``: a gate product with no stock, every answer 409 (from the
   process's memory of the sold-out sale after the script's first);
 - ``gate``: every purchase accepted (one hot product);
 - ``atomic, spread``: every purchase buys, over 50 products, so nobody waits;
-- ``setnx, spread``: the same under a Redis lock (taken, timed and released each time).
+- ``setnx, spread``: the same under a Redis lock (taken, timed and released each time);
+- ``redisson, hot, 8 segments``: one product in 8 segments under the Redisson lock
+  (one request at a time here: nobody waits for the lock).
 
 No gunicorn, nginx or load client: this is the app's own share of a request, the
 part a change to the purchase path moves. Under load each request also pays
@@ -70,6 +73,8 @@ def _rows() -> dict:
     """Each row: (set its sale up, the n-th request's environ)."""
     return {
         "ping": (lambda: None, lambda n: _environ("GET", "/api/ping")),
+        "product": (lambda: sale_reset(sku="cpu-read", stock=10**6, strategy="atomic"),
+                    lambda n: _environ("GET", "/api/products/cpu-read")),
         "gate, sold out": (lambda: sale_reset(sku="cpu-sold-out", stock=0, strategy="gate"),
                            lambda n: _purchase("cpu-sold-out")),
         "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
@@ -80,6 +85,9 @@ def _rows() -> dict:
         "setnx, spread": (lambda: [sale_reset(sku=f"cpu-setnx-{i}", stock=10**6, strategy="setnx")
                                    for i in range(SPREAD)],
                           lambda n: _purchase(f"cpu-setnx-{n % SPREAD}")),
+        "redisson, hot, 8 segments": (lambda: sale_reset(sku="cpu-redisson", stock=10**7, segments=8,
+                                                         strategy="redisson"),
+                                      lambda n: _purchase("cpu-redisson")),
     }
 
 

@@ -19,7 +19,10 @@ of the servers flipped each round, so neither always runs first on a machine who
 ceiling moves by a tenth from one minute to the next. Reported: the medians of each
 row's answers/s, its p99, and its CPU per answer by role (``benchmarks.cpu``): the
 app instances (the server and Django in them), the persisters, Redis, MariaDB, nginx
-and wrk, all on the same cores.
+and wrk, all on the same cores. The apps' share is then split: Django's own, the same
+request's CPU in-process with no server around it (``benchmarks.purchase_cpu``, one
+request at a time), and the rest, what serving it under load adds (the server, and
+the thread switches and GIL hand-offs of a loaded process).
 
 With ``--search``, first each server under a few shapes (workers × threads, granian's
 threads being its blocking threads) on ping and the gate, one run each; the rounds
@@ -43,11 +46,15 @@ from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter
+from .cpu import in_process as app_cpu
 from .gate import STOCK, Run, written, wrk
 
 SPREAD = 50
 ROWS = ("ping", "product, app1", "gate, hot", "atomic, spread", "redisson, hot, 8 segments")
 SHAPES = ((1, 8), (2, 4), (2, 8), (2, 16), (3, 8))  # (workers, threads) for --search
+# Each row's request in benchmarks.purchase_cpu.
+IN_PROCESS = {"ping": "ping", "product, app1": "product", "gate, hot": "gate",
+              "atomic, spread": "atomic, spread", "redisson, hot, 8 segments": "redisson, hot, 8 segments"}
 
 
 def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag: str,
@@ -100,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--search", action="store_true",
                         help="first try each server in a few shapes (workers x threads) on ping and the gate")
+    parser.add_argument("--requests", type=int, default=1000, help="per in-process row (Django's own CPU)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/servers.md, for the docs")
     args = parser.parse_args(argv)
@@ -129,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             use(server=server, workers=workers, threads=threads, strategy="atomic", section_delay_ms=0.0)
             runs[server].append(rows(config, admin, meter, args, tag=f"{n}-{server}"))
 
+    django = app_cpu(args.requests)
     with recorded("servers", command, write=args.docs):
-        _report(command, args, config, best, searched, runs)
+        _report(command, args, config, best, searched, runs, django)
     return 0
 
 
@@ -138,7 +147,8 @@ def _median(runs: list[dict[str, Run]], row: str, figure) -> float:
     return statistics.median(figure(run[row]) for run in runs)
 
 
-def _report(command: str, args, config: StackConfig, best: dict, searched: dict, runs: dict) -> None:
+def _report(command: str, args, config: StackConfig, best: dict, searched: dict, runs: dict,
+            django: dict[str, float]) -> None:
     print(f"`{command}` ({os.cpu_count()} cores shared by every process and the load client): wrk -t2 "
           f"-c{args.connections}, {args.seconds:g} s a row; {config.instances} instances, "
           f"{config.persisters} persisters\n")
@@ -165,6 +175,16 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
         print(f"| {row} | {rate[first]:,.0f} | {rate[second]:,.0f} | **{rate[second] / rate[first]:.2f}** "
               f"| {p99[first]:.1f} / {p99[second]:.1f} | {cpu[first]:,.0f} / {cpu[second]:,.0f} "
               f"| {apps[first]:,.0f} / {apps[second]:,.0f} |")
+    print(f"\nThe apps' CPU an answer, µs, split: Django's own (`benchmarks.purchase_cpu --requests "
+          f"{args.requests}`: in-process, one request at a time, the same under either server) and the rest, "
+          "what serving it under load adds:\n")
+    print(f"| row | Django | the rest, {first} | the rest, {second} | the rest, {second} ÷ {first} |")
+    print("|---|---:|---:|---:|---:|")
+    for row in ROWS:
+        own = django[IN_PROCESS[row]]
+        rest = {s: _median(runs[s], row, lambda r: r.cpu_us["apps"]) - own for s in SERVERS}
+        print(f"| {row} | {own:,.0f} | {rest[first]:,.0f} | {rest[second]:,.0f} "
+              f"| {rest[second] / rest[first]:.2f} |")
     print("\nCPU per answer by role, µs, medians (user + system from psutil; `apps`: the instances' "
           "processes, the server and Django; `wrk`: the load client):\n")
     print("| row | server | " + " | ".join([*ROLES, "wrk"]) + " |")
