@@ -1,7 +1,7 @@
 """The request server: gunicorn against granian (``FLASHSALE_SERVER``), row by row, in
 alternating rounds of one run, with wrk (a C client: not the bottleneck).
 
-    python -m benchmarks.servers [--rounds 2] [--seconds 6] [--search] [--docs]
+    python -m benchmarks.servers [--rounds 3] [--seconds 6] [--search] [--docs]
     (make bench-servers: installs wrk, starts the stack, runs this)
 
 Rows, each a wrk run after 2 s of the same (the first requests import and connect):
@@ -102,7 +102,7 @@ def alternating(rounds: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of every row under each server")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every row under each server")
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--search", action="store_true",
@@ -180,11 +180,18 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
           "what serving it under load adds:\n")
     print(f"| row | Django | the rest, {first} | the rest, {second} | the rest, {second} ÷ {first} |")
     print("|---|---:|---:|---:|---:|")
+    below = []
     for row in ROWS:
         own = django[IN_PROCESS[row]]
         rest = {s: _median(runs[s], row, lambda r: r.cpu_us["apps"]) - own for s in SERVERS}
+        if min(rest.values()) < 0:
+            below.append(row)
         print(f"| {row} | {own:,.0f} | {rest[first]:,.0f} | {rest[second]:,.0f} "
               f"| {rest[second] / rest[first]:.2f} |")
+    if below:
+        print(f"\nWhere the rest is below 0 ({'; '.join(below)}), Django's in-process figure is no floor: "
+              "one request at a time pays each round trip's wake-ups and system calls alone, which a "
+              "loaded process shares between the requests waiting at once.")
     print("\nCPU per answer by role, µs, medians (user + system from psutil; `apps`: the instances' "
           "processes, the server and Django; `wrk`: the load client):\n")
     print("| row | server | " + " | ".join([*ROLES, "wrk"]) + " |")
