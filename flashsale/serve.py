@@ -19,6 +19,7 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 SERVERS = ("gunicorn", "granian")
@@ -38,7 +39,7 @@ class ServeError(ValueError):
     """An unknown server or a malformed bind address."""
 
 
-def server_name(environ: dict[str, str] | os._Environ = os.environ) -> str:
+def server_name(environ: Mapping[str, str] = os.environ) -> str:
     name = environ.get("FLASHSALE_SERVER", "") or DEFAULT_SERVER
     if name not in SERVERS:
         raise ServeError(f"FLASHSALE_SERVER is {' or '.join(SERVERS)}, not {name!r}")
@@ -67,7 +68,7 @@ def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path
     raise ServeError(f"the server is {' or '.join(SERVERS)}, not {server!r}")
 
 
-def empty_metrics_directory(environ: dict[str, str] | os._Environ = os.environ) -> None:
+def empty_metrics_directory(environ: Mapping[str, str] = os.environ) -> None:
     directory = environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         shutil.rmtree(directory, ignore_errors=True)
