@@ -61,12 +61,12 @@ def test_the_launcher_becomes_the_server_on_an_empty_metrics_directory(server, t
                                 "--workers=2", "--threads=2"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/livez", timeout=2).status_code == 200:
+            try:  # a worker's first request loads Django: slow on a busy machine
+                if requests.get(f"http://127.0.0.1:{port}/livez", timeout=10).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 pass
             assert process.poll() is None and time.monotonic() < deadline, process.stdout.read().decode()
             time.sleep(0.1)
