@@ -58,6 +58,10 @@ class StackConfig:
     @classmethod
     def from_env(cls) -> StackConfig:
         env = environ.Env()
+        try:
+            server = server_name(os.environ)
+        except ServeError as e:
+            raise SystemExit(str(e)) from None
         config = cls(
             run_dir=Path(env.str("RUN_DIR", default=str(ROOT / ".run"))).resolve(),
             mysql_port=env.int("MYSQL_PORT", default=3310),
@@ -78,7 +82,7 @@ class StackConfig:
             metrics_port=env.int("METRICS_PORT", default=9390),
             instances=env.int("INSTANCES", default=2),
             persisters=env.int("PERSISTERS", default=2),
-            server=env.str("FLASHSALE_SERVER", default=""),
+            server=server,
             workers=env.int("WORKERS", default=2),
             threads=env.int("THREADS", default=8),
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
@@ -89,10 +93,6 @@ class StackConfig:
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
-        try:
-            config = config.replace(server=server_name({"FLASHSALE_SERVER": config.server}))
-        except ServeError as e:
-            raise SystemExit(str(e)) from None
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
         if config.redis_appendfsync not in ("always", "everysec", "no"):

@@ -109,15 +109,19 @@ def _setnx_holder(client: redis.Redis) -> bytes | None:
     return client.get(keys[0]) if keys else None
 
 
-def _cut_the_holder(hosted: HostedApps) -> None:
-    """Cut app1 off from MariaDB while it holds the setnx lock (every buyer buys from
-    app1 until the strike, so the holder is app1's). Watched in the hosts' Redis,
-    where the lock is a key holding its holder's token."""
+def _setnx_held_a_while(hosted: HostedApps) -> None:
+    """Until a holder has kept the setnx lock ``HELD_A_WHILE``, watched in the hosts' Redis."""
     client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
     try:
         _held_a_while(lambda: _setnx_holder(client))
     finally:
         client.close()
+
+
+def _cut_the_holder(hosted: HostedApps) -> None:
+    """Cut app1 off from MariaDB while it holds the setnx lock (every buyer buys from
+    app1 until the strike, so the holder is app1's)."""
+    _setnx_held_a_while(hosted)
     hosted.apps[0].partition(hosted.db)
 
 
@@ -169,11 +173,7 @@ def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
     the Redis that holds its lock steps forward past the lease. Redis expires the key
     by that clock, so the lock is free at once, and the next waiter takes it while
     the first holder still works: no link breaks, no process pauses."""
-    client = redis.Redis(host=hosted.redis.address, port=REDIS_PORT, socket_timeout=1)
-    try:
-        _held_a_while(lambda: _setnx_holder(client))
-    finally:
-        client.close()
+    _setnx_held_a_while(hosted)
     hosted.clock.step(CLOCK_STEP)
 
 
