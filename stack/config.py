@@ -59,7 +59,7 @@ class StackConfig:
     def from_env(cls) -> StackConfig:
         env = environ.Env()
         try:
-            server = server_name(os.environ)
+            server = server_name({"FLASHSALE_SERVER": env.str("FLASHSALE_SERVER", default="")})
         except ServeError as e:
             raise SystemExit(str(e)) from None
         config = cls(
