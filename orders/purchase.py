@@ -55,6 +55,7 @@ from locking import (
     get_locks,
 )
 
+from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
 from .idempotency import (
     flag_complete,
@@ -103,6 +104,7 @@ def order_create(
         # It waited in a queue (a frozen instance's) past the deadline: its client has
         # been answered 504 and moved on; nothing is claimed, nothing written.
         raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
+    barrier_pass(sku=sku, deadline=deadline)
     purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
                     deadline=deadline)
     try:

@@ -141,6 +141,10 @@ ZOOKEEPER_HOSTS = env.str("ZOOKEEPER_HOSTS", default=f"127.0.0.1:{ZK_PORT}")
 
 # A name in common.strategies; an unknown one stops the start-up (common.apps).
 FLASHSALE_STRATEGY = env.str("FLASHSALE_STRATEGY", default="atomic")
+# A file whose absence holds this process's purchases (orders.barrier): an instance
+# started with a new strategy sells nothing until the last one of the old has stopped
+# (`make up` creates it then). "": never held.
+FLASHSALE_PURCHASES_HELD_UNTIL = env.str("FLASHSALE_PURCHASES_HELD_UNTIL", default="")
 
 # Reported in every response, so a client can see which instance served it.
 FLASHSALE_INSTANCE = env.str("FLASHSALE_INSTANCE", default=socket.gethostname())
