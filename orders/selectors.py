@@ -85,15 +85,16 @@ def _gate_audit(product) -> GateAudit | None:
                      confirm_p50_ms=p50, confirm_p99_ms=p99)
 
 
-# Over one sale's orders (their ids are its block): how many, and the 50th and 99th
-# percentiles, nearest rank, of accepted -> written. The database sorts once and
-# sends two rows, so the audit's memory does not grow with the sale.
+# Over one sale's orders (their ids are its block; the gate's alone, which carry
+# when it accepted them): how many, and the 50th and 99th percentiles, nearest rank,
+# of accepted -> written. The database sorts once and sends two rows, so the audit's
+# memory does not grow with the sale.
 _CONFIRM_TIMES = """
     SELECT n, waited FROM (
         SELECT COUNT(*) OVER () AS n,
                ROW_NUMBER() OVER (ORDER BY TIMESTAMPDIFF(MICROSECOND, accepted_at, created_at)) AS place,
                TIMESTAMPDIFF(MICROSECOND, accepted_at, created_at) AS waited
-        FROM {orders} WHERE product_id = %s AND id >= %s AND id < %s
+        FROM {orders} WHERE product_id = %s AND id >= %s AND id < %s AND accepted_at IS NOT NULL
     ) ranked
     WHERE place IN (GREATEST(1, CEILING(n * 50 / 100)), GREATEST(1, CEILING(n * 99 / 100)))
     ORDER BY place"""
