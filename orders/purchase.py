@@ -1,6 +1,7 @@
 """The purchase: one request's path, top to bottom.
 
-``order_create`` validates, then makes the purchase's one decision: which strategy
+``order_create`` validates, waits while the deployment switches strategy
+(``orders.barrier``), then makes the purchase's one decision: which strategy
 the product's sale runs under (``strategy_resolve``: the sale's state in Redis,
 else the product's row). Then one of two sellers:
 

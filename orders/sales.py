@@ -1,5 +1,6 @@
-"""A sale's life outside its purchases: the reset that opens one, and the warm-up that
-opens a gate sale again after Redis lost it."""
+"""A sale's life outside its purchases: the reset that opens one, the warm-up that
+opens a gate sale again after Redis lost it, and the hand-over of the gate's sales
+to the database when the deployment's strategy leaves the gate."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
 from common.database_errors import database_deadlocked
-from common.errors import InvalidInput, NotFound
+from common.errors import Busy, InvalidInput, NotFound
 from common.strategies import Seller, UnknownStrategy, strategy_of
 from inventory.models import Product
 from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get, segments_get
 from inventory.services import product_reset
 
-from .gate.sale import gate_close, gate_open, gate_settle, gate_tally, keys_of_orders
+from .gate.sale import gate_close, gate_listed, gate_open, gate_settle, gate_tally, keys_of_orders
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
 from .salestate import sale_state_open
@@ -149,3 +150,37 @@ def gate_warm(*, sku: str) -> GateSale:
     gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
     gate_settle(settled)
     return sale
+
+
+def gate_leave(*, within: float) -> list[str]:
+    """Hand the gate's sales of the products that follow the deployment's strategy
+    (their own is "") to the database, once the default left the gate and no instance
+    sells under it: each sale, once the persisters have written every order it
+    accepted, is closed in Redis. The database's stock is then the sale's whole
+    truth, which the next strategy sells from; a gate sale left open would sell again
+    what that strategy sold, were the default to come back to the gate. Such a sale
+    answers 503 until reset, or warmed up (``gate_warm``). Returns their skus.
+
+    :raises Busy: a sale not written within ``within`` seconds, or with dead letters
+        (an operator's, ``manage.py gate_redrive``): nothing closed.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    skus = []
+    for sku in gate_listed():
+        try:
+            if product_get(sku=sku).strategy == "":
+                skus.append(sku)
+        except NotFound:
+            continue  # its product is gone: nobody sells it
+    deadline = time.monotonic() + within
+    while unwritten := {sku: tally for sku in skus if (tally := gate_tally(sku=sku)) is not None
+                        and (tally.undelivered or tally.unacknowledged or tally.dead_lettered)}:
+        dead = {sku: tally.dead_lettered for sku, tally in unwritten.items() if tally.dead_lettered}
+        if dead or time.monotonic() > deadline:
+            why = (f"dead letters ({', '.join(f'{sku}: {n}' for sku, n in dead.items())}): redrive them"
+                   if dead else f"orders not written after {within:g} s: are the persisters running?")
+            raise Busy(f"the gate's sales are not handed to the database, {why}")
+        time.sleep(0.05)
+    for sku in skus:
+        gate_close(sku=sku, required=True)
+    return skus

@@ -203,6 +203,13 @@ class StackConfig:
             path.chmod(0o600)
         return path.read_text().strip()
 
+    @property
+    def released_file(self) -> Path:
+        """The file this strategy's instances wait for before they sell (``orders.barrier``):
+        the stack removes it before it starts them in place of another strategy's, and
+        creates it once the last of those has stopped (``stack.control``)."""
+        return self.dir("barrier") / f"released-{self.strategy}"
+
     def app_environment(self, name: str) -> dict[str, str]:
         passthrough = {k: v for k, v in os.environ.items() if k.startswith(APP_PASSTHROUGH_PREFIXES)}
         return {

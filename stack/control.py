@@ -4,18 +4,21 @@ and so do the demo and the end-to-end tests."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import psutil
+
 from .config import ROOT, StackConfig
 from .servers import (
     Server,
     StackError,
     all_servers,
-    apps,
+    app,
     infrastructure,
     mariadb_bootstrap,
     mariadb_install,
@@ -25,7 +28,7 @@ from .servers import (
     watchers,
     workers,
 )
-from .supervisor import FAILED_STATES, Supervisor, log_file, write_conf
+from .supervisor import FAILED_STATES, RUNNING_STATES, Supervisor, log_file, write_conf, written_environments
 
 
 def _say(message: str) -> None:
@@ -73,13 +76,128 @@ def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
     _wait_ready(sup, config, to_start)
 
 
-def _start_front(sup: Supervisor, config: StackConfig) -> None:
-    """Start the app instances, the persisters and the race runner, then nginx; a running nginx
-    reloads, since the upstream list in its config may have changed."""
-    _start(sup, config, [*apps(config), *workers(config)])
+def _is_app(name: str) -> bool:
+    return re.fullmatch(r"app\d+", name) is not None
+
+
+def _running(sup: Supervisor, name: str) -> bool:
+    return sup.info(name)["statename"] in RUNNING_STATES
+
+
+# How long nginx's workers of an earlier config may take to answer what they hold:
+# an admin request's minute (its proxy_read_timeout), and some.
+NGINX_DRAIN_SECONDS = 65
+
+
+def _nginx_send_to(sup: Supervisor, config: StackConfig, admitted: list[str]) -> None:
+    """From now on nginx sends requests to the instances ``admitted`` only: its config
+    rewritten and reloaded, then until every worker of the earlier config has exited.
+    Such a worker exits once it has answered what it holds, closing its connections to
+    the instances; an instance left out then has no request in flight and no
+    connection nginx could send one on, and stops without failing any."""
+    nginx(config, admitted)
+    earlier = _nginx_workers(sup.info("nginx")["pid"])
+    sup.rpc.signalProcess("nginx", "HUP")
+    _, alive = psutil.wait_procs(earlier, timeout=NGINX_DRAIN_SECONDS)
+    if alive:
+        raise StackError(f"nginx's workers of its earlier config still run {NGINX_DRAIN_SECONDS} s after "
+                         f"its reload (pids {' '.join(str(p.pid) for p in alive)}): see its error.log")
+
+
+def _nginx_workers(master: int) -> list[psutil.Process]:
+    """nginx's worker processes (not its cache's manager and loader, which answer no request)."""
+    workers = []
+    for child in psutil.Process(master).children():
+        try:
+            if "worker process" in " ".join(child.cmdline()):
+                workers.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
+def _replace(sup: Supervisor, config: StackConfig, names: list[str]) -> None:
+    """Stop ``names`` (gracefully) and take up their new definitions; those no longer
+    in ``config`` are gone."""
+    for name in names:
+        if name in config.app_names:
+            sup.replace(name)
+        else:
+            sup.remove(name)
+
+
+def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]],
+                  changed: set[str]) -> None:
+    """Replace the app instances whose definition changed (``changed``: changed, added
+    or removed) while nginx sends every request to instances that stay up: with two
+    instances or more, no request fails for a change.
+
+    The changed instances go in two halves. nginx stops sending to the first half;
+    once none of it has a request in flight (``_nginx_send_to``), it restarts with the
+    new config, and nginx sends to it instead of the second half, which restarts in
+    turn. An instance whose definition did not change serves throughout.
+
+    A new strategy is a barrier (``orders.barrier``): its instances start held, their
+    purchases waiting, until the last instance of the old strategy has stopped and,
+    leaving the gate, the persisters have written what it accepted. Two strategies
+    never sell at once: ``setnx`` and ``redisson`` would lose each other's updates.
+    """
+    new = config.app_names
+    running = [name for name in earlier if _is_app(name) and _running(sup, name)]
+    _replace(sup, config, [name for name in changed if name not in running])
+    replaced = [name for name in running if name in changed]
+    steady = [name for name in running if name not in replaced]
+    before = {earlier[name].get("FLASHSALE_STRATEGY") for name in replaced}
+    switch = bool(before - {config.strategy})
+    if switch:
+        config.released_file.unlink(missing_ok=True)
+        _say(f"strategy {' '.join(sorted(before))} -> {config.strategy}: the new instances hold "
+             f"their purchases until the last of the old has stopped")
+    else:
+        config.released_file.touch()
+    if not _running(sup, "nginx") or not running:
+        _replace(sup, config, replaced)
+        _released(config, before, switch)
+        _start(sup, config, [app(config, name) for name in new])
+        return
+    # The second half keeps serving while the first restarts; without an unchanged
+    # instance to serve meanwhile, at least one (a lone instance cannot: it restarts
+    # with its requests failing).
+    keep = [] if steady else replaced[(len(replaced) + 1) // 2:]
+    first = [name for name in replaced if name not in keep]
+    if first and len(first) < len(running):
+        _nginx_send_to(sup, config, [name for name in running if name not in first])
+    _replace(sup, config, first)
+    starting = [name for name in new if name not in steady and name not in keep]
+    _start(sup, config, [app(config, name) for name in starting])
+    if keep:
+        _nginx_send_to(sup, config, [name for name in new if name in steady or name in starting])
+        _replace(sup, config, keep)
+    _released(config, before, switch)
+    _start(sup, config, [app(config, name) for name in keep if name in new])
+
+
+def _released(config: StackConfig, before: set[str], switch: bool) -> None:
+    """The barrier lifted, once no instance of the old strategy runs: leaving the gate,
+    after its sales of the products that follow the default are written and closed."""
+    if not switch:
+        return
+    if "gate" in before and config.strategy != "gate":
+        _manage(config, "gate_leave")
+    config.released_file.touch()
+    _say(f"strategy {config.strategy}: purchases released")
+
+
+def _start_front(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]],
+                 changed: set[str]) -> None:
+    """The app instances in line with ``config`` (``_apps_in_line``), the persisters and
+    the race runner started, then nginx; a running nginx reloads, since the upstream
+    list in its config may have changed."""
+    _apps_in_line(sup, config, earlier, changed)
+    _start(sup, config, workers(config))
     front = nginx(config)
     if sup.info(front.name)["statename"] == "RUNNING":
-        sup.rpc.signalProcess(front.name, "HUP")
+        _nginx_send_to(sup, config, config.app_names)
         _wait_ready(sup, config, [front])
     else:
         _start(sup, config, [front])
@@ -106,22 +224,41 @@ def docs(config: StackConfig) -> None:
     _say(f"docs built in {config.docs_root}: {config.base_url}/docs/ once the stack is up")
 
 
+def _conf_applied(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]]) -> set[str]:
+    """supervisord's programs in line with the config just written: every changed
+    program but the app instances replaced (stopped, to be started), those added,
+    taken up. Returns the app instances changed, added or removed, which
+    ``_apps_in_line`` replaces while the others serve."""
+    added, changed, removed = sup.reread()
+    for name in removed:
+        if not _is_app(name):
+            sup.remove(name)
+    for name in changed:
+        if not _is_app(name):
+            sup.replace(name)
+    for name in added:
+        sup.rpc.addProcessGroup(name)
+    if replaced := [name for name in changed + added if not _is_app(name)]:
+        _say(f"configuration changed for: {', '.join(sorted(replaced))}")
+    return {name for name in added + changed + removed if _is_app(name)}
+
+
 def up(config: StackConfig) -> None:
     servers = all_servers(config)
+    earlier = written_environments(config)
     write_conf(config, servers)
     mariadb_install(config)
     sup = Supervisor(config)
     if sup.is_running():
-        replaced = sup.reload()
-        if replaced:
-            _say(f"configuration changed for: {', '.join(sorted(replaced))}")
+        changed = _conf_applied(sup, config, earlier)
     else:
         sup.start_daemon()
+        earlier, changed = {}, set()
     _start(sup, config, infrastructure(config))
     mariadb_bootstrap(config)
     _manage(config, "migrate", "--noinput")
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
-    _start_front(sup, config)
+    _start_front(sup, config, earlier, changed)
     _start(sup, config, watchers(config))
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"server={config.server} section_delay_ms={config.section_delay_ms:g}")
@@ -142,9 +279,9 @@ def reconfigure(config: StackConfig) -> StackConfig:
     sup = Supervisor(config)
     if not sup.is_running():
         raise StackError("the stack is not running: `make up` first")
+    earlier = written_environments(config)
     write_conf(config, all_servers(config))
-    sup.reload()
-    _start_front(sup, config)
+    _start_front(sup, config, earlier, _conf_applied(sup, config, earlier))
     _say(f"apps now: strategy={config.strategy} instances={config.instances} server={config.server} "
          f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'} metrics={'on' if config.metrics else 'off'}")

@@ -234,7 +234,9 @@ def app(config: StackConfig, name: str) -> Server:
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/readyz"),
         priority=20,
-        environment=config.app_environment(name),
+        # Held while another strategy's instances sell (stack.control._apps_in_line).
+        environment={**config.app_environment(name),
+                     "FLASHSALE_PURCHASES_HELD_UNTIL": str(config.released_file)},
     )
 
 
@@ -292,10 +294,12 @@ def real_ip_lines(proxies: list[str]) -> str:
     return f"{trusted}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;"
 
 
-def nginx(config: StackConfig) -> Server:
+def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
+    """nginx, its config written with the instances it sends requests to: ``admitted``,
+    or every instance of ``config``."""
     d = config.dir("nginx")
     upstream = "\n".join(
-        f"        server 127.0.0.1:{config.app_port_of(name)};" for name in config.app_names
+        f"        server 127.0.0.1:{config.app_port_of(name)};" for name in admitted or config.app_names
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
                   run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,

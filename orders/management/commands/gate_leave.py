@@ -1,0 +1,23 @@
+"""``manage.py gate_leave``: hand the gate's sales of the default's products to the database."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from common.errors import ApplicationError
+from orders.sales import gate_leave
+
+
+class Command(BaseCommand):
+    help = ("Once the deployment's strategy left the gate and no instance sells under it: wait until the "
+            "persisters have written the gate's sales of the products that follow the default, then close "
+            "them in Redis (`make up` does this at a switch away from the gate).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--within", type=float, default=60.0,
+                            help="seconds the persisters have to write them (default 60)")
+
+    def handle(self, *args, within, **options):
+        try:
+            skus = gate_leave(within=within)
+        except ApplicationError as e:
+            raise CommandError(e.message) from e
+        self.stdout.write(f"handed to the database: {' '.join(skus) or 'no sale'}")
