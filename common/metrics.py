@@ -16,6 +16,7 @@ key: each value of a label is a series Prometheus keeps.
 
 from __future__ import annotations
 
+import glob
 import logging
 import multiprocessing.util
 import os
@@ -38,6 +39,23 @@ from prometheus_client import (
 )
 
 
+class _WorkersCollector(multiprocess.MultiProcessCollector):
+    """Every worker's file, but one a worker is creating this instant: it exists
+    empty until sized, and read so it fails the whole scrape (500). Nothing in it
+    yet, nothing lost."""
+
+    def collect(self):
+        files = glob.glob(os.path.join(self._path, "*.db"))
+        return self.merge([path for path in files if _sized(path)], accumulate=True)
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # its worker exited, and the launcher's cleanup took it
+        return False
+
+
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The process's metrics (every worker's, under gunicorn), in Prometheus' text
     format, then what ``FLASHSALE_METRICS_COLLECTORS`` read now. Served on the
@@ -46,7 +64,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     timings_flush()  # this worker's; the others' are at most FLUSH_EVERY old
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         counted = CollectorRegistry()
-        multiprocess.MultiProcessCollector(counted)
+        _WorkersCollector(counted)
     else:
         counted = REGISTRY
     read_now = CollectorRegistry()

@@ -1,15 +1,19 @@
 """Timings written off the request's path (common.metrics.observe_later): by the
 process's timings thread within a second, by a scrape's first step, and by a gunicorn
-or granian worker as it leaves; a file that cannot be written costs the figure only."""
+or granian worker as it leaves; a file that cannot be written costs the figure only;
+a worker's file being created does not fail a scrape."""
 
 import multiprocessing
 import multiprocessing.util
+import struct
 import time
 import uuid
 
-from prometheus_client import REGISTRY, Histogram
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest, multiprocess
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
 
-from common.metrics import FLUSH_EVERY, observe_later, timings_flush
+from common.metrics import FLUSH_EVERY, _WorkersCollector, observe_later, timings_flush
 from flashsale import gunicorn
 
 TIMED = Histogram("flashsale_test_timed_seconds", "a test's timings", ["case"])
@@ -69,3 +73,23 @@ def test_a_timing_that_cannot_be_written_is_logged_and_the_rest_are_written(monk
     timings_flush()
     assert observed(case) == 1
     assert "a timing was not written for /metrics" in caplog.text
+
+
+def test_a_scrape_skips_the_file_a_worker_is_creating(tmp_path):
+    """A worker's file exists empty for an instant before it is sized; read then, it
+    failed the whole scrape (500). It is left out; every other file is read."""
+    written = MmapedDict(str(tmp_path / "counter_1.db"))
+    key = mmap_key("flashsale_test_total", "flashsale_test_total", (), (), "a test's count")
+    written.write_value(key, 3.0, 0.0)
+    written.close()
+    (tmp_path / "counter_2.db").touch()  # the other worker's, being created
+    with pytest.raises(struct.error):  # as prometheus_client reads it
+        generate_latest(_registry(multiprocess.MultiProcessCollector, tmp_path))
+    scraped = generate_latest(_registry(_WorkersCollector, tmp_path)).decode()
+    assert "flashsale_test_total 3.0" in scraped
+
+
+def _registry(collector, path) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    collector(registry, path=str(path))
+    return registry
