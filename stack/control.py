@@ -140,7 +140,8 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
     A new strategy is a barrier (``orders.barrier``): its instances start held, their
     purchases waiting, until the last instance of the old strategy has stopped and,
     leaving the gate, the persisters have written what it accepted. Two strategies
-    never sell at once: ``setnx`` and ``redisson`` would lose each other's updates.
+    never sell at once: ``mysql-for-update`` writes what it computed from its read,
+    and undoes the decrements ``atomic`` made in between.
     """
     new = config.app_names
     running = [name for name in earlier if _is_app(name) and _running(sup, name)]
