@@ -225,7 +225,7 @@ def docs(config: StackConfig) -> None:
     _say(f"docs built in {config.docs_root}: {config.base_url}/docs/ once the stack is up")
 
 
-def _conf_applied(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]]) -> set[str]:
+def _conf_applied(sup: Supervisor) -> set[str]:
     """supervisord's programs in line with the config just written: every changed
     program but the app instances replaced (stopped, to be started), those added,
     taken up. Returns the app instances changed, added or removed, which
@@ -251,7 +251,7 @@ def up(config: StackConfig) -> None:
     mariadb_install(config)
     sup = Supervisor(config)
     if sup.is_running():
-        changed = _conf_applied(sup, config, earlier)
+        changed = _conf_applied(sup)
     else:
         sup.start_daemon()
         earlier, changed = {}, set()
@@ -282,7 +282,7 @@ def reconfigure(config: StackConfig) -> StackConfig:
         raise StackError("the stack is not running: `make up` first")
     earlier = written_environments(config)
     write_conf(config, all_servers(config))
-    _start_front(sup, config, earlier, _conf_applied(sup, config, earlier))
+    _start_front(sup, config, earlier, _conf_applied(sup))
     _say(f"apps now: strategy={config.strategy} instances={config.instances} server={config.server} "
          f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'} metrics={'on' if config.metrics else 'off'}")
