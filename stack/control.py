@@ -96,6 +96,11 @@ def _nginx_send_to(sup: Supervisor, config: StackConfig, admitted: list[str]) ->
     the instances; an instance left out then has no request in flight and no
     connection nginx could send one on, and stops without failing any."""
     nginx(config, admitted)
+    _nginx_reloaded(sup)
+
+
+def _nginx_reloaded(sup: Supervisor) -> None:
+    """nginx reloaded with the config on disk, once its workers of the earlier one exited."""
     earlier = _nginx_workers(sup.info("nginx")["pid"])
     sup.rpc.signalProcess("nginx", "HUP")
     _, alive = psutil.wait_procs(earlier, timeout=NGINX_DRAIN_SECONDS)
@@ -198,7 +203,7 @@ def _start_front(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[s
     _start(sup, config, workers(config))
     front = nginx(config)
     if sup.info(front.name)["statename"] == "RUNNING":
-        _nginx_send_to(sup, config, config.app_names)
+        _nginx_reloaded(sup)  # nginx(config) wrote its config: every instance
         _wait_ready(sup, config, [front])
     else:
         _start(sup, config, [front])

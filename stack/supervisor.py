@@ -226,13 +226,12 @@ class Supervisor:
         return added, changed, removed
 
     def replace(self, name: str) -> None:
-        """Stop program ``name`` (its stop signal: a graceful stop) and take up its
-        definition from the config as re-read (none: it is gone)."""
-        self.rpc.stopProcessGroup(name, True)
-        self.rpc.removeProcessGroup(name)
+        """Stop program ``name`` and take up its definition from the config as re-read."""
+        self.remove(name)
         self.rpc.addProcessGroup(name)
 
     def remove(self, name: str) -> None:
+        """Stop program ``name`` (its stop signal: a graceful stop) and forget it."""
         self.rpc.stopProcessGroup(name, True)
         self.rpc.removeProcessGroup(name)
 
