@@ -377,8 +377,7 @@ def exporters(config: StackConfig) -> list[Server]:
         Server(
             name="redis-exporter",
             command=[binary("prometheus-redis-exporter"), f"-web.listen-address=127.0.0.1:{ports['redis']}",
-                     f"-redis.addr=redis://127.0.0.1:{config.redis_port}",
-                     "-check-streams=gate:*:stream,gate:*:dead"],
+                     "-redis.addr="],  # no Redis of its own: Prometheus names each in its scrape
             port=ports["redis"],
             probe=http_probe(f"http://127.0.0.1:{ports['redis']}/metrics"),
             priority=40,

@@ -10,10 +10,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 import requests
 import yaml
 
 from dashboard.panels import PANELS
+from orders.gate.store import gate_keys
 from stack.config import ROOT
 from stack.supervisor import Supervisor
 
@@ -60,7 +62,7 @@ def test_every_process_of_the_stack_is_scraped(stack_config):
         return {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
 
     wanted = {"app": len(stack_config.app_names), "persister": len(stack_config.persister_names),
-              "racer": 1, "redis": 2, "mysqld": 1, "nginx": 1, "prometheus": 1}
+              "racer": 1, "redis": 1, "redis-gate": 1, "mysqld": 1, "nginx": 1, "prometheus": 1}
 
     def all_up():
         seen = targets()
@@ -69,6 +71,24 @@ def test_every_process_of_the_stack_is_scraped(stack_config):
     seen = eventually(all_up) or targets()
     assert {job: sum(1 for j, _ in seen if j == job) for job in wanted} == wanted
     assert set(seen.values()) == {"up"}, seen
+
+
+def test_the_gate_streams_are_watched_without_walking_the_cache_keyspace(stack_apps, stack_config):
+    """The exporter finds a stream pattern with SCAN, a walk of the whole keyspace:
+    asked only of the gate's Redis, not of the cache's, whose keys grow with every
+    purchase's idempotency key."""
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    sku = f"prom-stream-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=5, strategy="gate")
+    assert client.order(sku, 1, "u1").status_code == 201
+    stream = gate_keys(sku).stream
+    watched = f'redis_stream_length{{job="redis-gate",stream="{stream}"}}'
+    assert eventually(lambda: query(stack_config, watched))
+    cache = redis.Redis(port=stack_config.redis_port)
+    scans = cache.info("commandstats").get("cmdstat_scan", {}).get("calls", 0)
+    time.sleep(5)  # two scrapes of every job
+    assert cache.info("commandstats").get("cmdstat_scan", {}).get("calls", 0) == scans
+    assert query(stack_config, 'up{job="redis"}')[0]["value"][1] == "1"
 
 
 def test_every_recording_rule_and_dashboard_query_has_data_after_a_short_sale(stack_apps, stack_config):
