@@ -94,6 +94,25 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
     return runs
 
 
+def _rows(value: str) -> tuple[str, ...]:
+    """``--rows``: names of ROWS, comma-separated ("gate" is enough for "gate, hot")."""
+    chosen = []
+    for name in value.split(","):
+        found = [row for row in ROWS if row.startswith(name.strip())] if name.strip() else []
+        if len(found) != 1:
+            raise argparse.ArgumentTypeError(f"{name.strip()!r} is not one of the rows: {', '.join(ROWS)}")
+        chosen.append(found[0])
+    return tuple(row for row in ROWS if row in chosen)
+
+
+def _shape(value: str) -> tuple[int, int]:
+    """``--shape 2x16``: workers × threads."""
+    workers, _, threads = value.partition("x")
+    if not (workers.isdigit() and threads.isdigit() and int(workers) > 0 and int(threads) > 0):
+        raise argparse.ArgumentTypeError(f"{value!r} is not WORKERSxTHREADS, as 2x16")
+    return int(workers), int(threads)
+
+
 def alternating(rounds: int) -> list[str]:
     """gunicorn, granian, then granian, gunicorn, …: neither always runs first."""
     return [server for n in range(rounds) for server in (SERVERS if n % 2 == 0 else SERVERS[::-1])]
@@ -108,9 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", action="store_true",
                         help="first try each server in a few shapes (workers x threads) on ping and the gate")
     parser.add_argument("--requests", type=int, default=1000, help="per in-process row (Django's own CPU)")
+    parser.add_argument("--rows", type=_rows, default=ROWS, metavar="ROW,ROW",
+                        help="only these rows (a cut's before and after); with --docs, every row")
+    parser.add_argument("--shape", type=_shape, metavar="WORKERSxTHREADS",
+                        help="both servers in this shape (instead of the stack's, or --search's best)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/servers.md, for the docs")
     args = parser.parse_args(argv)
+    if args.docs and args.rows != ROWS:
+        parser.error("--docs reports every row")
     if shutil.which("wrk") is None:
         parser.error("wrk is not installed (make bench-servers installs it)")
     command = "python -m benchmarks.servers " + shlex.join(sys.argv[1:] if argv is None else argv)
@@ -119,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     meter = CpuMeter(Supervisor(config))
 
     searched: dict[tuple[str, int, int], dict[str, Run]] = {}
-    best = {server: (config.workers, config.threads) for server in SERVERS}
+    best = {server: args.shape or (config.workers, config.threads) for server in SERVERS}
     runs: dict[str, list[dict[str, Run]]] = {server: [] for server in SERVERS}
     with apps_as_needed(config) as use:
         if args.search:
@@ -135,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, server in enumerate(alternating(args.rounds)):
             workers, threads = best[server]
             use(server=server, workers=workers, threads=threads, strategy="atomic", section_delay_ms=0.0)
-            runs[server].append(rows(config, admin, meter, args, tag=f"{n}-{server}"))
+            runs[server].append(rows(config, admin, meter, args, tag=f"{n}-{server}", only=args.rows))
 
     django = app_cpu(args.requests)
     with recorded("servers", command, write=args.docs):
@@ -167,7 +192,7 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
     print(f"| row | {first} answers/s | {second} answers/s | {second} ÷ {first} | p99 ms, {first} / {second} "
           f"| CPU µs an answer, {first} / {second} | the apps' CPU µs, {first} / {second} |")
     print("|---|---:|---:|---:|---|---|---|")
-    for row in ROWS:
+    for row in args.rows:
         rate = {s: _median(runs[s], row, lambda r: r.requests_per_s) for s in SERVERS}
         p99 = {s: _median(runs[s], row, lambda r: r.p99_ms) for s in SERVERS}
         cpu = {s: _median(runs[s], row, lambda r: sum(r.cpu_us.values())) for s in SERVERS}
@@ -181,7 +206,7 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
     print(f"| row | Django | the rest, {first} | the rest, {second} | the rest, {second} ÷ {first} |")
     print("|---|---:|---:|---:|---:|")
     below = []
-    for row in ROWS:
+    for row in args.rows:
         own = django[IN_PROCESS[row]]
         rest = {s: _median(runs[s], row, lambda r: r.cpu_us["apps"]) - own for s in SERVERS}
         if min(rest.values()) < 0:
@@ -196,7 +221,7 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
           "processes, the server and Django; `wrk`: the load client):\n")
     print("| row | server | " + " | ".join([*ROLES, "wrk"]) + " |")
     print("|---|---|" + "---:|" * (len(ROLES) + 1))
-    for row in ROWS:
+    for row in args.rows:
         for server in SERVERS:
             print(f"| {row} | {server} | " + " | ".join(
                 f"{_median(runs[server], row, lambda r, role=role: r.cpu_us[role]):,.0f}"

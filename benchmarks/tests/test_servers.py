@@ -1,12 +1,14 @@
 """The servers' benchmark runs every row under each server on the real stack, in
 alternating order, and puts the stack back as it was (the figures are its business)."""
 
+import argparse
 import subprocess
 import sys
 
 import psutil
+import pytest
 
-from benchmarks.servers import ROWS, alternating
+from benchmarks.servers import ROWS, _rows, _shape, alternating
 from flashsale.serve import SERVERS
 from stack.config import ROOT
 from stack.supervisor import Supervisor
@@ -14,6 +16,21 @@ from stack.supervisor import Supervisor
 
 def test_the_servers_take_turns_first():
     assert alternating(3) == [*SERVERS, *SERVERS[::-1], *SERVERS]
+
+
+def test_rows_are_named_by_a_prefix_and_kept_in_the_tables_order():
+    assert _rows("atomic,gate") == ("gate, hot", "atomic, spread")
+    assert _rows("ping") == ("ping",)
+    for wrong in ("", "gat,nothing", "p"):  # "p" is ping and product
+        with pytest.raises(argparse.ArgumentTypeError):
+            _rows(wrong)
+
+
+def test_a_shape_is_workers_x_threads():
+    assert _shape("2x16") == (2, 16)
+    for wrong in ("2", "0x8", "2x", "x8", "2*8", "-1x4"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _shape(wrong)
 
 
 def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_config):
