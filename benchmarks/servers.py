@@ -200,6 +200,11 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
         print(f"| {row} | {rate[first]:,.0f} | {rate[second]:,.0f} | **{rate[second] / rate[first]:.2f}** "
               f"| {p99[first]:.1f} / {p99[second]:.1f} | {cpu[first]:,.0f} / {cpu[second]:,.0f} "
               f"| {apps[first]:,.0f} / {apps[second]:,.0f} |")
+    print("\nEach round's answers/s, in the order run (the spread is the machine's noise):\n")
+    print(f"| row | {first} | {second} |\n|---|---|---|")
+    for row in args.rows:
+        print(f"| {row} | " + " | ".join(", ".join(f"{run[row].requests_per_s:,.0f}" for run in runs[s])
+                                        for s in SERVERS) + " |")
     print(f"\nThe apps' CPU an answer, µs, split: Django's own (`benchmarks.purchase_cpu --requests "
           f"{args.requests}`: in-process, one request at a time, the same under either server) and the rest, "
           "what serving it under load adds:\n")

@@ -242,6 +242,10 @@ FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 36
 REDIS_GATE_PORT = env.int("REDIS_GATE_PORT", default=REDIS_PORT + 1)
 FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/0")
 FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
+# The sale's scripts of the purchases a process serves at once go to the gate's Redis
+# together, one write and one read for all (orders/gate/pipeline.py); off: each in a
+# round trip of its own. Not on a Redis Cluster, whose client runs each script.
+FLASHSALE_GATE_PIPELINE = env.bool("FLASHSALE_GATE_PIPELINE", default=True)
 # Once a gate sale's stock is 0, each process answers its purchases sold out from
 # memory, without the script, for this long at a time (then asks Redis again); a reset
 # of a sold-out sale answers only after that long, so no process answers from the old

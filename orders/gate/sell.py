@@ -19,27 +19,52 @@ from common.errors import (
     Unavailable,
 )
 from common.memory import ProcessMemory
+from common.metrics import observe_later
 
 from ..window import ended, not_started
+from .metrics import SCRIPT_BATCH
+from .pipeline import ScriptPipeline
 from .store import _SELL, _SOLD_OUT, GateKeys, _script, _unreachable, gate_keys
 
 logger = logging.getLogger(__name__)
 
 
 _threads = threading.local()
+_pipelines: dict[int, ScriptPipeline] = {}  # id(the client) -> the sale script's batches
+_pipelines_mutex = threading.Lock()
 
 
 def _sell(*, keys: GateKeys, args: list) -> list:
-    """The sale's script, on this thread's own connection to the gate's Redis: the
-    purchase's one round trip without the client's pool, its retry wrapper and its
-    script object on the way, which were a large share of an accepted purchase's CPU
-    (``python -m benchmarks.purchase_cpu``). Run as the client runs a script: by
-    its hash, loaded first if Redis does not know it. On a Redis Cluster its client
-    runs it, in the product's slot."""
+    """The sale's script, run as the client runs a script (by its hash, loaded first
+    if Redis does not know it) but without the client's pool, its retry wrapper and
+    its script object on the way, which were a large share of an accepted purchase's
+    CPU (``python -m benchmarks.purchase_cpu``): sent with the scripts of the other
+    purchases this process serves at once (``pipeline``), or with
+    ``FLASHSALE_GATE_PIPELINE`` off alone, on this thread's own connection. On a
+    Redis Cluster its client runs it, in the product's slot."""
     script = _script(_SELL)
-    client = script.registered_client  # the process's client, as gate_redis() has it
     if settings.FLASHSALE_GATE_REDIS_CLUSTER:
         return script(keys=list(keys), args=args)
+    if settings.FLASHSALE_GATE_PIPELINE:
+        return _pipeline(script).run(list(keys), args)
+    return _sell_alone(script, keys=keys, args=args)
+
+
+def _pipeline(script) -> ScriptPipeline:
+    """The process's batches of the script, on the current client."""
+    pipeline = _pipelines.get(id(script.registered_client))
+    if pipeline is None or not pipeline.belongs_here():
+        with _pipelines_mutex:
+            pipeline = _pipelines.get(id(script.registered_client))
+            if pipeline is None or not pipeline.belongs_here():
+                pipeline = _pipelines[id(script.registered_client)] = ScriptPipeline(
+                    script, sent=lambda n: observe_later(SCRIPT_BATCH, ("sell",), n))
+    return pipeline
+
+
+def _sell_alone(script, *, keys: GateKeys, args: list) -> list:
+    """The script in a round trip of its own, on this thread's connection."""
+    client = script.registered_client  # the process's client, as gate_redis() has it
     connection = getattr(_threads, "connection", None)
     if connection is None or _threads.client is not client:
         connection = client.connection_pool.make_connection()

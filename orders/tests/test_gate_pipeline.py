@@ -1,0 +1,189 @@
+"""The gate's scripts sent together (``orders/gate/pipeline.py``), on the real Redis
+(the suite's database 1 of the gate's server).
+
+The batches are made deterministic with ``CLIENT PAUSE``: Redis holds the first
+purchase's script unanswered while the others come, so they wait and go out as the
+next batch, in the order they came.
+"""
+
+import threading
+import time
+
+import pytest
+import redis
+from django.conf import settings
+from django.test import override_settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from orders.gate.pipeline import ScriptPipeline
+from orders.gate.store import _unreachable
+from orders.purchase import order_create
+from orders.sales import sale_reset
+from orders.selectors import sale_audit
+from orders.tests.test_gate import persist
+
+# Counts its runs in KEYS[1]; ARGV[1] > 0: first spins that many ms (a slow script:
+# the client's read of its reply times out, while Redis runs it to the end); < 0: an
+# error reply instead.
+COUNTING = """
+local spin = tonumber(ARGV[1])
+if spin < 0 then return redis.error_reply('refused: ' .. ARGV[2]) end
+if spin > 0 then
+  local t = redis.call('TIME')
+  local until_us = (t[1] * 1000000 + t[2]) + spin * 1000
+  repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_us
+end
+return {ARGV[2], redis.call('INCR', KEYS[1])}
+"""
+COUNTER = "test:pipeline:runs"
+PAUSE_MS = 300  # the first batch held this long; the others come within the first 100 ms
+
+
+@pytest.fixture
+def gate_client():
+    client = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, decode_responses=True, socket_timeout=2)
+    client.delete(COUNTER)
+    client.script_load(COUNTING)  # as the gate's own script is, once the first purchase ran
+    yield client
+    client.delete(COUNTER)
+    client.close()
+
+
+def run_together(pipeline: ScriptPipeline, calls: list[tuple[int, str]], *, pause: redis.Redis,
+                 then=None) -> list:
+    """Each call (spin ms, name) from a thread of its own, started in order while
+    Redis is paused: the first goes alone, the rest wait and go together. ``then``,
+    if given, is sent from one more thread after them: Redis runs it once the first
+    has run (it resumes paused clients in the order they came), before the rest are
+    sent. Each thread's reply, or the error it raised."""
+    results: list = [None] * len(calls)
+
+    def one(i: int) -> None:
+        spin, name = calls[i]
+        try:
+            results[i] = pipeline.run([COUNTER], [spin, name])
+        except Exception as e:  # noqa: BLE001 - the test reads each thread's error
+            results[i] = e
+
+    pause.execute_command("CLIENT", "PAUSE", PAUSE_MS, "ALL")
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    if then is not None:
+        threads.append(threading.Thread(target=then))
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)  # in this order
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads), "a purchase was left waiting"
+    return results
+
+
+def test_purchases_that_come_while_a_batch_is_out_go_together_each_with_its_own_reply(gate_client):
+    sizes: list[int] = []
+    pipeline = ScriptPipeline(gate_client.register_script(COUNTING), sent=sizes.append)
+    names = [f"p{i}" for i in range(9)]
+    results = run_together(pipeline, [(0, name) for name in names], pause=gate_client)
+    assert sizes == [1, 8]  # the first alone (held by the pause), then everyone who came meanwhile
+    assert [reply[0] for reply in results] == names  # each its own reply
+    assert sorted(reply[1] for reply in results) == list(range(1, 10))  # each ran once
+    assert results[0][1] == 1 and [reply[1] for reply in results[1:]] == list(range(2, 10))  # in order
+    assert pipeline.run([COUNTER], [0, "alone"]) == ["alone", 10] and sizes[-1] == 1
+
+
+def test_an_error_reply_is_its_purchases_alone_and_the_replies_after_it_are_read(gate_client):
+    pipeline = ScriptPipeline(gate_client.register_script(COUNTING))
+    calls = [(0, "first"), (0, "before"), (-1, "bad"), (0, "after")]
+    results = run_together(pipeline, calls, pause=gate_client)
+    assert results[0] == ["first", 1] and results[1] == ["before", 2] and results[3] == ["after", 3]
+    assert isinstance(results[2], redis.ResponseError) and "refused: bad" in str(results[2])
+
+
+def test_replies_lost_mid_batch_are_unknown_and_their_scripts_may_have_run(gate_client):
+    client = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, decode_responses=True,
+                                  socket_timeout=0.6)
+    pipeline = ScriptPipeline(client.register_script(COUNTING))
+    # The second batch holds a script slower than the client's read timeout.
+    calls = [(0, "first"), (0, "fast"), (1000, "slow"), (0, "after")]
+    results = run_together(pipeline, calls, pause=gate_client)
+    assert results[0] == ["first", 1]
+    for lost in results[1:]:
+        assert isinstance(lost, redis.TimeoutError) and not _unreachable(lost), lost  # "outcome unknown"
+    time.sleep(0.6)
+    assert gate_client.get(COUNTER) == "4"  # and each of them did run: "unknown" was the truth
+    assert pipeline.run([COUNTER], [0, "next"]) == ["next", 5]  # a new connection for the next batch
+    client.close()
+
+
+def test_when_redis_cannot_be_reached_every_purchase_is_told_nothing_was_sent():
+    with socket_free() as port:
+        client = redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))  # the gate's
+        pipeline = ScriptPipeline(client.register_script(COUNTING))
+        errors = []
+
+        def one() -> None:
+            with pytest.raises(redis.ConnectionError) as caught:
+                pipeline.run([COUNTER], [0, "x"])
+            errors.append(caught.value)
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    assert len(errors) == 6 and all(_unreachable(e) for e in errors)  # "unavailable": none ran
+
+
+def test_a_batch_redis_does_not_know_the_script_of_is_loaded_and_sent_again_once(gate_client):
+    sizes: list[int] = []
+    pipeline = ScriptPipeline(gate_client.register_script(COUNTING), sent=sizes.append)
+    assert pipeline.run([COUNTER], [0, "known"]) == ["known", 1]
+    flusher = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL)
+    flusher.ping()  # connected before the pause: its flush is held in line behind the first batch
+    # Forgotten (as by a restart without persistence) after the first batch ran, before the second.
+    results = run_together(pipeline, [(0, f"p{i}") for i in range(5)], pause=gate_client,
+                           then=flusher.script_flush)
+    flusher.close()
+    assert [reply[0] for reply in results] == [f"p{i}" for i in range(5)]
+    assert sizes == [1, 1, 4, 4]  # the second batch refused whole, then sent again once loaded
+    assert gate_client.get(COUNTER) == "6"  # each ran once: a NOSCRIPT reply ran nothing
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("together", [True, False], ids=["pipeline", "alone"])
+def test_concurrent_gate_purchases_sell_the_stock_exactly_either_way(together):
+    with override_settings(FLASHSALE_STRATEGY="gate", FLASHSALE_GATE_PIPELINE=together):
+        sale_reset(sku="sku-p", stock=30)
+        outcomes: list[str] = []
+
+        def buyer(i: int) -> None:
+            for n in range(5):
+                try:
+                    outcomes.append(order_create(sku="sku-p", quantity=1, user_id=f"u{i}",
+                                                 idempotency_key=f"k{i}-{n}").status)
+                except Exception as e:  # noqa: BLE001 - sold out, counted below
+                    outcomes.append(type(e).__name__)
+
+        threads = [threading.Thread(target=buyer, args=(i,)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert outcomes.count("accepted") == 30 and outcomes.count("SoldOut") == 30
+        persist()
+        audit = sale_audit(sku="sku-p")
+        assert audit.consistent and audit.ordered_quantity == 30
+
+
+class socket_free:
+    """A loopback port nothing listens on, held bound (not listening) meanwhile."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        return self._socket.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self._socket.close()
