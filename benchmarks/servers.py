@@ -11,6 +11,8 @@ Rows, each a wrk run after 2 s of the same (the first requests import and connec
   half-second cache would answer it), the apps' own cached read;
 - ``gate, hot``: every request buys one hot product (a key of its own each), through
   nginx, the persisters running;
+- ``gate, hot, scripts alone``: the same with ``FLASHSALE_GATE_PIPELINE=false``, each
+  purchase's script in a round trip of its own;
 - ``atomic, spread``: purchases over 50 products, so nobody waits;
 - ``redisson, hot, 8 segments``: one product in 8 segments under the Redisson lock.
 
@@ -50,10 +52,11 @@ from .cpu import in_process as app_cpu
 from .gate import STOCK, Run, written, wrk
 
 SPREAD = 50
-ROWS = ("ping", "product, app1", "gate, hot", "atomic, spread", "redisson, hot, 8 segments")
+ALONE = "gate, hot, scripts alone"  # FLASHSALE_GATE_PIPELINE=false: a round trip a purchase
+ROWS = ("ping", "product, app1", "gate, hot", ALONE, "atomic, spread", "redisson, hot, 8 segments")
 SHAPES = ((1, 8), (2, 4), (2, 8), (2, 16), (3, 8))  # (workers, threads) for --search
 # Each row's request in benchmarks.purchase_cpu.
-IN_PROCESS = {"ping": "ping", "product, app1": "product", "gate, hot": "gate",
+IN_PROCESS = {"ping": "ping", "product, app1": "product", "gate, hot": "gate", ALONE: "gate",
               "atomic, spread": "atomic, spread", "redisson, hot, 8 segments": "redisson, hot, 8 segments"}
 
 
@@ -74,12 +77,13 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
         url = f"http://127.0.0.1:{config.app_port_of(config.app_names[0])}/api/products/{sku}"
         wrk("warm-up", url, **warm)
         runs["product, app1"] = wrk("product, app1", url, **timing)
-    if "gate, hot" in only:
-        sku = f"bench-servers-gate-{tag}-0"
-        admin.reset(sku, STOCK, strategy="gate")
-        wrk("warm-up", base, sku=sku, **warm)
-        runs["gate, hot"] = wrk("gate, hot", base, sku=sku, **timing)
-        written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
+    for row in ("gate, hot", ALONE):  # the same; the apps run with the scripts sent alone for ALONE
+        if row in only:
+            sku = f"bench-servers-gate-{tag}-{'alone-' if row == ALONE else ''}0"
+            admin.reset(sku, STOCK, strategy="gate")
+            wrk("warm-up", base, sku=sku, **warm)
+            runs[row] = wrk(row, base, sku=sku, **timing)
+            written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     if "atomic, spread" in only:
         prefix = f"bench-servers-atomic-{tag}-"
         for i in range(SPREAD):
@@ -95,14 +99,11 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
 
 
 def _rows(value: str) -> tuple[str, ...]:
-    """``--rows``: names of ROWS, comma-separated ("gate" is enough for "gate, hot")."""
-    chosen = []
-    for name in value.split(","):
-        found = [row for row in ROWS if row.startswith(name.strip())] if name.strip() else []
-        if len(found) != 1:
-            raise argparse.ArgumentTypeError(f"{name.strip()!r} is not one of the rows: {', '.join(ROWS)}")
-        chosen.append(found[0])
-    return tuple(row for row in ROWS if row in chosen)
+    """One ``--rows`` name: the rows it begins ("gate": both gate rows)."""
+    found = tuple(row for row in ROWS if row.startswith(value.strip())) if value.strip() else ()
+    if not found:
+        raise argparse.ArgumentTypeError(f"{value.strip()!r} begins none of the rows: {'; '.join(ROWS)}")
+    return found
 
 
 def _shape(value: str) -> tuple[int, int]:
@@ -127,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", action="store_true",
                         help="first try each server in a few shapes (workers x threads) on ping and the gate")
     parser.add_argument("--requests", type=int, default=1000, help="per in-process row (Django's own CPU)")
-    parser.add_argument("--rows", type=_rows, default=ROWS, metavar="ROW,ROW",
-                        help="only these rows (a cut's before and after); with --docs, every row")
+    parser.add_argument("--rows", type=_rows, nargs="+", metavar="ROW",
+                        help="only the rows these begin (a cut's before and after); with --docs, every row")
     parser.add_argument("--shape", type=_shape, metavar="WORKERSxTHREADS",
                         help="both servers in this shape (instead of the stack's, or --search's best)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/servers.md, for the docs")
     args = parser.parse_args(argv)
+    chosen = {row for rows_named in args.rows or [ROWS] for row in rows_named}
+    args.rows = tuple(row for row in ROWS if row in chosen)
     if args.docs and args.rows != ROWS:
         parser.error("--docs reports every row")
     if shutil.which("wrk") is None:
@@ -159,8 +162,15 @@ def main(argv: list[str] | None = None) -> int:
                                    key=lambda shape: searched[(server, *shape)]["gate, hot"].requests_per_s)
         for n, server in enumerate(alternating(args.rounds)):
             workers, threads = best[server]
-            use(server=server, workers=workers, threads=threads, strategy="atomic", section_delay_ms=0.0)
-            runs[server].append(rows(config, admin, meter, args, tag=f"{n}-{server}", only=args.rows))
+            shape = dict(server=server, workers=workers, threads=threads, strategy="atomic",
+                         section_delay_ms=0.0)
+            use(**shape, gate_pipeline=True)
+            together = tuple(row for row in args.rows if row != ALONE)
+            run = rows(config, admin, meter, args, tag=f"{n}-{server}", only=together)
+            if ALONE in args.rows:
+                use(**shape, gate_pipeline=False)
+                run |= rows(config, admin, meter, args, tag=f"{n}-{server}", only=(ALONE,))
+            runs[server].append(run)
 
     django = app_cpu(args.requests)
     with recorded("servers", command, write=args.docs):
@@ -200,6 +210,13 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
         print(f"| {row} | {rate[first]:,.0f} | {rate[second]:,.0f} | **{rate[second] / rate[first]:.2f}** "
               f"| {p99[first]:.1f} / {p99[second]:.1f} | {cpu[first]:,.0f} / {cpu[second]:,.0f} "
               f"| {apps[first]:,.0f} / {apps[second]:,.0f} |")
+    if {"gate, hot", ALONE} <= set(args.rows):
+        rate = {s: _median(runs[s], "gate, hot", lambda r: r.requests_per_s) for s in SERVERS}
+        before = _median(runs[first], ALONE, lambda r: r.requests_per_s)
+        print(f"\nThe gate on one hot product against {first} with each script in a round trip of its own "
+              f"(`{ALONE}`, `FLASHSALE_GATE_PIPELINE=false`): {first} with the scripts sent together "
+              f"**{rate[first] / before:.2f}×**, {second} with them together "
+              f"**{rate[second] / before:.2f}×**.")
     print("\nEach round's answers/s, in the order run (the spread is the machine's noise):\n")
     print(f"| row | {first} | {second} |\n|---|---|---|")
     for row in args.rows:

@@ -18,10 +18,11 @@ def test_the_servers_take_turns_first():
     assert alternating(3) == [*SERVERS, *SERVERS[::-1], *SERVERS]
 
 
-def test_rows_are_named_by_a_prefix_and_kept_in_the_tables_order():
-    assert _rows("atomic,gate") == ("gate, hot", "atomic, spread")
-    assert _rows("ping") == ("ping",)
-    for wrong in ("", "gat,nothing", "p"):  # "p" is ping and product
+def test_a_row_is_named_by_its_beginning():
+    assert _rows("gate") == ("gate, hot", "gate, hot, scripts alone")
+    assert _rows("gate, hot, s") == ("gate, hot, scripts alone",)
+    assert _rows("p") == ("ping", "product, app1")
+    for wrong in ("", "nothing", "hot"):
         with pytest.raises(argparse.ArgumentTypeError):
             _rows(wrong)
 
