@@ -41,10 +41,12 @@ def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_config
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
-    by_role = [(cells[1].strip(), cells[2].strip()) for cells in table if cells[2].strip() in SERVERS]
+    rows = [cells for cells in table if cells[1].strip() in ROWS]
+    by_role = [(cells[1].strip(), cells[2].strip()) for cells in rows if cells[2].strip() in SERVERS]
     assert by_role == [(row, server) for row in ROWS for server in SERVERS]
-    compared = [cells for cells in table if cells[1].strip() in ROWS and cells[2].strip() not in SERVERS]
-    assert [cells[1].strip() for cells in compared] == list(ROWS) * 2  # the rates, then the split
+    compared = [cells for cells in rows if cells[2].strip() not in SERVERS]
+    assert [cells[1].strip() for cells in compared] == list(ROWS) * 3  # the rates, each round's, the split
+    assert "granian with them together" in result.stdout  # the gate's scripts together over alone
     compared = compared[:len(ROWS)]
     for cells in compared:  # answers/s under each server
         assert float(cells[2].replace(",", "")) > 0 and float(cells[3].replace(",", "")) > 0
