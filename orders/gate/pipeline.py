@@ -35,15 +35,14 @@ import redis
 class _Purchase:
     """One script waiting in a batch: its command, then its reply or error."""
 
-    __slots__ = ("command", "reply", "error", "answered", "leads", "woken")
+    __slots__ = ("command", "reply", "error", "answered", "woken")
 
     def __init__(self, command: tuple):
         self.command = command
         self.reply: Any = None
         self.error: BaseException | None = None
         self.answered = False
-        self.leads = False  # woken to send the next batch
-        self.woken = threading.Event()
+        self.woken = threading.Event()  # answered, or (not answered) to send the next batch
 
 
 class ScriptPipeline:
@@ -96,8 +95,7 @@ class ScriptPipeline:
                 purchase.woken.set()
             with self._mutex:
                 if self._waiting:
-                    self._waiting[0].leads = True
-                    self._waiting[0].woken.set()
+                    self._waiting[0].woken.set()  # not answered: it sends the next batch
                 else:
                     self._out = False
 
