@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+# Each run is bounded by its subprocess's own 600 s; the suite's 300 s default would
+# cut a slow machine's run short first.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(660)]
 
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
