@@ -137,16 +137,20 @@ class ScriptPipeline:
             self._exchange(unknown, loaded=True)
 
     def _fresh_connection(self) -> redis.Connection:
-        """The process's connection, dropped first if Redis closed it since the last
-        batch (a restart): a batch sent on it would fail with its replies lost,
-        "outcome unknown", though no script ran. The client's pool checks its
-        connections the same way before it lends one."""
+        """The process's connection, checked as ``fresh`` says."""
         if self._connection is None:
             self._connection = self._client.connection_pool.make_connection()
-        try:
-            stale = self._connection.can_read()  # data or EOF waiting before a command is sent
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            stale = True
-        if stale:
-            self._connection.disconnect()
+        fresh(self._connection)
         return self._connection
+
+
+def fresh(connection: redis.Connection) -> None:
+    """Drop the connection if Redis closed it since its last command (a restart): a
+    command sent on it would fail with a lost reply, "outcome unknown", though it
+    never ran. The pool checks its connections the same way before it lends one."""
+    try:
+        stale = connection.can_read()  # data or EOF waiting before a command is sent
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        stale = True
+    if stale:
+        connection.disconnect()  # the command connects anew (or says Redis cannot be reached)

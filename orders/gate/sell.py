@@ -23,7 +23,7 @@ from common.metrics import observe_later
 
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
-from .pipeline import ScriptPipeline
+from .pipeline import ScriptPipeline, fresh
 from .store import _SELL, _SOLD_OUT, GateKeys, _script, _unreachable, gate_keys
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> list:
     if connection is None or _threads.client is not client:
         connection = client.connection_pool.make_connection()
         _threads.connection, _threads.client = connection, client
-    _fresh(connection)
+    fresh(connection)
     try:
         try:
             connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
@@ -81,18 +81,6 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> list:
     except BaseException:
         connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
         raise
-
-
-def _fresh(connection: redis.Connection) -> None:
-    """Drop the connection if Redis closed it since its last command (a restart): a
-    command sent on it would fail with a lost reply, "outcome unknown", though it
-    never ran. The pool checks its connections the same way before it lends one."""
-    try:
-        stale = connection.can_read()  # data or EOF waiting before a command is sent
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
-        stale = True
-    if stale:
-        connection.disconnect()  # the command connects anew (or says Redis cannot be reached)
 
 
 @dataclass(frozen=True)
