@@ -182,6 +182,28 @@ def _median(runs: list[dict[str, Run]], row: str, figure) -> float:
     return statistics.median(figure(run[row]) for run in runs)
 
 
+def _against_alone(runs: dict[str, list[dict[str, Run]]]) -> str:
+    """Each server's gate with the scripts together over the first server's with
+    each script alone: the medians' ratio, each round's (the two runs of a round
+    are minutes apart at most, so the machine's drift cancels), and the CPU an
+    answer's (what the same cores carry, which others' load on them moves less)."""
+    first = SERVERS[0]
+    alone = [run[ALONE] for run in runs[first]]
+    before = statistics.median(r.requests_per_s for r in alone)
+    cpu_before = statistics.median(sum(r.cpu_us.values()) for r in alone)
+    parts = []
+    for server in SERVERS:
+        together = [run["gate, hot"] for run in runs[server]]
+        rounds = [t.requests_per_s / a.requests_per_s for t, a in zip(together, alone, strict=True)]
+        rate = statistics.median(r.requests_per_s for r in together)
+        cpu = statistics.median(sum(r.cpu_us.values()) for r in together)
+        parts.append(f"{server} with them together **{rate / before:.2f}×** "
+                     f"(round by round {', '.join(f'{x:.2f}' for x in rounds)}: median "
+                     f"{statistics.median(rounds):.2f}; CPU an answer {cpu_before / cpu:.2f}×)")
+    return (f"The gate on one hot product against {first} with each script in a round trip of its own "
+            f"(`{ALONE}`, `FLASHSALE_GATE_PIPELINE=false`), answers/s: " + "; ".join(parts) + ".")
+
+
 def _report(command: str, args, config: StackConfig, best: dict, searched: dict, runs: dict,
             django: dict[str, float]) -> None:
     print(f"`{command}` ({os.cpu_count()} cores shared by every process and the load client): wrk -t2 "
@@ -211,12 +233,7 @@ def _report(command: str, args, config: StackConfig, best: dict, searched: dict,
               f"| {p99[first]:.1f} / {p99[second]:.1f} | {cpu[first]:,.0f} / {cpu[second]:,.0f} "
               f"| {apps[first]:,.0f} / {apps[second]:,.0f} |")
     if {"gate, hot", ALONE} <= set(args.rows):
-        rate = {s: _median(runs[s], "gate, hot", lambda r: r.requests_per_s) for s in SERVERS}
-        before = _median(runs[first], ALONE, lambda r: r.requests_per_s)
-        print(f"\nThe gate on one hot product against {first} with each script in a round trip of its own "
-              f"(`{ALONE}`, `FLASHSALE_GATE_PIPELINE=false`): {first} with the scripts sent together "
-              f"**{rate[first] / before:.2f}×**, {second} with them together "
-              f"**{rate[second] / before:.2f}×**.")
+        print("\n" + _against_alone(runs))
     print("\nEach round's answers/s, in the order run (the spread is the machine's noise):\n")
     print(f"| row | {first} | {second} |\n|---|---|---|")
     for row in args.rows:

@@ -8,7 +8,8 @@ import sys
 import psutil
 import pytest
 
-from benchmarks.servers import ROWS, _rows, _shape, alternating
+from benchmarks.gate import Run
+from benchmarks.servers import ALONE, ROWS, _against_alone, _rows, _shape, alternating
 from flashsale.serve import SERVERS
 from stack.config import ROOT
 from stack.supervisor import Supervisor
@@ -16,6 +17,24 @@ from stack.supervisor import Supervisor
 
 def test_the_servers_take_turns_first():
     assert alternating(3) == [*SERVERS, *SERVERS[::-1], *SERVERS]
+
+
+def _run(rate: float, cpu: float) -> Run:
+    return Run("row", rate, 1.0, 2.0, {201: 1}, {"apps": cpu})
+
+
+def test_the_scripts_together_are_compared_with_the_first_servers_alone_round_by_round():
+    first, second = SERVERS
+    runs = {first: [{"gate, hot": _run(1100, 900), ALONE: _run(1000, 1000)},
+                    {"gate, hot": _run(600, 900), ALONE: _run(500, 1000)}],
+            second: [{"gate, hot": _run(1600, 600), ALONE: _run(1400, 700)},
+                     {"gate, hot": _run(900, 500), ALONE: _run(800, 700)}]}
+    line = _against_alone(runs)
+    # Medians 850 and 1,250 over 750; rounds 1.1 and 1.2, 1.6 and 1.8; CPU 1,000 over 900, 550.
+    assert f"{first} with them together **1.13×** (round by round 1.10, 1.20: median 1.15; " \
+           f"CPU an answer 1.11×)" in line
+    assert f"{second} with them together **1.67×** (round by round 1.60, 1.80: median 1.70; " \
+           f"CPU an answer 1.82×)" in line
 
 
 def test_a_row_is_named_by_its_beginning():
