@@ -47,8 +47,9 @@ def server_name(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path,
-            name: str | None = None) -> list[str]:
-    """The server's command line for these knobs."""
+            name: str | None = None, grace: int = GRACE_SECONDS) -> list[str]:
+    """The server's command line for these knobs; ``grace``: seconds a stopping worker
+    finishes what it serves before it is killed."""
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit():
         raise ServeError(f"bind is HOST:PORT, not {bind!r}")
@@ -56,14 +57,14 @@ def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path
         return [str(bin_dir / "gunicorn"), APPLICATION, "--config=python:flashsale.gunicorn",
                 f"--bind={bind}", *([f"--name={name}"] if name else []),
                 "--worker-class=gthread", f"--workers={workers}", f"--threads={threads}",
-                "--timeout=60", f"--graceful-timeout={GRACE_SECONDS}", f"--keep-alive={IDLE_SECONDS + 15}",
+                "--timeout=60", f"--graceful-timeout={grace}", f"--keep-alive={IDLE_SECONDS + 15}",
                 "--error-logfile=-", "--log-level=warning"]
     if server == "granian":
         return [str(bin_dir / "granian"), "--interface=wsgi", APPLICATION, f"--host={host}", f"--port={port}",
                 f"--workers={workers}", f"--blocking-threads={threads}", "--http=1", "--no-ws",
                 # A worker that dies (killed, crashed) is replaced, as gunicorn's master does.
                 "--respawn-failed-workers", "--respawn-interval=1",
-                f"--workers-kill-timeout={GRACE_SECONDS}",
+                f"--workers-kill-timeout={grace}",
                 f"--http1-header-read-timeout={IDLE_SECONDS * 1000}", "--log-level=warning"]
     raise ServeError(f"the server is {' or '.join(SERVERS)}, not {server!r}")
 
@@ -75,17 +76,26 @@ def empty_metrics_directory(environ: Mapping[str, str] = os.environ) -> None:
         Path(directory).mkdir(parents=True)
 
 
-def main(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The launcher's command line (the Docker image's and the Kubernetes manifests' command)."""
     parser = argparse.ArgumentParser(prog="python -m flashsale.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bind", required=True, help="HOST:PORT")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--name", help="the instance's name, in gunicorn's process titles")
+    parser.add_argument("--grace", type=int, default=GRACE_SECONDS,
+                        help="seconds a stopping worker finishes what it serves (Kubernetes: past the "
+                             "purchase deadline)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = arguments()
     args = parser.parse_args(argv)
     try:
         argv = command(server_name(), bind=args.bind, workers=args.workers, threads=args.threads,
-                       bin_dir=Path(sys.executable).parent, name=args.name)
+                       bin_dir=Path(sys.executable).parent, name=args.name, grace=args.grace)
     except ServeError as e:
         parser.error(str(e))
     empty_metrics_directory()

@@ -30,6 +30,15 @@ def test_each_server_gets_the_same_knobs():
             "--respawn-failed-workers"} <= set(granian)
 
 
+def test_a_stopping_worker_finishes_its_requests_for_the_grace_given():
+    assert "--graceful-timeout=5" in command("gunicorn", bind="127.0.0.1:1", workers=1, threads=1,
+                                             bin_dir=BIN)
+    assert "--graceful-timeout=10" in command("gunicorn", bind="127.0.0.1:1", workers=1, threads=1,
+                                              bin_dir=BIN, grace=10)
+    assert "--workers-kill-timeout=10" in command("granian", bind="127.0.0.1:1", workers=1, threads=1,
+                                                  bin_dir=BIN, grace=10)
+
+
 @pytest.mark.parametrize("bind", ["8001", ":8001", "127.0.0.1:", "127.0.0.1:http"])
 def test_a_bind_without_host_and_port_is_refused(bind):
     with pytest.raises(ServeError):
