@@ -97,6 +97,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the report to docs/results/measured/gate-script.md, for the docs")
     args = parser.parse_args(argv)
     command = "python -m benchmarks.gate_script " + shlex.join(sys.argv[1:] if argv is None else argv)
+    runs = alternating_runs(args)
+    with recorded("gate-script", command, write=args.docs):
+        _report(command, args, runs)
+    return 0
+
+
+def alternating_runs(args) -> dict[str, list[dict[str, float]]]:
+    """Each way's runs (``measure``), ``args.rounds`` of each, alternating, on a Redis
+    of their own."""
     server = start_redis("--appendonly", "yes", "--appendfsync", "everysec")
     try:
         client = server.client(decode_responses=True)
@@ -108,9 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[way].append(measure(server.port, way, args))
     finally:
         server.stop()
-    with recorded("gate-script", command, write=args.docs):
-        _report(command, args, runs)
-    return 0
+    return runs
 
 
 def _report(command: str, args, runs: dict[str, list[dict[str, float]]]) -> None:
