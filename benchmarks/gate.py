@@ -93,6 +93,7 @@ class Run:
     p99_ms: float
     statuses: dict[int, int]  # counted by the wrk script (purchases only)
     cpu_us: dict[str, float]  # CPU per answer, by role (benchmarks.cpu), and "wrk": the client's
+    hold_ms: float | None = None  # the accepted purchases' mean Server-Timing hold (purchases only)
 
 
 def _ms(value: str) -> float:
@@ -118,9 +119,12 @@ def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMet
     statuses: dict[int, int] = {}
     for n, status in re.findall(r"thread \d+: (\d+) x (\d+)", out):
         statuses[int(status)] = statuses.get(int(status), 0) + int(n)
+    held = re.findall(r"thread \d+: held ([\d.]+) ms over (\d+)", out)
+    holds = sum(int(n) for _, n in held)
     return Run(label=label, requests_per_s=float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
                p50_ms=_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),
-               p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)), statuses=statuses, cpu_us=cpu)
+               p99_ms=_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)), statuses=statuses, cpu_us=cpu,
+               hold_ms=sum(float(ms) for ms, _ in held) / holds if holds else None)
 
 
 def main(argv: list[str] | None = None) -> int:
