@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-servers bench-reads bench-race-watch verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -84,6 +84,10 @@ bench-gate: up  ## the gate on one hot SKU against ping, AOF everysec vs always,
 bench-servers: up  ## the request server: gunicorn against granian on every row, alternating (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.servers $(BENCH_ARGS)
+
+bench-capacity: up  ## what bounds a sale under each design, and what adding nodes does (deploy/k8s/README.md)
+	scripts/install-system-packages.sh --bench
+	$(PY) -m benchmarks.capacity $(BENCH_ARGS)
 
 bench-metrics: up  ## what counting and timing for /metrics costs: ping, the gate, atomic and setnx, on vs off (wrk)
 	scripts/install-system-packages.sh --bench
