@@ -79,10 +79,14 @@ class Written:
 
 def written(admin: FlashsaleClient, sku: str, run_seconds: float) -> tuple[dict, Written]:
     """The sale's gate audit once its backlog is 0 (after at most 60 s), and its
-    orders over the row's seconds plus the wait."""
+    orders over the row's seconds plus the wait. The sale is then closed (reset sold
+    out): every open sale costs each persister's every read, and the rows after this
+    one must not pay for it."""
     started = time.monotonic()
     gate = admin.audit(sku, settle=60)["gate"]
-    return gate, Written(gate["persisted"], run_seconds + time.monotonic() - started)
+    wrote = Written(gate["persisted"], run_seconds + time.monotonic() - started)
+    admin.reset(sku, 0)
+    return gate, wrote
 
 
 @dataclass(frozen=True)
