@@ -54,7 +54,7 @@ from .gate import STOCK, Run, written, wrk
 SPREAD = 50
 ALONE = "gate, hot, scripts alone"  # FLASHSALE_GATE_PIPELINE=false: a round trip a purchase
 ROWS = ("ping", "product, app1", "gate, hot", ALONE, "atomic, spread", "redisson, hot, 8 segments")
-SHAPES = ((1, 8), (2, 4), (2, 8), (2, 16), (3, 8))  # (workers, threads) for --search
+SHAPES = ((1, 8), (1, 32), (2, 8), (2, 16), (2, 32), (3, 8))  # (workers, threads) for --search
 # Each row's request in benchmarks.purchase_cpu.
 IN_PROCESS = {"ping": "ping", "product, app1": "product", "gate, hot": "gate", ALONE: "gate",
               "atomic, spread": "atomic, spread", "redisson, hot, 8 segments": "redisson, hot, 8 segments"}
