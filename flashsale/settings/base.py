@@ -265,6 +265,10 @@ FLASHSALE_GATE_SOLD_OUT_KEYS = env.int("FLASHSALE_GATE_SOLD_OUT_KEYS", default=2
 # (the consumer died or stopped mid-batch). A live one commits a batch in milliseconds.
 FLASHSALE_GATE_BATCH = env.int("FLASHSALE_GATE_BATCH", default=200)
 FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5_000)
+# How long a persister waits after a round that found less than a batch, for the
+# next to find more (orders.gate.persister.Persister): an order's wait to be written
+# grows by up to this, a round's CPU is shared by more orders.
+FLASHSALE_GATE_LINGER_MS = env.int("FLASHSALE_GATE_LINGER_MS", default=50)
 # Where the race runner (manage.py run_races) sends a race's buyers: the stack's own
 # nginx, never an address a request names.
 FLASHSALE_RACE_TARGET = env.str("FLASHSALE_RACE_TARGET", default="http://127.0.0.1:8080")

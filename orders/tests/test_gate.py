@@ -514,6 +514,39 @@ def test_a_persister_stops_when_told():
     assert not thread.is_alive()
 
 
+class _Waits(threading.Event):
+    """A persister's stop event that records each wait ``run`` makes, and waits none."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        return self.is_set()
+
+
+def test_a_persister_lingers_after_a_round_short_of_a_batch_and_not_after_a_full_one():
+    sale_reset(sku="sku-1", stock=10)
+    for n in range(3):
+        buy(f"k{n}", user=f"u{n}")
+    stop = _Waits()
+    persister = Persister("test", batch=2, block_ms=1, linger_ms=250, stop=stop)
+    rounds, step = [], persister.step
+
+    def counted() -> int:
+        rounds.append(step())
+        if rounds[-1] == 0:
+            stop.set()  # the stream is empty: the run ends
+        return rounds[-1]
+
+    persister.step = counted
+    persister.run()
+    assert rounds == [2, 1, 0]  # a full batch, then the one left, then nothing
+    assert stop.waits == [0.25]  # after the short round only: none after the full one or the empty one
+    assert Order.objects.count() == 3
+
+
 def test_a_persister_raises_the_alarm_when_the_gates_redis_nears_its_maxmemory(caplog):
     persister = Persister("test")
     client = gate_redis()

@@ -21,11 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("--claim-idle-ms", type=int, default=None,
                             help="claim entries another consumer left pending this long "
                                  "(default: FLASHSALE_GATE_CLAIM_IDLE_MS)")
+        parser.add_argument("--linger-ms", type=int, default=None,
+                            help="after a round that found less than a batch, wait this long before the "
+                                 "next (default: FLASHSALE_GATE_LINGER_MS)")
         metrics_arguments(parser)
 
-    def handle(self, *args, name, batch, claim_idle_ms, **options):
+    def handle(self, *args, name, batch, claim_idle_ms, linger_ms, **options):
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
-        Persister(name, batch=batch, claim_idle_ms=claim_idle_ms, stop=stop).run()
+        Persister(name, batch=batch, claim_idle_ms=claim_idle_ms, linger_ms=linger_ms, stop=stop).run()
