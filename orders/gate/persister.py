@@ -171,10 +171,10 @@ class Persister:
     is read within that (and its first orders wait for it at most that long).
 
     After a round that found fewer entries than a batch holds, ``run`` waits
-    ``linger_ms`` before the next, so that the next finds more: a round costs about
-    as much CPU as fifty orders' rows (its transaction, its statements, its reads
-    of Redis), and under load a persister that reads as soon as one entry comes
-    spends that on batches of a few."""
+    ``linger_ms`` before the next, so that the next finds more: a round costs the CPU
+    of many orders' rows (its transaction, its statements, its reads of Redis),
+    and under load a persister that reads as soon as one entry comes spends it on
+    batches of a few."""
 
     def __init__(self, name: str | None = None, *, batch: int | None = None, claim_idle_ms: int | None = None,
                  block_ms: int = 100, linger_ms: int | None = None, stop: threading.Event | None = None):
