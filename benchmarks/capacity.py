@@ -41,7 +41,6 @@ import shutil
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import redis
@@ -55,7 +54,7 @@ from stack.supervisor import Supervisor
 
 from . import gate_script
 from .cpu import ROLES, CpuMeter
-from .gate import STOCK, Run, wrk
+from .gate import STOCK, Run, closed, wrk
 
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
@@ -111,11 +110,9 @@ def _products(admin: FlashsaleClient, name: str, count: int, strategy: str) -> s
 
 def _written(admin: FlashsaleClient, prefix: str, count: int) -> list[dict]:
     """Each product's audit once the persisters wrote its backlog (at most 120 s),
-    then its gate sale closed (reset sold out): every sale open costs each persister's
-    every read, and the next rows must not pay for this one's."""
+    then its gate sale closed (``gate.closed``)."""
     audits = [admin.audit(f"{prefix}{i}", settle=120) for i in range(count)]
-    with ThreadPoolExecutor(8) as pool:  # a reset of a gate sale waits out the sold-out memory
-        list(pool.map(lambda i: admin.reset(f"{prefix}{i}", 0, strategy="gate"), range(count)))
+    closed(admin, [f"{prefix}{i}" for i in range(count)])
     return audits
 
 
