@@ -2,6 +2,7 @@
 alternating rounds of one run, with wrk (a C client: not the bottleneck).
 
     python -m benchmarks.servers [--rounds 3] [--seconds 6] [--search] [--docs]
+                                 [--rows gate ...] [--shape [SERVER=]WORKERSxTHREADS ...]
     (make bench-servers: installs wrk, starts the stack, runs this)
 
 Rows, each a wrk run after 2 s of the same (the first requests import and connect):
@@ -28,7 +29,9 @@ the thread switches and GIL hand-offs of a loaded process).
 
 With ``--search``, first each server under a few shapes (workers × threads, granian's
 threads being its blocking threads) on ping and the gate, one run each; the rounds
-then run each server in its best shape for the gate (the sale's row).
+then run each server in its best shape for the gate (the sale's row). ``--shape`` sets
+them instead: ``--shape gunicorn=2x16 granian=1x32``, to compare the search's picks
+over more rounds than one run a shape.
 """
 
 from __future__ import annotations
@@ -106,12 +109,25 @@ def _rows(value: str) -> tuple[str, ...]:
     return found
 
 
-def _shape(value: str) -> tuple[int, int]:
-    """``--shape 2x16``: workers × threads."""
-    workers, _, threads = value.partition("x")
+def _shape(value: str) -> tuple[str | None, tuple[int, int]]:
+    """``--shape 2x16``: workers × threads for every server; ``granian=1x32``: for one
+    (None: every server)."""
+    server, named, shape = value.rpartition("=")
+    if named and server not in SERVERS:
+        raise argparse.ArgumentTypeError(f"{server!r} is none of the servers: {', '.join(SERVERS)}")
+    workers, _, threads = shape.partition("x")
     if not (workers.isdigit() and threads.isdigit() and int(workers) > 0 and int(threads) > 0):
-        raise argparse.ArgumentTypeError(f"{value!r} is not WORKERSxTHREADS, as 2x16")
-    return int(workers), int(threads)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not WORKERSxTHREADS (as 2x16) or SERVER=WORKERSxTHREADS (as granian=1x32)")
+    return server or None, (int(workers), int(threads))
+
+
+def _shapes(given: list[tuple[str | None, tuple[int, int]]] | None, stack: tuple[int, int]) -> dict:
+    """Each server's shape: the stack's, unless ``--shape`` names one for it (or for every server)."""
+    shapes = dict.fromkeys(SERVERS, stack)
+    for server, shape in given or ():
+        shapes.update(dict.fromkeys([server] if server else SERVERS, shape))
+    return shapes
 
 
 def alternating(rounds: int) -> list[str]:
@@ -130,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=1000, help="per in-process row (Django's own CPU)")
     parser.add_argument("--rows", type=_rows, nargs="+", metavar="ROW",
                         help="only the rows these begin (a cut's before and after); with --docs, every row")
-    parser.add_argument("--shape", type=_shape, metavar="WORKERSxTHREADS",
-                        help="both servers in this shape (instead of the stack's, or --search's best)")
+    parser.add_argument("--shape", type=_shape, nargs="+", metavar="[SERVER=]WORKERSxTHREADS",
+                        help="both servers in this shape, or (SERVER=) one server (instead of the stack's, "
+                             "or --search's best)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/servers.md, for the docs")
     args = parser.parse_args(argv)
@@ -147,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     meter = CpuMeter(Supervisor(config))
 
     searched: dict[tuple[str, int, int], dict[str, Run]] = {}
-    best = {server: args.shape or (config.workers, config.threads) for server in SERVERS}
+    best = _shapes(args.shape, (config.workers, config.threads))
     runs: dict[str, list[dict[str, Run]]] = {server: [] for server in SERVERS}
     with apps_as_needed(config) as use:
         if args.search:

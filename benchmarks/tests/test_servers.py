@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from benchmarks.gate import Run
-from benchmarks.servers import ALONE, ROWS, _against_alone, _rows, _shape, alternating
+from benchmarks.servers import ALONE, ROWS, _against_alone, _rows, _shape, _shapes, alternating
 from flashsale.serve import SERVERS
 from stack.config import ROOT
 from stack.supervisor import Supervisor
@@ -46,11 +46,20 @@ def test_a_row_is_named_by_its_beginning():
             _rows(wrong)
 
 
-def test_a_shape_is_workers_x_threads():
-    assert _shape("2x16") == (2, 16)
-    for wrong in ("2", "0x8", "2x", "x8", "2*8", "-1x4"):
+def test_a_shape_is_workers_x_threads_for_every_server_or_one():
+    assert _shape("2x16") == (None, (2, 16))
+    assert _shape("granian=1x32") == ("granian", (1, 32))
+    for wrong in ("2", "0x8", "2x", "x8", "2*8", "-1x4", "uwsgi=2x8", "=2x8", "granian=", "granian=2"):
         with pytest.raises(argparse.ArgumentTypeError):
             _shape(wrong)
+
+
+def test_each_server_runs_in_the_stacks_shape_unless_one_is_given_for_it():
+    stack = (2, 8)
+    assert _shapes(None, stack) == {"gunicorn": (2, 8), "granian": (2, 8)}
+    assert _shapes([_shape("2x16")], stack) == {"gunicorn": (2, 16), "granian": (2, 16)}
+    given = [_shape("2x16"), _shape("granian=1x32")]
+    assert _shapes(given, stack) == {"gunicorn": (2, 16), "granian": (1, 32)}
 
 
 def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_config):
