@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages the stack runs on, only those missing.
 #   scripts/install-system-packages.sh          servers and build headers (make demo)
-#   scripts/install-system-packages.sh --test   also chromium (browser test) and Debian's
+#   scripts/install-system-packages.sh --test   also what the suite runs besides the stack:
+#                                               chromium (the browser test), Debian's
 #                                               docker-compose v1 (validates the compose
 #                                               file offline; no Docker engine is needed)
+#                                               and wrk (the benchmarks' smoke runs)
 #   scripts/install-system-packages.sh --bench  also wrk (a load client that is not the
 #                                               bottleneck: make bench-gate)
+#   ... --list                                  print the packages of that mode, install nothing
+#                                               (tests/test_tools.py reads it)
 set -euo pipefail
+
+mode="" list=""
+for arg in "$@"; do
+  case "$arg" in
+    --test|--bench) mode="$arg" ;;
+    --list) list=1 ;;
+    *) echo "usage: $0 [--test|--bench] [--list]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config
           prometheus prometheus-redis-exporter prometheus-mysqld-exporter prometheus-nginx-exporter
           iproute2 nftables   # the test hosts of `make verdicts`: namespaces, veth, their links broken
-          libfaketime)        # ... and the clock jump of its clock-jump-redis (stack/clock.py)
-[ "${1:-}" = "--test" ] && packages+=(chromium docker-compose)
-[ "${1:-}" = "--bench" ] && packages+=(wrk)
+          libfaketime         # ... and the clock jump of its clock-jump-redis (stack/clock.py)
+          git)                # the measured figures name their commit (loadtest/measured.py)
+[ "$mode" = "--test" ] && packages+=(chromium docker-compose wrk)
+[ "$mode" = "--bench" ] && packages+=(wrk)
+if [ -n "$list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 # A Python without venv/ensurepip or its headers (Debian's own python3) needs these
 # to build the virtualenv and compile mysqlclient.
