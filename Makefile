@@ -125,5 +125,5 @@ test: install-test  ## lint, build the docs (strict), then the whole suite again
 docs: install-test  ## build the documentation site (MkDocs, strict); nginx serves it at /docs/
 	$(PY) -m stack docs
 
-clean: down  ## remove runtime state (.run/): databases, logs, generated configs
-	rm -rf .run
+clean:  ## stop the stack, remove its runtime state (.run/) and its temp directories
+	@if [ -x $(PY) ]; then $(PY) -m stack clean; else rm -rf .run; fi

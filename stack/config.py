@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -24,6 +25,15 @@ BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisor
 
 # Environment variables handed to every app instance as they are, when set.
 APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
+
+
+def _owned_directory(path: Path) -> bool:
+    """A directory (not a link to one) that this user owns."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
 
 
 @dataclass(frozen=True)
@@ -157,30 +167,58 @@ class StackConfig:
     def static_root(self) -> Path:
         """Where collectstatic writes and nginx reads: outside the checkout, because
         nginx's workers run as "nobody" when the stack runs as root, and a checkout
-        under a 0700 home is closed to them. One per stack (its nginx port)."""
-        return Path(tempfile.gettempdir()) / f"flashsale-static-{self.nginx_port}"
+        under a 0700 home is closed to them."""
+        return self.outside("static", mode=0o755)
 
     @property
     def docs_root(self) -> Path:
         """Where ``python -m stack docs`` builds the documentation site and nginx
         serves it at /docs/: outside the checkout, like the static files."""
-        return Path(tempfile.gettempdir()) / f"flashsale-docs-{self.nginx_port}"
+        return self.outside("docs", mode=0o755)
 
     @property
     def metrics_root(self) -> Path:
         """Where the app instances' workers keep their metrics (prometheus-client's
         multiprocess files, a directory per instance): in memory where the machine
         has /dev/shm, since every counted answer writes to a memory-mapped file
-        there. One per stack (its nginx port)."""
+        there."""
         shm = Path("/dev/shm")
-        base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.run_dir
-        return base / f"flashsale-metrics-{self.nginx_port}"
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            return self.outside("metrics", base=shm)
+        return self.dir("metrics")
 
     @property
     def nginx_cache_root(self) -> Path:
         """nginx's cache of the product page: outside the checkout, like the static
-        files, because nginx's workers write it. One per stack (its nginx port)."""
-        return Path(tempfile.gettempdir()) / f"flashsale-nginx-cache-{self.nginx_port}"
+        files. nginx makes the directory itself inside ours, and hands it to its workers."""
+        return self.outside("nginx-cache", mode=0o755) / "products"
+
+    @property
+    def outside_records(self) -> Path:
+        return self.run_dir / "outside"
+
+    def outside(self, kind: str, *, base: Path | None = None, mode: int = 0o700) -> Path:
+        """A directory of this stack's outside the checkout (in the system's temp dir
+        unless ``base``), made by ``mkdtemp`` under a name nobody can guess and recorded
+        in the run directory: on a shared host, another user cannot make it first,
+        nor point a link where ours would be. Made once, the same for every process
+        that reads the record; ``python -m stack clean`` removes it."""
+        record = self.outside_records / kind
+        if not record.exists():
+            made = Path(tempfile.mkdtemp(prefix=f"flashsale-{kind}-", dir=base))
+            made.chmod(mode)
+            self.dir("outside")
+            try:  # exclusive: of two processes making it at once, the first one's stays
+                with open(record, "x") as f:
+                    f.write(f"{made}\n")
+            except FileExistsError:
+                made.rmdir()
+        path = Path(record.read_text().strip())
+        if not _owned_directory(path):
+            # Gone (a reboot emptied /tmp) or not ours: make a new one.
+            record.unlink(missing_ok=True)
+            return self.outside(kind, base=base, mode=mode)
+        return path
 
     @property
     def admin_token_file(self) -> Path:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 
@@ -322,6 +324,19 @@ def down(config: StackConfig) -> None:
         return
     stopped = sup.shutdown()
     _say(f"down: stopped pids {' '.join(map(str, stopped))}")
+
+
+def clean(config: StackConfig) -> None:
+    """Stop the stack, then remove its run directory and its directories outside it."""
+    down(config)
+    records = config.outside_records
+    for record in sorted(records.glob("*")) if records.is_dir() else ():
+        path = Path(record.read_text().strip())
+        if path.is_dir() and not path.is_symlink() and path.stat().st_uid == os.geteuid():
+            shutil.rmtree(path)
+            _say(f"removed {path}")
+    shutil.rmtree(config.run_dir, ignore_errors=True)
+    _say(f"removed {config.run_dir}")
 
 
 def status(config: StackConfig) -> int:

@@ -1,0 +1,69 @@
+"""The stack's directories outside its checkout: unguessable, recorded, its own."""
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from stack.config import StackConfig
+from stack.control import clean
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
+    return StackConfig.from_env()
+
+
+def _remove(config: StackConfig) -> None:
+    for record in config.outside_records.glob("*"):
+        path = Path(record.read_text().strip())
+        if path.is_dir() and not path.is_symlink():
+            for child in sorted(path.rglob("*"), reverse=True):
+                child.rmdir() if child.is_dir() else child.unlink()
+            path.rmdir()
+
+
+def test_each_outside_directory_is_made_once_under_a_name_nobody_can_guess(config):
+    try:
+        static, docs, cache = config.static_root, config.docs_root, config.nginx_cache_root
+        assert StackConfig.from_env().static_root == static  # another process reads the same record
+        assert config.docs_root == docs
+        for path in (static, docs, cache.parent):
+            assert path.parent == Path(tempfile.gettempdir())
+            assert path.name.startswith("flashsale-") and not path.name.endswith(f"-{config.nginx_port}")
+            info = path.lstat()
+            assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+            assert stat.S_IMODE(info.st_mode) == 0o755  # nginx's workers read it, nobody else writes
+        assert len({static, docs, cache.parent}) == 3
+        metrics = config.metrics_root
+        assert stat.S_IMODE(metrics.lstat().st_mode) == 0o700 or metrics.is_relative_to(config.run_dir)
+    finally:
+        _remove(config)
+
+
+def test_a_record_that_points_at_something_not_ours_is_made_again(config, tmp_path):
+    try:
+        first = config.static_root
+        first.rmdir()
+        # Someone else's link where ours was (the record's path): never used.
+        target = tmp_path / "elsewhere"
+        target.mkdir()
+        first.symlink_to(target)
+        try:
+            again = config.static_root
+            assert again != first and not again.is_symlink()
+        finally:
+            first.unlink()
+    finally:
+        _remove(config)
+
+
+def test_clean_removes_the_run_directory_and_every_outside_directory(config):
+    made = [config.static_root, config.docs_root, config.nginx_cache_root.parent]
+    (made[0] / "staticfiles.json").write_text("{}")
+    clean(config)
+    assert not any(path.exists() for path in made)
+    assert not config.run_dir.exists()
