@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -121,6 +121,11 @@ test: install-test  ## lint, build the docs (strict), then the whole suite again
 	$(VENV)/bin/ruff check .
 	$(PY) -m stack docs
 	$(PY) -m stack run -- $(PY) -m pytest $(PYTEST_ARGS)
+
+check: install-test  ## what needs no server, in under two minutes: lint, the docs build, the tests that start nothing
+	$(VENV)/bin/ruff check .
+	$(PY) -m stack docs
+	$(PY) -m pytest -m "not server" -q $(PYTEST_ARGS)
 
 docs: install-test  ## build the documentation site (MkDocs, strict); nginx serves it at /docs/
 	$(PY) -m stack docs

@@ -60,3 +60,20 @@ def stack_apps(stack_config):
     client for them through nginx; at the end they are put back as started."""
     with apps_as_needed(stack_config) as use:
         yield lambda **changes: FlashsaleClient.for_stack(use(**changes))
+
+
+# What reaches a server of the stack: a test that asks for one of these fixtures
+# (itself or through another) or carries one of these marks is marked ``server``.
+# ``make check`` runs the others with no stack up, so a test that needs a server and
+# says nothing of it fails there.
+SERVER_FIXTURES = {"db", "transactional_db", "django_db_setup", "stack_config", "stack_apps",
+                   "redis_url", "zk_root", "live_server"}
+SERVER_MARKS = ("django_db", "e2e", "server")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marks
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
+                item.get_closest_marker(mark) for mark in SERVER_MARKS):
+            item.add_marker(pytest.mark.server)

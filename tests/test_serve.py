@@ -15,6 +15,8 @@ import requests
 
 from flashsale.serve import SERVERS, ServeError, command, server_name
 
+pytestmark = pytest.mark.server  # it starts servers of its own
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 

@@ -11,6 +11,8 @@ from stack.supervisor import Supervisor, pid_alive
 
 from .second_stack import PORTS, config_for, stack
 
+pytestmark = pytest.mark.server  # it starts servers of its own
+
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):

@@ -4,7 +4,11 @@ what it measured (the figures are its business)."""
 import subprocess
 import sys
 
+import pytest
+
 from stack.config import ROOT
+
+pytestmark = pytest.mark.server  # the script starts a Redis of its own
 
 
 def test_both_ways_run_and_batches_form_only_when_the_scripts_go_together():

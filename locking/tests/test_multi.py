@@ -12,6 +12,9 @@ from locking.backends.local import LocalLockBackend
 from locking.base import MultiLock
 from stack.scratch import free_port
 
+# Its backends are asked for by name (getfixturevalue): conftest.py cannot see them.
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture(params=["setnx", "redisson", "zookeeper", "local"])
 def backend(request):

@@ -7,6 +7,9 @@ import pytest
 from common.testing import in_thread
 from locking import LockNotOwnedError
 
+# Its backends are asked for by name (getfixturevalue): conftest.py cannot see them.
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture(params=["setnx", "redisson", "redisson_fair"])
 def backend(request):

@@ -88,6 +88,7 @@ def a_thread_with_the_ident_of(ident: int, work):
     pytest.fail("no new thread got the finished thread's ident in 200 tries")
 
 
+@pytest.mark.server  # its backends are asked for by name (getfixturevalue)
 @pytest.mark.parametrize("backend", ["redisson", "redisson_fair", "local"])
 def test_a_hold_left_by_a_finished_thread_is_not_the_next_threads_with_its_ident(backend, request):
     """A thread acquires and ends without releasing (an error path that skipped the

@@ -11,6 +11,8 @@ from locking.backends.redis.redlock import RedlockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from stack.scratch import redis_servers, start_redis
 
+pytestmark = pytest.mark.server  # it starts servers of its own
+
 
 @pytest.fixture(scope="module")
 def masters():

@@ -23,6 +23,9 @@ from orders.sales import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 
+# Its backends are asked for by name (getfixturevalue): conftest.py cannot see them.
+pytestmark = pytest.mark.server
+
 # Counts its runs in KEYS[1]; ARGV[1] > 0: first spins that many ms (a slow script:
 # the client's read of its reply times out, while Redis runs it to the end); < 0: an
 # error reply instead.

@@ -11,6 +11,8 @@ import redis
 
 from stack.clock import SteppedClock
 
+pytestmark = pytest.mark.server  # it starts servers of its own
+
 PORT = 7392
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from stack.hosts import Net
 
+pytestmark = pytest.mark.server  # it starts servers of its own
+
 REDIS_PORT = 7391
 
 
