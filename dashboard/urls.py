@@ -4,4 +4,5 @@ from . import views
 
 urlpatterns = [
     path("dashboard", views.dashboard, name="dashboard"),
+    path("dashboard/data/<str:panel>", views.PanelDataApi.as_view(), name="dashboard-data"),
 ]

@@ -68,7 +68,8 @@ def _cache_set(key: str, value: Any, timeout: float) -> None:
 
 class LogicalExpiry:
     def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
-                 fresh_s: Callable[[], float], keep_s: float = 300):
+                 fresh_s: Callable[[], float], keep_s: Callable[[], float] = lambda: 300):
+        # keep_s: how long Redis keeps an entry at all, stale or not
         self.load, self.key, self.fresh_s, self.keep_s = load, key, fresh_s, keep_s
 
     def get(self, name: str) -> Any:
@@ -85,7 +86,7 @@ class LogicalExpiry:
     def refresh(self, name: str) -> Any:
         """Load ``name`` and write it back, fresh."""
         value = self.load(name)
-        _cache_set(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s)
+        _cache_set(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
         return value
 
     def _rebuild_claimed(self, key: str) -> bool:

@@ -62,17 +62,25 @@ class FlashsaleClient:
         return response.json()
 
     def audit(self, sku: str, *, settle: float = 30.0) -> dict:
-        """The sale's audit. A product sold through the gate is audited once the
-        persisters have written every order it accepted (its backlog is 0), or
-        after ``settle`` seconds, whichever comes first (0: as it is now)."""
+        """The sale's full audit (the admin's: sent with this client's token). A
+        product sold through the gate is audited once the persisters have written
+        every order it accepted (its backlog is 0), or after ``settle`` seconds,
+        whichever comes first (0: as it is now)."""
         deadline = time.monotonic() + settle
         while True:
-            response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout)
+            response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout,
+                                        headers={"Authorization": f"Token {self.admin_token}"})
             response.raise_for_status()
             audit = response.json()
             if not (audit.get("gate") or {}).get("backlog") or time.monotonic() >= deadline:
                 return audit
             time.sleep(0.05)
+
+    def summary(self, sku: str) -> dict:
+        """The sale's public summary (no token): at most a second and one audit old."""
+        response = self.session.get(self._url(f"/api/products/{sku}/audit/summary"), timeout=self.timeout)
+        response.raise_for_status()
+        return response.json()
 
     def race_start(self, strategies: list[str], **sizes: int) -> requests.Response:
         """POST /api/admin/races (``sizes``: stock, buyers, concurrency); the response

@@ -13,7 +13,6 @@
 #   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
 #   TRUSTED_PROXIES "10.0.0.0/8"        a TLS terminator's addresses: the rates count its clients
 #   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
-#   PROMETHEUS  prometheus:9090         the Prometheus whose queries /prometheus/api/v1/ passes on
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,14 +52,14 @@ awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v stati
     -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
-    -v real_ip="$real_ip" -v status_server="$status_server" -v prometheus="${PROMETHEUS:-127.0.0.1:9090}" '
+    -v real_ip="$real_ip" -v status_server="$status_server" '
   /@\{real_ip\}/ { printf "%s", real_ip; next }
   /@\{status_server\}/ { printf "%s", status_server; next }
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }
   /@\{known_hosts\}/ { printf "%s", hosts; next }
   { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{docs_root\}/, docs); gsub(/@\{cache_root\}/, cache)
-    gsub(/@\{prometheus\}/, prometheus); gsub(/@\{server_names\}/, names); gsub(/@\{purchase_rate\}/, purchases); gsub(/@\{read_rate\}/, reads)
+    gsub(/@\{server_names\}/, names); gsub(/@\{purchase_rate\}/, purchases); gsub(/@\{read_rate\}/, reads)
     gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
 

@@ -1,4 +1,5 @@
-"""The orders JSON API: purchases, an order, a sale's audit and its reset. Each view
+"""The orders JSON API: purchases, an order, a sale's audit (in full for the admin,
+its summary for anyone) and its reset. Each view
 parses, calls one service or selector, and answers; errors leave through
 ``common.errors.exception_handler``."""
 
@@ -55,7 +56,7 @@ from .metrics import purchase_counted
 from .purchase import order_create
 from .results import OrderResult, Timings
 from .sales import sale_reset
-from .selectors import order_status_get, sale_audit_recent
+from .selectors import order_status_get, sale_audit_recent, sale_summary_get
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
 USER_ID_MAX_LENGTH = 64
@@ -240,6 +241,12 @@ class GateAuditSerializer(serializers.Serializer):
 
 
 class SaleAuditApi(APIView):
+    """The full audit: the ledger's match, the gate's stores and confirm times. Its
+    cost grows with the sale, and it tells how the sale is kept: the admin's."""
+
+    authentication_classes = [AdminTokenAuthentication, SessionAuthentication]
+    permission_classes = [IsStaff]
+
     @extend_schema_serializer(component_name="SaleAudit")
     class OutputSerializer(serializers.Serializer):
         sku = serializers.CharField()
@@ -261,10 +268,34 @@ class SaleAuditApi(APIView):
         strategy = serializers.CharField()
 
     @extend_schema(parameters=[SKU_PATH],
-                   responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
+                   responses={200: OutputSerializer, **error_responses(
+                       InvalidInput, NotFound, NOT_AUTHENTICATED, PERMISSION_DENIED)})
     def get(self, request, sku: str):
         audit = sale_audit_recent(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
+
+
+class SaleSummaryApi(APIView):
+    """The audit's public summary: orders, units sold, stock left, consistent or not;
+    at most ``FLASHSALE_AUDIT_SUMMARY_MS`` plus one audit old (``as_of`` says when)."""
+
+    # Public, and read by the page after every purchase: no session looked up.
+    authentication_classes: list = []
+
+    @extend_schema_serializer(component_name="SaleSummary")
+    class OutputSerializer(serializers.Serializer):
+        sku = serializers.CharField()
+        initial_stock = serializers.IntegerField()
+        orders = serializers.IntegerField()
+        sold = serializers.IntegerField()
+        remaining = serializers.IntegerField()
+        consistent = serializers.BooleanField()
+        as_of = serializers.DateTimeField()
+
+    @extend_schema(parameters=[SKU_PATH],
+                   responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
+    def get(self, request, sku: str):
+        return Response(self.OutputSerializer(sale_summary_get(sku=sku_checked(sku))).data)
 
 
 # The furthest a window's edge may be set from now: 30 days.

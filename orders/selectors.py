@@ -1,4 +1,5 @@
-"""Reads across orders and inventory: an order's status, and the audit of one sale."""
+"""Reads across orders and inventory: an order's status, and the audit of one sale:
+in full (``sale_audit``, for the admin) and as its public summary (``sale_summary_get``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from common.errors import NotFound
 from common.memory import ProcessMemory
 from common.strategies import Seller, strategy_of
 from inventory.models import StockFlow
+from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
 from .gate.sale import GateTally, OrderStatus, gate_order_get, gate_tally
@@ -193,3 +195,40 @@ def sale_audit_recent(*, sku: str) -> SaleAudit:
     else:
         _recent.pop(sku)
     return audit
+
+
+@dataclass(frozen=True)
+class SaleSummary:
+    """What anyone may know of a sale: its orders and units, and whether they add up."""
+
+    sku: str
+    initial_stock: int
+    orders: int
+    sold: int  # units, over every order
+    remaining: int  # the stock left
+    consistent: bool  # the full audit's verdict: orders within stock, ledger and stores agreeing
+    as_of: datetime  # when the audit behind it was taken
+
+
+def _summary_load(sku: str) -> SaleSummary:
+    audit = sale_audit(sku=sku)
+    return SaleSummary(sku=audit.sku, initial_stock=audit.initial_stock, orders=audit.orders,
+                       sold=audit.ordered_quantity, remaining=audit.remaining, consistent=audit.consistent,
+                       as_of=datetime.now().astimezone())
+
+
+# One audit per half-period for every instance at once, whoever asks; an entry
+# lives one period, so an answer is never older than that plus one audit.
+_summaries = LogicalExpiry(load=_summary_load, key=lambda sku: f"sale-summary:{sku}",
+                           fresh_s=lambda: settings.FLASHSALE_AUDIT_SUMMARY_MS / 2000,
+                           keep_s=lambda: settings.FLASHSALE_AUDIT_SUMMARY_MS / 1000)
+
+
+def sale_summary_get(*, sku: str) -> SaleSummary:
+    """The sale's public summary, from the shared cache: at most
+    ``FLASHSALE_AUDIT_SUMMARY_MS`` plus one audit old, whatever the sale's size and
+    however many ask. A Redis that is slow or gone costs an audit, never the answer.
+
+    :raises NotFound: no such product (not cached: the next reader asks again).
+    """
+    return _summaries.get(sku)

@@ -6,5 +6,6 @@ urlpatterns = [
     path("orders", apis.OrderCreateApi.as_view(), name="order-create"),
     path("orders/<int:order_id>", apis.OrderDetailApi.as_view(), name="order-detail"),
     path("products/<str:sku>/audit", apis.SaleAuditApi.as_view(), name="product-audit"),
+    path("products/<str:sku>/audit/summary", apis.SaleSummaryApi.as_view(), name="product-audit-summary"),
     path("admin/products/<str:sku>/reset", apis.SaleResetApi.as_view(), name="product-reset"),
 ]

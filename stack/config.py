@@ -273,6 +273,7 @@ class StackConfig:
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
             "DJANGO_SECRET_KEY": self.secret_key(),
             "DJANGO_STATIC_ROOT": str(self.static_root),
+            "FLASHSALE_PROMETHEUS_URL": f"http://127.0.0.1:{self.prometheus_port}",
             # Every load test here comes from one address, and the comparison's
             # buyers would trip a per-user rate too: off unless asked for.
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),

@@ -26,6 +26,11 @@ ZOOKEEPER_CLASSPATH = ":".join(
 )
 
 
+# Bounds on any one query and on how many run at once: the alerts are evaluated by
+# the same Prometheus the dashboard's data is asked of (docker-compose.yml: the same).
+PROMETHEUS_QUERY_LIMITS = ("--query.timeout=10s", "--query.max-samples=5000000", "--query.max-concurrency=4")
+
+
 class Placeholders(string.Template):
     # nginx configs are full of $variables; ours are @{name}.
     delimiter = "@"
@@ -311,8 +316,7 @@ def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
                   read_rate=config.nginx_read_rate,
                   upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "",
                   real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
-                  status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"),
-                  prometheus=f"127.0.0.1:{config.prometheus_port}")
+                  status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
     return Server(
         name="nginx",
         command=[binary("nginx"), "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
@@ -346,7 +350,7 @@ def prometheus(config: StackConfig) -> Server:
         name="prometheus",
         command=[binary("prometheus"), f"--config.file={conf}", f"--storage.tsdb.path={d / 'data'}",
                  "--storage.tsdb.retention.time=2d", f"--web.listen-address=127.0.0.1:{port}",
-                 "--log.level=warn"],
+                 "--log.level=warn", *PROMETHEUS_QUERY_LIMITS],
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/-/ready"),
         priority=40,

@@ -24,6 +24,7 @@ _REAL_PATH = {
     "GET /api/orders/{order_id}": {"order_id": ORDER_ID},
     "GET /api/products/{sku}": {"sku": SKU},
     "GET /api/products/{sku}/audit": {"sku": SKU},
+    "GET /api/products/{sku}/audit/summary": {"sku": SKU},
 }
 _write = threading.Lock()
 

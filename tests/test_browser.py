@@ -133,8 +133,8 @@ def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_ap
 
 def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page):
     """/dashboard, opened from the race page while a race runs: each panel drew what
-    Prometheus answered through nginx (the lock waits: the race has setnx and
-    zookeeper), and nothing it asked left the stack."""
+    the apps asked Prometheus for it (the lock waits: the race has setnx and
+    zookeeper), the page sent no query of its own, and nothing it asked left the stack."""
     client = stack_apps(strategy="atomic", instances=2, section_delay_ms=5.0)
     origin = stack_config.base_url
     requested = []
@@ -155,7 +155,8 @@ def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_app
     stack_config.dir("screenshots")
     page.screenshot(path=str(stack_config.run_dir / "screenshots" / "dashboard.png"), full_page=True)
     assert requested and all(url.startswith(origin) for url in requested)
-    assert any("/prometheus/api/v1/query_range?" in url for url in requested)
+    assert any("/dashboard/data/orders?window=" in url for url in requested)
+    assert not any("/prometheus/" in url or "query=" in url for url in requested)
 
 
 def test_the_docs_open_from_the_page_and_their_nav_reaches_a_strategy_and_the_results(

@@ -16,7 +16,7 @@ import yaml
 from django.conf import settings
 
 from stack.config import ROOT, StackConfig
-from stack.servers import nginx
+from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "nginx",
                 "locust-master", "prometheus", "grafana"}
@@ -100,8 +100,7 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     assert "migrate" not in migrate["depends_on"]
     nginx_depends = compose["services"]["nginx"]["depends_on"]
     assert nginx_depends == {"app1": {"condition": "service_healthy"},
-                             "app2": {"condition": "service_healthy"},
-                             "prometheus": {"condition": "service_started"}}
+                             "app2": {"condition": "service_healthy"}}
 
 
 def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose):
@@ -170,7 +169,7 @@ def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     assert result.returncode == 0, result.stderr
     text = conf.read_text()
     assert f"listen 127.0.0.1:{config.nginx_port};" in text
-    assert text.count("server 127.0.0.1:") == config.instances + 1  # and Prometheus, for /dashboard
+    assert text.count("server 127.0.0.1:") == config.instances  # and nothing of Prometheus's
     assert "location @too_large {" in text and "@@" not in text  # nginx's named locations
 
 
@@ -180,13 +179,13 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
                                  "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080",
-                                 "STATUS_LISTEN": "127.0.0.1:9113", "PROMETHEUS": "127.0.0.1:9090"})
+                                 "STATUS_LISTEN": "127.0.0.1:9113"})
     assert result.returncode == 0, result.stderr
     conf = Path(result.stdout.strip())
     text = conf.read_text()
     assert "listen 8080;" in text and "@{" not in text
     assert "location @too_large {" in text and "@@" not in text
-    assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:9090"]
+    assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
     assert "listen 127.0.0.1:9113;" in text and "stub_status;" in text
     check = nginx_t(conf, tmp_path)
     assert check.returncode == 0, check.stderr
@@ -226,6 +225,10 @@ def test_every_process_is_scraped_as_the_local_stack_scrapes_it(compose, tmp_pat
         [job["job_name"] for job in local["scrape_configs"]]
     prometheus = compose["services"]["prometheus"]
     assert f"{ROOT}/monitoring/rules.yml:/etc/prometheus/rules.yml:ro" in prometheus["volumes"]
+    # The local stack's bounds on queries, the same.
+    assert set(PROMETHEUS_QUERY_LIMITS) <= set(prometheus["command"])
+    for app in ("app1", "app2"):  # the dashboard's data is asked of it by the apps
+        assert compose["services"][app]["environment"]["FLASHSALE_PROMETHEUS_URL"] == "http://prometheus:9090"
     (tmp_path / "rules.yml").write_text((ROOT / "monitoring/rules.yml").read_text())
     config["rule_files"] = [str(tmp_path / "rules.yml")]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))

@@ -4,6 +4,7 @@ one error shape, with Retry-After where a retry makes sense, and bodies never to
 a temp file."""
 
 import json
+import re
 import signal
 import time
 import uuid
@@ -47,6 +48,7 @@ def test_no_instance_to_take_a_purchase_is_502_json_with_retry_after(stack_apps,
     assert response.status_code == 502
     assert response.headers["Content-Type"] == "application/json"
     assert response.headers["Retry-After"] == "1"
+    _request_id(response)
     body = response.json()
     assert (body["error"], body["backend"]) == ("unavailable", "app") and "Idempotency-Key" in body["message"]
 
@@ -70,6 +72,7 @@ def test_an_admin_action_outlasts_the_purchases_10_s_and_a_purchase_does_not(sta
                 supervisor.signal_group(name, signal.SIGCONT)
         purchase, reset = purchase.result(), reset.result()  # the reset raises unless 2xx
     assert purchase.status_code == 504 and purchase.json()["error"] == "timeout"
+    _request_id(purchase)
     assert reset["sku"] == "nginx-slow-admin"
     assert client.audit("nginx-slow-admin")["initial_stock"] == 7
 
@@ -151,6 +154,52 @@ def _product(client, sku: str, **headers) -> requests.Response:
 def _half_second(response: requests.Response) -> int:
     """The half-second nginx answered in (its Server-Timing ``now``)."""
     return int(float(response.headers["Server-Timing"].rsplit("now;desc=", 1)[1]) * 2)
+
+
+def _request_id(response: requests.Response) -> str:
+    """The answer's one ``X-Request-ID``: nginx's name for this request (32 hex digits)."""
+    ids = response.raw.headers.getlist("X-Request-ID")
+    assert len(ids) == 1 and re.fullmatch(r"[0-9a-f]{32}", ids[0]), (response.status_code, ids)
+    return ids[0]
+
+
+def test_a_cached_answer_carries_the_id_of_the_request_it_answers(stack_apps):
+    """Not that of the request that filled the cache (the instance's header is kept
+    with the answer; nginx drops it and sets its own)."""
+    client = stack_apps()
+    sku = f"nginx-cache-id-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, 5)
+    for _ in range(5):
+        answers = [_product(client, sku) for _ in range(3)]
+        if {a.headers["X-Cache"] for a in answers[1:]} == {"HIT"}:
+            break
+    assert [a.headers["X-Cache"] for a in answers][1:] == ["HIT", "HIT"]
+    assert len({_request_id(a) for a in answers}) == 3
+    # A client's own X-Request-ID names nothing: nginx's is the one.
+    sent = uuid.uuid4().hex
+    assert _request_id(_product(client, sku, **{"X-Request-ID": sent})) != sent
+
+
+def test_every_answer_nginx_gives_itself_carries_the_requests_id(stack_apps, stack_config):
+    client = stack_apps()
+    base = client.base_url
+    answers = {
+        404: requests.get(f"{base}/metrics", timeout=10),
+        421: requests.get(f"{base}/healthz", headers={"Host": "evil.example"}, timeout=10),
+        400: requests.get(f"{base}/api/products/a%00b", timeout=10),
+        405: requests.request("TRACE", f"{base}/api/orders", timeout=10),
+        413: requests.post(f"{base}/api/orders", data="x" * 20_000, timeout=10,
+                           headers={"Content-Type": "application/json"}),
+        414: requests.get(f"{base}/api/products/{'a' * 9000}", timeout=10),
+        # and the instances' answers through nginx: one id, nginx's
+        200: requests.get(f"{base}/healthz", timeout=10),
+    }
+    for status, response in answers.items():
+        assert response.status_code == status
+        _request_id(response)
+    assert len({_request_id(r) for r in answers.values()}) == len(answers)
+    static = requests.get(f"{base}/static/no-such-file.css", timeout=10)
+    assert static.status_code == 404 and _request_id(static)
 
 
 def test_nginx_keeps_a_product_answer_a_half_second_per_product_and_never_one_for_another(stack_apps):
@@ -272,6 +321,7 @@ def test_past_its_rate_an_address_is_429_json_from_nginx_and_nothing_is_written(
     assert refused.headers["Retry-After"] == "1"
     assert refused.json()["error"] == "throttled" and refused.json()["message"]
     assert "Server-Timing" not in refused.headers  # nginx's own answer
+    assert len({_request_id(p) for p in purchases}) == len(purchases)  # the 429s' too, each its own
     reads = [_product(client, sku).status_code for _ in range(20)]
     assert 200 in reads and 429 in reads, reads
     assert purchases[0].headers["X-Upstream"].startswith("127.0.0.1:")  # asked for here
@@ -288,10 +338,32 @@ def test_nginx_keeps_no_admin_or_audit_answer(stack_apps):
                               headers=auth, timeout=10)
         assert reset.status_code == 200 and "X-Cache" not in reset.headers
     audit_url = f"{client.base_url}/api/products/{sku}/audit"
-    first = requests.get(audit_url, timeout=10)
+    first = requests.get(audit_url, headers=auth, timeout=10)
     assert first.json()["orders"] == 0 and "X-Cache" not in first.headers
     assert client.order(sku, 1, "u1").status_code == 201
-    assert requests.get(audit_url, timeout=10).json()["orders"] == 1  # at once: never kept
+    assert requests.get(audit_url, headers=auth, timeout=10).json()["orders"] == 1  # at once: never kept
+
+
+def test_anyone_reads_the_audits_summary_and_only_the_admin_the_full_audit(stack_apps):
+    client = stack_apps()
+    sku = f"nginx-summary-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, 5)
+    assert client.order(sku, 2, "u1").status_code == 201
+    full = f"{client.base_url}/api/products/{sku}/audit"
+    refused = requests.get(full, timeout=10)
+    assert refused.status_code == 401 and refused.json()["error"] == "not_authenticated"
+    assert requests.get(full, headers={"Authorization": "Token wrong"}, timeout=10).status_code == 401
+    audit = client.audit(sku)  # with the stack's admin token
+    assert (audit["orders"], audit["flow_rows"], audit["consistent"]) == (1, 1, True)
+    # The summary: no token; kept a second for every instance, so within about that
+    # it shows the order (both instances answer in turn, from the same entry).
+    deadline = time.monotonic() + 5
+    while (summary := client.summary(sku))["orders"] != 1:
+        assert time.monotonic() < deadline, summary
+        time.sleep(0.1)
+    assert {k: summary[k] for k in ("orders", "sold", "remaining", "consistent")} == {
+        "orders": 1, "sold": 2, "remaining": 3, "consistent": True}
+    assert "flow_rows" not in summary and "gate" not in summary
 
 
 def test_behind_a_trusted_proxy_the_rates_count_the_addresses_it_forwards(stack_apps):

@@ -161,3 +161,57 @@ def test_nginx_status_is_on_its_own_port_only(stack_config):
     status = requests.get(f"http://127.0.0.1:{stack_config.nginx_status_port}/stub_status", timeout=10)
     assert status.status_code == 200 and "Active connections" in status.text
 
+
+
+def _api_requests(stack_config) -> float:
+    """Queries Prometheus' HTTP API has answered (instant and range), from its own
+    /metrics: what the dashboard's data costs it, rule evaluations aside."""
+    text = requests.get(f"http://127.0.0.1:{stack_config.prometheus_port}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("prometheus_http_requests_total{")
+               and ('handler="/api/v1/query"' in line or 'handler="/api/v1/query_range"' in line))
+
+
+def test_a_visitor_sends_prometheus_no_query_of_their_own(stack_apps):
+    client = stack_apps()
+    for path in ("/prometheus/api/v1/query?query=up", "/prometheus/api/v1/query_range?query=up&step=1",
+                 "/prometheus/api/v1/series?match[]=up", "/prometheus/graph"):
+        response = requests.get(f"{client.base_url}{path}", timeout=10)
+        assert response.status_code == 404 and response.json()["error"] == "not_found", path
+    for path, status in (("/dashboard/data/up", 404), ("/dashboard/data/orders?window=7", 400),
+                         ("/dashboard/data/orders?window=x", 400), ("/dashboard/data/orders?query=up", 200)):
+        response = requests.get(f"{client.base_url}{path}", timeout=10)
+        assert response.status_code == status and response.headers["Content-Type"] == "application/json", path
+    assert response.json()["lines"] is not None and "query" not in response.text
+
+
+def test_two_hundred_tabs_asking_at_once_cost_prometheus_one_answer_a_step(stack_apps, stack_config):
+    """The apps keep each panel's answer for its step in the shared cache: asked 200
+    times in about a second over both instances (directly: nginx's own rate limit for
+    the route is another test), Prometheus answers the panel's queries once per step."""
+    stack_apps()
+    panel = next(p for p in PANELS if len(p.queries) > 1)
+    urls = [f"http://127.0.0.1:{stack_config.app_port_of(name)}/dashboard/data/{panel.key}?window=300"
+            for name in stack_config.app_names]
+    before = _api_requests(stack_config)
+
+    def ask(n: int) -> dict:
+        time.sleep(n * 0.005)  # 200 over one second
+        response = requests.get(urls[n % len(urls)], headers={"Host": "localhost"}, timeout=10)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(ask, range(200)))
+    asked = _api_requests(stack_config) - before
+    steps = {answer["end"] for answer in answers}
+    assert len(steps) <= 3  # a second spans at most two 2 s steps, three with a slow start
+    assert 0 < asked <= len(panel.queries) * len(steps), (asked, steps)
+
+
+def test_past_its_rate_an_address_is_refused_the_dashboards_data_by_nginx(stack_apps):
+    client = stack_apps()
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: requests.get(f"{client.base_url}/dashboard/data/stock",
+                                                        timeout=10).status_code, range(80)))
+    assert 200 in statuses and 429 in statuses, statuses

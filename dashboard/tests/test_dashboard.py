@@ -31,3 +31,31 @@ def test_every_query_asks_for_a_recorded_rule_or_an_exported_gauge():
             names = set(re.findall(r"[a-zA-Z_:][\w:]*", query.expr)) - {"max", "sum", "by"}
             assert names and all(name in RECORDED or name.startswith("flashsale_gate_") for name in names), \
                 (panel.key, query.expr)
+
+
+@pytest.mark.parametrize(("path", "status", "error"), [
+    ("/dashboard/data/no-such-panel", 404, "not_found"),
+    ("/dashboard/data/orders?window=61", 400, "invalid"),
+    ("/dashboard/data/orders?window=300.0", 400, "invalid"),
+    ("/dashboard/data/orders?window=" + "9" * 5000, 400, "invalid"),
+])
+def test_the_data_route_takes_only_a_panel_of_its_own_and_an_offered_window(client, path, status, error):
+    response = client.get(path)
+    assert response.status_code == status and response.json()["error"] == error
+
+
+def test_without_a_prometheus_the_panels_are_503_json(client, settings):
+    settings.FLASHSALE_PROMETHEUS_URL = ""
+    response = client.get("/dashboard/data/orders")
+    assert response.status_code == 503 and response.json()["error"] == "unavailable"
+    assert response.json()["backend"] == "prometheus"
+
+
+def test_a_range_ends_on_its_step_so_every_tab_in_a_step_asks_the_same():
+    from dashboard.data import WINDOWS, panel_request
+
+    step = WINDOWS[900]
+    first, later, next_one = (panel_request(key="orders", window="900", now=now)
+                              for now in (1002.0, 1002.0 + step - 0.1, 1002.0 + step))
+    assert first.end == later.end == 1002 and next_one.end == 1002 + step and first.step == step
+    assert panel_request(key="orders", window=None, now=1001.0).window == 300

@@ -194,6 +194,10 @@ FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=Tr
 # Whether the purchases are counted for /metrics (common.metrics, orders.metrics):
 # off only to measure what counting costs.
 FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
+# The Prometheus the dashboard's panel data is asked of (/dashboard/data/<panel>), by
+# the server: visitors send no query of their own. Empty: the panels answer 503.
+FLASHSALE_PROMETHEUS_URL = env.str("FLASHSALE_PROMETHEUS_URL", default="")
+FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=5.0)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
 # gate's backlog is read from Redis by the apps, so that it shows with the persisters
 # down; the live sales' stock and oversold units from the database.
@@ -210,12 +214,15 @@ FLASHSALE_PURCHASE_SHORTCUT = env.bool("FLASHSALE_PURCHASE_SHORTCUT",
 FLASHSALE_PRODUCT_FRESH_MS = env.int("FLASHSALE_PRODUCT_FRESH_MS", default=500)
 # ... and how long each process keeps what it read from there, on top.
 FLASHSALE_PRODUCT_LOCAL_MS = env.int("FLASHSALE_PRODUCT_LOCAL_MS", default=100)
-# The audit answered at /api/products/<sku>/audit (orders.selectors.sale_audit_recent):
-# that of a sale of FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more is kept for
-# FLASHSALE_AUDIT_KEEP_MS, so a crowd refreshing a large sale's page costs the
-# database one audit per interval per instance; a smaller sale's is never kept.
+# The full audit, for the admin at /api/products/<sku>/audit
+# (orders.selectors.sale_audit_recent): that of a sale of
+# FLASHSALE_AUDIT_KEEP_FROM_ORDERS orders or more is kept for FLASHSALE_AUDIT_KEEP_MS
+# by each instance; a smaller sale's is never kept.
 FLASHSALE_AUDIT_KEEP_MS = env.int("FLASHSALE_AUDIT_KEEP_MS", default=1000)
 FLASHSALE_AUDIT_KEEP_FROM_ORDERS = env.int("FLASHSALE_AUDIT_KEEP_FROM_ORDERS", default=10_000)
+# The public summary at /api/products/<sku>/audit/summary is kept in the shared cache
+# this long, for every instance at once: an answer is at most this plus one audit old.
+FLASHSALE_AUDIT_SUMMARY_MS = env.int("FLASHSALE_AUDIT_SUMMARY_MS", default=1000)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the age at which a claim is stale.

@@ -161,7 +161,7 @@ def test_product_detail_and_audit(api, product):
     assert api.get("/api/products/sku-1").json() == {
         "sku": "sku-1", "name": "Phone", "stock": 8, "initial_stock": 10, "segments": 1,
         "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY}
-    audit = api.get("/api/products/sku-1/audit").json()
+    audit = api.get("/api/products/sku-1/audit", HTTP_AUTHORIZATION="Token test-admin-token").json()
     assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
                      "lost_updates": 0, "consistent": True, "retries": 0,
@@ -170,10 +170,27 @@ def test_product_detail_and_audit(api, product):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("path", ["/api/products/nope", "/api/products/nope/audit"])
+@pytest.mark.parametrize("path", ["/api/products/nope", "/api/products/nope/audit",
+                                  "/api/products/nope/audit/summary"])
 def test_unknown_product_is_404(api, path):
-    response = api.get(path)
+    response = api.get(path, HTTP_AUTHORIZATION="Token test-admin-token")
     assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+@pytest.mark.django_db
+def test_the_full_audit_is_the_admins_and_the_summary_anyones(api, product):
+    post_order(api)
+    anonymous = api.get("/api/products/sku-1/audit")
+    assert anonymous.status_code == 401 and anonymous.json()["error"] == "not_authenticated"
+    assert anonymous.headers["WWW-Authenticate"] == "Token"
+    wrong = api.get("/api/products/sku-1/audit", HTTP_AUTHORIZATION="Token nope")
+    assert wrong.status_code == 401
+    summary = api.get("/api/products/sku-1/audit/summary")
+    assert summary.status_code == 200
+    body = summary.json()
+    assert body.pop("as_of")
+    assert body == {"sku": "sku-1", "initial_stock": 10, "orders": 1, "sold": 2, "remaining": 8,
+                    "consistent": True}
 
 
 def test_unknown_url_is_a_json_404(api):
@@ -207,7 +224,7 @@ def test_reset_in_segments_splits_the_stock_and_the_audit_shows_each(api, produc
                                "segments": 4, "starts_at": None, "ends_at": None,
                                "strategy": settings.FLASHSALE_STRATEGY}
     assert post_order(api).status_code == 201  # 2 units from one segment
-    audit = api.get("/api/products/sku-1/audit").json()
+    audit = api.get("/api/products/sku-1/audit").json()  # the admin token, set above
     assert (audit["remaining"], audit["consistent"]) == (8, True)
     assert sorted(audit["segments_remaining"]) in ([1, 2, 2, 3], [0, 2, 3, 3])  # from a 3 or a 2
 
@@ -337,7 +354,7 @@ def test_openapi_schema_describes_the_contract(api):
     assert response.status_code == 200
     paths = json.loads(response.content)["paths"]
     assert {"/api/orders", "/api/products/{sku}", "/api/products/{sku}/audit",
-            "/api/admin/products/{sku}/reset"} <= set(paths)
+            "/api/products/{sku}/audit/summary", "/api/admin/products/{sku}/reset"} <= set(paths)
     assert "201" in paths["/api/orders"]["post"]["responses"]
 
 

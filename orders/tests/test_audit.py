@@ -3,9 +3,11 @@ picked by the database, a memory that does not grow with the sale, and the API's
 answer kept only when it was costly."""
 
 import datetime as dt
+import time
 import tracemalloc
 
 import pytest
+from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -116,6 +118,7 @@ def test_the_api_keeps_a_large_sales_audit_for_its_interval_and_a_smaller_ones_n
     monkeypatch.setattr(selectors.time, "monotonic", lambda: clock[0])
     selectors._recent.clear()
     api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION="Token test-admin-token")
 
     def orders() -> int:
         return api.get("/api/products/sku-1/audit").json()["orders"]
@@ -138,3 +141,27 @@ def test_the_api_keeps_a_large_sales_audit_for_its_interval_and_a_smaller_ones_n
         assert orders() == 6
         buy(6)
         assert orders() == 7  # a small sale, at the default: always as of now
+
+
+@pytest.mark.django_db
+def test_the_summary_is_one_audit_a_period_for_everyone_and_never_older(sold, monkeypatch):
+    loads = []
+    load = selectors._summaries.load
+    monkeypatch.setattr(selectors._summaries, "load", lambda sku: loads.append(sku) or load(sku))
+
+    def buy(n: int) -> None:
+        order_create(sku="sku-1", quantity=1, user_id=f"u{n}", idempotency_key=f"k{n}")
+
+    with override_settings(FLASHSALE_AUDIT_SUMMARY_MS=60_000):
+        first = selectors.sale_summary_get(sku="sku-1")
+        buy(3)
+        # However many ask (every instance reads the same Redis entry): one audit.
+        again = [selectors.sale_summary_get(sku="sku-1") for _ in range(50)]
+        assert loads == ["sku-1"] and {s.orders for s in again} == {first.orders} == {3}
+        assert (first.sold, first.remaining, first.consistent) == (3, 7, True)
+    with override_settings(FLASHSALE_AUDIT_SUMMARY_MS=200):
+        cache.clear()
+        selectors.sale_summary_get(sku="sku-1")
+        buy(4)
+        time.sleep(0.25)  # past the period: Redis no longer has the entry
+        assert selectors.sale_summary_get(sku="sku-1").orders == 5

@@ -462,7 +462,7 @@ def test_when_redis_lost_the_sale_the_audit_says_how_many_units_no_store_account
     assert (audit.orders, audit.remaining, audit.consistent) == (1, 3, False)
     assert (audit.gate.redis_lost, audit.gate.unknown_units, audit.gate.loaded) == (True, 3, 5)
     assert audit.gate.redis_remaining is None and audit.gate.backlog is None
-    body = APIClient().get("/api/products/sku-1/audit").json()
+    body = APIClient().get("/api/products/sku-1/audit", HTTP_AUTHORIZATION="Token test-admin-token").json()
     assert body["consistent"] is False and body["gate"]["unknown_units"] == 3
 
 
@@ -491,7 +491,7 @@ def test_the_api_answers_accepted_then_the_order_can_be_followed():
     for missing in (body["order_id"] + 2, body["order_id"] + 1, 2**62):
         response = api.get(f"/api/orders/{missing}")
         assert response.status_code == 404 and response.json()["error"] == "not_found"
-    audit = api.get("/api/products/sku-1/audit").json()
+    audit = api.get("/api/products/sku-1/audit", HTTP_AUTHORIZATION="Token test-admin-token").json()
     assert audit["gate"]["reconciled"] and audit["consistent"]
 
 

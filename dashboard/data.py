@@ -1,0 +1,130 @@
+"""The dashboard's panel data, asked of Prometheus by the server, never by the visitor.
+
+A visitor names a panel and one of a few windows; the expressions are the panel's
+own (``dashboard.panels``), the step is the window's, and the range ends at the last
+whole step. Every instance keeps each answer in the shared cache under that end, so
+all the tabs open in one step share one answer: the first to miss it takes a fill
+flag and asks Prometheus; the others wait for its answer (a bounded time, then ask
+themselves). A hundred open tabs cost Prometheus what one costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import requests
+from django.conf import settings
+from django.core.cache import cache
+
+from common.cache_errors import CACHE_ERRORS
+from common.errors import InvalidInput, NotFound, Unavailable
+
+from .panels import PANELS, Panel
+
+logger = logging.getLogger(__name__)
+
+# window (seconds) -> step (seconds): about 150 points a line, whichever is asked.
+WINDOWS = {60: 2, 300: 2, 900: 6, 3600: 24}
+DEFAULT_WINDOW = 300
+_FILL_WAIT_S = 2.0  # a fill slower than this: the waiting readers ask Prometheus themselves
+_POLL_S = 0.02
+_KEEP_S = 10  # the key carries the step's end: an entry is read only during its step
+
+
+@dataclass(frozen=True)
+class PanelRequest:
+    panel: Panel
+    window: int
+    step: int
+    end: int  # epoch seconds, a multiple of the step: the range's last point
+
+
+def panel_request(*, key: str, window: str | None, now: float | None = None) -> PanelRequest:
+    """:raises NotFound: no such panel. :raises InvalidInput: a window not offered."""
+    panel = next((p for p in PANELS if p.key == key), None)
+    if panel is None:
+        raise NotFound(f"no panel {key!r}", extra={"panels": [p.key for p in PANELS]})
+    try:
+        seconds = DEFAULT_WINDOW if window is None else int(window)
+    except ValueError:
+        seconds = -1
+    if seconds not in WINDOWS:
+        raise InvalidInput(f"window is one of {', '.join(map(str, WINDOWS))} (seconds)",
+                           extra={"fields": {"window": ["not offered"]}})
+    step = WINDOWS[seconds]
+    end = math.floor((time.time() if now is None else now) / step) * step
+    return PanelRequest(panel=panel, window=seconds, step=step, end=end)
+
+
+def panel_data_get(*, request: PanelRequest) -> dict:
+    """The panel's series (a graph: each line's points over the window) or rows (a
+    table: each series' value at the end), from the shared cache or Prometheus.
+
+    :raises Unavailable: Prometheus cannot be reached (or none is configured).
+    """
+    key = f"dashboard:{request.panel.key}:{request.window}:{request.end}"
+    kept = _cache_get(key)
+    if kept is not None:
+        return kept
+    if not _fill_claimed(key):
+        waited = time.monotonic() + _FILL_WAIT_S
+        while time.monotonic() < waited:
+            time.sleep(_POLL_S)
+            if (kept := _cache_get(key)) is not None:
+                return kept
+    data = _ask(request)
+    try:
+        cache.set(key, data, timeout=_KEEP_S)
+    except CACHE_ERRORS as e:
+        logger.warning("could not keep %s: %s", key, e)
+    return data
+
+
+def _cache_get(key: str) -> dict | None:
+    try:
+        return cache.get(key)
+    except CACHE_ERRORS as e:
+        logger.warning("cache unreadable, asking Prometheus: %s", e)
+        return None
+
+
+def _fill_claimed(key: str) -> bool:
+    try:
+        return cache.add(f"{key}:fill", 1, timeout=_FILL_WAIT_S)
+    except CACHE_ERRORS:
+        return True
+
+
+def _ask(request: PanelRequest) -> dict:
+    panel = request.panel
+    lines = []
+    for query in panel.queries:
+        if panel.kind == "table":
+            result = _prometheus("query", {"query": query.expr, "time": request.end})
+            lines += [{"metric": r["metric"], "legend": query.legend, "value": r["value"][1]} for r in result]
+        else:
+            result = _prometheus("query_range", {"query": query.expr, "start": request.end - request.window,
+                                                 "end": request.end, "step": request.step})
+            lines += [{"metric": r["metric"], "legend": query.legend, "values": r["values"]} for r in result]
+    return {"panel": panel.key, "kind": panel.kind, "unit": panel.unit, "window": request.window,
+            "step": request.step, "end": request.end, "lines": lines}
+
+
+def _prometheus(api: str, params: dict) -> list:
+    base = settings.FLASHSALE_PROMETHEUS_URL
+    if not base:
+        raise Unavailable("no Prometheus is configured (FLASHSALE_PROMETHEUS_URL)", backend="prometheus")
+    try:
+        response = requests.get(f"{base.rstrip('/')}/api/v1/{api}", params=params,
+                                timeout=settings.FLASHSALE_PROMETHEUS_TIMEOUT_S)
+        body = response.json()
+    except (requests.RequestException, ValueError) as e:
+        raise Unavailable(f"Prometheus did not answer: {type(e).__name__}", backend="prometheus") from e
+    if body.get("status") != "success":
+        # The expressions are ours: a refusal is Prometheus's limits, not the visitor's input.
+        raise Unavailable(f"Prometheus refused the query: {body.get('error', response.status_code)}",
+                          backend="prometheus")
+    return body["data"]["result"]
