@@ -11,9 +11,9 @@ from .second_stack import stack
 @pytest.fixture
 def second_run_dir(tmp_path):
     """A run directory for a second stack (tests/second_stack.py), stopped afterwards
-    whatever a failed assertion left running."""
+    whatever a failed assertion left running, and its directories outside removed."""
     yield tmp_path
-    stack(tmp_path, "down")
+    stack(tmp_path, "clean")
 
 
 @pytest.fixture

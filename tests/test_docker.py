@@ -16,6 +16,7 @@ import yaml
 from django.conf import settings
 
 from stack.config import ROOT, StackConfig
+from stack.control import clean
 from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "nginx",
@@ -163,11 +164,14 @@ def nginx_t(conf: Path, prefix: Path) -> subprocess.CompletedProcess:
 
 def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     config = StackConfig.from_env().replace(run_dir=tmp_path)
-    server = nginx(config)
-    conf = Path(server.command[server.command.index("-c") + 1])
-    result = nginx_t(conf, conf.parent)
+    try:
+        server = nginx(config)
+        conf = Path(server.command[server.command.index("-c") + 1])
+        result = nginx_t(conf, conf.parent)
+        text = conf.read_text()
+    finally:
+        clean(config)  # the directories its config names, made outside the run directory
     assert result.returncode == 0, result.stderr
-    text = conf.read_text()
     assert f"listen 127.0.0.1:{config.nginx_port};" in text
     assert text.count("server 127.0.0.1:") == config.instances  # and nothing of Prometheus's
     assert "location @too_large {" in text and "@@" not in text  # nginx's named locations
