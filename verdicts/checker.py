@@ -120,6 +120,9 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) 
                                          "reads: a sku's history has one reset and at most one final read"))
         return verdict
     reset, final = resets[0], (finals[0] if finals else None)
+    if malformed := _malformed(sku, purchases, final):
+        verdict.anomalies.append(malformed)
+        return verdict
     at_end: dict[str, list[int]] = defaultdict(list)  # the final read's orders, by key
     for key, order_id in (final.orders if final else []):
         at_end[key].append(order_id)
@@ -134,6 +137,24 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) 
                                             [op for op in window.ops if isinstance(op, Purchase)]))
     verdict.seconds = time.perf_counter() - started
     return verdict
+
+
+def _malformed(sku: str, purchases: list[Purchase], final: Final | None) -> Anomaly | None:
+    """What the search cannot judge, refused with why: a purchase of less than one
+    unit (the model's stock would go up), and a final read taken while an operation
+    was still in flight (it is the state after every operation; one that overlaps
+    it may land after it, and an unknown one is taken to have landed before it)."""
+    below = [op for op in purchases if op.quantity < 1]
+    if below:
+        return Anomaly("malformed", sku, f"{len(below)} purchases of less than one unit "
+                       f"(quantity {below[0].quantity}): a purchase takes at least one", below)
+    if final is not None:
+        overlapping = [op for op in purchases
+                       if op.invoke >= final.at or (op.complete is not None and op.complete >= final.at)]
+        if overlapping:
+            return Anomaly("malformed", sku, f"the final read (at {final.at}) overlaps {len(overlapping)} "
+                           "operations: it must be taken once every operation has completed", overlapping)
+    return None
 
 
 def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[str, list[int]]
