@@ -286,7 +286,7 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
     states: frozenset = frozenset([init])
     linearized = 0
     cache: set[tuple[int, frozenset]] = set()
-    calls: list[tuple[_Node, frozenset]] = []
+    calls: list[tuple[_Node, frozenset, bool]] = []
     furthest, furthest_at = -1, None
     entry = head.next
     while head.next is not None:
@@ -306,7 +306,12 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
                     if len(cache) >= budget_states:
                         return None, None, len(cache)
                     cache.add((marked, following))
-                    calls.append((entry, states))
+                    # A sold_out that every state here allows (the stock is below it)
+                    # is ordered now, and no other choice is tried in its place: it
+                    # only ever removes states, so any order that places it later
+                    # works with it here. (An unknown purchase may add states: not it.)
+                    refusal = isinstance(step.op, Purchase) and step.op.outcome == FAILED
+                    calls.append((entry, states, refusal and following == states))
                     states, linearized = following, marked
                     if entry.index in alike:
                         taken[alike[entry.index][0]] += 1
@@ -320,13 +325,16 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
             at = position[id(entry)]
             if at > furthest:
                 furthest, furthest_at = at, (entry.index, states, linearized)
-            if not calls:
-                return False, _window(steps, ends, furthest_at), len(cache)
-            entry, states = calls.pop()
-            linearized &= ~(1 << entry.index)
-            if entry.index in alike:
-                taken[alike[entry.index][0]] -= 1
-            unlift(entry)
+            while True:
+                if not calls:
+                    return False, _window(steps, ends, furthest_at), len(cache)
+                entry, states, unchanged = calls.pop()
+                linearized &= ~(1 << entry.index)
+                if entry.index in alike:
+                    taken[alike[entry.index][0]] -= 1
+                unlift(entry)
+                if not unchanged:
+                    break
             entry = entry.next
     return True, None, len(cache)
 
