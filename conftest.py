@@ -57,8 +57,10 @@ def stack_config() -> StackConfig:
 def stack_apps(stack_config):
     """``stack_apps(strategy=..., instances=..., ...)`` restarts the stack's app
     instances so configured (only when that is not what runs) and returns an API
-    client for them through nginx; at the end they are put back as started."""
-    with apps_as_needed(stack_config) as use:
+    client for them through nginx; at the end they are put back as started. Between
+    two tests nothing sells, so the instances restart all at once, not half at a time;
+    a test that switches while it sells asks for that (``rolling=True``)."""
+    with apps_as_needed(stack_config, rolling=False) as use:
         yield lambda **changes: FlashsaleClient.for_stack(use(**changes))
 
 

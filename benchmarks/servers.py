@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     searched: dict[tuple[str, int, int], dict[str, Run]] = {}
     best = _shapes(args.shape, (config.workers, config.threads))
     runs: dict[str, list[dict[str, Run]]] = {server: [] for server in SERVERS}
-    with apps_as_needed(config) as use:
+    with apps_as_needed(config, rolling=False) as use:  # nothing sells between two rows
         if args.search:
             for n, (workers, threads) in enumerate(SHAPES):
                 for server in alternating(n + 1)[-2:]:  # the order flipped each shape

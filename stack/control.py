@@ -124,20 +124,20 @@ def _nginx_workers(master: int) -> list[psutil.Process]:
 
 
 def _replace(sup: Supervisor, config: StackConfig, names: list[str]) -> None:
-    """Stop ``names`` (gracefully) and take up their new definitions; those no longer
-    in ``config`` are gone."""
+    """Stop ``names`` (gracefully, all at once) and take up their new definitions;
+    those no longer in ``config`` are gone."""
+    sup.replace_all([name for name in names if name in config.app_names])
     for name in names:
-        if name in config.app_names:
-            sup.replace(name)
-        else:
+        if name not in config.app_names:
             sup.remove(name)
 
 
 def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]],
-                  changed: set[str]) -> None:
+                  changed: set[str], *, rolling: bool = True) -> None:
     """Replace the app instances whose definition changed (``changed``: changed, added
     or removed) while nginx sends every request to instances that stay up: with two
-    instances or more, no request fails for a change.
+    instances or more, no request fails for a change. Not ``rolling``: all of them
+    at once, for a caller that sends nothing meanwhile (a test between two sales).
 
     The changed instances go in two halves. nginx stops sending to the first half;
     once none of it has a request in flight (``_nginx_send_to``), it restarts with the
@@ -163,7 +163,7 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
              f"their purchases until the last of the old has stopped")
     else:
         config.released_file.touch()
-    if not _running(sup, "nginx") or not running:
+    if not rolling or not _running(sup, "nginx") or not running:
         _replace(sup, config, replaced)
         _released(config, before, switch)
         _start(sup, config, [app(config, name) for name in new])
@@ -197,11 +197,11 @@ def _released(config: StackConfig, before: set[str], switch: bool) -> None:
 
 
 def _start_front(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]],
-                 changed: set[str]) -> None:
+                 changed: set[str], *, rolling: bool = True) -> None:
     """The app instances in line with ``config`` (``_apps_in_line``), the persisters and
     the race runner started, then nginx; a running nginx reloads, since the upstream
     list in its config may have changed."""
-    _apps_in_line(sup, config, earlier, changed)
+    _apps_in_line(sup, config, earlier, changed, rolling=rolling)
     _start(sup, config, workers(config))
     front = nginx(config)
     if sup.info(front.name)["statename"] == "RUNNING":
@@ -281,15 +281,16 @@ def start_again(config: StackConfig, names: list[str]) -> None:
     _start(Supervisor(config), config, [by_name[name] for name in names])
 
 
-def reconfigure(config: StackConfig) -> StackConfig:
+def reconfigure(config: StackConfig, *, rolling: bool = True) -> StackConfig:
     """Bring a running stack in line with ``config`` (strategy, race delay, instances,
-    workers): only the app instances restart, and nginx reloads its upstream."""
+    workers): only the app instances restart, and nginx reloads its upstream. Not
+    ``rolling``: the changed instances restart all at once (nothing may be selling)."""
     sup = Supervisor(config)
     if not sup.is_running():
         raise StackError("the stack is not running: `make up` first")
     earlier = written_environments(config)
     write_conf(config, all_servers(config))
-    _start_front(sup, config, earlier, _conf_applied(sup))
+    _start_front(sup, config, earlier, _conf_applied(sup), rolling=rolling)
     _say(f"apps now: strategy={config.strategy} instances={config.instances} server={config.server} "
          f"workers={config.workers} section_delay_ms={config.section_delay_ms:g} "
          f"fast_path={'on' if config.fast_path else 'off'} metrics={'on' if config.metrics else 'off'}")
@@ -297,24 +298,25 @@ def reconfigure(config: StackConfig) -> StackConfig:
 
 
 @contextmanager
-def apps_as_needed(config: StackConfig) -> Iterator[Callable[..., StackConfig]]:
+def apps_as_needed(config: StackConfig, *, rolling: bool = True) -> Iterator[Callable[..., StackConfig]]:
     """Yield ``use(**changes)``, which restarts the app instances with ``config`` so
     changed, unless that is what already runs; on the way out, the instances are
-    put back to ``config``."""
+    put back to ``config``. ``rolling`` as in ``reconfigure``; a call may say
+    otherwise (``use(rolling=True, ...)``: a switch while a sale runs)."""
     current = config
 
-    def use(**changes) -> StackConfig:
+    def use(*, rolling: bool = rolling, **changes) -> StackConfig:
         nonlocal current
         wanted = config.replace(**changes)
         if wanted != current:
-            current = reconfigure(wanted)
+            current = reconfigure(wanted, rolling=rolling)
         return wanted
 
     try:
         yield use
     finally:
         if current != config:
-            reconfigure(config)
+            reconfigure(config, rolling=rolling)
 
 
 def down(config: StackConfig) -> None:

@@ -230,6 +230,20 @@ class Supervisor:
         self.remove(name)
         self.rpc.addProcessGroup(name)
 
+    def replace_all(self, names: list[str], timeout: float = 90) -> None:
+        """``replace`` for several programs, stopped at once (each by its graceful
+        stop signal) rather than one after another."""
+        for name in names:
+            self.rpc.stopProcessGroup(name, False)
+        deadline = time.monotonic() + timeout
+        while any(self.info(name)["statename"] in RUNNING_STATES | {"STOPPING"} for name in names):
+            if time.monotonic() > deadline:
+                raise StackError(f"{', '.join(names)} did not stop within {timeout:.0f} s")
+            time.sleep(0.05)
+        for name in names:
+            self.rpc.removeProcessGroup(name)
+            self.rpc.addProcessGroup(name)
+
     def remove(self, name: str) -> None:
         """Stop program ``name`` (its stop signal: a graceful stop) and forget it."""
         self.rpc.stopProcessGroup(name, True)

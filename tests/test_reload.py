@@ -119,9 +119,10 @@ def switched_under_load(stack_apps, sku: str, before: str, after: str, **setting
     with Load(client.base_url, sku) as load:
         time.sleep(1.0)
         sold_before = load.purchases[201]
-        stack_apps(strategy=after, **settings)  # a switch: the barrier
+        stack_apps(strategy=after, rolling=True, **settings)  # a switch: the barrier
         time.sleep(1.0)
-        stack_apps(strategy=after, **{**settings, "section_delay_ms": settings["section_delay_ms"] - 1})
+        stack_apps(strategy=after, rolling=True,
+                   **{**settings, "section_delay_ms": settings["section_delay_ms"] - 1})
         time.sleep(1.0)
     assert not load.failures, (load.purchases, load.reads, load.resent, Counter(load.failures).most_common(5))
     assert sold_before > 0 and load.purchases[201] > sold_before and load.reads[200] > 0
