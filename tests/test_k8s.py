@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,8 +135,12 @@ print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
 def settings_of(env: dict[str, str]) -> dict:
     """The settings a process of exactly this environment gets; AssertionError with
     Django's complaint when they refuse to load (a required setting missing)."""
-    done = subprocess.run([sys.executable, "-c", ENDPOINTS], cwd=ROOT, capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], **env}, timeout=120)
+    with tempfile.TemporaryDirectory() as private:
+        # The pod's /tmp is its own; this machine's is shared: its metrics go elsewhere.
+        if "PROMETHEUS_MULTIPROC_DIR" in env:
+            env = {**env, "PROMETHEUS_MULTIPROC_DIR": private}
+        done = subprocess.run([sys.executable, "-c", ENDPOINTS], cwd=ROOT, capture_output=True, text=True,
+                              env={"PATH": os.environ["PATH"], **env}, timeout=120)
     assert done.returncode == 0, done.stderr[-1500:]
     return json.loads(done.stdout)
 
