@@ -27,7 +27,7 @@ BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisor
 APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
 
 
-def _owned_directory(path: Path) -> bool:
+def owned_directory(path: Path) -> bool:
     """A directory (not a link to one) that this user owns."""
     try:
         info = path.lstat()
@@ -214,7 +214,7 @@ class StackConfig:
             except FileExistsError:
                 made.rmdir()
         path = Path(record.read_text().strip())
-        if not _owned_directory(path):
+        if not owned_directory(path):
             # Gone (a reboot emptied /tmp) or not ours: make a new one.
             record.unlink(missing_ok=True)
             return self.outside(kind, base=base, mode=mode)

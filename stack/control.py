@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from .config import ROOT, StackConfig
+from .config import ROOT, StackConfig, owned_directory
 from .servers import (
     Server,
     StackError,
@@ -334,7 +334,7 @@ def clean(config: StackConfig) -> None:
     records = config.outside_records
     for record in sorted(records.glob("*")) if records.is_dir() else ():
         path = Path(record.read_text().strip())
-        if path.is_dir() and not path.is_symlink() and path.stat().st_uid == os.geteuid():
+        if owned_directory(path):
             shutil.rmtree(path)
             _say(f"removed {path}")
     shutil.rmtree(config.run_dir, ignore_errors=True)

@@ -17,15 +17,6 @@ def config(tmp_path, monkeypatch):
     return StackConfig.from_env()
 
 
-def _remove(config: StackConfig) -> None:
-    for record in config.outside_records.glob("*"):
-        path = Path(record.read_text().strip())
-        if path.is_dir() and not path.is_symlink():
-            for child in sorted(path.rglob("*"), reverse=True):
-                child.rmdir() if child.is_dir() else child.unlink()
-            path.rmdir()
-
-
 def test_each_outside_directory_is_made_once_under_a_name_nobody_can_guess(config):
     try:
         static, docs, cache = config.static_root, config.docs_root, config.nginx_cache_root
@@ -41,7 +32,7 @@ def test_each_outside_directory_is_made_once_under_a_name_nobody_can_guess(confi
         metrics = config.metrics_root
         assert stat.S_IMODE(metrics.lstat().st_mode) == 0o700 or metrics.is_relative_to(config.run_dir)
     finally:
-        _remove(config)
+        clean(config)
 
 
 def test_a_record_that_points_at_something_not_ours_is_made_again(config, tmp_path):
@@ -58,7 +49,7 @@ def test_a_record_that_points_at_something_not_ours_is_made_again(config, tmp_pa
         finally:
             first.unlink()
     finally:
-        _remove(config)
+        clean(config)
 
 
 def test_clean_removes_the_run_directory_and_every_outside_directory(config):
