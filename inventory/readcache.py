@@ -28,42 +28,18 @@ costs the load, never the answer: each falls back to it.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.core.cache import cache
 
-from common.cache_errors import CACHE_ERRORS
+from common.cache_errors import CACHE_ERRORS, UNREADABLE, cache_read, cache_write
 from locking.base import BaseLock, BaseLockBackend
 from locking.exceptions import LockNotAcquiredError
 
 if TYPE_CHECKING:  # a type only: the product read imports this module, not Redis's locks
     from locking.backends.redis.redisson_rw import ReadWriteLock, RedissonReadWriteLockBackend
-
-logger = logging.getLogger(__name__)
-
-
-_UNREADABLE = object()
-
-
-def _cache_get(key: str) -> Any:
-    """The entry, None when there is none, ``_UNREADABLE`` when Redis cannot answer
-    (the caller loads the value instead)."""
-    try:
-        return cache.get(key)
-    except CACHE_ERRORS as e:
-        logger.warning("cache unreadable, loading %s: %s", key, e)
-        return _UNREADABLE
-
-
-def _cache_set(key: str, value: Any, timeout: float) -> None:
-    """Write the entry if Redis takes it; if not, the next reader loads again."""
-    try:
-        cache.set(key, value, timeout=timeout)
-    except CACHE_ERRORS as e:
-        logger.warning("could not cache %s: %s", key, e)
 
 
 class LogicalExpiry:
@@ -74,8 +50,8 @@ class LogicalExpiry:
 
     def get(self, name: str) -> Any:
         key = self.key(name)
-        entry = _cache_get(key)
-        if entry is _UNREADABLE:
+        entry = cache_read(key)
+        if entry is UNREADABLE:
             return self.load(name)
         if entry is not None:
             value, fresh_until = entry
@@ -86,7 +62,7 @@ class LogicalExpiry:
     def refresh(self, name: str) -> Any:
         """Load ``name`` and write it back, fresh."""
         value = self.load(name)
-        _cache_set(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
+        cache_write(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
         return value
 
     def _rebuild_claimed(self, key: str) -> bool:
@@ -111,8 +87,8 @@ class _LockedRebuild:
 
     def get(self, name: str) -> Any:
         key = self.key(name)
-        value = _cache_get(key)
-        if value is _UNREADABLE:
+        value = cache_read(key)
+        if value is UNREADABLE:
             return self.load(name)
         if value is not None:
             return value
@@ -121,10 +97,10 @@ class _LockedRebuild:
             # Whoever holds it is slow: load rather than fail (the wait was the bound).
             return self.load(name)
         try:
-            value = _cache_get(key)
-            if value is None or value is _UNREADABLE:
+            value = cache_read(key)
+            if value is None or value is UNREADABLE:
                 value = self.load(name)
-                _cache_set(key, value, self.ttl_s)
+                cache_write(key, value, self.ttl_s)
             return value
         finally:
             lock.release()
@@ -155,7 +131,7 @@ class GuardedCacheAside(_LockedRebuild):
             raise LockNotAcquiredError(f"rebuilds of {key} outlasted {self.wait_s}s", lock_name=write.name)
         try:
             result = change()
-            # Not through _cache_set's forgiveness: an entry that should have gone
+            # Not through cache_write's forgiveness: an entry that should have gone
             # and stayed would be served until it expires, so a failure is raised.
             cache.delete(key)
             return result
