@@ -10,7 +10,6 @@ themselves). A hundred open tabs cost Prometheus what one costs.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import dataclass
@@ -19,12 +18,10 @@ import requests
 from django.conf import settings
 from django.core.cache import cache
 
-from common.cache_errors import CACHE_ERRORS
+from common.cache_errors import CACHE_ERRORS, UNREADABLE, cache_read, cache_write
 from common.errors import InvalidInput, NotFound, Unavailable
 
 from .panels import PANELS, Panel
-
-logger = logging.getLogger(__name__)
 
 # window (seconds) -> step (seconds): about 150 points a line, whichever is asked.
 WINDOWS = {60: 2, 300: 2, 900: 6, 3600: 24}
@@ -66,29 +63,21 @@ def panel_data_get(*, request: PanelRequest) -> dict:
     :raises Unavailable: Prometheus cannot be reached (or none is configured).
     """
     key = f"dashboard:{request.panel.key}:{request.window}:{request.end}"
-    kept = _cache_get(key)
+    kept = cache_read(key)
+    if kept is UNREADABLE:
+        return _ask(request)
     if kept is not None:
         return kept
     if not _fill_claimed(key):
         waited = time.monotonic() + _FILL_WAIT_S
         while time.monotonic() < waited:
             time.sleep(_POLL_S)
-            if (kept := _cache_get(key)) is not None:
+            kept = cache_read(key)
+            if kept is not None and kept is not UNREADABLE:
                 return kept
     data = _ask(request)
-    try:
-        cache.set(key, data, timeout=_KEEP_S)
-    except CACHE_ERRORS as e:
-        logger.warning("could not keep %s: %s", key, e)
+    cache_write(key, data, _KEEP_S)
     return data
-
-
-def _cache_get(key: str) -> dict | None:
-    try:
-        return cache.get(key)
-    except CACHE_ERRORS as e:
-        logger.warning("cache unreadable, asking Prometheus: %s", e)
-        return None
 
 
 def _fill_claimed(key: str) -> bool:
