@@ -117,10 +117,10 @@ verdicts: up  ## strategies x nemeses, every operation recorded and checked for 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
-test: install-test  ## lint, build the docs (strict), then the whole suite against a stack it starts (and stops)
+test: install-test  ## lint, build the docs (strict), then the whole suite (two workers) against a stack it starts (and stops)
 	$(VENV)/bin/ruff check .
 	$(PY) -m stack docs
-	$(PY) -m stack run -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m stack run -- env PYTHON=$(PY) scripts/suite.sh $(PYTEST_ARGS)
 
 check: install-test  ## what needs no server, in under two minutes: lint, the docs build, the tests that start nothing
 	$(VENV)/bin/ruff check .

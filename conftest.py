@@ -1,6 +1,8 @@
 """Fixtures shared by every app's tests. The suite talks to the real MariaDB and
 Redis of the local stack (``make test`` starts it); nothing here is a fake."""
 
+import os
+
 import pytest
 from django.core.cache import cache
 
@@ -9,6 +11,7 @@ from loadtest.client import FlashsaleClient
 from orders.gate.store import gate_redis
 from stack.config import StackConfig
 from stack.control import apps_as_needed
+from stack.servers import infrastructure
 from stack.supervisor import Supervisor
 
 
@@ -72,6 +75,22 @@ SERVER_FIXTURES = {"db", "transactional_db", "django_db_setup", "stack_config", 
                    "redis_url", "zk_root", "live_server"}
 SERVER_MARKS = ("django_db", "e2e", "server")
 
+# ``make test`` runs two pytest at once (scripts/suite.sh), each with a test database
+# and Redis databases of its own (flashsale.settings.test). What cannot run beside
+# anything else goes to the first, in order (``stack``): the tests that drive the
+# stack's app instances, nginx or its watchers (they restart the instances at will).
+# A test on servers of its own (``hosted``: stack.hosted's test hosts; the second
+# stack) needs none of them. A test that faults a server both use (``exclusive``)
+# runs after both, alone.
+STACK_FIXTURES = {"stack_apps", "stack_config", "live_server"}
+
+
+def drives_the_stack(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    if "second_run_dir" in names or item.get_closest_marker("hosted"):
+        return False
+    return bool(names & STACK_FIXTURES) or bool(item.get_closest_marker("e2e"))
+
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marks
 def pytest_collection_modifyitems(items):
@@ -79,3 +98,41 @@ def pytest_collection_modifyitems(items):
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
                 item.get_closest_marker(mark) for mark in SERVER_MARKS):
             item.add_marker(pytest.mark.server)
+        if drives_the_stack(item):
+            item.add_marker(pytest.mark.stack)
+
+
+# What stops, signals or replaces a server through supervisord.
+FAULTING = ("stop", "signal_group", "kill", "replace", "replace_all", "remove", "shutdown")
+
+
+@pytest.fixture(autouse=True)
+def _shared_servers_left_alone(request, monkeypatch):
+    """Beside the other pytest, a test that faults the stack's MariaDB, Redis or
+    ZooKeeper fails at once, naming the mark it lacks, instead of failing the other
+    worker's tests at random."""
+    if not os.environ.get("FLASHSALE_TEST_WORKER") or request.node.get_closest_marker("exclusive"):
+        yield
+        return
+    shared = StackConfig.from_env()
+    shared_names = {server.name for server in infrastructure(shared)}
+
+    def guarded(method):
+        original = getattr(Supervisor, method)
+
+        def faulting(self, *args, **kwargs):
+            if method == "shutdown":
+                names = shared_names
+            else:
+                named = args[0] if args else kwargs.get("name", kwargs.get("names", ()))
+                names = {named} if isinstance(named, str) else set(named)
+            if self.config.run_dir == shared.run_dir and (hit := names & shared_names):
+                raise AssertionError(f"{request.node.nodeid} faults {', '.join(sorted(hit))}, which the "
+                                     f"other pytest's tests use: mark it exclusive")
+            return original(self, *args, **kwargs)
+
+        return faulting
+
+    for method in FAULTING:
+        monkeypatch.setattr(Supervisor, method, guarded(method))
+    yield

@@ -23,7 +23,7 @@ from stack.config import ROOT
 from stack.control import start_again
 from stack.supervisor import Supervisor
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # MariaDB stopped, the Redis servers crashed
 
 
 def sell(client, sku: str, count: int) -> dict[str, int]:

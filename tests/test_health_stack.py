@@ -6,7 +6,7 @@ import requests
 
 from stack.supervisor import Supervisor
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # ZooKeeper stopped
 
 
 def _probe(client, path: str) -> requests.Response:

@@ -13,7 +13,7 @@ from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
 from verdicts.matrix import run_cell
 from verdicts.timeline import svg
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.hosted]
 
 SMALL = dict(stock=30, buyers=240, threads=12, trigger=10)
 

@@ -1,20 +1,28 @@
 """Test settings: base, with only what the suite needs changed.
 
-pytest-django creates ``test_<dbname>`` on the stack's MariaDB; the suite's Redis
-keys live in their own database (1) of each of the stack's Redis servers, so clearing
-them never touches the stack's.
+pytest-django creates ``test_<dbname>`` on the stack's MariaDB; the suite's Redis keys
+live in a database of their own (1) of each of the stack's Redis servers, so clearing
+them never touches the stack's. ``make test`` runs two pytest at once
+(scripts/suite.sh): the second (FLASHSALE_TEST_WORKER=1) has ``test_<dbname>_1``,
+Redis database 2 and ZooKeeper locks under a root of its own, so neither touches the
+other's.
 """
 
 from .base import *  # noqa: F403
-from .base import CACHES, LOCKING, REDIS_GATE_PORT, REDIS_PORT, STORAGES, env
+from .base import CACHES, DATABASES, LOCKING, REDIS_GATE_PORT, REDIS_PORT, STORAGES, env
 
-TEST_REDIS_URL = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/1")
+WORKER = env.int("FLASHSALE_TEST_WORKER", default=0)
+if WORKER:
+    DATABASES["default"]["TEST"] = {**DATABASES["default"]["TEST"],
+                                    "NAME": f"test_{DATABASES['default']['NAME']}_{WORKER}"}
+TEST_REDIS_DB = 1 + WORKER
+TEST_REDIS_URL = env.str("TEST_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/{TEST_REDIS_DB}")
 CACHES["default"]["LOCATION"] = TEST_REDIS_URL
 for _alias in LOCKING.values():
     if "url" in _alias.get("OPTIONS", {}):
         _alias["OPTIONS"]["url"] = TEST_REDIS_URL
-FLASHSALE_GATE_REDIS_URL = env.str("TEST_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/1")
-LOCKING["zookeeper"]["OPTIONS"]["root"] = "/flashsale-test/locks"
+FLASHSALE_GATE_REDIS_URL = env.str("TEST_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/{TEST_REDIS_DB}")
+LOCKING["zookeeper"]["OPTIONS"]["root"] = f"/flashsale-test/{WORKER}/locks"
 FLASHSALE_INSTANCE = "test"
 FLASHSALE_ADMIN_TOKEN = "test-admin-token"
 FLASHSALE_SECTION_DELAY_MS = 0.0

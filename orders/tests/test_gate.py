@@ -220,6 +220,7 @@ def test_the_memory_of_a_sold_out_sale_ends_with_its_window():
         buy("k2")
 
 
+@pytest.mark.exclusive  # every client of the gate's Redis dropped, the other worker's too
 def test_a_purchase_after_redis_dropped_every_connection_or_forgot_the_script_is_accepted():
     sale_reset(sku="sku-1", stock=5)
     buy("k1")  # this thread's connection to the gate's Redis is open
@@ -547,6 +548,7 @@ def test_a_persister_lingers_after_a_round_short_of_a_batch_and_not_after_a_full
     assert Order.objects.count() == 3
 
 
+@pytest.mark.exclusive  # the gate's Redis near its maxmemory refuses the other worker's writes
 def test_a_persister_raises_the_alarm_when_the_gates_redis_nears_its_maxmemory(caplog):
     persister = Persister("test")
     client = gate_redis()
