@@ -25,8 +25,9 @@ CORRECT = [name for name, spec in STRATEGIES.items() if spec.claims_correct]
 WEAK = [name for name, spec in STRATEGIES.items() if not spec.claims_correct]
 
 
-def sale(client, sku: str, *, stock: int = STOCK, segments: int = 1, quantity: int = 1) -> dict:
-    client.reset(sku, stock, segments=segments)
+def sale(client, sku: str, *, stock: int = STOCK, segments: int = 1, quantity: int = 1,
+         strategy: str | None = None) -> dict:
+    client.reset(sku, stock, segments=segments, strategy=strategy)
     result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
                    quantity=quantity)
     assert result.errors == 0, result.statuses  # every answer was 201, 409 or 503
@@ -41,10 +42,13 @@ def sale(client, sku: str, *, stock: int = STOCK, segments: int = 1, quantity: i
 SEGMENTED = dict(stock=21, segments=4, quantity=2)
 
 
+# Each product is reset under the strategy it tests: one deployment serves them all, as
+# it serves a race's (the deployment's own strategy switch is tests/test_reload.py's).
 @pytest.mark.parametrize("strategy", WEAK)
 def test_weak_strategy_on_two_instances_oversells(stack_apps, strategy):
-    client = stack_apps(strategy=strategy, instances=2, **RACE)
-    for audit in (sale(client, f"e2e-{strategy}"), sale(client, f"e2e-{strategy}-seg", **SEGMENTED)):
+    client = stack_apps(instances=2, **RACE)
+    for audit in (sale(client, f"e2e-{strategy}", strategy=strategy),
+                  sale(client, f"e2e-{strategy}-seg", strategy=strategy, **SEGMENTED)):
         assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
         assert not audit["consistent"]
 
@@ -57,22 +61,22 @@ def test_local_lock_in_one_process_is_correct(stack_apps):
 
 @pytest.mark.parametrize("strategy", CORRECT)
 def test_correct_strategy_on_two_instances_sells_exactly_the_stock(stack_apps, strategy):
-    client = stack_apps(strategy=strategy, instances=2, **RACE)
-    audit = sale(client, f"e2e-{strategy}")
+    client = stack_apps(instances=2, **RACE)
+    audit = sale(client, f"e2e-{strategy}", strategy=strategy)
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
     assert audit["remaining"] == 0 and audit["orders"] == STOCK
     if not STRATEGIES[strategy].segmented:
         return  # the gate keeps the stock in one counter
     # The same in segments, orders spanning two of them included.
-    audit = sale(client, f"e2e-{strategy}-seg", **SEGMENTED)
+    audit = sale(client, f"e2e-{strategy}-seg", strategy=strategy, **SEGMENTED)
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
     assert (audit["ordered_quantity"], audit["remaining"]) == (20, 1), audit
     assert audit["flow_rows"] > audit["orders"]  # some order took from two segments
 
 
 def test_one_key_sent_many_times_at_once_counts_once(stack_apps):
-    client = stack_apps(strategy="atomic", instances=2, **RACE)
-    client.reset("e2e-retry", STOCK)
+    client = stack_apps(instances=2, **RACE)
+    client.reset("e2e-retry", STOCK, strategy="atomic")
     key = uuid.uuid4().hex
 
     def send(_):
@@ -97,7 +101,7 @@ def test_one_key_sent_many_times_at_once_counts_once(stack_apps):
 def test_products_of_two_strategies_sell_side_by_side_each_its_own_way(stack_apps):
     """One deployment (default atomic), two products reset under their own strategies,
     bought at the same moment by the same crowd: `none` loses updates, `gate` holds."""
-    client = stack_apps(strategy="atomic", instances=2, **RACE)
+    client = stack_apps(instances=2, **RACE)
     for sku, strategy in (("e2e-side-none", "none"), ("e2e-side-gate", "gate")):
         assert client.reset(sku, STOCK, strategy=strategy)["strategy"] == strategy
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

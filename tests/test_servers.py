@@ -25,16 +25,17 @@ OTHER = next(server for server in SERVERS if server != DEFAULT_SERVER)
 FAMILIES = ["setnx", "redisson", "zookeeper", "mysql-for-update", "atomic", "gate"]
 
 
+# Each product under its own strategy, on one deployment (as tests/test_e2e_oversell.py).
 @pytest.mark.parametrize("strategy", FAMILIES)
 def test_each_seller_and_lock_family_sells_exactly_the_stock(stack_apps, strategy):
-    client = stack_apps(strategy=strategy, instances=2, server=OTHER, **RACE)
-    audit = sale(client, f"e2e-{OTHER}-{strategy}")
+    client = stack_apps(instances=2, server=OTHER, **RACE)
+    audit = sale(client, f"e2e-{OTHER}-{strategy}", strategy=strategy)
     assert (audit["oversold"], audit["lost_updates"], audit["consistent"]) == (0, 0, True), audit
     assert audit["remaining"] == 0 and audit["orders"] == STOCK
 
 
 def test_the_weak_strategy_still_oversells(stack_apps):
-    audit = sale(stack_apps(strategy="none", instances=2, server=OTHER, **RACE), f"e2e-{OTHER}-none")
+    audit = sale(stack_apps(instances=2, server=OTHER, **RACE), f"e2e-{OTHER}-none", strategy="none")
     assert audit["oversold"] > 0 or audit["lost_updates"] > 0, audit
 
 
