@@ -13,41 +13,80 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis
 
-# Each run is bounded by its subprocess's own 600 s; the suite's 300 s default would
-# cut a slow machine's run short first.
+from races.services import QUEUE
+from stack.supervisor import Supervisor
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(660)]
 
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
 
 
-def test_schemathesis_finds_nothing(stack_apps, tmp_path):
+@pytest.fixture
+def racer_stopped(stack_config):
+    """The race runner stopped while schemathesis runs: the races it starts (each up to
+    20,000 buyers a strategy) stay queued instead of loading the machine under the
+    tests after it, and leave the queue with it."""
+    supervisor = Supervisor(stack_config)
+    supervisor.stop("racer")
+    try:
+        yield
+    finally:
+        with redis.Redis(port=stack_config.redis_port) as stack_redis:
+            stack_redis.delete(QUEUE)
+        supervisor.start("racer")
+
+
+def schemathesis(client, directory: Path, *arguments: str, env: dict[str, str]) -> subprocess.Popen:
+    """A run in the background, its output to files in ``directory`` (a pipe left
+    unread would stall it)."""
+    directory.mkdir()
+    return subprocess.Popen(
+        [str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
+         "--checks", "all", "--max-examples", "100",
+         "--header", f"Authorization: Token {client.admin_token}", *arguments],
+        cwd=directory, env={**os.environ, "NO_COLOR": "1", **env},
+        stdout=(directory / "stdout").open("w"), stderr=(directory / "stderr").open("w"))
+
+
+def finished(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
+    # Each run is bounded by 600 s (both at once); the suite's 300 s default would cut
+    # a slow machine's run short first.
+    run.wait(timeout=600)
+    return run.returncode, (directory / "stdout").read_text(), (directory / "stderr").read_text()
+
+
+def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_path, racer_stopped):
+    """Two runs at once (each mostly waits on the stack): one with the hooks, which
+    send some requests to a real product and order; one as a user would run it, the
+    schema alone, where lookups of ids it cannot know are 404s (its warning), never
+    failures."""
     client = stack_apps()
     client.reset(SKU, 1_000_000)
     first = client.order(SKU, 1, "schemathesis")
     assert first.status_code == 201, first.text
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
-        "FLASHSALE_SCHEMATHESIS_SKU": SKU,
-        "FLASHSALE_SCHEMATHESIS_ORDER_ID": str(first.json()["order_id"]),
-        "FLASHSALE_SCHEMATHESIS_ANSWERS": str(tmp_path / "answers.tsv"),
-        "NO_COLOR": "1",
-    }
-    command = [
-        str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
-        "--url", client.base_url,
-        "--checks", "all",
-        "--max-examples", "100",
-        "--header", f"Authorization: Token {client.admin_token}",
-        "--report", "junit", "--report-dir", str(tmp_path),
-    ]
-    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    hooked = schemathesis(client, tmp_path / "hooked", "--url", client.base_url,
+                          "--report", "junit", "--report-dir", str(tmp_path / "hooked"), env={
+                              "PYTHONPATH": str(ROOT),
+                              "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
+                              "FLASHSALE_SCHEMATHESIS_SKU": SKU,
+                              "FLASHSALE_SCHEMATHESIS_ORDER_ID": str(first.json()["order_id"]),
+                              "FLASHSALE_SCHEMATHESIS_ANSWERS": str(tmp_path / "answers.tsv")})
+    plain = schemathesis(client, tmp_path / "plain", env={})
+    try:
+        returncode, stdout, stderr = finished(hooked, tmp_path / "hooked")
+        plain_returncode, plain_stdout, plain_stderr = finished(plain, tmp_path / "plain")
+    finally:
+        for run in (hooked, plain):
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+
     # The token is the stack's; schemathesis filters it out of what it prints.
-    assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
-    assert " passed" in run.stdout and "Missing test data" not in run.stdout, run.stdout[-5_000:]
+    assert returncode == 0, stdout[-20_000:] + stderr[-5_000:]
+    assert " passed" in stdout and "Missing test data" not in stdout, stdout[-5_000:]
     # The hooks sent requests to the real product and order, so the run reached the
     # sale itself (an order taken) and the lookups' rows, not only their 404s.
     answers = Counter(tuple(line.split("\t")) for line in (tmp_path / "answers.tsv").read_text().splitlines())
@@ -56,18 +95,6 @@ def test_schemathesis_finds_nothing(stack_apps, tmp_path):
             ("GET /api/products/{sku}/audit/summary", "200"),
             ("POST /api/admin/products/{sku}/reset", "200")} <= answers.keys(), sorted(answers.items())
 
-
-def test_schemathesis_without_the_hooks_finds_nothing_either(stack_apps, tmp_path):
-    """As a user would run it: the schema alone, no hooks naming a real product or
-    order. Lookups of ids it cannot know are 404s (its warning), never failures."""
-    client = stack_apps()
-    command = [
-        str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
-        "--checks", "all",
-        "--max-examples", "100",
-        "--header", f"Authorization: Token {client.admin_token}",
-    ]
-    run = subprocess.run(command, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"}, capture_output=True,
-                         text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
-    assert " passed" in run.stdout and "failed" not in run.stdout.split("SUMMARY")[-1], run.stdout[-5_000:]
+    assert plain_returncode == 0, plain_stdout[-20_000:] + plain_stderr[-5_000:]
+    summary = plain_stdout.split("SUMMARY")[-1]
+    assert " passed" in plain_stdout and "failed" not in summary, plain_stdout[-5_000:]
