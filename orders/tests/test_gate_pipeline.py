@@ -1,5 +1,6 @@
-"""The gate's scripts sent together (``orders/gate/pipeline.py``), on the real Redis
-(the suite's database 1 of the gate's server).
+"""The gate's scripts sent together (``orders/gate/pipeline.py``), on a real Redis of
+the module's own (stack.scratch): ``CLIENT PAUSE``, a script that spins a second and
+``SCRIPT FLUSH`` hold or empty a whole server, which the stack's tests share.
 
 The batches are made deterministic with ``CLIENT PAUSE``: Redis holds the first
 purchase's script unanswered while the others come, so they wait and go out as the
@@ -22,6 +23,7 @@ from orders.purchase import order_create
 from orders.sales import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
+from stack.scratch import redis_servers
 
 # Its backends are asked for by name (getfixturevalue): conftest.py cannot see them.
 pytestmark = pytest.mark.server
@@ -41,6 +43,18 @@ return {ARGV[2], redis.call('INCR', KEYS[1])}
 """
 COUNTER = "test:pipeline:runs"
 PAUSE_MS = 300  # the first batch held this long; the others come within the first 100 ms
+
+
+@pytest.fixture(scope="module")
+def scratch_gate():
+    with redis_servers(1) as (server,):
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _the_gate_on_its_own_redis(scratch_gate):
+    with override_settings(FLASHSALE_GATE_REDIS_URL=scratch_gate.url):
+        yield
 
 
 @pytest.fixture
