@@ -116,14 +116,17 @@ def redis_servers(count: int, *args: str, pick_port: Callable[[], int] = free_po
 
 
 @contextmanager
-def redis_cluster(masters: int = 3) -> Iterator[list[ScratchRedis]]:
-    """A Redis Cluster of ``masters`` masters (no replicas) on loopback, made with
-    ``redis-cli --cluster create``; every server stopped on the way out."""
-    with redis_servers(masters, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                       "--cluster-node-timeout", "5000", pick_port=free_cluster_port) as servers:
+def redis_cluster(masters: int = 3, *, replicas: int = 0) -> Iterator[list[ScratchRedis]]:
+    """A Redis Cluster of ``masters`` masters, each with ``replicas`` replicas, on
+    loopback, made with ``redis-cli --cluster create`` (the masters first in the
+    list); every server stopped on the way out."""
+    with redis_servers(masters * (1 + replicas), "--cluster-enabled", "yes",
+                       "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+                       pick_port=free_cluster_port) as servers:
         result = subprocess.run(
             [binary("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
-             "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
+             "--cluster-replicas", str(replicas), "--cluster-yes"],
+            capture_output=True, text=True, timeout=60)
         if result.returncode:
             raise StackError(f"redis-cli --cluster create failed:\n{result.stdout}{result.stderr}")
         deadline = time.monotonic() + 30

@@ -253,6 +253,16 @@ FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=
 # together, one write and one read for all (orders/gate/pipeline.py); off: each in a
 # round trip of its own. Not on a Redis Cluster, whose client runs each script.
 FLASHSALE_GATE_PIPELINE = env.bool("FLASHSALE_GATE_PIPELINE", default=True)
+# How many replicas of the gate's Redis must hold what a purchase's script wrote (and
+# what it read) before the purchase is answered: WAIT after the script, on its
+# connection. 0: the primary alone, as a single machine has it (its append-only file
+# is the durability). A WAIT that times out (FLASHSALE_GATE_REPLICA_WAIT_MS) answers
+# "outcome unknown" for an accepted order, "unavailable" for a refusal, never 201.
+FLASHSALE_GATE_REPLICAS = env.int("FLASHSALE_GATE_REPLICAS", default=0)
+FLASHSALE_GATE_REPLICA_WAIT_MS = env.int("FLASHSALE_GATE_REPLICA_WAIT_MS", default=200)
+if FLASHSALE_GATE_REPLICAS < 0 or FLASHSALE_GATE_REPLICA_WAIT_MS < 1:
+    raise ImproperlyConfigured("FLASHSALE_GATE_REPLICAS must be 0 or more, "
+                               "FLASHSALE_GATE_REPLICA_WAIT_MS 1 or more")
 # Once a gate sale's stock is 0, each process answers its purchases sold out from
 # memory, without the script, for this long at a time (then asks Redis again); a reset
 # of a sold-out sale answers only after that long, so no process answers from the old

@@ -20,6 +20,10 @@ told stays true to what happened to its own script:
 - a script's error reply is that purchase's alone, and the replies after it are
   read on; Redis not knowing the script (a restart) ran none of them, so the script
   is loaded and those purchases sent again.
+
+Asked to (``wait``), a batch ends with ``WAIT replicas timeout``: Redis answers it
+once what the connection last wrote reached that many replicas, or the timeout
+passed, and each purchase of the batch is told how many replicas it reached.
 """
 
 from __future__ import annotations
@@ -27,19 +31,25 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
+
+
+class Replied(NamedTuple):
+    value: Any  # the script's reply
+    replicas: int | None  # the replicas its batch's WAIT counted; None: not asked, or its reply lost
 
 
 class _Purchase:
     """One script waiting in a batch: its command, then its reply or error."""
 
-    __slots__ = ("command", "reply", "error", "answered", "woken")
+    __slots__ = ("command", "reply", "replicas", "error", "answered", "woken")
 
     def __init__(self, command: tuple):
         self.command = command
         self.reply: Any = None
+        self.replicas: int | None = None
         self.error: BaseException | None = None
         self.answered = False
         self.woken = threading.Event()  # answered, or (not answered) to send the next batch
@@ -48,9 +58,11 @@ class _Purchase:
 class ScriptPipeline:
     """A script run by many threads of one process, batched on one connection."""
 
-    def __init__(self, script: redis.commands.core.Script, *, sent: Callable[[int], None] = lambda n: None):
+    def __init__(self, script: redis.commands.core.Script, *, sent: Callable[[int], None] = lambda n: None,
+                 wait: Callable[[], tuple[int, int] | None] = lambda: None):
         self._script = script
         self._sent = sent  # told each batch's size, once its replies are in
+        self._wait = wait  # (replicas, timeout in ms) for the WAIT after each batch; None: none
         self._client = script.registered_client
         self._pid = os.getpid()
         self._connection: redis.Connection | None = None
@@ -62,9 +74,9 @@ class ScriptPipeline:
         """Made in this process (a forked worker makes its own)."""
         return self._pid == os.getpid()
 
-    def run(self, keys: list[str], args: list) -> Any:
-        """The script's reply to ``keys`` and ``args``, or its error (a
-        ``redis.RedisError``, as the client raises it)."""
+    def run(self, keys: list[str], args: list) -> Replied:
+        """The script's reply to ``keys`` and ``args`` and the replicas it reached, or
+        its error (a ``redis.RedisError``, as the client raises it)."""
         purchase = _Purchase(("EVALSHA", self._script.sha, len(keys), *keys, *args))
         with self._mutex:
             self._waiting.append(purchase)
@@ -75,7 +87,7 @@ class ScriptPipeline:
             self._send_waiting()
         if purchase.error is not None:
             raise purchase.error
-        return purchase.reply
+        return Replied(purchase.reply, purchase.replicas)
 
     def _send_waiting(self) -> None:
         """Send every purchase waiting, answer each, then hand the next batch to the
@@ -107,15 +119,21 @@ class ScriptPipeline:
             for purchase in batch:
                 purchase.error = e
             return
+        wait = self._wait()
+        commands = [p.command for p in batch] + ([("WAIT", *wait)] if wait else [])
         read = 0
         try:
-            connection.send_packed_command(connection.pack_commands([p.command for p in batch]))
+            connection.send_packed_command(connection.pack_commands(commands))
             for purchase in batch:
                 try:
                     purchase.reply = connection.read_response()
                 except redis.ResponseError as e:  # this script's own error, read in full
                     purchase.error = e
                 read += 1
+            if wait:
+                replicas = int(connection.read_response())
+                for purchase in batch:
+                    purchase.replicas = replicas
         except BaseException as e:
             connection.disconnect()  # mid-reply: the next batch connects anew
             for purchase in batch[read:]:

@@ -23,7 +23,7 @@ from common.metrics import observe_later
 
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
-from .pipeline import ScriptPipeline, fresh
+from .pipeline import Replied, ScriptPipeline, fresh
 from .store import _SELL, _SOLD_OUT, GateKeys, _script, _unreachable, gate_keys
 
 logger = logging.getLogger(__name__)
@@ -34,17 +34,25 @@ _pipelines: dict[int, ScriptPipeline] = {}  # id(the client) -> the sale script'
 _pipelines_mutex = threading.Lock()
 
 
-def _sell(*, keys: GateKeys, args: list) -> list:
+def _replicas_waited() -> tuple[int, int] | None:
+    """The WAIT after each script: (replicas, timeout in ms), or None (none asked)."""
+    if settings.FLASHSALE_GATE_REPLICAS <= 0:
+        return None
+    return settings.FLASHSALE_GATE_REPLICAS, settings.FLASHSALE_GATE_REPLICA_WAIT_MS
+
+
+def _sell(*, keys: GateKeys, args: list) -> Replied:
     """The sale's script, run as the client runs a script (by its hash, loaded first
     if Redis does not know it) but without the client's pool, its retry wrapper and
     its script object on the way, which were a large share of an accepted purchase's
     CPU (``python -m benchmarks.purchase_cpu``): sent with the scripts of the other
     purchases this process serves at once (``pipeline``), or with
     ``FLASHSALE_GATE_PIPELINE`` off alone, on this thread's own connection. On a
-    Redis Cluster its client runs it, in the product's slot."""
+    Redis Cluster, on the product's node. Each followed by ``WAIT`` on the same
+    connection when replicas are asked for (``FLASHSALE_GATE_REPLICAS``)."""
     script = _script(_SELL)
     if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-        return script(keys=list(keys), args=args)
+        return _sell_on_cluster(script, keys=keys, args=args)
     if settings.FLASHSALE_GATE_PIPELINE:
         return _pipeline(script).run(list(keys), args)
     return _sell_alone(script, keys=keys, args=args)
@@ -58,28 +66,72 @@ def _pipeline(script) -> ScriptPipeline:
             pipeline = _pipelines.get(id(script.registered_client))
             if pipeline is None or not pipeline.belongs_here():
                 pipeline = _pipelines[id(script.registered_client)] = ScriptPipeline(
-                    script, sent=lambda n: observe_later(SCRIPT_BATCH, ("sell",), n))
+                    script, sent=lambda n: observe_later(SCRIPT_BATCH, ("sell",), n), wait=_replicas_waited)
     return pipeline
 
 
-def _sell_alone(script, *, keys: GateKeys, args: list) -> list:
-    """The script in a round trip of its own, on this thread's connection."""
+def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
+    """The script in a round trip of its own, on this thread's connection (its WAIT,
+    if asked, in the same write)."""
     client = script.registered_client  # the process's client, as gate_redis() has it
     connection = getattr(_threads, "connection", None)
     if connection is None or _threads.client is not client:
         connection = client.connection_pool.make_connection()
         _threads.connection, _threads.client = connection, client
     fresh(connection)
+    wait = _replicas_waited()
+
+    def exchange() -> Replied:
+        commands = [("EVALSHA", script.sha, len(keys), *keys, *args), *([("WAIT", *wait)] if wait else [])]
+        connection.send_packed_command(connection.pack_commands(commands))
+        try:
+            value = connection.read_response()
+        except redis.ResponseError:
+            if wait:
+                connection.read_response()  # the WAIT's, so the connection stays in step
+            raise
+        return Replied(value, int(connection.read_response()) if wait else None)
+
     try:
         try:
-            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return connection.read_response()
+            return exchange()
         except redis.exceptions.NoScriptError:  # it ran nothing
             client.script_load(_SELL)
-            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            return connection.read_response()
-    except BaseException:
-        connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
+            return exchange()
+    except BaseException as e:
+        if not isinstance(e, redis.ResponseError) or isinstance(e, redis.exceptions.NoScriptError):
+            connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
+        raise
+
+
+def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
+    """On a Redis Cluster its client runs the script, on the product's node; with a
+    WAIT, both go on one connection to that node. A node that no longer holds the
+    product's slot (a failover moved it) runs nothing: the client learns the new
+    layout, and the purchase is told Redis could not take it."""
+    wait = _replicas_waited()
+    if wait is None:
+        return Replied(script(keys=list(keys), args=args), None)
+    cluster = script.registered_client
+    node = cluster.get_redis_connection(cluster.get_node_from_key(keys.sale))
+
+    def exchange() -> Replied:
+        pipe = node.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", *wait)
+        value, replicas = pipe.execute()
+        return Replied(value, int(replicas))
+
+    try:
+        try:
+            return exchange()
+        except redis.exceptions.NoScriptError:  # it ran nothing
+            node.script_load(_SELL)
+            return exchange()
+    except redis.ResponseError as e:
+        if str(e).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")):
+            cluster.nodes_manager.initialize()
+            raise redis.ConnectionError(f"connecting to the product's node: {e}") from e
         raise
 
 
@@ -108,18 +160,24 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     if _remembered_sold_out(sku, key=key, keyed=keyed):
         raise SoldOut.short_of(sku, quantity, 0)
     started = time.perf_counter()
+    replicas = settings.FLASHSALE_GATE_REPLICAS
     try:
-        reply = _sell(keys=gate_keys(sku), args=[
+        reply, reached = _sell(keys=gate_keys(sku), args=[
             key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
-            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0"])
+            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0"])
     except redis.RedisError as e:
         if _unreachable(e):
             raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
                               backend="redis") from e
+        if str(e).startswith("NOREPLICAS"):  # min-replicas-to-write: it refused the first write
+            raise Unavailable("the gate's Redis has too few replicas in sync to take a purchase; "
+                              "nothing was taken", backend="redis") from e
         raise OutcomeUnknown("the gate's reply was lost: whether the order was accepted is unknown; "
                              "retry with the same Idempotency-Key to learn it", order_id=None) from e
     script_ms = (time.perf_counter() - started) * 1000
     verdict = reply[0]
+    if replicas > 0 and verdict != "cold" and (reached or 0) < replicas:
+        _unreplicated(sku, reply, reached=reached or 0, replicas=replicas)
     if verdict == "accepted":
         return GateSold(order_id=int(reply[1]), remaining=int(reply[2]), quantity=quantity,
                         instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
@@ -143,6 +201,23 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         raise LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
                    "`manage.py gate_warm`", backend="gate")
+
+
+def _unreplicated(sku: str, reply: list, *, reached: int, replicas: int) -> None:
+    """A script's answer that did not reach ``replicas`` replicas in time: a failover
+    now could take it back, so it is not given. An order accepted (or replayed) may
+    hold or not: its key learns which. A refusal took nothing.
+
+    :raises OutcomeUnknown: an accepted or replayed order.
+    :raises Unavailable: a refusal.
+    """
+    why = (f"the gate's Redis reached {reached} of {replicas} replicas within "
+           f"{settings.FLASHSALE_GATE_REPLICA_WAIT_MS} ms")
+    if reply[0] in ("accepted", "replay"):
+        order_id = int(reply[1]) if reply[0] == "accepted" else int(reply[1].split(" ")[1])
+        raise OutcomeUnknown(f"{why}: the order may not survive a failover; retry with the same "
+                             "Idempotency-Key to learn whether it holds", order_id=order_id)
+    raise Unavailable(f"{why}: the sale's state could not be confirmed; nothing was taken", backend="redis")
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def run_together(pipeline: ScriptPipeline, calls: list[tuple[int, str]], *, paus
     def one(i: int) -> None:
         spin, name = calls[i]
         try:
-            results[i] = pipeline.run([COUNTER], [spin, name])
+            results[i] = pipeline.run([COUNTER], [spin, name]).value
         except Exception as e:  # noqa: BLE001 - the test reads each thread's error
             results[i] = e
 
@@ -105,7 +105,7 @@ def test_purchases_that_come_while_a_batch_is_out_go_together_each_with_its_own_
     assert [reply[0] for reply in results] == names  # each its own reply
     assert sorted(reply[1] for reply in results) == list(range(1, 10))  # each ran once
     assert results[0][1] == 1 and [reply[1] for reply in results[1:]] == list(range(2, 10))  # in order
-    assert pipeline.run([COUNTER], [0, "alone"]) == ["alone", 10] and sizes[-1] == 1
+    assert pipeline.run([COUNTER], [0, "alone"]).value == ["alone", 10] and sizes[-1] == 1
 
 
 def test_an_error_reply_is_its_purchases_alone_and_the_replies_after_it_are_read(gate_client):
@@ -128,7 +128,7 @@ def test_replies_lost_mid_batch_are_unknown_and_their_scripts_may_have_run(gate_
         assert isinstance(lost, redis.TimeoutError) and not _unreachable(lost), lost  # "outcome unknown"
     time.sleep(0.6)
     assert gate_client.get(COUNTER) == "4"  # and each of them did run: "unknown" was the truth
-    assert pipeline.run([COUNTER], [0, "next"]) == ["next", 5]  # a new connection for the next batch
+    assert pipeline.run([COUNTER], [0, "next"]).value == ["next", 5]  # a new connection for the next batch
     client.close()
 
 
@@ -154,7 +154,7 @@ def test_when_redis_cannot_be_reached_every_purchase_is_told_nothing_was_sent():
 def test_a_batch_redis_does_not_know_the_script_of_is_loaded_and_sent_again_once(gate_client):
     sizes: list[int] = []
     pipeline = ScriptPipeline(gate_client.register_script(COUNTING), sent=sizes.append)
-    assert pipeline.run([COUNTER], [0, "known"]) == ["known", 1]
+    assert pipeline.run([COUNTER], [0, "known"]).value == ["known", 1]
     flusher = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL)
     flusher.ping()  # connected before the pause: its flush is held in line behind the first batch
     # Forgotten (as by a restart without persistence) after the first batch ran, before the second.

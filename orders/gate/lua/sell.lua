@@ -16,29 +16,36 @@
 -- ARGV[5]  the instance answering
 -- ARGV[6]  the per-user limit (0: none)
 -- ARGV[7]  "1" when the buyer sent the key (its answer is kept for replays)
+-- ARGV[8]  "1" when the answer waits for replicas (a WAIT follows the script): every
+--          answer then writes, so that the WAIT covers what it read as well (WAIT
+--          waits for the connection's last write); a refusal rewrites the stock as is
 -- Returns {"cold"} (nothing loaded), {"replay", record}, {"not_started", starts_ms,
 -- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
 -- {"limit", bought} or {"accepted", order_id, remaining}.
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends')
 if not sale[1] then return {'cold'} end
+local function answer(reply)
+  if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'stock', sale[1]) end
+  return reply
+end
 local key, keyed = ARGV[1], ARGV[7] == '1'
 if keyed then
   local record = redis.call('HGET', KEYS[2], key)
-  if record then return {'replay', record} end
+  if record then return answer({'replay', record}) end
 end
 local starts, ends = tonumber(sale[4]), tonumber(sale[5])
 if starts or ends then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  if ends and (now >= ends or (starts and ends <= starts)) then return {'ended', ends} end
-  if starts and now < starts then return {'not_started', starts, now} end
+  if ends and (now >= ends or (starts and ends <= starts)) then return answer({'ended', ends}) end
+  if starts and now < starts then return answer({'not_started', starts, now}) end
 end
 local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
-if stock < quantity then return {'sold_out', stock} end
+if stock < quantity then return answer({'sold_out', stock}) end
 local limit = tonumber(ARGV[6])
 if limit > 0 then
   local bought = tonumber(redis.call('HGET', KEYS[4], ARGV[4]) or '0')
-  if bought + quantity > limit then return {'limit', bought} end
+  if bought + quantity > limit then return answer({'limit', bought}) end
 end
 local after = stock - quantity
 local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * (tonumber(sale[2]) - stock))
