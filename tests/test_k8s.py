@@ -128,7 +128,8 @@ for alias, lock in settings.LOCKING.items():
         found.append((f"LOCKING[{alias}]", name, int(port)))
 print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
                   "allowed_hosts": settings.ALLOWED_HOSTS,
-                  "gate_cluster": settings.FLASHSALE_GATE_REDIS_CLUSTER}))
+                  "gate_cluster": settings.FLASHSALE_GATE_REDIS_CLUSTER,
+                  "gate_replicas": settings.FLASHSALE_GATE_REPLICAS}))
 """
 
 
@@ -220,11 +221,42 @@ def test_the_gate_is_a_redis_cluster_exactly_where_the_apps_are_told_so(overlay)
     assert clustered == (name == "production")
     for doc, _, container in flashsale_containers(docs):
         env = environment(docs, container, pod_name="x-0")
-        assert settings_of(env)["gate_cluster"] == clustered, doc["metadata"]["name"]
+        read = settings_of(env)
+        assert read["gate_cluster"] == clustered, doc["metadata"]["name"]
+        # With a replica a shard, a purchase waits for it (orders.gate.sell).
+        assert read["gate_replicas"] == (1 if clustered else 0), doc["metadata"]["name"]
     if clustered:
         assert gate["replicas"] == 6
         join = of_kind(docs, "Job")["redis-gate-join"]["spec"]["template"]["spec"]["containers"][0]
         assert "--cluster-replicas 1" in join["command"][-1] and "0 1 2 3 4 5" in join["command"][-1]
+
+
+def test_a_failover_or_a_drained_node_cannot_take_back_a_gate_order():
+    """The production gate: a primary refuses writes without its replica in step, no
+    two nodes share a Kubernetes node, one goes away at a time, and every node starts
+    through the step that finds the cluster again after a full restart
+    (tests/test_redis_gate_start.py runs it on real servers)."""
+    docs = render(K8S / "overlays" / "production")
+    pod = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    (container,) = pod["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--min-replicas-to-write") + 1] == "1"
+    assert int(args[args.index("--min-replicas-max-lag") + 1]) <= 10
+    (apart,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert apart["topologyKey"] == "kubernetes.io/hostname"
+    assert apart["labelSelector"]["matchLabels"].items() <= labels.items()
+    budgets = [doc["spec"] for doc in of_kind(docs, "PodDisruptionBudget").values()
+               if doc["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+    assert budgets == [{"maxUnavailable": 1, "selector": budgets[0]["selector"]}]
+    assert container["command"] == ["sh", "/start/redis-gate-start.sh"] and args[0] == "redis-server"
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/start"]
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    script = of_kind(docs, "ConfigMap")[volume["configMap"]["name"]]["data"]["redis-gate-start.sh"]
+    assert script == (K8S / "overlays/production/redis-gate-start.sh").read_text()
+    env = {item["name"]: item for item in container["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["NODES_CONF"]["value"] == args[args.index("--cluster-config-file") + 1]
 
 
 def test_the_commands_are_the_projects_and_parse(overlay):
