@@ -53,8 +53,8 @@ def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
         own = redis.Redis(port=port, socket_timeout=5, decode_responses=True).register_script(source)
         tag = uuid.uuid4().hex[:8]
         while time.monotonic() < stop:
-            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1"]
-            reply = pipeline.run(keys, args) if way == "together" else own(keys=keys, args=args)
+            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0"]
+            reply = pipeline.run(keys, args).value if way == "together" else own(keys=keys, args=args)
             assert reply[0] == "accepted", reply
             done[n] += 1
 
