@@ -30,6 +30,7 @@ from loadtest.client import FlashsaleClient
 from loadtest.truth import Truth
 from stack.config import StackConfig
 from stack.hosted import until_ready
+from stack.servers import APP_DATABASE
 
 from .faults import Fault
 
@@ -135,12 +136,14 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
 
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
                      threads: int, trigger: int, history: Recorder | None = None,
-                     urls: list[str] | None = None, first: str | None = None) -> Verdict:
+                     urls: list[str] | None = None, first: str | None = None,
+                     database: str = APP_DATABASE) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
     until the fault strikes (so that it strikes that one holding the lock), the
-    others taking every try after."""
+    others taking every try after; ``database``: the one those instances write, on
+    the stack's MariaDB, where the verdict reads the orders."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     others = [url for url in urls if url != first] or urls
@@ -203,14 +206,15 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
         fault.heal(config, fault_state["names"])
     _until_healthy(config, urls=direct)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
-                  started=started, ended=ended, injected_at=fault_state.get("at"), history=history)
+                  started=started, ended=ended, injected_at=fault_state.get("at"), history=history,
+                  database=database)
 
 
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
-           injected_at: float | None, history: Recorder | None) -> Verdict:
+           injected_at: float | None, history: Recorder | None, database: str) -> Verdict:
     audit = client.audit(sku)  # once the gate's persisters have written what it accepted
-    truth = Truth(config)
+    truth = Truth(config, database=database)
     try:
         rows = truth.orders(sku)
         double = truth.double_keys(sku)

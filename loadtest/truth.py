@@ -5,14 +5,15 @@ verdict."""
 from __future__ import annotations
 
 from stack.config import StackConfig
-from stack.servers import mariadb_app_connection
+from stack.servers import APP_DATABASE, mariadb_app_connection
 
 
 class Truth:
-    """What the stack's database holds for one product, read as an auditor would."""
+    """What the stack's database (or ``database``, on its MariaDB) holds for one
+    product, read as an auditor would."""
 
-    def __init__(self, config: StackConfig):
-        self.db = mariadb_app_connection(config)
+    def __init__(self, config: StackConfig, *, database: str = APP_DATABASE):
+        self.db = mariadb_app_connection(config, database=database)
 
     def _rows(self, sql: str, sku: str) -> list[tuple]:
         with self.db.cursor() as cursor:

@@ -1,7 +1,10 @@
 """App instances on test hosts of their own (``stack.hosts``), each reaching its
 servers over a link that a nemesis can cut:
 
-    host db       a relay from its address to the stack's MariaDB (its Unix socket)
+    host db       a relay from its address to the stack's MariaDB (its Unix socket),
+                  where the instances have a database of their own (``database``,
+                  migrated as they start, dropped as they stop): a cut link's
+                  stalled transaction holds locks there, never in the stack's
     host redis    Redis servers of its own: the locks, idempotency flags and sale
                   states (6379; with ``clock``, on a wall clock the nemesis can step,
                   ``stack.clock``); the gate's stock and streams (6380)
@@ -94,6 +97,8 @@ class HostedApps:
         self.fenced = fenced
         self.sentinel = sentinel  # a replica and a sentinel beside the locks' Redis
         self.net = Net()
+        # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
+        self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
         self.apps: list[Host] = []
         self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
         # The locks' Redis on a wall clock the nemesis can step (stack.clock).
@@ -131,6 +136,7 @@ class HostedApps:
         self.close()
 
     def start(self) -> None:
+        self._database_made()
         self.net.open()
         db, redis_host, zk = self.net.host("db"), self.net.host("redis"), self.net.host("zk")
         logs = Path(self._scratch.name)
@@ -209,7 +215,7 @@ class HostedApps:
             **stack,
             **({} if self.fenced else {"DJANGO_SETTINGS_MODULE": "flashsale.settings.unfenced"}),
             "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{self.db.address}:"
-                            f"{self.config.mysql_port}/{APP_DATABASE}",
+                            f"{self.config.mysql_port}/{self.database}",
             "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
             "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
             "ZOOKEEPER_HOSTS": f"{self.zk.address}:{ZK_PORT}",
@@ -231,6 +237,29 @@ class HostedApps:
             logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
             raise RuntimeError(f"{e}:\n{logs}") from None
 
+    def _database_made(self) -> None:
+        """The instances' database, created and migrated over the stack's loopback port."""
+        with self._admin() as db:
+            db.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{self.database}` CHARACTER SET utf8mb4")
+        env = {**os.environ, **self.config.app_environment("migrate"),
+               "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@127.0.0.1:{self.config.mysql_port}/"
+                               f"{self.database}"}
+        done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"migrating {self.database} failed:\n{done.stdout}{done.stderr}")
+
+    def _admin(self):
+        import MySQLdb
+
+        return MySQLdb.connect(host="127.0.0.1", port=self.config.mysql_port, user=APP_DB_USER,
+                               password=APP_DB_PASSWORD, autocommit=True)
+
     def close(self) -> None:
         self.net.close()
         self._scratch.cleanup()
+        try:
+            with self._admin() as db:
+                db.cursor().execute(f"DROP DATABASE IF EXISTS `{self.database}`")
+        except Exception as e:  # noqa: BLE001 - the stack may be down; a leftover is only space
+            print(f"[hosted] {self.database} not dropped: {e}", file=sys.stderr)

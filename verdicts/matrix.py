@@ -107,7 +107,8 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
     else:
         fault, urls = (None if nemesis == CALM else FAULTS[nemesis]), None
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
-                                 threads=threads, trigger=trigger, history=recorder, urls=urls, first=first)
+                                 threads=threads, trigger=trigger, history=recorder, urls=urls, first=first,
+                                 **({"database": on.database} if hosted(nemesis) else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
     purchases = [e for e in recorder.events if isinstance(e, Purchase)]
     # A loss the cell sets out to show: the gate without Redis's data, a lock unfenced.
