@@ -60,14 +60,18 @@ def finished(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
 
 def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_path, racer_stopped):
     """Two runs at once (each mostly waits on the stack): one with the hooks, which
-    send some requests to a real product and order; one as a user would run it, the
-    schema alone, where lookups of ids it cannot know are 404s (its warning), never
-    failures."""
+    send some requests to a real product and order; one as a user would run it, every
+    operation from the schema alone, where lookups of ids it cannot know are 404s (its
+    warning), never failures."""
     client = stack_apps()
     client.reset(SKU, 1_000_000)
     first = client.order(SKU, 1, "schemathesis")
     assert first.status_code == 201, first.text
+    # Races are the plain run's alone: a race resets one product a strategy, shared
+    # by name (race-<strategy>), and one run's race reset under the other's purchase of
+    # that product answers it 503 (cold while reset, as designed).
     hooked = schemathesis(client, tmp_path / "hooked", "--url", client.base_url,
+                          "--exclude-path", "/api/admin/races",
                           "--report", "junit", "--report-dir", str(tmp_path / "hooked"), env={
                               "PYTHONPATH": str(ROOT),
                               "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
