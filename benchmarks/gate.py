@@ -17,6 +17,11 @@ the instances up (first requests import and connect):
   persisters' catching up after it), as a ratio to ping. The persisters share the
   cores with the sale and fall behind it; their work left after the row is not in
   the row's rate, and "written" is the rate with it.
+- ``gate, no replica waited`` / ``gate, 1 replica waited``: the accepted row
+  (everysec) with a replica of the gate's Redis on loopback (started here, stopped
+  after), the purchases answered without waiting for it, then only once it holds
+  their writes (``FLASHSALE_GATE_REPLICAS=1``: ``WAIT`` after each batch of scripts),
+  alternating, ``--replica-rounds`` times each.
 - ``gate, sold out``: the product has no stock: every answer is 409, from each
   process's memory of the sold-out sale once the script has said so (``orders.gate.sale``).
 - ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
@@ -59,6 +64,7 @@ from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
 from stack.config import StackConfig
 from stack.control import apps_as_needed
+from stack.scratch import start_redis
 from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter, children_cpu
@@ -144,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=0, help="more (ping, accepted) pairs of rows")
+    parser.add_argument("--replica-rounds", type=int, default=2,
+                        help="rounds of the rows without and with a replica waited for (alternating)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/gate.md, for the docs")
     args = parser.parse_args(argv)
@@ -178,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                 gate, wrote = written(admin, sku, args.seconds)
                 rows.append((run, f"{gate['confirm_p50_ms']:.0f} / {gate['confirm_p99_ms']:.0f} "
                                   f"({gate['persisted']:,} orders)", wrote))
+            r.config_set("appendfsync", "everysec")  # the accepted row's policy (put back below)
+            replicated = replica_rounds(use, admin, config, base, args.replica_rounds, timing)
+            rows.extend(replicated)
             r.config_set("appendfsync", fsync_before)
             admin.reset("bench-gate-soldout-0", 0)
             rows.append((wrk("gate, sold out (409)", base, sku="bench-gate-soldout-0", **timing), "", None))
@@ -222,6 +233,43 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+WITHOUT, WITH = "gate, no replica waited", "gate, 1 replica waited"
+
+
+def _in_step(primary: redis.Redis) -> bool:
+    replication = primary.info("replication")
+    return replication.get("slave0", {}).get("offset", -1) == replication["master_repl_offset"]
+
+
+def replica_rounds(use, admin: FlashsaleClient, config: StackConfig, base: str, rounds: int,
+                   timing: dict) -> list[tuple[Run, str, Written | None]]:
+    """The accepted row without and with the replica waited for, alternating which goes
+    first, on a replica of the gate's Redis started for them (the instances restart
+    between the two settings; the replica stays up for both)."""
+    rows = []
+    replica = start_redis("--replicaof", "127.0.0.1", str(config.redis_gate_port))
+    try:
+        primary = redis.Redis(port=config.redis_gate_port)
+        deadline = time.monotonic() + 30
+        while not _in_step(primary):  # synced, and acknowledging the stream
+            if time.monotonic() > deadline:
+                raise SystemExit("the gate's replica did not sync within 30 s")
+            time.sleep(0.1)
+        for n in range(rounds):
+            for waited in ((0, 1) if n % 2 == 0 else (1, 0)):
+                use(strategy="gate", section_delay_ms=0.0, gate_replicas=waited)
+                sku = f"bench-gate-replicas-{n}-{waited}"
+                admin.reset(sku, STOCK)
+                run = wrk(WITH if waited else WITHOUT, base, sku=sku, **timing)
+                gate, wrote = written(admin, sku, timing["seconds"])
+                rows.append((run, f"{gate['confirm_p50_ms']:.0f} / {gate['confirm_p99_ms']:.0f} "
+                                  f"({gate['persisted']:,} orders)", wrote))
+    finally:
+        use(strategy="gate", section_delay_ms=0.0, gate_replicas=0)
+        replica.stop()
+    return rows
+
+
 def _report(command: str, args, config: StackConfig, rows: list, drain: str, pairs: list) -> None:
     """The benchmark's tables, as printed (and, with --docs, written for the docs)."""
     ping = rows[0][0]
@@ -236,6 +284,13 @@ def _report(command: str, args, config: StackConfig, rows: list, drain: str, pai
         print(f"| {run.label} | {run.requests_per_s:,.0f} | {run.requests_per_s / ping.requests_per_s:.2f} "
               f"| {run.p50_ms:.1f} | {run.p99_ms:.1f} | {run.p99_ms / ping.p99_ms:.1f} | {answers} "
               f"| {confirm} | {wrote.ratio(ping) if wrote else ''} |")
+    without = [run.requests_per_s for run, _, _ in rows if run.label == WITHOUT]
+    waited = [run.requests_per_s for run, _, _ in rows if run.label == WITH]
+    if without and waited:
+        ratios = [w / o for o, w in zip(without, waited, strict=True)]
+        print(f"\nA replica waited for (`FLASHSALE_GATE_REPLICAS=1`) against none, round by round: "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} (median **{statistics.median(ratios):.2f}×** "
+              f"the answers a second)")
     print(f"\nPersisters alone: {drain}")
     if pairs:
         ratios = [gate.requests_per_s / pinged.requests_per_s for pinged, gate, _ in pairs]

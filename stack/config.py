@@ -64,6 +64,7 @@ class StackConfig:
     section_delay_ms: float
     fast_path: bool  # the sold-out mark (FLASHSALE_SOLDOUT_FAST_PATH)
     gate_pipeline: bool  # the gate's scripts sent together (FLASHSALE_GATE_PIPELINE)
+    gate_replicas: int  # replicas a gate purchase waits for (FLASHSALE_GATE_REPLICAS); the stack runs none
     metrics: bool  # the apps count and time for /metrics (FLASHSALE_METRICS)
 
     @classmethod
@@ -101,6 +102,7 @@ class StackConfig:
                                        default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)),
             fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
             gate_pipeline=env.bool("FLASHSALE_GATE_PIPELINE", default=True),
+            gate_replicas=env.int("FLASHSALE_GATE_REPLICAS", default=0),
             metrics=env.bool("FLASHSALE_METRICS", default=True),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
@@ -269,6 +271,7 @@ class StackConfig:
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
             "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_GATE_PIPELINE": "true" if self.gate_pipeline else "false",
+            "FLASHSALE_GATE_REPLICAS": str(self.gate_replicas),
             "FLASHSALE_METRICS": "true" if self.metrics else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
             "DJANGO_SECRET_KEY": self.secret_key(),
