@@ -82,10 +82,10 @@ def held_elsewhere(make_lock: Callable[[], Any]) -> Iterator[None]:
         raise box["error"]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 5.0) -> None:
+def wait_until(condition: Callable[[], Any], timeout: float = 5.0, what: str = "the condition") -> None:
     """Poll ``condition`` every 10 ms until it holds; AssertionError after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.01)

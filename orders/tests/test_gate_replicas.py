@@ -3,13 +3,13 @@ its replica on loopback, started here and stopped by PID. The replica is held wi
 SIGSTOP to make the WAIT after a script time out, deterministically."""
 
 import signal
-import time
 from contextlib import contextmanager
 
 import pytest
 from django.test import override_settings
 
 from common.errors import OutcomeUnknown, SoldOut, Unavailable
+from common.testing import wait_until
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create
 from orders.sales import sale_reset
@@ -18,14 +18,6 @@ from stack.scratch import redis_cluster, redis_servers, start_redis
 pytestmark = pytest.mark.django_db
 
 SKU = "replicated-1"
-
-
-def _until(condition, what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def counted_in(primary) -> bool:
@@ -46,9 +38,9 @@ def primary_and_replica(*primary_args: str):
     with redis_servers(1, *primary_args) as (primary,):
         replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
         try:
-            _until(lambda: counted_in(primary), "the primary to count its replica in sync")
+            wait_until(lambda: counted_in(primary), 10, what="the primary to count its replica in sync")
             primary.client().set("probe", "1")
-            _until(lambda: replica.client().get("probe") == b"1", "the replica in sync")
+            wait_until(lambda: replica.client().get("probe") == b"1", 10, what="the replica in sync")
             yield primary, replica
         finally:
             replica.process.send_signal(signal.SIGCONT)
@@ -102,13 +94,13 @@ def test_a_primary_without_a_replica_in_sync_refuses_the_purchase_and_takes_noth
         sale_reset(sku=SKU, stock=5)
         with held(replica):
             # Past the lag allowed, the primary counts no replica in sync.
-            _until(lambda: primary.client().info("replication")["min_slaves_good_slaves"] == 0,
-                   "the primary to count its replica out")
+            wait_until(lambda: primary.client().info("replication")["min_slaves_good_slaves"] == 0, 10,
+                       what="the primary to count its replica out")
             with pytest.raises(Unavailable, match="too few replicas"):
                 buy("k1")
             assert primary.client().hget(gate_keys(SKU).sale, "stock") == b"5"
             assert primary.client().xlen(gate_keys(SKU).stream) == 0
-        _until(lambda: counted_in(primary), "the replica counted in again")
+        wait_until(lambda: counted_in(primary), 10, what="the replica counted in again")
         assert buy("k1").remaining == 4
 
 
@@ -122,7 +114,7 @@ def test_on_a_redis_cluster_the_wait_follows_the_script_to_the_products_node():
         replica = next(node for node in nodes if node.client().info("replication").get("master_port") == port)
         # Online once synced, the replica gets the stream after its first acknowledgement
         # (within a second): until then WAIT counts it out. Caught up with the reset's writes.
-        _until(lambda: streamed(primary), "the product's replica to hold the sale")
+        wait_until(lambda: streamed(primary), 10, what="the product's replica to hold the sale")
         first = buy("k1")
         reader = replica.client(single_connection_client=True)
         reader.execute_command("READONLY")  # a replica of a cluster answers reads only when asked so
