@@ -119,7 +119,12 @@ def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
         pipe = node.pipeline(transaction=False)
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         pipe.execute_command("WAIT", *wait)
-        value, replicas = pipe.execute()
+        # Each reply as Redis gave it (raise_on_error would reword the script's error).
+        value, replicas = pipe.execute(raise_on_error=False)
+        if isinstance(value, Exception):
+            raise value
+        if isinstance(replicas, Exception):
+            raise replicas  # the script's reply is known, its replicas not: as a lost reply
         return Replied(value, int(replicas))
 
     try:
@@ -128,11 +133,15 @@ def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
         except redis.exceptions.NoScriptError:  # it ran nothing
             node.script_load(_SELL)
             return exchange()
-    except redis.ResponseError as e:
-        if str(e).startswith(("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")):
-            cluster.nodes_manager.initialize()
-            raise redis.ConnectionError(f"connecting to the product's node: {e}") from e
-        raise
+    except _MOVED as e:  # it ran nothing there
+        cluster.nodes_manager.initialize()
+        raise redis.ConnectionError(f"connecting to the product's node: {type(e).__name__} {e}") from e
+
+
+# The node asked no longer serves the product's slot as a primary (a failover, a
+# resharding): the script did not run.
+_MOVED = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptions.ClusterDownError,
+          redis.exceptions.TryAgainError, redis.exceptions.ReadOnlyError)
 
 
 @dataclass(frozen=True)
