@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -93,15 +94,22 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
         return Replied(value, int(connection.read_response()) if wait else None)
 
     try:
-        try:
-            return exchange()
-        except redis.exceptions.NoScriptError:  # it ran nothing
-            client.script_load(_SELL)
-            return exchange()
+        return _once_loaded(exchange, client)
     except BaseException as e:
-        if not isinstance(e, redis.ResponseError) or isinstance(e, redis.exceptions.NoScriptError):
+        # A script's error reply was read in full (and its WAIT's): the connection is in step.
+        if not isinstance(e, redis.ResponseError):
             connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
         raise
+
+
+def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replied:
+    """``exchange()``, and once more after ``loader`` loads the sale's script if Redis
+    did not know it (a restart without persistence): a NOSCRIPT reply ran nothing."""
+    try:
+        return exchange()
+    except redis.exceptions.NoScriptError:
+        loader.script_load(_SELL)
+        return exchange()
 
 
 def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
@@ -128,11 +136,7 @@ def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
         return Replied(value, int(replicas))
 
     try:
-        try:
-            return exchange()
-        except redis.exceptions.NoScriptError:  # it ran nothing
-            node.script_load(_SELL)
-            return exchange()
+        return _once_loaded(exchange, node)
     except _MOVED as e:  # it ran nothing there
         cluster.nodes_manager.initialize()
         raise redis.ConnectionError(f"connecting to the product's node: {type(e).__name__} {e}") from e
@@ -186,7 +190,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     script_ms = (time.perf_counter() - started) * 1000
     verdict = reply[0]
     if replicas > 0 and verdict != "cold" and (reached or 0) < replicas:
-        _unreplicated(sku, reply, reached=reached or 0, replicas=replicas)
+        _unreplicated(reply, reached=reached or 0, replicas=replicas)
     if verdict == "accepted":
         return GateSold(order_id=int(reply[1]), remaining=int(reply[2]), quantity=quantity,
                         instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
@@ -212,7 +216,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                    "`manage.py gate_warm`", backend="gate")
 
 
-def _unreplicated(sku: str, reply: list, *, reached: int, replicas: int) -> None:
+def _unreplicated(reply: list, *, reached: int, replicas: int) -> None:
     """A script's answer that did not reach ``replicas`` replicas in time: a failover
     now could take it back, so it is not given. An order accepted (or replayed) may
     hold or not: its key learns which. A refusal took nothing.
