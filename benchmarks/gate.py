@@ -64,7 +64,7 @@ from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
 from stack.config import StackConfig
 from stack.control import apps_as_needed
-from stack.scratch import start_redis
+from stack.scratch import replica_in_step, start_redis
 from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter, children_cpu
@@ -242,11 +242,6 @@ def _confirmed(gate: dict) -> str:
     return f"{gate['confirm_p50_ms']:.0f} / {gate['confirm_p99_ms']:.0f} ({gate['persisted']:,} orders)"
 
 
-def _in_step(primary: redis.Redis) -> bool:
-    replication = primary.info("replication")
-    return replication.get("slave0", {}).get("offset", -1) == replication["master_repl_offset"]
-
-
 def replica_rounds(use, admin: FlashsaleClient, config: StackConfig, base: str, rounds: int,
                    timing: dict) -> list[tuple[Run, str, Written | None]]:
     """The accepted row without and with the replica waited for, alternating which goes
@@ -257,7 +252,7 @@ def replica_rounds(use, admin: FlashsaleClient, config: StackConfig, base: str, 
     try:
         primary = redis.Redis(port=config.redis_gate_port)
         deadline = time.monotonic() + 30
-        while not _in_step(primary):  # synced, and acknowledging the stream
+        while not replica_in_step(primary):
             if time.monotonic() > deadline:
                 raise SystemExit("the gate's replica did not sync within 30 s")
             time.sleep(0.1)

@@ -77,6 +77,14 @@ class ScratchRedis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def replica_in_step(primary: redis.Redis) -> bool:
+    """Whether ``primary``'s replica acknowledged all it wrote. A replica online after
+    its sync gets the stream only after its first acknowledgement (within a second):
+    until then a WAIT counts it out."""
+    replication = primary.info("replication")
+    return replication.get("slave0", {}).get("offset", -1) == replication["master_repl_offset"]
+
+
 def start_redis(*args: str, port: int | None = None) -> ScratchRedis:
     """Start a redis-server (extra ``args`` as on its command line) and wait until
     it answers; a restart on the same ``port`` starts empty, as after a crash."""

@@ -13,7 +13,7 @@ from common.testing import wait_until
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create
 from orders.sales import sale_reset
-from stack.scratch import redis_cluster, redis_servers, start_redis
+from stack.scratch import redis_cluster, redis_servers, replica_in_step, start_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +25,6 @@ def counted_in(primary) -> bool:
     replication = primary.client().info("replication")
     return (replication.get("slave0", {}).get("state") == "online"
             and replication.get("min_slaves_good_slaves", 1) >= 1)
-
-
-def streamed(primary) -> bool:
-    """The replica acknowledged all its primary wrote."""
-    replication = primary.client().info("replication")
-    return replication.get("slave0", {}).get("offset", -1) == replication["master_repl_offset"]
 
 
 @contextmanager
@@ -112,9 +106,9 @@ def test_on_a_redis_cluster_the_wait_follows_the_script_to_the_products_node():
         port = gate_redis().get_node_from_key(gate_keys(SKU).sale).port
         primary = next(node for node in nodes if node.port == port)
         replica = next(node for node in nodes if node.client().info("replication").get("master_port") == port)
-        # Online once synced, the replica gets the stream after its first acknowledgement
-        # (within a second): until then WAIT counts it out. Caught up with the reset's writes.
-        wait_until(lambda: streamed(primary), 10, what="the product's replica to hold the sale")
+        # Caught up with the reset's writes (stack.scratch.replica_in_step says why).
+        wait_until(lambda: replica_in_step(primary.client()), 10,
+                   what="the product's replica to hold the sale")
         first = buy("k1")
         reader = replica.client(single_connection_client=True)
         reader.execute_command("READONLY")  # a replica of a cluster answers reads only when asked so
@@ -126,7 +120,8 @@ def test_on_a_redis_cluster_the_wait_follows_the_script_to_the_products_node():
         # The shard fails over: its replica takes over (TAKEOVER: without the handshake or
         # the votes, which a cluster made a moment ago may not give); the old primary follows.
         replica.client().execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
-        wait_until(lambda: streamed(replica), 10, what="the replica promoted, the old primary following")
+        wait_until(lambda: replica_in_step(replica.client()), 10,
+                   what="the replica promoted, the old primary following")
         with pytest.raises(Unavailable):
             buy("k3")  # asked where the product was: moved, nothing ran; the client learns the layout
         # Every order answered before is on the new primary, and the sale goes on there.
