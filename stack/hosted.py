@@ -43,6 +43,7 @@ from .servers import (
     APP_DB_USER,
     binary,
     http_probe,
+    mariadb_app_connection,
     redis_client_probe,
     render,
     zookeeper_command,
@@ -214,8 +215,7 @@ class HostedApps:
             **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
             **stack,
             **({} if self.fenced else {"DJANGO_SETTINGS_MODULE": "flashsale.settings.unfenced"}),
-            "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{self.db.address}:"
-                            f"{self.config.mysql_port}/{self.database}",
+            "DATABASE_URL": self._database_url(self.db.address),
             "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
             "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
             "ZOOKEEPER_HOSTS": f"{self.zk.address}:{ZK_PORT}",
@@ -237,29 +237,26 @@ class HostedApps:
             logs = "\n".join(p.read_text()[-2000:] for p in Path(self._scratch.name).glob("*.log"))
             raise RuntimeError(f"{e}:\n{logs}") from None
 
+    def _database_url(self, host: str) -> str:
+        """The instances' database, reached at ``host`` on the stack's MariaDB port."""
+        return f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{host}:{self.config.mysql_port}/{self.database}"
+
     def _database_made(self) -> None:
         """The instances' database, created and migrated over the stack's loopback port."""
-        with self._admin() as db:
+        with mariadb_app_connection(self.config, database=None) as db:
             db.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{self.database}` CHARACTER SET utf8mb4")
         env = {**os.environ, **self.config.app_environment("migrate"),
-               "DATABASE_URL": f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@127.0.0.1:{self.config.mysql_port}/"
-                               f"{self.database}"}
+               "DATABASE_URL": self._database_url("127.0.0.1")}
         done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
                               capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"migrating {self.database} failed:\n{done.stdout}{done.stderr}")
 
-    def _admin(self):
-        import MySQLdb
-
-        return MySQLdb.connect(host="127.0.0.1", port=self.config.mysql_port, user=APP_DB_USER,
-                               password=APP_DB_PASSWORD, autocommit=True)
-
     def close(self) -> None:
         self.net.close()
         self._scratch.cleanup()
         try:
-            with self._admin() as db:
+            with mariadb_app_connection(self.config, database=None) as db:
                 db.cursor().execute(f"DROP DATABASE IF EXISTS `{self.database}`")
         except Exception as e:  # noqa: BLE001 - the stack may be down; a leftover is only space
             print(f"[hosted] {self.database} not dropped: {e}", file=sys.stderr)

@@ -474,13 +474,14 @@ def mariadb_bootstrap(config: StackConfig) -> None:
         conn.close()
 
 
-def mariadb_app_connection(config: StackConfig, *, database: str = APP_DATABASE):
-    """A connection to the app's database (or ``database``) as the app's user, in
-    autocommit: what an auditor outside the apps reads the sale from."""
+def mariadb_app_connection(config: StackConfig, *, database: str | None = APP_DATABASE):
+    """A connection to the app's database (or ``database``; None: none chosen) as the
+    app's user, in autocommit: what an auditor outside the apps reads the sale from."""
     import MySQLdb
 
+    chosen = {} if database is None else {"database": database}
     return MySQLdb.connect(host="127.0.0.1", port=config.mysql_port, user=APP_DB_USER,
-                           password=APP_DB_PASSWORD, database=database, autocommit=True)
+                           password=APP_DB_PASSWORD, autocommit=True, **chosen)
 
 
 def tail(path: Path, lines: int = 20) -> str:
