@@ -114,13 +114,13 @@ def _shared_servers_left_alone(request, monkeypatch):
     if not os.environ.get("FLASHSALE_TEST_WORKER") or request.node.get_closest_marker("exclusive"):
         yield
         return
-    shared = StackConfig.from_env()
-    shared_names = {server.name for server in infrastructure(shared)}
 
     def guarded(method):
         original = getattr(Supervisor, method)
 
         def faulting(self, *args, **kwargs):
+            shared = StackConfig.from_env()  # read only when a test faults something
+            shared_names = {server.name for server in infrastructure(shared)}
             if method == "shutdown":
                 names = shared_names
             else:
