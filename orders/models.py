@@ -55,6 +55,9 @@ class GateSale(models.Model):
     # The stock Redis was loaded with: order ids are block * 2**25 + 2 * (units sold before).
     loaded_stock = models.PositiveIntegerField()
     opened_at = models.DateTimeField(auto_now_add=True)
+    # When a reconciliation after a failover replaced it (``orders.gate.reconcile``):
+    # from then on the persisters write none of its orders, from whichever server.
+    superseded_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"gate sale {self.pk} of {self.product_id}"

@@ -249,6 +249,17 @@ FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 36
 REDIS_GATE_PORT = env.int("REDIS_GATE_PORT", default=REDIS_PORT + 1)
 FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/0")
 FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
+# Or a primary behind Redis Sentinel: FLASHSALE_GATE_REDIS_SENTINELS ("host:port,...")
+# names the sentinels, which name the master of FLASHSALE_GATE_REDIS_SENTINEL_SERVICE;
+# the URL then gives only its database (and its password). Each new connection goes to
+# the master the sentinels name at that moment.
+FLASHSALE_GATE_REDIS_SENTINELS = [(host, int(port)) for host, port in
+                                  (address.rsplit(":", 1)
+                                   for address in env.list("FLASHSALE_GATE_REDIS_SENTINELS", default=[]))]
+FLASHSALE_GATE_REDIS_SENTINEL_SERVICE = env.str("FLASHSALE_GATE_REDIS_SENTINEL_SERVICE",
+                                                default="flashsale-gate")
+if FLASHSALE_GATE_REDIS_SENTINELS and FLASHSALE_GATE_REDIS_CLUSTER:
+    raise ImproperlyConfigured("the gate's Redis is a Cluster or behind Sentinel, not both")
 # The sale's scripts of the purchases a process serves at once go to the gate's Redis
 # together, one write and one read for all (orders/gate/pipeline.py); off: each in a
 # round trip of its own. Not on a Redis Cluster, whose client runs each script.

@@ -37,11 +37,12 @@ from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from common.bulk import rows_insert
-from common.errors import SoldOut
+from common.errors import Busy, SoldOut
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
 from . import metrics
+from .reconcile import gate_failed_over, gate_reconcile
 from .sale import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
@@ -121,11 +122,12 @@ def intents_write(intents: list[Intent]) -> Written:
 def _write(intents: list[Intent]) -> Written:
     outcome = Written()
     # The sales' rows, locked until the commit: a reset of the product deletes its
-    # sale first, so it waits for this batch and then deletes what it wrote. An
-    # intent whose sale is gone belongs to a sale since reset: nothing to write.
+    # sale first, so it waits for this batch and then deletes what it wrote; a
+    # reconciliation after a failover supersedes it. An intent whose sale is gone or
+    # superseded belongs to a sale since reset or rebuilt: nothing to write.
     blocks = {intent.order_id >> ID_BLOCK_SHIFT for intent in intents}
-    sales = {sale.pk: sale for sale in
-             GateSale.objects.select_for_update().select_related("product").filter(pk__in=blocks)}
+    sales = {sale.pk: sale for sale in GateSale.objects.select_for_update().select_related("product")
+             .filter(pk__in=blocks, superseded_at__isnull=True)}
     live = []
     for intent in intents:
         (live if intent.order_id >> ID_BLOCK_SHIFT in sales else outcome.closed).append(intent)
@@ -158,6 +160,9 @@ def default_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# The persisters look this often for sales whose Redis failed over: a sale waits
+# about this long, paused, before its reconciliation begins.
+FAILOVERS_READ_EVERY = 0.2
 # The persisters read how full the gate's Redis is this often, and log an error past
 # this share of its maxmemory.
 MEMORY_READ_EVERY = 10.0
@@ -190,7 +195,7 @@ class Persister:
             logger.info("persister %s: %d sales moved onto the persisters' list from its earlier form",
                         self.name, moved)
         self._dead_letter = self.redis.register_script(_DEAD_LETTER)
-        self._claimed_at = self._memory_read_at = -math.inf
+        self._claimed_at = self._memory_read_at = self._failovers_read_at = -math.inf
 
     def run(self) -> None:
         logger.info("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
@@ -237,6 +242,9 @@ class Persister:
         if not skus:
             self.stop.wait(self.block_ms / 1000)
             return 0
+        if time.monotonic() - self._failovers_read_at >= FAILOVERS_READ_EVERY:
+            self._failovers_read_at = time.monotonic()
+            self._reconcile(skus)
         streams = {gate_keys(sku).stream: sku for sku in skus}
         done = 0
         if time.monotonic() - self._claimed_at >= self.claim_idle_ms / 2000:
@@ -258,6 +266,16 @@ class Persister:
         for stream, entries in replies:
             done += self._handle(streams[stream], entries)
         return done
+
+    def _reconcile(self, skus: list[str]) -> None:
+        """Rebuild the sales whose Redis failed over (``orders.gate.reconcile``) once
+        their streams are written: until then each waits, paused, and this persister
+        goes on writing."""
+        for sku in gate_failed_over(skus):
+            try:
+                gate_reconcile(sku=sku)
+            except Busy as e:
+                logger.info("persister %s: %s failed over; reconciled once written: %s", self.name, sku, e)
 
     def _read_round(self, streams: dict[str, str]) -> list:
         """This consumer's own pending entries first (a batch that failed), then new ones."""

@@ -21,6 +21,9 @@ told stays true to what happened to its own script:
   read on; Redis not knowing the script (a restart) ran none of them, so the script
   is loaded and those purchases sent again.
 
+Each script is given, as its last argument, the run id of the server the
+connection reached (``store._Identified``), known only once it is connected.
+
 Asked to (``wait``), a batch ends with ``WAIT replicas timeout``: Redis answers it
 once what the connection last wrote reached that many replicas, or the timeout
 passed, and each purchase of the batch is told how many replicas it reached.
@@ -42,7 +45,8 @@ class Replied(NamedTuple):
 
 
 class _Purchase:
-    """One script waiting in a batch: its command, then its reply or error."""
+    """One script waiting in a batch: its command (without the server's id), then
+    its reply or error."""
 
     __slots__ = ("command", "reply", "replicas", "error", "answered", "woken")
 
@@ -120,7 +124,8 @@ class ScriptPipeline:
                 purchase.error = e
             return
         wait = self._wait()
-        commands = [p.command for p in batch] + ([("WAIT", *wait)] if wait else [])
+        server = getattr(connection, "server_id", "")
+        commands = [(*p.command, server) for p in batch] + ([("WAIT", *wait)] if wait else [])
         read = 0
         try:
             connection.send_packed_command(connection.pack_commands(commands))

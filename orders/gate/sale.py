@@ -67,25 +67,36 @@ logger = logging.getLogger(__name__)
 
 
 def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None = None,
-              bought: dict[str, int] | None = None) -> None:
+              bought: dict[str, int] | None = None, replacing: int | None = None, staged: str = "") -> bool:
     """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with the replay
     records and per-user counts of orders the product already has (a warm-up after
-    Redis lost the sale: ``keys`` and ``bought``), and put the sale on the
-    persisters' list. Whatever Redis held of the product before is dropped."""
+    Redis lost the sale, a reconciliation: ``keys`` and ``bought``), and put the sale
+    on the persisters' list. Whatever Redis held of the product before is dropped, in
+    one step with the loading; with ``replacing`` (a sale's id), only if that is the
+    sale Redis holds of the product. ``keys`` and ``bought`` are written beforehand
+    under names of the opening's own (the sale's id and ``staged``, which tells apart
+    two processes opening the same sale).
+
+    :returns: whether it opened (False: Redis holds another sale than ``replacing``).
+    """
     k = gate_keys(sale.product.sku)
+    staged = (f"{k.keys}:{sale.pk}{staged}", f"{k.bought}:{sale.pk}{staged}")  # the hash tag: one slot
     client = gate_redis()
     try:
-        client.delete(k.keys, k.bought)
+        client.delete(*staged)
         for chunk in _chunks(keys or {}):
-            client.hset(k.keys, mapping=chunk)
+            client.hset(staged[0], mapping=chunk)
         for chunk in _chunks(bought or {}):
-            client.hset(k.bought, mapping=chunk)
-        _script(_OPEN)(keys=list(k), args=[sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk,
-                                           GROUP, _ms(window.starts_at), _ms(window.ends_at)])
-        client.hset(SALES, sale.product.sku, sale.pk)
+            client.hset(staged[1], mapping=chunk)
+        opened = _script(_OPEN)(keys=[*k, *staged], args=[
+            sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
+            _ms(window.ends_at), "" if replacing is None else replacing])
+        if opened:
+            client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:
         raise Unavailable(f"the gate's Redis cannot be reached; the sale of {sale.product.sku} "
                           "is not open", backend="redis") from e
+    return bool(opened)
 
 
 def gate_close(*, sku: str, required: bool) -> float:

@@ -80,26 +80,40 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
         connection = client.connection_pool.make_connection()
         _threads.connection, _threads.client = connection, client
     fresh(connection)
-    wait = _replicas_waited()
-
-    def exchange() -> Replied:
-        commands = [("EVALSHA", script.sha, len(keys), *keys, *args), *([("WAIT", *wait)] if wait else [])]
-        connection.send_packed_command(connection.pack_commands(commands))
-        try:
-            value = connection.read_response()
-        except redis.ResponseError:
-            if wait:
-                connection.read_response()  # the WAIT's, so the connection stays in step
-            raise
-        return Replied(value, int(connection.read_response()) if wait else None)
-
     try:
-        return _once_loaded(exchange, client)
+        return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
     except BaseException as e:
         # A script's error reply was read in full (and its WAIT's): the connection is in step.
         if not isinstance(e, redis.ResponseError):
             connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
         raise
+
+
+def _exchange(connection: redis.Connection, script, *, keys: GateKeys, args: list) -> Replied:
+    """The script, given the id of the server ``connection`` reached, and its WAIT if
+    asked, in one write; their replies read. A connection that cannot be made sent
+    nothing (its error says "connecting to")."""
+    connection.connect()
+    wait = _replicas_waited()
+    commands = [("EVALSHA", script.sha, len(keys), *keys, *args, connection.server_id),
+                *([("WAIT", *wait)] if wait else [])]
+    connection.send_packed_command(connection.pack_commands(commands))
+    try:
+        value = connection.read_response()
+    except redis.ResponseError:
+        if wait:
+            try:  # the WAIT's, so the connection stays in step; the script's error is the answer
+                connection.read_response()
+            except redis.ResponseError:
+                pass
+        raise
+    if not wait:
+        return Replied(value, None)
+    try:
+        replicas = connection.read_response()
+    except redis.ResponseError as e:
+        raise redis.ConnectionError(f"the WAIT after the script failed: {e}") from e  # as a lost reply
+    return Replied(value, int(replicas))
 
 
 def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replied:
@@ -113,33 +127,27 @@ def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replie
 
 
 def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
-    """On a Redis Cluster its client runs the script, on the product's node; with a
-    WAIT, both go on one connection to that node. A node that no longer holds the
-    product's slot (a failover moved it) runs nothing: the client learns the new
-    layout, and the purchase is told Redis could not take it."""
-    wait = _replicas_waited()
-    if wait is None:
-        return Replied(script(keys=list(keys), args=args), None)
+    """On a Redis Cluster, on a connection to the product's node, as ``_sell_alone``
+    sends it. A node that no longer holds the product's slot (a failover moved it)
+    runs nothing: the client learns the new layout, and the purchase is told Redis
+    could not take it."""
     cluster = script.registered_client
     node = cluster.get_redis_connection(cluster.get_node_from_key(keys.sale))
-
-    def exchange() -> Replied:
-        pipe = node.pipeline(transaction=False)
-        pipe.evalsha(script.sha, len(keys), *keys, *args)
-        pipe.execute_command("WAIT", *wait)
-        # Each reply as Redis gave it (raise_on_error would reword the script's error).
-        value, replicas = pipe.execute(raise_on_error=False)
-        if isinstance(value, Exception):
-            raise value
-        if isinstance(replicas, Exception):
-            raise replicas  # the script's reply is known, its replicas not: as a lost reply
-        return Replied(value, int(replicas))
-
+    pool = node.connection_pool
+    connection = pool.get_connection()
     try:
-        return _once_loaded(exchange, node)
+        replied = _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), node)
     except _MOVED as e:  # it ran nothing there
+        pool.release(connection)
         cluster.nodes_manager.initialize()
         raise redis.ConnectionError(f"connecting to the product's node: {type(e).__name__} {e}") from e
+    except BaseException as e:
+        if not isinstance(e, redis.ResponseError):
+            connection.disconnect()
+        pool.release(connection)
+        raise
+    pool.release(connection)
+    return replied
 
 
 # The node asked no longer serves the product's slot as a primary (a failover, a
@@ -168,6 +176,8 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     :raises GateCold: Redis holds no sale of this product (it may have none: the
         caller asks the database).
     :raises Unavailable: Redis cannot be reached.
+    :raises GateFailover: Redis is not the server that held the sale (a failover): it
+        waits to be reconciled.
     :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
     """
     if _remembered_sold_out(sku, key=key, keyed=keyed):
@@ -189,6 +199,10 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                              "retry with the same Idempotency-Key to learn it", order_id=None) from e
     script_ms = (time.perf_counter() - started) * 1000
     verdict = reply[0]
+    if verdict == "failover":
+        raise GateFailover("the gate's Redis is not the server that held this sale (a failover or a "
+                           "restart): the sale pauses until it is reconciled with the database; nothing "
+                           "was taken", backend="gate")
     if replicas > 0 and verdict != "cold" and (reached or 0) < replicas:
         _unreplicated(reply, reached=reached or 0, replicas=replicas)
     if verdict == "accepted":
@@ -293,6 +307,12 @@ def _remember_sold_out(sku: str) -> None:
     if ends_in_ms >= 0:
         lasts = min(lasts, ends_in_ms / 1000)
     _sold_out.put(sku, _SoldOut(opened=opened, keys=held), since=asked, seconds=lasts)
+
+
+class GateFailover(Unavailable):
+    """The server that answered is not the one that held the sale: what it has may be
+    behind what the other answered. Nothing is sold until the sale is reconciled
+    (``orders.gate.reconcile``)."""
 
 
 class GateCold(Unavailable):

@@ -10,6 +10,9 @@ from django.test import override_settings
 
 from common.errors import OutcomeUnknown, SoldOut, Unavailable
 from common.testing import wait_until
+from orders.gate.persister import Persister
+from orders.gate.reconcile import gate_failed_over
+from orders.gate.sell import GateFailover
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create
 from orders.sales import sale_reset
@@ -124,6 +127,11 @@ def test_on_a_redis_cluster_the_wait_follows_the_script_to_the_products_node():
                    what="the replica promoted, the old primary following")
         with pytest.raises(Unavailable):
             buy("k3")  # asked where the product was: moved, nothing ran; the client learns the layout
+        with pytest.raises(GateFailover):
+            buy("k3")  # the new primary holds the sale: paused until it is reconciled
+        persister = Persister("p1", block_ms=10)
+        wait_until(lambda: persister.step() == 0 and not gate_failed_over([SKU]), 10,
+                   what="the stream written and the sale reconciled")
         # Every order answered before is on the new primary, and the sale goes on there.
         assert buy("k1").order_id == first.order_id and buy("k2").replayed
         with pytest.raises(SoldOut):

@@ -1,0 +1,161 @@
+"""A gate sale after its Redis failed over: paused, then rebuilt from the database.
+
+Redis replicates asynchronously. A replica promoted (by Sentinel, or by a Redis
+Cluster for its shard) holds the sale as it was when its copy last caught up: the
+scripts the old primary ran after that are missing, with their units and their
+stream entries, while the persisters may have written some of them to MySQL already.
+Selling on from the promoted copy would sell those units again.
+
+So a sale remembers the server that opened it (its run id, ``primary`` in the sale's
+hash), and the sale's script refuses to decide anything on another server
+(``sell.lua``: the purchase is answered 503 with Retry-After). A reconciliation then
+waits until the persisters have written every entry the new primary's stream holds
+(whichever of them the old primary had sent it), marks the old sale superseded in
+MySQL (from then on no persister writes an order of it, from any server), and opens a
+new sale of what MySQL has left, with its orders' Idempotency-Keys and per-user
+counts: the units MySQL holds are never sold again, and every order in it answers
+its key's replays.
+
+The persisters reconcile by themselves as they find a sale failed over;
+``manage.py gate_reconcile`` does it by hand. Either is idempotent: run twice, or by
+two processes at once, it opens one new sale (the old sale's row, locked in MySQL,
+decides who does; Redis opens it only in place of the sale it replaces).
+
+What it cannot bring back: a 201 whose script never reached the promoted server and
+that no persister wrote. With ``FLASHSALE_GATE_REPLICAS`` at 1 or more there is none
+(a 201 waits for a replica); with 0 it is the price of the primary alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from common.errors import Busy, Unavailable
+from inventory.models import Stock
+
+from ..models import GateSale
+from ..window import SaleWindow
+from .sale import gate_open, gate_tally, keys_of_orders
+from .store import gate_keys, gate_redis
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """A sale rebuilt after a failover."""
+
+    sku: str
+    replaced: int  # the sale that failed over
+    sale: int  # the sale opened in its place
+    redis_stock: int  # the stock the promoted server held
+    stock: int  # the stock MySQL has left: the new sale's
+
+
+def _servers(skus: list[str]) -> dict[str, str]:
+    """The run id of the server holding each product's sale now."""
+    client = gate_redis()
+    if not settings.FLASHSALE_GATE_REDIS_CLUSTER:
+        run_id = client.info("server")["run_id"]
+        return dict.fromkeys(skus, run_id)
+    ids: dict[str, str] = {}
+    by_node: dict[str, str] = {}
+    for sku in skus:
+        node = client.get_node_from_key(gate_keys(sku).sale)
+        if node.name not in by_node:
+            by_node[node.name] = client.get_redis_connection(node).info("server")["run_id"]
+        ids[sku] = by_node[node.name]
+    return ids
+
+
+def gate_failed_over(skus: list[str]) -> list[str]:
+    """Those of ``skus`` whose sale Redis holds on another server than the one that
+    opened it: their purchases are refused until they are reconciled.
+
+    :raises redis.RedisError: Redis cannot be reached.
+    """
+    servers = _servers(skus)
+    failed = []
+    for sku in skus:
+        primary = gate_redis().hget(gate_keys(sku).sale, "primary")
+        if primary is not None and primary != servers[sku]:
+            failed.append(sku)
+    return failed
+
+
+def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
+    """Rebuild ``sku``'s sale from MySQL if its Redis failed over since it opened.
+
+    :param within: seconds to wait for the persisters to write what the stream holds.
+    :returns: what was done; None if there was nothing to do (the sale did not fail
+        over, Redis holds none, or another reconciliation did it).
+    :raises Busy: the stream is not written within ``within`` seconds, or it has dead
+        letters (``manage.py gate_redrive`` first): nothing was changed.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    k = gate_keys(sku)
+    try:
+        if not gate_failed_over([sku]):
+            return None
+        block, redis_stock = gate_redis().hmget(k.sale, "block", "stock")
+    except redis.RedisError as e:
+        raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
+    _written(sku, within)
+    with transaction.atomic():
+        # Locked as every persister's batch of the sale locks it: the batches in flight
+        # commit first, and none after this writes an order of the old sale.
+        old = GateSale.objects.select_for_update().select_related("product").filter(pk=block).first()
+        if old is None:
+            return None  # the product was reset meanwhile: the reset's sale is another
+        product = old.product
+        if old.superseded_at is None:
+            segments = list(Stock.objects.filter(product=product))
+            if len(segments) != 1:
+                raise Busy(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
+            new = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
+            old.superseded_at = timezone.now()
+            old.save(update_fields=["superseded_at"])
+        else:  # another superseded it; Redis may not hold its sale yet
+            new = GateSale.objects.filter(product=product, pk__gt=old.pk).order_by("-pk").first()
+            if new is None:
+                return None
+        keys, bought = keys_of_orders(product)
+    if not gate_open(sale=new, window=SaleWindow.of(product), keys=keys, bought=bought, replacing=old.pk,
+                     staged=secrets.token_hex(8)):
+        return None
+    done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(redis_stock),
+                      stock=new.loaded_stock)
+    logger.warning("reconciled the sale of %s after a failover: sale %d replaced by sale %d, stock %d "
+                   "(the promoted Redis held %d: %+d), %d orders' keys loaded", sku, done.replaced, done.sale,
+                   done.stock, done.redis_stock, done.stock - done.redis_stock, len(keys))
+    return done
+
+
+def _written(sku: str, within: float) -> None:
+    """Until the persisters have written and acknowledged every entry of the sale's
+    stream, within ``within`` seconds.
+
+    :raises Busy: not within ``within`` seconds, or dead letters wait.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        tally = gate_tally(sku=sku)
+        if tally is None:
+            return
+        if tally.dead_lettered:
+            raise Busy(f"{sku} has {tally.dead_lettered} dead letters: redrive them (manage.py gate_redrive) "
+                       "before it is reconciled")
+        if not (tally.undelivered or tally.unacknowledged):
+            return
+        if time.monotonic() >= deadline:
+            raise Busy(f"{sku}'s stream is not written yet ({tally.undelivered} undelivered, "
+                       f"{tally.unacknowledged} unacknowledged): are the persisters running?")
+        time.sleep(0.05)
