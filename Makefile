@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -98,6 +98,9 @@ bench-race-watch: up install-test  ## the same race with the race page closed an
 
 bench-reads: up  ## the product page's read (nginx's cache, the apps' own) against ping, and its stock lag
 	$(PY) -m benchmarks.reads $(BENCH_ARGS)
+
+bench-checker: install  ## how long the history checker takes, with the stock's bound and without (--plain)
+	$(PY) -m benchmarks.checker $(BENCH_ARGS)
 
 bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)

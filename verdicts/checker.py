@@ -15,6 +15,11 @@ of its own (P-compositionality: a history is linearizable iff each sku's is), so
 are searched apart. States are sets of model states, which is how an operation that
 may or may not have happened is kept deterministic for the cache.
 
+The stock only goes down, so a state with fewer units than the purchases still to be
+ordered are known to take (or than a 201 still to be ordered answered, plus its own)
+is dropped as it is made: whether an unknown purchase took a unit is settled by the
+next 201's ``remaining``, not by trying the refusals around it in every order.
+
 When the search cannot get past a completion, that completion is the furthest any
 order reached: the verdict names that operation, the state the search had there, and
 the operations around it (the window a timeline draws).
@@ -27,6 +32,7 @@ purchase was answered with or left unknown, stock never below zero.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left, insort
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -100,15 +106,18 @@ class _Node:
         self.next: _Node | None = None
 
 
-def check(events: list[Event], *, budget_states: int = 2_000_000) -> Verdict:
-    """Check every sku of a history; each must start with its reset."""
+def check(events: list[Event], *, budget_states: int = 2_000_000, pruned: bool = True) -> Verdict:
+    """Check every sku of a history; each must start with its reset. ``pruned``
+    False: without the stock's bound (for the benchmark's comparison)."""
     by_sku: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         by_sku[event.sku].append(event)
-    return Verdict([check_sku(sku, evs, budget_states=budget_states) for sku, evs in sorted(by_sku.items())])
+    return Verdict([check_sku(sku, evs, budget_states=budget_states, pruned=pruned)
+                    for sku, evs in sorted(by_sku.items())])
 
 
-def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) -> SkuVerdict:
+def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
+              pruned: bool = True) -> SkuVerdict:
     started = time.perf_counter()
     resets = [e for e in events if isinstance(e, Reset)]
     finals = [e for e in events if isinstance(e, Final)]
@@ -130,7 +139,15 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000) 
         verdict.anomalies += _set_checks(sku, purchases, final, at_end)
     steps, ends = _steps(purchases, final, at_end)
     model = SaleModel(reset.segments)
-    linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states)
+    linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states,
+                                             pruned=pruned)
+    if linearizable is False and pruned:
+        # The pruned search finds a dead end as soon as a later answer rules it out; the
+        # plain one finds the answer no order gets past, which is what a reader looks for.
+        plain, at, more = _search(steps, ends, model, model.init(reset.stock), budget_states, pruned=False)
+        searched += more
+        if plain is False:
+            window = at
     verdict.linearizable, verdict.window, verdict.searched = linearizable, window, searched
     if window is not None:
         verdict.anomalies.insert(0, Anomaly("not linearizable", sku, _explain(window),
@@ -238,7 +255,7 @@ def _invoked(step: Step) -> int:
 
 
 def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleState,
-            budget_states: int) -> tuple[bool | None, Window | None, int]:
+            budget_states: int, *, pruned: bool = True) -> tuple[bool | None, Window | None, int]:
     entries: list[_Node] = []
     for i, step in enumerate(steps):
         call, ret = _Node(i, CALL, _invoked(step)), _Node(i, RETURN, ends[i])
@@ -283,6 +300,31 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
             ranks[kind] += 1
     taken: dict[tuple, int] = defaultdict(int)  # per kind: how many of its first are ordered
 
+    # The stock only goes down, so a state with fewer units than the purchases still to
+    # order are known to have taken cannot lead anywhere: every such purchase needs its
+    # units, and a 201 answered r needs r + q left before it. States below that bound
+    # are dropped as they are made (Lowe's pruning, with what the model knows), which
+    # settles a "maybe" before the search would try the refusals around it in every order.
+    units = [_units(step) if pruned else 0 for step in steps]
+    needs = [_need(step) if pruned else 0 for step in steps]
+    open_units = sum(units)
+    open_needs = sorted(n for n in needs if n)
+
+    def bound() -> int:
+        return max(open_units, open_needs[-1] if open_needs else 0)
+
+    def order(i: int) -> None:
+        nonlocal open_units
+        open_units -= units[i]
+        if needs[i]:
+            del open_needs[bisect_left(open_needs, needs[i])]
+
+    def unorder(i: int) -> None:
+        nonlocal open_units
+        open_units += units[i]
+        if needs[i]:
+            insort(open_needs, needs[i])
+
     states: frozenset = frozenset([init])
     linearized = 0
     cache: set[tuple[int, frozenset]] = set()
@@ -295,30 +337,29 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
             if entry.index in alike and alike[entry.index][1] != taken[alike[entry.index][0]]:
                 entry = entry.next  # an earlier one of its kind is still open: order that first
                 continue
-            if len(states) == 1:
-                (state,) = states
-                following = frozenset(model.step(state, step))
-            else:
-                following = frozenset(s for state in states for s in model.step(state, step))
-            if following:
-                marked = linearized | (1 << entry.index)
-                if (marked, following) not in cache:
-                    if len(cache) >= budget_states:
-                        return None, None, len(cache)
-                    cache.add((marked, following))
-                    # A sold_out that every state here allows (the stock is below it)
-                    # is ordered now, and no other choice is tried in its place: it
-                    # only ever removes states, so any order that places it later
-                    # works with it here. (An unknown purchase may add states: not it.)
-                    refusal = isinstance(step.op, Purchase) and step.op.outcome == FAILED
-                    calls.append((entry, states, refusal and following == states))
-                    states, linearized = following, marked
-                    if entry.index in alike:
-                        taken[alike[entry.index][0]] += 1
-                    lift(entry)
-                    entry = head.next
-                    continue
-            entry = entry.next
+            order(entry.index)
+            least = bound()
+            following = frozenset(after for state in states for after in model.step(state, step)
+                                  if after.remaining >= least)
+            marked = linearized | (1 << entry.index)
+            if not following or (marked, following) in cache:
+                unorder(entry.index)
+                entry = entry.next
+                continue
+            if len(cache) >= budget_states:
+                return None, None, len(cache)
+            cache.add((marked, following))
+            # A sold_out that every state here allows (the stock is below it) is
+            # ordered now, and no other choice is tried in its place: it only ever
+            # removes states, so any order that places it later works with it here.
+            # (An unknown purchase may add states: not it.)
+            refusal = isinstance(step.op, Purchase) and step.op.outcome == FAILED
+            calls.append((entry, states, refusal and following == states))
+            states, linearized = following, marked
+            if entry.index in alike:
+                taken[alike[entry.index][0]] += 1
+            lift(entry)
+            entry = head.next
         else:
             # A completion whose operation is not ordered yet: no order gets past here
             # from this state. Remember the furthest such point, then backtrack.
@@ -330,6 +371,7 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
                     return False, _window(steps, ends, furthest_at), len(cache)
                 entry, states, unchanged = calls.pop()
                 linearized &= ~(1 << entry.index)
+                unorder(entry.index)
                 if entry.index in alike:
                     taken[alike[entry.index][0]] -= 1
                 unlift(entry)
@@ -337,6 +379,19 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
                     break
             entry = entry.next
     return True, None, len(cache)
+
+
+def _units(step: Step) -> int:
+    """The units a step is known to take: an order it placed."""
+    return step.op.quantity if isinstance(step.op, Purchase) and step.effect == "yes" else 0
+
+
+def _need(step: Step) -> int:
+    """The units that must be left just before a 201 that answered what remained after it."""
+    op = step.op
+    if isinstance(op, Purchase) and step.effect == "yes" and op.remaining is not None:
+        return op.remaining + op.quantity
+    return 0
 
 
 def _window(steps: list[Step], ends: list[int], furthest: tuple[int, frozenset, int]) -> Window:
