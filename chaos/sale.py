@@ -194,6 +194,8 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
                     fire.set()
         return answer
 
+    if trigger < 1:
+        fire.set()  # it strikes as the sale opens
     injector = threading.Thread(target=run_fault, daemon=True)
     injector.start()
     started = time.time()

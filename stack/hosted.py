@@ -8,9 +8,10 @@ servers over a link that a nemesis can cut:
     host redis    Redis servers of its own: the locks, idempotency flags and sale
                   states (6379; with ``clock``, on a wall clock the nemesis can step,
                   ``stack.clock``); the gate's stock and streams (6380)
-    host redis2   with ``sentinel``: a replica of redis's 6379, and
-    host sentinel a Redis Sentinel watching that master, which the instances ask
-                  for the master (and which promotes redis2 when redis fails)
+    host redis2   with ``sentinel``: a replica of redis's 6379; with ``gate_replicas``
+                  (not None), of its 6380 too; and
+    host sentinel a Redis Sentinel watching those masters, which the instances ask
+                  for each master (and which promotes redis2 when redis fails)
     host zk       a standalone ZooKeeper of its own
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
     host app1…    the flashsale app's server (flashsale.serve), as the stack runs it
@@ -56,12 +57,14 @@ REDIS_GATE_PORT = 6380
 ZK_PORT = 2181
 SENTINEL_PORT = 26379
 SENTINEL_SERVICE = "flashsale"
-# The master counts as down after 1 s without an answer; one sentinel is a quorum.
+GATE_SENTINEL_SERVICE = "flashsale-gate"
 SENTINEL_CONF = """port {port}
 bind {address}
 protected-mode no
 dir {dir}
-sentinel monitor {service} {master} {master_port} 1
+"""
+# The master counts as down after 1 s without an answer; one sentinel is a quorum.
+SENTINEL_MONITOR = """sentinel monitor {service} {master} {master_port} 1
 sentinel down-after-milliseconds {service} 1000
 sentinel failover-timeout {service} 5000
 """
@@ -88,7 +91,7 @@ def _until(probe: Callable[[], None], seconds: float, what: str) -> None:
 class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-                 sentinel: bool = False, clock: bool = False):
+                 sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -97,6 +100,10 @@ class HostedApps:
         # the broken half of the verdicts' lesson on leases; never otherwise.
         self.fenced = fenced
         self.sentinel = sentinel  # a replica and a sentinel beside the locks' Redis
+        # Not None: the gate's Redis with a replica, behind the sentinel, each purchase
+        # waiting for this many replicas (FLASHSALE_GATE_REPLICAS); with 1 or more, its
+        # servers refuse writes without a replica in sync (min-replicas-to-write).
+        self.gate_replicas = gate_replicas
         self.net = Net()
         # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
         self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
@@ -147,13 +154,11 @@ class HostedApps:
                  stderr=(logs / "relay.log").open("w"))
         for port in (REDIS_PORT, REDIS_GATE_PORT):
             stepped = self.clock is not None and port == REDIS_PORT
-            redis_host.start([binary("redis-server"), "--bind", redis_host.address, "--port", str(port),
-                              "--save", "", "--appendonly", "no", "--protected-mode", "no",
-                              "--dir", str(logs)],
+            redis_host.start(self._redis_server(redis_host, port, logs),
                              env={**os.environ, **self.clock.environment()} if stepped else None,
                              stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
-        if self.sentinel:
-            self._replica_and_sentinel(logs)
+        if self._monitored():
+            self._replicas_and_sentinel(logs)
         (logs / "zk").mkdir()
         conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
                       data_dir=logs / "zk", members="", address=zk.address)
@@ -177,34 +182,54 @@ class HostedApps:
         self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis_host.address), 30,
                     "the persister not connected to the gate's Redis")
 
-    def _replica_and_sentinel(self, logs: Path) -> None:
+    def _redis_server(self, host: Host, port: int, logs: Path, *args: str) -> list[str]:
+        """A Redis server's command line on ``host``: no persistence (the hosts are a
+        test's), a replica's first copy sent at once (not after the 5 s Redis waits by
+        default for others to share it); the gate's refuses writes without a replica
+        in sync if asked to."""
+        waited = port == REDIS_GATE_PORT and (self.gate_replicas or 0) > 0
+        return [binary("redis-server"), "--bind", host.address, "--port", str(port), "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs),
+                "--repl-diskless-sync-delay", "0",
+                *(("--min-replicas-to-write", str(self.gate_replicas), "--min-replicas-max-lag", "1")
+                  if waited else ()), *args]
+
+    def _monitored(self) -> list[tuple[int, str]]:
+        """The Redis servers the sentinel watches, each with a replica: (port, service)."""
+        return ([(REDIS_PORT, SENTINEL_SERVICE)] if self.sentinel else []) + (
+            [(REDIS_GATE_PORT, GATE_SENTINEL_SERVICE)] if self.gate_replicas is not None else [])
+
+    def _replicas_and_sentinel(self, logs: Path) -> None:
         replica, sentinel = self.net.host("redis2"), self.net.host("sentinel")
-        replica.start([binary("redis-server"), "--bind", replica.address, "--port", str(REDIS_PORT),
-                       "--replicaof", self.redis.address, str(REDIS_PORT), "--save", "", "--appendonly", "no",
-                       "--protected-mode", "no", "--dir", str(logs)],
-                      stdout=(logs / "redis2.log").open("w"), stderr=subprocess.STDOUT)
+        for port, _ in self._monitored():
+            following = ("--replicaof", self.redis.address, str(port))
+            replica.start(self._redis_server(replica, port, logs, *following),
+                          stdout=(logs / f"redis2-{port}.log").open("w"), stderr=subprocess.STDOUT)
         conf = logs / "sentinel.conf"  # Sentinel rewrites it as it learns: in the scratch directory
-        conf.write_text(SENTINEL_CONF.format(port=SENTINEL_PORT, address=sentinel.address, dir=logs,
-                                             service=SENTINEL_SERVICE, master=self.redis.address,
-                                             master_port=REDIS_PORT))
+        master = self.redis.address
+        monitors = "".join(SENTINEL_MONITOR.format(service=service, master=master, master_port=port)
+                           for port, service in self._monitored())
+        conf.write_text(SENTINEL_CONF.format(port=SENTINEL_PORT, address=sentinel.address, dir=logs)
+                        + monitors)
         sentinel.start([binary("redis-server"), str(conf), "--sentinel"],
                        stdout=(logs / "sentinel.log").open("w"), stderr=subprocess.STDOUT)
 
-        def replica_known() -> None:
+        def replicas_known() -> None:
             with redis.Redis(host=sentinel.address, port=SENTINEL_PORT, socket_timeout=1,
                              socket_connect_timeout=1, decode_responses=True) as asked:
-                replicas = asked.sentinel_slaves(SENTINEL_SERVICE)
-            if not any(r.get("master-link-status") == "ok" for r in replicas):
-                raise ConnectionError("the sentinel knows no replica in sync yet")
+                for _, service in self._monitored():
+                    if not any(r.get("master-link-status") == "ok" for r in asked.sentinel_slaves(service)):
+                        raise ConnectionError(f"the sentinel knows no replica of {service} in sync yet")
 
-        self._until(replica_known, 30, "no replica in sync")
+        self._until(replicas_known, 30, "no replica in sync")
 
-    def master(self) -> Host:
-        """The locks' Redis master, as the sentinel names it now."""
+    def master(self, service: str = SENTINEL_SERVICE) -> Host:
+        """The host of ``service``'s master (the locks' Redis by default), as the
+        sentinel names it now."""
         sentinel = self.net.hosts["sentinel"]
         with redis.Redis(host=sentinel.address, port=SENTINEL_PORT, socket_timeout=1,
                          decode_responses=True) as asked:
-            address, _ = asked.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)
+            address, _ = asked.sentinel_get_master_addr_by_name(service)
         return next(host for host in self.net.hosts.values() if host.address == address)
 
     def _environment(self, host: Host, *, selling: bool = True) -> dict[str, str]:
@@ -219,8 +244,12 @@ class HostedApps:
             "REDIS_URL": f"redis://{self.redis.address}:{REDIS_PORT}/0",
             "FLASHSALE_GATE_REDIS_URL": f"redis://{self.redis.address}:{REDIS_GATE_PORT}/0",
             "ZOOKEEPER_HOSTS": f"{self.zk.address}:{ZK_PORT}",
-            **({"REDIS_SENTINELS": f"{self.net.hosts['sentinel'].address}:{SENTINEL_PORT}",
+            **({"REDIS_SENTINELS": self._sentinel_address(),
                 "REDIS_SENTINEL_SERVICE": SENTINEL_SERVICE} if self.sentinel else {}),
+            **({"FLASHSALE_GATE_REDIS_SENTINELS": self._sentinel_address(),
+                "FLASHSALE_GATE_REDIS_SENTINEL_SERVICE": GATE_SENTINEL_SERVICE,
+                "FLASHSALE_GATE_REPLICAS": str(self.gate_replicas)}
+               if self.gate_replicas is not None else {}),
             **({"DJANGO_ALLOWED_HOSTS": host.address,
                 "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
                 "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
@@ -229,6 +258,9 @@ class HostedApps:
                if selling else {}),
             **self.environment,
         }
+
+    def _sentinel_address(self) -> str:
+        return f"{self.net.hosts['sentinel'].address}:{SENTINEL_PORT}"
 
     def _until(self, probe: Callable[[], None], seconds: float, what: str) -> None:
         try:

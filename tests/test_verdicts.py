@@ -7,7 +7,7 @@ linearizable, every try and the final read in its history."""
 import pytest
 
 from common.history import UNKNOWN, Final, Purchase, read
-from stack.hosted import HostedApps
+from stack.hosted import GATE_SENTINEL_SERVICE, HostedApps
 from verdicts.checker import check
 from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
 from verdicts.matrix import run_cell
@@ -122,3 +122,23 @@ def test_the_gate_with_its_persister_cut_off_from_mariadb_writes_every_sale(stac
     assert cell.end_state.injected
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
     assert cell.end_state.orders == SMALL["stock"]
+
+
+@pytest.mark.parametrize("replicas", [1, 0], ids=["one-replica-waited", "unreplicated"])
+def test_a_failover_of_the_gates_redis_takes_back_a_201_only_without_a_replica_waited_for(
+        stack_config, tmp_path, replicas):
+    """The gate's Redis behind Sentinel, with a replica: its master runs scripts the
+    replica never receives, then is cut off, and Sentinel promotes the replica. The
+    sale pauses until it is reconciled with MariaDB, so no unit is sold twice either
+    way; only a purchase that waited for the replica keeps every 201 true."""
+    nemesis = "failover-gate-redis" if replicas else "failover-gate-redis-unreplicated"
+    with HostedApps(stack_config, gate_replicas=replicas) as hosted:
+        assert hosted.master(GATE_SENTINEL_SERVICE) is hosted.redis
+        cell = run_cell(stack_config, strategy="gate", nemesis=nemesis, out=tmp_path, on=hosted, **SMALL)
+        assert hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"]  # Sentinel failed over
+    assert cell.end_state.injected and cell.end_state.oversold == 0
+    if replicas:
+        assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+        assert cell.end_state.lies == 0 and cell.end_state.orders == SMALL["stock"]
+    else:
+        assert cell.linearizable == "**no**, as designed" and cell.end_state.lies > 0  # 201s lost

@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from stack.config import StackConfig
-from stack.hosted import REDIS_PORT, ZK_PORT, HostedApps
+from stack.hosted import GATE_SENTINEL_SERVICE, REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
 # Past the Redis locks' 5 s lease, and healed just before TCP's fifth retransmission
 # of what was sent as it struck (6.2 s after), so stalled connections resume at the
@@ -53,6 +53,13 @@ HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its 
 FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "20",
                    "DB_IDLE_TRANSACTION_TIMEOUT": "30"}
 THROUGH_A_FAILOVER = 8.0
+# The gate's failover: a few scripts the replica never received (three at least, or
+# what came within a second), then the master cut off from everyone for 6 s: Sentinel
+# promotes the replica 2 to 3 s in; the old master comes back as its replica at the heal.
+# It strikes as the sale opens: the gate sells a small stock in less time than a
+# strike at an order would take to land.
+UNREPLICATED = 3
+GATE_FAILOVER = 6.0
 # The clock jump: 5 s forward, past the lesson's 2 s lease, so the holder's key
 # expires the moment Redis's clock moves. The clock stays ahead: nothing to heal.
 CLOCK_STEP = 5.0
@@ -74,7 +81,18 @@ class LinkFault:
     environment: tuple[tuple[str, str], ...] = ()  # over the stack's settings
     sentinel: bool = False  # the locks' Redis with a replica and Sentinel
     clock: bool = False  # the locks' Redis on a clock the nemesis can step
+    # Not None: the gate's Redis with a replica behind Sentinel, each purchase waiting
+    # for this many replicas (FLASHSALE_GATE_REPLICAS); 0 loses acknowledged orders, as designed.
+    gate_replicas: int | None = None
+    # It strikes at this order (None: the run's trigger; 0: as the sale opens).
+    trigger: int | None = None
     hosted: HostedApps | None = None  # bound by ``on``
+
+    @property
+    def as_designed(self) -> bool:
+        """A loss the cell sets out to show: a lock unfenced, the gate's Redis without
+        a replica waited for."""
+        return not self.fenced or self.gate_replicas == 0
 
     def on(self, hosted: HostedApps) -> LinkFault:
         return dataclasses.replace(self, hosted=hosted)
@@ -144,6 +162,32 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
     master.partition(replica, hosted.net.hosts["sentinel"], *hosted.apps, hosted.net.local)
 
 
+def _fail_over_the_gate(hosted: HostedApps) -> None:
+    """Once the gate's Redis replica has everything its master wrote (the sale's reset
+    at least), the master is cut off from it and from the persister, so that what its
+    scripts write from then on stays on it and goes nowhere else; once it has run
+    ``UNREPLICATED`` scripts more (or a second passed), it is cut off from everyone,
+    and Sentinel promotes the replica, which never received them. With no replica
+    waited for, their buyers hold 201s that nothing will write."""
+    master = hosted.master(GATE_SENTINEL_SERVICE)
+    replica = next(h for h in hosted.net.hosts.values() if h.name in ("redis", "redis2") and h is not master)
+    client = redis.Redis(host=master.address, port=REDIS_GATE_PORT, socket_timeout=1)
+
+    def entries() -> int:
+        return sum(client.xlen(stream) for stream in client.scan_iter(match="gate:*:stream"))
+
+    try:
+        client.set("nemesis:step", 1)
+        client.execute_command("WAIT", 1, 1000)  # the replica has this write, and all before it
+        master.partition(replica, hosted.persister)
+        before, deadline = entries(), time.monotonic() + 1
+        while entries() < before + UNREPLICATED and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        client.close()
+    master.partition(replica, hosted.net.hosts["sentinel"], hosted.persister, *hosted.apps, hosted.net.local)
+
+
 def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
     """Cut app1 off from ZooKeeper and MariaDB while it holds the ZooKeeper lock:
     its session expires, its lock node goes with it, and app2's waiter takes the
@@ -190,6 +234,17 @@ def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, 
                                                "stamp (flashsale.settings.unfenced): the broken half")
 
 
+def _replicated_or_not(name: str, summary: str,
+                       act: Callable[[HostedApps], None]) -> tuple[LinkFault, LinkFault]:
+    """A lesson on the gate's replicas: the fault with each purchase waiting for one
+    replica (``FLASHSALE_GATE_REPLICAS=1``), and its broken half (``-unreplicated``),
+    with none waited for: the 201s the replica never received are lost, as designed."""
+    waited = LinkFault(name, f"{summary}; each purchase waits for 1 replica", act, down_seconds=GATE_FAILOVER,
+                       gate_replicas=1, trigger=0)
+    return waited, dataclasses.replace(waited, name=f"{name}-unreplicated", gate_replicas=0,
+                                       summary=f"{summary}; no replica waited for: the broken half")
+
+
 LINK_FAULTS: dict[str, LinkFault] = {
     fault.name: fault
     for fault in (
@@ -223,6 +278,11 @@ LINK_FAULTS: dict[str, LinkFault] = {
                       "Redis expires the key at once, and the next waiter takes the lock",
                       _step_the_clock_under_the_holder, down_seconds=2.0, environment=LEASE_LESSON,
                       clock=True),
+        *_replicated_or_not("failover-gate-redis", "the gate's Redis master cut off from its replica and "
+                            "the persister (what it runs stays on it), then from everyone for 6 s: Sentinel "
+                            "promotes the "
+                            "replica, the sale pauses until reconciled with MariaDB, and the old master "
+                            "comes back as a replica", _fail_over_the_gate),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 6 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

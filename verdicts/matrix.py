@@ -41,7 +41,9 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "failover-redis-holder-unfenced": lambda spec: spec.lock == "setnx",
             "clock-jump-redis": lambda spec: spec.lock == "setnx",
             "clock-jump-redis-unfenced": lambda spec: spec.lock == "setnx",
-            "partition-persister-db": lambda spec: spec.seller is Seller.GATE}
+            "partition-persister-db": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-redis": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE}
 
 
 def default_plan(strategies: list[str]) -> list[tuple[str, str]]:
@@ -92,7 +94,7 @@ def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
     fault = LINK_FAULTS[nemesis]
     delay = section_delay_ms if fault.section_delay_ms is None else fault.section_delay_ms
     return dict(section_delay_ms=delay, fenced=fault.fenced, environment=fault.environment,
-                sentinel=fault.sentinel, clock=fault.clock)
+                sentinel=fault.sentinel, clock=fault.clock, gate_replicas=fault.gate_replicas)
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
@@ -104,6 +106,7 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
     if hosted(nemesis):
         fault, urls = LINK_FAULTS[nemesis].on(on), on.urls
         first = urls[0] if fault.first_app else None
+        trigger = trigger if fault.trigger is None else fault.trigger
     else:
         fault, urls = (None if nemesis == CALM else FAULTS[nemesis]), None
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
@@ -111,8 +114,9 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
                                  **({"database": on.database} if hosted(nemesis) else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
     purchases = [e for e in recorder.events if isinstance(e, Purchase)]
-    # A loss the cell sets out to show: the gate without Redis's data, a lock unfenced.
-    as_designed = (not LINK_FAULTS[nemesis].fenced if hosted(nemesis)
+    # A loss the cell sets out to show: the gate without Redis's data or a replica
+    # waited for, a lock unfenced.
+    as_designed = (LINK_FAULTS[nemesis].as_designed if hosted(nemesis)
                    else nemesis != CALM and expected_loss(strategy, nemesis))
     return Cell(strategy, nemesis, check(recorder.events), end_state, path, len(purchases),
                 sum(p.outcome not in (OK, FAILED) for p in purchases),
@@ -141,13 +145,13 @@ def struck(cell: Cell) -> str:
 
 def table(cells: list[Cell]) -> str:
     lines = ["| strategy | nemesis | linearizable | anomaly and its window | operations | unknown "
-             "| availability | orders / stock | struck s of sale s | check s |",
-             "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
+             "| availability | orders / stock | lying answers | struck s of sale s | check s |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
     for c in cells:
         seconds = sum(v.seconds for v in c.verdict.skus)
         lines.append(f"| {c.strategy} | {c.nemesis} | {c.linearizable} | {found(c) or '—'} | {c.operations} "
                      f"| {c.unknown} | {c.availability:.0%} | {c.end_state.orders} / {c.end_state.stock} "
-                     f"| {struck(c)} | {seconds:.2f} |")
+                     f"| {c.end_state.lies} | {struck(c)} | {seconds:.2f} |")
     return "\n".join(lines)
 
 

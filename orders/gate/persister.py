@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from common.bulk import rows_insert
-from common.errors import Busy, SoldOut
+from common.errors import Busy, SoldOut, Unavailable
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
@@ -274,8 +274,8 @@ class Persister:
         for sku in gate_failed_over(skus):
             try:
                 gate_reconcile(sku=sku)
-            except Busy as e:
-                logger.info("persister %s: %s failed over; reconciled once written: %s", self.name, sku, e)
+            except (Busy, Unavailable) as e:  # tried again next round
+                logger.info("persister %s: %s failed over, not reconciled yet: %s", self.name, sku, e)
 
     def _read_round(self, streams: dict[str, str]) -> list:
         """This consumer's own pending entries first (a batch that failed), then new ones."""
