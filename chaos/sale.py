@@ -15,6 +15,7 @@ to 2 s. Its last answer is its *final answer*. The verdict:
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -153,6 +154,8 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     admin.reset(sku, stock=stock, strategy=strategy)
     if history:
         history.reset(sku, stock)
+    if fault is not None and hasattr(fault, "before_sale"):
+        fault.before_sale(config)  # a fault's first step, once the sale is open and before any purchase
     sold = 0
     mutex = threading.Lock()
     fire, over = threading.Event(), threading.Event()
@@ -165,7 +168,12 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
         while not fire.wait(0.05):
             if over.is_set():
                 return  # the sale never reached the trigger: not injected, and said so
-        fault_state["names"] = fault.inject(config)
+        try:
+            fault_state["names"] = fault.inject(config)
+        except Exception as e:  # said, and the verdict says it never struck
+            print(f"[chaos] {fault.name} could not strike: {type(e).__name__}: {e}", file=sys.stderr,
+                  flush=True)
+            raise
         fault_state["at"] = time.time()
         struck.set()
         if fault.down_seconds is not None:

@@ -10,6 +10,9 @@ servers over a link that a nemesis can cut:
                   ``stack.clock``); the gate's stock and streams (6380)
     host redis2   with ``sentinel``: a replica of redis's 6379; with ``gate_replicas``
                   (not None), of its 6380 too; and
+    (with ``gate_cluster``: the gate's Redis a Redis Cluster instead, a primary on
+                  6380 of hosts redis, redis2 and redis3, each with a replica on 6381
+                  of the next host round, so that no replica is beside its primary)
     host sentinel a Redis Sentinel watching those masters, which the instances ask
                   for each master (and which promotes redis2 when redis fails)
     host zk       a standalone ZooKeeper of its own
@@ -54,6 +57,10 @@ from .servers import (
 APP_PORT = 8001
 REDIS_PORT = 6379
 REDIS_GATE_PORT = 6380
+REDIS_GATE_REPLICA_PORT = 6381  # a gate Cluster's replicas
+GATE_CLUSTER_HOSTS = ("redis", "redis2", "redis3")
+# A node counts as failing after 1 s without an answer (the stack's Cluster: 5 s).
+GATE_CLUSTER_NODE_TIMEOUT_MS = 1000
 ZK_PORT = 2181
 SENTINEL_PORT = 26379
 SENTINEL_SERVICE = "flashsale"
@@ -91,7 +98,8 @@ def _until(probe: Callable[[], None], seconds: float, what: str) -> None:
 class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-                 sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None):
+                 sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None,
+                 gate_cluster: bool = False):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -104,6 +112,7 @@ class HostedApps:
         # waiting for this many replicas (FLASHSALE_GATE_REPLICAS); with 1 or more, its
         # servers refuse writes without a replica in sync (min-replicas-to-write).
         self.gate_replicas = gate_replicas
+        self.gate_cluster = gate_cluster  # the gate's Redis a Cluster of three shards (its replicas too)
         self.net = Net()
         # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
         self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
@@ -152,13 +161,15 @@ class HostedApps:
         db.start([sys.executable, "-m", "stack.relay", f"{db.address}:{self.config.mysql_port}",
                   f"unix:{socket_path}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                  stderr=(logs / "relay.log").open("w"))
-        for port in (REDIS_PORT, REDIS_GATE_PORT):
+        for port in (REDIS_PORT,) if self.gate_cluster else (REDIS_PORT, REDIS_GATE_PORT):
             stepped = self.clock is not None and port == REDIS_PORT
             redis_host.start(self._redis_server(redis_host, port, logs),
                              env={**os.environ, **self.clock.environment()} if stepped else None,
                              stdout=(logs / f"redis-{port}.log").open("w"), stderr=subprocess.STDOUT)
         if self._monitored():
             self._replicas_and_sentinel(logs)
+        if self.gate_cluster:
+            self._gate_cluster(logs)
         (logs / "zk").mkdir()
         conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
                       data_dir=logs / "zk", members="", address=zk.address)
@@ -179,15 +190,93 @@ class HostedApps:
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
         for url in self.urls:
             self._until(http_probe(f"{url}/readyz"), 30, f"{url} not ready")
-        self._until(redis_client_probe(REDIS_GATE_PORT, PERSISTER, redis_host.address), 30,
-                    "the persister not connected to the gate's Redis")
+        self._until(self._persister_connected, 30, "the persister not connected to the gate's Redis")
+
+    def _persister_connected(self) -> None:
+        """The persister connected to the gate's Redis (to one of a Cluster's primaries)."""
+        hosts = [self.net.hosts[name] for name in GATE_CLUSTER_HOSTS] if self.gate_cluster else [self.redis]
+        failures = []
+        for host in hosts:
+            try:
+                return redis_client_probe(REDIS_GATE_PORT, PERSISTER, host.address)()
+            except ConnectionError as e:
+                failures.append(e)
+        raise failures[-1]
+
+    def _gate_cluster(self, logs: Path) -> None:
+        """The gate's Redis Cluster: three primaries, each host's replica following the
+        next host's primary, made with redis-cli as an operator would."""
+        hosts = [self.redis, self.net.host("redis2"), self.net.host("redis3")]
+        cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                   "--cluster-node-timeout", str(GATE_CLUSTER_NODE_TIMEOUT_MS))
+        for host in hosts:
+            for port in (REDIS_GATE_PORT, REDIS_GATE_REPLICA_PORT):
+                (logs / f"{host.name}-{port}").mkdir()
+                host.start(self._redis_server(host, port, logs / f"{host.name}-{port}", *cluster),
+                           stdout=(logs / f"{host.name}-{port}.log").open("w"), stderr=subprocess.STDOUT)
+        for host in hosts:
+            self._until(lambda h=host: redis.Redis(host=h.address, port=REDIS_GATE_REPLICA_PORT,
+                                                   socket_timeout=1).ping(), 10, "a gate node not answering")
+        self._redis_cli("--cluster", "create", *(f"{h.address}:{REDIS_GATE_PORT}" for h in hosts),
+                        "--cluster-yes")
+        for i, host in enumerate(hosts):
+            primary = hosts[(i + 1) % len(hosts)]
+            primary_id = redis.Redis(host=primary.address, port=REDIS_GATE_PORT).cluster("myid")
+            self._redis_cli("--cluster", "add-node", f"{host.address}:{REDIS_GATE_REPLICA_PORT}",
+                            f"{primary.address}:{REDIS_GATE_PORT}", "--cluster-slave",
+                            "--cluster-master-id", primary_id if isinstance(primary_id, str)
+                            else primary_id.decode())
+
+        def in_step() -> None:
+            for host in hosts:
+                with redis.Redis(host=host.address, port=REDIS_GATE_PORT, socket_timeout=1,
+                                 decode_responses=True) as node:
+                    if node.cluster("info")["cluster_state"] != "ok":
+                        raise ConnectionError(f"{host.name}: the cluster is not ok yet")
+                    if node.info("replication").get("slave0", {}).get("state") != "online":
+                        raise ConnectionError(f"{host.name}: its replica is not online yet")
+
+        self._until(in_step, 30, "the gate's Cluster not in step")
+
+    def _redis_cli(self, *args: str) -> None:
+        done = subprocess.run([binary("redis-cli"), *args], capture_output=True, text=True, timeout=60)
+        if done.returncode:
+            raise RuntimeError(f"redis-cli {' '.join(args[:2])} failed:\n{done.stdout}{done.stderr}")
+
+    def gate_primaries(self) -> list[Host]:
+        """The hosts of the gate's primaries (on REDIS_GATE_PORT) as made: a Cluster's
+        three, or the one the sentinel names."""
+        if self.gate_cluster:
+            return [self.net.hosts[name] for name in GATE_CLUSTER_HOSTS]
+        return [self.master(GATE_SENTINEL_SERVICE)]
+
+    def gate_shard(self, key: str) -> tuple[Host, Host]:
+        """The hosts of the primary holding the gate's ``key`` (its Cluster shard's, or
+        the sentinel's master) and of its replica."""
+        if not self.gate_cluster:
+            master = self.master(GATE_SENTINEL_SERVICE)
+            return master, next(h for h in self.net.hosts.values()
+                                if h.name in ("redis", "redis2") and h is not master)
+        hosts = {self.net.hosts[name].address: self.net.hosts[name] for name in GATE_CLUSTER_HOSTS}
+        with redis.Redis(host=self.redis.address, port=REDIS_GATE_PORT, socket_timeout=1,
+                         decode_responses=True) as node:
+            slot = node.cluster("keyslot", key)
+            layout = node.execute_command("CLUSTER", "SLOTS")
+        for first, last, primary, *_ in layout:
+            if first <= slot <= last:
+                # Its replica as it says (the others may not have heard of it yet).
+                with redis.Redis(host=primary[0], port=primary[1], socket_timeout=1,
+                                 decode_responses=True) as node:
+                    replica = node.info("replication")["slave0"]["ip"]
+                return hosts[primary[0]], hosts[replica]
+        raise RuntimeError(f"no primary holds the slot of {key}")
 
     def _redis_server(self, host: Host, port: int, logs: Path, *args: str) -> list[str]:
         """A Redis server's command line on ``host``: no persistence (the hosts are a
         test's), a replica's first copy sent at once (not after the 5 s Redis waits by
         default for others to share it); the gate's refuses writes without a replica
         in sync if asked to."""
-        waited = port == REDIS_GATE_PORT and (self.gate_replicas or 0) > 0
+        waited = port in (REDIS_GATE_PORT, REDIS_GATE_REPLICA_PORT) and (self.gate_replicas or 0) > 0
         return [binary("redis-server"), "--bind", host.address, "--port", str(port), "--save", "",
                 "--appendonly", "no", "--protected-mode", "no", "--dir", str(logs),
                 "--repl-diskless-sync-delay", "0",
@@ -197,7 +286,11 @@ class HostedApps:
     def _monitored(self) -> list[tuple[int, str]]:
         """The Redis servers the sentinel watches, each with a replica: (port, service)."""
         return ([(REDIS_PORT, SENTINEL_SERVICE)] if self.sentinel else []) + (
-            [(REDIS_GATE_PORT, GATE_SENTINEL_SERVICE)] if self.gate_replicas is not None else [])
+            [(REDIS_GATE_PORT, GATE_SENTINEL_SERVICE)] if self._gate_behind_sentinel else [])
+
+    @property
+    def _gate_behind_sentinel(self) -> bool:
+        return self.gate_replicas is not None and not self.gate_cluster
 
     def _replicas_and_sentinel(self, logs: Path) -> None:
         replica, sentinel = self.net.host("redis2"), self.net.host("sentinel")
@@ -247,8 +340,10 @@ class HostedApps:
             **({"REDIS_SENTINELS": self._sentinel_address(),
                 "REDIS_SENTINEL_SERVICE": SENTINEL_SERVICE} if self.sentinel else {}),
             **({"FLASHSALE_GATE_REDIS_SENTINELS": self._sentinel_address(),
-                "FLASHSALE_GATE_REDIS_SENTINEL_SERVICE": GATE_SENTINEL_SERVICE,
-                "FLASHSALE_GATE_REPLICAS": str(self.gate_replicas)}
+                "FLASHSALE_GATE_REDIS_SENTINEL_SERVICE": GATE_SENTINEL_SERVICE}
+               if self._gate_behind_sentinel else {}),
+            **({"FLASHSALE_GATE_REDIS_CLUSTER": "true"} if self.gate_cluster else {}),
+            **({"FLASHSALE_GATE_REPLICAS": str(self.gate_replicas)}
                if self.gate_replicas is not None else {}),
             **({"DJANGO_ALLOWED_HOSTS": host.address,
                 "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own

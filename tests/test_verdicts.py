@@ -5,9 +5,10 @@ the checker, with the window where no order gets past; ``setnx`` must be
 linearizable, every try and the final read in its history."""
 
 import pytest
+import redis
 
 from common.history import UNKNOWN, Final, Purchase, read
-from stack.hosted import GATE_SENTINEL_SERVICE, HostedApps
+from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 from verdicts.checker import check
 from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
 from verdicts.matrix import run_cell
@@ -124,18 +125,30 @@ def test_the_gate_with_its_persister_cut_off_from_mariadb_writes_every_sale(stac
     assert cell.end_state.orders == SMALL["stock"]
 
 
+def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
+    """The gate's servers made replicas that are primaries now."""
+    if not cluster:
+        return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
+    return [name for name in GATE_CLUSTER_HOSTS
+            if redis.Redis(host=hosted.net.hosts[name].address, port=REDIS_GATE_REPLICA_PORT,
+                           decode_responses=True).info("replication")["role"] == "master"]
+
+
 @pytest.mark.parametrize("replicas", [1, 0], ids=["one-replica-waited", "unreplicated"])
+@pytest.mark.parametrize("cluster", [False, True], ids=["sentinel", "cluster"])
 def test_a_failover_of_the_gates_redis_takes_back_a_201_only_without_a_replica_waited_for(
-        stack_config, tmp_path, replicas):
-    """The gate's Redis behind Sentinel, with a replica: its master runs scripts the
-    replica never receives, then is cut off, and Sentinel promotes the replica. The
-    sale pauses until it is reconciled with MariaDB, so no unit is sold twice either
-    way; only a purchase that waited for the replica keeps every 201 true."""
-    nemesis = "failover-gate-redis" if replicas else "failover-gate-redis-unreplicated"
-    with HostedApps(stack_config, gate_replicas=replicas) as hosted:
-        assert hosted.master(GATE_SENTINEL_SERVICE) is hosted.redis
+        stack_config, tmp_path, replicas, cluster):
+    """The gate's Redis with a replica, behind Sentinel or a Cluster shard: the primary
+    holding the sale runs scripts its replica never receives, then is cut off, and the
+    replica is promoted. The sale pauses until it is reconciled with MariaDB, so no
+    unit is sold twice either way; only a purchase that waited for the replica keeps
+    every 201 true."""
+    nemesis = "failover-gate-shard" if cluster else "failover-gate-redis"
+    nemesis += "" if replicas else "-unreplicated"
+    with HostedApps(stack_config, gate_replicas=replicas, gate_cluster=cluster) as hosted:
+        assert promoted(hosted, cluster) == []
         cell = run_cell(stack_config, strategy="gate", nemesis=nemesis, out=tmp_path, on=hosted, **SMALL)
-        assert hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"]  # Sentinel failed over
+        assert len(promoted(hosted, cluster)) == 1  # one primary's replica took over
     assert cell.end_state.injected and cell.end_state.oversold == 0
     if replicas:
         assert cell.verdict.valid is True, cell.verdict.anomalies[:1]

@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from stack.config import StackConfig
-from stack.hosted import GATE_SENTINEL_SERVICE, REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
+from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
 # Past the Redis locks' 5 s lease, and healed just before TCP's fifth retransmission
 # of what was sent as it struck (6.2 s after), so stalled connections resume at the
@@ -53,11 +53,11 @@ HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its 
 FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "20",
                    "DB_IDLE_TRANSACTION_TIMEOUT": "30"}
 THROUGH_A_FAILOVER = 8.0
-# The gate's failover: a few scripts the replica never received (three at least, or
-# what came within a second), then the master cut off from everyone for 6 s: Sentinel
-# promotes the replica 2 to 3 s in; the old master comes back as its replica at the heal.
-# It strikes as the sale opens: the gate sells a small stock in less time than a
-# strike at an order would take to land.
+# The gate's failover: the primary cut off from its replica before the sale's first
+# purchase (the gate sells a small stock in less time than a strike at an order takes
+# to land), then, once it has run three scripts the replica never received (or a
+# second passed), from everyone for 6 s: the replica is promoted 2 to 3 s in, and the
+# old primary comes back as its replica after the heal.
 UNREPLICATED = 3
 GATE_FAILOVER = 6.0
 # The clock jump: 5 s forward, past the lesson's 2 s lease, so the holder's key
@@ -84,8 +84,12 @@ class LinkFault:
     # Not None: the gate's Redis with a replica behind Sentinel, each purchase waiting
     # for this many replicas (FLASHSALE_GATE_REPLICAS); 0 loses acknowledged orders, as designed.
     gate_replicas: int | None = None
-    # It strikes at this order (None: the run's trigger; 0: as the sale opens).
+    # It strikes at this order (None: the run's trigger; 0: as the sale opens, after ``before``).
     trigger: int | None = None
+    gate_cluster: bool = False  # the gate's Redis a Cluster of three shards, a replica each
+    # Its first step, taken once the sale is open and before its first purchase: a
+    # gate sells a small stock in less time than a strike takes to land.
+    before: Callable[[HostedApps], None] | None = None
     hosted: HostedApps | None = None  # bound by ``on``
 
     @property
@@ -96,6 +100,10 @@ class LinkFault:
 
     def on(self, hosted: HostedApps) -> LinkFault:
         return dataclasses.replace(self, hosted=hosted)
+
+    def before_sale(self, config: StackConfig) -> None:
+        if self.before is not None:
+            self.before(self.hosted)
 
     def inject(self, config: StackConfig) -> list[str]:
         self.act(self.hosted)
@@ -162,30 +170,43 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
     master.partition(replica, hosted.net.hosts["sentinel"], *hosted.apps, hosted.net.local)
 
 
-def _fail_over_the_gate(hosted: HostedApps) -> None:
-    """Once the gate's Redis replica has everything its master wrote (the sale's reset
-    at least), the master is cut off from it and from the persister, so that what its
-    scripts write from then on stays on it and goes nowhere else; once it has run
-    ``UNREPLICATED`` scripts more (or a second passed), it is cut off from everyone,
-    and Sentinel promotes the replica, which never received them. With no replica
-    waited for, their buyers hold 201s that nothing will write."""
-    master = hosted.master(GATE_SENTINEL_SERVICE)
-    replica = next(h for h in hosted.net.hosts.values() if h.name in ("redis", "redis2") and h is not master)
-    client = redis.Redis(host=master.address, port=REDIS_GATE_PORT, socket_timeout=1)
+def _newest_sale(hosted: HostedApps) -> str:
+    """The key of the gate's newest sale (the cell's), found on its primaries."""
+    opened = []
+    for host in hosted.gate_primaries():
+        with redis.Redis(host=host.address, port=REDIS_GATE_PORT, socket_timeout=1,
+                         decode_responses=True) as node:
+            opened += [(float(node.hget(key, "opened") or 0), key)
+                       for key in node.scan_iter(match="gate:{*}")]
+    return max(opened)[1]
 
-    def entries() -> int:
-        return sum(client.xlen(stream) for stream in client.scan_iter(match="gate:*:stream"))
 
-    try:
-        client.set("nemesis:step", 1)
+def _cut_the_gates_primary_off(hosted: HostedApps) -> None:
+    """Once the replica of the primary holding the sale (the sentinel's master, or
+    its Cluster shard's) has everything that primary wrote, the sale's reset
+    included, cut the primary off from it and from the persister: what its scripts
+    write from then on stays on it, and goes nowhere else."""
+    sale = _newest_sale(hosted)
+    master, replica = hosted.gate_shard(sale)
+    with redis.Redis(host=master.address, port=REDIS_GATE_PORT, socket_timeout=1) as client:
+        client.set(f"{sale}:nemesis", 1)  # the sale's hash tag: its shard
         client.execute_command("WAIT", 1, 1000)  # the replica has this write, and all before it
-        master.partition(replica, hosted.persister)
-        before, deadline = entries(), time.monotonic() + 1
-        while entries() < before + UNREPLICATED and time.monotonic() < deadline:
+    master.partition(replica, hosted.persister)
+
+
+def _fail_over_the_gate(hosted: HostedApps) -> None:
+    """Once the primary cut off by ``_cut_the_gates_primary_off`` has run
+    ``UNREPLICATED`` scripts (or a second passed), cut it off from everyone: the
+    replica is promoted (by Sentinel, or by the Cluster's other primaries), never
+    having received them. With no replica waited for, their buyers hold 201s that
+    nothing will write."""
+    sale = _newest_sale(hosted)
+    master, _ = hosted.gate_shard(sale)
+    with redis.Redis(host=master.address, port=REDIS_GATE_PORT, socket_timeout=1) as client:
+        deadline = time.monotonic() + 1
+        while client.xlen(f"{sale}:stream") < UNREPLICATED and time.monotonic() < deadline:
             time.sleep(0.005)
-    finally:
-        client.close()
-    master.partition(replica, hosted.net.hosts["sentinel"], hosted.persister, *hosted.apps, hosted.net.local)
+    master.partition(*(h for h in hosted.net.hosts.values() if h is not master), hosted.net.local)
 
 
 def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
@@ -234,13 +255,13 @@ def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, 
                                                "stamp (flashsale.settings.unfenced): the broken half")
 
 
-def _replicated_or_not(name: str, summary: str,
-                       act: Callable[[HostedApps], None]) -> tuple[LinkFault, LinkFault]:
+def _replicated_or_not(name: str, summary: str, act: Callable[[HostedApps], None], *,
+                       cluster: bool = False) -> tuple[LinkFault, LinkFault]:
     """A lesson on the gate's replicas: the fault with each purchase waiting for one
     replica (``FLASHSALE_GATE_REPLICAS=1``), and its broken half (``-unreplicated``),
     with none waited for: the 201s the replica never received are lost, as designed."""
     waited = LinkFault(name, f"{summary}; each purchase waits for 1 replica", act, down_seconds=GATE_FAILOVER,
-                       gate_replicas=1, trigger=0)
+                       gate_replicas=1, trigger=0, gate_cluster=cluster, before=_cut_the_gates_primary_off)
     return waited, dataclasses.replace(waited, name=f"{name}-unreplicated", gate_replicas=0,
                                        summary=f"{summary}; no replica waited for: the broken half")
 
@@ -283,6 +304,11 @@ LINK_FAULTS: dict[str, LinkFault] = {
                             "promotes the "
                             "replica, the sale pauses until reconciled with MariaDB, and the old master "
                             "comes back as a replica", _fail_over_the_gate),
+        *_replicated_or_not("failover-gate-shard", "the gate's Redis a Cluster of three primaries with a "
+                            "replica each; the primary of the sale's shard cut off from its replica and the "
+                            "persister (what it runs stays on it), then from everyone for 6 s: the other "
+                            "primaries vote its replica in, the sale pauses until reconciled with MariaDB, "
+                            "and the old primary comes back as a replica", _fail_over_the_gate, cluster=True),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 6 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

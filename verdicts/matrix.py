@@ -43,7 +43,9 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "clock-jump-redis-unfenced": lambda spec: spec.lock == "setnx",
             "partition-persister-db": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-redis": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE}
+            "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-shard": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-shard-unreplicated": lambda spec: spec.seller is Seller.GATE}
 
 
 def default_plan(strategies: list[str]) -> list[tuple[str, str]]:
@@ -94,7 +96,8 @@ def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
     fault = LINK_FAULTS[nemesis]
     delay = section_delay_ms if fault.section_delay_ms is None else fault.section_delay_ms
     return dict(section_delay_ms=delay, fenced=fault.fenced, environment=fault.environment,
-                sentinel=fault.sentinel, clock=fault.clock, gate_replicas=fault.gate_replicas)
+                sentinel=fault.sentinel, clock=fault.clock, gate_replicas=fault.gate_replicas,
+                gate_cluster=fault.gate_cluster)
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
