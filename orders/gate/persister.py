@@ -17,6 +17,11 @@ the stock row) and acknowledged (XACK) only after the commit. So:
 
 A database that cannot be reached stops nothing but the writing: the entries stay
 pending with this persister, which tries them again until the database is back.
+
+A sale whose Redis failed over (or restarted) since it opened is refused by the sale's
+script until it is reconciled; the persisters look for such sales every
+``FAILOVERS_READ_EVERY`` seconds and reconcile each once its stream is written
+(``orders.gate.reconcile``).
 """
 
 from __future__ import annotations
