@@ -128,6 +128,23 @@ class OutcomeUnknown(ApplicationError):
         self.order_id = order_id
 
 
+class UsernameTaken(ApplicationError):
+    """Another buyer has this username."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "username_taken"
+
+
+class CredentialsRefused(ApplicationError):
+    """A username and password that do not sign anyone in."""
+
+    status_code = status.HTTP_401_UNAUTHORIZED
+    code = "authentication_failed"
+
+    def __init__(self, message: str, **kwargs):
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"}, **kwargs)
+
+
 class LimitReached(ApplicationError):
     """The buyer already bought the most one buyer may of this product."""
 

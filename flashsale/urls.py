@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/", include("orders.urls")),
     path("api/", include("inventory.urls")),
     path("api/", include("races.urls")),
+    path("api/", include("buyers.urls")),
     path("admin/", admin.site.urls),
 ]
 

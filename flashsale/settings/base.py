@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "common",
+    "buyers",
     "locking",
     "inventory",
     "orders",
@@ -440,6 +441,19 @@ REST_FRAMEWORK = {
     # first of them saw, not a forwarded header a client could write.
     "NUM_PROXIES": env.int("FLASHSALE_TRUSTED_PROXIES", default=1),
 }
+# Buyers (buyers/): with FLASHSALE_BUYER_AUTH a purchase needs a buyer's credentials
+# (a bearer token, or the shop page's session with its CSRF token), takes the buyer
+# from them (a body user_id is refused), and an order is shown to its buyer only.
+FLASHSALE_BUYER_AUTH = env.bool("FLASHSALE_BUYER_AUTH", default=False)
+# The tokens' signing key (empty: one derived from SECRET_KEY) and lifetime in seconds.
+FLASHSALE_BUYER_TOKEN_KEY = env.str("FLASHSALE_BUYER_TOKEN_KEY", default="")
+FLASHSALE_BUYER_TOKEN_TTL = env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600)
+# New buyers (POST /api/buyers) and sign-ins per client address; empty: off.
+FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
 # Purchase throttles (orders.throttles), DRF rates "<n>/<s|m|h|d>"; empty: off.
 FLASHSALE_THROTTLE_USER = env.str("FLASHSALE_THROTTLE_USER", default="5/s")
 FLASHSALE_THROTTLE_ADDRESS = env.str("FLASHSALE_THROTTLE_ADDRESS", default="100/s")

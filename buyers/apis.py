@@ -1,0 +1,82 @@
+"""The buyers' API: a new buyer (``POST /api/buyers``), a token for one that signs in
+(``POST /api/buyers/token``)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from common.errors import CredentialsRefused, InvalidInput, UsernameTaken, error_responses
+from common.fields import ClosedInputSerializer, StrictCharField
+
+from .services import BUYER_NAME_MAX_LENGTH, buyer_create, buyer_sign_in
+
+
+class SignUpThrottle(SimpleRateThrottle):
+    """New buyers per client address (``FLASHSALE_THROTTLE_SIGN_UP``; empty: off)."""
+
+    scope = "sign-up"
+
+    def get_rate(self) -> str | None:
+        return settings.FLASHSALE_THROTTLE_SIGN_UP or None
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+@extend_schema_serializer(component_name="BuyerToken")
+class TokenSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    token = serializers.CharField()
+    expires_at = serializers.IntegerField(help_text="epoch seconds")
+
+
+class BuyerCreateApi(APIView):
+    """A new buyer: with a username and password, an account that can sign in again;
+    with neither, a throwaway buyer, good until its token expires."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes = [SignUpThrottle]
+
+    @extend_schema_serializer(component_name="BuyerRequest")
+    class InputSerializer(ClosedInputSerializer):
+        username = StrictCharField(min_length=1, max_length=BUYER_NAME_MAX_LENGTH, required=False)
+        password = StrictCharField(min_length=1, max_length=128, required=False, trim_whitespace=False)
+
+    @extend_schema(request=InputSerializer, responses={201: TokenSerializer,
+                                                       **error_responses(InvalidInput, UsernameTaken)})
+    def post(self, request):
+        given = _input.run_validation(request.data)
+        user, issued = buyer_create(username=given.get("username"), password=given.get("password"))
+        return Response({"username": user.username, "token": issued.token, "expires_at": issued.expires_at},
+                        status=status.HTTP_201_CREATED)
+
+
+class TokenCreateApi(APIView):
+    """A new token for a buyer that signs in with its password."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes = [SignUpThrottle]
+
+    @extend_schema_serializer(component_name="SignInRequest")
+    class InputSerializer(ClosedInputSerializer):
+        username = StrictCharField(min_length=1, max_length=BUYER_NAME_MAX_LENGTH)
+        password = StrictCharField(min_length=1, max_length=128, trim_whitespace=False)
+
+    @extend_schema(request=InputSerializer, responses={200: TokenSerializer,
+                                                       **error_responses(InvalidInput, CredentialsRefused)})
+    def post(self, request):
+        given = _sign_in.run_validation(request.data)
+        issued = buyer_sign_in(username=given["username"], password=given["password"])
+        return Response({"username": given["username"], "token": issued.token,
+                         "expires_at": issued.expires_at})
+
+
+_input = BuyerCreateApi.InputSerializer()
+_sign_in = TokenCreateApi.InputSerializer()

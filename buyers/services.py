@@ -1,0 +1,86 @@
+"""Buyers: Django's own users, made and signed in, each with a bearer token."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from common.errors import CredentialsRefused, InvalidInput, UsernameTaken
+
+from .tokens import Issued, token_issue
+
+# A buyer's name is the orders' user_id: as long as the orders' column allows.
+BUYER_NAME_MAX_LENGTH = 64
+THROWAWAY_PREFIX = "buyer-"
+
+
+def buyer_create(*, username: str | None = None, password: str | None = None) -> tuple[object, Issued]:
+    """A new buyer and a token for it. Without a username, a throwaway buyer
+    (``buyer-<random>``) that has no password: it buys with its token (or the page's
+    session) until that expires, and never signs in again.
+
+    :raises InvalidInput: the username or the password is not acceptable (why, per field).
+    :raises UsernameTaken: another buyer has the username.
+    """
+    User = get_user_model()
+    if username is None:
+        if password is not None:
+            raise InvalidInput("a password needs a username", extra={"fields": {"username": ["required"]}})
+        username = f"{THROWAWAY_PREFIX}{secrets.token_hex(8)}"
+    user = User(username=username)
+    errors = {}
+    try:
+        User.username_validator(username)
+    except ValidationError as e:
+        errors["username"] = e.messages
+    if len(username) > BUYER_NAME_MAX_LENGTH:
+        errors.setdefault("username", []).append(f"at most {BUYER_NAME_MAX_LENGTH} characters")
+    if password is not None:
+        try:
+            validate_password(password, user)
+        except ValidationError as e:
+            errors["password"] = e.messages
+    if errors:
+        raise InvalidInput("the buyer cannot be made", extra={"fields": errors})
+    if password is None:
+        user.set_unusable_password()
+    else:
+        user.set_password(password)
+    try:
+        with transaction.atomic():
+            user.save()
+    except IntegrityError as e:
+        raise UsernameTaken(f"{username} is taken") from e
+    return user, token_issue(username=username)
+
+
+def buyer_sign_in(*, username: str, password: str) -> Issued:
+    """A new token for a buyer that signs in with its password.
+
+    :raises CredentialsRefused: no such buyer, or not that password (the answer does
+        not say which).
+    """
+    user = authenticate(username=username, password=password)
+    if user is None or not user.is_active:
+        raise CredentialsRefused("the username and password sign no buyer in")
+    return token_issue(username=user.username)
+
+
+def buyers_make(*, count: int, prefix: str, seconds: int | None = None) -> list[tuple[str, str]]:
+    """``count`` buyers named ``<prefix><n>`` (n from 0), made in bulk without passwords
+    (a load test's: they buy with their tokens), and a token for each: (username,
+    token) in order. Buyers of those names made before are kept and given new tokens.
+    """
+    User = get_user_model()
+    names = [f"{prefix}{n}" for n in range(count)]
+    if names and len(names[-1]) > BUYER_NAME_MAX_LENGTH:
+        raise InvalidInput(f"buyer names of at most {BUYER_NAME_MAX_LENGTH} characters")
+    unusable = User(username="-")
+    unusable.set_unusable_password()  # one random unusable hash serves them all: none signs in
+    User.objects.bulk_create([User(username=name, password=unusable.password) for name in names],
+                             batch_size=2000, ignore_conflicts=True)
+    return [(name, token_issue(username=name, seconds=seconds).token) for name in names]
