@@ -17,7 +17,9 @@ Rows:
 - ``atomic, spread``: every purchase buys, over 50 products, so nobody waits;
 - ``setnx, spread``: the same under a Redis lock (taken, timed and released each time);
 - ``redisson, hot, 8 segments``: one product in 8 segments under the Redisson lock
-  (one request at a time here: nobody waits for the lock).
+  (one request at a time here: nobody waits for the lock);
+- ``…, signed in``: the row before it with ``FLASHSALE_BUYER_AUTH`` on, each purchase
+  carrying a buyer's bearer token (the buyer from the token, checked in the shortcut).
 
 No gunicorn, nginx or load client: this is the app's own share of a request, the
 part a change to the purchase path moves. Under load each request also pays
@@ -47,6 +49,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
+from buyers.tokens import token_issue  # noqa: E402
 from orders.sales import sale_reset  # noqa: E402
 from orders.wsgi import PurchaseWSGIHandler  # noqa: E402
 
@@ -69,6 +72,22 @@ def _purchase(sku: str) -> dict:
     return _environ("POST", "/api/orders", body, key=key)
 
 
+_TOKENS: list[str] = []
+
+
+def _signed_in_purchase(sku: str, n: int) -> dict:
+    """A purchase by the n-th of 1,000 buyers, with its bearer token."""
+    if not _TOKENS:
+        _TOKENS.extend(token_issue(username=f"cpu-buyer-{i}").token for i in range(1000))
+    key = uuid.uuid4().hex
+    environ = _environ("POST", "/api/orders", json.dumps({"sku": sku, "quantity": 1}).encode(), key=key)
+    environ["HTTP_AUTHORIZATION"] = f"Bearer {_TOKENS[n % len(_TOKENS)]}"
+    return environ
+
+
+SIGNED_IN = ", signed in"
+
+
 def _rows() -> dict:
     """Each row: (set its sale up, the n-th request's environ)."""
     return {
@@ -79,9 +98,13 @@ def _rows() -> dict:
                            lambda n: _purchase("cpu-sold-out")),
         "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
                  lambda n: _purchase("cpu-gate")),
+        "gate" + SIGNED_IN: (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
+                             lambda n: _signed_in_purchase("cpu-gate", n)),
         "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")
                                     for i in range(SPREAD)],
                            lambda n: _purchase(f"cpu-spread-{n % SPREAD}")),
+        "atomic, spread" + SIGNED_IN: (lambda: None,  # the row before's products, bought on
+                                       lambda n: _signed_in_purchase(f"cpu-spread-{n % SPREAD}", n)),
         "setnx, spread": (lambda: [sale_reset(sku=f"cpu-setnx-{i}", stock=10**6, strategy="setnx")
                                    for i in range(SPREAD)],
                           lambda n: _purchase(f"cpu-setnx-{n % SPREAD}")),
@@ -108,6 +131,7 @@ def main() -> None:
     print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
     ping = None
     for label, (setup, request) in rows.items():
+        settings.FLASHSALE_BUYER_AUTH = label.endswith(SIGNED_IN)
         setup()
         for n in range(50):  # imports, connections, scripts registered
             b"".join(handler(request(n), start_response))
@@ -123,6 +147,7 @@ def main() -> None:
         print(f"| {label} | {cpu:,.0f} | {cpu / ping:.2f} | {wall:,.0f} | {answers} |")
     if args.profile:
         setup, request = rows[args.profile]
+        settings.FLASHSALE_BUYER_AUTH = args.profile.endswith(SIGNED_IN)
         setup()
         environs = [request(n) for n in range(args.requests)]
         profile = cProfile.Profile()

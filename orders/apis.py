@@ -19,11 +19,12 @@ from drf_spectacular.utils import (
     extend_schema_field,
     extend_schema_serializer,
 )
-from rest_framework import serializers, status
+from rest_framework import permissions, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from buyers.authentication import BuyerTokenAuthentication, buyer_name
 from common.errors import (
     NO_INSTANCE,
     NOT_AUTHENTICATED,
@@ -107,15 +108,27 @@ class QuantityField(serializers.IntegerField):
     states it, from the same setting, and the rule lives once."""
 
 
+class IsBuyer(permissions.BasePermission):
+    """A buyer's credentials: a bearer token, or the page's session."""
+
+    def has_permission(self, request, view) -> bool:
+        return buyer_name(request.user) is not None
+
+
 class OrderCreateApi(APIView):
-    # A buyer names itself in the body (user_id); no session is read, so no request
-    # pays for one, and a browser's cookie does not bring CSRF checks into a JSON API.
-    # Anyone may buy. A plain JSON purchase is answered before it reaches this view,
+    # With FLASHSALE_BUYER_AUTH, the buyer is the one its credentials name: a bearer
+    # token (read without a database query), or the shop page's session, whose CSRF
+    # token DRF checks. Without it, a buyer names itself in the body (user_id), and no
+    # session is read. A plain JSON purchase is answered before it reaches this view,
     # with the same answer (orders.wsgi): the sale's hot path. This view answers
     # the rest, and every purchase while the shortcut is off.
-    authentication_classes: list = []
-    permission_classes: list = []
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
+
+    def get_authenticators(self):
+        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
+
+    def get_permissions(self):
+        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []
 
     @extend_schema_serializer(component_name="PurchaseRequest")
     class InputSerializer(ClosedInputSerializer):
@@ -127,6 +140,19 @@ class OrderCreateApi(APIView):
         # the schema states it.
         quantity = QuantityField()
         user_id = StrictCharField(min_length=1, max_length=USER_ID_MAX_LENGTH)
+
+    @extend_schema_serializer(component_name="BuyerPurchaseRequest")
+    class BuyerInputSerializer(ClosedInputSerializer):
+        """A purchase by the buyer the credentials name: which product, how many units."""
+
+        sku = StrictCharField(min_length=1, max_length=SKU_MAX_LENGTH)
+        quantity = QuantityField()
+
+        def to_internal_value(self, data):
+            if isinstance(data, dict) and "user_id" in data:
+                raise serializers.ValidationError(
+                    {"user_id": ["the buyer is the one the credentials name: leave user_id out"]})
+            return super().to_internal_value(data)
 
     @extend_schema_serializer(component_name="Purchase")
     class OutputSerializer(OrderSerializer):
@@ -149,7 +175,11 @@ class OrderCreateApi(APIView):
         },
     )
     def post(self, request):
-        purchase = plain_purchase(request.data) or _purchase_input.run_validation(request.data)
+        if settings.FLASHSALE_BUYER_AUTH:
+            purchase = plain_buyer_purchase(request.data) or _buyer_input.run_validation(request.data)
+            purchase = {**purchase, "user_id": buyer_name(request.user)}
+        else:
+            purchase = plain_purchase(request.data) or _purchase_input.run_validation(request.data)
         request.purchase_sku = purchase["sku"]  # for the metrics' label, below
         body, code, headers = purchase_answer(request, purchase)
         return Response(body, status=code, headers=headers)
@@ -184,7 +214,9 @@ def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]
 # One instance, built once: ``run_validation`` keeps nothing on it (unlike
 # ``is_valid``), and a new instance would deep-copy its fields on every purchase.
 _purchase_input = OrderCreateApi.InputSerializer()
+_buyer_input = OrderCreateApi.BuyerInputSerializer()
 _PURCHASE_FIELDS = frozenset(_purchase_input.fields)
+_BUYER_FIELDS = frozenset(_buyer_input.fields)
 _PURCHASE_OUTPUT = tuple(OrderCreateApi.OutputSerializer._declared_fields)
 
 
@@ -203,17 +235,44 @@ def plain_purchase(data) -> dict | None:
     return None
 
 
+def plain_buyer_purchase(data) -> dict | None:
+    """``plain_purchase`` for a buyer that its credentials name: ``sku`` and
+    ``quantity`` only."""
+    if type(data) is not dict or data.keys() != _BUYER_FIELDS:
+        return None
+    if type(data["quantity"]) is int and _plain_text(data["sku"], SKU_MAX_LENGTH):
+        return data
+    return None
+
+
 def _plain_text(value, max_length: int) -> bool:
     # ASCII has no surrogates, which the serializer also refuses.
     return type(value) is str and 0 < len(value) <= max_length and value.isascii() and "\x00" not in value
 
 
 class OrderDetailApi(APIView):
-    """Follow an order: ``accepted`` by the gate, ``confirmed`` once in the database."""
+    """Follow an order: ``accepted`` by the gate, ``confirmed`` once in the database.
+    With ``FLASHSALE_BUYER_AUTH``, its buyer's only (and the admin's): to anyone else
+    it is not found, so that ids cannot be walked."""
+
+    def get_authenticators(self):
+        if settings.FLASHSALE_BUYER_AUTH:
+            return [BuyerTokenAuthentication(), AdminTokenAuthentication(), SessionAuthentication()]
+        return super().get_authenticators()
+
+    def get_permissions(self):
+        return [IsBuyerOrStaff()] if settings.FLASHSALE_BUYER_AUTH else super().get_permissions()
 
     @extend_schema(responses={200: OrderSerializer, **error_responses(NotFound, Unavailable)})
     def get(self, request, order_id: int):
-        return Response(OrderSerializer(order_status_get(order_id=order_id)).data)
+        mine = settings.FLASHSALE_BUYER_AUTH and not request.user.is_staff
+        order = order_status_get(order_id=order_id, buyer=buyer_name(request.user) if mine else None)
+        return Response(OrderSerializer(order).data)
+
+
+class IsBuyerOrStaff(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
 
 
 class GateAuditSerializer(serializers.Serializer):

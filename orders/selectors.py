@@ -24,20 +24,23 @@ from .gate.store import ID_BLOCK_SHIFT
 from .models import GateSale, Order
 
 
-def order_status_get(*, order_id: int) -> OrderStatus:
+def order_status_get(*, order_id: int, buyer: str | None = None) -> OrderStatus:
     """An order as the buyer can follow it: ``confirmed`` once the database has it,
-    ``accepted`` while the gate's stream carries it to the database.
+    ``accepted`` while the gate's stream carries it to the database. With ``buyer``,
+    only if it is that buyer's.
 
-    :raises NotFound: neither has it.
+    :raises NotFound: neither has it, or it is another buyer's (the answer is the same).
     """
     order = Order.objects.select_related("product").filter(pk=order_id).first()
     if order is not None:
-        return OrderStatus(order_id=order.pk, sku=order.product.sku, quantity=order.quantity,
-                           strategy=order.strategy, instance=order.instance, status="confirmed")
-    accepted = gate_order_get(order_id=order_id)
-    if accepted is None:
+        found = OrderStatus(order_id=order.pk, sku=order.product.sku, quantity=order.quantity,
+                            strategy=order.strategy, instance=order.instance, status="confirmed",
+                            user_id=order.user_id)
+    else:
+        found = gate_order_get(order_id=order_id)
+    if found is None or buyer is not None and found.user_id != buyer:
         raise NotFound(f"no order {order_id}", extra={"order_id": order_id})
-    return accepted
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Throttles, counted in the shared Redis cache, so every instance counts the same
-requests. The purchase endpoint's, per buyer (the body's ``user_id``) and per client
+requests. The purchase endpoint's, per buyer (its credentials', or without
+``FLASHSALE_BUYER_AUTH`` the body's ``user_id``) and per client
 address: a throttled purchase is answered 429 with ``Retry-After`` before it claims a
 key or reads the stock. And the admin token's failures per client address
 (``orders.auth``), counted only when a token was wrong.
@@ -18,6 +19,7 @@ import logging
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from buyers.authentication import buyer_name
 from common.cache_errors import CACHE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -42,10 +44,13 @@ class PurchaseUserThrottle(_RateFromSettings):
     rate_setting = "FLASHSALE_THROTTLE_USER"
 
     def get_cache_key(self, request, view) -> str | None:
-        data = request.data
-        user_id = data.get("user_id") if isinstance(data, dict) else None
+        if settings.FLASHSALE_BUYER_AUTH:
+            user_id = buyer_name(getattr(request, "user", None))  # the credentials' buyer
+        else:
+            data = request.data
+            user_id = data.get("user_id") if isinstance(data, dict) else None
         if not isinstance(user_id, str) or not user_id:
-            return None  # nobody to count: the view answers 400
+            return None  # nobody to count: the view answers 400 (or 401)
         return self.cache_format % {"scope": self.scope, "ident": user_id[:64]}
 
 

@@ -18,8 +18,10 @@ and every request while ``FLASHSALE_PURCHASE_SHORTCUT`` is off, goes through Dja
 its answers (415, 400 ``invalid``, 405, the host's 400) are Django's and DRF's own.
 
 Left out, and why a purchase does not need it: sessions, authentication, messages and
-CSRF (the view is CSRF-exempt and reads no session or user), the URL resolver (one
-path), content negotiation (one renderer). ``orders/tests/test_wsgi.py`` holds the
+CSRF (without ``FLASHSALE_BUYER_AUTH`` the view reads no session or user; with it, the
+shortcut takes only a purchase with a valid bearer token, which it checks itself, and
+leaves a session's purchase, and any refused token, to Django's path), the URL
+resolver (one path), content negotiation (one renderer). ``orders/tests/test_wsgi.py`` holds the
 shortcut to the answers Django's path gives: status, body and every header.
 """
 
@@ -39,11 +41,13 @@ from django.utils.functional import cached_property
 from django.utils.log import log_response
 from rest_framework.utils import json
 
+from buyers.authentication import TokenBuyer
+from buyers.tokens import TokenRefused, token_buyer
 from common.errors import error_response
 from common.middleware import stamp_arrival
 from common.requestlog import request_named
 
-from .apis import OrderCreateApi, plain_purchase, purchase_answer
+from .apis import OrderCreateApi, plain_buyer_purchase, plain_purchase, purchase_answer
 from .metrics import purchase_counted
 
 # Charsets the shortcut decodes itself; Django's path decodes any other a client names.
@@ -133,7 +137,14 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
             or not settings.FLASHSALE_PURCHASE_SHORTCUT):
         return None
     arrived = time.time()
-    purchase = plain_purchase(_plain_json(request))
+    if settings.FLASHSALE_BUYER_AUTH:
+        buyer = _bearer(request)
+        purchase = plain_buyer_purchase(_plain_json(request)) if buyer else None
+        if purchase is not None:
+            request.user = TokenBuyer(buyer)  # what the buyer's throttle reads, as on DRF's Request
+            purchase = {**purchase, "user_id": buyer}
+    else:
+        purchase = plain_purchase(_plain_json(request))
     if purchase is None or not _allowed(request, shortcut):
         return None
     name = request_named(request)
@@ -177,6 +188,18 @@ def _plain_json(request) -> object:
         return json.loads(request.body.decode("utf-8"))
     except (ValueError, RecursionError, RequestDataTooBig):
         return None  # Django's path says what is wrong, in its words
+
+
+def _bearer(request) -> str | None:
+    """The buyer a valid ``Authorization: Bearer`` token names; None for anything
+    else (no header, another scheme, a refused token: Django's path answers it)."""
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    try:
+        return token_buyer(token)
+    except TokenRefused:
+        return None
 
 
 def _allowed(request, shortcut: _Shortcut) -> bool:

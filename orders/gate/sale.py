@@ -203,6 +203,7 @@ class OrderStatus:
     # "confirmed" (in the database), "accepted" (in the gate's stream) or
     # "dead_lettered" (the persisters could not write it).
     status: str
+    user_id: str = ""  # its buyer: whom it is shown to, with buyers signed in
 
 
 def gate_order_get(*, order_id: int) -> OrderStatus | None:
@@ -227,7 +228,7 @@ def gate_order_get(*, order_id: int) -> OrderStatus | None:
     fields = entries[0][1]
     return OrderStatus(order_id=order_id, sku=sale.product.sku, quantity=int(fields["quantity"]),
                        strategy="gate", instance=fields["instance"],
-                       status="dead_lettered" if status == "dead" else "accepted")
+                       status="dead_lettered" if status == "dead" else "accepted", user_id=fields["user"])
 
 
 @dataclass(frozen=True)
