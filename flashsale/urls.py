@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 urlpatterns = [
     # The apps' routes by name (include), so the project shell imports none of them.
     path("", include("orders.page_urls")),
+    path("", include("buyers.page_urls")),
     path("", include("races.page_urls")),
     path("", include("dashboard.urls")),
     path("", include("orders.health_urls")),

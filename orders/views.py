@@ -4,6 +4,8 @@ from django.conf import settings
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from buyers.authentication import buyer_name
+
 
 @ensure_csrf_cookie
 def index(request):
@@ -15,5 +17,8 @@ def index(request):
             "strategy": settings.FLASHSALE_STRATEGY,
             "instance": settings.FLASHSALE_INSTANCE,
             "max_per_order": settings.FLASHSALE_MAX_PER_ORDER,
+            # With buyers signed in, the page buys as its session's buyer (None: not signed in).
+            "buyer_auth": settings.FLASHSALE_BUYER_AUTH,
+            "buyer": buyer_name(request.user) if settings.FLASHSALE_BUYER_AUTH else None,
         },
     )

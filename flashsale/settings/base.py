@@ -450,6 +450,9 @@ FLASHSALE_BUYER_TOKEN_KEY = env.str("FLASHSALE_BUYER_TOKEN_KEY", default="")
 FLASHSALE_BUYER_TOKEN_TTL = env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600)
 # New buyers (POST /api/buyers) and sign-ins per client address; empty: off.
 FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
+# The page's sign-in and sign-out go back to the shop.
+LOGIN_URL = "sign-in"
+LOGIN_REDIRECT_URL = LOGOUT_REDIRECT_URL = "/"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
