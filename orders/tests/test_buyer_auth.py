@@ -139,3 +139,11 @@ def test_the_pages_session_buys_only_with_its_csrf_token():
                          HTTP_X_CSRFTOKEN=secret)
     assert taken.status_code == 201, taken.json()
     assert Order.objects.get().user_id == "carol"
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "gate"])
+def test_a_key_another_buyer_used_is_a_conflict_that_names_no_order(strategy):
+    sale_reset(sku=SKU, stock=5, strategy=strategy)
+    assert buy({"sku": SKU, "quantity": 1}, bearer("alice"), key="shared-key")[0] == 201
+    code, body, _ = buy({"sku": SKU, "quantity": 1}, bearer("bob"), key="shared-key")
+    assert (code, body["error"]) == (409, "idempotency_conflict") and "order_id" not in body
