@@ -31,7 +31,7 @@ import redis
 
 from loadtest.measured import recorded
 from orders.gate.pipeline import ScriptPipeline
-from orders.gate.store import GROUP, gate_keys, lua_source
+from orders.gate.store import GROUP, IdentifiedConnection, gate_keys, lua_source
 from stack.scratch import start_redis
 
 SKU = "gate-script-bench"
@@ -44,8 +44,11 @@ def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
     keys = list(gate_keys(SKU))
     source = lua_source("sell")
     batches: list[int] = []
-    shared = redis.Redis(port=port, socket_timeout=5, decode_responses=True)
+    # The apps' connection class: each learns its server's run id, which the script checks.
+    shared = redis.Redis(connection_pool=redis.ConnectionPool(
+        port=port, socket_timeout=5, decode_responses=True, connection_class=IdentifiedConnection))
     pipeline = ScriptPipeline(shared.register_script(source), sent=batches.append)
+    server = shared.info("server")["run_id"]
     done = [0] * threads
     stop = time.monotonic() + seconds
 
@@ -54,7 +57,11 @@ def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
         tag = uuid.uuid4().hex[:8]
         while time.monotonic() < stop:
             args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0"]
-            reply = pipeline.run(keys, args).value if way == "together" else own(keys=keys, args=args)
+            # Alone, the server's run id is the last argument, as the pipeline adds it.
+            if way == "together":
+                reply = pipeline.run(keys, args).value
+            else:
+                reply = own(keys=keys, args=[*args, server])
             assert reply[0] == "accepted", reply
             done[n] += 1
 

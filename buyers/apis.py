@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from common.errors import CredentialsRefused, InvalidInput, UsernameTaken, error_responses
+from common.errors import THROTTLED, CredentialsRefused, InvalidInput, UsernameTaken, error_responses
 from common.fields import ClosedInputSerializer, StrictCharField
 
 from .services import BUYER_NAME_MAX_LENGTH, buyer_create, buyer_sign_in
@@ -48,8 +48,8 @@ class BuyerCreateApi(APIView):
         username = StrictCharField(min_length=1, max_length=BUYER_NAME_MAX_LENGTH, required=False)
         password = StrictCharField(min_length=1, max_length=128, required=False, trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={201: TokenSerializer,
-                                                       **error_responses(InvalidInput, UsernameTaken)})
+    @extend_schema(request=InputSerializer, responses={
+        201: TokenSerializer, **error_responses(InvalidInput, UsernameTaken, THROTTLED)})
     def post(self, request):
         given = _input.run_validation(request.data)
         user, issued = buyer_create(username=given.get("username"), password=given.get("password"))
@@ -69,8 +69,8 @@ class TokenCreateApi(APIView):
         username = StrictCharField(min_length=1, max_length=BUYER_NAME_MAX_LENGTH)
         password = StrictCharField(min_length=1, max_length=128, trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={200: TokenSerializer,
-                                                       **error_responses(InvalidInput, CredentialsRefused)})
+    @extend_schema(request=InputSerializer, responses={
+        200: TokenSerializer, **error_responses(InvalidInput, CredentialsRefused, THROTTLED)})
     def post(self, request):
         given = _sign_in.run_validation(request.data)
         issued = buyer_sign_in(username=given["username"], password=given["password"])

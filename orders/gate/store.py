@@ -82,7 +82,7 @@ class _Identified:
                                if line.startswith("run_id:")), "")
 
 
-class _Connection(_Identified, redis.Connection):
+class IdentifiedConnection(_Identified, redis.Connection):
     pass
 
 
@@ -103,7 +103,7 @@ def gate_redis() -> redis.Redis:
                            decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
             url = settings.FLASHSALE_GATE_REDIS_URL
             if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-                _client = redis.RedisCluster.from_url(url, connection_class=_Connection, **options)
+                _client = redis.RedisCluster.from_url(url, connection_class=IdentifiedConnection, **options)
             elif settings.FLASHSALE_GATE_REDIS_SENTINELS:
                 parsed = urlparse(url)
                 sentinels = redis.sentinel.Sentinel(
@@ -113,7 +113,7 @@ def gate_redis() -> redis.Redis:
                     settings.FLASHSALE_GATE_REDIS_SENTINEL_SERVICE, db=int(parsed.path.strip("/") or 0),
                     password=parsed.password, connection_class=_SentinelConnection, **options)
             else:
-                _client = redis.Redis.from_url(url, connection_class=_Connection, **options)
+                _client = redis.Redis.from_url(url, connection_class=IdentifiedConnection, **options)
         return _client
 
 

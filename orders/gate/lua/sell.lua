@@ -19,7 +19,8 @@
 -- ARGV[8]  "1" when the answer waits for replicas (a WAIT follows the script): every
 --          answer then writes, so that the WAIT covers what it read as well (WAIT
 --          waits for the connection's last write); a refusal rewrites the stock as is
--- ARGV[9]  the run id of the server the connection reached ("": not known, not checked)
+-- ARGV[9]  the run id of the server the connection reached ("" or not given: not
+--          known, not checked)
 -- Returns {"cold"} (nothing loaded), {"failover", primary} (the sale was opened or
 -- reconciled on another server: what it holds here may be behind what was answered
 -- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"not_started", starts_ms,
@@ -27,7 +28,8 @@
 -- {"limit", bought} or {"accepted", order_id, remaining}.
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends', 'primary')
 if not sale[1] then return {'cold'} end
-if sale[6] and ARGV[9] ~= '' and sale[6] ~= ARGV[9] then return {'failover', sale[6]} end
+local server = ARGV[9] or ''
+if sale[6] and server ~= '' and sale[6] ~= server then return {'failover', sale[6]} end
 local function answer(reply)
   if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'stock', sale[1]) end
   return reply
