@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -92,6 +92,10 @@ bench-capacity: up  ## what bounds a sale under each design, and what adding nod
 bench-metrics: up  ## what counting and timing for /metrics costs: ping, the gate, atomic and setnx, on vs off (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.metrics_cost $(BENCH_ARGS)
+
+bench-buyers: up  ## what a buyer's bearer token costs a purchase: the gate and atomic, on vs off (wrk)
+	scripts/install-system-packages.sh --bench
+	$(PY) -m benchmarks.buyers_cost $(BENCH_ARGS)
 
 bench-race-watch: up install-test  ## the same race with the race page closed and open (does watching change it?)
 	$(PY) -m benchmarks.race_watch $(BENCH_ARGS)

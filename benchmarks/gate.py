@@ -119,14 +119,17 @@ def _ms(value: str) -> float:
 
 
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
-        quantity: int = 1, skus: int = 1) -> Run:
+        quantity: int = 1, skus: int = 1, tokens: Path | None = None) -> Run:
     """A wrk run: GET ``url``, or with ``sku`` purchases of it (``<prefix>0``), or
-    spread over ``skus`` products ``<prefix>0`` .. ``<prefix><skus - 1>``."""
+    spread over ``skus`` products ``<prefix>0`` .. ``<prefix><skus - 1>``; with
+    ``tokens`` (a ``buyers_make`` file), each purchase by one of its buyers, in turn."""
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency"]
     env = dict(os.environ)
     if sku is not None:
         command += ["-s", str(WRK_SCRIPT)]
         env.update(SKUS=str(skus), PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
+        if tokens is not None:
+            env["TOKENS"] = str(tokens)
     stack_before, client_before = meter.snapshot(), children_cpu()
     out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
     stack = meter.snapshot() - stack_before

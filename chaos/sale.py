@@ -135,16 +135,21 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
             time.sleep(0.2)
 
 
+BUYER_PREFIX = "chaos-buyer-"  # the n-th buyer of a sale is chaos-buyer-<n>
+
+
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
                      threads: int, trigger: int, history: Recorder | None = None,
                      urls: list[str] | None = None, first: str | None = None,
-                     database: str = APP_DATABASE) -> Verdict:
+                     database: str = APP_DATABASE, tokens: dict[str, str] | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
     until the fault strikes (so that it strikes that one holding the lock), the
     others taking every try after; ``database``: the one those instances write, on
-    the stack's MariaDB, where the verdict reads the orders."""
+    the stack's MariaDB, where the verdict reads the orders; ``tokens``: each buyer's
+    (``BUYER_PREFIX<n>``) bearer token, for instances that take the buyer from
+    credentials (``loadtest.buyers``)."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     others = [url for url in urls if url != first] or urls
@@ -186,7 +191,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     def buyer(n: int) -> DocumentedError:
         nonlocal sold
         if not hasattr(local, "clients"):  # a keep-alive connection per buyer thread and instance
-            local.clients = {url: FlashsaleClient(url, timeout=15) for url in urls}
+            local.clients = {url: FlashsaleClient(url, timeout=15, tokens=tokens) for url in urls}
         def client_now() -> FlashsaleClient:  # each try, retries too
             if first:
                 # Until the strike itself, not the trigger: a fault that waits for a
@@ -194,7 +199,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
                 return local.clients[first if not struck.is_set() else others[n % len(others)]]
             return local.clients[urls[n % len(urls)]]
 
-        answer = _buy(client_now, sku, uuid.uuid4().hex, f"chaos-buyer-{n}", history)
+        answer = _buy(client_now, sku, uuid.uuid4().hex, f"{BUYER_PREFIX}{n}", history)
         if answer.status == 201:
             with mutex:
                 sold += 1
@@ -217,12 +222,13 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     _until_healthy(config, urls=direct)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
                   started=started, ended=ended, injected_at=fault_state.get("at"), history=history,
-                  database=database)
+                  database=database, tokens=tokens)
 
 
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
-           injected_at: float | None, history: Recorder | None, database: str) -> Verdict:
+           injected_at: float | None, history: Recorder | None, database: str,
+           tokens: dict[str, str] | None) -> Verdict:
     audit = client.audit(sku)  # once the gate's persisters have written what it accepted
     truth = Truth(config, database=database)
     try:
@@ -249,7 +255,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     def replay(key: str) -> str | None:
         """What was wrong with the replay of ``key``: None if it got its order back."""
         if not hasattr(local, "client"):
-            local.client = FlashsaleClient(client.base_url, timeout=15)
+            local.client = FlashsaleClient(client.base_url, timeout=15, tokens=tokens)
         response = local.client.order(sku, 1, users[key], key=key)
         body = response.json()
         if response.status_code == 200 and body.get("order_id") == orders[key]:

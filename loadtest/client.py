@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import requests
@@ -24,6 +25,9 @@ class FlashsaleClient:
     base_url: str
     admin_token: str | None = None
     timeout: float = 30.0
+    # Buyer -> its bearer token, for apps that take the buyer from credentials
+    # (FLASHSALE_BUYER_AUTH): a purchase then carries its buyer's token, not a user_id.
+    tokens: Mapping[str, str] | None = None
 
     def __post_init__(self):
         self.session = requests.Session()
@@ -100,10 +104,12 @@ class FlashsaleClient:
         return self.session.get(self._url("/healthz"), timeout=self.timeout).json()
 
     def order(self, sku: str, quantity: int, user_id: str, key: str | None = None) -> requests.Response:
-        """POST /api/orders; returns the response whatever its status."""
-        return self.session.post(
-            self._url("/api/orders"),
-            json={"sku": sku, "quantity": quantity, "user_id": user_id},
-            headers={"Idempotency-Key": key or uuid.uuid4().hex},
-            timeout=self.timeout,
-        )
+        """POST /api/orders by ``user_id`` (with this client's ``tokens``, by its token);
+        returns the response whatever its status."""
+        body: dict = {"sku": sku, "quantity": quantity}
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        if self.tokens is None:
+            body["user_id"] = user_id
+        else:
+            headers["Authorization"] = f"Bearer {self.tokens[user_id]}"
+        return self.session.post(self._url("/api/orders"), json=body, headers=headers, timeout=self.timeout)

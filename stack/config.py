@@ -66,6 +66,7 @@ class StackConfig:
     gate_pipeline: bool  # the gate's scripts sent together (FLASHSALE_GATE_PIPELINE)
     gate_replicas: int  # replicas a gate purchase waits for (FLASHSALE_GATE_REPLICAS); the stack runs none
     metrics: bool  # the apps count and time for /metrics (FLASHSALE_METRICS)
+    buyer_auth: bool  # a purchase takes its buyer from credentials (FLASHSALE_BUYER_AUTH)
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -104,6 +105,7 @@ class StackConfig:
             gate_pipeline=env.bool("FLASHSALE_GATE_PIPELINE", default=True),
             gate_replicas=env.int("FLASHSALE_GATE_REPLICAS", default=0),
             metrics=env.bool("FLASHSALE_METRICS", default=True),
+            buyer_auth=env.bool("FLASHSALE_BUYER_AUTH", default=False),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -273,6 +275,7 @@ class StackConfig:
             "FLASHSALE_GATE_PIPELINE": "true" if self.gate_pipeline else "false",
             "FLASHSALE_GATE_REPLICAS": str(self.gate_replicas),
             "FLASHSALE_METRICS": "true" if self.metrics else "false",
+            "FLASHSALE_BUYER_AUTH": "true" if self.buyer_auth else "false",
             "FLASHSALE_ADMIN_TOKEN": self.admin_token(),
             "DJANGO_SECRET_KEY": self.secret_key(),
             "DJANGO_STATIC_ROOT": str(self.static_root),
@@ -287,7 +290,7 @@ class StackConfig:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
         selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
-                   "FLASHSALE_METRICS", "FLASHSALE_SERVER",
+                   "FLASHSALE_METRICS", "FLASHSALE_SERVER", "FLASHSALE_BUYER_AUTH",
                    "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
                    "PROMETHEUS_MULTIPROC_DIR"}

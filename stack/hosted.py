@@ -354,6 +354,13 @@ class HostedApps:
             **self.environment,
         }
 
+    def buyer_tokens(self, prefix: str, count: int) -> dict[str, str]:
+        """``count`` buyers made in the instances' database, and their tokens."""
+        from loadtest.buyers import buyer_tokens
+
+        return buyer_tokens(self.config, prefix=prefix, count=count,
+                            database_url=self._database_url("127.0.0.1"))
+
     def _sentinel_address(self) -> str:
         return f"{self.net.hosts['sentinel'].address}:{SENTINEL_PORT}"
 

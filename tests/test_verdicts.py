@@ -7,6 +7,7 @@ linearizable, every try and the final read in its history."""
 import pytest
 import redis
 
+from chaos.sale import BUYER_PREFIX
 from common.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 from verdicts.checker import check
@@ -155,3 +156,17 @@ def test_a_failover_of_the_gates_redis_takes_back_a_201_only_without_a_replica_w
         assert cell.end_state.lies == 0 and cell.end_state.orders == SMALL["stock"]
     else:
         assert cell.linearizable == "**no**, as designed" and cell.end_state.lies > 0  # 201s lost
+
+
+def test_signed_in_buyers_sell_the_stock_exactly_and_each_answer_holds(stack_config, tmp_path):
+    """The instances take the buyer from credentials (FLASHSALE_BUYER_AUTH): each of the
+    sale's buyers is an account with its bearer token, made by ``manage.py buyers_make``."""
+    signed_in = {"FLASHSALE_BUYER_AUTH": "true"}
+    with HostedApps(stack_config, section_delay_ms=2.0, environment=signed_in) as hosted:
+        tokens = hosted.buyer_tokens(BUYER_PREFIX, SMALL["buyers"])
+        cell = run_cell(stack_config, strategy="atomic", nemesis="partition-app-db", out=tmp_path, on=hosted,
+                        tokens=tokens, **SMALL)
+    assert cell.end_state.injected
+    assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+    assert cell.end_state.orders == SMALL["stock"]
+    assert cell.end_state.lies == 0 and cell.end_state.replays_wrong == 0
