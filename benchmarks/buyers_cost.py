@@ -24,10 +24,8 @@ without one (2). The stack is put back as it was.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
-import shutil
 import statistics
 import sys
 import tempfile
@@ -43,7 +41,7 @@ from stack.supervisor import Supervisor
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
 from .gate import STOCK, Run, written, wrk
-from .metrics_cost import alternating
+from .metrics_cost import alternating, load_table, parsed
 
 SPREAD = 50
 BUYERS = 1000
@@ -73,18 +71,7 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3, help="in-process runs")
-    parser.add_argument("--requests", type=int, default=3000, help="per in-process row")
-    parser.add_argument("--wrk-rounds", type=int, default=2, help="wrk runs each way (0: none)")
-    parser.add_argument("--seconds", type=float, default=6)
-    parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--docs", action="store_true",
-                        help="also write the report to docs/results/measured/buyers-cost.md, for the docs")
-    args = parser.parse_args(argv)
-    if args.wrk_rounds and shutil.which("wrk") is None:
-        parser.error("wrk is not installed (make bench-buyers installs it)")
+    args = parsed(argv, doc=__doc__, rounds="in-process runs", measured="buyers-cost", target="bench-buyers")
     command = "python -m benchmarks.buyers_cost " + shlex.join(sys.argv[1:] if argv is None else argv)
     config = StackConfig.from_env()
 
@@ -125,19 +112,7 @@ def _report(command: str, args, config: StackConfig, cpu: list, loads: dict) -> 
         print(f"| {without} | {on:,.0f} | {off:,.0f} | **{on - off:+.0f}** | {pairs} |")
     if not loads[True]:
         return
-    print(f"\nUnder load (wrk -t2 -c{args.connections}, {args.seconds:g} s a row, against nginx: "
-          f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
-          f"{len(loads[True])} runs each way, the apps restarted between), medians:\n")
-    print("| row | answers/s on / off | the apps' CPU µs an answer, on / off | p99 ms on / off "
-          "| **cost**: µs added ÷ the apps' CPU an answer (off) |\n|---|---|---|---|---:|")
-    for _, _, loaded in ROWS:
-        apps_off = median(loads[False], loaded, lambda run: run.cpu_us["apps"])
-        print(f"| {loaded} | {median(loads[True], loaded, lambda r: r.requests_per_s):,.0f} / "
-              f"{median(loads[False], loaded, lambda r: r.requests_per_s):,.0f} "
-              f"| {median(loads[True], loaded, lambda r: r.cpu_us['apps']):,.0f} / {apps_off:,.0f} "
-              f"| {median(loads[True], loaded, lambda r: r.p99_ms):.0f} / "
-              f"{median(loads[False], loaded, lambda r: r.p99_ms):.0f} "
-              f"| **{added[loaded] / apps_off:+.1%}** |")
+    load_table(config, args, loads, added)
     print("\nThe answers/s and CPU columns under load move by a tenth between two runs of the same "
           "configuration on this machine; the in-process difference is the token's own.")
 

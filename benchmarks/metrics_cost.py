@@ -80,19 +80,50 @@ def alternating(rounds: int) -> list[bool]:
     return [metrics for n in range(rounds) for metrics in ((True, False) if n % 2 == 0 else (False, True))]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3, help="in-process runs each way")
+def parsed(argv: list[str] | None, *, doc: str, rounds: str, measured: str,
+           target: str) -> argparse.Namespace:
+    """The arguments of a benchmark of a setting on and off (this one's and others'):
+    in-process runs (``rounds`` says how), wrk runs each way, and where ``--docs``
+    writes (``measured``); wrk must be installed (``make <target>`` does it)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help=rounds)
     parser.add_argument("--requests", type=int, default=3000, help="per in-process row")
     parser.add_argument("--wrk-rounds", type=int, default=2, help="wrk runs each way (0: none)")
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--docs", action="store_true",
-                        help="also write the report to docs/results/measured/metrics-cost.md, for the docs")
+                        help=f"also write the report to docs/results/measured/{measured}.md, for the docs")
     args = parser.parse_args(argv)
     if args.wrk_rounds and shutil.which("wrk") is None:
-        parser.error("wrk is not installed (make bench-metrics installs it)")
+        parser.error(f"wrk is not installed (make {target} installs it)")
+    return args
+
+
+def load_table(config: StackConfig, args, loads: dict[bool, list[dict[str, Run]]],
+               added: dict[str, float]) -> None:
+    """The wrk rows on and off, medians, each row's cost: the µs the setting adds in
+    process (``added``, by wrk row), over the apps' CPU an answer with it off."""
+    def median(runs: list, row: str, figure) -> float:
+        return statistics.median(figure(run[row]) for run in runs)
+
+    print(f"\nUnder load (wrk -t2 -c{args.connections}, {args.seconds:g} s a row, against nginx: "
+          f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
+          f"{len(loads[True])} runs each way, the apps restarted between), medians:\n")
+    print("| row | answers/s on / off | the apps' CPU µs an answer, on / off | p99 ms on / off "
+          "| **cost**: µs added ÷ the apps' CPU an answer (off) |\n|---|---|---|---|---:|")
+    for row, extra in added.items():
+        apps_off = median(loads[False], row, lambda run: run.cpu_us["apps"])
+        print(f"| {row} | {median(loads[True], row, lambda r: r.requests_per_s):,.0f} / "
+              f"{median(loads[False], row, lambda r: r.requests_per_s):,.0f} "
+              f"| {median(loads[True], row, lambda r: r.cpu_us['apps']):,.0f} / {apps_off:,.0f} "
+              f"| {median(loads[True], row, lambda r: r.p99_ms):.0f} / "
+              f"{median(loads[False], row, lambda r: r.p99_ms):.0f} "
+              f"| **{extra / apps_off:+.1%}** |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parsed(argv, doc=__doc__, rounds="in-process runs each way", measured="metrics-cost",
+                  target="bench-metrics")
     command = "python -m benchmarks.metrics_cost " + shlex.join(sys.argv[1:] if argv is None else argv)
     config = StackConfig.from_env()
 
@@ -130,19 +161,7 @@ def _report(command: str, args, config: StackConfig, cpu: dict, loads: dict) -> 
         print(f"| {row} | {on:,.0f} | {off:,.0f} | **{on - off:+.0f}** | {pairs} |")
     if not loads[True]:
         return
-    print(f"\nUnder load (wrk -t2 -c{args.connections}, {args.seconds:g} s a row, against nginx: "
-          f"{config.instances} instances x {config.workers} workers x {config.threads} threads; "
-          f"{len(loads[True])} runs each way, the apps restarted between), medians:\n")
-    print("| row | answers/s on / off | the apps' CPU µs an answer, on / off | p99 ms on / off "
-          "| **cost**: µs added ÷ the apps' CPU an answer (off) |\n|---|---|---|---|---:|")
-    for row, loaded in ROWS.items():
-        apps_off = median(loads[False], loaded, lambda run: run.cpu_us["apps"])
-        print(f"| {loaded} | {median(loads[True], loaded, lambda r: r.requests_per_s):,.0f} / "
-              f"{median(loads[False], loaded, lambda r: r.requests_per_s):,.0f} "
-              f"| {median(loads[True], loaded, lambda r: r.cpu_us['apps']):,.0f} / {apps_off:,.0f} "
-              f"| {median(loads[True], loaded, lambda r: r.p99_ms):.0f} / "
-              f"{median(loads[False], loaded, lambda r: r.p99_ms):.0f} "
-              f"| **{added[row] / apps_off:+.1%}** |")
+    load_table(config, args, loads, {loaded: added[row] for row, loaded in ROWS.items()})
     print("\nThe answers/s and CPU columns under load move by a tenth between two runs of the same "
           "configuration on this machine (compare the ping row, which no metric touches); the "
           "in-process difference is the metrics' own.")
