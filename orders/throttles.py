@@ -17,29 +17,15 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from rest_framework.throttling import SimpleRateThrottle
 
 from buyers.authentication import buyer_name
 from common.cache_errors import CACHE_ERRORS
+from common.throttles import PerAddress, RateFromSettings
 
 logger = logging.getLogger(__name__)
 
 
-class _RateFromSettings(SimpleRateThrottle):
-    rate_setting = ""
-
-    def get_rate(self) -> str | None:
-        return getattr(settings, self.rate_setting) or None
-
-    def allow_request(self, request, view) -> bool:
-        try:
-            return super().allow_request(request, view)
-        except CACHE_ERRORS as e:
-            logger.warning("%s: Redis unreachable, not throttling: %s", self.scope, e)
-            return True
-
-
-class PurchaseUserThrottle(_RateFromSettings):
+class PurchaseUserThrottle(RateFromSettings):
     scope = "purchase-user"
     rate_setting = "FLASHSALE_THROTTLE_USER"
 
@@ -54,18 +40,12 @@ class PurchaseUserThrottle(_RateFromSettings):
         return self.cache_format % {"scope": self.scope, "ident": user_id[:64]}
 
 
-class _PerAddress(_RateFromSettings):
-    def get_cache_key(self, request, view) -> str | None:
-        # The client's address as nginx saw it (REST_FRAMEWORK["NUM_PROXIES"]).
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-
-class PurchaseAddressThrottle(_PerAddress):
+class PurchaseAddressThrottle(PerAddress):
     scope = "purchase-address"
     rate_setting = "FLASHSALE_THROTTLE_ADDRESS"
 
 
-class AdminTokenFailureThrottle(_PerAddress):
+class AdminTokenFailureThrottle(PerAddress):
     """Wrong admin tokens per client address: ``orders.auth`` asks it only after a
     failure, so a right token never counts."""
 
