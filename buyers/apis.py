@@ -3,29 +3,24 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from common.errors import THROTTLED, CredentialsRefused, InvalidInput, UsernameTaken, error_responses
 from common.fields import ClosedInputSerializer, StrictCharField
+from common.throttles import PerAddress
 
 from .services import BUYER_NAME_MAX_LENGTH, buyer_create, buyer_sign_in
 
 
-class SignUpThrottle(SimpleRateThrottle):
-    """New buyers per client address (``FLASHSALE_THROTTLE_SIGN_UP``; empty: off)."""
+class SignUpThrottle(PerAddress):
+    """New buyers and sign-ins per client address (``FLASHSALE_THROTTLE_SIGN_UP``;
+    empty: off)."""
 
     scope = "sign-up"
-
-    def get_rate(self) -> str | None:
-        return settings.FLASHSALE_THROTTLE_SIGN_UP or None
-
-    def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+    rate_setting = "FLASHSALE_THROTTLE_SIGN_UP"
 
 
 @extend_schema_serializer(component_name="BuyerToken")

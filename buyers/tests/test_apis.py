@@ -70,3 +70,11 @@ def test_new_buyers_are_throttled_per_address():
         client = APIClient(REMOTE_ADDR=address)
         codes = [client.post("/api/buyers", {}, format="json").status_code for _ in range(3)]
     assert codes == [201, 201, 429]
+
+
+def test_a_buyer_is_made_when_the_throttles_redis_cannot_be_reached():
+    nowhere = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0",
+                           "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2}}}
+    with override_settings(CACHES=nowhere, FLASHSALE_THROTTLE_SIGN_UP="2/m"):
+        made = APIClient().post("/api/buyers", {}, format="json")
+    assert made.status_code == 201  # a throttle protects the sale; it does not stop it
