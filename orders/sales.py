@@ -19,7 +19,15 @@ from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get, segments_get
 from inventory.services import product_reset
 
-from .gate.sale import gate_close, gate_listed, gate_open, gate_settle, gate_tally, keys_of_orders
+from .gate.sale import (
+    gate_close,
+    gate_listed,
+    gate_open,
+    gate_settle,
+    gate_tally,
+    gate_written,
+    keys_of_orders,
+)
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
 from .salestate import sale_state_open
@@ -172,15 +180,10 @@ def gate_leave(*, within: float) -> list[str]:
                 skus.append(sku)
         except NotFound:
             continue  # its product is gone: nobody sells it
-    deadline = time.monotonic() + within
-    while unwritten := {sku: tally for sku in skus if (tally := gate_tally(sku=sku)) is not None
-                        and (tally.undelivered or tally.unacknowledged or tally.dead_lettered)}:
-        dead = {sku: tally.dead_lettered for sku, tally in unwritten.items() if tally.dead_lettered}
-        if dead or time.monotonic() > deadline:
-            why = (f"dead letters ({', '.join(f'{sku}: {n}' for sku, n in dead.items())}): redrive them"
-                   if dead else f"orders not written after {within:g} s: are the persisters running?")
-            raise Busy(f"the gate's sales are not handed to the database, {why}")
-        time.sleep(0.05)
+    try:
+        gate_written(skus=skus, within=within)
+    except Busy as e:
+        raise Busy(f"the gate's sales are not handed to the database, {e.message}") from e
     for sku in skus:
         gate_close(sku=sku, required=True)
     return skus

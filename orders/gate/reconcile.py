@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from dataclasses import dataclass
 
 import redis
@@ -43,7 +42,7 @@ from inventory.models import Stock
 
 from ..models import GateSale
 from ..window import SaleWindow
-from .sale import gate_open, gate_tally, keys_of_orders
+from .sale import gate_open, gate_written, keys_of_orders
 from .store import gate_keys, gate_redis
 
 logger = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         block, redis_stock = gate_redis().hmget(k.sale, "block", "stock")
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
-    _written(sku, within)
+    gate_written(skus=[sku], within=within)
     with transaction.atomic():
         # Locked as every persister's batch of the sale locks it: the batches in flight
         # commit first, and none after this writes an order of the old sale.
@@ -138,24 +137,3 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
                    done.stock, done.redis_stock, done.stock - done.redis_stock, len(keys))
     return done
 
-
-def _written(sku: str, within: float) -> None:
-    """Until the persisters have written and acknowledged every entry of the sale's
-    stream, within ``within`` seconds.
-
-    :raises Busy: not within ``within`` seconds, or dead letters wait.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        tally = gate_tally(sku=sku)
-        if tally is None:
-            return
-        if tally.dead_lettered:
-            raise Busy(f"{sku} has {tally.dead_lettered} dead letters: redrive them (manage.py gate_redrive) "
-                       "before it is reconciled")
-        if not (tally.undelivered or tally.unacknowledged):
-            return
-        if time.monotonic() >= deadline:
-            raise Busy(f"{sku}'s stream is not written yet ({tally.undelivered} undelivered, "
-                       f"{tally.unacknowledged} unacknowledged): are the persisters running?")
-        time.sleep(0.05)

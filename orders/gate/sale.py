@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from common.errors import Unavailable
+from common.errors import Busy, Unavailable
 from inventory.models import Product
 from inventory.selectors import flows_after
 
@@ -165,6 +165,26 @@ def gate_unlist_finished(*, sku: str) -> bool:
     if sale is None:
         return False
     return bool(_script(_UNLIST)(keys=[SALES], args=[sku, sale or listed]))
+
+
+def gate_written(*, skus: list[str], within: float) -> None:
+    """Until the persisters have written and acknowledged every entry of the sales of
+    ``skus`` (a sale Redis does not hold has nothing to write), within ``within``
+    seconds.
+
+    :raises Busy: dead letters wait (an operator's: ``manage.py gate_redrive``), or
+        orders are still unwritten after ``within`` seconds.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    deadline = time.monotonic() + within
+    while unwritten := {sku: tally for sku in skus if (tally := gate_tally(sku=sku)) is not None
+                        and (tally.undelivered or tally.unacknowledged or tally.dead_lettered)}:
+        dead = {sku: tally.dead_lettered for sku, tally in unwritten.items() if tally.dead_lettered}
+        if dead:
+            raise Busy(f"dead letters ({', '.join(f'{sku}: {n}' for sku, n in dead.items())}): redrive them")
+        if time.monotonic() >= deadline:
+            raise Busy(f"orders not written after {within:g} s: are the persisters running?")
+        time.sleep(0.05)
 
 
 def gate_settle(until: float) -> None:
