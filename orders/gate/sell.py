@@ -80,40 +80,41 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
         connection = client.connection_pool.make_connection()
         _threads.connection, _threads.client = connection, client
     fresh(connection)
-    try:
-        return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
-    except BaseException as e:
-        # A script's error reply was read in full (and its WAIT's): the connection is in step.
-        if not isinstance(e, redis.ResponseError):
-            connection.disconnect()  # whatever it was in the middle of: the next purchase connects anew
-        raise
+    return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
 
 
 def _exchange(connection: redis.Connection, script, *, keys: GateKeys, args: list) -> Replied:
     """The script, given the id of the server ``connection`` reached, and its WAIT if
     asked, in one write; their replies read. A connection that cannot be made sent
-    nothing (its error says "connecting to")."""
-    connection.connect()
-    wait = _replicas_waited()
-    commands = [("EVALSHA", script.sha, len(keys), *keys, *args, connection.server_id),
-                *([("WAIT", *wait)] if wait else [])]
-    connection.send_packed_command(connection.pack_commands(commands))
+    nothing (its error says "connecting to"). Any failure but a script's error reply
+    (read in full, and its WAIT's: the connection is in step) drops the connection,
+    whatever it was in the middle of: the next purchase connects anew."""
     try:
-        value = connection.read_response()
-    except redis.ResponseError:
-        if wait:
-            try:  # the WAIT's, so the connection stays in step; the script's error is the answer
-                connection.read_response()
-            except redis.ResponseError:
-                pass
+        connection.connect()
+        wait = _replicas_waited()
+        commands = [("EVALSHA", script.sha, len(keys), *keys, *args, connection.server_id),
+                    *([("WAIT", *wait)] if wait else [])]
+        connection.send_packed_command(connection.pack_commands(commands))
+        try:
+            value = connection.read_response()
+        except redis.ResponseError:
+            if wait:
+                try:  # the WAIT's, so the connection stays in step; the script's error is the answer
+                    connection.read_response()
+                except redis.ResponseError:
+                    pass
+            raise
+        if not wait:
+            return Replied(value, None)
+        try:
+            replicas = connection.read_response()
+        except redis.ResponseError as e:
+            raise redis.ConnectionError(f"the WAIT after the script failed: {e}") from e  # as a lost reply
+        return Replied(value, int(replicas))
+    except BaseException as e:
+        if not isinstance(e, redis.ResponseError):
+            connection.disconnect()
         raise
-    if not wait:
-        return Replied(value, None)
-    try:
-        replicas = connection.read_response()
-    except redis.ResponseError as e:
-        raise redis.ConnectionError(f"the WAIT after the script failed: {e}") from e  # as a lost reply
-    return Replied(value, int(replicas))
 
 
 def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replied:
@@ -136,18 +137,12 @@ def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
     pool = node.connection_pool
     connection = pool.get_connection()
     try:
-        replied = _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), node)
+        return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), node)
     except _MOVED as e:  # it ran nothing there
-        pool.release(connection)
         cluster.nodes_manager.initialize()
         raise redis.ConnectionError(f"connecting to the product's node: {type(e).__name__} {e}") from e
-    except BaseException as e:
-        if not isinstance(e, redis.ResponseError):
-            connection.disconnect()
+    finally:
         pool.release(connection)
-        raise
-    pool.release(connection)
-    return replied
 
 
 # The node asked no longer serves the product's slot as a primary (a failover, a
