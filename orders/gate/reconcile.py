@@ -82,12 +82,11 @@ def gate_failed_over(skus: list[str]) -> list[str]:
     :raises redis.RedisError: Redis cannot be reached.
     """
     servers = _servers(skus)
-    failed = []
+    pipe = gate_redis().pipeline(transaction=False)  # one round trip (a Cluster's: one a node)
     for sku in skus:
-        primary = gate_redis().hget(gate_keys(sku).sale, "primary")
-        if primary is not None and primary != servers[sku]:
-            failed.append(sku)
-    return failed
+        pipe.hget(gate_keys(sku).sale, "primary")
+    return [sku for sku, primary in zip(skus, pipe.execute(), strict=True)
+            if primary is not None and primary != servers[sku]]
 
 
 def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:

@@ -80,15 +80,15 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
     :returns: whether it opened (False: Redis holds another sale than ``replacing``).
     """
     k = gate_keys(sale.product.sku)
-    staged = (f"{k.keys}:{sale.pk}{staged}", f"{k.bought}:{sale.pk}{staged}")  # the hash tag: one slot
+    staging = (f"{k.keys}:{sale.pk}{staged}", f"{k.bought}:{sale.pk}{staged}")  # the hash tag: one slot
     client = gate_redis()
     try:
-        client.delete(*staged)
+        client.delete(*staging)
         for chunk in _chunks(keys or {}):
-            client.hset(staged[0], mapping=chunk)
+            client.hset(staging[0], mapping=chunk)
         for chunk in _chunks(bought or {}):
-            client.hset(staged[1], mapping=chunk)
-        opened = _script(_OPEN)(keys=[*k, *staged], args=[
+            client.hset(staging[1], mapping=chunk)
+        opened = _script(_OPEN)(keys=[*k, *staging], args=[
             sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
             _ms(window.ends_at), "" if replacing is None else replacing])
         if opened:
