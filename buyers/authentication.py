@@ -28,15 +28,11 @@ class BuyerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
-            return None  # not ours: a session may say who it is
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("the Authorization header is `Bearer <token>`")
         try:
-            return TokenBuyer(token_buyer(header[1].decode("ascii"))), None
-        except (TokenRefused, UnicodeDecodeError) as e:
+            buyer = bearer_buyer(authentication.get_authorization_header(request).decode("latin-1"))
+        except TokenRefused as e:
             raise exceptions.AuthenticationFailed(f"the buyer's token is refused: {e}") from e
+        return None if buyer is None else (TokenBuyer(buyer), None)  # None: a session may say who it is
 
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) to a request with no credentials.
@@ -54,9 +50,22 @@ class BuyerTokenScheme(OpenApiAuthenticationExtension):
                 "description": "a buyer's token: `POST /api/buyers` or `POST /api/buyers/token`"}
 
 
-def buyer_name(user) -> str | None:
-    """The buyer's name of an authenticated request's user, or None (nobody, or the
-    admin token, which is no buyer)."""
-    if not getattr(user, "is_authenticated", False) or getattr(user, "username", "") == "admin-token":
+def bearer_buyer(header: str) -> str | None:
+    """The buyer an ``Authorization`` header's bearer token names; None when it is no
+    bearer token (none, or another scheme). The purchase's shortcut (``orders.wsgi``)
+    and ``BuyerTokenAuthentication`` read the header alike.
+
+    :raises TokenRefused: a bearer header that is not ``Bearer <token>``, or whose
+        token is refused.
+    """
+    parts = header.split()
+    if not parts or parts[0].lower() != "bearer":
         return None
-    return user.username
+    if len(parts) != 2:
+        raise TokenRefused("the Authorization header is `Bearer <token>`")
+    return token_buyer(parts[1])
+
+
+def buyer_name(user) -> str | None:
+    """The buyer's name of an authenticated request's user, or None (nobody)."""
+    return user.username if getattr(user, "is_authenticated", False) else None

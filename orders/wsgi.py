@@ -41,8 +41,8 @@ from django.utils.functional import cached_property
 from django.utils.log import log_response
 from rest_framework.utils import json
 
-from buyers.authentication import TokenBuyer
-from buyers.tokens import TokenRefused, token_buyer
+from buyers.authentication import TokenBuyer, bearer_buyer
+from buyers.tokens import TokenRefused
 from common.errors import error_response
 from common.middleware import stamp_arrival
 from common.requestlog import request_named
@@ -193,11 +193,8 @@ def _plain_json(request) -> object:
 def _bearer(request) -> str | None:
     """The buyer a valid ``Authorization: Bearer`` token names; None for anything
     else (no header, another scheme, a refused token: Django's path answers it)."""
-    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    if scheme.lower() != "bearer" or not token or " " in token:
-        return None
     try:
-        return token_buyer(token)
+        return bearer_buyer(request.META.get("HTTP_AUTHORIZATION", ""))
     except TokenRefused:
         return None
 
