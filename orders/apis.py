@@ -176,7 +176,8 @@ class OrderCreateApi(APIView):
     )
     def post(self, request):
         if settings.FLASHSALE_BUYER_AUTH:
-            purchase = plain_buyer_purchase(request.data) or _buyer_input.run_validation(request.data)
+            purchase = (plain_purchase(request.data, by_credentials=True)
+                        or _buyer_input.run_validation(request.data))
             purchase = {**purchase, "user_id": buyer_name(request.user)}
         else:
             purchase = plain_purchase(request.data) or _purchase_input.run_validation(request.data)
@@ -226,29 +227,19 @@ _BUYER_FIELDS = frozenset(_buyer_input.fields)
 _PURCHASE_OUTPUT = tuple(OrderCreateApi.OutputSerializer._declared_fields)
 
 
-def plain_purchase(data) -> dict | None:
+def plain_purchase(data, *, by_credentials: bool = False) -> dict | None:
     """The purchase's fields, when ``data`` is the plain shape the serializer takes
     as it is: these three keys, ``sku`` and ``user_id`` ASCII strings of lengths it
-    allows without a NUL, ``quantity`` an integer. Else None, and the serializer
-    decides (it says what is wrong, in its words). Its fields cost a sold-out
-    answer a sixth of its CPU; ``test_wsgi`` holds this to the serializer's result."""
-    if type(data) is not dict or data.keys() != _PURCHASE_FIELDS:
+    allows without a NUL, ``quantity`` an integer; ``by_credentials`` (the buyer is
+    the one its credentials name), ``sku`` and ``quantity`` only. Else None, and the
+    serializer decides (it says what is wrong, in its words). Its fields cost a
+    sold-out answer a sixth of its CPU; ``test_wsgi`` holds this to the serializer's
+    result."""
+    if type(data) is not dict or data.keys() != (_BUYER_FIELDS if by_credentials else _PURCHASE_FIELDS):
         return None
-    sku, quantity, user_id = data["sku"], data["quantity"], data["user_id"]
-    if (type(quantity) is int and _plain_text(sku, SKU_MAX_LENGTH)
-            and _plain_text(user_id, USER_ID_MAX_LENGTH)):
-        return data
-    return None
-
-
-def plain_buyer_purchase(data) -> dict | None:
-    """``plain_purchase`` for a buyer that its credentials name: ``sku`` and
-    ``quantity`` only."""
-    if type(data) is not dict or data.keys() != _BUYER_FIELDS:
+    if type(data["quantity"]) is not int or not _plain_text(data["sku"], SKU_MAX_LENGTH):
         return None
-    if type(data["quantity"]) is int and _plain_text(data["sku"], SKU_MAX_LENGTH):
-        return data
-    return None
+    return data if by_credentials or _plain_text(data["user_id"], USER_ID_MAX_LENGTH) else None
 
 
 def _plain_text(value, max_length: int) -> bool:

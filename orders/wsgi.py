@@ -47,7 +47,7 @@ from common.errors import error_response
 from common.middleware import stamp_arrival
 from common.requestlog import request_named
 
-from .apis import OrderCreateApi, plain_buyer_purchase, plain_purchase, purchase_answer
+from .apis import OrderCreateApi, plain_purchase, purchase_answer
 from .metrics import purchase_counted
 
 # Charsets the shortcut decodes itself; Django's path decodes any other a client names.
@@ -139,7 +139,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     arrived = time.time()
     if settings.FLASHSALE_BUYER_AUTH:
         buyer = _bearer(request)
-        purchase = plain_buyer_purchase(_plain_json(request)) if buyer else None
+        purchase = plain_purchase(_plain_json(request), by_credentials=True) if buyer else None
         if purchase is not None:
             request.user = TokenBuyer(buyer)  # what the buyer's throttle reads, as on DRF's Request
             purchase = {**purchase, "user_id": buyer}

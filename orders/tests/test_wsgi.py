@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from orders import wsgi as shortcut_module
-from orders.apis import OrderCreateApi, _purchase_input, plain_purchase
+from orders.apis import OrderCreateApi, _buyer_input, _purchase_input, plain_purchase
 from orders.sales import sale_reset
 from orders.wsgi import PurchaseWSGIHandler
 
@@ -181,6 +181,11 @@ def test_a_plain_purchase_is_what_the_serializer_makes_of_it(data):
     plain = plain_purchase(data)
     if plain is not None:
         assert plain == dict(_purchase_input.run_validation(data))
+    if isinstance(data, dict):  # the same body with the buyer its credentials' instead
+        data = {k: v for k, v in data.items() if k != "user_id"}
+    plain = plain_purchase(data, by_credentials=True)
+    if plain is not None:
+        assert plain == dict(_buyer_input.run_validation(data))
 
 
 @pytest.mark.parametrize(("data", "plain"), [
