@@ -115,6 +115,11 @@ class IsBuyer(permissions.BasePermission):
         return buyer_name(request.user) is not None
 
 
+class IsBuyerOrStaff(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
+
+
 class OrderCreateApi(APIView):
     # With FLASHSALE_BUYER_AUTH, the buyer is the one its credentials name: a bearer
     # token (read without a database query), or the shop page's session, whose CSRF
@@ -266,10 +271,6 @@ class OrderDetailApi(APIView):
         order = order_status_get(order_id=order_id, buyer=buyer_name(request.user) if mine else None)
         return Response(OrderSerializer(order).data)
 
-
-class IsBuyerOrStaff(permissions.BasePermission):
-    def has_permission(self, request, view) -> bool:
-        return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
 
 
 class GateAuditSerializer(serializers.Serializer):
