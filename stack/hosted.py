@@ -354,12 +354,10 @@ class HostedApps:
             **self.environment,
         }
 
-    def buyer_tokens(self, prefix: str, count: int) -> dict[str, str]:
-        """``count`` buyers made in the instances' database, and their tokens."""
-        from loadtest.buyers import buyer_tokens
-
-        return buyer_tokens(self.config, prefix=prefix, count=count,
-                            database_url=self._database_url("127.0.0.1"))
+    @property
+    def database_url(self) -> str:
+        """The instances' database, as this machine reaches it (its loopback port)."""
+        return self._database_url("127.0.0.1")
 
     def _sentinel_address(self) -> str:
         return f"{self.net.hosts['sentinel'].address}:{SENTINEL_PORT}"
@@ -380,7 +378,7 @@ class HostedApps:
         with mariadb_app_connection(self.config, database=None) as db:
             db.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{self.database}` CHARACTER SET utf8mb4")
         env = {**os.environ, **self.config.app_environment("migrate"),
-               "DATABASE_URL": self._database_url("127.0.0.1")}
+               "DATABASE_URL": self.database_url}
         done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
                               capture_output=True, text=True)
         if done.returncode:

@@ -9,6 +9,7 @@ import redis
 
 from chaos.sale import BUYER_PREFIX
 from common.history import UNKNOWN, Final, Purchase, read
+from loadtest.buyers import buyer_tokens
 from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 from verdicts.checker import check
 from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
@@ -163,7 +164,8 @@ def test_signed_in_buyers_sell_the_stock_exactly_and_each_answer_holds(stack_con
     sale's buyers is an account with its bearer token, made by ``manage.py buyers_make``."""
     signed_in = {"FLASHSALE_BUYER_AUTH": "true"}
     with HostedApps(stack_config, section_delay_ms=2.0, environment=signed_in) as hosted:
-        tokens = hosted.buyer_tokens(BUYER_PREFIX, SMALL["buyers"])
+        tokens = buyer_tokens(stack_config, prefix=BUYER_PREFIX, count=SMALL["buyers"],
+                              database_url=hosted.database_url)
         cell = run_cell(stack_config, strategy="atomic", nemesis="partition-app-db", out=tmp_path, on=hosted,
                         tokens=tokens, **SMALL)
     assert cell.end_state.injected
