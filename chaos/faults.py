@@ -35,6 +35,9 @@ class Fault:
     def targets(self, config: StackConfig) -> list[str]:
         raise NotImplementedError
 
+    def before_sale(self, config: StackConfig) -> None:
+        """A first step, once the sale is open and before its first purchase (none here)."""
+
     def inject(self, config: StackConfig) -> list[str]:
         """Break the servers; returns their names."""
         raise NotImplementedError

@@ -159,7 +159,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     admin.reset(sku, stock=stock, strategy=strategy)
     if history:
         history.reset(sku, stock)
-    if fault is not None and hasattr(fault, "before_sale"):
+    if fault is not None:
         fault.before_sale(config)  # a fault's first step, once the sale is open and before any purchase
     sold = 0
     mutex = threading.Lock()
