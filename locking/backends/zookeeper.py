@@ -224,7 +224,10 @@ class ZooKeeperLockBackend(BaseLockBackend):
         if that fails now, once the session is connected again."""
         with self._strays_mutex:
             self._strays.add((path, prefix))
-        if self.connected.is_set():
+        # kazoo's own flag, not ``connected``: kazoo fails the requests in flight
+        # (this contender's among them) before it tells the listeners of the loss, and a
+        # request made in between would wait for the next connection.
+        if self._client is not None and self._client.connected:
             self._sweep()
 
     def _sweep(self) -> None:

@@ -59,6 +59,11 @@ def test_a_waiter_that_times_out_while_cut_off_leaves_no_node_once_back(zk):
     holder = zk().lock("z")
     holder.acquire()
     waiting = zk(hosts=f"127.0.0.1:{link.port}", session_timeout=10)
+    # kazoo fails the waiter's requests before it tells the backend the connection is
+    # lost: make that window wide, so the waiter always gives up inside it.
+    waiting.client.remove_listener(waiting._on_state)
+    waiting.client.add_listener(lambda state: (state == KazooState.SUSPENDED and time.sleep(1),
+                                               waiting._on_state(state)))
     waiter = waiting.lock("z")
     done = {}
     t = threading.Thread(target=lambda: done.setdefault("acquired", waiter.acquire(timeout=1)))

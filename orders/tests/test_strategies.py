@@ -4,6 +4,7 @@ holder fenced out after its lease ran out."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -75,24 +76,34 @@ def test_mysql_lock_wait_timeout_is_busy_and_writes_nothing(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_STRATEGY="zookeeper", FLASHSALE_SECTION_DELAY_MS=3000)
+@override_settings(FLASHSALE_STRATEGY="zookeeper")
 def test_zookeeper_session_lost_mid_purchase_commits_nothing(product_factory):
     """The holder's session expires while it is inside the critical section; a
     contender takes the lock; the holder must fail rather than commit."""
     product_factory(sku="sku-1", stock=5)
     backend = locks["zookeeper"]
-    t, outcome = start_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="u1"))
+    holding, taken = threading.Event(), threading.Event()
+
+    def pause(point):
+        if point == "start":  # the buyer holds the lock: it goes on once another holds it too
+            holding.set()
+            taken.wait(10)
+
+    def buyer():
+        with stalled(pause):
+            return order_create(sku="sku-1", quantity=1, user_id="u1")
+
+    t, outcome = start_thread(buyer)
+    assert holding.wait(10), outcome
     # Another process's session: this process's would expire with the buyer's.
     other_process = ZooKeeperLockBackend("other", settings.LOCKING["zookeeper"]["OPTIONS"])
     contender = other_process.lock("stock:sku-1")
-    deadline = time.monotonic() + 5
-    while not contender.locked() and time.monotonic() < deadline:
-        time.sleep(0.02)  # the buyer holds the lock and sleeps in the critical section
     intruder = KazooClient(hosts=settings.ZOOKEEPER_HOSTS, client_id=backend.client.client_id)
     intruder.start()
     intruder.stop()  # closes the buyer's session: its ephemeral node goes
     intruder.close()
-    assert contender.acquire(timeout=2)  # well inside the buyer's 3 s sleep
+    assert contender.acquire(timeout=5)
+    taken.set()
     t.join()
     contender.release()
     other_process.close()
@@ -125,8 +136,6 @@ def test_every_fencing_lock_stamps_the_stock_row(product_factory, strategy):
 def test_a_holder_fenced_out_is_refused_and_its_key_is_free_again(product_factory):
     """A's lease runs out before it touches the stock; B buys meanwhile. A's older
     token is refused: 503 stale_lock, no order, no ledger row; the same key then works."""
-    from inventory.faults import stalled
-
     product_factory(sku="sku-1", stock=5)
 
     def pause(point):
