@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loadtest.buyers import buyer_tokens
+from loadtest.buyers import buyers_file
 from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
 from stack.config import StackConfig
@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         meter = CpuMeter(Supervisor(config))
         with tempfile.TemporaryDirectory(prefix="flashsale-bench-buyers-") as scratch, \
                 apps_as_needed(config) as use:
-            tokens = Path(scratch) / "buyers.tsv"
-            made = buyer_tokens(config, prefix="bench-buyer-", count=BUYERS)
-            tokens.write_text("".join(f"{name}\t{token}\n" for name, token in made.items()))
+            tokens = buyers_file(config, Path(scratch) / "buyers.tsv", prefix="bench-buyer-", count=BUYERS)
             for n, signed_in in enumerate(alternating(args.wrk_rounds)):
                 use(buyer_auth=signed_in)
                 loads[signed_in].append(under_load(config, admin, meter, args, tag=f"{n}-{signed_in}",

@@ -54,7 +54,7 @@ from stack.supervisor import Supervisor
 
 from . import gate_script
 from .cpu import ROLES, CpuMeter
-from .gate import STOCK, Run, closed, wrk
+from .gate import STOCK, Run, closed, wrk, wrk_buyers
 
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
@@ -121,9 +121,12 @@ def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -> d
     runs = {}
     for strategy in HOT:
         sku = _products(admin, f"hot-{strategy}", 1, strategy) + "0"
-        wrk("warm-up", base, sku=sku, seconds=2, connections=args.connections, meter=meter)
-        loaded = wrk(strategy, base, sku=sku, seconds=args.seconds, connections=args.connections, meter=meter)
-        quiet = wrk(strategy, base, sku=sku, seconds=min(args.seconds, 3), connections=QUIET, meter=meter)
+        buyers = wrk_buyers(config)
+        wrk("warm-up", base, sku=sku, seconds=2, connections=args.connections, meter=meter, tokens=buyers)
+        loaded = wrk(strategy, base, sku=sku, seconds=args.seconds, connections=args.connections, meter=meter,
+                     tokens=buyers)
+        quiet = wrk(strategy, base, sku=sku, seconds=min(args.seconds, 3), connections=QUIET, meter=meter,
+                    tokens=buyers)
         runs[strategy] = Hot(loaded, quiet)
         if strategy == "gate":
             _written(admin, sku.removesuffix("0"), 1)  # before the next row shares the cores
@@ -136,9 +139,9 @@ def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -
     for strategy in SPREAD:
         prefix = _products(admin, f"spread-{strategy}", PRODUCTS, strategy)
         wrk("warm-up", base, sku=f"{prefix}0", skus=PRODUCTS, seconds=2, connections=args.connections,
-            meter=meter)
+            meter=meter, tokens=wrk_buyers(config))
         runs[strategy] = wrk(strategy, base, sku=f"{prefix}0", skus=PRODUCTS, seconds=args.seconds,
-                             connections=args.connections, meter=meter)
+                             connections=args.connections, meter=meter, tokens=wrk_buyers(config))
         if strategy == "gate":
             _written(admin, prefix, PRODUCTS)
     return runs
@@ -191,7 +194,7 @@ def drains(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, sup: Su
                         prefix = _products(admin, f"drain-{products}-{len(writing)}", products, "gate")
                         streams = [gate_keys(f"{prefix}{i}").stream for i in range(products)]
                         wrk("backlog", base, sku=f"{prefix}0", skus=products, seconds=args.seconds,
-                            connections=args.connections, meter=meter)
+                            connections=args.connections, meter=meter, tokens=wrk_buyers(config))
                         backlog = sum(gate.xlen(stream) for stream in streams)  # none read yet
                         _settled(meter)
                         before = meter.snapshot()

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import redis
 
+from loadtest.buyers import buyers_file
 from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
 from stack.config import StackConfig
@@ -70,6 +71,7 @@ from stack.supervisor import Supervisor
 from .cpu import ROLES, CpuMeter, children_cpu
 
 WRK_SCRIPT = Path(__file__).with_name("wrk-purchase.lua")
+WRK_BUYERS = 1000  # wrk's purchases go to them in turn
 STOCK = 1_000_000  # more than any run sells: every request buys
 
 
@@ -111,6 +113,21 @@ class Run:
     statuses: dict[int, int]  # counted by the wrk script (purchases only)
     cpu_us: dict[str, float]  # CPU per answer, by role (benchmarks.cpu), and "wrk": the client's
     hold_ms: float | None = None  # the accepted purchases' mean Server-Timing hold (purchases only)
+
+
+_buyers: dict[Path, Path] = {}
+
+
+def wrk_buyers(config: StackConfig) -> Path | None:
+    """The buyers wrk's purchases come from when the instances take the buyer from
+    credentials (a ``buyers_make`` file in the stack's run directory, made once a
+    process); None when they read it from the body."""
+    if not config.buyer_auth:
+        return None
+    if config.run_dir not in _buyers:
+        out = config.run_dir / "bench-buyers.tsv"
+        _buyers[config.run_dir] = buyers_file(config, out, prefix="bench-buyer-", count=WRK_BUYERS, hours=12)
+    return _buyers[config.run_dir]
 
 
 def _ms(value: str) -> float:
@@ -168,14 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     sup = Supervisor(config)
     base = config.base_url + "/"
     meter = CpuMeter(sup)
-    timing = dict(seconds=args.seconds, connections=args.connections, meter=meter)
+    timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
     rows: list[tuple[Run, str, Written | None]] = []
     pairs: list[tuple[Run, Run, Written]] = []
     drain = ""
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
-            warm = dict(seconds=2, connections=args.connections, meter=meter)
+            warm = dict(seconds=2, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
             wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", section_delay_ms=0.0)

@@ -26,8 +26,9 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+from loadtest.buyers import buyers_file
 from loadtest.client import FlashsaleClient
-from loadtest.compare import run_locust
+from loadtest.compare import BUYER_PREFIX, run_locust
 from loadtest.figures import run_figures
 from stack.config import BIN, ROOT, StackConfig
 from stack.control import apps_as_needed
@@ -114,10 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         answers: list = []
         with tempfile.TemporaryDirectory() as scratch:
             stacks = Path(scratch) / "stacks.txt"
+            tokens = (buyers_file(running, Path(scratch) / "buyers.tsv", prefix=BUYER_PREFIX,
+                                  count=args.users)
+                      if running.buyer_auth else None)
             load = threading.Thread(target=lambda: answers.extend(run_locust(
                 base_url=running.base_url, out=Path(scratch) / "load", sku=base, endpoint="purchase",
                 users=args.users, attempts=STOCK, retry_share=0, seconds=args.seconds + 2,
-                skus=args.sku_spread).answers))
+                skus=args.sku_spread, tokens=tokens).answers))
             load.start()
             # Sample the steady state: after the users have started, before the window closes.
             threading.Event().wait(1.0)

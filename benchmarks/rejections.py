@@ -37,7 +37,7 @@ SKU = "bench-rejections"
 
 
 def _worker(port: int, path: str, body: dict | None, keys: list[str] | None, seconds: float,
-            threads: int, out: multiprocessing.Queue) -> None:
+            threads: int, signed: dict, out: multiprocessing.Queue) -> None:
     import threading
 
     counts = {"ok": 0, "other": 0}
@@ -55,7 +55,7 @@ def _worker(port: int, path: str, body: dict | None, keys: list[str] | None, sec
                 key = keys[i % len(keys)] if keys else uuid.uuid4().hex
                 i += threads
                 conn.request("POST", path, body=json.dumps(body),
-                             headers={"Content-Type": "application/json", "Idempotency-Key": key})
+                             headers={"Content-Type": "application/json", "Idempotency-Key": key, **signed})
             response = conn.getresponse()
             response.read()
             expected = 200 if body is None or keys else 409
@@ -76,10 +76,12 @@ def _worker(port: int, path: str, body: dict | None, keys: list[str] | None, sec
 
 
 def measure(*, port: int, path: str, body: dict | None, keys: list[str] | None, seconds: float,
-            processes: int, threads: int) -> tuple[float, int]:
-    """Requests per second answered as expected, and how many were not."""
+            processes: int, threads: int, signed: dict | None = None) -> tuple[float, int]:
+    """Requests per second answered as expected, and how many were not; ``signed``:
+    a purchase's credentials (headers)."""
     out: multiprocessing.Queue = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_worker, args=(port, path, body, keys, seconds, threads, out))
+    workers = [multiprocessing.Process(target=_worker,
+                                       args=(port, path, body, keys, seconds, threads, signed or {}, out))
                for _ in range(processes)]
     for w in workers:
         w.start()
@@ -113,11 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     for key in bought:
         client.order(SKU, 1, "bench-user", key=key).raise_for_status()
     client.order(SKU, 1, "bench-user")  # finds the stock at 0: the mark says sold out
-    purchase = {"sku": SKU, "quantity": 1, "user_id": "bench-user"}
+    purchase: dict = {"sku": SKU, "quantity": 1}
+    signed = {}
+    if client.tokens is None:
+        purchase["user_id"] = "bench-user"
+    else:
+        signed["Authorization"] = f"Bearer {client.tokens['bench-user']}"
     rows: dict[str, list[float]] = {"ping": [], "marked": [], "mark lost": [], "replays": []}
     errors = 0
     common = dict(port=config.nginx_port, seconds=args.seconds, processes=args.processes,
-                  threads=args.threads)
+                  threads=args.threads, signed=signed)
     for _ in range(args.rounds):
         for row in rows:
             if row == "mark lost":

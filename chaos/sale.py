@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import requests
 
 from common.history import Recorder
+from loadtest.buyers import buyer_tokens
 from loadtest.client import FlashsaleClient
 from loadtest.truth import Truth
 from stack.config import StackConfig
@@ -141,15 +142,16 @@ BUYER_PREFIX = "chaos-buyer-"  # the n-th buyer of a sale is chaos-buyer-<n>
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
                      threads: int, trigger: int, history: Recorder | None = None,
                      urls: list[str] | None = None, first: str | None = None,
-                     database: str = APP_DATABASE, tokens: dict[str, str] | None = None) -> Verdict:
+                     database: str = APP_DATABASE, signed_in: bool | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
     until the fault strikes (so that it strikes that one holding the lock), the
     others taking every try after; ``database``: the one those instances write, on
-    the stack's MariaDB, where the verdict reads the orders; ``tokens``: each buyer's
-    (``BUYER_PREFIX<n>``) bearer token, for instances that take the buyer from
-    credentials (``loadtest.buyers``)."""
+    the stack's MariaDB, where the verdict reads the orders; ``signed_in``: whether
+    those instances take the buyer from credentials (default: the stack's setting),
+    and so each buyer (``BUYER_PREFIX<n>``) is an account made there, buying with its
+    bearer token (``loadtest.buyers``)."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     others = [url for url in urls if url != first] or urls
@@ -157,6 +159,9 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     admin = FlashsaleClient(urls[0], admin_token=config.admin_token())
     sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
     admin.reset(sku, stock=stock, strategy=strategy)
+    signed_in = config.buyer_auth if signed_in is None else signed_in
+    tokens = (buyer_tokens(config, prefix=BUYER_PREFIX, count=buyers, database=database)
+              if signed_in else None)
     if history:
         history.reset(sku, stock)
     if fault is not None:

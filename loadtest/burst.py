@@ -11,9 +11,10 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .client import FlashsaleClient
+from .client import FlashsaleClient, SignedUpBuyers
 
 
 @dataclass(frozen=True)
@@ -39,18 +40,23 @@ class BurstResult:
         return self.attempts - self.created - self.sold_out - self.busy
 
 
-def burst(*, base_url: str, sku: str, attempts: int, concurrency: int, quantity: int = 1) -> BurstResult:
+def burst(*, base_url: str, sku: str, attempts: int, concurrency: int, quantity: int = 1,
+          tokens: Mapping[str, str] | None = None, prefix: str = "buyer-") -> BurstResult:
     """Send ``attempts`` purchases of ``quantity`` from ``concurrency`` threads at once.
 
-    Each attempt is a distinct buyer with its own Idempotency-Key.
+    Each attempt is a distinct buyer (``<prefix><n>``) with its own Idempotency-Key;
+    with ``tokens`` (buyer -> bearer token), signed in with its token.
     """
+    buyers = [f"{prefix}{n}" for n in range(attempts)]
+    if isinstance(tokens, SignedUpBuyers):
+        tokens.signed_up(buyers)  # before the burst, not inside it
     statuses: Counter = Counter()
     mutex = threading.Lock()
     barrier = threading.Barrier(concurrency + 1)
     tickets = iter(range(attempts))
 
     def buyer() -> None:
-        client = FlashsaleClient(base_url)  # a session (keep-alive connection) per thread
+        client = FlashsaleClient(base_url, tokens=tokens)  # a session (keep-alive connection) per thread
         barrier.wait()
         while True:
             with mutex:
@@ -58,7 +64,7 @@ def burst(*, base_url: str, sku: str, attempts: int, concurrency: int, quantity:
             if n is None:
                 return
             try:
-                status = client.order(sku, quantity, f"buyer-{n}", key=uuid.uuid4().hex).status_code
+                status = client.order(sku, quantity, buyers[n], key=uuid.uuid4().hex).status_code
             except OSError:
                 status = 0
             with mutex:

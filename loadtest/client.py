@@ -3,9 +3,11 @@ the load tools so that each speaks the contract the same way."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import requests
@@ -18,6 +20,40 @@ from urllib3.util.retry import Retry
 # history records each try.
 READS_AGAIN = Retry(total=2, allowed_methods=frozenset({"GET", "HEAD"}), status_forcelist=(),
                     backoff_factor=0.05)
+
+
+class SignedUpBuyers(Mapping[str, str]):
+    """Bearer tokens by buyer label, each label a throwaway buyer that signs up
+    (``POST /api/buyers``) the first time it is asked for: the stack's own tests and
+    tools buying from apps that take the buyer from credentials. The server names the
+    buyer; a label stays the same buyer for as long as this object lives."""
+
+    def __init__(self, base_url: str, timeout: float = 30.0):
+        self.url = f"{base_url.rstrip('/')}/api/buyers"
+        self.timeout = timeout
+        self._tokens: dict[str, str] = {}
+        self._mutex = threading.Lock()
+
+    def __getitem__(self, label: str) -> str:
+        with self._mutex:
+            token = self._tokens.get(label)
+        if token is None:
+            response = requests.post(self.url, json={}, timeout=self.timeout)
+            response.raise_for_status()
+            with self._mutex:
+                token = self._tokens.setdefault(label, response.json()["token"])
+        return token
+
+    def signed_up(self, labels: list[str], threads: int = 8) -> None:
+        """Sign ``labels``' buyers up now, several at once, rather than as each first buys."""
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(self.__getitem__, labels))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._tokens))
+
+    def __len__(self) -> int:
+        return len(self._tokens)
 
 
 @dataclass
@@ -38,8 +74,10 @@ class FlashsaleClient:
     @classmethod
     def for_stack(cls, config) -> FlashsaleClient:
         """A client for a local stack (a ``stack.config.StackConfig``): through its
-        nginx, with its admin token."""
-        return cls(config.base_url, admin_token=config.admin_token())
+        nginx, with its admin token; its buyers sign up as they first buy when the
+        stack takes the buyer from credentials."""
+        return cls(config.base_url, admin_token=config.admin_token(),
+                   tokens=SignedUpBuyers(config.base_url) if config.buyer_auth else None)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}{path}"
@@ -106,10 +144,19 @@ class FlashsaleClient:
     def order(self, sku: str, quantity: int, user_id: str, key: str | None = None) -> requests.Response:
         """POST /api/orders by ``user_id`` (with this client's ``tokens``, by its token);
         returns the response whatever its status."""
-        body: dict = {"sku": sku, "quantity": quantity}
-        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
-        if self.tokens is None:
-            body["user_id"] = user_id
-        else:
-            headers["Authorization"] = f"Bearer {self.tokens[user_id]}"
+        body, headers = self.as_buyer(user_id)
+        body |= {"sku": sku, "quantity": quantity}
+        headers["Idempotency-Key"] = key or uuid.uuid4().hex
         return self.session.post(self._url("/api/orders"), json=body, headers=headers, timeout=self.timeout)
+
+    def order_detail(self, order_id: int, user_id: str) -> requests.Response:
+        """GET /api/orders/<id> as its buyer ``user_id`` (with ``tokens``, its token);
+        the response whatever its status."""
+        _, headers = self.as_buyer(user_id)
+        return self.session.get(self._url(f"/api/orders/{order_id}"), headers=headers, timeout=self.timeout)
+
+    def as_buyer(self, user_id: str) -> tuple[dict, dict]:
+        """What names the buyer in a purchase: (body fields, headers), a new dict each."""
+        if self.tokens is None:
+            return {"user_id": user_id}, {}
+        return {}, {"Authorization": f"Bearer {self.tokens[user_id]}"}

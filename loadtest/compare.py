@@ -50,6 +50,7 @@ from inventory.limits import MAX_SEGMENTS
 from stack.config import ROOT, StackConfig
 from stack.control import reconfigure
 
+from .buyers import buyers_file
 from .client import FlashsaleClient
 from .figures import (
     OPENING_PRESSES,
@@ -84,6 +85,7 @@ LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 # Hot mode's stock, and its cap on requests: more than any window sells, so every
 # request buys.
 HOT_STOCK = 1_000_000
+BUYER_PREFIX = "locust-buyer-"  # Locust's n-th simulated buyer is locust-buyer-<n - 1>
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,10 @@ class LocustRun:
 
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
                retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
-               timeout: float = 300, history: Path | None = None) -> LocustRun:
+               timeout: float = 300, history: Path | None = None, tokens: Path | None = None) -> LocustRun:
     """One headless Locust run; its CSVs land beside ``out``; with ``history``, every
-    purchase recorded there (``common.history``)."""
+    purchase recorded there (``common.history``); with ``tokens`` (a ``buyers_make``
+    file), its buyers signed in."""
     summary = out.with_suffix(".json")
     command = [
         str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE), "--headless",
@@ -107,6 +110,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--retry-share", str(retry_share), "--summary-json", str(summary),
         "--seconds", str(seconds), "--skus", str(skus), "--refresh-ms", str(refresh_ms),
         *(["--history", str(history)] if history else []),
+        *(["--tokens", str(tokens)] if tokens else []),
     ]
     # Locust exits 1 when any request failed (a 503 busy counts): the figures say
     # how many, so only a missing summary is an error here. Its own summary (on
@@ -170,13 +174,17 @@ class Comparison:
         caps = {"hot": HOT_STOCK, "opening": args.users * OPENING_PRESSES}
         self.attempts = caps.get(args.mode, args.attempts)
         self.retry_share = args.retry_share if args.mode == "sale" else 0
+        # One account a simulated buyer, when the instances take the buyer from
+        # credentials: its tokens outlast the longest comparison.
+        self.tokens = (buyers_file(config, out_dir / "buyers.tsv", prefix=BUYER_PREFIX, count=args.users,
+                                   hours=12) if config.buyer_auth else None)
 
     def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1,
                history: Path | None = None) -> LocustRun:
         return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
                           retry_share=self.retry_share, seconds=self.seconds, skus=skus,
-                          refresh_ms=self.args.refresh_ms, history=history)
+                          refresh_ms=self.args.refresh_ms, history=history, tokens=self.tokens)
 
     def history(self, label: str, n: int) -> Path | None:
         """Where round ``n`` of ``label`` records its history, if ``--history`` asked."""

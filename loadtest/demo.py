@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.strategies import STRATEGIES, strategy_get
@@ -21,9 +22,11 @@ from stack.config import StackConfig
 from stack.control import reconfigure
 
 from .burst import BurstResult, burst
+from .buyers import buyer_tokens
 from .client import FlashsaleClient
 
 PAGE_SKU = "demo-1"
+BUYER_PREFIX = "burst-buyer-"  # the n-th attempt of every burst is burst-buyer-<n>
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,13 @@ class Row:
 
 
 def run_strategy(config: StackConfig, client: FlashsaleClient, strategy: str, *,
-                 stock: int, attempts: int, concurrency: int, section_delay_ms: float) -> Row:
+                 stock: int, attempts: int, concurrency: int, section_delay_ms: float,
+                 tokens: Mapping[str, str] | None = None) -> Row:
     reconfigure(config.replace(strategy=strategy, section_delay_ms=section_delay_ms))
     sku = f"burst-{strategy}"
     client.reset(sku, stock, name=f"Burst under {strategy}")
-    result = burst(base_url=config.base_url, sku=sku, attempts=attempts, concurrency=concurrency)
+    result = burst(base_url=config.base_url, sku=sku, attempts=attempts, concurrency=concurrency,
+                   tokens=tokens, prefix=BUYER_PREFIX)
     return Row(strategy=strategy, result=result, audit=client.audit(sku))
 
 
@@ -82,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
           f"stock {args.stock}, {config.instances} instances behind nginx, "
           f"critical-section delay {args.section_delay_ms:g} ms\n", flush=True)
     client.reset(PAGE_SKU, 100, name="Demo phone")  # what the browser page shows
+    # Each attempt a buyer of its own, an account with its token when the instances
+    # take the buyer from credentials (the default).
+    tokens = buyer_tokens(config, prefix=BUYER_PREFIX, count=args.attempts) if config.buyer_auth else None
     rows = []
     try:
         for strategy in strategies:
             rows.append(run_strategy(config, client, strategy, stock=args.stock,
                                      attempts=args.attempts, concurrency=args.concurrency,
-                                     section_delay_ms=args.section_delay_ms))
+                                     section_delay_ms=args.section_delay_ms, tokens=tokens))
     finally:
         reconfigure(config)  # back to the strategy the stack was started with
     print()

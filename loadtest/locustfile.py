@@ -3,7 +3,8 @@
     locust -f loadtest/locustfile.py --headless -u 200 -r 200 -H http://127.0.0.1:8080 \\
         --sku demo-1 --attempts 1000 --retry-share 0.1 --summary-json run.json
 
-Each simulated buyer has its own user_id and asks again as soon as it is answered,
+Each simulated buyer has its own user_id (with ``--tokens``, its own account and
+bearer token) and asks again as soon as it is answered,
 each purchase with a fresh Idempotency-Key; a share of purchases is sent a second
 time with the same key, as a client or gateway retry would. The run stops after
 ``--attempts`` requests (retries included), or with ``--seconds`` once that window
@@ -61,6 +62,8 @@ def _arguments(parser):
     parser.add_argument("--endpoint", choices=["purchase", "ping", "opening"], default="purchase")
     parser.add_argument("--refresh-ms", type=float, default=500,
                         help="opening: how often a waiting buyer reloads the product page")
+    parser.add_argument("--tokens", default="", help="buyers signed in: a `manage.py buyers_make` file "
+                        "(name, a tab, token: a line each), buyer n buying as its n-th line")
     parser.add_argument("--summary-json", default="", help="write every attempt's outcome here")
     parser.add_argument("--history", default="", help="record every purchase's invocation, completion "
                         "and answer here (common.history's JSON lines; the runner adds the reset and "
@@ -119,6 +122,7 @@ class Tally:
 
 tally = Tally()
 recorder = Recorder()  # every purchase, when --history asks for it
+buyers: list[tuple[str, str]] = []  # (name, bearer token) with --tokens
 
 
 @events.test_start.add_listener
@@ -126,6 +130,9 @@ def _start(environment, **kwargs):
     tally.limit = environment.parsed_options.attempts
     tally.window = environment.parsed_options.seconds
     tally.environment = environment
+    if environment.parsed_options.tokens:
+        lines = Path(environment.parsed_options.tokens).read_text().splitlines()
+        buyers.extend(tuple(line.split("\t", 1)) for line in lines)
     gevent.spawn(_progress, environment)
 
 
@@ -182,7 +189,9 @@ class Buyer(FastHttpUser):
 
     def on_start(self):
         number = next(_buyer_ids)
-        self.user_id = f"buyer-{number}"
+        self.user_id, self.token = f"buyer-{number}", None
+        if buyers:
+            self.user_id, self.token = buyers[(number - 1) % len(buyers)]
         self.options = self.environment.parsed_options
         skus = self.options.skus
         self.sku = self.options.sku if skus <= 1 else f"{self.options.sku}-{number % skus}"
@@ -271,9 +280,14 @@ class Buyer(FastHttpUser):
             raise StopUser()
         op = recorder.invoke(self.user_id, self.sku, 1, key) if self.options.history else None
         start = time.time()
-        with self.client.post("/api/orders", name=name, catch_response=True,
-                              json={"sku": self.sku, "quantity": 1, "user_id": self.user_id},
-                              headers={"Idempotency-Key": key}) as response:
+        body: dict = {"sku": self.sku, "quantity": 1}
+        headers = {"Idempotency-Key": key}
+        if self.token is None:
+            body["user_id"] = self.user_id
+        else:
+            headers["Authorization"] = f"Bearer {self.token}"
+        with self.client.post("/api/orders", name=name, catch_response=True, json=body,
+                              headers=headers) as response:
             try:
                 body = response.json()
             except Exception:  # not JSON at all: a failure like any other

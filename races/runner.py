@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import LockError, RedisError
 
+from buyers.services import buyers_make
 from common.history import Recorder
 from common.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
@@ -37,6 +38,7 @@ from .services import now_iso, race_end, race_lease, race_save
 
 logger = logging.getLogger(__name__)
 
+RACER_PREFIX = "racer-"  # buyer n of a race is racer-<n>
 TICK_S = 0.2  # how often the race is written down (the page reads it 4 times a second)
 REQUEST_TIMEOUT_S = 30.0
 
@@ -84,6 +86,7 @@ class RaceRun:
         self.started = 0.0
         self.lease = race_lease(race["id"])
         self.history = Recorder() if settings.FLASHSALE_RACE_HISTORIES else None
+        self.tokens: dict[str, str] | None = None  # racer -> bearer token, made as the race starts
 
     # --- the buyers --------------------------------------------------------------
 
@@ -100,13 +103,18 @@ class RaceRun:
         url = f"{self.target}/api/orders"
         while (n := self._take()) is not None:
             lane = self.lanes[n % len(self.lanes)]
-            body = {"sku": lane.sku, "quantity": 1, "user_id": f"racer-{n // len(self.lanes)}"}
+            buyer = f"{RACER_PREFIX}{n // len(self.lanes)}"
+            body = {"sku": lane.sku, "quantity": 1}
             key = uuid.uuid4().hex
-            op = self.history.invoke(body["user_id"], lane.sku, 1, key) if self.history else None
+            headers = {"Idempotency-Key": key}
+            if self.tokens is None:
+                body["user_id"] = buyer
+            else:
+                headers["Authorization"] = f"Bearer {self.tokens[buyer]}"
+            op = self.history.invoke(buyer, lane.sku, 1, key) if self.history else None
             sent = time.perf_counter()
             try:
-                response = session.post(url, json=body, headers={"Idempotency-Key": key},
-                                        timeout=REQUEST_TIMEOUT_S)
+                response = session.post(url, json=body, headers=headers, timeout=REQUEST_TIMEOUT_S)
                 status = response.status_code
                 try:
                     answer = response.json()
@@ -131,6 +139,11 @@ class RaceRun:
         # The runner lives long, between races: a connection the database dropped
         # meanwhile (a restart) is replaced now, not found dead mid-race.
         connections.close_all()
+        # The buyers are accounts, each buying with its bearer token, when the apps
+        # take the buyer from credentials; made before the start, not inside it.
+        buyers = -(-self.race["total"] // len(self.lanes))
+        self.tokens = (dict(buyers_make(count=buyers, prefix=RACER_PREFIX))
+                       if settings.FLASHSALE_BUYER_AUTH else None)
         self.race.update(status="running", started_at=now_iso())
         if self.history:
             for lane in self.lanes:

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== {scenario.id}: {scenario.title}  [seed {scenario.seed}]\n{scenario.story}\n",
                   flush=True)
             ctx = Context(url, zk_hosts=config.zk_hosts, base_url=config.base_url,
-                          admin_token=config.admin_token(), apps=apps)
+                          admin_token=config.admin_token(), buyer_auth=config.buyer_auth, apps=apps)
             try:
                 outcome = scenario.run(ctx)
             finally:

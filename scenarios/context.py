@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from loadtest.client import FlashsaleClient
+from loadtest.client import FlashsaleClient, SignedUpBuyers
 from locking.backends.redis.redisson import RedissonLockBackend
 from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
@@ -23,6 +23,7 @@ class Context:
     zk_hosts: str = ""
     base_url: str = ""  # the stack behind nginx, for scenarios that buy through it
     admin_token: str = ""
+    buyer_auth: bool = False  # the stack takes the buyer from credentials: its buyers sign up
     # apps(strategy=..., instances=..., ...) restarts the stack's app instances so
     # configured and returns a client for them; whoever provides it puts them back.
     apps: Callable[..., FlashsaleClient] | None = None
@@ -58,7 +59,8 @@ class Context:
         return self._track(backend_cls("scenario", {"hosts": self.zk_hosts, "root": root, **options}))
 
     def api(self) -> FlashsaleClient:
-        return FlashsaleClient(self.base_url, admin_token=self.admin_token)
+        return FlashsaleClient(self.base_url, admin_token=self.admin_token,
+                               tokens=SignedUpBuyers(self.base_url) if self.buyer_auth else None)
 
     def _track(self, backend):
         self._backends.append(backend)

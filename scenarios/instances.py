@@ -22,7 +22,8 @@ def s1_local_lock_across_instances(ctx: Context) -> Outcome:
         client = ctx.apps(strategy=strategy, **APPS)
         sku = f"s1-{strategy}-{uuid.uuid4().hex[:6]}"
         client.reset(sku, STOCK)
-        result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS)
+        result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
+                       tokens=client.tokens)
         audit = client.audit(sku)
         return {"processes (instances × workers)": APPS["instances"] * APPS["workers"],
                 "purchases sent": ATTEMPTS, "stock": STOCK, "orders": audit["orders"],

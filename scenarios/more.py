@@ -84,11 +84,12 @@ def s13_retry_without_operation_flag(ctx: Context) -> Outcome:
 
     def buy_twice(sku: str, key: str | None) -> dict:
         client.reset(sku, 10)
-        headers = {"Idempotency-Key": key} if key else {}
+        buyer, headers = client.as_buyer("retrying-buyer")
+        headers |= {"Idempotency-Key": key} if key else {}
         statuses = []
         for _ in range(2):  # the first answer was lost on the way back; the client retries
             response = client.session.post(f"{client.base_url}/api/orders", headers=headers,
-                                           json={"sku": sku, "quantity": 1, "user_id": "retrying-buyer"})
+                                           json={"sku": sku, "quantity": 1, **buyer})
             statuses.append(response.status_code)
         audit = client.audit(sku)
         return {"answers": " ".join(map(str, statuses)), "orders": audit["orders"],

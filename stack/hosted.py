@@ -43,8 +43,7 @@ from .config import ROOT, StackConfig
 from .hosts import Host, Net
 from .servers import (
     APP_DATABASE,
-    APP_DB_PASSWORD,
-    APP_DB_USER,
+    app_database_url,
     binary,
     http_probe,
     mariadb_app_connection,
@@ -120,6 +119,13 @@ class HostedApps:
         self._scratch = tempfile.TemporaryDirectory(prefix="flashsale-hosted-")
         # The locks' Redis on a wall clock the nemesis can step (stack.clock).
         self.clock = SteppedClock(Path(self._scratch.name)) if clock else None
+
+    @property
+    def buyer_auth(self) -> bool:
+        """Whether the instances take the buyer from credentials (the stack's setting,
+        unless ``environment`` says otherwise)."""
+        said = self.environment.get("FLASHSALE_BUYER_AUTH")
+        return self.config.buyer_auth if said is None else said.lower() in ("true", "1", "yes", "on")
 
     @property
     def urls(self) -> list[str]:
@@ -371,7 +377,7 @@ class HostedApps:
 
     def _database_url(self, host: str) -> str:
         """The instances' database, reached at ``host`` on the stack's MariaDB port."""
-        return f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{host}:{self.config.mysql_port}/{self.database}"
+        return app_database_url(self.config, self.database, host)
 
     def _database_made(self) -> None:
         """The instances' database, created and migrated over the stack's loopback port."""

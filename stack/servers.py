@@ -452,6 +452,11 @@ def mariadb_install(config: StackConfig) -> None:
 APP_DATABASE = APP_DB_USER = APP_DB_PASSWORD = "flashsale"
 
 
+def app_database_url(config: StackConfig, database: str = APP_DATABASE, host: str = "127.0.0.1") -> str:
+    """``database`` on the stack's MariaDB, as the app's user reaches it at ``host``."""
+    return f"mysql://{APP_DB_USER}:{APP_DB_PASSWORD}@{host}:{config.mysql_port}/{database}"
+
+
 def mariadb_bootstrap(config: StackConfig) -> None:
     """The app's database and user, with rights on pytest-django's test_ database too."""
     import MySQLdb

@@ -29,7 +29,7 @@ def sale(client, sku: str, *, stock: int = STOCK, segments: int = 1, quantity: i
          strategy: str | None = None) -> dict:
     client.reset(sku, stock, segments=segments, strategy=strategy)
     result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
-                   quantity=quantity)
+                   quantity=quantity, tokens=client.tokens)
     assert result.errors == 0, result.statuses  # every answer was 201, 409 or 503
     audit = client.audit(sku)
     assert audit["orders"] == result.created
@@ -82,7 +82,8 @@ def test_one_key_sent_many_times_at_once_counts_once(stack_apps):
     def send(_):
         from loadtest.client import FlashsaleClient
 
-        return FlashsaleClient(client.base_url).order("e2e-retry", 1, "retrying-buyer", key=key)
+        return FlashsaleClient(client.base_url, tokens=client.tokens).order("e2e-retry", 1, "retrying-buyer",
+                                                                            key=key)
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         responses = list(pool.map(send, range(16)))
@@ -106,7 +107,8 @@ def test_products_of_two_strategies_sell_side_by_side_each_its_own_way(stack_app
         assert client.reset(sku, STOCK, strategy=strategy)["strategy"] == strategy
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(
-            lambda sku: burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS),
+            lambda sku: burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
+                              tokens=client.tokens),
             ["e2e-side-none", "e2e-side-gate"]))
     assert all(r.errors == 0 for r in results), [r.statuses for r in results]
     weak, held = client.audit("e2e-side-none"), client.audit("e2e-side-gate")

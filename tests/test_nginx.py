@@ -19,12 +19,19 @@ from stack.supervisor import Supervisor
 pytestmark = pytest.mark.e2e
 
 
+def signed(client, buyer: str = "u1") -> dict:
+    """``buyer``'s credentials, when the stack takes the buyer from them (signed up now:
+    before a test stops the instances or slows nginx down)."""
+    return client.as_buyer(buyer)[1]
+
+
 def test_a_body_past_16_kb_is_413_json_and_nothing_is_written(stack_apps):
     client = stack_apps()
     client.reset("nginx-413", 5)
     body = json.dumps({"sku": "nginx-413", "quantity": 1, "user_id": "u" * 100_000})
     response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
-                             headers={"Content-Type": "application/json", "Idempotency-Key": "k-413"})
+                             headers={"Content-Type": "application/json", "Idempotency-Key": "k-413",
+                                      **signed(client)})
     assert response.status_code == 413
     assert response.headers["Content-Type"] == "application/json"
     assert response.json()["error"] == "too_large" and response.json()["message"]
@@ -32,12 +39,13 @@ def test_a_body_past_16_kb_is_413_json_and_nothing_is_written(stack_apps):
     # Under the limit, the body reaches the app, which judges it (a user_id too long).
     body = json.dumps({"sku": "nginx-413", "quantity": 1, "user_id": "u" * 10_000})
     response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
-                             headers={"Content-Type": "application/json"})
+                             headers={"Content-Type": "application/json", **signed(client)})
     assert response.status_code == 400 and response.json()["error"] == "invalid"
 
 
 def test_no_instance_to_take_a_purchase_is_502_json_with_retry_after(stack_apps, stack_config):
     client = stack_apps()
+    signed(client)
     supervisor = Supervisor(stack_config)
     try:
         for name in stack_config.app_names:
@@ -59,6 +67,7 @@ def test_an_admin_action_outlasts_the_purchases_10_s_and_a_purchase_does_not(sta
     wipes, is waited for and done once they thaw."""
     client = stack_apps()
     client.reset("nginx-slow-admin", stock=5)
+    signed(client)
     supervisor = Supervisor(stack_config)
     with ThreadPoolExecutor(2) as pool:
         try:
@@ -87,7 +96,7 @@ def test_bodies_never_need_a_directory_nginx_workers_cannot_enter(stack_apps, st
     try:
         run_dir.chmod(0o700)
         response = requests.post(f"{client.base_url}/api/orders", data=body, timeout=10,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **signed(client)})
         schema = requests.get(f"{client.base_url}/api/schema", timeout=10)
     finally:
         run_dir.chmod(mode)
@@ -113,7 +122,7 @@ def test_what_nginx_refuses_itself_is_json_too(stack_apps):
     assert response.status_code == 414 and response.json()["error"] == "too_large"
     # A deeply nested body passes nginx (10 KB) and the app refuses it: 400, not 500.
     response = requests.post(f"{client.base_url}/api/orders", data="[" * 5000 + "]" * 5000, timeout=10,
-                             headers={"Content-Type": "application/json"})
+                             headers={"Content-Type": "application/json", **signed(client)})
     assert response.status_code == 400 and response.json()["error"] == "invalid"
 
 
@@ -310,10 +319,15 @@ def test_an_unknown_host_is_421_json_and_reaches_no_instance(stack_apps, stack_c
 
 
 def test_past_its_rate_an_address_is_429_json_from_nginx_and_nothing_is_written(stack_apps):
+    buyers = [f"u{n}" for n in range(10)]
+    tokens = stack_apps().tokens
+    if tokens is not None:
+        tokens.signed_up(buyers)  # at the stack's own rates
     client = stack_apps(nginx_purchase_rate=1, nginx_read_rate=5, nginx_show_upstream=True)
+    client.tokens = tokens
     sku = f"nginx-rate-{uuid.uuid4().hex[:6]}"
     client.reset(sku, 50)
-    purchases = [client.order(sku, 1, f"u{n}") for n in range(10)]
+    purchases = [client.order(sku, 1, buyer) for buyer in buyers]
     statuses = [p.status_code for p in purchases]
     assert 201 in statuses and 429 in statuses, statuses
     refused = next(p for p in purchases if p.status_code == 429)
@@ -368,14 +382,16 @@ def test_anyone_reads_the_audits_summary_and_only_the_admin_the_full_audit(stack
 
 def test_behind_a_trusted_proxy_the_rates_count_the_addresses_it_forwards(stack_apps):
     """NGINX_TRUSTED_PROXIES: the stack's own address stands for a TLS terminator."""
+    credentials = {buyer: stack_apps().as_buyer(buyer) for buyer in ("203.0.113.1", "203.0.113.2")}
     client = stack_apps(nginx_purchase_rate=1, nginx_trusted_proxies="127.0.0.1")
     sku = f"nginx-real-ip-{uuid.uuid4().hex[:6]}"
     client.reset(sku, 50)
 
     def buys(buyer: str) -> list[int]:
+        body, headers = credentials[buyer]
         return [requests.post(f"{client.base_url}/api/orders", timeout=10,
-                              json={"sku": sku, "quantity": 1, "user_id": buyer},
-                              headers={"X-Forwarded-For": buyer}).status_code for _ in range(4)]
+                              json={"sku": sku, "quantity": 1, **body},
+                              headers={"X-Forwarded-For": buyer, **headers}).status_code for _ in range(4)]
 
     # Each buyer has a bucket of its own: the rate, and one second's burst, then 429.
     assert buys("203.0.113.1") == [201, 201, 429, 429]

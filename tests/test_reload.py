@@ -38,15 +38,19 @@ class Load:
     nginx to the instances) at the stack until stopped; every answer's status kept,
     0 for a request that got none, even sent again."""
 
-    def __init__(self, base_url: str, sku: str):
-        self.base_url, self.sku = base_url, sku
+    def __init__(self, base_url: str, sku: str, tokens=None):
+        # Each buyer thread one buyer (with ``tokens``, signed up before the load starts).
+        self.base_url, self.sku, self.tokens = base_url, sku, tokens
         self.purchases: Counter = Counter()
         self.reads: Counter = Counter()
         self.failures: list[str] = []
         self.resent = 0  # purchases sent again after no answer
         self._stop = threading.Event()
         self._mutex = threading.Lock()
-        self._threads = [threading.Thread(target=self._buyer, daemon=True) for _ in range(BUYERS)]
+        self._threads = [threading.Thread(target=self._buyer, args=(f"buyer-{n}",), daemon=True)
+                         for n in range(BUYERS)]
+        if tokens is not None:
+            tokens.signed_up([f"buyer-{n}" for n in range(BUYERS)])
         self._threads += [threading.Thread(target=self._reader, daemon=True) for _ in range(READERS)]
 
     def __enter__(self) -> Load:
@@ -65,20 +69,20 @@ class Load:
             if status not in (200, 201):
                 self.failures.append(why)
 
-    def _buyer(self) -> None:
-        client = FlashsaleClient(self.base_url)  # a kept-alive connection per thread
+    def _buyer(self, buyer: str) -> None:
+        client = FlashsaleClient(self.base_url, tokens=self.tokens)  # a kept-alive connection per thread
         while not self._stop.is_set():
             key = uuid.uuid4().hex
             try:
                 try:
-                    response = client.order(self.sku, 1, f"buyer-{key[:12]}", key=key)
+                    response = client.order(self.sku, 1, buyer, key=key)
                 except requests.ConnectionError:
                     # No answer: nginx closed the kept-alive connection as it reloaded,
                     # as the request came (HTTP/1.1 has no way to warn a client first).
                     # Sent again, with its key, as a browser would: it counts once.
                     with self._mutex:
                         self.resent += 1
-                    response = client.order(self.sku, 1, f"buyer-{key[:12]}", key=key)
+                    response = client.order(self.sku, 1, buyer, key=key)
                 self._count(self.purchases, response.status_code, response.text[:200])
             except OSError as e:
                 self._count(self.purchases, 0, f"{type(e).__name__}: {e}")
@@ -116,7 +120,7 @@ def switched_under_load(stack_apps, sku: str, before: str, after: str, **setting
     critical section's sleep). Returns the load and the sale's audit."""
     client = stack_apps(strategy=before, **settings)
     client.reset(sku, STOCK)  # no strategy of its own: it follows the deployment's
-    with Load(client.base_url, sku) as load:
+    with Load(client.base_url, sku, client.tokens) as load:
         time.sleep(1.0)
         sold_before = load.purchases[201]
         stack_apps(strategy=after, rolling=True, **settings)  # a switch: the barrier

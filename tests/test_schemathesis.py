@@ -39,15 +39,35 @@ def racer_stopped(stack_config):
         supervisor.start("racer")
 
 
+# Each operation gets the credentials its security names (the admin's token, a buyer's
+# bearer token), from the environment. A new buyer's password on the common-passwords
+# list is refused (400) though the schema allows it: no schema can carry the list.
+CONFIG = """
+[auth.openapi.adminToken]
+api_key = "Token ${FLASHSALE_SCHEMATHESIS_ADMIN_TOKEN}"
+
+[auth.openapi.buyerToken]
+bearer = "${FLASHSALE_SCHEMATHESIS_BEARER}"
+
+[[operations]]
+include-name = "POST /api/buyers"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409",
+                                                     "429", "5xx"]
+"""
+
+
 def schemathesis(client, directory: Path, *arguments: str, env: dict[str, str]) -> subprocess.Popen:
     """A run in the background, its output to files in ``directory`` (a pipe left
     unread would stall it)."""
     directory.mkdir()
+    (directory / "schemathesis.toml").write_text(CONFIG)
+    _, signed = client.as_buyer("schemathesis")
+    credentials = {"FLASHSALE_SCHEMATHESIS_ADMIN_TOKEN": client.admin_token,
+                   "FLASHSALE_SCHEMATHESIS_BEARER": signed.get("Authorization", "").removeprefix("Bearer ")}
     return subprocess.Popen(
         [str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
-         "--checks", "all", "--max-examples", "100",
-         "--header", f"Authorization: Token {client.admin_token}", *arguments],
-        cwd=directory, env={**os.environ, "NO_COLOR": "1", **env},
+         "--checks", "all", "--max-examples", "100", *arguments],
+        cwd=directory, env={**os.environ, "NO_COLOR": "1", **credentials, **env},
         stdout=(directory / "stdout").open("w"), stderr=(directory / "stderr").open("w"))
 
 

@@ -61,6 +61,7 @@ def test_a_purchase_that_waited_past_its_deadline_is_refused(stack_apps, stack_c
     client = stack_apps(strategy="atomic", instances=1, server=server)
     sku = f"e2e-{server}-deadline"
     client.reset(sku, stock=5)
+    client.as_buyer("u1")  # signed up before the instance freezes
     answers = []
     with Supervisor(stack_config).paused(["app1"]):
         buyer = threading.Thread(target=lambda: answers.append(client.order(sku, 1, "u1", key=f"{sku}-k1")))

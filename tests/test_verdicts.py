@@ -4,13 +4,15 @@ link to MariaDB is cut mid-sale (``partition-app-db``). ``none`` must be caught 
 the checker, with the window where no order gets past; ``setnx`` must be
 linearizable, every try and the final read in its history."""
 
+import contextlib
+
 import pytest
 import redis
 
 from chaos.sale import BUYER_PREFIX
 from common.history import UNKNOWN, Final, Purchase, read
-from loadtest.buyers import buyer_tokens
 from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
+from stack.servers import mariadb_app_connection
 from verdicts.checker import check
 from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
 from verdicts.matrix import run_cell
@@ -161,13 +163,20 @@ def test_a_failover_of_the_gates_redis_takes_back_a_201_only_without_a_replica_w
 
 def test_signed_in_buyers_sell_the_stock_exactly_and_each_answer_holds(stack_config, tmp_path):
     """The instances take the buyer from credentials (FLASHSALE_BUYER_AUTH): each of the
-    sale's buyers is an account with its bearer token, made by ``manage.py buyers_make``."""
+    sale's buyers is an account with its bearer token, made by ``manage.py buyers_make``
+    in the instances' database."""
     signed_in = {"FLASHSALE_BUYER_AUTH": "true"}
     with HostedApps(stack_config, section_delay_ms=2.0, environment=signed_in) as hosted:
-        tokens = buyer_tokens(stack_config, prefix=BUYER_PREFIX, count=SMALL["buyers"],
-                              database_url=hosted.database_url)
         cell = run_cell(stack_config, strategy="atomic", nemesis="partition-app-db", out=tmp_path, on=hosted,
-                        tokens=tokens, **SMALL)
+                        **SMALL)
+        with contextlib.closing(mariadb_app_connection(stack_config, database=hosted.database)) as db:
+            cursor = db.cursor()
+            cursor.execute("SELECT COUNT(*) FROM auth_user WHERE username LIKE %s", (f"{BUYER_PREFIX}%",))
+            (accounts,) = cursor.fetchone()
+            cursor.execute("SELECT COUNT(*) FROM orders_order "
+                           "WHERE user_id NOT IN (SELECT username FROM auth_user)")
+            (by_nobody,) = cursor.fetchone()
+    assert accounts == SMALL["buyers"] and by_nobody == 0
     assert cell.end_state.injected
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
     assert cell.end_state.orders == SMALL["stock"]

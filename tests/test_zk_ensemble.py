@@ -33,7 +33,7 @@ def modes(ports: dict[str, int]) -> dict[str, str]:
 
 def sell(client: FlashsaleClient, sku: str, stock: int = 20) -> dict:
     client.reset(sku, stock)
-    result = burst(base_url=client.base_url, sku=sku, attempts=60, concurrency=8)
+    result = burst(base_url=client.base_url, sku=sku, attempts=60, concurrency=8, tokens=client.tokens)
     audit = client.audit(sku)
     assert result.errors == 0, result.statuses
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (stock, 0, True), audit

@@ -101,11 +101,9 @@ def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
-             threads: int, trigger: int, on: HostedApps | None = None,
-             tokens: dict[str, str] | None = None) -> Cell:
+             threads: int, trigger: int, on: HostedApps | None = None) -> Cell:
     """One sale, recorded and checked: on the stack (through nginx), or, for a link
-    fault, on the instances ``on`` runs on test hosts; ``tokens``: the buyers' bearer
-    tokens, for instances that take the buyer from credentials."""
+    fault, on the instances ``on`` runs on test hosts."""
     recorder = Recorder()
     first = None
     if hosted(nemesis):
@@ -116,8 +114,8 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
         fault, urls = (None if nemesis == CALM else FAULTS[nemesis]), None
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
                                  threads=threads, trigger=trigger, history=recorder, urls=urls, first=first,
-                                 tokens=tokens,
-                                 **({"database": on.database} if hosted(nemesis) else {}))
+                                 **({"database": on.database, "signed_in": on.buyer_auth}
+                                    if hosted(nemesis) else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
     purchases = [e for e in recorder.events if isinstance(e, Purchase)]
     # A loss the cell sets out to show: the gate without Redis's data or a replica

@@ -17,7 +17,7 @@ def test_the_broken_variant_breaks_and_the_fix_holds(scenario, stack_config, sta
     # The test Redis and ZooKeeper; scenarios that buy go through the running stack.
     ctx = Context(settings.TEST_REDIS_URL, zk_hosts=settings.ZOOKEEPER_HOSTS,
                   base_url=stack_config.base_url, admin_token=stack_config.admin_token(),
-                  apps=stack_apps)
+                  buyer_auth=stack_config.buyer_auth, apps=stack_apps)
     try:
         outcome = scenario.run(ctx)
     finally:
