@@ -12,7 +12,7 @@ from common.errors import THROTTLED, CredentialsRefused, InvalidInput, UsernameT
 from common.fields import ClosedInputSerializer, StrictCharField
 from common.throttles import PerAddress
 
-from .services import BUYER_NAME_MAX_LENGTH, buyer_create, buyer_sign_in
+from .services import BUYER_NAME_MAX_LENGTH, PASSWORD_MIN_LENGTH, buyer_create, buyer_sign_in
 
 
 class SignUpThrottle(PerAddress):
@@ -41,7 +41,10 @@ class BuyerCreateApi(APIView):
     @extend_schema_serializer(component_name="BuyerRequest")
     class InputSerializer(ClosedInputSerializer):
         username = StrictCharField(min_length=1, max_length=BUYER_NAME_MAX_LENGTH, required=False)
-        password = StrictCharField(min_length=1, max_length=128, required=False, trim_whitespace=False)
+        # At least 8 characters and none of the common passwords (AUTH_PASSWORD_VALIDATORS:
+        # the list is the server's, so a refusal of one is a 400 no schema foretells).
+        password = StrictCharField(min_length=PASSWORD_MIN_LENGTH, max_length=128, required=False,
+                                   trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={
         201: TokenSerializer, **error_responses(InvalidInput, UsernameTaken, THROTTLED)})

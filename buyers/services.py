@@ -15,6 +15,7 @@ from .tokens import Issued, token_issue
 
 # A buyer's name is the orders' user_id: as long as the orders' column allows.
 BUYER_NAME_MAX_LENGTH = 64
+PASSWORD_MIN_LENGTH = 8  # as the settings' MinimumLengthValidator asks
 THROWAWAY_PREFIX = "buyer-"
 
 

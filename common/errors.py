@@ -192,6 +192,9 @@ THROTTLED = DocumentedError(429, "throttled",
 NOT_AUTHENTICATED = DocumentedError(401, "not_authenticated",
                                     "No admin token (a wrong one: authentication_failed).")
 PERMISSION_DENIED = DocumentedError(403, "permission_denied", "Authenticated, but not as the admin.")
+NO_BUYER = DocumentedError(401, "not_authenticated", "No buyer's credentials (a bearer token, or the page's "
+                           "session); a forged, altered or expired token: authentication_failed.")
+NO_CSRF = DocumentedError(403, "permission_denied", "The page's session without its CSRF token.")
 UNSUPPORTED_MEDIA_TYPE = DocumentedError(415, "unsupported_media_type", "The body is not application/json.")
 # nginx's answers (nginx/nginx.conf.template), in the same shape.
 TOO_LARGE = DocumentedError(413, "too_large", "nginx: a body larger than 16 KB; nothing was written.")

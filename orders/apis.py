@@ -26,6 +26,8 @@ from rest_framework.views import APIView
 
 from buyers.authentication import BuyerTokenAuthentication, buyer_name
 from common.errors import (
+    NO_BUYER,
+    NO_CSRF,
     NO_INSTANCE,
     NOT_AUTHENTICATED,
     PERMISSION_DENIED,
@@ -165,7 +167,8 @@ class OrderCreateApi(APIView):
         remaining = serializers.IntegerField()
 
     @extend_schema(
-        request=InputSerializer,
+        # The deployment's shape: the schema is made in its process.
+        request=BuyerInputSerializer if settings.FLASHSALE_BUYER_AUTH else InputSerializer,
         parameters=[OpenApiParameter(
             "Idempotency-Key", {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$"},
             OpenApiParameter.HEADER,
@@ -173,8 +176,8 @@ class OrderCreateApi(APIView):
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            **error_responses(InvalidInput, NotFound, NotStarted, Ended, SoldOut, LimitReached,
-                              IdempotencyConflict, Busy,
+            **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, NotStarted, Ended, SoldOut,
+                              LimitReached, IdempotencyConflict, Busy,
                               StaleLock, Unavailable, OutcomeUnknown, THROTTLED, UNSUPPORTED_MEDIA_TYPE,
                               TOO_LARGE, NO_INSTANCE, TIMED_OUT),
         },
@@ -265,7 +268,7 @@ class OrderDetailApi(APIView):
     def get_permissions(self):
         return [IsBuyerOrStaff()] if settings.FLASHSALE_BUYER_AUTH else super().get_permissions()
 
-    @extend_schema(responses={200: OrderSerializer, **error_responses(NotFound, Unavailable)})
+    @extend_schema(responses={200: OrderSerializer, **error_responses(NO_BUYER, NotFound, Unavailable)})
     def get(self, request, order_id: int):
         mine = settings.FLASHSALE_BUYER_AUTH and not request.user.is_staff
         order = order_status_get(order_id=order_id, buyer=buyer_name(request.user) if mine else None)

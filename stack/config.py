@@ -105,7 +105,7 @@ class StackConfig:
             gate_pipeline=env.bool("FLASHSALE_GATE_PIPELINE", default=True),
             gate_replicas=env.int("FLASHSALE_GATE_REPLICAS", default=0),
             metrics=env.bool("FLASHSALE_METRICS", default=True),
-            buyer_auth=env.bool("FLASHSALE_BUYER_AUTH", default=False),
+            buyer_auth=env.bool("FLASHSALE_BUYER_AUTH", default=True),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -284,6 +284,8 @@ class StackConfig:
             # buyers would trip a per-user rate too: off unless asked for.
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),
             "FLASHSALE_THROTTLE_ADDRESS": os.environ.get("FLASHSALE_THROTTLE_ADDRESS", ""),
+            # The tests' and tools' buyers sign up from this one address too.
+            "FLASHSALE_THROTTLE_SIGN_UP": os.environ.get("FLASHSALE_THROTTLE_SIGN_UP", ""),
         }
 
     def persister_environment(self, name: str) -> dict[str, str]:

@@ -3,6 +3,7 @@ counted as a failure (a name collision there documents one API's body under
 another's), each request body under a name of its own, the admin token described."""
 
 import yaml
+from django.conf import settings
 from django.core.management import call_command
 
 
@@ -14,11 +15,15 @@ def test_the_schema_validates_without_a_warning(tmp_path):
     def body(path: str) -> str:
         return schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
 
-    assert body("/api/orders") == "#/components/schemas/PurchaseRequest"
+    # The buyer is the credentials' (FLASHSALE_BUYER_AUTH, the default): no user_id.
+    purchase = "BuyerPurchaseRequest" if settings.FLASHSALE_BUYER_AUTH else "PurchaseRequest"
+    assert body("/api/orders") == f"#/components/schemas/{purchase}"
+    assert ("user_id" in schema["components"]["schemas"][purchase]["properties"]) is not (
+        settings.FLASHSALE_BUYER_AUTH)
     reset = next(p for p in schema["paths"] if p.endswith("/reset"))
     assert body(reset) == "#/components/schemas/SaleResetRequest"
     assert body("/api/admin/races") == "#/components/schemas/RaceRequest"
-    for closed in ("PurchaseRequest", "SaleResetRequest", "RaceRequest"):  # an unknown key is refused
+    for closed in (purchase, "SaleResetRequest", "RaceRequest"):  # an unknown key is refused
         assert schema["components"]["schemas"][closed]["additionalProperties"] is False
     # The gate takes no segments: a body the reset refuses is one the schema refuses.
     assert {"required": ["strategy", "segments"],
@@ -42,7 +47,8 @@ def test_every_error_a_purchase_may_answer_is_in_its_schema_with_an_example(tmp_
         for example in response["content"]["application/json"]["examples"].values()
     }
     assert documented == {
-        (400, "invalid"), (404, "not_found"), (409, "not_started"), (409, "ended"),
+        (400, "invalid"), (401, "not_authenticated"), (403, "permission_denied"), (404, "not_found"),
+        (409, "not_started"), (409, "ended"),
         (409, "sold_out"), (409, "limit_reached"),
         (409, "idempotency_conflict"), (413, "too_large"), (415, "unsupported_media_type"),
         (429, "throttled"), (502, "unavailable"), (503, "busy"), (503, "stale_lock"),
