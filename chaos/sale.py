@@ -158,10 +158,12 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     _until_healthy(config, urls=direct)
     admin = FlashsaleClient(urls[0], admin_token=config.admin_token())
     sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
-    admin.reset(sku, stock=stock, strategy=strategy)
     signed_in = config.buyer_auth if signed_in is None else signed_in
+    # The buyers exist before the sale opens, as they would: nothing between the reset
+    # and the first purchase but what the fault does there.
     tokens = (buyer_tokens(config, prefix=BUYER_PREFIX, count=buyers, database=database)
               if signed_in else None)
+    admin.reset(sku, stock=stock, strategy=strategy)
     if history:
         history.reset(sku, stock)
     if fault is not None:
@@ -235,7 +237,7 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
            injected_at: float | None, history: Recorder | None, database: str,
            tokens: dict[str, str] | None) -> Verdict:
     audit = client.audit(sku)  # once the gate's persisters have written what it accepted
-    truth = Truth(config, database=database)
+    truth = Truth(config, database=database, signed_in=tokens is not None)
     try:
         rows = truth.orders(sku)
         double = truth.double_keys(sku)

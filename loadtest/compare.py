@@ -135,7 +135,7 @@ def close_history(config: StackConfig, path: Path, products: list[str], *, stock
     """Complete the purchases Locust recorded at ``path``: each product's reset
     before them (at ``reset_at``), and after them the final read (the stock the audit
     finds, every order row in MariaDB)."""
-    client, truth = FlashsaleClient.for_stack(config), Truth(config)
+    client, truth = FlashsaleClient.for_stack(config), Truth(config, signed_in=config.buyer_auth)
     try:
         finals = [Final(p, client.audit(p)["remaining"], truth.orders(p), Recorder.now()) for p in products]
     finally:

@@ -4,6 +4,7 @@ verdict."""
 
 from __future__ import annotations
 
+from common.keys import key_sent
 from stack.config import StackConfig
 from stack.servers import APP_DATABASE, mariadb_app_connection
 
@@ -12,8 +13,9 @@ class Truth:
     """What the stack's database (or ``database``, on its MariaDB) holds for one
     product, read as an auditor would."""
 
-    def __init__(self, config: StackConfig, *, database: str = APP_DATABASE):
+    def __init__(self, config: StackConfig, *, database: str = APP_DATABASE, signed_in: bool = False):
         self.db = mariadb_app_connection(config, database=database)
+        self.signed_in = signed_in  # the buyers signed in: each order keeps its key scoped (common.keys)
 
     def _rows(self, sql: str, sku: str) -> list[tuple]:
         with self.db.cursor() as cursor:
@@ -21,9 +23,11 @@ class Truth:
             return list(cursor.fetchall())
 
     def orders(self, sku: str) -> list[tuple[str, int]]:
-        """Every order row: (key, order id), a key twice if it has two."""
-        return self._rows("SELECT o.idempotency_key, o.id FROM orders_order o JOIN inventory_product p "
-                          "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.id", sku)
+        """Every order row: (the key it was sent with, order id), a key twice if it has two."""
+        rows = self._rows("SELECT o.user_id, o.idempotency_key, o.id FROM orders_order o "
+                          "JOIN inventory_product p ON p.id = o.product_id "
+                          "WHERE p.sku = %s ORDER BY o.id", sku)
+        return [(key_sent(buyer, key) if self.signed_in else key, order_id) for buyer, key, order_id in rows]
 
     def double_keys(self, sku: str) -> int:
         return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "

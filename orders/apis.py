@@ -49,13 +49,13 @@ from common.errors import (
     error_responses,
 )
 from common.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
+from common.keys import key_scoped
 from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
-from .idempotency import key_scoped
 from .metrics import purchase_counted
 from .purchase import order_create
 from .results import OrderResult, Timings

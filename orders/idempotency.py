@@ -14,7 +14,6 @@ state vouch for the flags (``orders.salestate``).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import threading
@@ -55,22 +54,6 @@ class Flag:
 def request_fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
     """What a key's requests must agree on: a key reused with another body conflicts."""
     return hashlib.sha256(f"{sku}\0{quantity}\0{user_id}".encode()).hexdigest()
-
-
-KEY_MAX_LENGTH = Order._meta.get_field("idempotency_key").max_length
-
-
-def key_scoped(buyer: str, key: str) -> str:
-    """Where a signed-in buyer's Idempotency-Key is kept: each buyer's keys are a space
-    of their own, so that another buyer's use of the same key neither replays nor
-    blocks this buyer's purchase. ``<buyer>/<key>`` (a buyer's name holds no "/", so
-    the first one splits the two), or where that is longer than the column, ``~`` and
-    a digest of the two (a name never starts with "~")."""
-    scoped = f"{buyer}/{key}"
-    if len(scoped) <= KEY_MAX_LENGTH:
-        return scoped
-    digest = hashlib.sha256(f"{buyer}\0{key}".encode()).digest()
-    return "~" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _cache_key(key: str) -> str:

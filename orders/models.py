@@ -1,5 +1,6 @@
 from django.db import models
 
+from common.keys import KEY_MAX_LENGTH
 from inventory.models import BYTE_EXACT, Product
 
 
@@ -9,7 +10,8 @@ class Order(models.Model):
     quantity = models.PositiveIntegerField()
     # The final guard against a retried purchase counting twice: whatever the Redis
     # fast path misses, the database refuses.
-    idempotency_key = models.CharField(max_length=128, unique=True, db_collation=BYTE_EXACT)
+    # With buyers signed in, as common.keys keeps it.
+    idempotency_key = models.CharField(max_length=KEY_MAX_LENGTH, unique=True, db_collation=BYTE_EXACT)
     instance = models.CharField(max_length=64)
     strategy = models.CharField(max_length=32)
     # Attempts that found the stock changed before this one went through

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Sum
 
 from common.errors import NotFound
+from common.keys import key_sent
 from common.memory import ProcessMemory
 from common.strategies import Seller, strategy_of
 from inventory.models import StockFlow
@@ -149,9 +150,12 @@ def _ledger_match(product, orders: int) -> LedgerMatch:
 
 
 def order_keys(*, sku: str) -> list[tuple[str, int]]:
-    """Every order of the product: (idempotency key, order id), in id order (a
-    recorded history's final read)."""
-    return list(Order.objects.filter(product__sku=sku).order_by("id").values_list("idempotency_key", "id"))
+    """Every order of the product: (the Idempotency-Key it was sent with, order id), in
+    id order (a recorded history's final read)."""
+    rows = (Order.objects.filter(product__sku=sku).order_by("id")
+            .values_list("user_id", "idempotency_key", "id"))
+    return [(key_sent(buyer, key) if settings.FLASHSALE_BUYER_AUTH else key, order_id)
+            for buyer, key, order_id in rows]
 
 
 @transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment

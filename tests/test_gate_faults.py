@@ -26,6 +26,12 @@ from stack.supervisor import Supervisor
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # MariaDB stopped, the Redis servers crashed
 
 
+def signed_up(client, count: int) -> None:
+    """``sell``'s buyers signed up now, while MariaDB is there to make them."""
+    for i in range(count):
+        client.as_buyer(f"buyer-{i}")
+
+
 def sell(client, sku: str, count: int) -> dict[str, int]:
     """``count`` purchases, each with its own key; the accepted ones' order ids by key."""
     accepted = {}
@@ -44,6 +50,7 @@ def test_the_gate_sells_while_mariadb_is_down_and_its_backlog_drains_after(
     sku = f"gate-db-down-{uuid.uuid4().hex[:6]}"
     client.reset(sku, 50)
     stack_redis = redis.Redis(port=stack_config.redis_gate_port, decode_responses=True)
+    signed_up(client, 20)
     Supervisor(stack_config).kill("mariadb")
     try:
         accepted = sell(client, sku, 20)  # no database on the gate's path
@@ -55,7 +62,7 @@ def test_the_gate_sells_while_mariadb_is_down_and_its_backlog_drains_after(
     assert (audit["orders"], audit["remaining"], audit["gate"]["backlog"]) == (20, 30, 0), audit
     assert audit["consistent"] and audit["gate"]["reconciled"], audit
     for order_id in accepted.values():
-        assert client.session.get(f"{client.base_url}/api/orders/{order_id}").json()["status"] == "confirmed"
+        assert client.order_detail(order_id).json()["status"] == "confirmed"
 
 
 @pytest.mark.parametrize("fsync", ["always", "everysec"])
@@ -76,7 +83,7 @@ def test_accepted_orders_survive_a_redis_crash_from_its_append_only_file(
     finally:
         stack_redis.config_set("appendfsync", before)
     audit = client.audit(sku, settle=60)
-    confirmed = {key: client.session.get(f"{client.base_url}/api/orders/{order_id}").json().get("status")
+    confirmed = {key: client.order_detail(order_id).json().get("status")
                  for key, order_id in accepted.items()}
     lost = [key for key, status in confirmed.items() if status != "confirmed"]
     record_property("orders lost to a Redis crash under appendfsync " + fsync, len(lost))
@@ -106,7 +113,7 @@ def test_a_flush_of_djangos_cache_loses_no_accepted_order(stack_config, stack_ap
     audit = client.audit(sku, settle=60)
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (30, 20, True), audit
     for order_id in accepted.values():
-        assert client.session.get(f"{client.base_url}/api/orders/{order_id}").json()["status"] == "confirmed"
+        assert client.order_detail(order_id).json()["status"] == "confirmed"
 
 
 def test_when_redis_lost_the_sale_the_audit_says_what_it_cannot_know(stack_config, stack_apps):
