@@ -4,9 +4,9 @@
         --sku demo-1 --attempts 1000 --retry-share 0.1 --summary-json run.json
 
 Each simulated buyer has its own user_id (with ``--tokens``, its own account and
-bearer token) and asks again as soon as it is answered,
-each purchase with a fresh Idempotency-Key; a share of purchases is sent a second
-time with the same key, as a client or gateway retry would. The run stops after
+bearer token) and asks again as soon as it is answered, each purchase with a fresh
+Idempotency-Key; a share of purchases is sent a second time with the same key, as a
+client or gateway retry would. The run stops after
 ``--attempts`` requests (retries included), or with ``--seconds`` once that window
 has passed since the first request (the requests in flight are answered and
 counted). ``--skus N`` spreads the buyers over ``<sku>-0`` … ``<sku>-N-1`` (buyer b

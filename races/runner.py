@@ -141,9 +141,15 @@ class RaceRun:
         connections.close_all()
         # The buyers are accounts, each buying with its bearer token, when the apps
         # take the buyer from credentials; made before the start, not inside it.
-        buyers = -(-self.race["total"] // len(self.lanes))
-        self.tokens = (dict(buyers_make(count=buyers, prefix=RACER_PREFIX))
-                       if settings.FLASHSALE_BUYER_AUTH else None)
+        try:
+            buyers = -(-self.race["total"] // len(self.lanes))
+            self.tokens = (dict(buyers_make(count=buyers, prefix=RACER_PREFIX))
+                           if settings.FLASHSALE_BUYER_AUTH else None)
+        except DatabaseError:
+            logger.exception("race %s: its buyers could not be made", self.race["id"])
+            race_end(self.race, status="failed",
+                     error="the runner could not make the race's buyers (the database failed)")
+            return self.race
         self.race.update(status="running", started_at=now_iso())
         if self.history:
             for lane in self.lanes:
