@@ -115,12 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in bought:
         client.order(SKU, 1, "bench-user", key=key).raise_for_status()
     client.order(SKU, 1, "bench-user")  # finds the stock at 0: the mark says sold out
-    purchase: dict = {"sku": SKU, "quantity": 1}
-    signed = {}
-    if client.tokens is None:
-        purchase["user_id"] = "bench-user"
-    else:
-        signed["Authorization"] = f"Bearer {client.tokens['bench-user']}"
+    purchase, signed = client.as_buyer("bench-user")
+    purchase |= {"sku": SKU, "quantity": 1}
     rows: dict[str, list[float]] = {"ping": [], "marked": [], "mark lost": [], "replays": []}
     errors = 0
     common = dict(port=config.nginx_port, seconds=args.seconds, processes=args.processes,

@@ -5,7 +5,11 @@ from __future__ import annotations
 import secrets
 
 from django.contrib.auth import authenticate, get_user_model
-from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.password_validation import (
+    MinimumLengthValidator,
+    get_default_password_validators,
+    validate_password,
+)
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
@@ -15,7 +19,9 @@ from .tokens import Issued, token_issue
 
 # A buyer's name is the orders' user_id: as long as the orders' column allows.
 BUYER_NAME_MAX_LENGTH = 64
-PASSWORD_MIN_LENGTH = 8  # as the settings' MinimumLengthValidator asks
+# What the settings' MinimumLengthValidator asks (AUTH_PASSWORD_VALIDATORS), for the schema.
+PASSWORD_MIN_LENGTH = max((v.min_length for v in get_default_password_validators()
+                           if isinstance(v, MinimumLengthValidator)), default=1)
 THROWAWAY_PREFIX = "buyer-"
 
 

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+import environ
 import redis
 
 from .clock import SteppedClock
@@ -125,7 +126,7 @@ class HostedApps:
         """Whether the instances take the buyer from credentials (the stack's setting,
         unless ``environment`` says otherwise)."""
         said = self.environment.get("FLASHSALE_BUYER_AUTH")
-        return self.config.buyer_auth if said is None else said.lower() in ("true", "1", "yes", "on")
+        return self.config.buyer_auth if said is None else environ.Env.parse_value(said, bool)
 
     @property
     def urls(self) -> list[str]:

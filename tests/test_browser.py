@@ -29,10 +29,10 @@ def page():
             browser.close()
 
 
-def signed_in(page, stack_config) -> None:
+def signed_in(page, buyer_auth: bool) -> None:
     """When the stack takes the buyer from credentials: nobody can buy until a buyer
     is signed in; "continue as a new buyer" signs one in, in one click."""
-    if stack_config.buyer_auth:
+    if buyer_auth:
         expect(page.locator("#buy-button")).to_be_disabled()
         page.click("#new-buyer")
         expect(page.locator("#sign-out")).to_be_visible()
@@ -44,7 +44,7 @@ def test_buy_from_the_page_and_retry_is_a_replay(stack_apps, stack_config, page)
     page.goto(f"{stack_config.base_url}/?sku=browser-1")
     expect(page.locator("#stock")).to_have_text("3")
     expect(page.locator("#name")).to_have_text("Browser phone (browser-1)")
-    signed_in(page, stack_config)
+    signed_in(page, stack_config.buyer_auth)
     expect(page.locator("#name")).to_have_text("Browser phone (browser-1)")  # back on the same page
 
     page.fill("#quantity", "2")
@@ -71,13 +71,11 @@ def test_buy_from_the_page_and_retry_is_a_replay(stack_apps, stack_config, page)
 def test_a_session_purchase_needs_its_csrf_token(stack_apps, stack_config, page):
     """The page's buyer buys with the session cookie; a request that rides on that
     cookie from a script without the page's CSRF token is refused, and writes nothing."""
-    if not stack_config.buyer_auth:
-        pytest.skip("the stack reads the buyer from the body (FLASHSALE_BUYER_AUTH=false): no session buys")
-    client = stack_apps()
+    client = stack_apps(buyer_auth=True)  # the session buys only when buyers sign in
     sku = f"browser-csrf-{uuid.uuid4().hex[:8]}"
     client.reset(sku, 5)
     page.goto(f"{stack_config.base_url}/?sku={sku}")
-    signed_in(page, stack_config)
+    signed_in(page, buyer_auth=True)
     buy = """async ([sku, csrf]) => {
         const headers = {"Content-Type": "application/json", "Idempotency-Key": crypto.randomUUID()};
         if (csrf) headers["X-CSRFToken"] = document.querySelector("[name=csrfmiddlewaretoken]").value;
@@ -118,7 +116,7 @@ def test_the_page_counts_down_on_the_server_clock_and_opens_buy_on_time(stack_ap
         Date.now = () => realNow() + skew;
     })();""")
     page.goto(f"{stack_config.base_url}/")
-    signed_in(page, stack_config)  # before the clock starts: a sign-in loads the page again
+    signed_in(page, stack_config.buyer_auth)  # before the clock starts: a sign-in loads the page again
     sku = f"browser-window-{uuid.uuid4().hex[:8]}"  # new, so no cache in front has seen it
     product = client.reset(sku, 2, starts_in=4)
     opens = datetime.fromisoformat(product["starts_at"])
