@@ -43,6 +43,8 @@ class ProductDetailApi(APIView):
         ends_at = serializers.DateTimeField(allow_null=True)
         # The strategy its sale runs under: its own (the reset's), or the deployment's.
         strategy = serializers.CharField()
+        # Seconds an order has to be paid before its units go back on sale; 0: none.
+        payment_window_s = serializers.IntegerField()
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})

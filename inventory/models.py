@@ -21,6 +21,10 @@ class Product(models.Model):
     # set by the reset; "" follows the deployment's FLASHSALE_STRATEGY. Purchases read
     # it from the sale's state, like the window.
     strategy = models.CharField(max_length=32, blank=True, default="")
+    # Seconds a buyer has to pay for an order (the reset sets it): its units go back on
+    # sale when they pass unpaid (``payments``). 0: no payment step, an order is final
+    # at its 201.
+    payment_window_s = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return self.sku
@@ -54,8 +58,9 @@ class Stock(models.Model):
 
 
 class StockFlow(models.Model):
-    """One row per deduction from a segment: the ledger the audit reconciles with the
-    orders. An order served by several segments has a row for each.
+    """One row per deduction from a segment, or per return to it: the ledger the audit
+    reconciles with the orders. An order served by several segments has a row for
+    each, and an expired order a ``return`` row for each of those.
 
     ``(operation_flag, segment)`` is unique, so the same operation (a retried
     purchase) can never be recorded, and so deducted, twice from a segment.
@@ -65,7 +70,14 @@ class StockFlow(models.Model):
 
     product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="flows")
     segment = models.PositiveSmallIntegerField(default=0)
-    quantity = models.PositiveIntegerField()
+    quantity = models.PositiveIntegerField()  # units taken (a sale) or given back (a return)
+
+    class Kind(models.TextChoices):
+        SALE = "sale"
+        RETURN = "return"
+
+    # The database's default too: the purchase's stored procedure inserts sales without naming it.
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SALE, db_default=Kind.SALE)
     operation_flag = models.CharField(max_length=128, db_collation=BYTE_EXACT)
     # The order this deduction belongs to, by id: inventory knows nothing of orders.
     order_reference = models.CharField(max_length=64)
@@ -80,4 +92,5 @@ class StockFlow(models.Model):
                                                name="flow_one_row_per_operation_and_segment")]
 
     def __str__(self) -> str:
-        return f"{self.product_id}[{self.segment}] -{self.quantity} ({self.operation_flag})"
+        sign = "+" if self.kind == self.Kind.RETURN else "-"
+        return f"{self.product_id}[{self.segment}] {sign}{self.quantity} ({self.operation_flag})"

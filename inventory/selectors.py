@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.db import connections
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from common.errors import NotFound
 from common.strategies import strategy_of
@@ -109,6 +109,7 @@ class ProductStock:
     starts_at: datetime | None = None  # the sale's window (None: from the reset; for ever)
     ends_at: datetime | None = None
     strategy: str = ""  # the strategy its sale runs under (its own, or the deployment's)
+    payment_window_s: int = 0  # seconds an order has to be paid; 0: no payment step
 
 
 def product_stock_get(*, sku: str) -> ProductStock:
@@ -119,7 +120,8 @@ def product_stock_get(*, sku: str) -> ProductStock:
                         stock=sum(s.quantity for s in segments),
                         initial_stock=sum(s.initial_quantity for s in segments),
                         segments=len(segments), starts_at=product.starts_at, ends_at=product.ends_at,
-                        strategy=strategy_of(product.strategy).name)
+                        strategy=strategy_of(product.strategy).name,
+                        payment_window_s=product.payment_window_s)
 
 
 @dataclass(frozen=True)
@@ -139,30 +141,37 @@ class StockAudit:
     initial_stock: int
     remaining: int
     orders: int
-    ordered_quantity: int
+    ordered_quantity: int  # units of the orders that hold stock: all but the expired (and refunded)
     flow_rows: int
-    flow_quantity: int
+    flow_quantity: int  # the ledger's net: units sold less units returned
     oversold: int
     lost_updates: int
     consistent: bool
     segments_remaining: tuple[int, ...] = ()  # what each segment has left, in segment order
+    returned_quantity: int = 0  # units the ledger says went back on sale (expired orders')
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def stock_audit(*, product: Product, ordered_quantity: int, ledger: LedgerMatch) -> StockAudit:
-    """Check the sale's invariants against what the orders side says was sold: a
-    few aggregates, so the audit's memory does not grow with the sale. Oversell and
-    lost updates are the product's, over all its segments; the ledger is one to one
-    with the orders when every order is named and no row names anything else.
+    """Check the sale's invariants against what the orders side says is sold (the
+    units of the orders that hold stock): a few aggregates, so the audit's memory
+    does not grow with the sale. Oversell and lost updates are the product's, over
+    all its segments; the ledger is one to one with the orders when every order is
+    named and no row names anything else. With returns, what the stock lost is what
+    the ledger sold less what it returned, and the orders that hold stock hold that:
+    loaded = remaining + pending + paid.
     """
     segments = list(Stock.objects.filter(product=product).order_by("segment")
                     .values_list("quantity", "initial_quantity"))
     remaining = [left for left, _ in segments]
     initial = sum(start for _, start in segments)
-    totals = StockFlow.objects.filter(product=product).aggregate(rows=Count("id"), quantity=Sum("quantity"))
-    flow_rows, flow_quantity = totals["rows"], totals["quantity"] or 0
+    totals = StockFlow.objects.filter(product=product).aggregate(
+        rows=Count("id"), units=Sum("quantity"),
+        returned=Sum("quantity", filter=Q(kind=StockFlow.Kind.RETURN)))
+    returned = totals["returned"] or 0
+    flow_rows, flow_quantity = totals["rows"], (totals["units"] or 0) - 2 * returned
 
     sold = initial - sum(remaining)
     oversold = max(0, ordered_quantity - initial)
@@ -182,6 +191,7 @@ def stock_audit(*, product: Product, ordered_quantity: int, ledger: LedgerMatch)
             oversold == 0 and lost_updates == 0 and one_to_one and flow_quantity == ordered_quantity
         ),
         segments_remaining=tuple(remaining),
+        returned_quantity=returned,
     )
 
 

@@ -221,12 +221,57 @@ def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> Non
                               d.quantity_after) for d in decided])
 
 
-def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]]) -> None:
+class Returned(NamedTuple):
+    """Units going back to a segment, and the operation that returns them."""
+
+    segment: int
+    quantity: int
+    operation_flag: str
+    order_reference: str
+
+
+def stock_return(*, product: Product, returned: Sequence[Returned],
+                 fences: Mapping[int, Fence] | None = None) -> None:
+    """Give units back to the product's segments (an unpaid order's, when it expires),
+    with a ``return`` row in the ledger for each: one unconditional increment per
+    segment for their total, in segment order. Inside the caller's transaction.
+
+    An increment reads nothing, so the conditional and versioned deductions need no
+    lock against it (the versioned one sees its version move and retries). A
+    read-modify-write deduction does: one that read the stock before the increment
+    would write over it. So under a lock strategy the caller holds the segments'
+    locks, and with ``fences`` each row is stamped first, as a purchase stamps it.
+
+    :raises IntegrityError: an operation flag was returned to a segment already
+        (nothing of the transaction should stand).
+    :raises StaleLock: fenced out; nothing is written.
+    """
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("stock_return must run inside transaction.atomic()")
+    by_segment: dict[int, list[Returned]] = {}
+    for r in returned:
+        by_segment.setdefault(r.segment, []).append(r)
+    rows = []
+    for segment in sorted(by_segment):
+        if fences:
+            _fence_stamp(product, segment, fences[segment])
+        total = sum(r.quantity for r in by_segment[segment])
+        Stock.objects.filter(product=product, segment=segment).update(
+            quantity=_LastInsertId(F("quantity") + total), version=F("version") + 1)
+        level = _last_insert_id() - total  # what the segment had before these returns
+        for r in by_segment[segment]:
+            rows.append((segment, r.quantity, r.operation_flag, r.order_reference, level, level + r.quantity))
+            level += r.quantity
+    _ledger_append(product, rows, kind=StockFlow.Kind.RETURN)
+
+
+def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]],
+                   kind: str = StockFlow.Kind.SALE) -> None:
     """A stock-flow row per (segment, quantity, operation flag, order reference,
     quantity before, quantity after), written by this instance."""
     rows_insert(StockFlow, ("product", "segment", "quantity", "operation_flag", "order_reference",
-                            "quantity_before", "quantity_after", "instance"),
-                [(product.pk, *row, settings.FLASHSALE_INSTANCE) for row in rows])
+                            "quantity_before", "quantity_after", "instance", "kind"),
+                [(product.pk, *row, settings.FLASHSALE_INSTANCE, kind) for row in rows])
 
 
 def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random = random) -> list[list[int]]:
@@ -253,11 +298,12 @@ def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random =
 @transaction.atomic
 def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
                   starts_at: datetime | None = None, ends_at: datetime | None = None,
-                  strategy: str = "", new: bool = False) -> Product:
+                  strategy: str = "", payment_window_s: int = 0, new: bool = False) -> Product:
     """Create the product or put it back to ``stock`` units with an empty ledger,
     split over ``segments`` rows (``FLASHSALE_STOCK_SEGMENTS`` when not given) as
     evenly as whole units allow, on sale from ``starts_at`` to ``ends_at`` (None:
-    from now, for ever), under ``strategy`` ("": the deployment's).
+    from now, for ever), under ``strategy`` ("": the deployment's), its orders to be
+    paid within ``payment_window_s`` seconds (0: no payment step).
 
     ``new``: the caller found no such product, so there is nothing to delete. The
     deletes are left out because, for the newest product's id, they would lock the
@@ -273,15 +319,16 @@ def product_reset(*, sku: str, stock: int, name: str | None = None, segments: in
         raise ValueError(f"a product's stock has 1 to {MAX_SEGMENTS} segments, not {segments}")
     if new:
         product = Product.objects.create(sku=sku, name=name or sku, starts_at=starts_at, ends_at=ends_at,
-                                         strategy=strategy)
+                                         strategy=strategy, payment_window_s=payment_window_s)
     else:
         product, created = Product.objects.get_or_create(
             sku=sku, defaults={"name": name or sku, "starts_at": starts_at, "ends_at": ends_at,
-                               "strategy": strategy})
+                               "strategy": strategy, "payment_window_s": payment_window_s})
         if not created:
             product.name = name or product.name
             product.starts_at, product.ends_at, product.strategy = starts_at, ends_at, strategy
-            product.save(update_fields=["name", "starts_at", "ends_at", "strategy"])
+            product.payment_window_s = payment_window_s
+            product.save(update_fields=["name", "starts_at", "ends_at", "strategy", "payment_window_s"])
         StockFlow.objects.filter(product=product).delete()
         Stock.objects.filter(product=product).delete()
     # A new sale starts a new fencing epoch (fence 0): the lock's counter may have

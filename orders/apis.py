@@ -318,6 +318,8 @@ class SaleAuditApi(APIView):
         consistent = serializers.BooleanField()
         retries = serializers.IntegerField()
         segments_remaining = serializers.ListField(child=serializers.IntegerField())
+        # Units the ledger gave back to the sale: expired orders'.
+        returned_quantity = serializers.IntegerField()
         # Null unless the product is sold through the gate.
         gate = GateAuditSerializer(allow_null=True)
         starts_at = serializers.DateTimeField(allow_null=True)
@@ -382,6 +384,9 @@ class SaleResetApi(APIView):
         # The strategy that guards this product's sale; default: the deployment's
         # (FLASHSALE_STRATEGY), whatever it is when a purchase comes.
         strategy = StrategyField(required=False)
+        # Seconds each order has to be paid before its units go back on sale; 0, the
+        # default: no payment step, an order is final at its 201.
+        payment_window_s = serializers.IntegerField(min_value=0, max_value=24 * 3600, required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
         # A strategy that keeps the stock in one counter (the gate) takes no segments:
@@ -389,7 +394,10 @@ class SaleResetApi(APIView):
         # deployment's decides, which no schema can know.)
         unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
         refused = ({"required": ["strategy", "segments"],
-                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
+                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
+                   # Nor a payment window: the gate returns no stock yet.
+                   {"required": ["strategy", "payment_window_s"],
+                    "properties": {"strategy": {"enum": unsegmented}, "payment_window_s": {"minimum": 1}}})
 
         def validate(self, attrs):
             now = timezone.now()

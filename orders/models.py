@@ -1,3 +1,5 @@
+from datetime import datetime, timedelta
+
 from django.db import models
 
 from common.keys import KEY_MAX_LENGTH
@@ -22,11 +24,43 @@ class Order(models.Model):
     # persister wrote it. Null for the other strategies: they answer after the write.
     accepted_at = models.DateTimeField(null=True, blank=True)
 
+    class Status(models.TextChoices):
+        # The sale has no payment window: the order is final at its 201.
+        PLACED = "placed"
+        # Waiting for its payment until ``expires_at``; then ``paid`` or ``expired``,
+        # each by one conditional write from ``pending`` (``payments``).
+        PENDING = "pending"
+        PAID = "paid"
+        # Unpaid in time: its units went back on sale.
+        EXPIRED = "expired"
+        # Paid after it expired, when its units were sold again: the money went back.
+        REFUNDED = "refunded"
+
+    # The orders whose units are out of the stock; an expired (or refunded) order's went back.
+    HOLDING_STOCK = (Status.PLACED, Status.PENDING, Status.PAID)
+
+    # The database's default too, for SQL that inserts orders without naming it (an
+    # instance of the previous release, during a deploy).
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PLACED,
+                              db_default=Status.PLACED)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
-        indexes = [models.Index(fields=["product", "created_at"])]
+        indexes = [models.Index(fields=["product", "created_at"]),
+                   # The expirer's claim: the due pending orders, oldest first.
+                   models.Index(fields=["status", "expires_at"], name="order_due")]
 
     def __str__(self) -> str:
         return f"order {self.pk}: {self.quantity} x {self.product_id} for {self.user_id}"
+
+    @classmethod
+    def terms(cls, product: Product, placed_at: datetime) -> dict:
+        """The status and expiry of an order of ``product`` placed at ``placed_at``:
+        pending until the sale's payment window passes, or final at once without one."""
+        if not product.payment_window_s:
+            return {"status": cls.Status.PLACED, "expires_at": None}
+        return {"status": cls.Status.PENDING,
+                "expires_at": placed_at + timedelta(seconds=product.payment_window_s)}
 
 
 class BuyerQuota(models.Model):

@@ -20,6 +20,7 @@ The answer stays as true as the ORM's:
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.conf import settings
@@ -46,6 +47,7 @@ class _Reply(NamedTuple):
     order_id: int | None
     remaining: int  # the segment's, after the purchase (or, refused, as it was)
     held_us: int  # the stock row, from its UPDATE to the commit
+    expires_at: datetime | None  # placed in a sale with a payment window: when it expires
 
 
 def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str, key: str, strategy: str,
@@ -66,10 +68,10 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
             settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_SECTION_DELAY_MS * 1000), budget_us,
-            nested]
+            nested, product.payment_window_s]
     try:
         with connection.cursor() as cursor:
-            cursor.execute("CALL flashsale_purchase(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args)
+            cursor.execute("CALL flashsale_purchase(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args)
             reply = _Reply(*cursor.fetchone())
             while cursor.nextset():  # the CALL's own status, after the row
                 pass
@@ -87,7 +89,9 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
         raise SoldOut.short_of(product.sku, quantity, reply.remaining)
     if reply.outcome == "limit_reached":
         raise LimitReached.of(product.sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
+    expires_at = reply.expires_at and reply.expires_at.replace(tzinfo=UTC)
     order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
-                  instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0)
+                  instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0,
+                  status=Order.Status.PENDING if expires_at else Order.Status.PLACED, expires_at=expires_at)
     held_since = time.perf_counter() - reply.held_us / 1e6
     return order, Deducted(remaining=reply.remaining, row_held_since=held_since)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
 
 from common.errors import (
     Busy,
@@ -214,7 +215,7 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
         raise
     except BaseException as e:
         if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
-            sale_state_sold_out(sku=sku, strategy=strategy.name)
+            sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
         if idempotency_key:
             known = refusal_checked(e, key=key, fingerprint=fingerprint,
                                     flags_complete=state.flags_complete, deadline=deadline)
@@ -222,7 +223,7 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
                 return known
         raise
     if placed.product_left == 0:
-        sale_state_sold_out(sku=sku, strategy=strategy.name)
+        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
@@ -233,27 +234,29 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
 PLAN_ROUNDS = 3
 
 
-# sku -> (the sale's opening, as its state says, and its segments as this process last
-# read them): the plan's read, once per sale and process, for a minute at most.
-_planned: ProcessMemory[str, tuple[float, list[Stock]]] = ProcessMemory(
+# sku -> (the sale as its state names it: its opening and its count of returns; and
+# its segments as this process last read them): the plan's read, once per sale and
+# process, for a minute at most.
+_planned: ProcessMemory[str, tuple[tuple[float, int], list[Stock]]] = ProcessMemory(
     "each product's stock segments, by sale", seconds=lambda: 60.0)
 
 
 def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
     """The product's segments to plan a purchase with. The read only orders the tries
-    (``stock_plan``): the deduction decides under the lock, and stock only falls in a
-    sale, so an old read costs at worst a try at a dry segment, and a round whose
-    tries all failed reads afresh (``state`` None). The product's id and segments
-    change only with a reset, a new sale: one read per sale and process serves."""
-    opened = state.opened if state is not None else None
+    (``stock_plan``): the deduction decides under the lock, and between returns stock
+    only falls, so an old read costs at worst a try at a dry segment, and a round
+    whose tries all failed reads afresh (``state`` None). The product's id and
+    segments change only with a reset, a new sale, and stock rises only with a
+    return, which the state counts: one read per sale, return and process serves."""
+    sale = (state.opened, state.returns) if state is not None and state.opened is not None else None
     known = _planned.get(sku)
-    if opened is not None and known is not None and known[0] == opened:
+    if sale is not None and known is not None and known[0] == sale:
         return known[1]
     segments = segments_get(sku=sku)
-    if opened is None and (last := _planned.last(sku)) is not None:
-        opened = last[0]  # a fresh read for the sale this process knows
-    if opened is not None:
-        _planned.put(sku, (opened, segments))
+    if sale is None and (last := _planned.last(sku)) is not None:
+        sale = last[0]  # a fresh read for the sale this process knows
+    if sale is not None:
+        _planned.put(sku, (sale, segments))
     return segments
 
 
@@ -352,7 +355,8 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                 quota_take(product=product, user_id=user_id, quantity=quantity)
                 order = Order.objects.create(user_id=user_id, product=product, quantity=quantity,
                                              idempotency_key=key, instance=settings.FLASHSALE_INSTANCE,
-                                             strategy=strategy.name, retries=retries)
+                                             strategy=strategy.name, retries=retries,
+                                             **Order.terms(product, timezone.now()))
                 deducted = stock_deduct(
                     product=product,
                     quantity=quantity,

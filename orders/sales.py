@@ -39,16 +39,18 @@ logger = logging.getLogger(__name__)
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
                starts_at: datetime | None = None, ends_at: datetime | None = None,
-               strategy: str | None = None) -> Product:
+               strategy: str | None = None, payment_window_s: int = 0) -> Product:
     """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
     orders and ledger; under the gate, load the stock into Redis as a new sale. The
     sale opens at ``starts_at`` (default: at once) and closes at ``ends_at`` (never);
     an end at or before the start or now makes a closed sale (a way to close one).
     It runs under ``strategy``; without one, under the deployment's
-    (``FLASHSALE_STRATEGY``, whatever it is when a purchase comes).
+    (``FLASHSALE_STRATEGY``, whatever it is when a purchase comes). With
+    ``payment_window_s``, each order waits that long for its payment, and its units go
+    back on sale if it is not paid (``payments``).
 
     :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
-        stock in one counter.
+        stock in one counter; a payment window under the gate.
     :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
     """
     try:
@@ -63,6 +65,10 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
                            "strategies that lock the database's stock rows",
                            extra={"fields": {"segments": ["must be 1 under the gate"]}})
+    if gated and payment_window_s:
+        raise InvalidInput("the gate does not return stock yet: a payment window is for the strategies "
+                           "that sell in a database transaction",
+                           extra={"fields": {"payment_window_s": ["must be 0 under the gate"]}})
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
     closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
@@ -70,7 +76,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         try:
             product, keys, sale, replaced = _reset_rows(
                 sku=sku, stock=stock, name=name, segments=segments, gated=gated, starts_at=starts_at,
-                ends_at=ends_at, strategy=strategy)
+                ends_at=ends_at, strategy=strategy, payment_window_s=payment_window_s)
             break
         except DatabaseError as e:
             # Its deletes take gap locks beside the rows the persisters and buyers of
@@ -106,8 +112,8 @@ RESET_ATTEMPTS = 3
 
 @transaction.atomic
 def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
-                starts_at: datetime | None, ends_at: datetime | None, strategy: str | None
-                ) -> tuple[Product, list[str], GateSale | None, str | None]:
+                starts_at: datetime | None, ends_at: datetime | None, strategy: str | None,
+                payment_window_s: int) -> tuple[Product, list[str], GateSale | None, str | None]:
     """The reset's rows, in one transaction: the sale's orders and quotas gone, the
     product and its stock as new. Returns the product, the keys of the orders it
     deleted, the gate sale it opened (under the gate) and the strategy the product
@@ -127,7 +133,7 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
         BuyerQuota.objects.filter(product=existing).delete()
     product = product_reset(sku=sku, stock=stock, name=name, segments=1 if gated else segments,
                             starts_at=starts_at, ends_at=ends_at, strategy=strategy or "",
-                            new=existing is None)
+                            payment_window_s=payment_window_s, new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     return product, keys, sale, None if existing is None else existing.strategy
 

@@ -3,7 +3,12 @@ lock or transaction.
 
 - **Sold out?** Once the product's stock reaches 0 the state says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
-  requests after the stock is gone; this keeps them cheap.
+  requests after the stock is gone; this keeps them cheap. Stock comes back when an
+  unpaid order expires (``payments``): each return counts itself in the state after
+  it commits, and a sold-out mark holds only while the count is the one its writer
+  read before it found the stock empty. A purchase that found it empty just before a
+  return committed marks the sale sold out after the return cleared it; its mark
+  names the count before the return, so it says nothing.
 - **Is the sale open, and under which strategy?** The reset writes the sale's
   window and the product's own strategy with its opening, so a purchase before the
   start or after the end is refused, and the others take their product's path,
@@ -57,6 +62,9 @@ class SaleState:
     # The product's own strategy as the reset wrote it ("": the deployment's); None
     # with ``opened``: then the product's row says.
     strategy: str | None = None
+    # Returns of stock to the sale so far (``sale_state_returned``): what a sold-out
+    # mark written now must name.
+    returns: int = 0
 
     @property
     def flags_complete(self) -> bool:
@@ -79,10 +87,16 @@ def _sold_out_key(sku: str) -> str:
     return f"sale:{sku}:sold-out"
 
 
+# Never deleted, not even by a reset: a count that went back could make an old mark
+# hold again.
+def _returns_key(sku: str) -> str:
+    return f"sale:{sku}:returns"
+
+
 def sale_state_get(*, sku: str) -> SaleState:
-    opened_key, sold_out_key = _opened_key(sku), _sold_out_key(sku)
+    opened_key, sold_out_key, returns_key = _opened_key(sku), _sold_out_key(sku), _returns_key(sku)
     try:
-        values = cache.get_many([opened_key, sold_out_key])
+        values = cache.get_many([opened_key, sold_out_key, returns_key])
     except CACHE_ERRORS as e:
         logger.warning("sale state unreadable, taking the slow path: %s", e)
         return LOST
@@ -90,8 +104,9 @@ def sale_state_get(*, sku: str) -> SaleState:
     # A state in another shape (written before the window and the strategy rode with
     # it) vouches for nothing, and says nothing.
     opened, window, strategy = state if isinstance(state, tuple) and len(state) == 3 else (None, None, None)
-    return SaleState(sold_out=sold_out_key in values and settings.FLASHSALE_SOLDOUT_FAST_PATH,
-                    opened=opened, window=window, strategy=strategy)
+    returns = values.get(returns_key, 0)
+    sold_out = values.get(sold_out_key) == returns and settings.FLASHSALE_SOLDOUT_FAST_PATH
+    return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, returns=returns)
 
 
 def sale_state_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
@@ -105,13 +120,31 @@ def sale_state_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
         logger.warning("could not write the sale state of %s: %s", sku, e)
 
 
-def sale_state_sold_out(*, sku: str, strategy: str) -> None:
-    """State ``sku``'s sale sold out, until it is reset; the first to say so counts the
-    sale's sold-out moment for /metrics."""
+def sale_state_sold_out(*, sku: str, strategy: str, returns: int) -> None:
+    """State ``sku``'s sale sold out, until it is reset or stock returns: ``returns`` is
+    the state's count of returns as read before the stock was found empty. The first
+    to say so counts the sale's sold-out moment for /metrics."""
+    key = _sold_out_key(sku)
     try:
-        first = cache.add(_sold_out_key(sku), 1, timeout=None)
+        first = cache.add(key, returns, timeout=None)
+        if not first and cache.get(key) != returns:
+            cache.set(key, returns, timeout=None)  # sold out again after a return
     except CACHE_ERRORS as e:
         logger.warning("could not state %s sold out: %s", sku, e)
         return
     if first:
         count(SOLD_OUT, strategy)
+
+
+def sale_state_returned(*, sku: str) -> bool:
+    """Count a return of stock to ``sku``'s sale, after it committed: every sold-out
+    mark written before it says nothing from now on. False: Redis could not be
+    written, and a mark may still say sold out; the caller tries again."""
+    key = _returns_key(sku)
+    try:
+        cache.add(key, 0, timeout=None)
+        cache.incr(key)
+    except CACHE_ERRORS as e:
+        logger.warning("could not count a return of stock to %s: %s", sku, e)
+        return False
+    return True

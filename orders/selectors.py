@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from common.errors import NotFound
 from common.keys import key_sent
@@ -166,8 +166,9 @@ def sale_audit(*, sku: str) -> SaleAudit:
     same for a sale of 100 orders or 100,000."""
     product = product_get(sku=sku)
     totals = Order.objects.filter(product=product).aggregate(
-        orders=Count("pk"), quantity=Sum("quantity"), retries=Sum("retries"))
-    audit = stock_audit(product=product, ordered_quantity=totals["quantity"] or 0,
+        orders=Count("pk"), retries=Sum("retries"),
+        units=Sum("quantity", filter=Q(status__in=Order.HOLDING_STOCK)))
+    audit = stock_audit(product=product, ordered_quantity=totals["units"] or 0,
                         ledger=_ledger_match(product, totals["orders"]))
     gate = _gate_audit(product)
     fields = audit.as_dict()

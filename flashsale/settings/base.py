@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "locking",
     "inventory",
     "orders",
+    "payments",
     "races",
     "dashboard",
 ]
@@ -298,6 +299,11 @@ FLASHSALE_GATE_CLAIM_IDLE_MS = env.int("FLASHSALE_GATE_CLAIM_IDLE_MS", default=5
 # next to find more (orders.gate.persister.Persister): an order's wait to be written
 # grows by up to this, a round's CPU is shared by more orders.
 FLASHSALE_GATE_LINGER_MS = env.int("FLASHSALE_GATE_LINGER_MS", default=50)
+# The expirer (manage.py expire_orders, payments.expiry): most orders one transaction
+# expires, and how long it waits between passes. An order is expired at most this long
+# after its window ends.
+FLASHSALE_EXPIRY_BATCH = env.int("FLASHSALE_EXPIRY_BATCH", default=500)
+FLASHSALE_EXPIRY_INTERVAL_S = env.float("FLASHSALE_EXPIRY_INTERVAL_S", default=1.0)
 # Where the race runner (manage.py run_races) sends a race's buyers: the stack's own
 # nginx, never an address a request names.
 FLASHSALE_RACE_TARGET = env.str("FLASHSALE_RACE_TARGET", default="http://127.0.0.1:8080")

@@ -27,7 +27,7 @@ def test_audit_of_a_clean_sale_is_consistent(sold_three):
     assert audit.as_dict() == {
         "sku": "sku-1", "initial_stock": 5, "remaining": 2, "orders": 2, "ordered_quantity": 3,
         "flow_rows": 2, "flow_quantity": 3, "oversold": 0, "lost_updates": 0, "consistent": True,
-        "segments_remaining": (2,),
+        "segments_remaining": (2,), "returned_quantity": 0,
     }
 
 

@@ -146,9 +146,11 @@ def _write(intents: list[Intent]) -> Written:
         by_sale.setdefault(intent.order_id >> ID_BLOCK_SHIFT, []).append(intent)
     for block, batch in by_sale.items():
         product = sales[block].product
+        # A payment window runs from when the gate accepted the order, as the buyer saw it.
         rows_insert(Order, ("id", "user_id", "product", "quantity", "idempotency_key", "instance", "strategy",
-                            "accepted_at"),
-                    [(i.order_id, i.user_id, product.pk, i.quantity, i.key, i.instance, "gate", i.accepted_at)
+                            "accepted_at", "status", "expires_at"),
+                    [(i.order_id, i.user_id, product.pk, i.quantity, i.key, i.instance, "gate", i.accepted_at,
+                      *Order.terms(product, i.accepted_at).values())
                      for i in batch])
         stock_record_decided(product=product, decided=[
             Decided(quantity=i.quantity, operation_flag=i.key, order_reference=str(i.order_id),

@@ -160,13 +160,13 @@ def test_product_detail_and_audit(api, product):
     post_order(api)
     assert api.get("/api/products/sku-1").json() == {
         "sku": "sku-1", "name": "Phone", "stock": 8, "initial_stock": 10, "segments": 1,
-        "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY}
+        "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY, "payment_window_s": 0}
     audit = api.get("/api/products/sku-1/audit", HTTP_AUTHORIZATION="Token test-admin-token").json()
     assert audit == {"sku": "sku-1", "initial_stock": 10, "remaining": 8, "orders": 1,
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
                      "lost_updates": 0, "consistent": True, "retries": 0,
                      "segments_remaining": [8], "gate": None, "starts_at": None, "ends_at": None,
-                     "strategy": settings.FLASHSALE_STRATEGY}
+                     "strategy": settings.FLASHSALE_STRATEGY, "returned_quantity": 0}
 
 
 @pytest.mark.django_db
@@ -211,7 +211,7 @@ def test_reset_with_the_admin_token(api, product):
     assert response.status_code == 200
     assert response.json() == {"sku": "sku-1", "name": "Tablet", "stock": 4, "initial_stock": 4,
                                "segments": 1, "starts_at": None, "ends_at": None,
-                               "strategy": settings.FLASHSALE_STRATEGY}
+                               "strategy": settings.FLASHSALE_STRATEGY, "payment_window_s": 0}
     assert not Order.objects.exists() and not StockFlow.objects.exists()
 
 
@@ -222,7 +222,7 @@ def test_reset_in_segments_splits_the_stock_and_the_audit_shows_each(api, produc
     assert response.status_code == 200
     assert response.json() == {"sku": "sku-1", "name": "Phone", "stock": 10, "initial_stock": 10,
                                "segments": 4, "starts_at": None, "ends_at": None,
-                               "strategy": settings.FLASHSALE_STRATEGY}
+                               "strategy": settings.FLASHSALE_STRATEGY, "payment_window_s": 0}
     assert post_order(api).status_code == 201  # 2 units from one segment
     audit = api.get("/api/products/sku-1/audit").json()  # the admin token, set above
     assert (audit["remaining"], audit["consistent"]) == (8, True)
@@ -235,7 +235,7 @@ def test_reset_creates_an_unknown_product(api):
     response = api.post("/api/admin/products/new-1/reset", {"stock": 3}, format="json")
     assert response.status_code == 200
     assert response.json() == {"sku": "new-1", "name": "new-1", "stock": 3, "initial_stock": 3, "segments": 1,
-                               "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY}
+                               "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY, "payment_window_s": 0}
 
 
 @pytest.mark.django_db

@@ -1,0 +1,208 @@
+"""Expiry: an unpaid order's units go back on sale, exactly once, by the sale's own
+strategy.
+
+An order of a sale with a payment window is born ``pending`` with ``expires_at``.
+``orders_expire`` moves the due ones to ``expired`` and returns their units, per
+product, in one transaction per batch:
+
+1. take the product's stock locks, as a purchase of every segment would (a lock
+   strategy's read-modify-write purchase that read the stock before an increment
+   would write over it; ``atomic`` and ``optimistic`` take the null lock: their
+   deductions never write a value they read, so one increment is safe beside them);
+2. claim the due orders with ``FOR UPDATE SKIP LOCKED``: any number of expirers run
+   at once, each on orders no other holds;
+3. move them ``pending`` → ``expired`` by one conditional UPDATE: a payment that
+   committed first leaves the order ``paid``, and this pass skips it;
+4. free the buyers' per-user quota, and give each segment back what the orders took
+   from it (``stock_return``), with a ``return`` row each in the ledger, whose
+   operation flag names the order (unique: no order's units go back twice);
+5. commit, then release the locks, then count the return in the sale's state so no
+   sold-out mark written before it holds.
+
+The claim runs under READ COMMITTED, so that it locks the due orders only, and not
+the gap where purchases insert new ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from common.database_errors import database_deadlocked
+from common.errors import Busy, Unavailable
+from common.metrics import count
+from common.strategies import Seller, strategy_of
+from inventory.models import Product, Stock, StockFlow
+from inventory.services import Fence, Returned, stock_return
+from locking import LockUnavailableError, get_locks
+from orders.models import BuyerQuota, Order
+from orders.salestate import sale_state_returned
+from orders.stocklocks import lock_name
+
+from . import metrics
+
+logger = logging.getLogger(__name__)
+
+# Tries of a batch that InnoDB picked as a deadlock's victim.
+BATCH_ATTEMPTS = 3
+
+
+def return_flag(order_id: int) -> str:
+    """The ledger's operation flag for the return of an order's units. A space, which
+    no Idempotency-Key holds (visible ASCII only), keeps it apart from every sale's."""
+    return f"return {order_id}"
+
+
+@dataclass
+class Expired:
+    """What one pass of the expirer did."""
+
+    orders: int = 0
+    units: int = 0
+    # Products whose due orders this pass could not expire (their lock busy, a server
+    # gone): the next pass tries them again.
+    deferred: int = 0
+
+
+def orders_expire(*, batch: int | None = None, now: datetime | None = None) -> Expired:
+    """Expire every order due by ``now`` (default: now), ``batch`` orders per
+    transaction (default: ``FLASHSALE_EXPIRY_BATCH``)."""
+    batch = batch or settings.FLASHSALE_EXPIRY_BATCH
+    now = now or timezone.now()
+    done = Expired()
+    for sku in sorted(_uncounted):
+        _state_returned(sku)
+    due = (Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
+           .values_list("product_id", flat=True).distinct())
+    for product in Product.objects.filter(pk__in=list(due)).order_by("pk"):
+        try:
+            while True:
+                orders, units = _batch_expire(product, now=now, batch=batch)
+                done.orders += orders
+                done.units += units
+                if orders < batch:
+                    break
+        except (Busy, Unavailable, DatabaseError) as e:
+            logger.warning("%s: orders due not expired in this pass: %s", product.sku, e)
+            done.deferred += 1
+    return done
+
+
+def _batch_expire(product: Product, *, now: datetime, batch: int) -> tuple[int, int]:
+    for attempt in range(1, BATCH_ATTEMPTS + 1):
+        try:
+            return _batch_expire_once(product, now=now, batch=batch)
+        except DatabaseError as e:
+            if not database_deadlocked(e) or attempt == BATCH_ATTEMPTS:
+                raise
+            logger.info("%s: an expiry batch was a deadlock's victim (try %d), again", product.sku, attempt)
+    raise AssertionError("unreachable")
+
+
+def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[int, int]:
+    strategy = strategy_of(product.strategy)
+    if strategy.seller is Seller.GATE:
+        # A sale opened with a window under another strategy, sold through the gate
+        # since the deployment's default moved there. The gate takes no returns yet:
+        # its orders stay pending, and their stock with them.
+        logger.warning("%s sells through the gate, which takes no returns: its due orders stay pending",
+                       product.sku)
+        return 0, 0
+    segments = list(Stock.objects.filter(product=product).order_by("segment")
+                    .values_list("segment", flat=True))
+    names = {segment: lock_name(product.sku, segment, len(segments)) for segment in segments}
+    lock = get_locks(names.values(), alias=strategy.lock)
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block and not lock.commits_work:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")  # the next one only
+    try:
+        acquired = lock.acquire()
+    except LockUnavailableError as e:
+        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
+    if not acquired:
+        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout")
+    fences = None
+    if settings.FLASHSALE_FENCING:
+        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
+        if None not in tokens.values():
+            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    units = 0
+    try:
+        with transaction.atomic(savepoint=not lock.commits_work):
+            claimed = list(Order.objects.select_for_update(skip_locked=True)
+                           .filter(product=product, status=Order.Status.PENDING, expires_at__lte=now)
+                           .order_by("expires_at")
+                           .values_list("pk", "user_id", "quantity", "idempotency_key")[:batch])
+            if claimed:
+                moved = (Order.objects.filter(pk__in=[pk for pk, *_ in claimed], status=Order.Status.PENDING)
+                         .update(status=Order.Status.EXPIRED))
+                if moved != len(claimed):  # they are ours, locked: nobody else could move them
+                    raise RuntimeError(f"{product.sku}: claimed {len(claimed)} orders, moved {moved}")
+                _quotas_free(product, claimed)
+                units = _units_return(product, claimed, fences)
+                lock.ensure_held()
+    except BaseException:
+        _release(lock)
+        raise
+    _release(lock)  # after the commit (or, for a lock whose release commits, it)
+    if claimed:
+        _state_returned(product.sku)
+        count(metrics.EXPIRED, strategy.name, amount=len(claimed))
+        count(metrics.RETURNED_UNITS, strategy.name, amount=units)
+    return len(claimed), units
+
+
+def _quotas_free(product: Product, claimed: list[tuple]) -> None:
+    """Give the buyers' per-user limit back the expired orders' units: a buyer whose
+    order expired may buy again. Buyers in sorted order, so two batches that share
+    buyers take their rows in one order."""
+    units: dict[str, int] = defaultdict(int)
+    for _, user_id, quantity, _ in claimed:
+        units[user_id] += quantity
+    for user_id in sorted(units):
+        (BuyerQuota.objects.filter(product=product, user_id=user_id, bought__gte=units[user_id])
+         .update(bought=F("bought") - units[user_id]))
+
+
+def _units_return(product: Product, claimed: list[tuple], fences: dict[int, Fence] | None) -> int:
+    """Return each order's units to the segments its sale rows took them from."""
+    order_of = {key: pk for pk, _, _, key in claimed}  # a sale's flag is its order's key
+    taken = (StockFlow.objects.filter(product=product, kind=StockFlow.Kind.SALE, operation_flag__in=order_of)
+             .values_list("operation_flag", "order_reference", "segment", "quantity"))
+    returned = [Returned(segment=segment, quantity=quantity, operation_flag=return_flag(order_of[flag]),
+                         order_reference=reference)
+                for flag, reference, segment, quantity in taken]
+    stock_return(product=product, returned=returned, fences=fences)
+    return sum(r.quantity for r in returned)
+
+
+def _release(lock) -> None:
+    try:
+        lock.release()
+    except Exception as e:
+        # Decided already: committed, or (a lock whose release commits) rolled back
+        # or unknown. Either way the orders' statuses say which, and the next pass
+        # takes whatever is still due.
+        logger.warning("%s: release after an expiry batch failed: %s", lock, e)
+
+
+# The skus whose last return this process could not count in the sale's state: until
+# it is counted, a sold-out mark may refuse purchases of the returned units. Each
+# pass tries again.
+_uncounted: set[str] = set()
+
+
+def _state_returned(sku: str) -> None:
+    if sale_state_returned(sku=sku):
+        _uncounted.discard(sku)
+    else:
+        logger.error("%s: a return was not counted in the sale's state; the next pass tries again", sku)
+        _uncounted.add(sku)

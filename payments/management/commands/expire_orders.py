@@ -1,0 +1,48 @@
+"""``manage.py expire_orders``: the expirer (payments.expiry)."""
+
+import logging
+import signal
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from common.metrics import metrics_arguments, metrics_served
+from payments.expiry import orders_expire
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = ("Move unpaid orders past their payment window to expired and return their units to the "
+            "sale, every interval, until SIGTERM or SIGINT; any number may run at once.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="one pass, then leave")
+        parser.add_argument("--batch", type=int, default=None,
+                            help="most orders per transaction (default: FLASHSALE_EXPIRY_BATCH)")
+        parser.add_argument("--interval", type=float, default=None,
+                            help="seconds between passes (default: FLASHSALE_EXPIRY_INTERVAL_S)")
+        metrics_arguments(parser)
+
+    def handle(self, *args, once, batch, interval, **options):
+        interval = settings.FLASHSALE_EXPIRY_INTERVAL_S if interval is None else interval
+        if once:
+            done = orders_expire(batch=batch)
+            self.stdout.write(f"expired {done.orders} orders, {done.units} units back on sale"
+                              + (f"; {done.deferred} products deferred" if done.deferred else ""))
+            return
+        metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
+        while not stop.is_set():
+            try:
+                done = orders_expire(batch=batch)
+            except Exception:
+                # A database gone costs this pass, not the process: the next one retries.
+                logger.exception("an expiry pass failed")
+            else:
+                if done.orders:
+                    logger.info("expired %d orders, %d units back on sale", done.orders, done.units)
+            stop.wait(interval)

@@ -1,0 +1,9 @@
+"""The payment step's metrics (labels: a strategy; never a sku, a buyer or an order)."""
+
+from prometheus_client import Counter
+
+EXPIRED = Counter("flashsale_orders_expired", "Orders moved from pending to expired, unpaid, by the "
+                  "strategy of their sale", ["strategy"])
+RETURNED_UNITS = Counter("flashsale_units_returned", "Units of expired orders given back to their sale, "
+                         "by strategy", ["strategy"])
+PAID = Counter("flashsale_orders_paid", "Orders moved from pending to paid, by strategy", ["strategy"])

@@ -1,0 +1,166 @@
+"""Expiry on the real servers: an unpaid order's units go back on sale once, under
+every strategy that sells in a transaction, and sell again."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from common.errors import LimitReached, SoldOut
+from common.testing import run_at_once
+from inventory.models import Stock, StockFlow
+from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import sale_reset
+from orders.salestate import sale_state_get, sale_state_sold_out
+from orders.selectors import sale_audit
+from payments.expiry import orders_expire, return_flag
+from payments.services import order_pay
+
+# Every strategy that sells in a transaction and is correct: a return beside its
+# purchases must be too.
+CORRECT = ["atomic", "optimistic", "setnx", "redisson", "zookeeper", "mysql", "mysql-for-update"]
+
+WINDOW_S = 60
+
+
+def later() -> timezone.datetime:
+    """A moment past every window opened now: each pending order is due."""
+    return timezone.now() + timedelta(seconds=WINDOW_S + 1)
+
+
+def buy(i: int, quantity: int = 1, sku: str = "sku-1"):
+    return order_create(sku=sku, quantity=quantity, user_id=f"u{i}", idempotency_key=f"k{i}-{sku}")
+
+
+def audited_consistent(sku: str = "sku-1"):
+    audit = sale_audit(sku=sku)
+    assert audit.consistent, audit
+    return audit
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("segments", [1, 3])
+@pytest.mark.parametrize("strategy", CORRECT)
+def test_unpaid_units_go_back_once_and_sell_again(strategy, segments):
+    sale_reset(sku="sku-1", stock=6, strategy=strategy, segments=segments, payment_window_s=WINDOW_S)
+    placed = [buy(i, quantity=2) for i in range(3)]
+    with pytest.raises(SoldOut):
+        buy(9)
+    orders = {o.pk: o for o in Order.objects.all()}
+    assert {o.status for o in orders.values()} == {"pending"}
+    assert all(abs(o.expires_at - o.created_at - timedelta(seconds=WINDOW_S)) < timedelta(seconds=1)
+               for o in orders.values())
+    assert order_pay(order_id=placed[0].order_id) == "paid"
+
+    assert orders_expire(now=timezone.now()).orders == 0  # nothing due yet
+    done = orders_expire(now=later())
+    assert (done.orders, done.units) == (2, 4)
+    assert orders_expire(now=later()).orders == 0  # nothing twice
+    statuses = dict(Order.objects.values_list("pk", "status"))
+    assert statuses == {placed[0].order_id: "paid", placed[1].order_id: "expired", placed[2].order_id: "expired"}
+    assert sum(Stock.objects.values_list("quantity", flat=True)) == 4
+    returns = StockFlow.objects.filter(kind="return")
+    assert {r.operation_flag for r in returns} == {return_flag(placed[1].order_id), return_flag(placed[2].order_id)}
+    audit = audited_consistent()
+    assert (audit.ordered_quantity, audit.returned_quantity, audit.remaining) == (2, 4, 4)
+
+    # The sale said sold out; the returned units sell again, and no more than them.
+    resold = [buy(10 + i) for i in range(4)]
+    assert all(r.order_id for r in resold)
+    with pytest.raises(SoldOut):
+        buy(20)
+    audit = audited_consistent()
+    assert (audit.ordered_quantity, audit.remaining, audit.oversold) == (6, 0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_window_orders_are_final_and_nothing_expires():
+    sale_reset(sku="sku-1", stock=3, strategy="atomic")
+    buy(1)
+    order = Order.objects.get()
+    assert (order.status, order.expires_at) == ("placed", None)
+    assert orders_expire(now=later()).orders == 0
+    assert order_pay(order_id=order.pk) == "placed"  # nothing to pay: unchanged
+    assert audited_consistent().remaining == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "setnx"])
+def test_two_expirers_over_the_same_due_orders_return_each_unit_once(strategy):
+    sale_reset(sku="sku-1", stock=300, strategy=strategy, segments=2, payment_window_s=WINDOW_S)
+    for i in range(300):
+        buy(i)
+    due = later()
+    outcomes = run_at_once(lambda _: orders_expire(now=due, batch=7), 3)
+    assert outcomes == [None, None, None]
+    assert set(Order.objects.values_list("status", flat=True)) == {"expired"}
+    assert StockFlow.objects.filter(kind="return").count() == 300
+    audit = audited_consistent()
+    assert (audit.remaining, audit.returned_quantity, audit.ordered_quantity) == (300, 300, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pay_and_expire_raced_over_a_thousand_orders_each_ends_one_way():
+    sale_reset(sku="sku-1", stock=1000, strategy="atomic", payment_window_s=WINDOW_S)
+    for i in range(1000):
+        buy(i)
+    ids = list(Order.objects.values_list("pk", flat=True))
+    random.Random(7).shuffle(ids)
+    due, paid = later(), {}
+
+    def payer():
+        for order_id in ids:
+            paid[order_id] = order_pay(order_id=order_id)
+        connection.close()
+
+    def expirer():
+        while orders_expire(now=due, batch=5).orders:
+            pass
+        connection.close()
+
+    threads = [threading.Thread(target=payer), threading.Thread(target=expirer), threading.Thread(target=expirer)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = dict(Order.objects.values_list("pk", "status"))
+    assert set(statuses.values()) <= {"paid", "expired"}
+    # The payer's answer is the order's final status: each payment won or lost, never both.
+    assert paid == statuses
+    returned = {int(r) for r in StockFlow.objects.filter(kind="return").values_list("order_reference", flat=True)}
+    assert returned == {pk for pk, status in statuses.items() if status == "expired"}
+    audit = audited_consistent()
+    assert audit.remaining == len(returned)
+    assert 0 < len(returned) < 1000, "the race did not race: widen it"
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_PER_USER_LIMIT=1)
+def test_an_expired_order_frees_its_buyers_limit():
+    sale_reset(sku="sku-1", stock=5, strategy="atomic", payment_window_s=WINDOW_S)
+    order_create(sku="sku-1", quantity=1, user_id="ann", idempotency_key="a1")
+    with pytest.raises(LimitReached):
+        order_create(sku="sku-1", quantity=1, user_id="ann", idempotency_key="a2")
+    orders_expire(now=later())
+    assert order_create(sku="sku-1", quantity=1, user_id="ann", idempotency_key="a3").order_id
+    audited_consistent()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sold_out_mark_from_before_a_return_says_nothing():
+    sale_reset(sku="sku-1", stock=1, strategy="atomic", payment_window_s=WINDOW_S)
+    before = sale_state_get(sku="sku-1")  # a purchase reads the state...
+    buy(1)
+    assert sale_state_get(sku="sku-1").sold_out
+    orders_expire(now=later())  # ...a return commits and counts itself...
+    sale_state_sold_out(sku="sku-1", strategy="atomic", returns=before.returns)  # ...then its mark lands
+    assert not sale_state_get(sku="sku-1").sold_out
+    assert buy(2).order_id
+    assert sale_state_get(sku="sku-1").sold_out
