@@ -23,7 +23,8 @@ def order_pay(*, order_id: int) -> str:
     :raises NotFound: no such order.
     """
     with transaction.atomic():
-        moved = Order.objects.filter(pk=order_id, status=Order.Status.PENDING).update(status=Order.Status.PAID)
+        pending = Order.objects.filter(pk=order_id, status=Order.Status.PENDING)
+        moved = pending.update(status=Order.Status.PAID)
         found = Order.objects.filter(pk=order_id).values_list("status", "strategy").first()
     if found is None:
         raise NotFound(f"no order {order_id}", extra={"order_id": order_id})

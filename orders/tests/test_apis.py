@@ -235,7 +235,8 @@ def test_reset_creates_an_unknown_product(api):
     response = api.post("/api/admin/products/new-1/reset", {"stock": 3}, format="json")
     assert response.status_code == 200
     assert response.json() == {"sku": "new-1", "name": "new-1", "stock": 3, "initial_stock": 3, "segments": 1,
-                               "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY, "payment_window_s": 0}
+                               "starts_at": None, "ends_at": None, "strategy": settings.FLASHSALE_STRATEGY,
+                               "payment_window_s": 0}
 
 
 @pytest.mark.django_db

@@ -64,10 +64,11 @@ def test_unpaid_units_go_back_once_and_sell_again(strategy, segments):
     assert (done.orders, done.units) == (2, 4)
     assert orders_expire(now=later()).orders == 0  # nothing twice
     statuses = dict(Order.objects.values_list("pk", "status"))
-    assert statuses == {placed[0].order_id: "paid", placed[1].order_id: "expired", placed[2].order_id: "expired"}
+    paid, *unpaid = (p.order_id for p in placed)
+    assert statuses == {paid: "paid", unpaid[0]: "expired", unpaid[1]: "expired"}
     assert sum(Stock.objects.values_list("quantity", flat=True)) == 4
     returns = StockFlow.objects.filter(kind="return")
-    assert {r.operation_flag for r in returns} == {return_flag(placed[1].order_id), return_flag(placed[2].order_id)}
+    assert {r.operation_flag for r in returns} == {return_flag(order_id) for order_id in unpaid}
     audit = audited_consistent()
     assert (audit.ordered_quantity, audit.returned_quantity, audit.remaining) == (2, 4, 4)
 
@@ -125,7 +126,7 @@ def test_pay_and_expire_raced_over_a_thousand_orders_each_ends_one_way():
             pass
         connection.close()
 
-    threads = [threading.Thread(target=payer), threading.Thread(target=expirer), threading.Thread(target=expirer)]
+    threads = [threading.Thread(target=target) for target in (payer, expirer, expirer)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -134,7 +135,8 @@ def test_pay_and_expire_raced_over_a_thousand_orders_each_ends_one_way():
     assert set(statuses.values()) <= {"paid", "expired"}
     # The payer's answer is the order's final status: each payment won or lost, never both.
     assert paid == statuses
-    returned = {int(r) for r in StockFlow.objects.filter(kind="return").values_list("order_reference", flat=True)}
+    returns = StockFlow.objects.filter(kind="return")
+    returned = {int(r) for r in returns.values_list("order_reference", flat=True)}
     assert returned == {pk for pk, status in statuses.items() if status == "expired"}
     audit = audited_consistent()
     assert audit.remaining == len(returned)
