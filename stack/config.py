@@ -155,6 +155,10 @@ class StackConfig:
         return self.metrics_port + 5 + int(name.removeprefix("persist"))
 
     @property
+    def expirer_metrics_port(self) -> int:
+        return self.metrics_port + 6 + self.persisters
+
+    @property
     def zk_hosts(self) -> str:
         return ",".join(f"127.0.0.1:{self.zk_port + i}" for i in range(self.zk_nodes))
 
@@ -297,3 +301,10 @@ class StackConfig:
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
                    "PROMETHEUS_MULTIPROC_DIR"}
         return {k: v for k, v in self.app_environment(name).items() if k not in selling}
+
+    def expirer_environment(self) -> dict[str, str]:
+        """An app's environment, its strategy included: the expirer returns stock the
+        way the sale's strategy takes it (``payments.expiry``), so it follows the
+        deployment's like an instance, held at a switch by the same barrier."""
+        env = {k: v for k, v in self.app_environment("expirer").items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL": str(self.released_file)}

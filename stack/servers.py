@@ -259,6 +259,20 @@ def persister(config: StackConfig, name: str) -> Server:
     )
 
 
+def expirer(config: StackConfig) -> Server:
+    """The expirer (``manage.py expire_orders``): unpaid orders past their payment
+    window go back on sale through it; idle while no sale has a window."""
+    port = config.expirer_metrics_port
+    return Server(
+        name="expirer",
+        command=[sys.executable, "manage.py", "expire_orders", f"--metrics-port={port}"],
+        port=None,
+        probe=http_probe(f"http://127.0.0.1:{port}/metrics"),
+        priority=20,
+        environment=config.expirer_environment(),
+    )
+
+
 def race_histories(config: StackConfig) -> Path:
     """Where the stack's race runner records each race's history."""
     return config.run_dir / "races"
@@ -342,6 +356,7 @@ def prometheus(config: StackConfig) -> Server:
     ports = config.exporter_ports
     conf = render(ROOT / "stack/templates/prometheus.yml", d / "prometheus.yml",
                   rules=ROOT / "monitoring/rules.yml", targets=targets, racer_port=config.racer_metrics_port,
+                  expirer_port=config.expirer_metrics_port,
                   redis_port=config.redis_port, redis_gate_port=config.redis_gate_port,
                   redis_exporter_port=ports["redis"], mysqld_exporter_port=ports["mysqld"],
                   nginx_exporter_port=ports["nginx"], prometheus_port=config.prometheus_port)
@@ -420,8 +435,8 @@ def apps(config: StackConfig) -> list[Server]:
 
 
 def workers(config: StackConfig) -> list[Server]:
-    """The processes beside the apps: the gate's persisters and the race runner."""
-    return [*(persister(config, name) for name in config.persister_names), racer(config)]
+    """The processes beside the apps: the gate's persisters, the expirer and the race runner."""
+    return [*(persister(config, name) for name in config.persister_names), expirer(config), racer(config)]
 
 
 def all_servers(config: StackConfig) -> list[Server]:

@@ -3,11 +3,14 @@
 import logging
 import signal
 import threading
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from common.errors import Busy
 from common.metrics import metrics_arguments, metrics_served
+from orders.barrier import barrier_pass
 from payments.expiry import orders_expire
 
 logger = logging.getLogger(__name__)
@@ -38,7 +41,13 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
         while not stop.is_set():
             try:
+                # Returns follow the deployment's strategy: none while an old one may
+                # still sell (orders.barrier).
+                barrier_pass(sku="the expirer", deadline=time.monotonic() + interval)
                 done = orders_expire(batch=batch)
+            except Busy as e:
+                logger.info("held: %s", e)
+                continue
             except Exception:
                 # A database gone costs this pass, not the process: the next one retries.
                 logger.exception("an expiry pass failed")
