@@ -1,0 +1,20 @@
+"""A local stand-in for Stripe's test mode: what the stack pays with, since no
+payment provider can be reached from here. Not product code: flashsale's payments
+app talks to it with the ``stripe`` client library, as it would to Stripe.
+
+What it keeps of Stripe's semantics:
+
+- **The API**, as far as flashsale uses it: ``POST /v1/payment_intents`` (with
+  ``confirm=true`` and a test payment method: ``pm_card_visa`` succeeds,
+  ``pm_card_chargeDeclined`` is declined with a 402 ``card_error``),
+  ``GET /v1/payment_intents/<id>``, ``POST /v1/refunds``. Form-encoded requests,
+  bearer API key, JSON answers and error bodies in Stripe's shape.
+- **Idempotency keys**: a request repeated with its ``Idempotency-Key`` gets the first
+  answer again; the same key with other parameters is a 400 ``idempotency_error``.
+- **Webhooks**: each event is POSTed to the endpoint signed as Stripe signs
+  (``Stripe-Signature: t=<unix time>,v1=<HMAC-SHA256 of "<t>.<body>">``, signed
+  afresh at each attempt), at least once: a delivery that is not answered 2xx is
+  tried again with backoff. Knobs make it worse the ways Stripe can be: a share of
+  events delivered twice, a random delay per delivery (so events overtake each
+  other), and a share of payments declined whatever the card.
+"""
