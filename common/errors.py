@@ -156,6 +156,22 @@ class LimitReached(ApplicationError):
         return cls(f"{user_id} may buy at most {limit} of {sku}", extra={"sku": sku, "limit": limit})
 
 
+class NotPayable(ApplicationError):
+    """The order waits for no payment: paid already, expired, or of a sale without a
+    payment step (``status`` says which). Nothing was charged."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "not_payable"
+
+
+class PaymentDeclined(ApplicationError):
+    """The provider declined the payment (``decline_code`` says why, as it did); the
+    order still waits for one until it expires."""
+
+    status_code = status.HTTP_402_PAYMENT_REQUIRED
+    code = "payment_declined"
+
+
 class StockChanged(Busy):
     """An optimistic write found the stock row changed since it was read. The
     purchase retries with fresh data; past the retry budget this is the 503."""

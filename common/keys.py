@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 
 KEY_MAX_LENGTH = 128  # the orders' column (Order.idempotency_key)
+
+# An Idempotency-Key as a client may send it: visible ASCII, as HTTP header values
+# allow; long enough for a UUID or a ULID with a prefix, short enough for the unique
+# index. No space: the flags the ledger writes for other operations hold one.
+KEY_SENT = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 def key_scoped(buyer: str, key: str) -> str:

@@ -14,6 +14,7 @@ urlpatterns = [
     # Swagger UI from drf-spectacular-sidecar's static files: no CDN, works offline.
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("orders.urls")),
+    path("api/", include("payments.urls")),
     path("api/", include("inventory.urls")),
     path("api/", include("races.urls")),
     path("api/", include("buyers.urls")),

@@ -6,7 +6,6 @@ parses, calls one service or selector, and answers; errors leave through
 from __future__ import annotations
 
 import math
-import re
 import time
 from datetime import timedelta
 
@@ -49,7 +48,7 @@ from common.errors import (
     error_responses,
 )
 from common.fields import ClosedInputSerializer, MomentField, StrategyField, StrictCharField
-from common.keys import key_scoped
+from common.keys import KEY_SENT, key_scoped
 from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
@@ -57,6 +56,7 @@ from inventory.selectors import product_stock_get
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .metrics import purchase_counted
+from .models import Order
 from .purchase import order_create
 from .results import OrderResult, Timings
 from .sales import sale_reset
@@ -65,9 +65,7 @@ from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
 USER_ID_MAX_LENGTH = 64
 
-# Visible ASCII, as HTTP header values allow; long enough for a UUID or a ULID
-# with a prefix, short enough for the unique index.
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+_IDEMPOTENCY_KEY = KEY_SENT
 
 
 def _received_at(request) -> float | None:
@@ -103,6 +101,15 @@ class OrderSerializer(serializers.Serializer):
     # "confirmed": in the database; under the gate, "accepted" (on its way there) or
     # "dead_lettered" (the persisters could not write it).
     status = serializers.ChoiceField(choices=ORDER_STATUSES)
+
+
+class OrderDetailSerializer(OrderSerializer):
+    """An order as its buyer follows it, with its payment step."""
+
+    # Null while the order is not in the database yet (the gate's stream carries it).
+    payment_status = serializers.ChoiceField(choices=Order.Status.values, allow_null=True)
+    # When a pending order's units go back on sale unpaid; null without a payment step.
+    expires_at = serializers.DateTimeField(allow_null=True)
 
 
 @extend_schema_field({"type": "integer", "minimum": 1, "maximum": settings.FLASHSALE_MAX_PER_ORDER})
@@ -265,11 +272,11 @@ class OrderDetailApi(APIView):
     def get_permissions(self):
         return [IsBuyerOrStaff()] if settings.FLASHSALE_BUYER_AUTH else super().get_permissions()
 
-    @extend_schema(responses={200: OrderSerializer, **error_responses(NO_BUYER, NotFound, Unavailable)})
+    @extend_schema(responses={200: OrderDetailSerializer, **error_responses(NO_BUYER, NotFound, Unavailable)})
     def get(self, request, order_id: int):
         mine = settings.FLASHSALE_BUYER_AUTH and not request.user.is_staff
         order = order_status_get(order_id=order_id, buyer=buyer_name(request.user) if mine else None)
-        return Response(OrderSerializer(order).data)
+        return Response(OrderDetailSerializer(order).data)
 
 
 

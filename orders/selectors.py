@@ -36,7 +36,7 @@ def order_status_get(*, order_id: int, buyer: str | None = None) -> OrderStatus:
     if order is not None:
         found = OrderStatus(order_id=order.pk, sku=order.product.sku, quantity=order.quantity,
                             strategy=order.strategy, instance=order.instance, status="confirmed",
-                            user_id=order.user_id)
+                            user_id=order.user_id, payment_status=order.status, expires_at=order.expires_at)
     else:
         found = gate_order_get(order_id=order_id)
     if found is None or buyer is not None and found.user_id != buyer:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -72,10 +72,11 @@ class Expired:
 
 
 def orders_expire(*, batch: int | None = None, now: datetime | None = None) -> Expired:
-    """Expire every order due by ``now`` (default: now), ``batch`` orders per
-    transaction (default: ``FLASHSALE_EXPIRY_BATCH``)."""
+    """Expire every order whose window ended ``FLASHSALE_PAYMENT_GRACE_S`` before
+    ``now`` (default: now), ``batch`` orders per transaction (default:
+    ``FLASHSALE_EXPIRY_BATCH``)."""
     batch = batch or settings.FLASHSALE_EXPIRY_BATCH
-    now = now or timezone.now()
+    now = (now or timezone.now()) - timedelta(seconds=settings.FLASHSALE_PAYMENT_GRACE_S)
     done = Expired()
     for sku in sorted(_uncounted):
         _state_returned(sku)

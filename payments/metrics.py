@@ -7,3 +7,7 @@ EXPIRED = Counter("flashsale_orders_expired", "Orders moved from pending to expi
 RETURNED_UNITS = Counter("flashsale_units_returned", "Units of expired orders given back to their sale, "
                          "by strategy", ["strategy"])
 PAID = Counter("flashsale_orders_paid", "Orders moved from pending to paid, by strategy", ["strategy"])
+LATE = Counter("flashsale_late_payments", "Payments confirmed for expired orders, by outcome: paid "
+               "(the units taken again) or refunded (none left)", ["outcome"])
+REFUNDS = Counter("flashsale_payments_refunded", "Payments given back, by why: late (the order's units "
+                  "were sold again) or other (the order paid already, or gone)", ["why"])

@@ -1,25 +1,322 @@
-"""An order's payment: its move from ``pending`` to ``paid``."""
+"""An order's payment: started by its buyer at the provider, settled by the
+provider's webhook.
+
+The order moves only on the webhook, the provider's word, as Stripe advises: the
+buyer's request starts the payment and answers 202. Each move is one conditional
+UPDATE in the transaction that records the event's id, so a delivery repeated, late
+or out of order changes nothing twice:
+
+- ``payment_intent.succeeded`` for a **pending** order: ``pending`` → ``paid``
+  (racing the expirer's ``pending`` → ``expired``: one of them matches).
+- for an **expired** order (a late payment): its units went back on sale and may be
+  sold again. Under the sale's stock locks, as a purchase would, it takes them again
+  (a ``sale`` row in the ledger flagged ``resale <order>``, the buyer's quota counted
+  again): ``expired`` → ``paid``. If the stock (or the buyer's limit) has no room,
+  the payment is refunded through the provider and the order is ``refunded``.
+- for an order that another payment paid, or that is gone: refunded.
+- ``payment_intent.payment_failed``: recorded; the order still waits until it expires.
+- ``charge.refunded``: recorded.
+"""
 
 from __future__ import annotations
 
-from django.db import transaction
+import logging
+import uuid
+from dataclasses import dataclass
 
-from common.errors import NotFound
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from common.errors import (
+    Busy,
+    InvalidInput,
+    LimitReached,
+    NotFound,
+    NotPayable,
+    SoldOut,
+    StockChanged,
+    Unavailable,
+)
 from common.metrics import count
+from common.strategies import Seller, strategy_of
+from inventory.models import Product
+from inventory.selectors import segments_get
+from inventory.services import Fence, stock_deduct, stock_plan
+from locking import LockUnavailableError, get_locks
+from orders.limits import quota_open, quota_take
 from orders.models import Order
+from orders.stocklocks import lock_name
 
 from . import metrics
+from .models import Payment, WebhookEvent
+from .provider import event_verified, intent_create, refund_create
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PaymentStarted:
+    order_id: int
+    payment_intent: str
+    status: str  # the provider's word on the intent; the order moves on its webhook
+    amount: int
+    currency: str
+
+
+def payment_start(*, order_id: int, buyer: str | None, payment_method: str,
+                  idempotency_key: str | None = None) -> PaymentStarted:
+    """Start paying ``order_id`` at the provider with ``payment_method``. With a key,
+    a repeated request is the same payment (the provider's idempotency).
+
+    :raises NotFound: no such order, or (``buyer`` given) not that buyer's.
+    :raises NotPayable: the order waits for no payment (paid, expired, no payment step).
+    :raises PaymentDeclined: the provider declined it; the order still waits.
+    :raises Unavailable: the provider cannot be reached.
+    """
+    order = Order.objects.filter(pk=order_id).first()
+    if order is None or buyer is not None and order.user_id != buyer:
+        raise NotFound(f"no order {order_id}", extra={"order_id": order_id})
+    if order.status != Order.Status.PENDING:
+        raise NotPayable(f"order {order_id} is {order.status}: it waits for no payment",
+                         extra={"order_id": order_id, "status": order.status})
+    amount = order.quantity * settings.FLASHSALE_UNIT_PRICE
+    currency = settings.FLASHSALE_CURRENCY
+    # The provider's key names the order too: one buyer's key for two orders is two payments.
+    key = f"pay {order_id} {idempotency_key or uuid.uuid4().hex}"
+    intent = intent_create(order_id=order_id, amount=amount, currency=currency, payment_method=payment_method,
+                           idempotency_key=key)
+    _payment_record(intent_id=intent.id, order_id=order_id, amount=amount, currency=currency,
+                    status=Payment.Status.STARTED)
+    return PaymentStarted(order_id=order_id, payment_intent=intent.id, status=intent.status, amount=amount,
+                          currency=currency)
+
+
+def webhook_receive(*, payload: bytes, signature: str | None) -> str:
+    """Handle one delivery of a provider event; returns what it did (``paid``,
+    ``paid_late``, ``refunded``, ``failed``, ``duplicate``, ...).
+
+    :raises InvalidInput: not signed by the provider, not an event, or not one this
+        endpoint handles (nothing recorded: the provider delivers it again, and the
+        log says why).
+    :raises Unavailable: a refund the provider did not take; nothing recorded, so its
+        next delivery tries again.
+    """
+    event = event_verified(payload, signature)
+    handler = _HANDLERS.get(event.type)
+    if handler is None:
+        logger.warning("webhook: an event of a type not handled here: %s %s", event.type, event.id)
+        raise InvalidInput(f"events of type {event.type!r} are not handled here",
+                           extra={"event": event.id, "type": event.type})
+    obj = event.data.object
+    try:
+        order_id = int(obj.metadata["order_id"])
+    except (KeyError, TypeError, ValueError):
+        logger.warning("webhook: %s %s names no order", event.type, event.id)
+        raise InvalidInput("the event's object names no order (metadata.order_id)",
+                           extra={"event": event.id}) from None
+    if WebhookEvent.objects.filter(pk=event.id).exists():
+        return "duplicate"
+    return handler(event, obj, order_id)
+
+
+class _Changed(Exception):
+    """The order's status changed between the read and the conditional move: the
+    transaction is rolled back and the event dispatched again."""
+
+
+def _succeeded(event, intent, order_id: int) -> str:
+    for _ in range(3):
+        order = Order.objects.select_related("product").filter(pk=order_id).first()
+        try:
+            if order is None:
+                return _refunded(event, intent, order_id, why="its order is gone (the sale was reset)")
+            if order.status == Order.Status.PENDING:
+                return _paid_in_time(event, intent, order)
+            if order.status == Order.Status.EXPIRED:
+                return _paid_late(event, intent, order)
+            if order.status == Order.Status.PAID and Payment.objects.filter(
+                    pk=intent.id, status=Payment.Status.SUCCEEDED).exists():
+                return _recorded(event, intent, order_id, Payment.Status.SUCCEEDED, "paid")
+            return _refunded(event, intent, order_id, why=f"the order is {order.status}")
+        except _Changed:
+            continue
+    raise Busy(f"order {order_id} kept changing while its payment was recorded; the provider delivers again")
+
+
+def _paid_in_time(event, intent, order: Order) -> str:
+    with transaction.atomic():
+        if not _event_claimed(event):
+            return "duplicate"
+        if not _moved(order.pk, Order.Status.PENDING, Order.Status.PAID):
+            raise _Changed
+        _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+    count(metrics.PAID, order.strategy)
+    return "paid"
+
+
+def _paid_late(event, intent, order: Order) -> str:
+    """A payment for an expired order: take its units again, as a purchase of the
+    sale would, or refund it."""
+    product = order.product
+    strategy = strategy_of(product.strategy)
+    if strategy.seller is Seller.GATE:
+        return _refunded(event, intent, order.pk, why="the gate takes no late payments", late=True)
+    segments = segments_get(sku=product.sku)
+    names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
+    quota_open(product=product, user_id=order.user_id)
+    lock = get_locks(names.values(), alias=strategy.lock)
+    try:
+        acquired = lock.acquire()
+    except LockUnavailableError as e:
+        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
+    if not acquired:
+        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout")
+    fences = None
+    if settings.FLASHSALE_FENCING:
+        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
+        if None not in tokens.values():
+            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    try:
+        for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
+            try:
+                outcome = _retake(event, intent, order, product, strategy, fences)
+                lock.ensure_held()
+                break
+            except StockChanged:
+                continue
+        else:
+            raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
+    finally:
+        try:
+            lock.release()
+        except Exception as e:
+            logger.warning("%s: release after a late payment failed: %s", lock, e)
+    if outcome is None:
+        return _refunded(event, intent, order.pk, why="its units were sold again", late=True)
+    if outcome == "paid_late":
+        count(metrics.PAID, order.strategy)
+        count(metrics.LATE, "paid")
+    return outcome
+
+
+def _retake(event, intent, order: Order, product: Product, strategy, fences) -> str | None:
+    """The late payment's transaction: the order's units out of the stock again, or
+    None when there is no room (nothing written)."""
+    try:
+        with transaction.atomic():
+            if not _event_claimed(event):
+                return "duplicate"
+            if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+                raise _Changed
+            quota_take(product=product, user_id=order.user_id, quantity=order.quantity)
+            for group in stock_plan(segments_get(sku=product.sku), order.quantity):
+                try:
+                    stock_deduct(product=product, quantity=order.quantity,
+                                 operation_flag=resale_flag(order.pk), order_reference=str(order.pk),
+                                 deduction=strategy.deduction, segments=group, fences=fences)
+                    break
+                except SoldOut:
+                    continue
+            else:
+                raise SoldOut(f"{product.sku}: no room for a late payment")
+            _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+    except (SoldOut, LimitReached):
+        return None
+    return "paid_late"
+
+
+def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> str:
+    """Give the payment back, then record it: a refund the provider did not take
+    leaves nothing recorded, so the event's next delivery tries again (the refund's
+    key makes the provider's side once)."""
+    refund_create(intent_id=intent.id, idempotency_key=f"refund {intent.id}")
+    logger.info("payment %s of order %s refunded: %s", intent.id, order_id, why)
+    with transaction.atomic():
+        if not _event_claimed(event):
+            return "duplicate"
+        _moved(order_id, Order.Status.EXPIRED, Order.Status.REFUNDED)
+        _intent_record(intent, order_id, Payment.Status.REFUNDED)
+    count(metrics.REFUNDS, "late" if late else "other")
+    if late:
+        count(metrics.LATE, "refunded")
+    return "refunded"
+
+
+def _failed(event, intent, order_id: int) -> str:
+    return _recorded(event, intent, order_id, Payment.Status.FAILED, "failed")
+
+
+def _charge_refunded(event, charge, order_id: int) -> str:
+    with transaction.atomic():
+        if not _event_claimed(event):
+            return "duplicate"
+        Payment.objects.filter(pk=charge.payment_intent).exclude(status=Payment.Status.REFUNDED).update(
+            status=Payment.Status.REFUNDED)
+    return "refund_recorded"
+
+
+def _recorded(event, intent, order_id: int, status: str, outcome: str) -> str:
+    with transaction.atomic():
+        if not _event_claimed(event):
+            return "duplicate"
+        _intent_record(intent, order_id, status)
+    return outcome
+
+
+_HANDLERS = {
+    "payment_intent.succeeded": _succeeded,
+    "payment_intent.payment_failed": _failed,
+    "charge.refunded": _charge_refunded,
+}
+
+
+def _moved(order_id: int, before: str, after: str) -> bool:
+    """The order's one conditional move: whatever moved it first, this one matches nothing."""
+    return bool(Order.objects.filter(pk=order_id, status=before).update(status=after))
+
+
+def _event_claimed(event) -> bool:
+    """Record the event in the caller's transaction; False if it was recorded before
+    (a second delivery): the caller changes nothing."""
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction stays usable
+            WebhookEvent.objects.create(event_id=event.id, kind=event.type)
+    except IntegrityError:
+        return False
+    return True
+
+
+# A payment's statuses only go forward: a failure reported after the success (events
+# arrive out of order) leaves it succeeded.
+_RANK = {Payment.Status.STARTED: 0, Payment.Status.FAILED: 1, Payment.Status.SUCCEEDED: 2,
+         Payment.Status.REFUNDED: 3}
+
+
+def _intent_record(intent, order_id: int, status: str) -> None:
+    _payment_record(intent_id=intent.id, order_id=order_id, amount=intent.amount, currency=intent.currency,
+                    status=status)
+
+
+def _payment_record(*, intent_id: str, order_id: int, amount: int, currency: str, status: str) -> None:
+    payment, created = Payment.objects.get_or_create(
+        intent_id=intent_id, defaults={"order_id": order_id, "amount": amount, "currency": currency,
+                                       "status": status})
+    if not created:
+        behind = [s for s, rank in _RANK.items() if rank < _RANK[status]]
+        Payment.objects.filter(pk=intent_id, status__in=behind).update(status=status)
+
+
+def resale_flag(order_id: int) -> str:
+    """The ledger's operation flag of a late payment's units, taken again (a space:
+    no Idempotency-Key holds one)."""
+    return f"resale {order_id}"
 
 
 def order_pay(*, order_id: int) -> str:
-    """Record that ``order_id`` was paid: ``pending`` → ``paid`` by one conditional
-    UPDATE, so that whatever races it (the expirer's own conditional UPDATE, the same
-    payment confirmed twice), the order ends paid or expired, never both, and is
-    counted paid once. An order past its window that the expirer has not reached yet
-    is still pending: paid in time.
+    """``pending`` → ``paid`` by one conditional UPDATE, outside the webhook (an
+    operator's record of a payment made elsewhere; the tests' race with the expirer).
 
-    :returns: the order's status after: ``paid``, or what it was if the payment came
-        too late (``expired``) or was not for a payment step (``placed``).
+    :returns: the order's status after.
     :raises NotFound: no such order.
     """
     with transaction.atomic():

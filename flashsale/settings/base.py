@@ -304,6 +304,18 @@ FLASHSALE_GATE_LINGER_MS = env.int("FLASHSALE_GATE_LINGER_MS", default=50)
 # after its window ends.
 FLASHSALE_EXPIRY_BATCH = env.int("FLASHSALE_EXPIRY_BATCH", default=500)
 FLASHSALE_EXPIRY_INTERVAL_S = env.float("FLASHSALE_EXPIRY_INTERVAL_S", default=1.0)
+# How long past its window an order may still be paid before the expirer takes its
+# units back: a payment the buyer confirmed at the last second, whose webhook comes
+# a little later, still counts as in time.
+FLASHSALE_PAYMENT_GRACE_S = env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0)
+# The payment provider (payments.provider): Stripe's API, or the stack's stand-in
+# (payprovider), which the stack points these at. Without a key, paying answers 503.
+FLASHSALE_PAYMENTS_API_BASE = env.str("FLASHSALE_PAYMENTS_API_BASE", default="https://api.stripe.com")
+FLASHSALE_PAYMENTS_API_KEY = env.str("FLASHSALE_PAYMENTS_API_KEY", default="")
+FLASHSALE_PAYMENTS_WEBHOOK_SECRET = env.str("FLASHSALE_PAYMENTS_WEBHOOK_SECRET", default="")
+# What one unit costs, in the currency's minor unit (cents), and the currency.
+FLASHSALE_UNIT_PRICE = env.int("FLASHSALE_UNIT_PRICE", default=999)
+FLASHSALE_CURRENCY = env.str("FLASHSALE_CURRENCY", default="usd")
 # Where the race runner (manage.py run_races) sends a race's buyers: the stack's own
 # nginx, never an address a request names.
 FLASHSALE_RACE_TARGET = env.str("FLASHSALE_RACE_TARGET", default="http://127.0.0.1:8080")

@@ -31,6 +31,7 @@ as MySQL is; see the README's "The gate".
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from dataclasses import dataclass
@@ -224,6 +225,10 @@ class OrderStatus:
     # "dead_lettered" (the persisters could not write it).
     status: str
     user_id: str = ""  # its buyer: whom it is shown to, with buyers signed in
+    # Its payment step, once in the database: "placed" (none), "pending" until
+    # expires_at, then "paid" or "expired" ("refunded": paid too late). None before.
+    payment_status: str | None = None
+    expires_at: datetime.datetime | None = None
 
 
 def gate_order_get(*, order_id: int) -> OrderStatus | None:

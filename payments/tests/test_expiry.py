@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -31,8 +32,8 @@ WINDOW_S = 60
 
 
 def later() -> timezone.datetime:
-    """A moment past every window opened now: each pending order is due."""
-    return timezone.now() + timedelta(seconds=WINDOW_S + 1)
+    """A moment past every window opened now, and its grace: each pending order is due."""
+    return timezone.now() + timedelta(seconds=WINDOW_S + settings.FLASHSALE_PAYMENT_GRACE_S + 1)
 
 
 def buy(i: int, quantity: int = 1, sku: str = "sku-1"):
@@ -153,6 +154,15 @@ def test_an_expired_order_frees_its_buyers_limit():
     orders_expire(now=later())
     assert order_create(sku="sku-1", quantity=1, user_id="ann", idempotency_key="a3").order_id
     audited_consistent()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_payment_in_the_grace_after_the_window_is_in_time():
+    sale_reset(sku="sku-1", stock=1, strategy="atomic", payment_window_s=WINDOW_S)
+    order_id = buy(1).order_id
+    just_after = timezone.now() + timedelta(seconds=WINDOW_S + settings.FLASHSALE_PAYMENT_GRACE_S / 2)
+    assert orders_expire(now=just_after).orders == 0
+    assert order_pay(order_id=order_id) == "paid"
 
 
 @pytest.mark.django_db(transaction=True)
