@@ -156,6 +156,14 @@ class FlashsaleClient:
                    else {"Authorization": f"Token {self.admin_token}"})
         return self.session.get(self._url(f"/api/orders/{order_id}"), headers=headers, timeout=self.timeout)
 
+    def pay(self, order_id: int, user_id: str, payment_method: str = "pm_card_visa",
+            key: str | None = None) -> requests.Response:
+        """POST /api/orders/<id>/pay as its buyer ``user_id``; the response whatever its status."""
+        headers = self.as_buyer(user_id)[1] | {"Idempotency-Key": key or uuid.uuid4().hex}
+        body = {"payment_method": payment_method}
+        return self.session.post(self._url(f"/api/orders/{order_id}/pay"), json=body, headers=headers,
+                                 timeout=self.timeout)
+
     def as_buyer(self, user_id: str) -> tuple[dict, dict]:
         """What names the buyer in a purchase: (body fields, headers), a new dict each."""
         if self.tokens is None:

@@ -67,6 +67,11 @@ class StackConfig:
     gate_replicas: int  # replicas a gate purchase waits for (FLASHSALE_GATE_REPLICAS); the stack runs none
     metrics: bool  # the apps count and time for /metrics (FLASHSALE_METRICS)
     buyer_auth: bool  # a purchase takes its buyer from credentials (FLASHSALE_BUYER_AUTH)
+    # The payment provider's stand-in (payprovider): its port, and how it misbehaves.
+    payprovider_port: int = 8070
+    payprovider_duplicate: float = 0.1  # share of webhooks delivered twice
+    payprovider_delay_ms: int = 200  # each delivery waits up to this: events overtake each other
+    payprovider_decline: float = 0.0  # share of payments declined whatever the card
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -106,6 +111,10 @@ class StackConfig:
             gate_replicas=env.int("FLASHSALE_GATE_REPLICAS", default=0),
             metrics=env.bool("FLASHSALE_METRICS", default=True),
             buyer_auth=env.bool("FLASHSALE_BUYER_AUTH", default=True),
+            payprovider_port=env.int("PAYPROVIDER_PORT", default=8070),
+            payprovider_duplicate=env.float("PAYPROVIDER_DUPLICATE", default=0.1),
+            payprovider_delay_ms=env.int("PAYPROVIDER_DELAY_MS", default=200),
+            payprovider_decline=env.float("PAYPROVIDER_DECLINE", default=0.0),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -236,6 +245,16 @@ class StackConfig:
         """FLASHSALE_ADMIN_TOKEN if set, else a token generated once for this stack."""
         return self._secret("FLASHSALE_ADMIN_TOKEN", self.admin_token_file, lambda: secrets.token_hex(16))
 
+    def payments_api_key(self) -> str:
+        """The key the apps pay with at the stand-in: generated once for this stack."""
+        return self._secret("PAYPROVIDER_API_KEY", self.run_dir / "payments-key",
+                            lambda: "sk_test_" + secrets.token_hex(16))
+
+    def payments_webhook_secret(self) -> str:
+        """What the stand-in signs its webhooks with and the apps check them against."""
+        return self._secret("PAYPROVIDER_WEBHOOK_SECRET", self.run_dir / "webhook-secret",
+                            lambda: "whsec_" + secrets.token_hex(24))
+
     def secret_key(self) -> str:
         """DJANGO_SECRET_KEY if set, else a key generated once for this stack."""
         return self._secret("DJANGO_SECRET_KEY", self.run_dir / "secret-key",
@@ -284,6 +303,9 @@ class StackConfig:
             "DJANGO_SECRET_KEY": self.secret_key(),
             "DJANGO_STATIC_ROOT": str(self.static_root),
             "FLASHSALE_PROMETHEUS_URL": f"http://127.0.0.1:{self.prometheus_port}",
+            "FLASHSALE_PAYMENTS_API_BASE": f"http://127.0.0.1:{self.payprovider_port}",
+            "FLASHSALE_PAYMENTS_API_KEY": self.payments_api_key(),
+            "FLASHSALE_PAYMENTS_WEBHOOK_SECRET": self.payments_webhook_secret(),
             # Every load test here comes from one address, and the comparison's
             # buyers would trip a per-user rate too: off unless asked for.
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),

@@ -273,6 +273,25 @@ def expirer(config: StackConfig) -> Server:
     )
 
 
+def payprovider(config: StackConfig) -> Server:
+    """The payment provider's stand-in (``python -m payprovider``): Stripe's test mode
+    as far as flashsale pays, its webhooks to the stack's nginx."""
+    port = config.payprovider_port
+    return Server(
+        name="payprovider",
+        command=[sys.executable, "-m", "payprovider", f"--port={port}",
+                 f"--api-key={config.payments_api_key()}",
+                 f"--webhook-secret={config.payments_webhook_secret()}",
+                 f"--webhook-url={config.base_url}/api/payments/webhook",
+                 f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
+                 f"--decline={config.payprovider_decline}"],
+        port=port,
+        probe=http_probe(f"http://127.0.0.1:{port}/healthz"),
+        priority=20,
+        environment={},
+    )
+
+
 def race_histories(config: StackConfig) -> Path:
     """Where the stack's race runner records each race's history."""
     return config.run_dir / "races"
@@ -435,8 +454,10 @@ def apps(config: StackConfig) -> list[Server]:
 
 
 def workers(config: StackConfig) -> list[Server]:
-    """The processes beside the apps: the gate's persisters, the expirer and the race runner."""
-    return [*(persister(config, name) for name in config.persister_names), expirer(config), racer(config)]
+    """The processes beside the apps: the gate's persisters, the expirer, the race
+    runner and the payment provider's stand-in."""
+    return [*(persister(config, name) for name in config.persister_names), expirer(config), racer(config),
+            payprovider(config)]
 
 
 def all_servers(config: StackConfig) -> list[Server]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from stack.config import ROOT, StackConfig
 
 PORTS = {"MYSQL_PORT": "3410", "REDIS_PORT": "6490", "ZK_PORT": "2290",
-         "NGINX_PORT": "8180", "APP_PORT": "8101", "METRICS_PORT": "9490"}
+         "NGINX_PORT": "8180", "APP_PORT": "8101", "METRICS_PORT": "9490", "PAYPROVIDER_PORT": "8170"}
 
 
 def environment(run_dir: Path, **env: str) -> dict[str, str]:

@@ -19,8 +19,8 @@ from stack.config import ROOT, StackConfig
 from stack.control import clean
 from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
 
-LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "nginx",
-                "locust-master", "prometheus", "grafana"}
+LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "expirer",
+                "payprovider", "nginx", "locust-master", "prometheus", "grafana"}
 # Images of the exporter alone, no shell for a health check: Prometheus' `up` is theirs.
 EXPORTERS = {"redis-exporter", "mysqld-exporter", "nginx-exporter"}
 
@@ -47,7 +47,8 @@ def compose() -> dict:
 def test_the_services_of_the_topology(compose):
     assert set(compose["services"]) == LONG_RUNNING | EXPORTERS | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
-    for name in ("migrate", "app1", "app2", "persister", "racer", "locust-master", "locust-worker"):
+    for name in ("migrate", "app1", "app2", "persister", "racer", "expirer", "payprovider", "locust-master",
+                 "locust-worker"):
         assert compose["services"][name]["build"]["context"] == str(ROOT)
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
 
@@ -73,13 +74,15 @@ def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
     grafana = compose["services"]["grafana"]["environment"]
     assert (grafana["GF_AUTH_DISABLE_LOGIN_FORM"], grafana["GF_AUTH_BASIC_ENABLED"],
             grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"]) == ("true", "false", "Viewer")
-    for name in ("migrate", "app1", "app2", "persister", "racer"):
+    for name in ("migrate", "app1", "app2", "persister", "racer", "expirer"):
         env = compose["services"][name]["environment"]
         assert env["FLASHSALE_PUBLIC_BIND"] == "0.0.0.0"
         # No token or key of the file's own: empty, which the settings refuse there
         # (tests/test_settings.py), as they refuse the database's default.
         assert env["FLASHSALE_ADMIN_TOKEN"] == "" and env["DJANGO_SECRET_KEY"] == ""
         assert env["DATABASE_URL"].split(":")[2].split("@")[0] in settings.WELL_KNOWN_SECRETS
+        # The stand-in's webhook secret: refused there too, so a payment cannot be forged.
+        assert env["FLASHSALE_PAYMENTS_WEBHOOK_SECRET"] in settings.WELL_KNOWN_WEBHOOK_SECRETS
 
 
 def test_every_long_running_service_has_a_health_check(compose):
@@ -243,7 +246,7 @@ def test_every_process_is_scraped_as_the_local_stack_scrapes_it(compose, tmp_pat
         environment = compose["services"][name]["environment"]
         assert environment["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/flashsale-metrics"
     assert '"flashsale.serve"' in re.findall(r"^CMD .*", (ROOT / "Dockerfile").read_text(), flags=re.M)[0]
-    for name in ("persister", "racer"):
+    for name in ("persister", "racer", "expirer"):
         command = compose["services"][name]["command"]
         assert "--metrics-port=9100" in command and "--metrics-address=0.0.0.0" in command
 

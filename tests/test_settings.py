@@ -104,6 +104,15 @@ def test_published_beyond_loopback_a_short_token_is_refused_too():
     assert "while FLASHSALE_ADMIN_TOKEN is missing, well known or short" in result.stderr
 
 
+def test_published_beyond_loopback_the_compose_files_webhook_secret_is_refused():
+    result = start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", FLASHSALE_PAYMENTS_WEBHOOK_SECRET="whsec_compose",
+                          **own_secrets())
+    assert result.returncode != 0
+    assert "while FLASHSALE_PAYMENTS_WEBHOOK_SECRET is well known" in result.stderr
+    assert start_django(FLASHSALE_PUBLIC_BIND="127.0.0.1", FLASHSALE_PAYMENTS_WEBHOOK_SECRET="whsec_compose",
+                        ).returncode == 0
+
+
 def test_published_beyond_loopback_the_apps_start_with_secrets_of_their_own():
     assert start_django(FLASHSALE_PUBLIC_BIND="0.0.0.0", **own_secrets()).returncode == 0
     assert start_django(FLASHSALE_PUBLIC_BIND="127.0.0.1").returncode == 0  # loopback: defaults are fine

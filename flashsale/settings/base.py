@@ -329,6 +329,7 @@ FLASHSALE_ADMIN_TOKEN = env.str("FLASHSALE_ADMIN_TOKEN", default="")
 # credential is missing or well known (the compose file's defaults, the dev key).
 FLASHSALE_PUBLIC_BIND = env.str("FLASHSALE_PUBLIC_BIND", default="127.0.0.1")
 WELL_KNOWN_SECRETS = {"", "change-me", "flashsale", "flashsale-root", DEV_SECRET_KEY}
+WELL_KNOWN_WEBHOOK_SECRETS = {"whsec_compose"}  # docker-compose.yml's, for its stand-in
 # The admin token and the secret key are guessed offline or by the thousand: at least
 # this long (token_urlsafe(32) is 43).
 SECRET_MIN_LENGTH = 32
@@ -353,6 +354,12 @@ if not (FLASHSALE_PUBLIC_BIND in ("localhost", "::1") or FLASHSALE_PUBLIC_BIND.s
     refuse_weak_secrets(f"published on {FLASHSALE_PUBLIC_BIND} (beyond loopback)",
                         admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
                         db_password=DATABASES["default"].get("PASSWORD", ""))
+    # Whoever knows the webhook's secret can sign a payment that never happened: the
+    # compose file's stand-in default is for loopback only (empty: payments off).
+    if FLASHSALE_PAYMENTS_WEBHOOK_SECRET in WELL_KNOWN_WEBHOOK_SECRETS:
+        raise ImproperlyConfigured(
+            f"refusing to start: published on {FLASHSALE_PUBLIC_BIND} (beyond loopback) while "
+            "FLASHSALE_PAYMENTS_WEBHOOK_SECRET is well known; set it to your endpoint's signing secret")
 # Wrong admin tokens one client address may send before the next are answered 429
 # (orders.auth), DRF's "<n>/<s|m|h|d>"; empty: not counted.
 FLASHSALE_ADMIN_FAILURES = env.str("FLASHSALE_ADMIN_FAILURES", default="10/m")
