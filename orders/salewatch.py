@@ -1,6 +1,7 @@
-"""The live sales, watched for /metrics: what their products have left and whether any
-sold more than it had, by strategy, read from the database when Prometheus scrapes an
-app instance (``FLASHSALE_METRICS_COLLECTORS``).
+"""The live sales, watched for /metrics: what their products have left, whether any
+sold more than it had, their orders by status and how overdue the oldest unpaid one
+is, by strategy, read from the database when Prometheus scrapes an app instance
+(``FLASHSALE_METRICS_COLLECTORS``).
 
 A sale is live for an hour after its reset (``sale_watched``, called by the reset,
 records it in Redis); the figures are summed over the live sales of each strategy,
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
+from datetime import UTC
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -41,27 +44,40 @@ def sale_watched(*, sku: str) -> None:
         logger.warning("the sale of %s is not watched for /metrics: %s", sku, e)
 
 
-# strategy -> (live sales, stock left, units sold past the stock), read at most every READ_EVERY s.
-_read: ProcessMemory[str, dict[str, tuple[int, int, int]]] = ProcessMemory(
+@dataclass
+class Figures:
+    """One strategy's live sales, summed."""
+
+    sales: int = 0
+    stock_left: int = 0
+    oversold: int = 0  # units the orders that hold stock hold past it
+    orders: dict[str, int] = field(default_factory=dict)  # by status (placed, pending, paid, ...)
+    # How long the most overdue pending order is past its window (0: none is):
+    # the expirer's lag, or the expirer stuck.
+    overdue_s: float = 0.0
+
+
+# strategy -> its figures, read at most every READ_EVERY s.
+_read: ProcessMemory[str, dict[str, Figures]] = ProcessMemory(
     "the live sales' figures", seconds=lambda: READ_EVERY)
 
-# Per product over the live ones: its own strategy, the one its orders were sold under
-# (a product without one of its own sells under the deployment's of the moment), its
-# stock left and first stock, and the units its orders hold.
-_FIGURES = """
-    SELECT p.id, p.strategy, o.sold_under, s.left_, s.first_, COALESCE(o.units, 0)
-    FROM {products} p
-    JOIN (SELECT product_id, SUM(quantity) AS left_, SUM(initial_quantity) AS first_
-          FROM {stock} GROUP BY product_id) s ON s.product_id = p.id
-    LEFT JOIN (SELECT product_id, SUM(quantity) AS units, MAX(strategy) AS sold_under FROM {orders}
-               WHERE product_id IN (SELECT id FROM {products} WHERE sku IN ({skus}))
-               GROUP BY product_id) o ON o.product_id = p.id
-    WHERE p.sku IN ({skus})"""
+# Per product over the live ones: its own strategy, its stock left and first stock.
+_STOCK = """
+    SELECT p.id, p.strategy, SUM(s.quantity), SUM(s.initial_quantity)
+    FROM {products} p JOIN {stock} s ON s.product_id = p.id
+    WHERE p.sku IN ({skus}) GROUP BY p.id, p.strategy"""
+
+# Their orders by status: how many, their units, the strategy they were sold under
+# (a product without one of its own sells under the deployment's of the moment), and
+# the earliest window's end (of the pending ones: the most overdue).
+_ORDERS = """
+    SELECT o.product_id, o.status, COUNT(*), SUM(o.quantity), MAX(o.strategy), MIN(o.expires_at)
+    FROM {orders} o JOIN {products} p ON p.id = o.product_id
+    WHERE p.sku IN ({skus}) GROUP BY o.product_id, o.status"""
 
 
-def live_figures() -> dict[str, tuple[int, int, int]]:
-    """strategy -> (live sales, units left, units sold past the stock), over the sales
-    reset in the last hour.
+def live_figures() -> dict[str, Figures]:
+    """strategy -> its figures, over the sales reset in the last hour.
 
     :raises DatabaseError, redis errors: a server cannot be reached.
     """
@@ -69,19 +85,35 @@ def live_figures() -> dict[str, tuple[int, int, int]]:
     now = time.time()
     client.zremrangebyscore(LIVE, "-inf", now - LIVE_SECONDS)
     skus = [sku.decode() for sku in client.zrangebyscore(LIVE, now - LIVE_SECONDS, "+inf")]
-    figures: dict[str, tuple[int, int, int]] = {}
     if not skus:
-        return figures
-    marks = ", ".join(["%s"] * len(skus))
-    query = _FIGURES.format(products=Product._meta.db_table, stock=Stock._meta.db_table,
-                            orders=Order._meta.db_table, skus=marks)
+        return {}
+    names = dict(products=Product._meta.db_table, stock=Stock._meta.db_table, orders=Order._meta.db_table,
+                 skus=", ".join(["%s"] * len(skus)))
     with connection.cursor() as cursor:
-        cursor.execute(query, [*skus, *skus])
-        rows = cursor.fetchall()
-    for _, own, sold_under, left, first, units in rows:
+        cursor.execute(_STOCK.format(**names), skus)
+        stock = cursor.fetchall()
+        cursor.execute(_ORDERS.format(**names), skus)
+        orders = cursor.fetchall()
+    by_product: dict[int, list[tuple]] = {}
+    for product_id, *row in orders:
+        by_product.setdefault(product_id, []).append(row)
+    figures: dict[str, Figures] = {}
+    for product_id, own, left, first in stock:
+        rows = by_product.get(product_id, [])
+        sold_under = max((row[3] for row in rows), default="")
         name = strategy_of(own or sold_under or settings.FLASHSALE_STRATEGY).name
-        sales, stock_left, oversold = figures.get(name, (0, 0, 0))
-        figures[name] = (sales + 1, stock_left + int(left), oversold + max(0, int(units) - int(first)))
+        figure = figures.setdefault(name, Figures())
+        held = 0
+        for status, count, units, _, earliest in rows:
+            figure.orders[status] = figure.orders.get(status, 0) + count
+            if status in Order.HOLDING_STOCK:
+                held += int(units)
+            if status == Order.Status.PENDING and earliest is not None:
+                overdue = now - earliest.replace(tzinfo=UTC).timestamp()
+                figure.overdue_s = max(figure.overdue_s, overdue)
+        figure.sales += 1
+        figure.stock_left += int(left)
+        figure.oversold += max(0, held - int(first))
     return figures
 
 
@@ -103,13 +135,22 @@ class SaleWatchCollector:
             "flashsale_sale_stock_left": "Units the live sales' stock rows have left, by strategy (the "
                                          "gate's are written by its persisters: flashsale_gate_stock_left "
                                          "is its Redis's own)",
-            "flashsale_sale_oversold_units": "Units the live sales' orders hold past their stock, by "
+            "flashsale_sale_oversold_units": "Units the live sales' orders that hold stock hold past it, by "
                                              "strategy; claims_correct: whether the strategy promises none",
+            "flashsale_pending_overdue_seconds": "How long the live sales' most overdue pending order is "
+                                                 "past its payment window (0: none is), by strategy",
         }
         families = {name: GaugeMetricFamily(name, text, labels=["strategy", "claims_correct"])
                     for name, text in gauges.items()}
-        for strategy, values in sorted(figures.items()):
+        by_status = GaugeMetricFamily("flashsale_sale_orders", "The live sales' orders, by strategy and "
+                                      "status (placed: no payment step; pending, paid, expired, refunded)",
+                                      labels=["strategy", "status"])
+        for strategy, figure in sorted(figures.items()):
             labels = [strategy, "true" if strategy_of(strategy).claims_correct else "false"]
+            values = (figure.sales, figure.stock_left, figure.oversold, max(0.0, figure.overdue_s))
             for family, value in zip(families.values(), values, strict=True):
                 family.add_metric(labels, value)
+            for status, n in sorted(figure.orders.items()):
+                by_status.add_metric([strategy, status], n)
         yield from families.values()
+        yield by_status

@@ -62,7 +62,7 @@ def test_every_process_of_the_stack_is_scraped(stack_config):
         return {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
 
     wanted = {"app": len(stack_config.app_names), "persister": len(stack_config.persister_names),
-              "racer": 1, "redis": 1, "redis-gate": 1, "mysqld": 1, "nginx": 1, "prometheus": 1}
+              "racer": 1, "expirer": 1, "redis": 1, "redis-gate": 1, "mysqld": 1, "nginx": 1, "prometheus": 1}
 
     def all_up():
         seen = targets()

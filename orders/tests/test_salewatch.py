@@ -44,6 +44,9 @@ def test_stock_left_and_units_sold_past_it_by_strategy():
         ("flashsale_sale_stock_left", "none", "false"): 2, ("flashsale_sale_stock_left", "setnx", "true"): 12,
         ("flashsale_sale_oversold_units", "none", "false"): 1,
         ("flashsale_sale_oversold_units", "setnx", "true"): 0,
+        ("flashsale_pending_overdue_seconds", "none", "false"): 0,
+        ("flashsale_pending_overdue_seconds", "setnx", "true"): 0,
+        ("flashsale_sale_orders", "none", "placed"): 3, ("flashsale_sale_orders", "setnx", "placed"): 3,
     }
     orders_past_the_stock("w-2", "setnx", 7)  # what FlashsaleOversold pages for
     assert gauges()[("flashsale_sale_oversold_units", "setnx", "true")] == 2
@@ -77,3 +80,27 @@ def test_a_product_without_a_strategy_of_its_own_counts_under_the_one_its_orders
     figures = gauges()
     assert figures[("flashsale_sale_oversold_units", "none", "false")] == 1
     assert ("flashsale_sale_oversold_units", "atomic", "true") not in figures
+
+
+def test_expired_orders_hold_no_stock_and_an_overdue_pending_one_shows():
+    """Units that went back and sold again are no oversell; a pending order past its
+    window is the expirer's lag, which FlashsalePaymentsNotExpiring pages for."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from payments.expiry import orders_expire
+
+    sale_reset(sku="w-5", stock=1, strategy="atomic", payment_window_s=60)
+    order_create(sku="w-5", quantity=1, user_id="ann", idempotency_key=None)
+    Order.objects.update(expires_at=timezone.now() - timedelta(seconds=120))  # its window ended 2 min ago
+    figures = gauges()
+    assert figures[("flashsale_pending_overdue_seconds", "atomic", "true")] >= 120
+    assert figures[("flashsale_sale_orders", "atomic", "pending")] == 1
+    orders_expire()
+    order_create(sku="w-5", quantity=1, user_id="bob", idempotency_key=None)  # the unit, sold again
+    figures = gauges()
+    assert figures[("flashsale_sale_oversold_units", "atomic", "true")] == 0
+    assert figures[("flashsale_pending_overdue_seconds", "atomic", "true")] == 0
+    assert (figures[("flashsale_sale_orders", "atomic", "expired")],
+            figures[("flashsale_sale_orders", "atomic", "pending")]) == (1, 1)
