@@ -68,6 +68,34 @@ def test_buy_from_the_page_and_retry_is_a_replay(stack_apps, stack_config, page)
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (1, 1, True)
 
 
+def test_an_order_to_pay_counts_down_and_goes_paid_or_back_on_sale(stack_apps, stack_config, page):
+    """A sale with a payment window: each order shows its countdown and a Pay button;
+    the paid one turns paid (the stand-in provider's webhook), the other one expired
+    when the time is up, without a reload, and its unit is on sale again."""
+    client = stack_apps()
+    sku = f"browser-pay-{uuid.uuid4().hex[:8]}"
+    client.reset(sku, 2, strategy="atomic", payment_window_s=4)
+    page.goto(f"{stack_config.base_url}/?sku={sku}")
+    signed_in(page, stack_config.buyer_auth)
+    expect(page.locator("#stock")).to_have_text("2")
+    page.click("#buy-button")
+    expect(page.locator("#orders li")).to_have_count(1)
+    page.click("#buy-button")
+    expect(page.locator("#orders li")).to_have_count(2)
+    paid, unpaid = page.locator("#orders li").nth(1), page.locator("#orders li").nth(0)
+    expect(paid).to_contain_text("pay within")
+    paid.locator("button").click()
+    expect(page.locator("#log li").first).to_contain_text("202 payment")
+    expect(paid.locator(".status")).to_have_text("paid", timeout=15_000)
+    expect(paid.locator("button")).to_be_hidden()
+    expect(unpaid.locator(".status")).to_have_text("expired", timeout=30_000)  # 4 s, its grace, a pass
+    expect(page.locator("#stock")).to_have_text("1", timeout=10_000)
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "page-pay.png"), full_page=True)
+    audit = client.audit(sku)
+    assert (audit["returned_quantity"], audit["ordered_quantity"], audit["consistent"]) == (1, 1, True)
+
+
 def test_a_session_purchase_needs_its_csrf_token(stack_apps, stack_config, page):
     """The page's buyer buys with the session cookie; a request that rides on that
     cookie from a script without the page's CSRF token is refused, and writes nothing."""
