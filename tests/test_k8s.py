@@ -188,7 +188,7 @@ def test_every_flashsale_process_reaches_the_data_stores_by_their_services(overl
     name, docs = overlay
     containers = list(flashsale_containers(docs))
     assert {doc["metadata"]["name"] for doc, _, _ in containers} >= {
-        "flashsale-app", "flashsale-persister", "flashsale-racer", "flashsale-migrate"}
+        "flashsale-app", "flashsale-persister", "flashsale-racer", "flashsale-expirer", "flashsale-migrate"}
     for doc, _, container in containers:
         env = environment(docs, container, pod_name=f"{doc['metadata']['name']}-0")
         assert unreached(docs, env) == [], f"{name}: {doc['metadata']['name']}"
@@ -364,7 +364,7 @@ def test_the_processes_that_need_the_schema_wait_for_it(overlay):
     _, docs = overlay
     migrate = of_kind(docs, "Job")["flashsale-migrate"]["spec"]["template"]["spec"]["containers"][0]
     assert migrate["command"] == ["python", "manage.py", "migrate", "--noinput"]
-    for name in ("flashsale-app", "flashsale-persister", "flashsale-racer"):
+    for name in ("flashsale-app", "flashsale-persister", "flashsale-racer", "flashsale-expirer"):
         spec = of_kind(docs, "Deployment")[name]["spec"]["template"]["spec"]
         assert [c["name"] for c in spec["initContainers"]] == ["schema"], name
 
@@ -386,9 +386,10 @@ def test_a_stopping_instance_finishes_its_purchases(overlay):
 
 
 # Who may connect to each data store: the processes that use it (the migrations only
-# the database; the ZooKeeper lock is taken by the apps alone).
-REACHES = {"mariadb": {"app", "persister", "racer", "migrate"}, "redis": {"app", "persister", "racer"},
-           "redis-gate": {"app", "persister", "racer"}, "zookeeper": {"app"}}
+# the database; the ZooKeeper lock is taken by the apps, and the expirer's returns).
+REACHES = {"mariadb": {"app", "persister", "racer", "expirer", "migrate"},
+           "redis": {"app", "persister", "racer", "expirer"},
+           "redis-gate": {"app", "persister", "racer"}, "zookeeper": {"app", "expirer"}}
 
 
 def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
