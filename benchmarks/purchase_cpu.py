@@ -19,7 +19,9 @@ Rows:
 - ``redisson, hot, 8 segments``: one product in 8 segments under the Redisson lock
   (one request at a time here: nobody waits for the lock);
 - ``…, signed in``: the row before it with ``FLASHSALE_BUYER_AUTH`` on, each purchase
-  carrying a buyer's bearer token (the buyer from the token, checked in the shortcut).
+  carrying a buyer's bearer token (the buyer from the token, checked in the shortcut);
+- ``…, payment window``: the row's products reset with a payment window, each order
+  born pending with its expiry.
 
 No gunicorn, nginx or load client: this is the app's own share of a request, the
 part a change to the purchase path moves. Under load each request also pays
@@ -86,6 +88,12 @@ def _signed_in_purchase(sku: str, n: int) -> dict:
 
 
 SIGNED_IN = ", signed in"
+WINDOW = ", payment window"
+
+
+def _spread(prefix: str, strategy: str, **reset) -> None:
+    for i in range(SPREAD):
+        sale_reset(sku=f"{prefix}-{i}", stock=10**6, strategy=strategy, **reset)
 
 
 def _rows() -> dict:
@@ -105,9 +113,12 @@ def _rows() -> dict:
                            lambda n: _purchase(f"cpu-spread-{n % SPREAD}")),
         "atomic, spread" + SIGNED_IN: (lambda: None,  # the row before's products, bought on
                                        lambda n: _signed_in_purchase(f"cpu-spread-{n % SPREAD}", n)),
-        "setnx, spread": (lambda: [sale_reset(sku=f"cpu-setnx-{i}", stock=10**6, strategy="setnx")
-                                   for i in range(SPREAD)],
+        "atomic, spread" + WINDOW: (lambda: _spread("cpu-window", "atomic", payment_window_s=3600),
+                                    lambda n: _purchase(f"cpu-window-{n % SPREAD}")),
+        "setnx, spread": (lambda: _spread("cpu-setnx", "setnx"),
                           lambda n: _purchase(f"cpu-setnx-{n % SPREAD}")),
+        "setnx, spread" + WINDOW: (lambda: _spread("cpu-setnx-window", "setnx", payment_window_s=3600),
+                                   lambda n: _purchase(f"cpu-setnx-window-{n % SPREAD}")),
         "redisson, hot, 8 segments": (lambda: sale_reset(sku="cpu-redisson", stock=10**7, segments=8,
                                                          strategy="redisson"),
                                       lambda n: _purchase("cpu-redisson")),

@@ -6,14 +6,17 @@ strategy, and a table of what each did to the stock.
 
 Each strategy gets its own product (``burst-<strategy>``), left as it ended, so
 ``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards; ``demo-1`` is
-seeded with 100 units for the browser page. The stack is left running with the
-strategy it had before.
+seeded with 100 units for the browser page. Then a sale with a payment window
+(``demo-pay``): half its first buyers never pay, their units come back, and the next
+buyers buy them. The stack is left running with the strategy it had before.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -68,6 +71,61 @@ def table(rows: list[Row]) -> str:
     return "\n".join([fmt(lines[0]), rule, *(fmt(line) for line in lines[1:])])
 
 
+PAY_SKU = "demo-pay"
+
+
+def payment_window_round(client: FlashsaleClient, *, stock: int = 20, window_s: int = 3,
+                         strategy: str = "atomic") -> dict:
+    """A sale whose orders must be paid within ``window_s``: ``stock`` buyers buy it
+    out and half of them pay; the other half's units come back when the expirer
+    passes, and as many new buyers buy and pay for them. What each order became, from
+    the API, and the sale's audit."""
+    client.reset(PAY_SKU, stock, name="Pay-or-release phone", strategy=strategy, payment_window_s=window_s)
+    run = uuid.uuid4().hex[:8]  # idempotency keys outlive a reset
+    started = time.monotonic()
+
+    def wave(prefix: str, n: int, paying: int) -> list[tuple[str, int]]:
+        orders = []
+        for i in range(n):
+            buyer = f"{prefix}-{i}"
+            placed = client.order(PAY_SKU, 1, buyer, key=f"{run}-{buyer}")
+            placed.raise_for_status()
+            orders.append((buyer, placed.json()["order_id"]))
+        for buyer, order_id in orders[:paying]:
+            client.pay(order_id, buyer, key=f"{run}-pay-{order_id}").raise_for_status()
+        return orders
+
+    first = wave("pay-first", stock, stock // 2)
+    refused = client.order(PAY_SKU, 1, "pay-late", key=f"{run}-late").json().get("error")
+    while client.audit(PAY_SKU)["returned_quantity"] < stock - stock // 2:  # the expirer, every second
+        if time.monotonic() - started > 60:
+            raise RuntimeError("the unpaid units did not come back within a minute: is the expirer running?")
+        time.sleep(0.25)
+    returned_after = time.monotonic() - started
+    second = wave("pay-second", stock - stock // 2, stock - stock // 2)
+    statuses: dict[str, int] = {}
+    for buyer, order_id in first + second:
+        for _ in range(100):  # the provider's webhook, maybe late
+            status = client.order_detail(order_id, buyer).json()["payment_status"]
+            if status != "pending" or (buyer, order_id) in first[stock // 2:]:
+                break
+            time.sleep(0.1)
+        statuses[status] = statuses.get(status, 0) + 1
+    return {"stock": stock, "window_s": window_s, "strategy": strategy, "sold_out_before": refused,
+            "returned_after_s": returned_after, "statuses": statuses, "audit": client.audit(PAY_SKU)}
+
+
+def payment_summary(round_: dict) -> str:
+    a, st = round_["audit"], round_["statuses"]
+    return (f"A sale with a {round_['window_s']} s payment window ({round_['strategy']}, {PAY_SKU}): "
+            f"{round_['stock']} units bought out (the next buyer: {round_['sold_out_before']}), half of them "
+            f"never paid; their {a['returned_quantity']} units came back {round_['returned_after_s']:.1f} s "
+            f"after the start and sold again.\n"
+            f"  orders {a['orders']}: paid {st.get('paid', 0)}, expired {st.get('expired', 0)} · "
+            f"units held {a['ordered_quantity']} of {a['initial_stock']}, left {a['remaining']} · "
+            f"oversold {a['oversold']} · ledger consistent {'yes' if a['consistent'] else 'NO'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -100,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure(config)  # back to the strategy the stack was started with
     print()
     print(table(rows))
+    paid = payment_window_round(client)
+    print()
+    print(payment_summary(paid))
 
     broken = [row.strategy for row in rows
               if strategy_get(row.strategy).claims_correct and not row.audit["consistent"]]
@@ -108,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     if broken:
         print(f"FAIL: {', '.join(broken)} claim correctness but oversold or lost updates",
               file=sys.stderr)
+        return 1
+    held = paid["audit"]
+    if not held["consistent"] or held["oversold"] or paid["statuses"].get("paid", 0) != paid["stock"]:
+        print("FAIL: the sale with a payment window did not end with every unit paid once", file=sys.stderr)
         return 1
     return 0
 

@@ -71,17 +71,20 @@ class Expired:
     deferred: int = 0
 
 
-def orders_expire(*, batch: int | None = None, now: datetime | None = None) -> Expired:
+def orders_expire(*, batch: int | None = None, now: datetime | None = None,
+                  sku: str | None = None) -> Expired:
     """Expire every order whose window ended ``FLASHSALE_PAYMENT_GRACE_S`` before
     ``now`` (default: now), ``batch`` orders per transaction (default:
-    ``FLASHSALE_EXPIRY_BATCH``)."""
+    ``FLASHSALE_EXPIRY_BATCH``); only ``sku``'s, if given."""
     batch = batch or settings.FLASHSALE_EXPIRY_BATCH
     now = (now or timezone.now()) - timedelta(seconds=settings.FLASHSALE_PAYMENT_GRACE_S)
     done = Expired()
     for sku in sorted(_uncounted):
         _state_returned(sku)
-    due = (Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
-           .values_list("product_id", flat=True).distinct())
+    due = Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
+    if sku is not None:
+        due = due.filter(product__sku=sku)
+    due = due.values_list("product_id", flat=True).distinct()
     for product in Product.objects.filter(pk__in=list(due)).order_by("pk"):
         try:
             while True:

@@ -67,3 +67,15 @@ def test_a_buyer_pays_through_the_provider_and_the_order_stays_paid(stack_apps):
     assert (audit["returned_quantity"], audit["ordered_quantity"], audit["remaining"]) == (1, 1, 1), audit
     assert client.order_detail(order_id, "payer").json()["payment_status"] == "paid"
     assert client.pay(order_id, "payer").json()["error"] == "not_payable"
+
+
+def test_the_demos_payment_round_ends_with_every_unit_paid_once(stack_apps):
+    from loadtest.demo import payment_summary, payment_window_round
+
+    done = payment_window_round(stack_apps(), stock=4, window_s=1)
+    assert done["sold_out_before"] == "sold_out"
+    assert done["statuses"] == {"paid": 4, "expired": 2}
+    audit = done["audit"]
+    assert (audit["orders"], audit["returned_quantity"], audit["ordered_quantity"], audit["remaining"],
+            audit["consistent"]) == (6, 2, 4, 0, True)
+    assert "paid 4, expired 2" in payment_summary(done)
