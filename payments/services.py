@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -157,10 +158,30 @@ def _paid_in_time(event, intent, order: Order) -> str:
 def _paid_late(event, intent, order: Order) -> str:
     """A payment for an expired order: take its units again, as a purchase of the
     sale would, or refund it."""
+    if strategy_of(order.product.strategy).seller is Seller.GATE:
+        return _refunded(event, intent, order.pk, why="the gate takes no late payments", late=True)
+    outcome = order_retake(order=order, claim=lambda: _event_claimed(event),
+                           then=lambda: _intent_record(intent, order.pk, Payment.Status.SUCCEEDED))
+    if outcome is None:
+        return _refunded(event, intent, order.pk, why="its units were sold again", late=True)
+    return outcome
+
+
+def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
+                 then: Callable[[], None] = lambda: None) -> str | None:
+    """Take an expired order's units out of the stock again (its payment came late):
+    under the sale's stock locks, its buyer's quota counted again, the strategy's own
+    deduction (a ``sale`` row flagged ``resale <order id>``), and ``expired`` →
+    ``paid``, in one transaction that also runs ``claim`` first (False: the payment
+    was recorded before; nothing is done) and ``then`` last.
+
+    :returns: ``paid_late``; ``duplicate`` (``claim`` said so); None when the stock or
+        the buyer's limit has no room (nothing written: the payment is to be refunded).
+    :raises _Changed: the order is no longer expired.
+    :raises Busy, Unavailable: the lock was not had.
+    """
     product = order.product
     strategy = strategy_of(product.strategy)
-    if strategy.seller is Seller.GATE:
-        return _refunded(event, intent, order.pk, why="the gate takes no late payments", late=True)
     segments = segments_get(sku=product.sku)
     names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
     quota_open(product=product, user_id=order.user_id)
@@ -179,7 +200,7 @@ def _paid_late(event, intent, order: Order) -> str:
     try:
         for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
             try:
-                outcome = _retake(event, intent, order, product, strategy, fences)
+                outcome = _retake(order, product, strategy, fences, claim, then)
                 lock.ensure_held()
                 break
             except StockChanged:
@@ -191,20 +212,16 @@ def _paid_late(event, intent, order: Order) -> str:
             lock.release()
         except Exception as e:
             logger.warning("%s: release after a late payment failed: %s", lock, e)
-    if outcome is None:
-        return _refunded(event, intent, order.pk, why="its units were sold again", late=True)
     if outcome == "paid_late":
         count(metrics.PAID, order.strategy)
         count(metrics.LATE, "paid")
     return outcome
 
 
-def _retake(event, intent, order: Order, product: Product, strategy, fences) -> str | None:
-    """The late payment's transaction: the order's units out of the stock again, or
-    None when there is no room (nothing written)."""
+def _retake(order: Order, product: Product, strategy, fences, claim, then) -> str | None:
     try:
         with transaction.atomic():
-            if not _event_claimed(event):
+            if not claim():
                 return "duplicate"
             if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
                 raise _Changed
@@ -219,7 +236,7 @@ def _retake(event, intent, order: Order, product: Product, strategy, fences) -> 
                     continue
             else:
                 raise SoldOut(f"{product.sku}: no room for a late payment")
-            _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+            then()
     except (SoldOut, LimitReached):
         return None
     return "paid_late"
