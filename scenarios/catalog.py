@@ -9,8 +9,10 @@ from .fairness import SCENARIOS as _FAIRNESS
 from .fencing import SCENARIOS as _FENCING
 from .instances import SCENARIOS as _INSTANCES
 from .more import SCENARIOS as _MORE
+from .payments import SCENARIOS as _PAYMENTS
 from .redis_locks import SCENARIOS as _REDIS
 from .replication import SCENARIOS as _REPLICATION
 
-_ALL = [*_INSTANCES, *_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING, *_REPLICATION, *_FAIRNESS, *_CACHE]
+_ALL = [*_INSTANCES, *_REDIS, *_MORE, *_DATABASE, *_CLOCKS, *_FENCING, *_REPLICATION, *_FAIRNESS, *_CACHE,
+        *_PAYMENTS]
 CATALOG: dict[str, Scenario] = {s.id: s for s in sorted(_ALL, key=lambda s: int(s.id[1:]))}
