@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ demo: up  ## the burst under each strategy (the oversell table), then one round 
 race: up  ## every strategy against the same buyers at once, with a progress bar and the table (STRATEGIES=a,b)
 	$(PY) -m loadtest.race $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(RACE_ARGS)
 
+# The correct strategies that take a payment window (the gate does not yet).
+PAYMENT_STRATEGIES := setnx,redisson,redisson-fair,zookeeper,mysql,mysql-for-update,optimistic,atomic
+
 compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report in reports/<time>/
 	$(PY) -m loadtest.compare $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
@@ -69,6 +72,9 @@ compare-hot: up  ## every request buys one hot product, beside the same load spr
 
 compare-opening: up  ## the herd at a sale's opening second: the crowd waits on the page, then buys (STRATEGIES=a,b)
 	$(PY) -m loadtest.compare --mode opening $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+
+compare-payment: up  ## a sale with a payment window: a share of buyers never pays, their units sell again (STRATEGIES=a,b)
+	$(PY) -m loadtest.compare --mode payment --strategies $(or $(STRATEGIES),$(PAYMENT_STRATEGIES)) $(COMPARE_ARGS)
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
 	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-bench.txt

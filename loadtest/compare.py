@@ -5,6 +5,8 @@
                                [--fast-path on|off|both] [--reports reports]
     python -m loadtest.compare --mode hot [--seconds 10] [--strategies a,b] [--users 200]
     python -m loadtest.compare --mode opening [--lead 6] [--refresh-ms 500] [--stock 100]
+    python -m loadtest.compare --mode payment [--pay-ratio 0.7] [--window 2] [--grace 1]
+                               [--payment-seconds 40] [--stock 50] [--users 150]
 
 The default (sale) mode sells out: most answers are refusals after the stock is
 gone. The hot mode is where a flash sale lives: every request buys one hot product
@@ -16,6 +18,13 @@ seconds after its reset; every user loads the product page, reloads it every
 ``--refresh-ms`` until the opening and then buys at once (``loadtest/locustfile.py``);
 each row gets the read rate before the opening, what the first second answered and
 its p50/p99, and the requests per 100 ms around the opening.
+The payment mode is a sale with a payment window (``--window`` seconds): each user
+buys until it has an order, then pays, or (a share ``1 - --pay-ratio``) never does.
+The unpaid units come back when the expirer passes (the apps and the expirer run
+with ``FLASHSALE_PAYMENT_GRACE_S`` set to ``--grace`` for it) and sell again, until
+every unit is paid or ``--payment-seconds`` have passed; each row gets its orders by
+status, the units returned and resold, the time from a unit's return to its next
+sale, whether the paid units are the stock, and the audit.
 
 First the ceiling: the same load on ``/api/ping`` (no database, no lock) through the
 same nginx and instances. Then for each strategy: restart the app instances with it
@@ -33,10 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,6 +82,7 @@ from .figures import (
     served_by_arrival,
 )
 from .measured import charts_copied, recorded
+from .payment_figures import PaymentFigures, payment_figures, payment_table, settled
 from .report import (
     FIRST_COME_COLUMNS,
     hot_table,
@@ -93,11 +105,13 @@ class LocustRun:
     answers: list[tuple]  # every purchase (or ping), as the locustfile records them
     reads: list[tuple]  # opening mode: every product page load (start, end, ok)
     opens_at: float | None  # opening mode: the sale's start, epoch seconds
+    payments: list[tuple]  # payment mode: every payment asked for (start, end, status)
 
 
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
                retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
-               timeout: float = 300, history: Path | None = None, tokens: Path | None = None) -> LocustRun:
+               timeout: float = 300, history: Path | None = None, tokens: Path | None = None,
+               pay_ratio: float = 1.0, stop_file: Path | None = None) -> LocustRun:
     """One headless Locust run; its CSVs land beside ``out``; with ``history``, every
     purchase recorded there (``common.history``); with ``tokens`` (a ``buyers_make``
     file), its buyers signed in."""
@@ -109,6 +123,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
         "--retry-share", str(retry_share), "--summary-json", str(summary),
         "--seconds", str(seconds), "--skus", str(skus), "--refresh-ms", str(refresh_ms),
+        "--pay-ratio", str(pay_ratio), *(["--stop-file", str(stop_file)] if stop_file else []),
         *(["--history", str(history)] if history else []),
         *(["--tokens", str(tokens)] if tokens else []),
     ]
@@ -123,10 +138,10 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
     totals = parse_locust_stats(Path(f"{out}_stats.csv"))
     data = json.loads(summary.read_text())
     run = LocustRun(answers=[tuple(a) for a in data["attempts"]], reads=[tuple(r) for r in data["reads"]],
-                    opens_at=data["opens_at"])
-    if totals.requests != len(run.answers) + len(run.reads):  # the CSV and the hook saw different runs
-        raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile "
-                           f"{len(run.answers) + len(run.reads)}")
+                    opens_at=data["opens_at"], payments=[tuple(p) for p in data.get("payments", [])])
+    seen = len(run.answers) + len(run.reads) + len(run.payments)
+    if totals.requests != seen:  # the CSV and the hook saw different runs
+        raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile {seen}")
     return run
 
 
@@ -170,8 +185,8 @@ class Comparison:
         self.out_dir = out_dir
         # Hot mode: a window, and a stock no window can sell out, so every request buys.
         # Opening mode: every buyer ends by itself; the cap is what they could all press.
-        self.seconds = args.seconds if args.mode == "hot" else 0
-        caps = {"hot": HOT_STOCK, "opening": args.users * OPENING_PRESSES}
+        self.seconds = {"hot": args.seconds, "payment": args.payment_seconds}.get(args.mode, 0)
+        caps = {"hot": HOT_STOCK, "opening": args.users * OPENING_PRESSES, "payment": HOT_STOCK}
         self.attempts = caps.get(args.mode, args.attempts)
         self.retry_share = args.retry_share if args.mode == "sale" else 0
         # One account a simulated buyer, when the instances take the buyer from
@@ -180,11 +195,12 @@ class Comparison:
                                    hours=12) if config.buyer_auth else None)
 
     def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1,
-               history: Path | None = None) -> LocustRun:
+               history: Path | None = None, stop_file: Path | None = None) -> LocustRun:
         return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
                           retry_share=self.retry_share, seconds=self.seconds, skus=skus,
-                          refresh_ms=self.args.refresh_ms, history=history, tokens=self.tokens)
+                          refresh_ms=self.args.refresh_ms, history=history, tokens=self.tokens,
+                          pay_ratio=self.args.pay_ratio, stop_file=stop_file)
 
     def history(self, label: str, n: int) -> Path | None:
         """Where round ``n`` of ``label`` records its history, if ``--history`` asked."""
@@ -250,6 +266,45 @@ class Comparison:
         return OpeningRow(label=strategy, sale=sale, opening=median_figures(openings), rounds=openings,
                           ticks=ticks)
 
+    def payment(self, strategy: str) -> tuple[str, PaymentFigures]:
+        """``rounds`` sales with a payment window (the instances already run
+        ``strategy``): each resets the product, runs Locust until every unit is paid or
+        the window of the run passes, waits for the orders to settle, and reads them."""
+        sku = f"payment-{strategy}"
+        rounds = []
+        truth = Truth(self.config, signed_in=self.config.buyer_auth)
+        try:
+            for n in range(1, self.args.rounds + 1):
+                self.client.reset(sku, self.args.stock, name=f"Paid or released under {strategy}",
+                                  strategy=strategy, payment_window_s=self.args.window)
+                started = time.monotonic()
+                stop = self.out_dir / f"{_file_label(strategy)}-r{n}.stop"
+                done: list = []
+                locust = threading.Thread(target=self._run_into, args=(done, strategy, sku, n, stop))
+                locust.start()
+                while locust.is_alive():  # every unit paid: the buyers still waiting may stop
+                    if not stop.exists() and truth.statuses(sku).get("paid", 0) >= self.args.stock:
+                        stop.touch()
+                    locust.join(0.5)
+                if not done:
+                    raise RuntimeError(f"{strategy}: the Locust run failed; see {self.out_dir}")
+                seconds = time.monotonic() - started
+                settled(truth, sku, within=self.args.window + self.args.grace + 5)
+                figures = payment_figures(truth, sku, stock=self.args.stock, audit=self.client.audit(sku),
+                                          seconds=seconds)
+                rounds.append(figures)
+                print(f"  {strategy} round {n}/{self.args.rounds}: {figures.orders} orders, "
+                      f"{figures.paid} paid, {figures.expired} expired, {figures.resold} resold "
+                      f"[{seconds:.0f}s]", flush=True)
+        finally:
+            truth.close()
+        # The round with the median time to resale: its figures together, not a mix of rounds.
+        ranked = sorted(rounds, key=lambda f: (math.isnan(f.resale_p50_s), f.resale_p50_s))
+        return strategy, ranked[len(ranked) // 2]
+
+    def _run_into(self, done: list, strategy: str, sku: str, n: int, stop: Path) -> None:
+        done.append(self.locust(strategy, sku, "payment", n, stop_file=stop))
+
     def use(self, strategy: str, fast_path: bool = True) -> None:
         reconfigure(self.config.replace(strategy=strategy, section_delay_ms=0.0, fast_path=fast_path))
 
@@ -299,14 +354,25 @@ def opening_mode(run: Comparison, strategies: list[str]) -> list[OpeningRow]:
     return rows
 
 
+def payment_mode(run: Comparison, strategies: list[str]) -> list[tuple[str, PaymentFigures]]:
+    """A sale with a payment window, one strategy after another."""
+    rows = []
+    for i, strategy in enumerate(strategies, 1):
+        print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
+        run.use(strategy)
+        rows.append(run.payment(strategy))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mode", choices=["sale", "hot", "opening"], default="sale",
+    parser.add_argument("--mode", choices=["sale", "hot", "opening", "payment"], default="sale",
                         help="sale: stock runs out, most answers are refusals; "
                              "hot: every request buys, for a window of --seconds; "
-                             "opening: the crowd waits on the page, then buys at the opening second")
+                             "opening: the crowd waits on the page, then buys at the opening second; "
+                             "payment: a sale with a payment window, a share of buyers never pays")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--stock", type=int, default=100, help="sale and opening modes")
@@ -321,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segments", default="1",
                         help="hot mode: the hot product's stock segments, a count or a list to "
                              "sweep (1,2,4,8)")
+    parser.add_argument("--pay-ratio", type=float, default=0.7,
+                        help="payment mode: the share of buyers who pay (the rest never do)")
+    parser.add_argument("--window", type=int, default=2, help="payment mode: the sale's payment window, s")
+    parser.add_argument("--grace", type=float, default=1,
+                        help="payment mode: FLASHSALE_PAYMENT_GRACE_S for the apps and the expirer")
+    parser.add_argument("--payment-seconds", type=float, default=40,
+                        help="payment mode: the longest a run lasts (it ends once every buyer is done)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--retry-share", type=float, default=0.1, help="sale mode")
     parser.add_argument("--fast-path", choices=["on", "off", "both"], default="on",
@@ -355,6 +428,12 @@ def main(argv: list[str] | None = None) -> int:
                  f"{args.stock}; every user loads the product page, reloads it every {args.refresh_ms:g} ms "
                  f"(±50%) until the opening, then buys (a 503 busy is pressed again, up to "
                  f"{OPENING_PRESSES} times); {servers}")
+    elif args.mode == "payment":
+        setup = (f"Pay or release: {client}, stock {args.stock}, a {args.window} s payment window and "
+                 f"{args.grace:g} s of grace; each user buys until it has an order, then "
+                 f"{args.pay_ratio:.0%} of them pay and the rest never do; a run ends once every user is "
+                 f"done, or after "
+                 f"{args.payment_seconds:g} s; {servers}")
     elif args.mode == "hot":
         setup = (f"Hot SKU: {client}, every request buys (stock {HOT_STOCK:,}, no retries), "
                  f"{args.seconds:g} s per run, the hot product in {args.segments} segment(s); "
@@ -368,16 +447,28 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     hot_rows: list[HotRow] = []
     opening_rows: list[OpeningRow] = []
+    payment_rows: list[tuple[str, PaymentFigures]] = []
+    grace = os.environ.get("FLASHSALE_PAYMENT_GRACE_S")
     try:
+        if args.mode == "payment":  # the apps and the expirer take it as they restart
+            os.environ["FLASHSALE_PAYMENT_GRACE_S"] = str(args.grace)
         reconfigure(config.replace(section_delay_ms=0.0))
         if args.mode == "hot":
             rows, hot_rows = hot_mode(run, strategies, segment_counts)
         elif args.mode == "opening":
             opening_rows = opening_mode(run, strategies)
+        elif args.mode == "payment":
+            payment_rows = payment_mode(run, strategies)
         else:
             rows = sale_mode(run, strategies, modes)
     finally:
+        if grace is None:
+            os.environ.pop("FLASHSALE_PAYMENT_GRACE_S", None)
+        else:
+            os.environ["FLASHSALE_PAYMENT_GRACE_S"] = grace
         reconfigure(config)  # the strategy the stack was started with
+    if payment_rows:
+        return _payment_report(args, command, setup, out_dir, payment_rows)
 
     broken = gate(rows + [r for h in hot_rows for r in (h.hot, h.spread)] + [o.sale for o in opening_rows])
     md, report = write_report(out_dir, rows, stamp=stamp, command=command, setup=setup,
@@ -407,6 +498,28 @@ def main(argv: list[str] | None = None) -> int:
     if broken:
         print("FAIL: strategies that claim correctness did not hold:\n  " + "\n  ".join(broken),
               file=sys.stderr)
+        return 1
+    return 0
+
+
+def _payment_report(args, command: str, setup: str, out_dir: Path,
+                    rows: list[tuple[str, PaymentFigures]]) -> int:
+    """The payment mode's table (and summary.json); fails unless every correct strategy
+    ended with its stock paid once, nothing oversold and its ledger consistent."""
+    broken = [f"{label}: paid {f.paid} of {f.stock}, oversold {f.oversold}, consistent {f.consistent}"
+              for label, f in rows if strategy_get(label).claims_correct
+              and (not f.paid_is_stock or f.oversold or not f.consistent)]
+    (out_dir / "summary.json").write_text(json.dumps(
+        {"command": command, "mode": "payment", "setup": setup, "broken": broken,
+         "payment_rows": [{"label": label, **f.as_dict()} for label, f in rows]}, indent=1, default=str))
+    write_index(Path(args.reports))
+    print(f"\ncommand: {command}")
+    with recorded("compare-payment", command, write=args.docs):
+        print(f"`{command}`: {setup}\n")
+        print(payment_table(rows))
+    if broken:
+        print("FAIL: strategies that claim correctness did not end with every unit paid once:\n  "
+              + "\n  ".join(broken), file=sys.stderr)
         return 1
     return 0
 

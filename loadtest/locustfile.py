@@ -21,6 +21,13 @@ half) until the opening, and then buys at once; a 503 busy is pressed again (up 
 ``OPENING_PRESSES`` times), any other answer ends the buyer. The run ends when every
 buyer has ended.
 
+``--endpoint payment`` is a sale with a payment window: each buyer buys until it has
+one order (a sold-out answer is asked again every ``SOLD_OUT_PAUSE`` seconds: unpaid
+units come back), then pays for it, or, for a share ``1 - --pay-ratio`` of the
+buyers, never does; either way it is done. The run ends when every buyer is done,
+once ``--seconds`` have passed, or once ``--stop-file`` exists (the runner makes it
+when every unit is paid).
+
 Sold out and replays are expected answers; 503 busy, other statuses and malformed
 bodies are failures. Every attempt's timing and outcome is written to
 ``--summary-json`` for ``loadtest.compare`` to turn into figures.
@@ -47,6 +54,8 @@ _buyer_ids = itertools.count(1)
 # Locust snapshots its --csv stats every second and not again at exit: wait that
 # long after the last answer so the CSV holds the final figures.
 CSV_SETTLE_SECONDS = 1.2
+# Payment mode: how long a buyer told "sold out" waits before it asks again.
+SOLD_OUT_PAUSE = 0.25
 
 
 @events.init_command_line_parser.add_listener
@@ -59,7 +68,11 @@ def _arguments(parser):
                         help="spread the buyers over this many products named <sku>-<n>")
     parser.add_argument("--retry-share", type=float, default=0.1,
                         help="share of purchases sent again with the same Idempotency-Key")
-    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening"], default="purchase")
+    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening", "payment"], default="purchase")
+    parser.add_argument("--stop-file", default="",
+                        help="stop sending once this file exists (the runner's: the sale is done)")
+    parser.add_argument("--pay-ratio", type=float, default=1.0,
+                        help="payment: the share of buyers who pay for their order (the rest never do)")
     parser.add_argument("--refresh-ms", type=float, default=500,
                         help="opening: how often a waiting buyer reloads the product page")
     parser.add_argument("--tokens", default="", help="buyers signed in: a `manage.py buyers_make` file "
@@ -79,6 +92,7 @@ class Tally:
         self.issued = 0
         self.window = 0.0
         self.deadline: float | None = None
+        self.stop_file: Path | None = None
         self.environment = None
         # (start, end, outcome, lock wait ms, hold ms, arrival); the last three from
         # the answer's Server-Timing header, None where it had none (arrival: when
@@ -89,6 +103,8 @@ class Tally:
         self.reads: list[tuple[float, float, bool]] = []
         self.opens_at: float | None = None
         self.ended = 0
+        # Payment mode: each payment asked for (start, end, HTTP status).
+        self.payments: list[tuple[float, float, int]] = []
 
     def buyer_ended(self) -> None:
         """An opening-second buyer is done; once all are, no more tickets."""
@@ -100,7 +116,8 @@ class Tally:
     def take_ticket(self) -> bool:
         if self.window and self.deadline is None:
             self.deadline = time.monotonic() + self.window
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        stopped = self.stop_file is not None and self.stop_file.exists()
+        if stopped or self.deadline is not None and time.monotonic() >= self.deadline:
             self.limit = self.issued  # the window is over: no more tickets
             self._quit_when_all_answered()
         if self.issued >= self.limit:
@@ -130,6 +147,8 @@ def _start(environment, **kwargs):
     tally.limit = environment.parsed_options.attempts
     tally.window = environment.parsed_options.seconds
     tally.environment = environment
+    if environment.parsed_options.stop_file:
+        tally.stop_file = Path(environment.parsed_options.stop_file)
     if environment.parsed_options.tokens:
         lines = Path(environment.parsed_options.tokens).read_text().splitlines()
         buyers.extend(tuple(line.split("\t", 1)) for line in lines)
@@ -159,7 +178,8 @@ def _write_summary(environment, **kwargs):
                                    "endpoint": environment.parsed_options.endpoint,
                                    "attempts": tally.limit},
                        "seconds": tally.window, "skus": environment.parsed_options.skus,
-                       "attempts": tally.attempts, "reads": tally.reads, "opens_at": tally.opens_at}, out)
+                       "attempts": tally.attempts, "reads": tally.reads, "opens_at": tally.opens_at,
+                       "payments": tally.payments}, out)
 
 
 def classify(status: int, body: dict | None) -> str:
@@ -200,6 +220,8 @@ class Buyer(FastHttpUser):
         self.best_trip = float("inf")  # the shortest round trip of a page load so far
         self.presses = 0
         self.failed_reads = 0
+        # Payment mode: whether this buyer pays; spread evenly over the buyers' numbers.
+        self.payer = (number * 0.6180339887) % 1 < self.options.pay_ratio
 
     @task
     def buy(self):
@@ -208,6 +230,9 @@ class Buyer(FastHttpUser):
             return
         if self.options.endpoint == "opening":
             self._at_the_opening()
+            return
+        if self.options.endpoint == "payment":
+            self._pay_or_release()
             return
         key = uuid.uuid4().hex
         self._purchase(key, name="purchase")
@@ -237,6 +262,28 @@ class Buyer(FastHttpUser):
         self.presses += 1
         if outcome != "busy" or self.presses >= OPENING_PRESSES:
             self._end()
+
+    def _pay_or_release(self) -> None:
+        outcome, body = self._purchase(uuid.uuid4().hex, name="purchase")
+        if outcome == "sold_out":
+            gevent.sleep(SOLD_OUT_PAUSE)  # unpaid units come back: ask again in a while
+            return
+        if outcome != "created":
+            return  # busy or an error: ask again
+        if self.payer:
+            self._pay(body["order_id"])
+        self._end()
+
+    def _pay(self, order_id: int) -> None:
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        start = time.time()
+        with self.client.post(f"/api/orders/{order_id}/pay", name="pay", catch_response=True,
+                              json={"payment_method": "pm_card_visa"}, headers=headers) as response:
+            if response.status_code != 202:
+                response.failure(f"{response.status_code}")
+        tally.payments.append((start, time.time(), response.status_code))
 
     def _end(self) -> None:
         tally.buyer_ended()

@@ -39,5 +39,18 @@ class Truth:
                           "ON p.id = o.product_id WHERE p.sku = %s ORDER BY o.created_at", sku)
         return [float(t) for (t,) in rows]
 
+    def statuses(self, sku: str) -> dict[str, int]:
+        """The product's orders by status (placed, pending, paid, expired, refunded)."""
+        rows = self._rows("SELECT o.status, COUNT(*) FROM orders_order o JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s GROUP BY o.status", sku)
+        return {status: int(n) for status, n in rows}
+
+    def ledger(self, sku: str) -> list[tuple[float, str, int]]:
+        """The product's ledger rows, (epoch seconds, kind, units), in the order written."""
+        rows = self._rows("SELECT UNIX_TIMESTAMP(f.created_at), f.kind, f.quantity "
+                          "FROM inventory_stockflow f JOIN inventory_product p ON p.id = f.product_id "
+                          "WHERE p.sku = %s ORDER BY f.id", sku)
+        return [(float(at), kind, int(units)) for at, kind, units in rows]
+
     def close(self) -> None:
         self.db.close()

@@ -327,6 +327,8 @@ class SaleAuditApi(APIView):
         segments_remaining = serializers.ListField(child=serializers.IntegerField())
         # Units the ledger gave back to the sale: expired orders'.
         returned_quantity = serializers.IntegerField()
+        # The orders by status: placed (no payment step), pending, paid, expired, refunded.
+        orders_by_status = serializers.DictField(child=serializers.IntegerField())
         # Null unless the product is sold through the gate.
         gate = GateAuditSerializer(allow_null=True)
         starts_at = serializers.DateTimeField(allow_null=True)

@@ -73,6 +73,8 @@ class SaleAudit(StockAudit):
     starts_at: datetime | None = None  # the sale's window
     ends_at: datetime | None = None
     strategy: str = ""  # the strategy the sale runs under (the product's own, or the deployment's)
+    # The orders by status: placed (no payment step), pending, paid, expired, refunded.
+    orders_by_status: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _gate_audit(product) -> GateAudit | None:
@@ -170,13 +172,15 @@ def sale_audit(*, sku: str) -> SaleAudit:
         units=Sum("quantity", filter=Q(status__in=Order.HOLDING_STOCK)))
     audit = stock_audit(product=product, ordered_quantity=totals["units"] or 0,
                         ledger=_ledger_match(product, totals["orders"]))
+    by_status = dict(Order.objects.filter(product=product).values_list("status")
+                     .annotate(n=Count("pk")).values_list("status", "n"))
     gate = _gate_audit(product)
     fields = audit.as_dict()
     if gate is not None:
         fields["consistent"] = fields["consistent"] and gate.reconciled
     return SaleAudit(**fields, retries=totals["retries"] or 0, gate=gate,
                      starts_at=product.starts_at, ends_at=product.ends_at,
-                     strategy=strategy_of(product.strategy).name)
+                     strategy=strategy_of(product.strategy).name, orders_by_status=by_status)
 
 
 # sku -> its audit, for FLASHSALE_AUDIT_KEEP_MS. Only the audits of sales of

@@ -84,3 +84,23 @@ def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_
     assert hot_4["created"] == hot_4["orders"] > 0 and hot_4["consistent"]
     assert "| redisson |" in result.stdout and "| redisson ×4 |" in result.stdout
     assert "| redisson | " in result.stdout.split("Orders/s by the hot product's segments")[1]
+
+
+def test_payment_mode_resells_unpaid_units_until_the_stock_is_paid(stack_apps, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest.compare", "--mode", "payment", "--strategies", "atomic",
+         "--rounds", "1", "--users", "24", "--stock", "10", "--pay-ratio", "0.5", "--window", "1",
+         "--grace", "1", "--payment-seconds", "60", "--reports", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    stack_apps()  # compare put the instances back as they were started; so does the fixture
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text())
+    [row] = summary["payment_rows"]
+    assert (row["label"], row["paid"], row["paid_is_stock"], row["oversold"], row["consistent"]) == \
+        ("atomic", 10, True, 0, True)
+    # Half the buyers never pay: their units came back and sold again, each once.
+    assert row["expired"] >= 1 and row["returned"] == row["expired"] and row["resold"] == row["returned"]
+    assert row["orders"] == row["paid"] + row["expired"] and row["pending"] == 0
+    assert "| atomic |" in result.stdout and summary["broken"] == []

@@ -166,7 +166,8 @@ def test_product_detail_and_audit(api, product):
                      "ordered_quantity": 2, "flow_rows": 1, "flow_quantity": 2, "oversold": 0,
                      "lost_updates": 0, "consistent": True, "retries": 0,
                      "segments_remaining": [8], "gate": None, "starts_at": None, "ends_at": None,
-                     "strategy": settings.FLASHSALE_STRATEGY, "returned_quantity": 0}
+                     "strategy": settings.FLASHSALE_STRATEGY, "returned_quantity": 0,
+                     "orders_by_status": {"placed": 1}}
 
 
 @pytest.mark.django_db
