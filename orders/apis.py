@@ -293,6 +293,9 @@ class GateAuditSerializer(serializers.Serializer):
     unacknowledged = serializers.IntegerField(allow_null=True)
     undelivered = serializers.IntegerField(allow_null=True)
     dead_lettered = serializers.IntegerField(allow_null=True)
+    # Units expired orders gave back to Redis, and of those, units late payments took again.
+    returned = serializers.IntegerField(allow_null=True)
+    retaken = serializers.IntegerField(allow_null=True)
     reconciled = serializers.BooleanField()
     # Redis no longer holds the sale MySQL says it loaded: of its units, these are in
     # neither store (sold and lost with Redis, or never sold). The audit is then not
@@ -403,10 +406,7 @@ class SaleResetApi(APIView):
         # deployment's decides, which no schema can know.)
         unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
         refused = ({"required": ["strategy", "segments"],
-                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
-                   # Nor a payment window: the gate returns no stock yet.
-                   {"required": ["strategy", "payment_window_s"],
-                    "properties": {"strategy": {"enum": unsegmented}, "payment_window_s": {"minimum": 1}}})
+                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
 
         def validate(self, attrs):
             now = timezone.now()

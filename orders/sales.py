@@ -50,7 +50,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     back on sale if it is not paid (``payments``).
 
     :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
-        stock in one counter; a payment window under the gate.
+        stock in one counter.
     :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
     """
     try:
@@ -65,10 +65,6 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
                            "strategies that lock the database's stock rows",
                            extra={"fields": {"segments": ["must be 1 under the gate"]}})
-    if gated and payment_window_s:
-        raise InvalidInput("the gate does not return stock yet: a payment window is for the strategies "
-                           "that sell in a database transaction",
-                           extra={"fields": {"payment_window_s": ["must be 0 under the gate"]}})
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
     closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())

@@ -54,8 +54,8 @@ class GateAudit(GateTally):
     # persisted orders, in ms; None before the first is written.
     confirm_p50_ms: float | None = None
     confirm_p99_ms: float | None = None
-    # Redis's stock and the stream agree (remaining + accepted = loaded), nothing
-    # waits to be written, and nothing was dead-lettered.
+    # Redis's stock and the stream agree (remaining + accepted - returned + retaken =
+    # loaded), nothing waits to be written, and nothing was dead-lettered.
     reconciled: bool = False
     # Redis no longer holds the sale that MySQL's record says it was loaded with (a
     # restart without its append-only file, a flush of the gate's own database): of
@@ -87,8 +87,8 @@ def _gate_audit(product) -> GateAudit | None:
         return _gate_lost(sale, Order.objects.filter(product=product, pk__gte=first, pk__lt=past))
     persisted, p50, p99 = _confirm_times(product.pk, first, past)
     backlog = tally.accepted - persisted - tally.dead_lettered
-    reconciled = (tally.redis_remaining + tally.accepted_quantity == tally.loaded
-                  and backlog == 0 and tally.dead_lettered == 0)
+    sold = tally.accepted_quantity - tally.returned + tally.retaken
+    reconciled = tally.redis_remaining + sold == tally.loaded and backlog == 0 and tally.dead_lettered == 0
     return GateAudit(**dataclasses.asdict(tally), persisted=persisted, backlog=backlog, reconciled=reconciled,
                      confirm_p50_ms=p50, confirm_p99_ms=p99)
 
@@ -126,7 +126,8 @@ def _gate_lost(sale: GateSale, of_sale) -> GateAudit:
     totals = of_sale.aggregate(orders=Count("pk"), quantity=Sum("quantity"))
     unknown = sale.loaded_stock - (totals["quantity"] or 0)
     return GateAudit(redis_remaining=None, loaded=sale.loaded_stock, accepted=None, accepted_quantity=None,
-                     unacknowledged=None, undelivered=None, dead_lettered=None, persisted=totals["orders"],
+                     unacknowledged=None, undelivered=None, dead_lettered=None, returned=None, retaken=None,
+                     persisted=totals["orders"],
                      backlog=None, reconciled=unknown == 0, redis_lost=True, unknown_units=unknown)
 
 

@@ -67,7 +67,7 @@ class OrderPayApi(APIView):
             description="Retries with the same key are one payment: 1 to 128 visible ASCII characters.")],
         responses={202: OutputSerializer,
                    **error_responses(InvalidInput, NO_BUYER, PaymentDeclined, NO_CSRF, NotFound, NotPayable,
-                                     TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, THROTTLED, Unavailable)},
+                                     TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, THROTTLED, Busy, Unavailable)},
     )
     def post(self, request, order_id: int):
         serializer = self.InputSerializer(data=request.data)

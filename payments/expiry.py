@@ -21,6 +21,10 @@ product, in one transaction per batch:
 
 The claim runs under READ COMMITTED, so that it locks the due orders only, and not
 the gap where purchases insert new ones.
+
+Under the gate the database moves first (steps 2 to 4, without a lock: the
+persisters only decrement the stock row, conditionally), then Redis's stock takes
+the units back (``orders.gate.returns``), once per order by its marker there.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ from common.strategies import Seller, strategy_of
 from inventory.models import Product, Stock, StockFlow
 from inventory.services import Fence, Returned, stock_return
 from locking import LockUnavailableError, get_locks
-from orders.models import BuyerQuota, Order
+from orders.gate.returns import Owed, gate_return
+from orders.gate.store import ID_BLOCK_SHIFT
+from orders.models import BuyerQuota, GateSale, Order
 from orders.salestate import sale_state_returned
 from orders.stocklocks import lock_name
 
@@ -81,6 +87,8 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
     done = Expired()
     for sku in sorted(_uncounted):
         _state_returned(sku)
+    for sku in sorted(_owed):
+        _owe(sku, [])
     due = Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
     if sku is not None:
         due = due.filter(product__sku=sku)
@@ -113,20 +121,13 @@ def _batch_expire(product: Product, *, now: datetime, batch: int) -> tuple[int, 
 def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[int, int]:
     strategy = strategy_of(product.strategy)
     if strategy.seller is Seller.GATE:
-        # A sale opened with a window under another strategy, sold through the gate
-        # since the deployment's default moved there. The gate takes no returns yet:
-        # its orders stay pending, and their stock with them.
-        logger.warning("%s sells through the gate, which takes no returns: its due orders stay pending",
-                       product.sku)
-        return 0, 0
+        return _gate_batch_expire(product, now=now, batch=batch, strategy=strategy.name)
     segments = list(Stock.objects.filter(product=product).order_by("segment")
                     .values_list("segment", flat=True))
     names = {segment: lock_name(product.sku, segment, len(segments)) for segment in segments}
     lock = get_locks(names.values(), alias=strategy.lock)
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block and not lock.commits_work:
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")  # the next one only
+    if not lock.commits_work:
+        _read_committed()
     try:
         acquired = lock.acquire()
     except LockUnavailableError as e:
@@ -141,15 +142,8 @@ def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[
     units = 0
     try:
         with transaction.atomic(savepoint=not lock.commits_work):
-            claimed = list(Order.objects.select_for_update(skip_locked=True)
-                           .filter(product=product, status=Order.Status.PENDING, expires_at__lte=now)
-                           .order_by("expires_at")
-                           .values_list("pk", "user_id", "quantity", "idempotency_key")[:batch])
+            claimed = _claimed(product, now=now, batch=batch)
             if claimed:
-                moved = (Order.objects.filter(pk__in=[pk for pk, *_ in claimed], status=Order.Status.PENDING)
-                         .update(status=Order.Status.EXPIRED))
-                if moved != len(claimed):  # they are ours, locked: nobody else could move them
-                    raise RuntimeError(f"{product.sku}: claimed {len(claimed)} orders, moved {moved}")
                 _quotas_free(product, claimed)
                 units = _units_return(product, claimed, fences)
                 lock.ensure_held()
@@ -159,9 +153,88 @@ def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[
     _release(lock)  # after the commit (or, for a lock whose release commits, it)
     if claimed:
         _state_returned(product.sku)
-        count(metrics.EXPIRED, strategy.name, amount=len(claimed))
-        count(metrics.RETURNED_UNITS, strategy.name, amount=units)
+        _counted(strategy.name, len(claimed), units)
     return len(claimed), units
+
+
+def _read_committed() -> None:
+    """The next transaction on this connection under READ COMMITTED: the claim then
+    locks the due orders only, not the gap where purchases insert new ones."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")  # the next one only
+
+
+def _claimed(product: Product, *, now: datetime, batch: int) -> list[tuple]:
+    """Claim up to ``batch`` due orders of ``product`` (``FOR UPDATE SKIP LOCKED``: none
+    another expirer holds) and move them ``pending`` → ``expired``, in the caller's
+    transaction: (id, buyer, quantity, key) each."""
+    claimed = list(Order.objects.select_for_update(skip_locked=True)
+                   .filter(product=product, status=Order.Status.PENDING, expires_at__lte=now)
+                   .order_by("expires_at")
+                   .values_list("pk", "user_id", "quantity", "idempotency_key")[:batch])
+    if claimed:
+        moved = (Order.objects.filter(pk__in=[pk for pk, *_ in claimed], status=Order.Status.PENDING)
+                 .update(status=Order.Status.EXPIRED))
+        if moved != len(claimed):  # they are ours, locked: nobody else could move them
+            raise RuntimeError(f"{product.sku}: claimed {len(claimed)} orders, moved {moved}")
+    return claimed
+
+
+def _gate_batch_expire(product: Product, *, now: datetime, batch: int, strategy: str) -> tuple[int, int]:
+    """The gate's expiry: the database first (the orders expired, their units back in
+    the stock row, a return row each), then Redis's stock (``gate_return``), whose
+    markers make a repeated return do nothing. No lock: the persisters' writes to the
+    stock row are conditional decrements, and Redis decides the sale. Redis unreachable
+    after the commit: the units are owed to it, and each pass gives them again."""
+    _read_committed()
+    with transaction.atomic():
+        claimed = _claimed(product, now=now, batch=batch)
+        units = _units_return(product, claimed, fences=None) if claimed else 0
+    if claimed:
+        _owe(product.sku, [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed])
+        _counted(strategy, len(claimed), units)
+    return len(claimed), units
+
+
+# sku -> the orders whose units this process owes the gate's Redis: expired in the
+# database, not yet given back there (Redis was unreachable). Each pass pays them.
+_owed: dict[str, dict[int, Owed]] = {}
+
+
+def _owe(sku: str, orders: list[Owed]) -> None:
+    owed = _owed.setdefault(sku, {})
+    owed.update({order.order_id: order for order in orders})
+    try:
+        gate_return(sku=sku, orders=owed.values())
+    except Unavailable as e:
+        logger.error("%s: %d orders' units not given back to the gate's Redis yet (%s); the next pass "
+                     "tries again", sku, len(owed), e)
+        return
+    del _owed[sku]
+
+
+def gate_owed_sweep() -> int:
+    """Give back to the gate's Redis every expired order's units of the sales it holds
+    that no marker says were given back or taken again: what an expirer that stopped
+    between its commit and Redis left owed. Returns how many it gave back."""
+    given = 0
+    for sale in GateSale.objects.filter(superseded_at__isnull=True, product__payment_window_s__gt=0) \
+            .select_related("product"):
+        first, past = sale.pk << ID_BLOCK_SHIFT, (sale.pk + 1) << ID_BLOCK_SHIFT
+        expired = [Owed(pk, quantity, user_id) for pk, quantity, user_id in
+                   Order.objects.filter(product=sale.product, status=Order.Status.EXPIRED, pk__gte=first,
+                                        pk__lt=past).values_list("pk", "quantity", "user_id")]
+        if expired:
+            done = gate_return(sku=sale.product.sku, orders=expired)
+            given += sum(1 for outcome in done.values() if outcome == "returned")
+    return given
+
+
+def _counted(strategy: str, orders: int, units: int) -> None:
+    count(metrics.EXPIRED, strategy, amount=orders)
+    count(metrics.RETURNED_UNITS, strategy, amount=units)
 
 
 def _quotas_free(product: Product, claimed: list[tuple]) -> None:

@@ -40,10 +40,12 @@ from common.errors import (
 )
 from common.metrics import count
 from common.strategies import Seller, strategy_of
-from inventory.models import Product
+from inventory.models import Product, Stock
 from inventory.selectors import segments_get
-from inventory.services import Fence, stock_deduct, stock_plan
+from inventory.services import Decided, Fence, stock_deduct, stock_plan, stock_record_decided
 from locking import LockUnavailableError, get_locks
+from orders.gate.returns import Owed, gate_retake
+from orders.gate.sale import gate_order_get
 from orders.limits import quota_open, quota_take
 from orders.models import Order
 from orders.stocklocks import lock_name
@@ -70,11 +72,18 @@ def payment_start(*, order_id: int, buyer: str | None, payment_method: str,
     a repeated request is the same payment (the provider's idempotency).
 
     :raises NotFound: no such order, or (``buyer`` given) not that buyer's.
+    :raises Busy: a gate order not written to the database yet (a moment).
     :raises NotPayable: the order waits for no payment (paid, expired, no payment step).
     :raises PaymentDeclined: the provider declined it; the order still waits.
     :raises Unavailable: the provider cannot be reached.
     """
     order = Order.objects.filter(pk=order_id).first()
+    if order is None:
+        accepted = gate_order_get(order_id=order_id)
+        if accepted is not None and (buyer is None or accepted.user_id == buyer):
+            # Accepted by the gate, not written yet: a persister writes it in milliseconds.
+            raise Busy(f"order {order_id} is on its way to the database: pay in a moment",
+                       extra={"order_id": order_id})
     if order is None or buyer is not None and order.user_id != buyer:
         raise NotFound(f"no order {order_id}", extra={"order_id": order_id})
     if order.status != Order.Status.PENDING:
@@ -159,12 +168,38 @@ def _paid_late(event, intent, order: Order) -> str:
     """A payment for an expired order: take its units again, as a purchase of the
     sale would, or refund it."""
     if strategy_of(order.product.strategy).seller is Seller.GATE:
-        return _refunded(event, intent, order.pk, why="the gate takes no late payments", late=True)
+        return _gate_paid_late(event, intent, order)
     outcome = order_retake(order=order, claim=lambda: _event_claimed(event),
                            then=lambda: _intent_record(intent, order.pk, Payment.Status.SUCCEEDED))
     if outcome is None:
         return _refunded(event, intent, order.pk, why="its units were sold again", late=True)
     return outcome
+
+
+def _gate_paid_late(event, intent, order: Order) -> str:
+    """A late payment under the gate: Redis takes the units again first (it decides
+    the sale; its marker makes a repeated call do nothing), then the database: the
+    order paid again, its stock row and a ``resale`` row in the ledger."""
+    product = order.product
+    taken, left = gate_retake(sku=product.sku, order=Owed(order.pk, order.quantity, order.user_id))
+    if taken in ("sold_out", "limit", "cold"):
+        return _refunded(event, intent, order.pk, why=f"the gate's sale answered {taken}", late=True)
+    with transaction.atomic():
+        if not _event_claimed(event):
+            return "duplicate"
+        if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+            raise _Changed
+        if left is None:  # the units never came back to Redis: the database's figures
+            left = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
+            left -= order.quantity
+        resale = resale_flag(order.pk)
+        stock_record_decided(product=product, decided=[
+            Decided(quantity=order.quantity, operation_flag=resale, order_reference=str(order.pk),
+                    quantity_before=left + order.quantity, quantity_after=left)])
+        _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+    count(metrics.PAID, order.strategy)
+    count(metrics.LATE, "paid")
+    return "paid_late"
 
 
 def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,

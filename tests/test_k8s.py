@@ -389,7 +389,7 @@ def test_a_stopping_instance_finishes_its_purchases(overlay):
 # the database; the ZooKeeper lock is taken by the apps, and the expirer's returns).
 REACHES = {"mariadb": {"app", "persister", "racer", "expirer", "migrate"},
            "redis": {"app", "persister", "racer", "expirer"},
-           "redis-gate": {"app", "persister", "racer"}, "zookeeper": {"app", "expirer"}}
+           "redis-gate": {"app", "persister", "racer", "expirer"}, "zookeeper": {"app", "expirer"}}
 
 
 def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):

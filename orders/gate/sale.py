@@ -91,7 +91,8 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
             client.hset(staging[1], mapping=chunk)
         opened = _script(_OPEN)(keys=[*k, *staging], args=[
             sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
-            _ms(window.ends_at), "" if replacing is None else replacing])
+            _ms(window.ends_at), "" if replacing is None else replacing,
+            "1" if sale.product.payment_window_s else "0"])
         if opened:
             client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:
@@ -267,6 +268,10 @@ class GateTally:
     unacknowledged: int  # entries a persister read and has not acknowledged
     undelivered: int  # entries no persister has read yet
     dead_lettered: int
+    # Units expired orders gave back to Redis's stock, and of those, units late
+    # payments took out again (payments): stock = loaded - accepted + returned - retaken.
+    returned: int | None = 0
+    retaken: int | None = 0
 
 
 def gate_tally(*, sku: str) -> GateTally | None:
@@ -288,6 +293,7 @@ def gate_tally(*, sku: str) -> GateTally | None:
         unacknowledged=group["pending"] if group else 0,
         undelivered=_undelivered(group, last, accepted),
         dead_lettered=dead,
+        returned=int(sale.get("returned", 0)), retaken=int(sale.get("retaken", 0)),
     )
 
 
@@ -313,5 +319,6 @@ def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
             fingerprint=request_fingerprint(sku=product.sku, quantity=order.quantity, user_id=order.user_id),
             order_id=order.pk, remaining=after.get(order.idempotency_key, 0), quantity=order.quantity,
             instance=order.instance)
-        bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
+        if order.status in Order.HOLDING_STOCK:  # an expired order's units left its buyer's count
+            bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
     return records, bought

@@ -36,13 +36,16 @@ class GateKeys(NamedTuple):
     bought: str  # hash: user -> units bought (the per-user limit)
     stream: str  # the order intents, read by the persisters' group
     dead: str  # the intents the persisters could not write, with the reason
+    # order id -> "returned" (its units back in stock: it expired unpaid) or "retaken"
+    # (paid late: its units out again, or never given back); payments.expiry
+    returns: str
 
 
 def gate_keys(sku: str) -> GateKeys:
     # The sku is escaped so that no "{" or "}" of its own moves the hash tag.
     tag = "{" + sku.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
     return GateKeys(*(f"gate:{tag}{suffix}" for suffix in ("", ":keys", ":orders", ":bought", ":stream",
-                                                          ":dead")))
+                                                          ":dead", ":returns")))
 
 
 # The scripts, read once from lua/ (each file says its KEYS, its ARGV and its reply).
@@ -59,6 +62,8 @@ _FINISHED = lua_source("finished")  # whether a sale's stream is done
 _UNLIST = lua_source("unlist")  # a finished sale off the persisters' list
 _CLOSE = lua_source("close")  # a sale dropped
 _SOLD_OUT = lua_source("sold_out")  # what a process remembers of a sold-out sale
+_RETURN = lua_source("return")  # an expired order's units back in stock, once
+_RETAKE = lua_source("retake")  # a late payment's units out again, once
 
 _client: redis.Redis | None = None
 _client_mutex = threading.Lock()

@@ -8,7 +8,8 @@
 -- KEYS[3]  the orders: order id -> its stream entry id
 -- KEYS[4]  the units each buyer bought (the per-user limit)
 -- KEYS[5]  the stream of order intents
--- KEYS[6]  the dead letters (unused here: the six keys go together)
+-- KEYS[6]  the dead letters (unused here: the sale's keys go together)
+-- KEYS[7]  the returns (unused here)
 -- ARGV[1]  the Idempotency-Key (or one made for this purchase when none was sent)
 -- ARGV[2]  the request's fingerprint
 -- ARGV[3]  the quantity
@@ -26,7 +27,7 @@
 -- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"not_started", starts_ms,
 -- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
 -- {"limit", bought} or {"accepted", order_id, remaining}.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'loaded', 'base', 'starts', 'ends', 'primary')
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary')
 if not sale[1] then return {'cold'} end
 local server = ARGV[9] or ''
 if sale[6] and server ~= '' and sale[6] ~= server then return {'failover', sale[6]} end
@@ -54,7 +55,9 @@ if limit > 0 then
   if bought + quantity > limit then return answer({'limit', bought}) end
 end
 local after = stock - quantity
-local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * (tonumber(sale[2]) - stock))
+-- Twice the units accepted before: stock may come back (an unpaid order expired), so
+-- what was loaded less what is left would name a returned unit's order twice.
+local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * tonumber(sale[2]))
 local entry = redis.call('XADD', KEYS[5], '*', 'order', order_id, 'key', key, 'user', ARGV[4],
   'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5])
 redis.call('HSET', KEYS[1], 'stock', after)

@@ -11,9 +11,13 @@ from django.core.management.base import BaseCommand
 from common.errors import Busy
 from common.metrics import metrics_arguments, metrics_served
 from orders.barrier import barrier_pass
-from payments.expiry import orders_expire
+from payments.expiry import gate_owed_sweep, orders_expire
 
 logger = logging.getLogger(__name__)
+
+# Seconds between two looks for units the gate's Redis is owed (an expirer that
+# stopped between its commit and Redis): at the start, then this often.
+SWEEP_EVERY = 60.0
 
 
 class Command(BaseCommand):
@@ -36,6 +40,7 @@ class Command(BaseCommand):
                               + (f"; {done.deferred} products deferred" if done.deferred else ""))
             return
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
+        swept = -SWEEP_EVERY  # what an expirer that stopped mid-return owes the gate, first
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
@@ -44,6 +49,10 @@ class Command(BaseCommand):
                 # Returns follow the deployment's strategy: none while an old one may
                 # still sell (orders.barrier).
                 barrier_pass(sku="the expirer", deadline=time.monotonic() + interval)
+                if time.monotonic() - swept >= SWEEP_EVERY:
+                    swept = time.monotonic()
+                    if given := gate_owed_sweep():
+                        logger.warning("gave back %d expired orders' units the gate's Redis was owed", given)
                 done = orders_expire(batch=batch)
             except Busy as e:
                 logger.info("held: %s", e)

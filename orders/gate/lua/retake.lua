@@ -1,0 +1,34 @@
+-- Takes a late-paid order's units out of its sale again, once. An order whose units
+-- were never given back here (the expirer's return not run yet) keeps them: it is
+-- marked, and a return run later does nothing. The database's side follows
+-- (payments.services): the order paid again and a sale row for its units.
+-- KEYS[1]  the sale
+-- KEYS[2]  the returns: order id -> "returned" or "retaken"
+-- KEYS[3]  the units each buyer bought (the per-user limit)
+-- ARGV[1]  the order id
+-- ARGV[2]  its quantity
+-- ARGV[3]  its buyer
+-- ARGV[4]  the per-user limit (0: none)
+-- Returns {"retaken", stock after}; {"kept"} (never given back); {"already"};
+-- {"sold_out", stock}; {"limit", bought}; {"cold"} when no sale is held.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'block')
+if not sale[1] then return {'cold'} end
+local id, quantity, stock = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(sale[1])
+local marker = redis.call('HGET', KEYS[2], ARGV[1])
+if marker == 'retaken' then return {'already'} end
+-- An order of an earlier sale (a reconciliation since): the sale held now was loaded
+-- from the database, which has its units back, so they are taken from this one.
+local returned = marker == 'returned' or math.floor(id / 33554432) ~= tonumber(sale[2])
+if not returned then
+  redis.call('HSET', KEYS[2], ARGV[1], 'retaken')
+  return {'kept'}
+end
+if stock < quantity then return {'sold_out', stock} end
+local limit = tonumber(ARGV[4])
+local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0')
+if limit > 0 and bought + quantity > limit then return {'limit', bought} end
+redis.call('HSET', KEYS[2], ARGV[1], 'retaken')
+redis.call('HSET', KEYS[1], 'stock', stock - quantity)
+redis.call('HINCRBY', KEYS[1], 'retaken', quantity)
+redis.call('HINCRBY', KEYS[3], ARGV[3], quantity)
+return {'retaken', stock - quantity}

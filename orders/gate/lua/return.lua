@@ -1,0 +1,26 @@
+-- Gives an expired order's units back to its sale, once: the order's marker in the
+-- returns hash says it was done (or that a late payment took the units first, which
+-- then never left). The database already holds the order expired and the units
+-- back in its stock (payments.expiry writes that first, then calls this).
+-- KEYS[1]  the sale
+-- KEYS[2]  the returns: order id -> "returned" or "retaken"
+-- KEYS[3]  the units each buyer bought (the per-user limit)
+-- ARGV[1]  the order id
+-- ARGV[2]  its quantity
+-- ARGV[3]  its buyer
+-- Returns {"returned", stock after}; {"already", marker}; {"other"} when the order is
+-- not of the sale Redis holds (a reset or a reconciliation since: the new sale was
+-- loaded from the database, which has the units back); {"cold"} when no sale is held.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'base', 'block')
+if not sale[1] then return {'cold'} end
+local id, quantity = tonumber(ARGV[1]), tonumber(ARGV[2])
+if math.floor(id / 33554432) ~= tonumber(sale[3]) then return {'other'} end
+local marker = redis.call('HGET', KEYS[2], ARGV[1])
+if marker then return {'already', marker} end
+redis.call('HSET', KEYS[2], ARGV[1], 'returned')
+local after = tonumber(sale[1]) + quantity
+redis.call('HSET', KEYS[1], 'stock', after)
+redis.call('HINCRBY', KEYS[1], 'returned', quantity)
+local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0')
+if bought >= quantity then redis.call('HINCRBY', KEYS[3], ARGV[3], -quantity) end
+return {'returned', after}
