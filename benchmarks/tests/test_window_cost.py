@@ -16,6 +16,6 @@ def test_the_window_cost_reports_its_rows_and_the_expirers_returns(stack_config)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     rows = {cells[1].strip(): [c.strip() for c in cells] for line in result.stdout.splitlines()
             if line.startswith("| ") and (cells := line.split("|"))[1].strip() not in ("row", "strategy")}
-    assert {"atomic, spread", "setnx, spread", "atomic", "setnx", "mysql"} <= set(rows)
-    for strategy in ("atomic", "setnx", "mysql"):
+    assert {"gate", "atomic, spread", "setnx, spread", "atomic", "setnx", "mysql"} <= set(rows)
+    for strategy in ("atomic", "setnx", "mysql", "gate"):
         assert rows[strategy][3] == "30"  # every unit of the 30 due orders went back
