@@ -92,6 +92,9 @@ class PaymentWebhookApi(APIView):
 
     @extend_schema(
         request={"application/json": {"type": "object", "description": "A provider event (Stripe's shape)."}},
+        parameters=[OpenApiParameter(
+            "Stripe-Signature", str, OpenApiParameter.HEADER, required=True,
+            description="t=<unix time>,v1=<HMAC-SHA256 of '<t>.<body>' with the endpoint's secret>")],
         responses={200: OpenApiResponse(description="Handled, or handled before (a second delivery)."),
                    **error_responses(InvalidInput, TOO_LARGE, Busy, Unavailable)},
     )

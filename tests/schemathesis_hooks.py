@@ -22,6 +22,7 @@ _PURCHASE = "POST /api/orders"
 _RACE = "POST /api/admin/races"
 _REAL_PATH = {
     "GET /api/orders/{order_id}": {"order_id": ORDER_ID},
+    "POST /api/orders/{order_id}/pay": {"order_id": ORDER_ID},
     "GET /api/products/{sku}": {"sku": SKU},
     "GET /api/products/{sku}/audit": {"sku": SKU},
     "GET /api/products/{sku}/audit/summary": {"sku": SKU},
