@@ -54,8 +54,10 @@ _buyer_ids = itertools.count(1)
 # Locust snapshots its --csv stats every second and not again at exit: wait that
 # long after the last answer so the CSV holds the final figures.
 CSV_SETTLE_SECONDS = 1.2
-# Payment mode: how long a buyer told "sold out" waits before it asks again.
+# Payment mode: how long a buyer told "sold out" waits before it asks again, and how
+# often it tries a payment answered 503.
 SOLD_OUT_PAUSE = 0.25
+PAY_TRIES = 20
 
 
 @events.init_command_line_parser.add_listener
@@ -275,15 +277,23 @@ class Buyer(FastHttpUser):
         self._end()
 
     def _pay(self, order_id: int) -> None:
+        """Pay, with one Idempotency-Key for every try: a 503 (the gate's order not in
+        the database yet, a server away) is tried again, as a client would."""
         headers = {"Idempotency-Key": uuid.uuid4().hex}
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
-        start = time.time()
-        with self.client.post(f"/api/orders/{order_id}/pay", name="pay", catch_response=True,
-                              json={"payment_method": "pm_card_visa"}, headers=headers) as response:
-            if response.status_code != 202:
-                response.failure(f"{response.status_code}")
-        tally.payments.append((start, time.time(), response.status_code))
+        for _ in range(PAY_TRIES):
+            start = time.time()
+            with self.client.post(f"/api/orders/{order_id}/pay", name="pay", catch_response=True,
+                                  json={"payment_method": "pm_card_visa"}, headers=headers) as response:
+                if response.status_code == 202:
+                    response.success()
+                else:
+                    response.failure(f"{response.status_code}")
+            tally.payments.append((start, time.time(), response.status_code))
+            if response.status_code != 503:
+                return
+            gevent.sleep(SOLD_OUT_PAUSE / 5)
 
     def _end(self) -> None:
         tally.buyer_ended()

@@ -15,6 +15,7 @@ class PaymentFigures:
     stock: int
     orders: int
     paid: int  # orders paid, in time or late
+    paid_late: int  # of them, paid after they expired: their units taken again
     expired: int
     refunded: int
     pending: int  # still waiting at the end (none, once settled)
@@ -64,6 +65,7 @@ def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds:
     returned = sum(units for _, kind, units in ledger if kind == "return")
     return PaymentFigures(
         stock=stock, orders=sum(statuses.values()), paid=statuses.get("paid", 0),
+        paid_late=truth.paid_late(sku),
         expired=statuses.get("expired", 0), refunded=statuses.get("refunded", 0),
         pending=statuses.get("pending", 0), returned=returned, resold=len(delays),
         resale_p50_s=statistics.median(delays) if delays else float("nan"),
@@ -72,12 +74,13 @@ def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds:
 
 
 def payment_table(rows: list[tuple[str, PaymentFigures]]) -> str:
-    header = ("| strategy | orders | paid | expired | units returned | resold | expiry → resale, p50 / max s "
-              "| paid = stock | oversold | ledger consistent |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    header = ("| strategy | orders | paid | of them late | expired | refunded | units returned | resold "
+              "| expiry → resale, p50 / max s | paid = stock | oversold | ledger consistent |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     lines = [header]
     for label, f in rows:
-        lines.append(f"| {label} | {f.orders} | {f.paid} | {f.expired} | {f.returned} | {f.resold} | "
+        lines.append(f"| {label} | {f.orders} | {f.paid} | {f.paid_late} | {f.expired} | {f.refunded} | "
+                     f"{f.returned} | {f.resold} | "
                      f"{f.resale_p50_s:.1f} / {f.resale_max_s:.1f} | {'yes' if f.paid_is_stock else 'NO'} | "
                      f"{f.oversold} | {'yes' if f.consistent else 'NO'} |")
     return "\n".join(lines)

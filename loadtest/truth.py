@@ -45,6 +45,13 @@ class Truth:
                           "ON p.id = o.product_id WHERE p.sku = %s GROUP BY o.status", sku)
         return {status: int(n) for status, n in rows}
 
+    def paid_late(self, sku: str) -> int:
+        """Orders paid after they expired: a ``resale`` row each in the ledger."""
+        rows = self._rows("SELECT COUNT(*) FROM inventory_stockflow f JOIN inventory_product p "
+                          "ON p.id = f.product_id "
+                          "WHERE p.sku = %s AND f.operation_flag LIKE 'resale %%'", sku)
+        return int(rows[0][0])
+
     def ledger(self, sku: str) -> list[tuple[float, str, int]]:
         """The product's ledger rows, (epoch seconds, kind, units), in the order written."""
         rows = self._rows("SELECT UNIX_TIMESTAMP(f.created_at), f.kind, f.quantity "
