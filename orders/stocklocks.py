@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import logging
 
-from common.errors import Busy, OutcomeUnknown
-from locking import BaseLock, LockCommitUnknownError, LockError, LockReleaseError
+from django.conf import settings
+
+from common.errors import Busy, OutcomeUnknown, Unavailable
+from common.strategies import StrategySpec
+from inventory.services import Fence
+from locking import BaseLock, LockCommitUnknownError, LockError, LockReleaseError, LockUnavailableError
 
 from .models import Order
 
@@ -16,6 +20,29 @@ logger = logging.getLogger(__name__)
 def lock_name(sku: str, segment: int, segments: int) -> str:
     # A product in one segment keeps the product's own lock name.
     return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
+
+
+def locks_acquired(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec,
+                   sku: str) -> dict[int, Fence] | None:
+    """Acquire ``lock`` (the stock locks of ``names``, segment -> lock name) for work
+    beside the purchases (a return, a late payment's units): the fences to write with,
+    one per segment, when fencing is on and the lock issues them.
+
+    :raises Unavailable: the lock's server cannot be reached.
+    :raises Busy: not acquired within its wait timeout.
+    """
+    try:
+        acquired = lock.acquire()
+    except LockUnavailableError as e:
+        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
+    if not acquired:
+        raise Busy(f"stock lock for {sku} not acquired within its wait timeout")
+    if not settings.FLASHSALE_FENCING:
+        return None
+    tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
+    if None in tokens.values():
+        return None
+    return {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
 
 
 def lock_release(lock: BaseLock, *, written: Order | None) -> None:

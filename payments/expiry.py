@@ -45,12 +45,12 @@ from common.metrics import count
 from common.strategies import Seller, strategy_of
 from inventory.models import Product, Stock, StockFlow
 from inventory.services import Fence, Returned, stock_return
-from locking import LockUnavailableError, get_locks
+from locking import get_locks
 from orders.gate.returns import Owed, gate_return
 from orders.gate.store import ID_BLOCK_SHIFT
 from orders.models import BuyerQuota, GateSale, Order
 from orders.salestate import sale_state_returned
-from orders.stocklocks import lock_name
+from orders.stocklocks import lock_name, locks_acquired
 
 from . import metrics
 
@@ -128,17 +128,7 @@ def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[
     lock = get_locks(names.values(), alias=strategy.lock)
     if not lock.commits_work:
         _read_committed()
-    try:
-        acquired = lock.acquire()
-    except LockUnavailableError as e:
-        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
-    if not acquired:
-        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout")
-    fences = None
-    if settings.FLASHSALE_FENCING:
-        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
-        if None not in tokens.values():
-            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
     units = 0
     try:
         with transaction.atomic(savepoint=not lock.commits_work):

@@ -36,19 +36,18 @@ from common.errors import (
     NotPayable,
     SoldOut,
     StockChanged,
-    Unavailable,
 )
 from common.metrics import count
 from common.strategies import Seller, strategy_of
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
-from inventory.services import Decided, Fence, stock_deduct, stock_plan, stock_record_decided
-from locking import LockUnavailableError, get_locks
+from inventory.services import Decided, stock_deduct, stock_plan, stock_record_decided
+from locking import get_locks
 from orders.gate.returns import Owed, gate_retake
 from orders.gate.sale import gate_order_get
 from orders.limits import quota_open, quota_take
 from orders.models import Order
-from orders.stocklocks import lock_name
+from orders.stocklocks import lock_name, locks_acquired
 
 from . import metrics
 from .models import Payment, WebhookEvent
@@ -221,17 +220,7 @@ def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
     names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
     quota_open(product=product, user_id=order.user_id)
     lock = get_locks(names.values(), alias=strategy.lock)
-    try:
-        acquired = lock.acquire()
-    except LockUnavailableError as e:
-        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
-    if not acquired:
-        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout")
-    fences = None
-    if settings.FLASHSALE_FENCING:
-        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
-        if None not in tokens.values():
-            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
     try:
         for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
             try:
