@@ -23,8 +23,10 @@ buyer has ended.
 
 ``--endpoint payment`` is a sale with a payment window: each buyer buys until it has
 one order (a sold-out answer is asked again every ``SOLD_OUT_PAUSE`` seconds: unpaid
-units come back), then pays for it, or, for a share ``1 - --pay-ratio`` of the
-buyers, never does; either way it is done. The run ends when every buyer is done,
+units come back), then pays for it and follows the order until the provider's
+webhook settles it (a payment that came too late is refunded, and the buyer buys
+again), or, for a share ``1 - --pay-ratio`` of the buyers, never pays; then it is
+done. The run ends when every buyer is done,
 once ``--seconds`` have passed, or once ``--stop-file`` exists (the runner makes it
 when every unit is paid).
 
@@ -58,6 +60,8 @@ CSV_SETTLE_SECONDS = 1.2
 # often it tries a payment answered 503.
 SOLD_OUT_PAUSE = 0.25
 PAY_TRIES = 20
+FOLLOW_EVERY = 1.0  # seconds between two looks at an order waiting for its webhook
+FOLLOW_TRIES = 60
 
 
 @events.init_command_line_parser.add_listener
@@ -272,16 +276,40 @@ class Buyer(FastHttpUser):
             return
         if outcome != "created":
             return  # busy or an error: ask again
-        if self.payer:
-            self._pay(body["order_id"])
-        self._end()
+        if self.payer and self._pay(body["order_id"]) and self._paid(body["order_id"]):
+            self._end()
+        elif not self.payer:
+            self._end()
+        # A payment that came too late (its order expired, its units sold again, the
+        # money back): the buyer buys again.
 
-    def _pay(self, order_id: int) -> None:
+    def _paid(self, order_id: int) -> bool:
+        """Follow the order until the provider's webhook settled it: whether it is paid
+        (not: it expired first and the payment was refunded, or no answer came)."""
+        for _ in range(FOLLOW_TRIES):
+            start = time.time()
+            with self.client.get(f"/api/orders/{order_id}", name="order", catch_response=True,
+                                 headers=self._auth()) as response:
+                try:
+                    status = response.json().get("payment_status") if response.status_code == 200 else None
+                except Exception:
+                    status = None
+                if status is None:
+                    response.failure(f"{response.status_code}")
+            tally.payments.append((start, time.time(), response.status_code))
+            if status not in ("pending", None):
+                return status == "paid"
+            gevent.sleep(FOLLOW_EVERY)
+        return False
+
+    def _auth(self) -> dict:
+        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+
+    def _pay(self, order_id: int) -> bool:
         """Pay, with one Idempotency-Key for every try: a 503 (the gate's order not in
-        the database yet, a server away) is tried again, as a client would."""
-        headers = {"Idempotency-Key": uuid.uuid4().hex}
-        if self.token is not None:
-            headers["Authorization"] = f"Bearer {self.token}"
+        the database yet, a server away) is tried again, as a client would. Whether
+        the provider took it (202)."""
+        headers = {"Idempotency-Key": uuid.uuid4().hex, **self._auth()}
         for _ in range(PAY_TRIES):
             start = time.time()
             with self.client.post(f"/api/orders/{order_id}/pay", name="pay", catch_response=True,
@@ -292,8 +320,9 @@ class Buyer(FastHttpUser):
                     response.failure(f"{response.status_code}")
             tally.payments.append((start, time.time(), response.status_code))
             if response.status_code != 503:
-                return
+                return response.status_code == 202
             gevent.sleep(SOLD_OUT_PAUSE / 5)
+        return False
 
     def _end(self) -> None:
         tally.buyer_ended()
