@@ -106,11 +106,11 @@ def _rows() -> dict:
                            lambda n: _purchase("cpu-sold-out")),
         "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
                  lambda n: _purchase("cpu-gate")),
-        "gate" + SIGNED_IN: (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
-                             lambda n: _signed_in_purchase("cpu-gate", n)),
         "gate" + WINDOW: (lambda: sale_reset(sku="cpu-gate-window", stock=10**7, strategy="gate",
                                              payment_window_s=3600),
                           lambda n: _purchase("cpu-gate-window")),
+        "gate" + SIGNED_IN: (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
+                             lambda n: _signed_in_purchase("cpu-gate", n)),
         "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")
                                     for i in range(SPREAD)],
                            lambda n: _purchase(f"cpu-spread-{n % SPREAD}")),
