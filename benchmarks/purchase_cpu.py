@@ -104,11 +104,11 @@ def _rows() -> dict:
                     lambda n: _environ("GET", "/api/products/cpu-read")),
         "gate, sold out": (lambda: sale_reset(sku="cpu-sold-out", stock=0, strategy="gate"),
                            lambda n: _purchase("cpu-sold-out")),
-        "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
-                 lambda n: _purchase("cpu-gate")),
         "gate" + WINDOW: (lambda: sale_reset(sku="cpu-gate-window", stock=10**7, strategy="gate",
                                              payment_window_s=3600),
                           lambda n: _purchase("cpu-gate-window")),
+        "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
+                 lambda n: _purchase("cpu-gate")),
         "gate" + SIGNED_IN: (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
                              lambda n: _signed_in_purchase("cpu-gate", n)),
         "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")
