@@ -85,10 +85,10 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
     batch = batch or settings.FLASHSALE_EXPIRY_BATCH
     now = (now or timezone.now()) - timedelta(seconds=settings.FLASHSALE_PAYMENT_GRACE_S)
     done = Expired()
-    for sku in sorted(_uncounted):
-        _state_returned(sku)
-    for sku in sorted(_owed):
-        _owe(sku, [])
+    for uncounted in sorted(_uncounted):  # what earlier passes could not finish
+        _state_returned(uncounted)
+    for owed in sorted(_owed):
+        _owe(owed, [])
     due = Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
     if sku is not None:
         due = due.filter(product__sku=sku)

@@ -100,9 +100,12 @@ def test_units_owed_while_redis_was_out_of_reach_are_given_back_later(gate_sale,
         assert orders_expire(now=later()).orders == 2  # MariaDB moved: expired, stock back
     assert Stock.objects.get().quantity == 4 and redis_sale()["stock"] == "2"
     assert set(_owed["sku-1"]) == set(Order.objects.values_list("pk", flat=True))
-    orders_expire(now=later())  # the next pass pays what it owes
+    # Another sale's due orders meanwhile: the pass that pays what it owes expires them too.
+    sale_reset(sku="sku-2", stock=1, strategy="atomic", payment_window_s=WINDOW_S)
+    order_create(sku="sku-2", quantity=1, user_id="u9", idempotency_key="k9")
+    assert orders_expire(now=later()).orders == 1
     assert "sku-1" not in _owed and redis_sale()["stock"] == "4"
-    assert sale_audit(sku="sku-1").consistent
+    assert sale_audit(sku="sku-1").consistent and sale_audit(sku="sku-2").remaining == 1
 
 
 @pytest.mark.django_db(transaction=True)
