@@ -44,8 +44,7 @@ def intent_create(*, order_id: int, amount: int, currency: str, payment_method: 
     again with the same key, the provider answers the first one again.
 
     :raises PaymentDeclined: the card was declined (the provider sends the failure's
-        event too).
-    :raises InvalidInput: the provider refused the request (an unknown payment method).
+        event too), or the provider refused the payment method (it does not know it).
     :raises Unavailable: the provider cannot be reached, or failed.
     """
     params = {"amount": amount, "currency": currency, "payment_method": payment_method, "confirm": True,
@@ -57,8 +56,10 @@ def intent_create(*, order_id: int, amount: int, currency: str, payment_method: 
         raise PaymentDeclined(e.user_message or "the card was declined",
                               extra={"decline_code": (e.error and e.error.decline_code) or e.code}) from e
     except stripe.InvalidRequestError as e:
-        why = e.user_message or "the payment provider refused the request"
-        raise InvalidInput(why, extra={"fields": {e.param or "payment_method": [why]}}) from e
+        # A payment method the provider does not know (or will not take): well formed,
+        # so the API's schema allows it, but no payment can be made with it.
+        raise PaymentDeclined(e.user_message or "the payment provider refused the payment method",
+                              extra={"decline_code": e.code or "invalid_payment_method"}) from e
     except stripe.StripeError as e:
         raise Unavailable(f"the payment provider failed: {e.user_message or e}", backend="payments") from e
 

@@ -79,6 +79,8 @@ def test_a_declined_card_leaves_the_order_waiting_and_the_failure_recorded(provi
     delivered(provider)
     assert status_of(order_id) == "pending"
     assert [e.kind for e in WebhookEvent.objects.all()] == ["payment_intent.payment_failed"]
+    unknown = pay(order_id, method="pm_no_such_method")  # one the provider does not know
+    assert (unknown.status_code, unknown.json()["error"]) == (402, "payment_declined")
     assert pay(order_id).status_code == 202  # another card
     delivered(provider)
     assert status_of(order_id) == "paid"
