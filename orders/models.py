@@ -47,8 +47,12 @@ class Order(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["product", "created_at"]),
-                   # The expirer's claim: the due pending orders, oldest first.
-                   models.Index(fields=["status", "expires_at"], name="order_due")]
+                   # The expirer's claim: a product's due pending orders, oldest first.
+                   # The product first, as in the index above: led by the status, every
+                   # order of a sale without a window would share one key ("placed",
+                   # NULL), and a reset deleting one product's orders would lock where
+                   # every other product's are inserted.
+                   models.Index(fields=["product", "status", "expires_at"], name="order_due")]
 
     def __str__(self) -> str:
         return f"order {self.pk}: {self.quantity} x {self.product_id} for {self.user_id}"

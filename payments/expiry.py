@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from common.database_errors import database_deadlocked
@@ -89,11 +89,13 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
         _state_returned(uncounted)
     for owed in sorted(_owed):
         _owe(owed, [])
-    due = Order.objects.filter(status=Order.Status.PENDING, expires_at__lte=now)
+    # The products whose sales take payments (few), each asked whether it has a due
+    # order: one probe of the order_due index each.
+    products = Product.objects.filter(payment_window_s__gt=0)
     if sku is not None:
-        due = due.filter(product__sku=sku)
-    due = due.values_list("product_id", flat=True).distinct()
-    for product in Product.objects.filter(pk__in=list(due)).order_by("pk"):
+        products = products.filter(sku=sku)
+    due = Order.objects.filter(product=OuterRef("pk"), status=Order.Status.PENDING, expires_at__lte=now)
+    for product in products.filter(Exists(due)).order_by("pk"):
         try:
             while True:
                 orders, units = _batch_expire(product, now=now, batch=batch)
