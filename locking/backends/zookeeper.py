@@ -13,10 +13,11 @@ under the lock must not be committed. (SUSPENDED may still end in a reconnect wi
 the lock intact; not knowing is treated as not holding.)
 
 A contender that gives up (its wait timed out, or the connection failed under it)
-has its node deleted by kazoo at best effort: cut off, the delete fails and kazoo
-goes on. If the session outlives the cut, that node would stay as long as the
-process lives, and once first in line hold the lock for nobody, for ever. The
-backend remembers such contenders and deletes their nodes when it is connected again.
+must not leave its node: if the session outlives a cut, the node would stay as long
+as the process lives, and once first in line hold the lock for nobody, for ever.
+kazoo's recipe deletes it at best effort, but waits on that delete without a bound
+(cut off, until the next connection). The backend does it instead: at once when
+connected, waiting at most a session timeout, else when it is connected again.
 
 One ``KazooClient`` per process and backend, started on first use, stopped at exit,
 and started anew in a forked child.
@@ -54,11 +55,18 @@ def wakeups(kind: str) -> int:
 
 
 class CountingLock(KazooLock):
-    """kazoo's recipe, counting each time a waiter is woken by its predecessor's watch."""
+    """kazoo's recipe, counting each time a waiter is woken by its predecessor's watch.
+    The backend, not the recipe, deletes the node of a contender that gave up."""
 
     def _watch_predecessor(self, event):
         count_wakeup("recipe")
         super()._watch_predecessor(event)
+
+    def _best_effort_cleanup(self):
+        # kazoo waits on this cleanup without a bound, and a request made while the
+        # connection is down waits for the next one: an acquire with a timeout would
+        # last as long as the cut. ZooKeeperLockBackend.forget_contender does it instead.
+        pass
 
 
 class ZooKeeperLock(BaseLock):
@@ -234,14 +242,17 @@ class ZooKeeperLockBackend(BaseLockBackend):
         with self._strays_mutex:
             strays = list(self._strays)
         client = self._client
+        # A request answers or fails within the session timeout while connected; one
+        # made just as the connection drops would wait for the next, so bound it.
+        patience = self.session_timeout
         for path, prefix in strays:
             try:
-                for node in client.get_children(path):
+                for node in client.get_children_async(path).get(timeout=patience):
                     if node.startswith(prefix):
-                        client.delete(f"{path}/{node}")
+                        client.delete_async(f"{path}/{node}").get(timeout=patience)
             except NoNodeError:
                 pass
-            except KazooException:
+            except (KazooException, KazooTimeoutError):
                 return  # cut off again: the next connection tries again
             with self._strays_mutex:
                 self._strays.discard((path, prefix))

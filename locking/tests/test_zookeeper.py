@@ -86,6 +86,36 @@ def test_a_waiter_that_times_out_while_cut_off_leaves_no_node_once_back(zk):
     link.close()
 
 
+def test_a_waiter_cut_off_before_its_node_is_made_answers_within_the_session(zk):
+    """Cut off while it creates its node, a waiter's requests fail once kazoo's
+    heartbeat misses, past its wait timeout: kazoo's own cleanup would then wait for the
+    next connection. The waiter answers "not acquired" while still cut off."""
+    port = int(settings.ZOOKEEPER_HOSTS.split(",")[0].rsplit(":", 1)[1])
+    link = Link(port, both_ways=True)
+    holder = zk().lock("z")
+    holder.acquire()
+    waiting = zk(hosts=f"127.0.0.1:{link.port}", session_timeout=10)
+    waiter = waiting.lock("z")
+    waiting.check(2)  # connected through the link
+    link.hold()  # from here every request of the waiter's is in flight until the drop
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("acquired", waiter.acquire(timeout=1)))
+    t.start()
+    t.join(timeout=9)  # the drop comes within 2/3 of the session timeout
+    answered = dict(done)
+    link.release()
+    t.join(timeout=15)
+    assert answered == {"acquired": False}
+    assert waiting.losses >= 1
+    deadline = time.monotonic() + 10
+    while holder.contenders() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holder.contenders() == 1  # the holder's node only
+    holder.release()
+    assert zk().lock("z").acquire(timeout=2)
+    link.close()
+
+
 def test_release_without_acquire_raises(zk):
     with pytest.raises(LockNotOwnedError):
         zk().lock("z").release()
