@@ -3,9 +3,10 @@ it asked and what it was answered, as JSON lines a user can write too.
 
 One JSON object a line; ``type`` says which:
 
-- ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "at"}``: the sale opens
-  with ``stock`` units (``segments``: 1 unless given). The checker starts each sku
-  from its reset.
+- ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "window"?, "at"}``: the
+  sale opens with ``stock`` units (``segments``: 1 unless given; ``window``: the
+  payment window in seconds, 0 unless given). The checker starts each sku from its
+  reset.
 - ``purchase``: ``{"type": "purchase", "id", "client", "sku", "quantity", "key",
   "invoke", "complete", "outcome", ...}`` with ``outcome``:
 
@@ -17,10 +18,23 @@ One JSON object a line; ``type`` says which:
   - ``unknown``: it may or may not have taken effect (``outcome_unknown``, a 504,
     no answer, a timeout); ``complete`` is when the client gave up.
 
-- ``final``: ``{"type": "final", "sku", "remaining", "orders": [[key, order_id], ...],
-  "at"}``: the sale read after every client stopped and every accepted order was
-  written: the stock left and every order, one pair per order row. An ``unknown``
-  purchase took effect, if ever, before it.
+- ``pay``: ``{"type": "pay", "id", "client", "sku", "order_id", "invoke", "complete",
+  "outcome", "result"?}``: a buyer paid for an order (a sale with a window) and
+  watched it until the payment landed. ``ok`` with ``result`` ``paid`` (in time: the
+  order was pending; late: it had expired, and the payment took its units back) or
+  ``refunded`` (late, and fewer units were left than it needs); ``failed``: the
+  payment did nothing; ``unknown``: any of these, before the final read.
+- ``final``: ``{"type": "final", "sku", "remaining", "orders": [[key, order_id,
+  status?], ...], "at"}``: the sale read after every client stopped and every
+  accepted order was written: the stock left and every order, one entry per order
+  row, with its status in a sale with a window. An ``unknown`` purchase or payment
+  took effect, if ever, before it.
+
+In a sale with a window, each order's expiry is an operation no client sees: the
+expirer returns a pending order's units at some instant from its purchase's
+invocation plus the window to the final read, and the final read's status says
+whether it did (``expired``, ``refunded``: yes; ``pending``: no; ``paid``: only if
+the payment came late).
 
 ``invoke``, ``complete`` and ``at`` are nanoseconds of ``time.monotonic_ns()``:
 CLOCK_MONOTONIC, one clock for every process on the machine (network namespaces
@@ -39,6 +53,8 @@ from pathlib import Path
 
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 OUTCOMES = (OK, FAILED, UNKNOWN)
+PAID, REFUNDED = "paid", "refunded"  # what an ok payment ended in
+STATUSES = ("pending", PAID, "expired", REFUNDED)  # an order's, in a sale with a window
 
 # Refusals that the contract says wrote nothing (docs/reference/http.md); every other
 # answer that is not an order may have taken effect.
@@ -97,11 +113,36 @@ class Purchase:
 
 
 @dataclass
+class Pay:
+    id: int
+    client: str
+    sku: str
+    order_id: int
+    invoke: int
+    complete: int | None = None
+    outcome: str = UNKNOWN
+    result: str | None = None  # PAID or REFUNDED, for an ok payment
+    type: str = field(default="pay", init=False)
+
+    def landed(self, status: str, complete: int) -> None:
+        """The order was seen ``status`` after the payment: paid or refunded is its
+        outcome; anything else is not (yet) known."""
+        self.complete = complete
+        if status in (PAID, REFUNDED):
+            self.outcome, self.result = OK, status
+
+    def describe(self) -> str:
+        said = self.result if self.outcome == OK else self.outcome
+        return f"#{self.id} {self.client}: pay order {self.order_id} -> {said}"
+
+
+@dataclass
 class Reset:
     sku: str
     stock: int
     at: int
     segments: int = 1
+    window: float = 0.0
     type: str = field(default="reset", init=False)
 
 
@@ -109,12 +150,12 @@ class Reset:
 class Final:
     sku: str
     remaining: int
-    orders: list[tuple[str, int]]
+    orders: list[tuple]  # (key, order_id), or (key, order_id, status) in a sale with a window
     at: int
     type: str = field(default="final", init=False)
 
 
-Event = Purchase | Reset | Final
+Event = Purchase | Pay | Reset | Final
 
 
 class Recorder:
@@ -138,8 +179,8 @@ class Recorder:
             self.events.append(event)
         return event
 
-    def reset(self, sku: str, stock: int, segments: int = 1) -> None:
-        self._add(Reset(sku, stock, self.now(), segments))
+    def reset(self, sku: str, stock: int, segments: int = 1, window: float = 0.0) -> None:
+        self._add(Reset(sku, stock, self.now(), segments, window))
 
     def invoke(self, client: str, sku: str, quantity: int, key: str) -> Purchase:
         with self._lock:
@@ -147,7 +188,13 @@ class Recorder:
             self.events.append(op)
         return op
 
-    def final(self, sku: str, remaining: int, orders: Iterable[tuple[str, int]]) -> None:
+    def pay(self, client: str, sku: str, order_id: int) -> Pay:
+        with self._lock:
+            op = Pay(next(self._ids), client, sku, order_id, self.now())
+            self.events.append(op)
+        return op
+
+    def final(self, sku: str, remaining: int, orders: Iterable[tuple]) -> None:
         self._add(Final(sku, remaining, [tuple(o) for o in orders], self.now()))
 
     def write(self, path: Path) -> Path:
@@ -175,12 +222,31 @@ def _event(raw: dict) -> Event:
         if op.complete is not None and op.complete < op.invoke:
             raise ValueError("completed before it was invoked")
         return op
+    if kind == "pay":
+        if raw.get("outcome") not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
+        op = Pay(**raw)
+        if (op.outcome == OK) != (op.result in (PAID, REFUNDED)):
+            raise ValueError(f"an ok payment, and only one, says its result ({PAID} or {REFUNDED})")
+        if op.complete is None and op.outcome != UNKNOWN:
+            raise ValueError("only an unknown payment may lack its completion")
+        if op.complete is not None and op.complete < op.invoke:
+            raise ValueError("completed before it was invoked")
+        return op
     if kind == "reset":
         return Reset(**raw)
     if kind == "final":
-        raw["orders"] = [(str(k), int(i)) for k, i in raw.get("orders", [])]
+        raw["orders"] = [_final_order(o) for o in raw.get("orders", [])]
         return Final(**raw)
-    raise ValueError(f"unknown type {kind!r} (purchase, reset, final)")
+    raise ValueError(f"unknown type {kind!r} (purchase, pay, reset, final)")
+
+
+def _final_order(raw: list) -> tuple:
+    if len(raw) == 2:
+        return str(raw[0]), int(raw[1])
+    if len(raw) == 3 and raw[2] in STATUSES:
+        return str(raw[0]), int(raw[1]), raw[2]
+    raise ValueError(f"a final order is [key, order_id] or [key, order_id, status of {', '.join(STATUSES)}]")
 
 
 def read(path: Path) -> list[Event]:

@@ -46,8 +46,9 @@ def _check(args: argparse.Namespace) -> int:
     verdict = check(events, budget_states=args.budget)
     for sku in verdict.skus:
         state = {True: "linearizable", False: "NOT linearizable", None: "unknown (search budget spent)"}
+        paid = f", {sku.payments} payments" if sku.payments else ""
         print(f"{sku.sku}: {state[sku.linearizable]}; {sku.operations} purchases, {sku.ok} ok, "
-              f"{sku.unknown} unknown; {sku.searched} states searched in {sku.seconds:.2f} s")
+              f"{sku.unknown} unknown{paid}; {sku.searched} states searched in {sku.seconds:.2f} s")
         for anomaly in sku.anomalies:
             print(f"  {anomaly.kind}: {anomaly.detail}")
             for op in anomaly.ops[:12]:

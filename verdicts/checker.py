@@ -24,9 +24,16 @@ When the search cannot get past a completion, that completion is the furthest an
 order reached: the verdict names that operation, the state the search had there, and
 the operations around it (the window a timeline draws).
 
+With a payment window the stock also comes back: expiries and late payments are
+operations too (``verdicts.model``). An expiry, which no client sees, is placed
+anywhere from its order's purchase plus the window to the final read, as the final
+read's status allows; the bound above then counts the units expiries still to be
+ordered may return.
+
 Beside it, the O(n) checks Jepsen runs on a set (when the history has a final read):
 every acknowledged order present exactly once at the end, nothing present that no
-purchase was answered with or left unknown, stock never below zero.
+purchase was answered with or left unknown, stock never below zero; with a window,
+every unit either left or held by one pending or paid order.
 """
 
 from __future__ import annotations
@@ -36,9 +43,11 @@ from bisect import bisect_left, insort
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from common.history import FAILED, OK, UNKNOWN, Event, Final, Purchase, Reset
+from common.history import FAILED, OK, PAID, UNKNOWN, Event, Final, Pay, Purchase, Reset
 
-from .model import SaleModel, SaleState, Step
+from .model import PENDING, Expire, SaleModel, SaleState, Step
+
+Operation = Purchase | Pay | Expire | Final
 
 CALL, RETURN = 0, 1
 
@@ -48,7 +57,7 @@ class Anomaly:
     kind: str  # "not linearizable", "lost", "duplicated", "unexpected", "negative stock", ...
     sku: str
     detail: str
-    ops: list[Purchase] = field(default_factory=list)
+    ops: list[Purchase | Pay] = field(default_factory=list)
 
 
 @dataclass
@@ -56,10 +65,10 @@ class Window:
     """Where the search stopped: the operation whose answer no order explains, the
     state the furthest order had reached just before it, and every operation whose
     interval meets the stuck one's (those it could have been ordered against)."""
-    stuck: Purchase | Final
+    stuck: Operation
     before: list[SaleState]
     ordered: int  # operations the furthest order had placed
-    ops: list[Purchase | Final]
+    ops: list[Operation]
     start: int
     end: int
 
@@ -75,6 +84,7 @@ class SkuVerdict:
     window: Window | None = None
     searched: int = 0  # states the search cached
     seconds: float = 0.0
+    payments: int = 0
 
     @property
     def valid(self) -> bool:
@@ -122,23 +132,27 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
     resets = [e for e in events if isinstance(e, Reset)]
     finals = [e for e in events if isinstance(e, Final)]
     purchases = [e for e in events if isinstance(e, Purchase)]
+    pays = [e for e in events if isinstance(e, Pay)]
     verdict = SkuVerdict(sku, None, len(purchases), sum(p.outcome == UNKNOWN for p in purchases),
-                         sum(p.outcome == OK for p in purchases))
+                         sum(p.outcome == OK for p in purchases), payments=len(pays))
     if len(resets) != 1 or len(finals) > 1:
         verdict.anomalies.append(Anomaly("malformed", sku, f"{len(resets)} resets and {len(finals)} final "
                                          "reads: a sku's history has one reset and at most one final read"))
         return verdict
     reset, final = resets[0], (finals[0] if finals else None)
-    if malformed := _malformed(sku, purchases, final):
+    if malformed := _malformed(sku, purchases, pays, final, reset):
         verdict.anomalies.append(malformed)
         return verdict
     at_end: dict[str, list[int]] = defaultdict(list)  # the final read's orders, by key
-    for key, order_id in (final.orders if final else []):
+    for key, order_id, *_ in (final.orders if final else []):
         at_end[key].append(order_id)
     if final is not None:
-        verdict.anomalies += _set_checks(sku, purchases, final, at_end)
+        verdict.anomalies += _set_checks(sku, purchases, final, at_end, reset.stock)
     steps, ends = _steps(purchases, final, at_end)
-    model = SaleModel(reset.segments)
+    window = reset.window > 0
+    if window:
+        _window_steps(steps, ends, purchases, pays, final, int(reset.window * 1e9))
+    model = SaleModel(reset.segments, window=window)
     linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states,
                                              pruned=pruned)
     if linearizable is False and pruned:
@@ -151,22 +165,35 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
     verdict.linearizable, verdict.window, verdict.searched = linearizable, window, searched
     if window is not None:
         verdict.anomalies.insert(0, Anomaly("not linearizable", sku, _explain(window),
-                                            [op for op in window.ops if isinstance(op, Purchase)]))
+                                            [op for op in window.ops if isinstance(op, Purchase | Pay)]))
     verdict.seconds = time.perf_counter() - started
     return verdict
 
 
-def _malformed(sku: str, purchases: list[Purchase], final: Final | None) -> Anomaly | None:
+def _malformed(sku: str, purchases: list[Purchase], pays: list[Pay], final: Final | None,
+               reset: Reset) -> Anomaly | None:
     """What the search cannot judge, refused with why: a purchase of less than one
-    unit (the model's stock would go up), and a final read taken while an operation
+    unit (the model's stock would go up), a final read taken while an operation
     was still in flight (it is the state after every operation; one that overlaps
-    it may land after it, and an unknown one is taken to have landed before it)."""
+    it may land after it, and an unknown one is taken to have landed before it); with
+    payments or a window, a final read without every order's status (expiries are
+    known only from it), and a payment for an order no purchase of the sku placed."""
     below = [op for op in purchases if op.quantity < 1]
     if below:
         return Anomaly("malformed", sku, f"{len(below)} purchases of less than one unit "
                        f"(quantity {below[0].quantity}): a purchase takes at least one", below)
+    if (pays or reset.window > 0) and (reset.window <= 0 or reset.segments != 1 or final is None
+                                       or any(len(o) != 3 for o in final.orders)):
+        return Anomaly("malformed", sku, "payments need a sale with a window and one segment, and a final "
+                       "read with every order's status", pays)
+    if pays:
+        known = {o[1] for o in final.orders} | {op.order_id for op in purchases if op.outcome == OK}
+        strays = [op for op in pays if op.order_id not in known]
+        if strays:
+            return Anomaly("malformed", sku, f"{len(strays)} payments for orders no purchase of {sku} placed",
+                           strays)
     if final is not None:
-        overlapping = [op for op in purchases
+        overlapping = [op for op in [*purchases, *pays]
                        if op.invoke >= final.at or (op.complete is not None and op.complete >= final.at)]
         if overlapping:
             return Anomaly("malformed", sku, f"the final read (at {final.at}) overlaps {len(overlapping)} "
@@ -174,8 +201,8 @@ def _malformed(sku: str, purchases: list[Purchase], final: Final | None) -> Anom
     return None
 
 
-def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[str, list[int]]
-                ) -> list[Anomaly]:
+def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[str, list[int]],
+                stock: int) -> list[Anomaly]:
     found: list[Anomaly] = []
     acknowledged: dict[str, set[int]] = defaultdict(set)
     for op in purchases:
@@ -204,6 +231,15 @@ def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[
     if negative:
         found.append(Anomaly("negative stock", sku, f"{len(negative)} answers said less than 0 left",
                              negative))
+    if final.orders and len(final.orders[0]) == 3:
+        quantity = {op.key: op.quantity for op in purchases}
+        held = sum(quantity.get(key, 1) for key, _, status in final.orders if status in (PENDING, PAID))
+        paid = sum(quantity.get(key, 1) for key, _, status in final.orders if status == PAID)
+        if paid > stock:
+            found.append(Anomaly("oversold", sku, f"{paid} units paid for, of {stock}"))
+        if held + final.remaining != stock:
+            found.append(Anomaly("unaccounted", sku, f"{final.remaining} left and {held} held by pending or "
+                                 f"paid orders, of {stock}: every unit is one or the other"))
     return found
 
 
@@ -228,8 +264,9 @@ def _steps(purchases: list[Purchase], final: Final | None, at_end: dict[str, lis
             continue  # it did nothing
         elif final is not None and unknown_per_key[op.key] == 1 and len(at_end[op.key]) == 1:
             kept.append((op, "yes", at_end[op.key][0]))  # the final read shows the order it placed
-        else:
-            kept.append((op, "maybe", None))
+        else:  # if it placed an order, the one the final read shows for its key
+            order_id = at_end[op.key][0] if final is not None and len(at_end[op.key]) == 1 else None
+            kept.append((op, "maybe", order_id))
     per_key: dict[str, int] = defaultdict(int)
     replayed = set()
     for op, _, _ in kept:
@@ -250,8 +287,41 @@ def _steps(purchases: list[Purchase], final: Final | None, at_end: dict[str, lis
     return steps, ends
 
 
+def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase], pays: list[Pay],
+                  final: Final, window_ns: int) -> None:
+    """The payments and the expiries, added before the final read. An expiry is known
+    from the order's status at the end: it happened (expired, refunded), did not
+    (pending), or may have (paid: in time, or late and taken back)."""
+    read, read_end = steps.pop(), ends.pop()
+    horizon = final.at
+    quantity, first = {}, {}
+    for op in purchases:
+        quantity.setdefault(op.key, op.quantity)
+        first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
+    units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
+    for op in pays:
+        if op.outcome == FAILED:
+            continue
+        steps.append(Step(op, "yes" if op.outcome == OK else "maybe", op.order_id, False,
+                          units=units.get(op.order_id, 1)))
+        ends.append(op.complete if op.outcome == OK else max(horizon - 1, op.invoke))
+    for key, order_id, status in final.orders:
+        if status == PENDING or key not in first:
+            continue
+        effect = "maybe" if status == PAID else "yes"
+        expiry = Expire(final.sku, order_id, first[key] + window_ns)
+        steps.append(Step(expiry, effect, order_id, False, units=units[order_id]))
+        ends.append(horizon - 1)  # due after the final read: it cannot have happened, and fails
+    steps.append(read)
+    ends.append(read_end)
+
+
 def _invoked(step: Step) -> int:
     return step.op.at if isinstance(step.op, Final) else step.op.invoke
+
+
+def client_of(op: Operation) -> str:
+    return "final" if isinstance(op, Final) else op.client
 
 
 def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleState,
@@ -294,7 +364,8 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
     ranks: dict[tuple, int] = defaultdict(int)
     for i in sorted(range(len(steps)), key=lambda i: _invoked(steps[i])):
         step = steps[i]
-        if isinstance(step.op, Purchase) and step.op.outcome == UNKNOWN and not step.tracked:
+        if (isinstance(step.op, Purchase) and step.op.outcome == UNKNOWN and not step.tracked
+                and not (model.window and step.order_id is not None)):  # its order's status is its own
             kind = (step.effect, step.op.quantity, ends[i])
             alike[i] = (kind, ranks[kind])
             ranks[kind] += 1
@@ -305,23 +376,27 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
     # units, and a 201 answered r needs r + q left before it. States below that bound
     # are dropped as they are made (Lowe's pruning, with what the model knows), which
     # settles a "maybe" before the search would try the refusals around it in every order.
+    # With a window, expiries still to be ordered may bring that many units back first.
     units = [_units(step) if pruned else 0 for step in steps]
     needs = [_need(step) if pruned else 0 for step in steps]
-    open_units = sum(units)
+    returns = [step.units if isinstance(step.op, Expire) else 0 for step in steps]
+    open_units, open_returns = sum(units), sum(returns)
     open_needs = sorted(n for n in needs if n)
 
     def bound() -> int:
-        return max(open_units, open_needs[-1] if open_needs else 0)
+        return max(open_units, open_needs[-1] if open_needs else 0) - open_returns
 
     def order(i: int) -> None:
-        nonlocal open_units
+        nonlocal open_units, open_returns
         open_units -= units[i]
+        open_returns -= returns[i]
         if needs[i]:
             del open_needs[bisect_left(open_needs, needs[i])]
 
     def unorder(i: int) -> None:
-        nonlocal open_units
+        nonlocal open_units, open_returns
         open_units += units[i]
+        open_returns += returns[i]
         if needs[i]:
             insort(open_needs, needs[i])
 

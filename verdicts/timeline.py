@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from html import escape
 
-from common.history import FAILED, OK, UNKNOWN, Final, Purchase
+from common.history import FAILED, OK, UNKNOWN, Final
 
-from .checker import Window
+from .checker import Operation, Window, client_of
 
 ROW, LEFT, WIDTH, TOP = 26, 110, 900, 40
 COLOURS = {OK: "#4c9a2a", FAILED: "#8a8a8a", UNKNOWN: "#d9a400"}
 
 
-def _label(op: Purchase | Final) -> str:
+def _label(op: Operation) -> str:
     if isinstance(op, Final):
         return f"final read: {op.remaining} left, {len(op.orders)} orders"
     return op.describe().split(": ", 1)[1]
@@ -24,7 +24,7 @@ def svg(window: Window, *, title: str = "") -> str:
     ops = window.ops if window.stuck in window.ops else [*window.ops, window.stuck]
     first: dict[str, int] = {}  # rows in the order the clients first appear
     for op in sorted(ops, key=lambda op: op.at if isinstance(op, Final) else op.invoke):
-        first.setdefault(op.client if isinstance(op, Purchase) else "final", len(first))
+        first.setdefault(client_of(op), len(first))
     row, clients = first, list(first)
     span = max(window.end - window.start, 1)
 
@@ -42,7 +42,7 @@ def svg(window: Window, *, title: str = "") -> str:
     for client, i in row.items():
         parts.append(f'<text x="4" y="{TOP + ROW * i + 15}">{escape(client)}</text>')
     for op in ops:
-        client = op.client if isinstance(op, Purchase) else "final"
+        client = client_of(op)
         invoked = op.at if isinstance(op, Final) else op.invoke
         completed = op.at if isinstance(op, Final) else (op.complete if op.outcome != UNKNOWN else window.end)
         x0, x1 = x(invoked), max(x(completed), x(invoked) + 3)

@@ -71,3 +71,31 @@ def test_a_malformed_line_is_named_with_why(line, why):
     with pytest.raises(HistoryError) as raised:
         list(parse(['{"type": "reset", "sku": "s", "stock": 1, "at": 0}', line]))
     assert str(raised.value).startswith("line 2: ") and why in str(raised.value)
+
+
+def test_a_window_sale_survives_its_file(tmp_path):
+    recorder = Recorder()
+    recorder.reset("s", 1, window=2.5)
+    op = recorder.invoke("c1", "s", 1, "k1")
+    op.answered(201, {"order_id": 5, "remaining": 0}, recorder.now())
+    paid = recorder.pay("c1", "s", 5)
+    paid.landed("paid", recorder.now())
+    watched = recorder.pay("c2", "s", 5)
+    watched.landed("expired", recorder.now())  # not what a payment ends in: still unknown
+    recorder.final("s", 0, [("k1", 5, "paid")])
+    reset, bought, first, second, final = read(recorder.write(tmp_path / "h.jsonl"))
+    assert reset.window == 2.5 and bought.order_id == 5
+    assert (first.outcome, first.result, second.outcome, second.result) == (OK, "paid", UNKNOWN, None)
+    assert final.orders == [("k1", 5, "paid")]
+
+
+@pytest.mark.parametrize("line", [
+    '{"type": "pay", "id": 1, "client": "c", "sku": "s", "order_id": 5, "invoke": 1, "complete": 2, '
+    '"outcome": "ok"}',
+    '{"type": "pay", "id": 1, "client": "c", "sku": "s", "order_id": 5, "invoke": 1, "complete": 2, '
+    '"outcome": "failed", "result": "paid"}',
+    '{"type": "final", "sku": "s", "remaining": 0, "orders": [["k", 5, "gone"]], "at": 3}',
+])
+def test_a_payment_says_its_result_and_an_order_a_known_status(line):
+    with pytest.raises(HistoryError):
+        list(parse([line]))

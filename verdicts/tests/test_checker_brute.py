@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from common.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
+from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
 from verdicts.checker import check
 
 SKU = "s"
@@ -105,3 +105,153 @@ def test_the_checker_agrees_with_brute_force_on_small_histories(seed):
         assert verdict.valid is expected, (stock, events, verdict.anomalies)
         seen.add(expected)
     assert seen == {True, False}  # both kinds were generated
+
+
+# With a payment window: expiries and payments too. The oracle tries every order of
+# every operation, each expiry of an order in the final read and each unknown
+# operation landed or not, on the sale with statuses written out again by hand.
+
+WINDOW = 60  # nanoseconds, the histories' unit
+
+
+def _window_history(rng: random.Random) -> tuple[int, list]:
+    """A sale run sequentially at random instants: purchases, payments of some
+    orders, and each pending order's expiry at a random instant past its window;
+    some answers then unknown, and sometimes one answer, status or the read broken."""
+    stock = rng.randint(1, 2)
+    planned = []  # (instant, kind, payload)
+    for n in range(1, rng.randint(2, 5) + 1):
+        point = rng.randint(10, 400)
+        planned.append((point, "buy", Purchase(n, f"c{n}", SKU, 1, f"k{n}", point - rng.randint(0, 20),
+                                               point + rng.randint(0, 20))))
+    planned.sort(key=lambda p: p[0])
+    left, status, ops, events_at = stock, {}, [], []
+    queue = list(planned)
+    pay_ids = iter(range(100, 200))
+    while queue:
+        queue.sort(key=lambda p: p[0])
+        point, kind, op = queue.pop(0)
+        if kind == "buy":
+            if left >= 1:
+                left -= 1
+                op.order_id, status[op.id] = op.id, "pending"
+                op.outcome, op.status, op.remaining = OK, 201, left
+                queue.append((point + WINDOW + rng.randint(0, 120), "expire", op.id))
+                if rng.random() < 0.5:  # the buyer pays, some time after its 201
+                    invoke = op.complete + rng.randint(1, 200)
+                    at = invoke + rng.randint(0, 30)
+                    queue.append((at, "pay", Pay(next(pay_ids), f"p{op.id}", SKU, op.id, invoke,
+                                                 at + rng.randint(0, 30))))
+            else:
+                op.outcome, op.status, op.error = FAILED, 409, "sold_out"
+            ops.append(op)
+        elif kind == "expire":
+            events_at.append(point)
+            if status[op] == "pending":
+                status[op], left = "expired", left + 1
+        else:
+            if status[op.order_id] == "pending":
+                op.result = PAID
+            elif left >= 1:
+                op.result, left = PAID, left - 1
+            else:
+                op.result = REFUNDED
+            status[op.order_id], op.outcome = op.result, OK
+            ops.append(op)
+    at = max([op.complete for op in ops] + events_at) + 1
+    for op in ops:
+        if rng.random() < 0.2:  # the answer never came
+            op.outcome, op.status, op.error = UNKNOWN, 0, "timeout"
+            if isinstance(op, Purchase):
+                op.order_id = op.remaining = None
+            else:
+                op.result = None
+    final = Final(SKU, left, [(f"k{o}", o, s) for o, s in sorted(status.items())], at)
+    if rng.random() < 0.5:  # one thing broken
+        choice = rng.randrange(3)
+        if choice == 0:
+            final.remaining += rng.choice((-1, 1))
+        elif choice == 1 and final.orders:
+            i = rng.randrange(len(final.orders))
+            key, order_id, was = final.orders[i]
+            other = rng.choice([s for s in ("pending", "paid", "expired") if s != was])
+            final.orders[i] = (key, order_id, other)
+        elif paid := [op for op in ops if isinstance(op, Pay) and op.outcome == OK]:
+            op = rng.choice(paid)
+            op.result = REFUNDED if op.result == PAID else PAID
+    return stock, [*ops, final]
+
+
+def _brute_force_window(stock: int, events: list) -> bool:
+    final = events[-1]
+    ops = [e for e in events if not isinstance(e, Final)]
+    first = {}
+    for op in ops:
+        if isinstance(op, Purchase):
+            first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
+    expiries = [("expire", order_id, first[key] + WINDOW) for key, order_id, _ in final.orders]
+    at_end = {key: order_id for key, order_id, _ in final.orders}
+    todo = [(op, op.invoke, op.complete if op.outcome != UNKNOWN else final.at - 1,
+             op.outcome == UNKNOWN) for op in ops if op.outcome != FAILED or op.error == "sold_out"]
+    todo += [(e, e[2], final.at - 1, True) for e in expiries]
+
+    def apply(op, left, status):
+        """The state after ``op`` takes effect, or None if it cannot."""
+        status = dict(status)
+        if isinstance(op, tuple):  # an expiry
+            if status.get(op[1]) != "pending":
+                return None
+            status[op[1]] = "expired"
+            return left + 1, status
+        if isinstance(op, Pay):
+            was = status.get(op.order_id)
+            if was == "pending":
+                result = PAID
+            elif was == "expired":
+                result = PAID if left >= 1 else REFUNDED
+                left -= result == PAID
+            else:
+                return None
+            if op.outcome == OK and op.result != result:
+                return None
+            status[op.order_id] = result
+            return left, status
+        if op.outcome == FAILED:
+            return (left, status) if left < 1 else None
+        order_id = op.order_id if op.outcome == OK else at_end.get(op.key)
+        if left < 1 or order_id is None or order_id in status:
+            return None
+        if op.outcome == OK and op.remaining != left - 1:
+            return None
+        status[order_id] = "pending"
+        return left - 1, status
+
+    def search(todo, left, status) -> bool:
+        if not todo:
+            return left == final.remaining and status == {o: s for _, o, s in final.orders}
+        earliest_end = min(end for _, _, end, _ in todo)
+        for i, (op, invoke, _, optional) in enumerate(todo):
+            if invoke > earliest_end:
+                continue  # something completed before it began must come first
+            rest = todo[:i] + todo[i + 1:]
+            after = apply(op, left, status)
+            if after is not None and search(rest, *after):
+                return True
+            if optional and search(rest, left, status):
+                return True
+        return False
+
+    return search(todo, stock, {})
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_checker_agrees_with_brute_force_on_small_sales_with_a_window(seed):
+    rng = random.Random(1000 + seed)
+    seen = set()
+    for _ in range(30):
+        stock, events = _window_history(rng)
+        verdict = check([Reset(SKU, stock, 0, window=WINDOW / 1e9), *events]).skus[0]
+        expected = _brute_force_window(stock, events)
+        assert verdict.valid is expected, (stock, events, verdict.anomalies)
+        seen.add(expected)
+    assert seen == {True, False}

@@ -1,0 +1,140 @@
+"""The checker on sales with a payment window: expiries return units, payments keep
+them or take them back, and the final read's statuses say which happened. Each
+pitfall of issue 55 as a history: linearizable when the sale did it right, not when
+a unit was sold twice, returned twice, or a late payment lied."""
+
+from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
+from verdicts.checker import check
+
+SKU = "s"
+WINDOW_NS = 100  # the window, in the histories' nanoseconds
+
+
+def buy(n, invoke, complete, *, order=None, remaining=None, outcome=OK, error=None, key=None):
+    return Purchase(n, f"c{n}", SKU, 1, key or f"k{n}", invoke, complete, outcome,
+                    201 if outcome == OK else 0, error, order, remaining)
+
+
+def sold_out(n, invoke, complete):
+    return buy(n, invoke, complete, outcome=FAILED, error="sold_out")
+
+
+def pay(n, order, invoke, complete=None, result=PAID):
+    return Pay(n, f"p{n}", SKU, order, invoke, complete, OK if complete is not None else UNKNOWN,
+               result if complete is not None else None)
+
+
+def final(remaining, *orders, at=10_000):
+    return Final(SKU, remaining, list(orders), at)
+
+
+def verdict(*events, stock=1):
+    return check([Reset(SKU, stock, 0, window=WINDOW_NS / 1e9), *events]).skus[0]
+
+
+def test_an_expired_unit_sells_again():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), sold_out(2, 3, 4),
+                buy(3, 200, 201, order=2, remaining=0),
+                final(0, ("k1", 1, "expired"), ("k3", 2, "pending")))
+    assert v.valid, v.anomalies
+
+
+def test_a_unit_cannot_sell_again_before_its_order_is_due():
+    # k3 bought the only unit 50 after k1 did: k1's window had not passed.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), buy(3, 50, 51, order=2, remaining=0),
+                final(0, ("k1", 1, "expired"), ("k3", 2, "pending")))
+    assert v.linearizable is False
+    assert v.window.stuck.id == 3
+
+
+def test_an_order_expired_at_the_end_gave_its_unit_back():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1, "expired")))
+    assert v.linearizable is False
+    assert [a.kind for a in v.anomalies] == ["not linearizable", "unaccounted"]
+
+
+def test_a_unit_returned_and_still_paid_is_sold_twice():
+    # Saleor's race: paid and expired at once, the unit resold.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 150, 160),
+                buy(3, 200, 201, order=2, remaining=0),
+                final(0, ("k1", 1, "paid"), ("k3", 2, "pending")))
+    assert v.linearizable is False
+    assert "unaccounted" in [a.kind for a in v.anomalies]
+
+
+def test_a_payment_in_time_keeps_the_unit():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 10, 20), sold_out(3, 300, 301),
+                final(0, ("k1", 1, "paid")))
+    assert v.valid, v.anomalies
+
+
+def test_a_late_payment_takes_its_unit_back_while_one_is_left():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 300, 310), sold_out(3, 400, 401),
+                final(0, ("k1", 1, "paid")))
+    assert v.valid, v.anomalies
+
+
+def test_a_late_payment_that_took_a_resold_unit_oversells():
+    # codingXiaxw/seckill#41: paid after its unit went back and sold again.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), buy(3, 200, 201, order=2, remaining=0),
+                pay(2, 2, 210, 220), pay(1, 1, 300, 310), final(0, ("k1", 1, "paid"), ("k3", 2, "paid")))
+    assert v.linearizable is False
+    assert {a.kind for a in v.anomalies} >= {"not linearizable", "unaccounted", "oversold"}
+
+
+def test_a_late_payment_with_nothing_left_is_refunded():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), buy(3, 200, 201, order=2, remaining=0),
+                pay(1, 1, 300, 310, result=REFUNDED),
+                final(0, ("k1", 1, "refunded"), ("k3", 2, "pending")))
+    assert v.valid, v.anomalies
+
+
+def test_a_refund_while_a_unit_was_left_is_a_lie():
+    # pretix re-checks the quota; a refund says it found none, so none may be left.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 300, 310, result=REFUNDED),
+                sold_out(3, 400, 401), final(1, ("k1", 1, "refunded")))
+    assert v.linearizable is False
+
+
+def test_a_payment_racing_the_expiry_may_land_either_side():
+    # The payment's interval spans the due time: in time, or late with the unit back.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 90, 130), final(0, ("k1", 1, "paid")))
+    assert v.valid, v.anomalies
+
+
+def test_a_payment_whose_end_was_never_seen_may_have_landed():
+    paid = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 300), final(0, ("k1", 1, "paid")))
+    not_paid = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 300), final(1, ("k1", 1, "expired")))
+    assert paid.valid and not_paid.valid, (paid.anomalies, not_paid.anomalies)
+
+
+def test_a_pending_order_keeps_its_unit():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), final(1, ("k1", 1, "pending")))
+    assert v.linearizable is False
+    assert "unaccounted" in [a.kind for a in v.anomalies]
+
+
+def test_stock_that_comes_back_lets_a_201_say_more_is_left_than_the_purchases_took():
+    # The stock's bound counts returns still to come: 2 sold, 1 back, then 1 left.
+    v = verdict(buy(1, 1, 2, order=1, remaining=1), buy(2, 3, 4, order=2, remaining=0),
+                buy(3, 300, 301, order=3, remaining=0), buy(4, 400, 401, order=4, remaining=0),
+                final(0, ("k1", 1, "expired"), ("k2", 2, "expired"), ("k3", 3, "pending"),
+                      ("k4", 4, "pending")), stock=2)
+    assert v.valid, v.anomalies
+
+
+def test_an_unknown_purchase_of_a_window_sale_is_settled_by_its_status():
+    v = verdict(buy(1, 1, 2, order=None, outcome=UNKNOWN, error="timeout"),
+                buy(2, 300, 301, order=2, remaining=0),
+                final(0, ("k1", 1, "expired"), ("k2", 2, "pending")))
+    assert v.valid, v.anomalies
+
+
+def test_payments_need_a_window_and_statuses():
+    no_window = check([Reset(SKU, 1, 0), buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 10, 20),
+                       final(0, ("k1", 1))]).skus[0]
+    no_status = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1)))
+    stray = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 9, 10, 20), final(0, ("k1", 1, "pending")))
+    for v in (no_window, no_status, stray):
+        assert [a.kind for a in v.anomalies] == ["malformed"]
+        assert not v.valid
