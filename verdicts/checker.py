@@ -41,11 +41,11 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from common.history import FAILED, OK, PAID, UNKNOWN, Event, Final, Pay, Purchase, Reset
+from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Event, Final, Pay, Purchase, Reset
 
-from .model import PENDING, Expire, SaleModel, SaleState, Step
+from .model import EXPIRED, PENDING, Expire, SaleModel, SaleState, Step
 
 Operation = Purchase | Pay | Expire | Final
 
@@ -148,11 +148,23 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
         at_end[key].append(order_id)
     if final is not None:
         verdict.anomalies += _set_checks(sku, purchases, final, at_end, reset.stock)
+    if reset.window > 0:
+        verdict.anomalies += _payment_checks(sku, pays, final)
+    if reset.window > 0 and any(a.kind in _NO_STATE for a in verdict.anomalies):
+        # The model keeps each unit left or held by one pending or paid order, and
+        # paid and refunded for good, each by a payment: no order of the operations
+        # ends in this final read. (A search would spend its budget finding that out,
+        # every maybe-expiry tried both ways before each refusal.)
+        verdict.linearizable = False
+        verdict.window = Window(final, [], 0, [final], final.at, final.at + 1)
+        verdict.anomalies.insert(0, Anomaly("not linearizable", sku, f"the final read ({final.remaining} "
+                                            "left) is no state of the sale: its units do not add up"))
+        verdict.seconds = time.perf_counter() - started
+        return verdict
     steps, ends = _steps(purchases, final, at_end)
-    window = reset.window > 0
-    if window:
-        _window_steps(steps, ends, purchases, pays, final, int(reset.window * 1e9))
-    model = SaleModel(reset.segments, window=window)
+    if reset.window > 0:
+        steps, ends = _window_steps(steps, ends, purchases, pays, final, round(reset.window * 1e9))
+    model = SaleModel(reset.segments)
     linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states,
                                              pruned=pruned)
     if linearizable is False and pruned:
@@ -288,32 +300,79 @@ def _steps(purchases: list[Purchase], final: Final | None, at_end: dict[str, lis
 
 
 def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase], pays: list[Pay],
-                  final: Final, window_ns: int) -> None:
+                  final: Final, window_ns: int) -> tuple[list[Step], list[int]]:
     """The payments and the expiries, added before the final read. An expiry is known
     from the order's status at the end: it happened (expired, refunded), did not
-    (pending), or may have (paid: in time, or late and taken back)."""
-    read, read_end = steps.pop(), ends.pop()
-    horizon = final.at
+    (pending, or paid by a payment seen landing before the order could be due), or
+    may have (paid: in time, or late and taken back).
+
+    The state follows the status of every order a payment touches or whose expiry is
+    in doubt. An order that expired unpaid, placed by a 201 answered before it could
+    be due, is touched by nothing else: its expiry only gives units back, and such
+    expiries of one size are alike (``_search`` orders them earliest first), which
+    spares the search every subset of them."""
+    read, read_end = steps[-1], ends[-1]
+    steps, ends = steps[:-1], ends[:-1]
     quantity, first = {}, {}
     for op in purchases:
         quantity.setdefault(op.key, op.quantity)
         first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
-    units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
+    created = {op.order_id: op.complete for op in purchases if op.outcome == OK and not op.replayed}
+    paying: dict[int, list[Pay]] = defaultdict(list)
     for op in pays:
-        if op.outcome == FAILED:
-            continue
-        steps.append(Step(op, "yes" if op.outcome == OK else "maybe", op.order_id, False,
-                          units=units.get(op.order_id, 1)))
-        ends.append(op.complete if op.outcome == OK else max(horizon - 1, op.invoke))
+        if op.outcome != FAILED:
+            paying[op.order_id].append(op)
+    units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
+    followed: set[int] = set()
+    expiries: list[tuple[Step, int]] = []
     for key, order_id, status in final.orders:
-        if status == PENDING or key not in first:
-            continue
-        effect = "maybe" if status == PAID else "yes"
-        expiry = Expire(final.sku, order_id, first[key] + window_ns)
-        steps.append(Step(expiry, effect, order_id, False, units=units[order_id]))
-        ends.append(horizon - 1)  # due after the final read: it cannot have happened, and fails
-    steps.append(read)
+        due = first.get(key, 0) + window_ns
+        if status == PENDING and not paying[order_id]:
+            continue  # nothing moved it: no step names it
+        alone = status == EXPIRED and not paying[order_id] and created.get(order_id, due) < due
+        if not alone:
+            followed.add(order_id)
+        landed = [p.complete for p in paying[order_id] if p.outcome == OK and p.result == PAID]
+        if status == PENDING or status == PAID and landed and min(landed) < due:
+            continue  # it never expired
+        # Paid at the end: an expiry took its units before the payment landed, or did
+        # nothing; so it is ordered, if at all, before the first payment seen landing.
+        end = min(landed) if status == PAID and landed else final.at - 1
+        expiries.append((Step(Expire(final.sku, order_id, due), "maybe" if status == PAID else "yes",
+                              order_id, False, units=units[order_id], statused=not alone), end))
+    steps = [replace(step, statused=True) if step.order_id in followed else step for step in steps]
+    for op in pays:
+        if op.outcome != FAILED:
+            steps.append(Step(op, "yes" if op.outcome == OK else "maybe", op.order_id, False,
+                              units=units.get(op.order_id, 1), statused=True))
+            ends.append(op.complete if op.outcome == OK else max(final.at - 1, op.invoke))
+    steps += [step for step, _ in expiries]
+    ends += [end for _, end in expiries]  # one due after its end cannot fit, and fails
+    steps.append(replace(read, statuses=frozenset(followed)))
     ends.append(read_end)
+    return steps, ends
+
+
+# Anomalies of a final read that no state of a sale with a window can be (an order
+# acknowledged and gone among them: no order is ever deleted).
+_NO_STATE = {"unaccounted", "payment lost", "paid unpaid", "lost"}
+
+
+def _payment_checks(sku: str, pays: list[Pay], final: Final) -> list[Anomaly]:
+    """Paid and refunded are final, and only a payment makes an order either."""
+    found: list[Anomaly] = []
+    status = {order_id: s for _, order_id, s in final.orders}
+    lost = [op for op in pays if op.outcome == OK and status.get(op.order_id) != op.result]
+    if lost:
+        found.append(Anomaly("payment lost", sku, f"{len(lost)} payments answered {lost[0].result} for "
+                             f"orders that are not, at the end (order {lost[0].order_id}: "
+                             f"{status.get(lost[0].order_id, 'gone')})", lost))
+    paying = {op.order_id for op in pays if op.outcome != FAILED}
+    unpaid = [o for o, s in status.items() if s in (PAID, REFUNDED) and o not in paying]
+    if unpaid:
+        found.append(Anomaly("paid unpaid", sku, f"{len(unpaid)} orders paid or refunded at the end that no "
+                             f"payment was made for (order {unpaid[0]}: {status[unpaid[0]]})"))
+    return found
 
 
 def _invoked(step: Step) -> int:
@@ -365,10 +424,14 @@ def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleStat
     for i in sorted(range(len(steps)), key=lambda i: _invoked(steps[i])):
         step = steps[i]
         if (isinstance(step.op, Purchase) and step.op.outcome == UNKNOWN and not step.tracked
-                and not (model.window and step.order_id is not None)):  # its order's status is its own
+                and not step.statused):
             kind = (step.effect, step.op.quantity, ends[i])
-            alike[i] = (kind, ranks[kind])
-            ranks[kind] += 1
+        elif isinstance(step.op, Expire) and not step.statused:
+            kind = ("expiry", step.units, ends[i])
+        else:
+            continue
+        alike[i] = (kind, ranks[kind])
+        ranks[kind] += 1
     taken: dict[tuple, int] = defaultdict(int)  # per kind: how many of its first are ordered
 
     # The stock only goes down, so a state with fewer units than the purchases still to

@@ -98,12 +98,15 @@ class Step:
     tracked: bool  # its key has other operations: remembered in the state
     keys: frozenset = frozenset()  # for the final read: every remembered key
     units: int = 0  # a payment's or an expiry's: its order's quantity
+    # Its order's status is followed in the state (a sale with a window; not for an
+    # order nothing but its purchase and expiry touches: those expiries are alike).
+    statused: bool = False
+    statuses: frozenset = frozenset()  # for the final read: every followed order
 
 
 class SaleModel:
-    def __init__(self, segments: int = 1, *, window: bool = False):
+    def __init__(self, segments: int = 1):
         self.segments = segments
-        self.window = window  # orders have statuses
 
     def init(self, stock: int) -> SaleState:
         return SaleState(stock)
@@ -112,7 +115,7 @@ class SaleModel:
         """The states ``step`` can leave ``state`` in: none if it cannot happen there."""
         op = step.op
         if isinstance(op, Final):
-            return [state] if self._final_matches(state, op, step.keys) else []
+            return [state] if self._final_matches(state, op, step.keys, step.statuses) else []
         if isinstance(op, Expire):
             return self._expire(state, step)
         if isinstance(op, Pay):
@@ -140,12 +143,14 @@ class SaleModel:
     def _take(self, state: SaleState, step: Step, order_id: int | None) -> SaleState:
         orders = state.with_order(step.op.key, order_id) if step.tracked else state.orders
         statuses = state.statuses
-        if self.window and order_id is not None:
+        if step.statused and order_id is not None:
             statuses = statuses | {(order_id, PENDING)}
         return SaleState(state.remaining - step.op.quantity, orders, statuses)
 
     @staticmethod
     def _expire(state: SaleState, step: Step) -> list[SaleState]:
+        if not step.statused:  # an order only its purchase, before, and this expiry touch
+            return [SaleState(state.remaining + step.units, state.orders, state.statuses)]
         status = state.status_of(step.op.order_id)
         if status == PENDING:
             returned = state.moved(step.op.order_id, EXPIRED, step.units)
@@ -172,12 +177,13 @@ class SaleModel:
     def _remaining_ok(self, answered: int, left: int) -> bool:
         return answered == left if self.segments == 1 else 0 <= answered <= left
 
-    def _final_matches(self, state: SaleState, final: Final, keys: frozenset) -> bool:
+    @staticmethod
+    def _final_matches(state: SaleState, final: Final, keys: frozenset, followed: frozenset) -> bool:
         """The stock left; for every remembered key: an order at the end iff one was
-        placed, the same one; with a window, every order, in its status."""
+        placed, the same one; every followed order, in its status."""
         if state.remaining != final.remaining:
             return False
-        if self.window and {(o[1], o[2]) for o in final.orders if len(o) == 3} != state.statuses:
+        if {(o[1], o[2]) for o in final.orders if len(o) == 3 and o[1] in followed} != state.statuses:
             return False
         at_end = {o[0]: o[1] for o in final.orders}
         placed = dict(state.orders)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 
-from common.history import FAILED, OK, UNKNOWN, Final, Purchase, Reset
+from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
 
 
 def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0, sku: str = "s",
@@ -50,3 +50,62 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
     if final:
         events.append(Final(sku, remaining, sorted(orders.items()), max(now) + 1))
     return events
+
+
+def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
+                unknown_share: float = 0.0, seed: int = 0, sku: str = "s") -> list:
+    """A sale with a payment window (``window`` in the history's nanoseconds), as
+    ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
+    after another; each order paid with probability ``paying``, at once or as it falls
+    due; each unpaid one expires at a random instant past its window; every operation
+    takes effect at a random instant inside its interval. Linearizable by construction."""
+    rng = random.Random(seed)
+    now = [1_000] * clients
+    planned = []  # (instant, kind, operation)
+    for n in range(buyers):
+        client = n % clients
+        invoke = now[client] + rng.randint(1, 50)
+        complete = invoke + rng.randint(1, 400)
+        now[client] = complete
+        op = Purchase(n + 1, f"c{client}", sku, 1, uuid.UUID(int=rng.getrandbits(128)).hex, invoke, complete)
+        planned.append((rng.randint(invoke, complete), "buy", op))
+    remaining, order_ids, pay_ids = stock, iter(range(1, 10 * buyers)), iter(range(buyers + 1, 10**9))
+    status, keys, events, later = {}, {}, [], []
+    while planned:
+        planned.sort(key=lambda p: p[0])
+        point, kind, op = planned.pop(0)
+        if kind == "buy":
+            if remaining >= 1:
+                remaining -= 1
+                op.order_id = next(order_ids)
+                status[op.order_id], keys[op.order_id] = "pending", op.key
+                op.outcome, op.remaining, op.status = OK, remaining, 201
+                planned.append((point + window + rng.randint(0, window), "expire", op.order_id))
+                if rng.random() < paying:
+                    start = op.complete + (rng.randint(0, window // 2) if rng.random() < 0.5
+                                           else window + rng.randint(-window // 5, window // 5))
+                    pay = Pay(next(pay_ids), op.client, sku, op.order_id, start)
+                    pay.complete = start + rng.randint(1, 400)
+                    planned.append((rng.randint(pay.invoke, pay.complete), "pay", pay))
+            else:
+                op.outcome, op.status, op.error = FAILED, 409, "sold_out"
+            if rng.random() < unknown_share:
+                op.outcome, op.status, op.error = UNKNOWN, 504, "timeout"
+                op.order_id = op.remaining = None
+            events.append(op)
+        elif kind == "expire":
+            later.append(point)
+            if status[op] == "pending":
+                status[op], remaining = "expired", remaining + 1
+        else:
+            if status[op.order_id] == "pending":
+                op.result = PAID
+            elif remaining >= 1:
+                op.result, remaining = PAID, remaining - 1
+            else:
+                op.result = REFUNDED
+            status[op.order_id], op.outcome = op.result, OK
+            events.append(op)
+    at = max([e.complete for e in events] + later) + 1
+    orders = sorted((keys[o], o, s) for o, s in status.items())
+    return [Reset(sku, stock, 0, window=window / 1e9), *events, Final(sku, remaining, orders, at)]

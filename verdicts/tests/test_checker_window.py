@@ -3,8 +3,13 @@ them or take them back, and the final read's statuses say which happened. Each
 pitfall of issue 55 as a history: linearizable when the sale did it right, not when
 a unit was sold twice, returned twice, or a late payment lied."""
 
+from dataclasses import replace
+
+import pytest
+
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
 from verdicts.checker import check
+from verdicts.synthetic import window_sale
 
 SKU = "s"
 WINDOW_NS = 100  # the window, in the histories' nanoseconds
@@ -138,3 +143,27 @@ def test_payments_need_a_window_and_statuses():
     for v in (no_window, no_status, stray):
         assert [a.kind for a in v.anomalies] == ["malformed"]
         assert not v.valid
+
+
+@pytest.mark.parametrize("unknown_share", [0.0, 0.1])
+def test_a_sale_the_size_of_a_verdict_cell_is_checked_in_a_few_states_an_operation(unknown_share):
+    events = window_sale(stock=60, buyers=460, clients=16, unknown_share=unknown_share, seed=1)
+    operations = len(events) - 2
+    v = check(events).skus[0]
+    assert v.valid, v.anomalies[:1]
+    assert v.searched < 50 * operations  # expiries of unpaid orders are alike: no subsets of them
+    statuses = {status for *_, status in events[-1].orders}
+    assert {"paid", "expired"} <= statuses
+    broken = [*events[:-1], replace(events[-1], remaining=events[-1].remaining + 1)]
+    assert check(broken).skus[0].linearizable is False
+
+
+def test_a_payment_answered_paid_for_an_order_not_paid_at_the_end_was_lost():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 10, 20), final(0, ("k1", 1, "pending")))
+    assert [a.kind for a in v.anomalies] == ["not linearizable", "payment lost"]
+
+
+def test_an_order_paid_without_a_payment_is_no_state_of_the_sale():
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1, "paid")))
+    assert v.linearizable is False
+    assert [a.kind for a in v.anomalies] == ["not linearizable", "paid unpaid"]
