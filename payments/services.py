@@ -80,6 +80,9 @@ def payment_start(*, order_id: int, buyer: str | None, payment_method: str,
     if order is None:
         accepted = gate_order_get(order_id=order_id)
         if accepted is not None and (buyer is None or accepted.user_id == buyer):
+            if accepted.status != "accepted":  # dead-lettered: no persister will write it
+                raise NotPayable(f"order {order_id} is {accepted.status}: it waits for no payment",
+                                 extra={"order_id": order_id, "status": accepted.status})
             # Accepted by the gate, not written yet: a persister writes it in milliseconds.
             raise Busy(f"order {order_id} is on its way to the database: pay in a moment",
                        extra={"order_id": order_id})

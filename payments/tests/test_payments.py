@@ -179,3 +179,17 @@ def test_a_late_payment_for_units_sold_again_is_refunded(provider, sale):
     assert intent["refunded"]
     audit = sale_audit(sku="sku-1")
     assert (audit.consistent, audit.remaining, audit.ordered_quantity, audit.oversold) == (True, 0, 2, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gate_order_the_database_refused_is_not_payable_rather_than_busy(provider):
+    # A key used for another product's order first: the gate accepts the purchase (it
+    # knows its own sale's keys only), and the persister dead-letters its row.
+    sale_reset(sku="sku-0", stock=2, strategy="setnx")
+    order_create(sku="sku-0", quantity=1, user_id="ann", idempotency_key="key-ann")
+    sale_reset(sku="sku-1", stock=2, strategy="gate", payment_window_s=WINDOW_S)
+    order_id = buy("ann")
+    assert Client().get(f"/api/orders/{order_id}").json()["status"] == "dead_lettered"
+    answer = pay(order_id)
+    assert (answer.status_code, answer.json()["error"], answer.json()["status"]) == (
+        409, "not_payable", "dead_lettered")
