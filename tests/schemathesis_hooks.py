@@ -3,11 +3,17 @@
 that exist, so that a purchase reaches the sale (201, 409 sold out) and a lookup
 finds its row, instead of stopping at 404 for a made-up key. Everything else about a
 request is schemathesis' own. Each answer's operation and status go to a file, so
-that the test can tell what the run reached."""
+that the test can tell what the run reached.
+
+A reset of that product (the stateful phase follows a link to it) deletes its orders:
+the hooks then put it back and make the order again, so that a payment still finds
+one."""
 
 import os
 import threading
+import uuid
 
+import requests
 import schemathesis
 from hypothesis import strategies as st
 
@@ -15,14 +21,17 @@ from inventory.limits import SKU_MAX_LENGTH
 from races.limits import MAX_BUYERS
 
 SKU = os.environ["FLASHSALE_SCHEMATHESIS_SKU"]
-ORDER_ID = int(os.environ["FLASHSALE_SCHEMATHESIS_ORDER_ID"])
 ANSWERS = os.environ["FLASHSALE_SCHEMATHESIS_ANSWERS"]
+BASE_URL = os.environ["FLASHSALE_SCHEMATHESIS_URL"]
+STOCK = int(os.environ["FLASHSALE_SCHEMATHESIS_STOCK"])
 
 _PURCHASE = "POST /api/orders"
 _RACE = "POST /api/admin/races"
+_RESET = "POST /api/admin/products/{sku}/reset"
+_order = {"order_id": int(os.environ["FLASHSALE_SCHEMATHESIS_ORDER_ID"])}  # made again after a reset
 _REAL_PATH = {
-    "GET /api/orders/{order_id}": {"order_id": ORDER_ID},
-    "POST /api/orders/{order_id}/pay": {"order_id": ORDER_ID},
+    "GET /api/orders/{order_id}": _order,
+    "POST /api/orders/{order_id}/pay": _order,
     "GET /api/products/{sku}": {"sku": SKU},
     "GET /api/products/{sku}/audit": {"sku": SKU},
     "GET /api/products/{sku}/audit/summary": {"sku": SKU},
@@ -78,3 +87,19 @@ def flatmap_path_parameters(ctx, parameters):
 def after_call(ctx, case, response):
     with _write, open(ANSWERS, "a") as answers:
         answers.write(f"{case.operation.label}\t{response.status_code}\n")
+    if case.operation.label == _RESET and (case.path_parameters or {}).get("sku") == SKU:
+        with _write:
+            _order_again()
+
+
+def _order_again() -> None:
+    """The product back to its stock, and an order of it under the buyer's token."""
+    admin = {"Authorization": f"Token {os.environ['FLASHSALE_SCHEMATHESIS_ADMIN_TOKEN']}"}
+    requests.post(f"{BASE_URL}/api/admin/products/{SKU}/reset", json={"stock": STOCK}, headers=admin,
+                  timeout=30).raise_for_status()
+    buyer = {"Authorization": f"Bearer {os.environ['FLASHSALE_SCHEMATHESIS_BEARER']}",
+             "Idempotency-Key": uuid.uuid4().hex}
+    response = requests.post(f"{BASE_URL}/api/orders", json={"sku": SKU, "quantity": 1}, headers=buyer,
+                             timeout=30)
+    response.raise_for_status()
+    _order["order_id"] = response.json()["order_id"]

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(660)]
 
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
+STOCK = 1_000_000
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_pa
     operation from the schema alone, where lookups of ids it cannot know are 404s (its
     warning), never failures."""
     client = stack_apps()
-    client.reset(SKU, 1_000_000)
+    client.reset(SKU, STOCK)
     first = client.order(SKU, 1, "schemathesis")
     assert first.status_code == 201, first.text
     # Races are the plain run's alone: a race resets one product a strategy, shared
@@ -109,6 +110,8 @@ def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_pa
                               "PYTHONPATH": str(ROOT),
                               "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
                               "FLASHSALE_SCHEMATHESIS_SKU": SKU,
+                              "FLASHSALE_SCHEMATHESIS_URL": client.base_url,
+                              "FLASHSALE_SCHEMATHESIS_STOCK": str(STOCK),
                               "FLASHSALE_SCHEMATHESIS_ORDER_ID": str(first.json()["order_id"]),
                               "FLASHSALE_SCHEMATHESIS_ANSWERS": str(tmp_path / "answers.tsv")})
     plain = schemathesis(client, tmp_path / "plain", env={})
