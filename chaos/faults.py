@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import shutil
 import signal
+import time
 from dataclasses import dataclass
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from common.strategies import STRATEGIES, Seller
 from stack.config import StackConfig
@@ -107,6 +111,38 @@ class Paused(Fault):
             Supervisor(config).signal_group(name, signal.SIGCONT)
 
 
+@dataclass(frozen=True)
+class ExpirerKilledMidBatch(Killed):
+    """SIGKILL to the expirer once it has a batch in hand (claimed, its units not yet
+    back everywhere: its ``flashsale_expiry_batch_orders`` gauge says so, and the
+    stack's ``FLASHSALE_EXPIRY_PAUSE_MS`` holds it there); started again later. Only
+    a sale with a payment window has expiries to strike."""
+
+    servers: tuple[str, ...] = ("expirer",)
+    patience: float = 60.0  # seconds to wait for a batch: the first orders' window and grace
+
+    def inject(self, config: StackConfig) -> list[str]:
+        deadline = time.monotonic() + self.patience
+        while batch_in_hand(config) == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the expirer took no batch in hand within {self.patience:g} s")
+            time.sleep(0.01)
+        return super().inject(config)
+
+
+def batch_in_hand(config: StackConfig) -> float:
+    """The orders in the stack's expirer's batch in hand, from its /metrics (0: none,
+    or it does not answer)."""
+    try:
+        text = requests.get(f"http://127.0.0.1:{config.expirer_metrics_port}/metrics", timeout=1).text
+    except requests.RequestException:
+        return 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == "flashsale_expiry_batch_orders":
+            return sum(sample.value for sample in family.samples)
+    return 0.0
+
+
 FAULTS: dict[str, Fault] = {
     fault.name: fault
     for fault in (
@@ -130,8 +166,18 @@ FAULTS: dict[str, Fault] = {
 }
 
 
+# Faults that strike only a sale with a payment window (the verdicts' window cells).
+WINDOW_FAULTS: dict[str, Fault] = {
+    fault.name: fault
+    for fault in (
+        ExpirerKilledMidBatch("kill-expirer", "the expirer SIGKILLed with a batch in hand (claimed, its "
+                              "units not yet back everywhere), started again 2 s later", down_seconds=2.0),
+    )
+}
+
+
 def expected_loss(strategy: str, fault: str) -> bool:
     """A sale that loses what it promised, as its design says it may: the gate's
     accepted orders live only in Redis until a persister writes them, so a Redis that
     comes back without its data loses them (and the sale, until it is warmed again)."""
-    return FAULTS[fault].loses_redis and STRATEGIES[strategy].seller is Seller.GATE
+    return fault in FAULTS and FAULTS[fault].loses_redis and STRATEGIES[strategy].seller is Seller.GATE

@@ -11,10 +11,15 @@ to 2 s. Its last answer is its *final answer*. The verdict:
 - lies: final answers that are not true of the database at the end: a success for a
   key without that order, a refusal or an error for a key that has an order;
 - the stall: the longest gap between consecutive orders while stock remained.
+
+With a payment window (``PaymentWindow``), some buyers pay for their order, some at
+once and some as it falls due (racing the expirer); the others never pay, so their
+units come back, and a second wave of buyers comes for them.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -26,9 +31,10 @@ from dataclasses import dataclass, field
 
 import requests
 
-from common.history import Recorder
+from common.history import FAILED, PAID, REFUNDED, Pay, Recorder
 from loadtest.buyers import buyer_tokens
 from loadtest.client import FlashsaleClient
+from loadtest.payment_figures import settled
 from loadtest.truth import Truth
 from stack.config import StackConfig
 from stack.hosted import until_ready
@@ -139,10 +145,32 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
 BUYER_PREFIX = "chaos-buyer-"  # the n-th buyer of a sale is chaos-buyer-<n>
 
 
+@dataclass(frozen=True)
+class PaymentWindow:
+    """A sale whose orders wait ``seconds`` for their payment. A buyer with an order
+    pays with probability ``paying``: half of those at once, half as their order falls
+    due (its window and the expirer's grace past, give or take ``race`` seconds),
+    racing the expirer; the rest never pay. Once the first unpaid orders are due, a
+    second wave of ``resale`` buyers comes, over ``spread`` seconds, for the units
+    that come back."""
+
+    seconds: float = 2.0
+    paying: float = 0.5
+    race: float = 0.7
+    resale: int = 40
+    spread: float = 8.0  # past a lock lease a killed expirer left held
+    watch: float = 15.0  # how long a payer watches its order for the payment to land
+    seed: int = 0
+
+
+PAY_TRIES = 5  # a payment's 503 (the gate's order not in the database yet) is tried again
+
+
 def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
                      threads: int, trigger: int, history: Recorder | None = None,
                      urls: list[str] | None = None, first: str | None = None,
-                     database: str = APP_DATABASE, signed_in: bool | None = None) -> Verdict:
+                     database: str = APP_DATABASE, signed_in: bool | None = None,
+                     window: PaymentWindow | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
@@ -151,7 +179,8 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     the stack's MariaDB, where the verdict reads the orders; ``signed_in``: whether
     those instances take the buyer from credentials (default: the stack's setting),
     and so each buyer (``BUYER_PREFIX<n>``) is an account made there, buying with its
-    bearer token (``loadtest.buyers``)."""
+    bearer token (``loadtest.buyers``); ``window``: the sale has a payment window,
+    payers and a second wave (``PaymentWindow``)."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     others = [url for url in urls if url != first] or urls
@@ -161,11 +190,13 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     signed_in = config.buyer_auth if signed_in is None else signed_in
     # The buyers exist before the sale opens, as they would: nothing between the reset
     # and the first purchase but what the fault does there.
-    tokens = (buyer_tokens(config, prefix=BUYER_PREFIX, count=buyers, database=database)
+    wave = window.resale if window else 0
+    tokens = (buyer_tokens(config, prefix=BUYER_PREFIX, count=buyers + wave, database=database)
               if signed_in else None)
-    admin.reset(sku, stock=stock, strategy=strategy)
+    admin.reset(sku, stock=stock, strategy=strategy,
+                **({"payment_window_s": window.seconds} if window else {}))
     if history:
-        history.reset(sku, stock)
+        history.reset(sku, stock, window=window.seconds if window else 0.0)
     if fault is not None:
         fault.before_sale(config)  # a fault's first step, once the sale is open and before any purchase
     sold = 0
@@ -206,21 +237,42 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
                 return local.clients[first if not struck.is_set() else others[n % len(others)]]
             return local.clients[urls[n % len(urls)]]
 
+        rng = random.Random(f"{window.seed if window else 0}-{n}")
+        if n >= buyers:  # the second wave, spread out as the unpaid orders fall due
+            time.sleep(rng.uniform(0, window.spread))
         answer = _buy(client_now, sku, uuid.uuid4().hex, f"{BUYER_PREFIX}{n}", history)
         if answer.status == 201:
             with mutex:
                 sold += 1
                 if sold >= trigger:
                     fire.set()
+            if window and rng.random() < window.paying:
+                payments.append(payers.submit(pay, n, answer, time.monotonic(), rng))
         return answer
+
+    def pay(n: int, answer: DocumentedError, bought: float, rng: random.Random) -> None:
+        """Pay for the order, at once or as it falls due, and watch it until the payment lands."""
+        due = window.seconds + config.payment_grace_s
+        early = rng.random() < 0.5
+        wait = rng.uniform(0, window.seconds / 2) if early else due + rng.uniform(-1, 1) * window.race
+        time.sleep(max(0.0, bought + wait - time.monotonic()))
+        if not hasattr(local, "clients"):
+            local.clients = {url: FlashsaleClient(url, timeout=15, tokens=tokens) for url in urls}
+        _pay(local.clients[urls[n % len(urls)]], answer, sku, history, watch=window.watch)
 
     if trigger < 1:
         fire.set()  # it strikes as the sale opens
     injector = threading.Thread(target=run_fault, daemon=True)
     injector.start()
     started = time.time()
-    with ThreadPoolExecutor(threads) as pool:
+    payments: list = []
+    with ThreadPoolExecutor(threads) as pool, ThreadPoolExecutor(threads) as payers:
         answers = list(pool.map(buyer, range(buyers)))
+        if window:  # the second wave, once the first unpaid orders are due
+            time.sleep(max(0.0, started + window.seconds + config.payment_grace_s - time.time()))
+            answers += list(pool.map(buyer, range(buyers, buyers + wave)))
+        for payment in payments:
+            payment.result()
     ended = time.time()
     over.set()
     injector.join()
@@ -229,22 +281,75 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     _until_healthy(config, urls=direct)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
                   started=started, ended=ended, injected_at=fault_state.get("at"), history=history,
-                  database=database, tokens=tokens)
+                  database=database, tokens=tokens, window=window)
+
+
+def _pay(client: FlashsaleClient, answer: DocumentedError, sku: str, history: Recorder | None, *,
+         watch: float) -> None:
+    """Pay for ``answer``'s order (a 503 tried again with the same key), then follow the
+    order until the payment lands (paid, or refunded: too late) or ``watch`` seconds
+    pass; recorded as one payment."""
+    op = history.pay(answer.user, sku, answer.order_id) if history else Pay(0, answer.user, sku,
+                                                                               answer.order_id, 0)
+    key = uuid.uuid4().hex
+    status = 0
+    for _ in range(PAY_TRIES):
+        try:
+            status = client.pay(answer.order_id, answer.user, key=key).status_code
+        except requests.RequestException:
+            status = 0  # the provider may have it: watch the order all the same
+        if status != 503:
+            break
+        time.sleep(0.2)
+    if status in (402, 404, 409):  # declined, or the order waits for no payment: nothing was done
+        op.outcome, op.complete = FAILED, Recorder.now()
+        return
+    deadline = time.monotonic() + watch
+    while time.monotonic() < deadline:
+        try:
+            response = client.order_detail(answer.order_id, answer.user)
+            landed = response.json().get("payment_status") if response.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            landed = None
+        if landed in (PAID, REFUNDED):
+            op.landed(landed, Recorder.now())
+            return
+        time.sleep(0.1)
+    # Never seen landing: unknown, and it may still land before the final read.
+
+
+def _read_twice(client: FlashsaleClient, truth: Truth, sku: str, *,
+                statuses: bool) -> tuple[dict, list[tuple]]:
+    """The final read: the audit and every order (with its status, in a sale with a
+    window), read until two reads in a row agree, so that no move lands between the
+    read of the stock and that of the orders."""
+    earlier = None
+    for _ in range(50):
+        audit = client.audit(sku)  # once the gate's persisters have written what it accepted
+        rows = truth.orders(sku, statuses=statuses)
+        if earlier == (audit["remaining"], rows):
+            return audit, rows
+        earlier = audit["remaining"], rows
+        time.sleep(0.2)
+    raise RuntimeError(f"{sku}: the stock and the orders still moved after 50 reads")
 
 
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
            injected_at: float | None, history: Recorder | None, database: str,
-           tokens: dict[str, str] | None) -> Verdict:
-    audit = client.audit(sku)  # once the gate's persisters have written what it accepted
+           tokens: dict[str, str] | None, window: PaymentWindow | None = None) -> Verdict:
     truth = Truth(config, database=database, signed_in=tokens is not None)
     try:
-        rows = truth.orders(sku)
+        if window:
+            # Nothing moves any more once no order is pending: the last unpaid ones
+            # expired (a window and the grace after the second wave), payments landed.
+            settled(truth, sku, within=window.seconds + config.payment_grace_s + 30)
+        audit, rows = _read_twice(client, truth, sku, statuses=window is not None)
         double = truth.double_keys(sku)
         times = truth.order_times(sku)
     finally:
         truth.close()
-    orders = dict(rows)
+    orders = {row[0]: row[1] for row in rows}
     if history:
         history.final(sku, audit["remaining"], rows)
     lying = Counter()

@@ -22,12 +22,14 @@ class Truth:
             cursor.execute(sql, [sku])
             return list(cursor.fetchall())
 
-    def orders(self, sku: str) -> list[tuple[str, int]]:
-        """Every order row: (the key it was sent with, order id), a key twice if it has two."""
-        rows = self._rows("SELECT o.user_id, o.idempotency_key, o.id FROM orders_order o "
+    def orders(self, sku: str, *, statuses: bool = False) -> list[tuple]:
+        """Every order row: (the key it was sent with, order id), a key twice if it has
+        two; with ``statuses``, (key, order id, status)."""
+        rows = self._rows("SELECT o.user_id, o.idempotency_key, o.id, o.status FROM orders_order o "
                           "JOIN inventory_product p ON p.id = o.product_id "
                           "WHERE p.sku = %s ORDER BY o.id", sku)
-        return [(key_sent(buyer, key) if self.signed_in else key, order_id) for buyer, key, order_id in rows]
+        return [(key_sent(buyer, key) if self.signed_in else key, order_id, *([status] if statuses else []))
+                for buyer, key, order_id, status in rows]
 
     def double_keys(self, sku: str) -> int:
         return len(self._rows("SELECT o.idempotency_key FROM orders_order o JOIN inventory_product p "

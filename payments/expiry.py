@@ -30,7 +30,9 @@ the units back (``orders.gate.returns``), once per order by its marker there.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -133,11 +135,12 @@ def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[
     fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
     units = 0
     try:
-        with transaction.atomic(savepoint=not lock.commits_work):
+        with transaction.atomic(savepoint=not lock.commits_work), _in_hand() as hand:
             claimed = _claimed(product, now=now, batch=batch)
             if claimed:
                 _quotas_free(product, claimed)
                 units = _units_return(product, claimed, fences)
+                hand(len(claimed))
                 lock.ensure_held()
     except BaseException:
         _release(lock)
@@ -181,13 +184,32 @@ def _gate_batch_expire(product: Product, *, now: datetime, batch: int, strategy:
     stock row are conditional decrements, and Redis decides the sale. Redis unreachable
     after the commit: the units are owed to it, and each pass gives them again."""
     _read_committed()
-    with transaction.atomic():
-        claimed = _claimed(product, now=now, batch=batch)
-        units = _units_return(product, claimed, fences=None) if claimed else 0
-    if claimed:
-        _owe(product.sku, [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed])
-        _counted(strategy, len(claimed), units)
+    with _in_hand() as hand:
+        with transaction.atomic():
+            claimed = _claimed(product, now=now, batch=batch)
+            units = _units_return(product, claimed, fences=None) if claimed else 0
+        if claimed:
+            hand(len(claimed))  # expired in the database, not yet back in Redis
+            _owe(product.sku, [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed])
+            _counted(strategy, len(claimed), units)
     return len(claimed), units
+
+
+@contextmanager
+def _in_hand():
+    """Yields ``hand(orders)``, called once a batch is claimed and before its units are
+    back everywhere: it sets the expirer's gauge, and pauses there
+    ``FLASHSALE_EXPIRY_PAUSE_MS`` (0: not at all; the verdicts widen it to kill an
+    expirer mid-batch). The gauge goes back to 0 on the way out."""
+    def hand(orders: int) -> None:
+        metrics.BATCH_IN_HAND.set(orders)
+        if settings.FLASHSALE_EXPIRY_PAUSE_MS > 0:
+            time.sleep(settings.FLASHSALE_EXPIRY_PAUSE_MS / 1000)
+
+    try:
+        yield hand
+    finally:
+        metrics.BATCH_IN_HAND.set(0)
 
 
 # sku -> the orders whose units this process owes the gate's Redis: expired in the

@@ -1,6 +1,6 @@
 """The payment step's metrics (labels: a strategy; never a sku, a buyer or an order)."""
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 EXPIRED = Counter("flashsale_orders_expired", "Orders moved from pending to expired, unpaid, by the "
                   "strategy of their sale", ["strategy"])
@@ -9,5 +9,7 @@ RETURNED_UNITS = Counter("flashsale_units_returned", "Units of expired orders gi
 PAID = Counter("flashsale_orders_paid", "Orders moved from pending to paid, by strategy", ["strategy"])
 LATE = Counter("flashsale_late_payments", "Payments confirmed for expired orders, by outcome: paid "
                "(the units taken again) or refunded (none left)", ["outcome"])
+BATCH_IN_HAND = Gauge("flashsale_expiry_batch_orders", "Orders in the expirer's batch in hand: claimed, "
+                      "their units not yet back everywhere (0 between batches)")
 REFUNDS = Counter("flashsale_payments_refunded", "Payments given back, by why: late (the order's units "
                   "were sold again) or other (the order paid already, or gone)", ["why"])

@@ -71,6 +71,8 @@ class StackConfig:
     payprovider_port: int = 8070
     payprovider_duplicate: float = 0.1  # share of webhooks delivered twice
     payprovider_delay_ms: int = 200  # each delivery waits up to this: events overtake each other
+    expiry_pause_ms: float = 0.0  # the expirer's pause with a batch in hand (the verdicts widen it)
+    payment_grace_s: float = 5.0  # FLASHSALE_PAYMENT_GRACE_S, which a buyer racing the expirer needs
     payprovider_decline: float = 0.0  # share of payments declined whatever the card
 
     @classmethod
@@ -114,6 +116,8 @@ class StackConfig:
             payprovider_port=env.int("PAYPROVIDER_PORT", default=8070),
             payprovider_duplicate=env.float("PAYPROVIDER_DUPLICATE", default=0.1),
             payprovider_delay_ms=env.int("PAYPROVIDER_DELAY_MS", default=200),
+            expiry_pause_ms=env.float("FLASHSALE_EXPIRY_PAUSE_MS", default=0.0),
+            payment_grace_s=env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0),
             payprovider_decline=env.float("PAYPROVIDER_DECLINE", default=0.0),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
@@ -306,6 +310,7 @@ class StackConfig:
             "FLASHSALE_PAYMENTS_API_BASE": f"http://127.0.0.1:{self.payprovider_port}",
             "FLASHSALE_PAYMENTS_API_KEY": self.payments_api_key(),
             "FLASHSALE_PAYMENTS_WEBHOOK_SECRET": self.payments_webhook_secret(),
+            "FLASHSALE_PAYMENT_GRACE_S": str(self.payment_grace_s),
             # Every load test here comes from one address, and the comparison's
             # buyers would trip a per-user rate too: off unless asked for.
             "FLASHSALE_THROTTLE_USER": os.environ.get("FLASHSALE_THROTTLE_USER", ""),
@@ -329,4 +334,5 @@ class StackConfig:
         way the sale's strategy takes it (``payments.expiry``), so it follows the
         deployment's like an instance, held at a switch by the same barrier."""
         env = {k: v for k, v in self.app_environment("expirer").items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-        return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL": str(self.released_file)}
+        return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL": str(self.released_file),
+                "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)}

@@ -33,7 +33,7 @@ from stack.control import apps_as_needed
 from stack.hosted import HostedApps
 
 from .checker import check
-from .matrix import NEMESES, Cell, default_plan, hosted, hosts_for, html, run_cell, table
+from .matrix import EXPIRY_PAUSE_MS, NEMESES, Cell, default_plan, hosted, hosts_for, html, run_cell, table
 from .timeline import svg
 
 
@@ -80,7 +80,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
         on: dict[tuple, HostedApps] = {}  # started as the first cell needs them
         for strategy, nemesis in plan:
             current = (config if hosted(nemesis)
-                       else use(strategy=strategy, section_delay_ms=args.section_delay_ms))
+                       else use(strategy=strategy, section_delay_ms=args.section_delay_ms,
+                                expiry_pause_ms=EXPIRY_PAUSE_MS))
             where = " (test hosts)" if hosted(nemesis) else ""
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
             instances = None

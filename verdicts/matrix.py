@@ -6,6 +6,11 @@ history goes to the checker. A cell's row: linearizable or not, the anomalies an
 the window where no order gets past, how many operations had unknown outcomes, and
 availability: the share of purchases that got a definite answer (an order or
 ``sold_out``) rather than busy, unavailable or unknown.
+
+The window cells sell with a payment window (``chaos.sale.PaymentWindow``): half the
+buyers pay, some as their order falls due, racing the expirer; the unpaid units come
+back and a second wave buys them; ``kill-expirer`` kills the expirer with a batch in
+hand.
 """
 
 from __future__ import annotations
@@ -14,9 +19,9 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from chaos.faults import FAULTS, expected_loss
+from chaos.faults import FAULTS, WINDOW_FAULTS, expected_loss
+from chaos.sale import PaymentWindow, sale_under_fault
 from chaos.sale import Verdict as EndState
-from chaos.sale import sale_under_fault
 from common.history import FAILED, OK, Purchase, Recorder
 from common.strategies import STRATEGIES, Seller
 from stack.config import StackConfig
@@ -27,8 +32,11 @@ from .links import LINK_FAULTS
 from .timeline import svg
 
 CALM = "calm"  # no fault: the strategy alone against concurrent buyers
-# The chaos runner's faults strike the stack; the link faults, instances on test hosts.
-NEMESES = [CALM, *FAULTS, *LINK_FAULTS]
+WINDOW = "payment-window"  # no fault, a payment window: pays racing expiries, units sold again
+# The chaos runner's faults strike the stack; the link faults, instances on test hosts;
+# the window faults, the stack in a sale with a payment window.
+NEMESES = [CALM, *FAULTS, *LINK_FAULTS, WINDOW, *WINDOW_FAULTS]
+EXPIRY_PAUSE_MS = 1000.0  # the expirer's pause with a batch in hand, where kill-expirer strikes
 
 # Faults that strike a server only some strategies use: elsewhere the sale is calm.
 ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
@@ -91,6 +99,11 @@ def hosted(nemesis: str) -> bool:
     return nemesis in LINK_FAULTS
 
 
+def windowed(nemesis: str) -> bool:
+    """Whether the cell's sale has a payment window."""
+    return nemesis == WINDOW or nemesis in WINDOW_FAULTS
+
+
 def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
     """The test hosts' instances a link fault needs: ``HostedApps``'s keywords."""
     fault = LINK_FAULTS[nemesis]
@@ -111,9 +124,10 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
         first = urls[0] if fault.first_app else None
         trigger = trigger if fault.trigger is None else fault.trigger
     else:
-        fault, urls = (None if nemesis == CALM else FAULTS[nemesis]), None
+        fault, urls = {**FAULTS, **WINDOW_FAULTS}.get(nemesis), None
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
                                  threads=threads, trigger=trigger, history=recorder, urls=urls, first=first,
+                                 window=PaymentWindow(resale=stock) if windowed(nemesis) else None,
                                  **({"database": on.database, "signed_in": on.buyer_auth}
                                     if hosted(nemesis) else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")

@@ -304,6 +304,9 @@ FLASHSALE_GATE_LINGER_MS = env.int("FLASHSALE_GATE_LINGER_MS", default=50)
 # after its window ends.
 FLASHSALE_EXPIRY_BATCH = env.int("FLASHSALE_EXPIRY_BATCH", default=500)
 FLASHSALE_EXPIRY_INTERVAL_S = env.float("FLASHSALE_EXPIRY_INTERVAL_S", default=1.0)
+# A pause with a batch in hand (claimed, its units not yet back everywhere): 0 but in
+# the verdicts, which kill an expirer there.
+FLASHSALE_EXPIRY_PAUSE_MS = env.float("FLASHSALE_EXPIRY_PAUSE_MS", default=0.0)
 # How long past its window an order may still be paid before the expirer takes its
 # units back: a payment the buyer confirmed at the last second, whose webhook comes
 # a little later, still counts as in time.
