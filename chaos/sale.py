@@ -186,7 +186,7 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     others = [url for url in urls if url != first] or urls
     _until_healthy(config, urls=direct)
     admin = FlashsaleClient(urls[0], admin_token=config.admin_token())
-    sku = f"chaos-{strategy}-{fault.name if fault else 'calm'}-{uuid.uuid4().hex[:6]}"
+    sku = f"chaos-{strategy}-{fault.name if fault else 'window' if window else 'calm'}-{uuid.uuid4().hex[:6]}"
     signed_in = config.buyer_auth if signed_in is None else signed_in
     # The buyers exist before the sale opens, as they would: nothing between the reset
     # and the first purchase but what the fault does there.
@@ -196,7 +196,8 @@ def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None,
     admin.reset(sku, stock=stock, strategy=strategy,
                 **({"payment_window_s": window.seconds} if window else {}))
     if history:
-        history.reset(sku, stock, window=window.seconds if window else 0.0)
+        history.reset(sku, stock, window=window.seconds if window else 0.0,
+                      grace=config.payment_grace_s if window else 0.0)
     if fault is not None:
         fault.before_sale(config)  # a fault's first step, once the sale is open and before any purchase
     sold = 0

@@ -3,10 +3,10 @@ it asked and what it was answered, as JSON lines a user can write too.
 
 One JSON object a line; ``type`` says which:
 
-- ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "window"?, "at"}``: the
-  sale opens with ``stock`` units (``segments``: 1 unless given; ``window``: the
-  payment window in seconds, 0 unless given). The checker starts each sku from its
-  reset.
+- ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "window"?, "grace"?,
+  "at"}``: the sale opens with ``stock`` units (``segments``: 1 unless given;
+  ``window``: the payment window in seconds, 0 unless given; ``grace``: how long past
+  it the expirer waits, 0 unless given). The checker starts each sku from its reset.
 - ``purchase``: ``{"type": "purchase", "id", "client", "sku", "quantity", "key",
   "invoke", "complete", "outcome", ...}`` with ``outcome``:
 
@@ -32,7 +32,7 @@ One JSON object a line; ``type`` says which:
 
 In a sale with a window, each order's expiry is an operation no client sees: the
 expirer returns a pending order's units at some instant from its purchase's
-invocation plus the window to the final read, and the final read's status says
+invocation plus the window and the grace to the final read, and the final read's status says
 whether it did (``expired``, ``refunded``: yes; ``pending``: no; ``paid``: only if
 the payment came late).
 
@@ -143,6 +143,7 @@ class Reset:
     at: int
     segments: int = 1
     window: float = 0.0
+    grace: float = 0.0
     type: str = field(default="reset", init=False)
 
 
@@ -179,8 +180,8 @@ class Recorder:
             self.events.append(event)
         return event
 
-    def reset(self, sku: str, stock: int, segments: int = 1, window: float = 0.0) -> None:
-        self._add(Reset(sku, stock, self.now(), segments, window))
+    def reset(self, sku: str, stock: int, segments: int = 1, window: float = 0.0, grace: float = 0.0) -> None:
+        self._add(Reset(sku, stock, self.now(), segments, window, grace))
 
     def invoke(self, client: str, sku: str, quantity: int, key: str) -> Purchase:
         with self._lock:

@@ -26,7 +26,7 @@ the operations around it (the window a timeline draws).
 
 With a payment window the stock also comes back: expiries and late payments are
 operations too (``verdicts.model``). An expiry, which no client sees, is placed
-anywhere from its order's purchase plus the window to the final read, as the final
+anywhere from its order's purchase plus the window and grace to the final read, as the final
 read's status allows; the bound above then counts the units expiries still to be
 ordered may return.
 
@@ -163,7 +163,8 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
         return verdict
     steps, ends = _steps(purchases, final, at_end)
     if reset.window > 0:
-        steps, ends = _window_steps(steps, ends, purchases, pays, final, round(reset.window * 1e9))
+        due_ns = round((reset.window + reset.grace) * 1e9)  # the soonest an order can expire
+        steps, ends = _window_steps(steps, ends, purchases, pays, final, due_ns)
     model = SaleModel(reset.segments)
     linearizable, window, searched = _search(steps, ends, model, model.init(reset.stock), budget_states,
                                              pruned=pruned)
@@ -300,7 +301,7 @@ def _steps(purchases: list[Purchase], final: Final | None, at_end: dict[str, lis
 
 
 def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase], pays: list[Pay],
-                  final: Final, window_ns: int) -> tuple[list[Step], list[int]]:
+                  final: Final, due_ns: int) -> tuple[list[Step], list[int]]:
     """The payments and the expiries, added before the final read. An expiry is known
     from the order's status at the end: it happened (expired, refunded), did not
     (pending, or paid by a payment seen landing before the order could be due), or
@@ -326,7 +327,7 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
     followed: set[int] = set()
     expiries: list[tuple[Step, int]] = []
     for key, order_id, status in final.orders:
-        due = first.get(key, 0) + window_ns
+        due = first.get(key, 0) + due_ns
         if status == PENDING and not paying[order_id]:
             continue  # nothing moved it: no step names it
         alone = status == EXPIRED and not paying[order_id] and created.get(order_id, due) < due

@@ -127,7 +127,7 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
         fault, urls = {**FAULTS, **WINDOW_FAULTS}.get(nemesis), None
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
                                  threads=threads, trigger=trigger, history=recorder, urls=urls, first=first,
-                                 window=PaymentWindow(resale=stock) if windowed(nemesis) else None,
+                                 window=PaymentWindow(resale=2 * stock) if windowed(nemesis) else None,
                                  **({"database": on.database, "signed_in": on.buyer_auth}
                                     if hosted(nemesis) else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
