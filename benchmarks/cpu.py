@@ -63,11 +63,13 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def in_process(requests: int, **environment: str) -> dict[str, float]:
-    """CPU µs a request, by row, from one run of ``benchmarks.purchase_cpu``: the
-    app's own share of a request, through its WSGI handler, no server around it."""
-    result = subprocess.run([sys.executable, "-m", "benchmarks.purchase_cpu", f"--requests={requests}"],
-                            cwd=ROOT, capture_output=True, text=True, check=True,
+def in_process(requests: int, rows: list[str] | None = None, **environment: str) -> dict[str, float]:
+    """CPU µs a request, by row, from one run of ``benchmarks.purchase_cpu`` (only
+    ``rows``, in that order, if given): the app's own share of a request, through its
+    WSGI handler, no server around it."""
+    chosen = [f"--row={row}" for row in rows or []]
+    result = subprocess.run([sys.executable, "-m", "benchmarks.purchase_cpu", f"--requests={requests}",
+                             *chosen], cwd=ROOT, capture_output=True, text=True, check=True,
                             env={**os.environ, **environment})
     rows = {}
     for line in result.stdout.splitlines():

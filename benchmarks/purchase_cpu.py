@@ -5,7 +5,7 @@ anything else through every middleware and the view; with
 the running stack's MariaDB and Redis, for ``/api/ping`` and for purchases of each kind; then,
 with ``--profile ROW``, cProfile's top entries for that row.
 
-    python -m benchmarks.purchase_cpu [--requests 2000] [--profile gate]
+    python -m benchmarks.purchase_cpu [--requests 2000] [--row ping --row gate] [--profile gate]
     (the stack must be up: make up)
 
 Rows:
@@ -132,8 +132,15 @@ def main() -> None:
     rows = _rows()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=2000, help="per row")
+    parser.add_argument("--row", action="append", dest="rows",
+                        help="only this row (again for more, in their order; default: all)")
     parser.add_argument("--profile", choices=list(rows), help="cProfile this row too")
     args = parser.parse_args()
+    if args.rows:
+        unknown = [r for r in args.rows if r not in rows]
+        if unknown:
+            parser.error(f"no such row: {'; '.join(unknown)} (rows: {'; '.join(rows)})")
+        rows = {r: rows[r] for r in args.rows}
     handler, statuses = PurchaseWSGIHandler(), {}  # the apps' handler (flashsale.wsgi)
 
     def start_response(status, headers, exc_info=None):

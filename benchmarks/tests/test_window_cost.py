@@ -19,3 +19,13 @@ def test_the_window_cost_reports_its_rows_and_the_expirers_returns(stack_config)
     assert {"gate", "atomic, spread", "setnx, spread", "atomic", "setnx", "mysql"} <= set(rows)
     for strategy in ("atomic", "setnx", "mysql", "gate"):
         assert rows[strategy][3] == "30"  # every unit of the 30 due orders went back
+
+
+def test_each_pair_runs_in_the_other_order_every_other_run():
+    from benchmarks.window_cost import ROWS, _alternated
+
+    first, second = _alternated(0), _alternated(1)
+    assert first[0] == second[0] == "ping"
+    for without, with_window in ROWS:
+        assert first.index(without) < first.index(with_window)
+        assert second.index(with_window) < second.index(without)
