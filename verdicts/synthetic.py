@@ -53,12 +53,15 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
 
 
 def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
-                unknown_share: float = 0.0, seed: int = 0, sku: str = "s") -> list:
+                unknown_share: float = 0.0, unknown_payments: float = 0.0, seed: int = 0,
+                sku: str = "s") -> list:
     """A sale with a payment window (``window`` in the history's nanoseconds), as
     ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
     after another; each order paid with probability ``paying``, at once or as it falls
     due; each unpaid one expires at a random instant past its window; every operation
-    takes effect at a random instant inside its interval. Linearizable by construction."""
+    takes effect at a random instant inside its interval, and its answer is lost
+    (unknown) with probability ``unknown_share`` (a purchase) or ``unknown_payments``.
+    Linearizable by construction."""
     rng = random.Random(seed)
     now = [1_000] * clients
     planned = []  # (instant, kind, operation)
@@ -105,7 +108,9 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
             else:
                 op.result = REFUNDED
             status[op.order_id], op.outcome = op.result, OK
+            if unknown_payments and rng.random() < unknown_payments:  # the buyer never saw it land
+                op.outcome, op.result, op.complete = UNKNOWN, None, None
             events.append(op)
-    at = max([e.complete for e in events] + later) + 1
+    at = max([e.complete or e.invoke for e in events] + later) + 1
     orders = sorted((keys[o], o, s) for o, s in status.items())
     return [Reset(sku, stock, 0, window=window / 1e9), *events, Final(sku, remaining, orders, at)]

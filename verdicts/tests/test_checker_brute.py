@@ -10,6 +10,7 @@ import pytest
 
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
 from verdicts.checker import check
+from verdicts.synthetic import window_sale
 
 SKU = "s"
 
@@ -115,58 +116,13 @@ WINDOW = 60  # nanoseconds, the histories' unit
 
 
 def _window_history(rng: random.Random) -> tuple[int, list]:
-    """A sale run sequentially at random instants: purchases, payments of some
-    orders, and each pending order's expiry at a random instant past its window;
-    some answers then unknown, and sometimes one answer, status or the read broken."""
+    """A small sale with a window (``verdicts.synthetic.window_sale``: purchases, some
+    orders paid, at once or as they fall due, the others expiring, some answers
+    unknown), and sometimes one answer, status or the read broken."""
     stock = rng.randint(1, 2)
-    planned = []  # (instant, kind, payload)
-    for n in range(1, rng.randint(2, 5) + 1):
-        point = rng.randint(10, 400)
-        planned.append((point, "buy", Purchase(n, f"c{n}", SKU, 1, f"k{n}", point - rng.randint(0, 20),
-                                               point + rng.randint(0, 20))))
-    planned.sort(key=lambda p: p[0])
-    left, status, ops, events_at = stock, {}, [], []
-    queue = list(planned)
-    pay_ids = iter(range(100, 200))
-    while queue:
-        queue.sort(key=lambda p: p[0])
-        point, kind, op = queue.pop(0)
-        if kind == "buy":
-            if left >= 1:
-                left -= 1
-                op.order_id, status[op.id] = op.id, "pending"
-                op.outcome, op.status, op.remaining = OK, 201, left
-                queue.append((point + WINDOW + rng.randint(0, 120), "expire", op.id))
-                if rng.random() < 0.5:  # the buyer pays, some time after its 201
-                    invoke = op.complete + rng.randint(1, 200)
-                    at = invoke + rng.randint(0, 30)
-                    queue.append((at, "pay", Pay(next(pay_ids), f"p{op.id}", SKU, op.id, invoke,
-                                                 at + rng.randint(0, 30))))
-            else:
-                op.outcome, op.status, op.error = FAILED, 409, "sold_out"
-            ops.append(op)
-        elif kind == "expire":
-            events_at.append(point)
-            if status[op] == "pending":
-                status[op], left = "expired", left + 1
-        else:
-            if status[op.order_id] == "pending":
-                op.result = PAID
-            elif left >= 1:
-                op.result, left = PAID, left - 1
-            else:
-                op.result = REFUNDED
-            status[op.order_id], op.outcome = op.result, OK
-            ops.append(op)
-    at = max([op.complete for op in ops] + events_at) + 1
-    for op in ops:
-        if rng.random() < 0.2:  # the answer never came
-            op.outcome, op.status, op.error = UNKNOWN, 0, "timeout"
-            if isinstance(op, Purchase):
-                op.order_id = op.remaining = None
-            else:
-                op.result = None
-    final = Final(SKU, left, [(f"k{o}", o, s) for o, s in sorted(status.items())], at)
+    buyers = rng.randint(2, 5)
+    reset, *ops, final = window_sale(stock=stock, buyers=buyers, clients=buyers, window=WINDOW,
+                                     unknown_share=0.2, unknown_payments=0.2, seed=rng.getrandbits(32))
     if rng.random() < 0.5:  # one thing broken
         choice = rng.randrange(3)
         if choice == 0:
