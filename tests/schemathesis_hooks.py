@@ -36,8 +36,9 @@ _REAL_PATH = {
     "GET /api/products/{sku}/audit": {"sku": SKU},
     "GET /api/products/{sku}/audit/summary": {"sku": SKU},
 }
-# No link leads to these from an operation that makes their ids: a made-up id is a 404
-# every time, so a valid one is always the real one.
+# A made-up id is a 404 every time, and the stateful phase's links give ids of orders
+# a reset may have deleted since: a valid id is always the real one, set just before
+# the call (``before_call``), whichever phase made it.
 _ALWAYS_REAL = {"POST /api/orders/{order_id}/pay"}
 _write = threading.Lock()
 
@@ -76,11 +77,18 @@ def flatmap_body(ctx, body):
 @schemathesis.hook
 def flatmap_path_parameters(ctx, parameters):
     real = _REAL_PATH.get(_label(ctx))
-    if real and isinstance(parameters, dict) and all(_valid_key(k, parameters.get(k)) for k in real):
-        if _label(ctx) in _ALWAYS_REAL:
-            return st.just({**parameters, **real})
+    if (real and _label(ctx) not in _ALWAYS_REAL and isinstance(parameters, dict)
+            and all(_valid_key(k, parameters.get(k)) for k in real)):
         return st.sampled_from([parameters, {**parameters, **real}])
     return st.just(parameters)
+
+
+@schemathesis.hook
+def before_call(ctx, case, **kwargs):
+    if case.operation.label in _ALWAYS_REAL and isinstance(case.path_parameters, dict):
+        real = _REAL_PATH[case.operation.label]
+        if all(_valid_key(k, case.path_parameters.get(k)) for k in real):
+            case.path_parameters = {**case.path_parameters, **real}
 
 
 @schemathesis.hook
