@@ -65,6 +65,7 @@ class Provider:
         self._wake = threading.Condition(self.lock)
         self._stopped = False
         self._delivering = False
+        self._held = False
 
     # --- the API ---------------------------------------------------------------
 
@@ -169,8 +170,10 @@ class Provider:
         wait for each other either, but one at a time keeps the order the delays chose)."""
         while True:
             with self.lock:
-                while not self._stopped and (not self._queue or self._queue[0].due > time.monotonic()):
-                    self._wake.wait(None if not self._queue else self._queue[0].due - time.monotonic())
+                while not self._stopped and (self._held or not self._queue
+                                             or self._queue[0].due > time.monotonic()):
+                    self._wake.wait(None if self._held or not self._queue
+                                    else self._queue[0].due - time.monotonic())
                 if self._stopped:
                     return
                 delivery = heapq.heappop(self._queue)
@@ -204,6 +207,16 @@ class Provider:
     def stop(self) -> None:
         with self.lock:
             self._stopped = True
+            self._wake.notify()
+
+    def hold(self) -> None:
+        """Deliver nothing until ``release``: webhooks as late as a test needs them."""
+        with self.lock:
+            self._held = True
+
+    def release(self) -> None:
+        with self.lock:
+            self._held = False
             self._wake.notify()
 
     def resend(self, event_id: str) -> None:

@@ -57,11 +57,14 @@ def status_of(order_id: int) -> str:
 def test_a_payment_in_time_pays_the_order_once_its_webhook_comes(provider, sale):
     order_id = buy("ann")
     assert status_of(order_id) == "pending"
+    provider.hold()  # its webhook after the retry below, which would find the order paid
     answer = pay(order_id, key="first")
     assert answer.status_code == 202, answer.json()
     assert answer.json()["status"] == "succeeded" and answer.json()["amount"] == 999
     again = pay(order_id, key="first")  # the same key: the same payment
     assert again.json()["payment_intent"] == answer.json()["payment_intent"]
+    assert status_of(order_id) == "pending"  # no webhook yet: the provider's word moves it
+    provider.release()
     delivered(provider)
     assert status_of(order_id) == "paid"
     assert Payment.objects.get().status == "succeeded"
