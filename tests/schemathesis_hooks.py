@@ -5,9 +5,11 @@ finds its row, instead of stopping at 404 for a made-up key. Everything else abo
 request is schemathesis' own. Each answer's operation and status go to a file, so
 that the test can tell what the run reached.
 
-A reset of that product (the stateful phase follows a link to it) deletes its orders:
-the hooks then put it back and make the order again, so that a payment still finds
-one."""
+A payment with a valid order id pays a new order of that product, bought just before
+the call: the product has a payment window, so the order waits for its payment and
+the payment reaches the provider (202), as a buyer's would. A reset of the product
+(the stateful phase follows a link to it) deletes its orders: the hooks then put it
+back and buy again."""
 
 import os
 import threading
@@ -24,6 +26,7 @@ SKU = os.environ["FLASHSALE_SCHEMATHESIS_SKU"]
 ANSWERS = os.environ["FLASHSALE_SCHEMATHESIS_ANSWERS"]
 BASE_URL = os.environ["FLASHSALE_SCHEMATHESIS_URL"]
 STOCK = int(os.environ["FLASHSALE_SCHEMATHESIS_STOCK"])
+WINDOW_S = int(os.environ["FLASHSALE_SCHEMATHESIS_WINDOW_S"])
 
 _PURCHASE = "POST /api/orders"
 _RACE = "POST /api/admin/races"
@@ -37,7 +40,7 @@ _REAL_PATH = {
     "GET /api/products/{sku}/audit/summary": {"sku": SKU},
 }
 # A made-up id is a 404 every time, and the stateful phase's links give ids of orders
-# a reset may have deleted since: a valid id is always the real one, set just before
+# a reset may have deleted since: a valid id is always a new order's, set just before
 # the call (``before_call``), whichever phase made it.
 _ALWAYS_REAL = {"POST /api/orders/{order_id}/pay"}
 _write = threading.Lock()
@@ -86,9 +89,9 @@ def flatmap_path_parameters(ctx, parameters):
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     if case.operation.label in _ALWAYS_REAL and isinstance(case.path_parameters, dict):
-        real = _REAL_PATH[case.operation.label]
-        if all(_valid_key(k, case.path_parameters.get(k)) for k in real):
-            case.path_parameters = {**case.path_parameters, **real}
+        if _valid_key("order_id", case.path_parameters.get("order_id")):
+            with _write:
+                case.path_parameters = {**case.path_parameters, "order_id": _bought()}
 
 
 @schemathesis.hook
@@ -101,13 +104,30 @@ def after_call(ctx, case, response):
 
 
 def _order_again() -> None:
-    """The product back to its stock, and an order of it under the buyer's token."""
+    """The product back to its stock and window, and an order of it."""
+    _reopened()
+    _order["order_id"] = _bought()
+
+
+def _reopened() -> None:
     admin = {"Authorization": f"Token {os.environ['FLASHSALE_SCHEMATHESIS_ADMIN_TOKEN']}"}
-    requests.post(f"{BASE_URL}/api/admin/products/{SKU}/reset", json={"stock": STOCK}, headers=admin,
+    requests.post(f"{BASE_URL}/api/admin/products/{SKU}/reset",
+                  json={"stock": STOCK, "payment_window_s": WINDOW_S}, headers=admin,
                   timeout=30).raise_for_status()
-    buyer = {"Authorization": f"Bearer {os.environ['FLASHSALE_SCHEMATHESIS_BEARER']}",
-             "Idempotency-Key": uuid.uuid4().hex}
-    response = requests.post(f"{BASE_URL}/api/orders", json={"sku": SKU, "quantity": 1}, headers=buyer,
+
+
+def _bought() -> int:
+    """A new order of the product under the buyer's token, waiting for its payment
+    (the product opened again first if the run itself closed it)."""
+    def buy() -> requests.Response:
+        buyer = {"Authorization": f"Bearer {os.environ['FLASHSALE_SCHEMATHESIS_BEARER']}",
+                 "Idempotency-Key": uuid.uuid4().hex}
+        return requests.post(f"{BASE_URL}/api/orders", json={"sku": SKU, "quantity": 1}, headers=buyer,
                              timeout=30)
-    response.raise_for_status()
-    _order["order_id"] = response.json()["order_id"]
+
+    response = buy()
+    if response.status_code != 201:
+        _reopened()
+        response = buy()
+        response.raise_for_status()
+    return response.json()["order_id"]

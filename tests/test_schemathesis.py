@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(660)]
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
 STOCK = 1_000_000
+WINDOW_S = 3600  # the hooks' product: its orders wait for a payment
 
 
 @pytest.fixture
@@ -97,7 +98,7 @@ def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_pa
     operation from the schema alone, where lookups of ids it cannot know are 404s (its
     warning), never failures."""
     client = stack_apps()
-    client.reset(SKU, STOCK)
+    client.reset(SKU, STOCK, payment_window_s=WINDOW_S)
     first = client.order(SKU, 1, "schemathesis")
     assert first.status_code == 201, first.text
     # Races are the plain run's alone: a race resets one product a strategy, shared
@@ -112,6 +113,7 @@ def test_schemathesis_finds_nothing_with_the_hooks_or_without(stack_apps, tmp_pa
                               "FLASHSALE_SCHEMATHESIS_SKU": SKU,
                               "FLASHSALE_SCHEMATHESIS_URL": client.base_url,
                               "FLASHSALE_SCHEMATHESIS_STOCK": str(STOCK),
+                              "FLASHSALE_SCHEMATHESIS_WINDOW_S": str(WINDOW_S),
                               "FLASHSALE_SCHEMATHESIS_ORDER_ID": str(first.json()["order_id"]),
                               "FLASHSALE_SCHEMATHESIS_ANSWERS": str(tmp_path / "answers.tsv")})
     plain = schemathesis(client, tmp_path / "plain", env={})
