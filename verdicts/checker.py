@@ -158,7 +158,7 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
         verdict.linearizable = False
         verdict.window = Window(final, [], 0, [final], final.at, final.at + 1)
         verdict.anomalies.insert(0, Anomaly("not linearizable", sku, f"the final read ({final.remaining} "
-                                            "left) is no state of the sale: its units do not add up"))
+                                            "left) is no state of the sale: see the anomalies after this"))
         verdict.seconds = time.perf_counter() - started
         return verdict
     steps, ends = _steps(purchases, final, at_end)
