@@ -122,19 +122,27 @@ class ExpirerKilledMidBatch(Killed):
     patience: float = 60.0  # seconds to wait for a batch: the first orders' window and grace
 
     def inject(self, config: StackConfig) -> list[str]:
-        deadline = time.monotonic() + self.patience
-        while batch_in_hand(config) == 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the expirer took no batch in hand within {self.patience:g} s")
-            time.sleep(0.01)
+        until_batch_in_hand(f"http://127.0.0.1:{config.expirer_metrics_port}/metrics", self.patience)
         return super().inject(config)
 
 
-def batch_in_hand(config: StackConfig) -> float:
-    """The orders in the stack's expirer's batch in hand, from its /metrics (0: none,
-    or it does not answer)."""
+def until_batch_in_hand(metrics: str, patience: float) -> None:
+    """Until the expirer serving ``metrics`` has a batch in hand.
+
+    :raises RuntimeError: none within ``patience`` seconds.
+    """
+    deadline = time.monotonic() + patience
+    while batch_in_hand(metrics) == 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the expirer took no batch in hand within {patience:g} s")
+        time.sleep(0.01)
+
+
+def batch_in_hand(metrics: str) -> float:
+    """The orders in an expirer's batch in hand, from its /metrics at ``metrics`` (0:
+    none, or it does not answer)."""
     try:
-        text = requests.get(f"http://127.0.0.1:{config.expirer_metrics_port}/metrics", timeout=1).text
+        text = requests.get(metrics, timeout=1).text
     except requests.RequestException:
         return 0.0
     for family in text_string_to_metric_families(text):

@@ -17,6 +17,11 @@ servers over a link that a nemesis can cut:
                   for each master (and which promotes redis2 when redis fails)
     host zk       a standalone ZooKeeper of its own
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
+    with ``payments``, for a sale with a payment window:
+    host expire1  the expirer (``manage.py expire_orders``), its /metrics at its
+                  address (the verdicts watch its batch in hand there)
+    host pay      the payment provider's stand-in (``python -m payprovider``), its
+                  webhooks to app1, as a provider's go to one endpoint
     host app1…    the flashsale app's server (flashsale.serve), as the stack runs it
 
 The buyers, on this machine's namespace, reach each instance at its host's address.
@@ -76,6 +81,10 @@ sentinel down-after-milliseconds {service} 1000
 sentinel failover-timeout {service} 5000
 """
 PERSISTER = "persist1"  # its host, and its name as the gate's Redis knows it
+EXPIRER = "expire1"
+EXPIRER_METRICS_PORT = 9108
+PAYPROVIDER = "pay"
+PAYPROVIDER_PORT = 8070
 
 
 def until_ready(url: str, seconds: float) -> None:
@@ -99,7 +108,7 @@ class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
                  sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None,
-                 gate_cluster: bool = False):
+                 gate_cluster: bool = False, payments: bool = False, expiry_pause_ms: float = 0.0):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -113,6 +122,10 @@ class HostedApps:
         # servers refuse writes without a replica in sync (min-replicas-to-write).
         self.gate_replicas = gate_replicas
         self.gate_cluster = gate_cluster  # the gate's Redis a Cluster of three shards (its replicas too)
+        # An expirer and the provider's stand-in, for sales with a payment window; the
+        # expirer pausing ``expiry_pause_ms`` with a batch in hand (FLASHSALE_EXPIRY_PAUSE_MS).
+        self.payments = payments
+        self.expiry_pause_ms = expiry_pause_ms
         self.net = Net()
         # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
         self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
@@ -148,6 +161,14 @@ class HostedApps:
     def persister(self) -> Host:
         return self.net.hosts[PERSISTER]
 
+    @property
+    def expirer(self) -> Host:
+        return self.net.hosts[EXPIRER]
+
+    @property
+    def expirer_metrics(self) -> str:
+        return f"http://{self.expirer.address}:{EXPIRER_METRICS_PORT}/metrics"
+
     def __enter__(self) -> HostedApps:
         try:
             self.start()
@@ -163,6 +184,8 @@ class HostedApps:
         self._database_made()
         self.net.open()
         db, redis_host, zk = self.net.host("db"), self.net.host("redis"), self.net.host("zk")
+        if self.payments:  # made first: every process's settings name the provider's address
+            self.net.host(EXPIRER), self.net.host(PAYPROVIDER)
         logs = Path(self._scratch.name)
         socket_path = self.config.run_dir / "mariadb" / "mysqld.sock"
         db.start([sys.executable, "-m", "stack.relay", f"{db.address}:{self.config.mysql_port}",
@@ -195,9 +218,32 @@ class HostedApps:
                        f"--threads={self.config.threads}"],
                       cwd=ROOT, env=self._environment(app),
                       stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
+        if self.payments:
+            self._payments(logs)  # after the instances: the provider's webhooks go to app1
         for url in self.urls:
             self._until(http_probe(f"{url}/readyz"), 30, f"{url} not ready")
         self._until(self._persister_connected, 30, "the persister not connected to the gate's Redis")
+        if self.payments:
+            self._until(http_probe(self.expirer_metrics), 30, "the expirer not serving /metrics")
+
+    def _payments(self, logs: Path) -> None:
+        """The expirer and the provider's stand-in (whose address the instances'
+        settings name: ``_environment``), on hosts of their own."""
+        expirer, pay = self.expirer, self.net.hosts[PAYPROVIDER]
+        env = {k: v for k, v in self._environment(expirer).items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        expirer.start([sys.executable, "manage.py", "expire_orders", f"--metrics-port={EXPIRER_METRICS_PORT}",
+                       f"--metrics-address={expirer.address}"], cwd=ROOT,
+                      env={**env, "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)},
+                      stdout=(logs / "expirer.log").open("w"), stderr=subprocess.STDOUT)
+        config = self.config
+        pay.start([sys.executable, "-m", "payprovider", f"--host={pay.address}", f"--port={PAYPROVIDER_PORT}",
+                   f"--api-key={config.payments_api_key()}",
+                   f"--webhook-secret={config.payments_webhook_secret()}",
+                   f"--webhook-url={self.urls[0]}/api/payments/webhook",
+                   f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
+                   f"--decline={config.payprovider_decline}"],
+                  cwd=ROOT, env={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
+                  stdout=(logs / "payprovider.log").open("w"), stderr=subprocess.STDOUT)
 
     def _persister_connected(self) -> None:
         """The persister connected to the gate's Redis (to one of a Cluster's primaries)."""
@@ -352,6 +398,8 @@ class HostedApps:
             **({"FLASHSALE_GATE_REDIS_CLUSTER": "true"} if self.gate_cluster else {}),
             **({"FLASHSALE_GATE_REPLICAS": str(self.gate_replicas)}
                if self.gate_replicas is not None else {}),
+            **({"FLASHSALE_PAYMENTS_API_BASE": f"http://{self.net.hosts[PAYPROVIDER].address}:{PAYPROVIDER_PORT}"}
+               if self.payments else {}),
             **({"DJANGO_ALLOWED_HOSTS": host.address,
                 "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
                 "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),

@@ -5,6 +5,7 @@ the checker, with the window where no order gets past; ``setnx`` must be
 linearizable, every try and the final read in its history."""
 
 import contextlib
+from collections import Counter
 
 import pytest
 import redis
@@ -15,7 +16,7 @@ from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_R
 from stack.servers import mariadb_app_connection
 from verdicts.checker import check
 from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
-from verdicts.matrix import run_cell
+from verdicts.matrix import EXPIRY_PAUSE_MS, run_cell
 from verdicts.timeline import svg
 
 pytestmark = [pytest.mark.e2e, pytest.mark.hosted]
@@ -181,3 +182,24 @@ def test_signed_in_buyers_sell_the_stock_exactly_and_each_answer_holds(stack_con
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
     assert cell.end_state.orders == SMALL["stock"]
     assert cell.end_state.lies == 0 and cell.end_state.replays_wrong == 0
+
+
+@pytest.mark.parametrize("strategy", ["setnx", "gate"])
+def test_an_expirer_cut_off_from_mariadb_mid_batch_returns_each_unit_once(stack_config, tmp_path, strategy):
+    """The expirer's batch stalls in its open transaction, holding the orders' rows (and,
+    under setnx, the stock lock, whose lease runs out) while buyers pay them."""
+    window = dict(stock=20, buyers=120, threads=12, trigger=5)
+    with HostedApps(stack_config, section_delay_ms=2.0, payments=True,
+                    expiry_pause_ms=EXPIRY_PAUSE_MS) as hosted:
+        cell = run_cell(stack_config, strategy=strategy, nemesis="partition-expirer-db", out=tmp_path,
+                        on=hosted, **window)
+    assert cell.end_state.injected, cell.end_state.notes
+    assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
+    final = read(cell.history)[-1]
+    statuses = Counter(status for _, _, status in final.orders)
+    # Units came back and sold again, payments landed, and nothing is left pending.
+    assert statuses["expired"] >= 1 and statuses["paid"] >= 1, statuses
+    assert len(final.orders) > window["stock"] and "pending" not in statuses
+    # Every unit is left or held by one paid order: none returned twice, none lost.
+    assert statuses["paid"] + final.remaining == window["stock"]
+    assert cell.end_state.broken == [], cell.end_state.notes

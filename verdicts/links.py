@@ -19,6 +19,7 @@ import redis
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from chaos.faults import until_batch_in_hand
 from stack.config import StackConfig
 from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
@@ -90,6 +91,7 @@ class LinkFault:
     # Its first step, taken once the sale is open and before its first purchase: a
     # gate sells a small stock in less time than a strike takes to land.
     before: Callable[[HostedApps], None] | None = None
+    window: bool = False  # the sale has a payment window (an expirer and the provider's stand-in on hosts)
     hosted: HostedApps | None = None  # bound by ``on``
 
     @property
@@ -168,6 +170,14 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
         client.close()
     hosted.apps[0].partition(hosted.db)
     master.partition(replica, hosted.net.hosts["sentinel"], *hosted.apps, hosted.net.local)
+
+
+def _cut_the_expirer_mid_batch(hosted: HostedApps) -> None:
+    """Cut the expirer off from MariaDB once it has a batch in hand (``payments.expiry``:
+    for all but the gate, claimed in its open transaction, which stalls holding the
+    orders' rows while their buyers pay)."""
+    until_batch_in_hand(hosted.expirer_metrics, patience=60)
+    hosted.expirer.partition(hosted.db)
 
 
 def _newest_sale(hosted: HostedApps) -> str:
@@ -336,6 +346,11 @@ LINK_FAULTS: dict[str, LinkFault] = {
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 6 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),
+        LinkFault("partition-expirer-db", "in a sale with a payment window, the expirer cut off from "
+                  "MariaDB for 6 s with a batch in hand, while buyers pay and buy: a lock strategy's or "
+                  "atomic's open transaction stalls holding the claimed orders' rows (a Redis stock "
+                  "lock's lease runs out under it); the gate's batch has committed, its units owed to "
+                  "Redis, and its next pass stalls", _cut_the_expirer_mid_batch, window=True),
         LinkFault("slow-app", "app1's link shaped to 64 kbit/s (tbf) for 6 s: every byte it sends "
                   "queues", lambda h: h.apps[0].slow(64)),
     )

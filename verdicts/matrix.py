@@ -101,7 +101,7 @@ def hosted(nemesis: str) -> bool:
 
 def windowed(nemesis: str) -> bool:
     """Whether the cell's sale has a payment window."""
-    return nemesis == WINDOW or nemesis in WINDOW_FAULTS
+    return nemesis == WINDOW or nemesis in WINDOW_FAULTS or hosted(nemesis) and LINK_FAULTS[nemesis].window
 
 
 def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
@@ -110,7 +110,8 @@ def hosts_for(nemesis: str, section_delay_ms: float) -> dict:
     delay = section_delay_ms if fault.section_delay_ms is None else fault.section_delay_ms
     return dict(section_delay_ms=delay, fenced=fault.fenced, environment=fault.environment,
                 sentinel=fault.sentinel, clock=fault.clock, gate_replicas=fault.gate_replicas,
-                gate_cluster=fault.gate_cluster)
+                gate_cluster=fault.gate_cluster, payments=fault.window,
+                expiry_pause_ms=EXPIRY_PAUSE_MS if fault.window else 0.0)
 
 
 def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, stock: int, buyers: int,
