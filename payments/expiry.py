@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -109,6 +109,17 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
             logger.warning("%s: orders due not expired in this pass: %s", product.sku, e)
             done.deferred += 1
     return done
+
+
+def expiry_pass(*, batch: int | None = None, sweep: bool = False) -> Expired:
+    """One pass of a long-running expirer (``manage.py expire_orders``): with ``sweep``,
+    ``gate_owed_sweep`` first; then ``orders_expire``. A connection the database dropped
+    (a restart, an idle timeout) is closed first, and the pass connects anew: left
+    open, every later pass would fail on it."""
+    close_old_connections()
+    if sweep and (given := gate_owed_sweep()):
+        logger.warning("gave back %d expired orders' units the gate's Redis was owed", given)
+    return orders_expire(batch=batch)
 
 
 def _batch_expire(product: Product, *, now: datetime, batch: int) -> tuple[int, int]:

@@ -9,19 +9,20 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test import override_settings
 from django.utils import timezone
 
 from common.errors import LimitReached, SoldOut
 from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
+from locking.backends.mysql import side_connection
 from orders.models import Order
 from orders.purchase import order_create
 from orders.sales import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
-from payments.expiry import orders_expire, return_flag
+from payments.expiry import expiry_pass, orders_expire, return_flag
 from payments.services import order_pay
 
 # Every strategy that sells in a transaction and is correct: a return beside its
@@ -176,3 +177,21 @@ def test_a_sold_out_mark_from_before_a_return_says_nothing():
     assert not sale_state_get(sku="sku-1").sold_out
     assert buy(2).order_id
     assert sale_state_get(sku="sku-1").sold_out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_after_the_database_dropped_the_expirers_connection_connects_anew():
+    """A MariaDB restart ends the expirer's connection: a pass on it fails, and so would
+    every later one; an expirer's pass connects anew."""
+    sale_reset(sku="sku-1", stock=3, strategy="atomic", payment_window_s=WINDOW_S)
+    for i in range(2):
+        buy(i)
+    Order.objects.update(expires_at=timezone.now() - timedelta(hours=1))  # due, grace and all
+    with side_connection("default") as cursor:
+        cursor.execute("KILL %s", [connection.connection.thread_id()])
+    with pytest.raises(DatabaseError):
+        orders_expire()
+    with pytest.raises(DatabaseError):
+        orders_expire()  # the same dead connection: what the expirer's loop met, pass after pass
+    assert expiry_pass().orders == 2
+    assert Stock.objects.get().quantity == 3

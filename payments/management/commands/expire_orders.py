@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from common.errors import Busy
 from common.metrics import metrics_arguments, metrics_served
 from orders.barrier import barrier_pass
-from payments.expiry import gate_owed_sweep, orders_expire
+from payments.expiry import expiry_pass, orders_expire
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +49,10 @@ class Command(BaseCommand):
                 # Returns follow the deployment's strategy: none while an old one may
                 # still sell (orders.barrier).
                 barrier_pass(sku="the expirer", deadline=time.monotonic() + interval)
-                if time.monotonic() - swept >= SWEEP_EVERY:
+                sweep = time.monotonic() - swept >= SWEEP_EVERY
+                if sweep:
                     swept = time.monotonic()
-                    if given := gate_owed_sweep():
-                        logger.warning("gave back %d expired orders' units the gate's Redis was owed", given)
-                done = orders_expire(batch=batch)
+                done = expiry_pass(batch=batch, sweep=sweep)
             except Busy as e:
                 logger.info("held: %s", e)
                 continue
