@@ -216,7 +216,9 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
     if verdict == "sold_out":
         left = int(reply[1])
-        if left == 0:
+        # A sale with a payment window gets units back as unpaid orders expire: its
+        # sold-out answer holds only as it is given, and no process remembers it.
+        if left == 0 and reply[2:3] != ["1"]:
             _remember_sold_out(sku)
         raise SoldOut.short_of(sku, quantity, left)
     if verdict == "limit":

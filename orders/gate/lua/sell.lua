@@ -3,7 +3,7 @@
 -- the order intent appended to the stream. Every check comes before the first
 -- write, and XADD is the first write: a script that fails stops before it, or after
 -- the stream has the intent.
--- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends
+-- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends, window
 -- KEYS[2]  the replay records: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
 -- KEYS[3]  the orders: order id -> its stream entry id
 -- KEYS[4]  the units each buyer bought (the per-user limit)
@@ -26,8 +26,9 @@
 -- reconciled on another server: what it holds here may be behind what was answered
 -- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"not_started", starts_ms,
 -- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
--- {"limit", bought} or {"accepted", order_id, remaining}.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary')
+-- {"limit", bought} or {"accepted", order_id, remaining}. A sold-out answer says whether
+-- the sale has a payment window ("1"): its stock may come back.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary', 'window')
 if not sale[1] then return {'cold'} end
 local server = ARGV[9] or ''
 if sale[6] and server ~= '' and sale[6] ~= server then return {'failover', sale[6]} end
@@ -48,7 +49,7 @@ if starts or ends then
   if starts and now < starts then return answer({'not_started', starts, now}) end
 end
 local quantity, stock = tonumber(ARGV[3]), tonumber(sale[1])
-if stock < quantity then return answer({'sold_out', stock}) end
+if stock < quantity then return answer({'sold_out', stock, sale[7] or '0'}) end
 local limit = tonumber(ARGV[6])
 if limit > 0 then
   local bought = tonumber(redis.call('HGET', KEYS[4], ARGV[4]) or '0')
