@@ -53,6 +53,7 @@ from .servers import (
     binary,
     http_probe,
     mariadb_app_connection,
+    payprovider_command,
     redis_client_probe,
     render,
     zookeeper_command,
@@ -235,13 +236,8 @@ class HostedApps:
                        f"--metrics-address={expirer.address}"], cwd=ROOT,
                       env={**env, "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)},
                       stdout=(logs / "expirer.log").open("w"), stderr=subprocess.STDOUT)
-        config = self.config
-        pay.start([sys.executable, "-m", "payprovider", f"--host={pay.address}", f"--port={PAYPROVIDER_PORT}",
-                   f"--api-key={config.payments_api_key()}",
-                   f"--webhook-secret={config.payments_webhook_secret()}",
-                   f"--webhook-url={self.urls[0]}/api/payments/webhook",
-                   f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
-                   f"--decline={config.payprovider_decline}"],
+        pay.start(payprovider_command(self.config, port=PAYPROVIDER_PORT, webhooks_to=self.urls[0],
+                                      host=pay.address),
                   cwd=ROOT, env={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")},
                   stdout=(logs / "payprovider.log").open("w"), stderr=subprocess.STDOUT)
 

@@ -273,18 +273,26 @@ def expirer(config: StackConfig) -> Server:
     )
 
 
+def payprovider_command(config: StackConfig, *, port: int, webhooks_to: str,
+                        host: str | None = None) -> list[str]:
+    """The stand-in's command line, with the stack's keys and misbehaviour: listening
+    at ``host`` (default: its own, 127.0.0.1) and ``port``, its webhooks to the
+    instances at ``webhooks_to`` (a base URL)."""
+    return [sys.executable, "-m", "payprovider", *([f"--host={host}"] if host else []), f"--port={port}",
+            f"--api-key={config.payments_api_key()}",
+            f"--webhook-secret={config.payments_webhook_secret()}",
+            f"--webhook-url={webhooks_to}/api/payments/webhook",
+            f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
+            f"--decline={config.payprovider_decline}"]
+
+
 def payprovider(config: StackConfig) -> Server:
     """The payment provider's stand-in (``python -m payprovider``): Stripe's test mode
     as far as flashsale pays, its webhooks to the stack's nginx."""
     port = config.payprovider_port
     return Server(
         name="payprovider",
-        command=[sys.executable, "-m", "payprovider", f"--port={port}",
-                 f"--api-key={config.payments_api_key()}",
-                 f"--webhook-secret={config.payments_webhook_secret()}",
-                 f"--webhook-url={config.base_url}/api/payments/webhook",
-                 f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
-                 f"--decline={config.payprovider_decline}"],
+        command=payprovider_command(config, port=port, webhooks_to=config.base_url),
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/healthz"),
         priority=20,
