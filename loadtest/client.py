@@ -22,6 +22,19 @@ READS_AGAIN = Retry(total=2, allowed_methods=frozenset({"GET", "HEAD"}), status_
                     backoff_factor=0.05)
 
 
+# Tries of a reset answered 503, each after the answer's Retry-After.
+RESET_TRIES = 5
+
+
+def _raise_for_status(response: requests.Response) -> None:
+    """``raise_for_status`` with the answer's body in the message: the project's JSON
+    error says which refusal it was."""
+    try:
+        response.raise_for_status()
+    except requests.HTTPError as e:
+        raise requests.HTTPError(f"{e}: {response.text[:500]}", response=response) from None
+
+
 class SignedUpBuyers(Mapping[str, str]):
     """Bearer tokens by buyer label, each label a throwaway buyer that signs up
     (``POST /api/buyers``) the first time it is asked for: the stack's own tests and
@@ -39,7 +52,7 @@ class SignedUpBuyers(Mapping[str, str]):
             token = self._tokens.get(label)
         if token is None:
             response = requests.post(self.url, json={}, timeout=self.timeout)
-            response.raise_for_status()
+            _raise_for_status(response)
             with self._mutex:
                 token = self._tokens.setdefault(label, response.json()["token"])
         return token
@@ -93,14 +106,20 @@ class FlashsaleClient:
                                      timeout=self.timeout,
                                      headers={"Authorization": f"Token {self.admin_token}"})
 
-        try:
-            response = post()
-        except requests.ConnectionError:
-            # A kept-alive connection that nginx closed as it reloaded (the stack's
-            # instances restart between runs) drops the request unanswered; a reset
-            # asks again on a new one: done twice, it leaves the same sale.
-            response = post()
-        response.raise_for_status()
+        for attempt in range(1, RESET_TRIES + 1):
+            try:
+                response = post()
+            except requests.ConnectionError:
+                # A kept-alive connection that nginx closed as it reloaded (the stack's
+                # instances restart between runs) drops the request unanswered; a reset
+                # asks again on a new one: done twice, it leaves the same sale.
+                response = post()
+            if response.status_code != 503 or attempt == RESET_TRIES:
+                break
+            # Busy (its transaction waited out a row lock) or a server briefly away:
+            # nothing was reset, and the answer says when to ask again.
+            time.sleep(float(response.headers.get("Retry-After", 1)))
+        _raise_for_status(response)
         return response.json()
 
     def audit(self, sku: str, *, settle: float = 30.0) -> dict:
@@ -112,7 +131,7 @@ class FlashsaleClient:
         while True:
             response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout,
                                         headers={"Authorization": f"Token {self.admin_token}"})
-            response.raise_for_status()
+            _raise_for_status(response)
             audit = response.json()
             if not (audit.get("gate") or {}).get("backlog") or time.monotonic() >= deadline:
                 return audit
@@ -121,7 +140,7 @@ class FlashsaleClient:
     def summary(self, sku: str) -> dict:
         """The sale's public summary (no token): at most a second and one audit old."""
         response = self.session.get(self._url(f"/api/products/{sku}/audit/summary"), timeout=self.timeout)
-        response.raise_for_status()
+        _raise_for_status(response)
         return response.json()
 
     def race_start(self, strategies: list[str], **sizes: int) -> requests.Response:
@@ -135,7 +154,7 @@ class FlashsaleClient:
 
     def product(self, sku: str) -> dict:
         response = self.session.get(self._url(f"/api/products/{sku}"), timeout=self.timeout)
-        response.raise_for_status()
+        _raise_for_status(response)
         return response.json()
 
     def healthz(self) -> dict:

@@ -10,12 +10,13 @@ import threading
 import pytest
 import requests
 
-from loadtest.client import FlashsaleClient
+from loadtest.client import RESET_TRIES, FlashsaleClient
 
 
 def _serve(answers: list[bytes | None]) -> tuple[int, list[bytes], threading.Thread]:
-    """A server taking one request per connection: each answer in turn, or None for a
-    connection reset (RST) with no answer."""
+    """A server taking one request per connection: each answer in turn (a whole
+    response, or a 200's JSON body), or None for a connection reset (RST) with no
+    answer."""
     server = socket.create_server(("127.0.0.1", 0))
     seen: list[bytes] = []
 
@@ -26,6 +27,8 @@ def _serve(answers: list[bytes | None]) -> tuple[int, list[bytes], threading.Thr
                 seen.append(connection.recv(65536).split(b"\r\n", 1)[0])
                 if answer is None:
                     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                elif answer.startswith(b"HTTP/"):
+                    connection.sendall(answer)
                 else:
                     connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                        b"Content-Length: " + str(len(answer)).encode() + b"\r\n\r\n" + answer)
@@ -76,3 +79,26 @@ def test_a_reset_dropped_unanswered_is_sent_again_on_a_new_connection():
     server.close()
     assert answer == {"sku": "p", "stock": 3}
     assert seen == [b"POST /api/admin/products/p/reset HTTP/1.1"] * 2
+
+
+def _busy(retry_after: int) -> bytes:
+    body = json.dumps({"error": "busy", "message": "the database gave up waiting for a row lock"}).encode()
+    head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Retry-After: {retry_after}\r\nContent-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body
+
+
+def test_a_reset_answered_busy_is_asked_again_after_its_retry_after():
+    port, seen, thread = _serve([_busy(0), json.dumps({"sku": "p", "stock": 3}).encode()])
+    answer = FlashsaleClient(f"http://127.0.0.1:{port}", admin_token="t", timeout=5).reset("p", 3)
+    thread.join(5)
+    assert answer == {"sku": "p", "stock": 3}
+    assert seen == [b"POST /api/admin/products/p/reset HTTP/1.1"] * 2
+
+
+def test_a_reset_busy_at_every_try_raises_with_the_error_body():
+    port, seen, thread = _serve([_busy(0)] * RESET_TRIES)
+    with pytest.raises(requests.HTTPError, match='503 Server Error.*"error": "busy"'):
+        FlashsaleClient(f"http://127.0.0.1:{port}", admin_token="t", timeout=5).reset("p", 3)
+    thread.join(5)
+    assert seen == [b"POST /api/admin/products/p/reset HTTP/1.1"] * RESET_TRIES
