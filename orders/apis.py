@@ -34,6 +34,7 @@ from common.errors import (
     TIMED_OUT,
     TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
+    AdmissionRefused,
     Busy,
     Ended,
     IdempotencyConflict,
@@ -53,6 +54,7 @@ from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
+from waitingroom.services import RoomTerms
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .metrics import purchase_counted
@@ -180,11 +182,16 @@ class OrderCreateApi(APIView):
         parameters=[OpenApiParameter(
             "Idempotency-Key", {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$"},
             OpenApiParameter.HEADER,
-            description="Retries with the same key count once: 1 to 128 visible ASCII characters.")],
+            description="Retries with the same key count once: 1 to 128 visible ASCII characters."),
+            OpenApiParameter(
+                "Admission", {"type": "string"}, OpenApiParameter.HEADER,
+                description="The admission the sale's waiting room gave this buyer (its `admission`), "
+                            "which a sale with a room requires; spent by this purchase and its retries.")],
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, NotStarted, Ended, SoldOut,
+            **error_responses(InvalidInput, NO_BUYER, NO_CSRF, AdmissionRefused, NotFound, NotStarted, Ended,
+                              SoldOut,
                               LimitReached, IdempotencyConflict, Busy,
                               StaleLock, Unavailable, OutcomeUnknown, THROTTLED, UNSUPPORTED_MEDIA_TYPE,
                               TOO_LARGE, NO_INSTANCE, TIMED_OUT),
@@ -220,7 +227,8 @@ def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]
         raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
     if key is not None and settings.FLASHSALE_BUYER_AUTH:
         key = key_scoped(purchase["user_id"], key)  # the buyer's own: see key_scoped
-    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request), **purchase)
+    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request),
+                                       admission=request.META.get("HTTP_ADMISSION"), **purchase)
     # The body is the OutputSerializer's fields, read straight off the result: a
     # serializer instance deep-copies its fields per request, a cost the hot path
     # of a sale measurably pays (see the README's gate figures). It stays the schema.
@@ -371,6 +379,7 @@ class SaleSummaryApi(APIView):
 
 # The furthest a window's edge may be set from now: 30 days.
 _WINDOW_MAX_S = 30 * 24 * 3600
+ROOM_ADMISSION_S = 60  # a waiting room's admission, unless the reset says otherwise
 
 
 class SaleResetApi(APIView):
@@ -399,6 +408,12 @@ class SaleResetApi(APIView):
         # Seconds each order has to be paid before its units go back on sale; 0, the
         # default: no payment step, an order is final at its 201.
         payment_window_s = serializers.IntegerField(min_value=0, max_value=24 * 3600, required=False)
+        # A waiting room: buyers admitted room_rate a second, at most room_active
+        # admitted and not yet bought at once (default: ten seconds' admissions), each
+        # admission good for room_admission_s (default 60). Without room_rate: none.
+        room_rate = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+        room_active = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False)
+        room_admission_s = serializers.IntegerField(min_value=1, max_value=3600, required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
         # A strategy that keeps the stock in one counter (the gate) takes no segments:
@@ -409,6 +424,13 @@ class SaleResetApi(APIView):
                     "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
 
         def validate(self, attrs):
+            rate, active, admission_s = (attrs.pop(f"room_{name}", None)
+                                         for name in ("rate", "active", "admission_s"))
+            if rate is None and (active is not None or admission_s is not None):
+                raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
+            if rate is not None:
+                attrs["room"] = RoomTerms(rate=rate, active=active or 10 * rate,
+                                          admission_s=admission_s or ROOM_ADMISSION_S)
             now = timezone.now()
             for edge in ("starts", "ends"):
                 seconds = attrs.pop(f"{edge}_in", None)

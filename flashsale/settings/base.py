@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "inventory",
     "orders",
     "payments",
+    "waitingroom",
     "races",
     "dashboard",
 ]
@@ -316,6 +317,11 @@ FLASHSALE_PAYMENT_GRACE_S = env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0)
 FLASHSALE_PAYMENTS_API_BASE = env.str("FLASHSALE_PAYMENTS_API_BASE", default="https://api.stripe.com")
 FLASHSALE_PAYMENTS_API_KEY = env.str("FLASHSALE_PAYMENTS_API_KEY", default="")
 FLASHSALE_PAYMENTS_WEBHOOK_SECRET = env.str("FLASHSALE_PAYMENTS_WEBHOOK_SECRET", default="")
+# The waiting room (waitingroom): a place whose holder has not asked for this long is
+# skipped when its turn comes (a page asks every few seconds); one address takes at
+# most this many places a sale (0: no bound; shared addresses, a NAT, need room).
+FLASHSALE_ROOM_ABANDON_S = env.int("FLASHSALE_ROOM_ABANDON_S", default=20)
+FLASHSALE_ROOM_PLACES_PER_ADDRESS = env.int("FLASHSALE_ROOM_PLACES_PER_ADDRESS", default=10)
 # What one unit costs, in the currency's minor unit (cents), and the currency.
 FLASHSALE_UNIT_PRICE = env.int("FLASHSALE_UNIT_PRICE", default=999)
 FLASHSALE_CURRENCY = env.str("FLASHSALE_CURRENCY", default="usd")
