@@ -21,9 +21,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from common.errors import AdmissionRefused, NotFound, PlacesBounded, Unavailable
+from common.metrics import count
 from inventory.models import Product
 
-from . import store
+from . import metrics, store
 from .models import Room
 from .tokens import TokenRefused, admission_read, admission_token
 
@@ -90,6 +91,10 @@ def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:
             asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
     except redis.RedisError as e:
         raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}") from e
+    for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
+                            (metrics.SKIPPED, asked.skipped)):
+        if amount:
+            count(counter, amount=amount)
     if asked.state == "bounded":
         raise PlacesBounded(f"{sku}: this address took {settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS} places "
                            "in the waiting room already", extra={"sku": sku})
@@ -129,9 +134,11 @@ def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> boo
     try:
         admission = admission_read(token)
     except TokenRefused as e:
+        count(metrics.REFUSED, "invalid")
         raise AdmissionRefused(f"{sku}: the admission is not valid: {e}",
                                extra={"sku": sku, "reason": "invalid"}) from None
     if admission.buyer != buyer or admission.sku != sku:
+        count(metrics.REFUSED, "not_yours")
         raise AdmissionRefused(f"{sku}: the admission is another buyer's or another sale's",
                                extra={"sku": sku, "reason": "not_yours"})
     try:
@@ -141,6 +148,7 @@ def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> boo
     if spent == "none":
         return False
     if spent != "ok":
+        count(metrics.REFUSED, spent)
         raise AdmissionRefused(f"{sku}: the admission cannot buy: {spent.replace('_', ' ')}",
                                extra={"sku": sku, "reason": spent})
     return True
@@ -148,6 +156,7 @@ def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> boo
 
 def admission_refused(*, sku: str) -> AdmissionRefused:
     """What a purchase of a sale with a room, without an admission spent, answers."""
+    count(metrics.REFUSED, "missing")
     return AdmissionRefused(f"{sku}: the sale has a waiting room: ask it for a place, and buy with the "
                             "admission it gives (the Admission header)",
                             extra={"sku": sku, "reason": "missing"})

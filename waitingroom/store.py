@@ -44,6 +44,10 @@ class Asked:
     now_ms: int  # Redis's clock
     sale: str  # the room's sale: what a token names
     rate: int  # admissions a second
+    # What this ask did: whether it took a place, and how many places it admitted and skipped.
+    joined: int = 0
+    admitted: int = 0
+    skipped: int = 0
 
 
 def _client():
@@ -87,10 +91,10 @@ def room_drop(*, sku: str) -> None:
 
 def room_ask(*, sku: str, buyer: str, address: str, join: bool) -> Asked:
     keys = room_keys(sku)
-    state, position, ahead, ends, now, sale, rate = _script(_ASK)(
+    state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
         keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS])
     return Asked(state.decode(), int(position or 0), int(ahead), int(ends), int(now), sale.decode(),
-                 int(rate))
+                 *map(int, numbers))
 
 
 def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:

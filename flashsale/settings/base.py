@@ -203,9 +203,11 @@ FLASHSALE_PROMETHEUS_URL = env.str("FLASHSALE_PROMETHEUS_URL", default="")
 FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=5.0)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
 # gate's backlog is read from Redis by the apps, so that it shows with the persisters
-# down; the live sales' stock and oversold units from the database.
+# down; the live sales' stock and oversold units from the database; the waiting rooms'
+# queues from Redis.
 FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector",
-                                "orders.salewatch.SaleWatchCollector"]
+                                "orders.salewatch.SaleWatchCollector",
+                                "waitingroom.metrics.RoomCollector"]
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
 # path (to measure what that path costs: README, "The gate").

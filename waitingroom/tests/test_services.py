@@ -7,9 +7,12 @@ import time
 import jwt
 import pytest
 from django_redis import get_redis_connection
+from prometheus_client import REGISTRY
 
 from common.errors import AdmissionRefused, NotFound, PlacesBounded
+from orders.purchase import order_create
 from orders.sales import sale_reset
+from waitingroom.metrics import RoomCollector
 from waitingroom.services import RoomTerms, admission_spend, place_ask
 from waitingroom.store import room_keys
 from waitingroom.tokens import admission_read
@@ -134,3 +137,32 @@ def test_a_room_redis_lost_opens_again_empty_and_a_sale_without_one_has_none():
         place_ask(sku=sku, buyer="ann")
     with pytest.raises(NotFound):
         place_ask(sku="no-such", buyer="ann")
+
+
+def test_places_admissions_skips_and_refusals_are_counted(settings):
+    def counted(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(f"flashsale_room_{name}_total", labels) or 0.0
+
+    before = {name: counted(name) for name in ("places", "admissions", "skipped")}
+    refused = counted("refused", reason="missing")
+    settings.FLASHSALE_ROOM_ABANDON_S = 0
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    place_ask(sku=sku, buyer="ann")
+    place_ask(sku=sku, buyer="bob")
+    moved_on()
+    place_ask(sku=sku, buyer="bob")  # skips ann, admits bob
+    assert {name: counted(name) - before[name] for name in before} == {"places": 2, "admissions": 1,
+                                                                       "skipped": 1}
+    with pytest.raises(AdmissionRefused):
+        order_create(sku=sku, quantity=1, user_id="cat", idempotency_key="k-cat")
+    assert counted("refused", reason="missing") == refused + 1
+
+
+def test_the_live_rooms_places_waiting_and_admissions_running_are_gauged():
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    for buyer in ("ann", "bob", "cat"):
+        place_ask(sku=sku, buyer=buyer)
+    moved_on()
+    place_ask(sku=sku, buyer="bob")  # admits ann: one running, two waiting
+    gauges = {family.name: family.samples[0].value for family in RoomCollector().collect()}
+    assert gauges == {"flashsale_room_waiting": 2, "flashsale_room_active": 1}
