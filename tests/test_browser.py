@@ -247,7 +247,7 @@ def test_a_sale_with_a_waiting_room_admits_the_page_then_it_buys_once(stack_apps
     client.reset(sku, 3, strategy="atomic", room_rate=1, room_active=1)
     page.goto(f"{stack_config.base_url}/?sku={sku}")
     signed_in(page, stack_config.buyer_auth)
-    # Waiting at the first ask (no credit yet), admitted at a later one.
+    # Admitted at the first ask the room had a second's credit for.
     expect(page.locator("#room-state")).to_contain_text("admitted", timeout=10_000)
     expect(page.locator("#buy-button")).to_be_enabled()
     page.click("#buy-button")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 import redis
 from django.conf import settings
@@ -51,9 +52,15 @@ class Place:
     admission_expires_at: int | None  # epoch seconds
 
 
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
 def _terms(room: Room) -> dict[str, int | str]:
-    """The room as Redis keeps it."""
-    return dict(sale=str(int(room.opened_at.timestamp() * 1000)), rate=room.rate, active=room.active,
+    """The room as Redis keeps it: it admits from the sale's start (or its reset)."""
+    starts = room.product.starts_at
+    opens = max(_ms(starts), _ms(room.opened_at)) if starts is not None else _ms(room.opened_at)
+    return dict(sale=str(_ms(room.opened_at)), opens=opens, rate=room.rate, active=room.active,
                 admission_ms=room.admission_s * 1000, abandon_ms=settings.FLASHSALE_ROOM_ABANDON_S * 1000,
                 per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS)
 

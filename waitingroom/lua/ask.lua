@@ -4,9 +4,11 @@
 -- second's worth is kept), and each whole unit admits the next place in the queue
 -- while fewer than ``active`` admissions are running. A place whose holder has not
 -- asked for ``abandon_ms`` is skipped and forgotten instead; an admission that ran
--- out frees its slot. Redis's clock is the room's: one clock for every instance.
+-- out frees its slot. Nobody is admitted before the sale opens (``opens``): the
+-- places taken before wait for it, in order, and the credit starts there. Redis's
+-- clock is the room's: one clock for every instance.
 -- KEYS[1] the room (hash: rate, active, admission_ms, abandon_ms, per_address,
---         sale, next, credit, at)
+--         sale, opens (ms), next, credit, at)
 -- KEYS[2] places (hash: buyer -> its position)
 -- KEYS[3] the queue (zset: buyers waiting, by position)
 -- KEYS[4] asked (hash: buyer -> its last ask, ms)
@@ -25,7 +27,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local room = redis.call('HMGET', KEYS[1], 'rate', 'active', 'admission_ms', 'abandon_ms', 'per_address',
-                        'sale', 'credit', 'at')
+                        'sale', 'credit', 'at', 'opens')
 if not room[6] then
   return {'none', 0, 0, 0, now, '', 0, 0, 0, 0}
 end
@@ -66,34 +68,38 @@ if not position then
 end
 redis.call('HSET', KEYS[4], buyer, now)
 
--- The room moves on.
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)  -- admissions run out: their slots free
-local credit = tonumber(room[7] or 0) + math.max(now - tonumber(room[8] or now), 0) * rate / 1000
-credit = math.min(credit, math.max(rate, 1))
-local free = limit - redis.call('ZCARD', KEYS[5])
-local skips = tonumber(ARGV[4])
+-- The room moves on, once the sale is open.
 local admitted, skipped = 0, 0
-while credit >= 1 and free > 0 and skips > 0 do
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #head == 0 then
-    break
+local opens = tonumber(room[9] or 0)
+if now >= opens then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)  -- admissions run out: their slots free
+  local since = math.max(tonumber(room[8] or opens), opens)
+  local credit = tonumber(room[7] or 0) + math.max(now - since, 0) * rate / 1000
+  credit = math.min(credit, math.max(rate, 1))
+  local free = limit - redis.call('ZCARD', KEYS[5])
+  local skips = tonumber(ARGV[4])
+  while credit >= 1 and free > 0 and skips > 0 do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)
+    if #head == 0 then
+      break
+    end
+    local next = head[1]
+    redis.call('ZREM', KEYS[3], next)
+    if now - tonumber(redis.call('HGET', KEYS[4], next) or 0) > abandon then
+      redis.call('HDEL', KEYS[2], next)  -- nobody asks for it: skipped, and forgotten
+      redis.call('HDEL', KEYS[4], next)
+      skips = skips - 1
+      skipped = skipped + 1
+    else
+      redis.call('ZADD', KEYS[5], now + admission, next)
+      redis.call('HSET', KEYS[6], next, now + admission)
+      credit = credit - 1
+      free = free - 1
+      admitted = admitted + 1
+    end
   end
-  local next = head[1]
-  redis.call('ZREM', KEYS[3], next)
-  if now - tonumber(redis.call('HGET', KEYS[4], next) or 0) > abandon then
-    redis.call('HDEL', KEYS[2], next)  -- nobody asks for it: skipped, and forgotten
-    redis.call('HDEL', KEYS[4], next)
-    skips = skips - 1
-    skipped = skipped + 1
-  else
-    redis.call('ZADD', KEYS[5], now + admission, next)
-    redis.call('HSET', KEYS[6], next, now + admission)
-    credit = credit - 1
-    free = free - 1
-    admitted = admitted + 1
-  end
+  redis.call('HSET', KEYS[1], 'credit', tostring(credit), 'at', now)
 end
-redis.call('HSET', KEYS[1], 'credit', tostring(credit), 'at', now)
 
 ends = tonumber(redis.call('HGET', KEYS[6], buyer))
 if ends then

@@ -3,9 +3,11 @@ in order up to the active bound, abandoned places skipped, unused admissions fre
 their slots, and tokens that buy once, for their buyer and sale only."""
 
 import time
+from datetime import timedelta
 
 import jwt
 import pytest
+from django.utils import timezone
 from django_redis import get_redis_connection
 from prometheus_client import REGISTRY
 
@@ -22,15 +24,17 @@ pytestmark = pytest.mark.django_db
 # Admissions come as fast as asks find them (credit for a thousand a second), so that
 # the active bound decides who is admitted, not the clock.
 FAST = RoomTerms(rate=1000, active=2, admission_s=60)
+OPENS_IN = 0.05  # the sale opens this long after its reset: the asks before it queue
 
 
 def open_room(sku: str = "r-1", terms: RoomTerms = FAST) -> str:
-    sale_reset(sku=sku, stock=10, strategy="atomic", room=terms)
+    sale_reset(sku=sku, stock=10, strategy="atomic", room=terms,
+               starts_at=timezone.now() + timedelta(seconds=OPENS_IN))
     return sku
 
 
 def moved_on() -> None:
-    time.sleep(0.005)  # past Redis's millisecond: the next ask has credit to admit with
+    time.sleep(OPENS_IN + 0.01)  # past the opening: the next ask has credit to admit with
 
 
 def test_a_place_is_the_same_however_often_and_wherever_it_is_asked():
@@ -43,6 +47,16 @@ def test_a_place_is_the_same_however_often_and_wherever_it_is_asked():
     # A refresh, another tab, another address: the same place.
     assert place_ask(sku=sku, buyer="bob", address="10.0.0.3").position == 2
     assert place_ask(sku=sku, buyer="ann", address="").position == 1
+
+
+def test_nobody_is_admitted_before_the_sale_opens_and_the_first_come_first_after():
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    for buyer in ("ann", "bob"):
+        assert place_ask(sku=sku, buyer=buyer).state == "waiting"
+    assert place_ask(sku=sku, buyer="ann").state == "waiting"  # a thousand a second, but not open yet
+    moved_on()
+    assert place_ask(sku=sku, buyer="bob").state == "waiting"  # ann came first
+    assert place_ask(sku=sku, buyer="ann").state == "admitted"
 
 
 def test_places_are_admitted_in_order_while_the_active_bound_has_room():
