@@ -5,7 +5,7 @@ read without a database query; the shop page signs its buyer in with a session
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 
 from .tokens import TokenRefused, token_buyer
 
@@ -69,3 +69,10 @@ def bearer_buyer(header: str) -> str | None:
 def buyer_name(user) -> str | None:
     """The buyer's name of an authenticated request's user, or None (nobody)."""
     return user.username if getattr(user, "is_authenticated", False) else None
+
+
+class IsBuyer(permissions.BasePermission):
+    """A buyer's credentials: a bearer token, or the page's session."""
+
+    def has_permission(self, request, view) -> bool:
+        return buyer_name(request.user) is not None

@@ -23,7 +23,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, buyer_name
+from buyers.authentication import BuyerTokenAuthentication, IsBuyer, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -118,13 +118,6 @@ class OrderDetailSerializer(OrderSerializer):
 class QuantityField(serializers.IntegerField):
     """An integer. Its range is a sale rule that ``order_create`` keeps; the schema
     states it, from the same setting, and the rule lives once."""
-
-
-class IsBuyer(permissions.BasePermission):
-    """A buyer's credentials: a bearer token, or the page's session."""
-
-    def has_permission(self, request, view) -> bool:
-        return buyer_name(request.user) is not None
 
 
 class IsBuyerOrStaff(permissions.BasePermission):

@@ -10,7 +10,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, buyer_name
+from buyers.authentication import BuyerTokenAuthentication, IsBuyer, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -27,7 +27,6 @@ from common.errors import (
 )
 from common.fields import ClosedInputSerializer
 from common.keys import KEY_SENT
-from orders.apis import IsBuyer
 
 from .provider import SUCCEEDS
 from .services import payment_start, webhook_receive

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import permissions, serializers
+from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, buyer_name
+from buyers.authentication import BuyerTokenAuthentication, IsBuyer, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -30,11 +30,6 @@ from inventory.apis import SKU_PATH, sku_checked
 from .services import place_ask
 
 USER_ID_MAX_LENGTH = 64
-
-
-class IsBuyer(permissions.BasePermission):
-    def has_permission(self, request, view) -> bool:
-        return buyer_name(request.user) is not None
 
 
 class PlaceAskApi(APIView):
