@@ -4,8 +4,10 @@ read without a database query; the shop page signs its buyer in with a session
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
+from rest_framework.authentication import SessionAuthentication
 
 from .tokens import TokenRefused, token_buyer
 
@@ -76,3 +78,16 @@ class IsBuyer(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return buyer_name(request.user) is not None
+
+
+class BuyerView:
+    """A view a buyer calls for itself (a mixin, before ``APIView``): with
+    ``FLASHSALE_BUYER_AUTH``, the buyer its bearer token or the page's session names
+    (DRF checks the session's CSRF token), and nobody else; without it, no credentials
+    are read, and the body names the buyer."""
+
+    def get_authenticators(self):
+        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
+
+    def get_permissions(self):
+        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []

@@ -23,7 +23,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, IsBuyer, buyer_name
+from buyers.authentication import BuyerTokenAuthentication, BuyerView, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -125,7 +125,7 @@ class IsBuyerOrStaff(permissions.BasePermission):
         return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
 
 
-class OrderCreateApi(APIView):
+class OrderCreateApi(BuyerView, APIView):
     # With FLASHSALE_BUYER_AUTH, the buyer is the one its credentials name: a bearer
     # token (read without a database query), or the shop page's session, whose CSRF
     # token DRF checks. Without it, a buyer names itself in the body (user_id), and no
@@ -133,12 +133,6 @@ class OrderCreateApi(APIView):
     # with the same answer (orders.wsgi): the sale's hot path. This view answers
     # the rest, and every purchase while the shortcut is off.
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
-
-    def get_authenticators(self):
-        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
-
-    def get_permissions(self):
-        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []
 
     @extend_schema_serializer(component_name="PurchaseRequest")
     class InputSerializer(ClosedInputSerializer):

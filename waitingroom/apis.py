@@ -7,12 +7,11 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, IsBuyer, buyer_name
+from buyers.authentication import BuyerView, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -32,14 +31,8 @@ from .services import place_ask
 USER_ID_MAX_LENGTH = 64
 
 
-class PlaceAskApi(APIView):
-    # The buyer as the purchase takes it: from credentials with FLASHSALE_BUYER_AUTH,
-    # else named in the body.
-    def get_authenticators(self):
-        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
-
-    def get_permissions(self):
-        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []
+class PlaceAskApi(BuyerView, APIView):
+    """The buyer's place, the buyer as the purchase takes it (``BuyerView``)."""
 
     @extend_schema_serializer(component_name="PlaceAskRequest")
     class InputSerializer(ClosedInputSerializer):
