@@ -15,6 +15,8 @@ from pathlib import Path
 
 from django_redis import get_redis_connection
 
+from common.scripts import script_on
+
 LUA = Path(__file__).resolve().parent / "lua"
 _ASK = (LUA / "ask.lua").read_text()
 _USE = (LUA / "use.lua").read_text()
@@ -54,15 +56,8 @@ def _client():
     return get_redis_connection("default")
 
 
-_scripts: dict[tuple[int, str], object] = {}
-
-
 def _script(source: str):
-    client = _client()
-    handle = _scripts.get((id(client), source))
-    if handle is None:
-        handle = _scripts[(id(client), source)] = client.register_script(source)
-    return handle
+    return script_on(_client(), source)
 
 
 def _fields(**terms: int | str) -> dict[str, int | str]:
