@@ -21,15 +21,10 @@ import sys
 
 from loadtest.measured import recorded
 
+from .cpu import alternated
 from .cpu import in_process as app_cpu
 
 ROWS = [("gate", "gate, waiting room")]
-
-
-def _alternated(run: int) -> list[str]:
-    """The rows of run ``run``: ping first, then each pair, without the room first in
-    even runs and with it first in odd ones."""
-    return ["ping"] + [row for pair in ROWS for row in (pair if run % 2 == 0 else pair[::-1])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m benchmarks.room_cost " + shlex.join(sys.argv[1:] if argv is None else argv)
 
-    cpu = [app_cpu(args.requests, rows=_alternated(n)) for n in range(args.rounds)]
+    cpu = [app_cpu(args.requests, rows=alternated(n, ROWS)) for n in range(args.rounds)]
 
     with recorded("room-cost", command, write=args.docs):
         print(f"`{command}` ({os.cpu_count()} cores shared by every process of the stack)\n")
