@@ -68,12 +68,16 @@ def _terms(room: Room) -> dict[str, int | str]:
 def room_open(*, product: Product, terms: RoomTerms | None) -> Room | None:
     """Give ``product``'s new sale the room ``terms`` say (None: none), its queue empty.
 
-    :raises Unavailable: Redis cannot be reached (the room is not open).
+    :raises Unavailable: Redis cannot be reached, and the sale has a room, or had one
+        (the room is not opened, or not dropped).
     """
     try:
         if terms is None:
-            Room.objects.filter(product=product).delete()
-            store.room_drop(sku=product.sku)
+            # A sale that had no room asks Redis nothing: a reset without one works
+            # with Redis away, as it did before rooms.
+            removed, _ = Room.objects.filter(product=product).delete()
+            if removed:
+                store.room_drop(sku=product.sku)
             return None
         room, _ = Room.objects.update_or_create(product=product, defaults={
             "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
