@@ -155,7 +155,7 @@ def struck(cell: Cell) -> str:
     """When the nemesis struck, against the sale's length: a fault that struck after
     the last purchase tested nothing, and the table says so."""
     at, sale = cell.end_state.struck_at, cell.end_state.seconds
-    if cell.nemesis == CALM:
+    if cell.nemesis in (CALM, WINDOW):  # no fault strikes
         return "—"
     if at is None:
         return "**never**"

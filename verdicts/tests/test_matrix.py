@@ -25,3 +25,17 @@ def test_a_fault_meets_only_the_strategies_that_use_what_it_strikes():
     correct = {s for s, spec in STRATEGIES.items() if spec.claims_correct}
     for fault in set(LINK_FAULTS) - set(ONLY_FOR):
         assert {s for s, n in plan if n == fault} == correct
+
+
+def test_when_the_nemesis_struck_is_told_only_of_cells_with_a_fault():
+    from types import SimpleNamespace
+
+    from verdicts.matrix import WINDOW, struck
+
+    def cell(nemesis: str, at: float | None) -> SimpleNamespace:
+        return SimpleNamespace(nemesis=nemesis, end_state=SimpleNamespace(struck_at=at, seconds=20.0))
+
+    assert struck(cell(CALM, None)) == struck(cell(WINDOW, None)) == "—"  # nothing to strike
+    assert struck(cell("kill-expirer", None)) == "**never**"
+    assert struck(cell("kill-expirer", 7.5)) == "7.5 of 20.0"
+    assert struck(cell("kill-app", 21.0)) == "21.0 of 20.0 (**after the sale**)"
