@@ -408,7 +408,10 @@ class SaleResetApi(APIView):
         # deployment's decides, which no schema can know.)
         unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
         refused = ({"required": ["strategy", "segments"],
-                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
+                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
+                   # A waiting room's terms without its rate: no room to set them on.
+                   *({"required": [name], "not": {"required": ["room_rate"]}}
+                     for name in ("room_active", "room_admission_s")))
 
         def validate(self, attrs):
             rate, active, admission_s = (attrs.pop(f"room_{name}", None)
