@@ -92,23 +92,6 @@ def before_call(ctx, case, **kwargs):
         if _valid_key("order_id", case.path_parameters.get("order_id")):
             with _write:
                 case.path_parameters = {**case.path_parameters, "order_id": _bought()}
-    # The plain run, at the same time, makes up the same short skus ("0"): a reset of
-    # one under another strategy while the other run buys it answers that purchase 503
-    # (busy, as documented). This run's made-up products are its own.
-    if isinstance(case.path_parameters, dict) and "sku" in case.path_parameters:
-        case.path_parameters = {**case.path_parameters, "sku": _own(case.path_parameters["sku"])}
-    if case.operation.label == _PURCHASE and isinstance(case.body, dict) and "sku" in case.body:
-        case.body = {**case.body, "sku": _own(case.body["sku"])}
-
-
-_OWN = "hooked-"
-
-
-def _own(sku):
-    """A valid made-up sku, marked as this run's (still valid); anything else as it is."""
-    if sku == SKU or not _valid_text(sku, SKU_MAX_LENGTH) or sku.startswith(_OWN):
-        return sku
-    return (_OWN + sku)[:SKU_MAX_LENGTH]
 
 
 @schemathesis.hook
