@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window verdicts
+.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room verdicts
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -105,6 +105,9 @@ bench-buyers: up  ## what a buyer's bearer token costs a purchase: the gate and 
 
 bench-window: up  ## what a payment window costs a purchase (CPU, alternating), and one expirer's orders/s
 	$(PY) -m benchmarks.window_cost $(BENCH_ARGS)
+
+bench-room: up  ## what a waiting room costs a purchase (CPU, gate hot, alternating)
+	$(PY) -m benchmarks.room_cost $(BENCH_ARGS)
 
 bench-race-watch: up install-test  ## the same race with the race page closed and open (does watching change it?)
 	$(PY) -m benchmarks.race_watch $(BENCH_ARGS)

@@ -77,3 +77,10 @@ def in_process(requests: int, rows: list[str] | None = None, **environment: str)
         if len(cells) > 3 and re.fullmatch(r"[\d,]+", cells[2]):
             rows[cells[1]] = float(cells[2].replace(",", ""))
     return rows
+
+
+def alternated(run: int, pairs: list[tuple[str, str]]) -> list[str]:
+    """The ``benchmarks.purchase_cpu`` rows of run ``run``: ping first, then each pair,
+    in its order in even runs and the other way round in odd ones (a process's first
+    rows pay for what it still warms)."""
+    return ["ping"] + [row for pair in pairs for row in (pair if run % 2 == 0 else pair[::-1])]

@@ -21,7 +21,10 @@ Rows:
 - ``…, signed in``: the row before it with ``FLASHSALE_BUYER_AUTH`` on, each purchase
   carrying a buyer's bearer token (the buyer from the token, checked in the shortcut);
 - ``…, payment window``: the row's products reset with a payment window, each order
-  born pending with its expiry.
+  born pending with its expiry;
+- ``…, waiting room``: the row's product reset with a waiting room, each purchase by
+  a buyer the room admitted (beforehand, not timed), carrying its admission, which
+  the purchase checks and spends.
 
 No gunicorn, nginx or load client: this is the app's own share of a request, the
 part a change to the purchase path moves. Under load each request also pays
@@ -89,6 +92,36 @@ def _signed_in_purchase(sku: str, n: int) -> dict:
 
 SIGNED_IN = ", signed in"
 WINDOW = ", payment window"
+ROOM = ", waiting room"
+_ADMITTED: list[tuple[str, str]] = []  # (buyer, admission), each spent by one purchase
+
+
+def _admitted_purchase(sku: str) -> dict:
+    """A purchase by the next buyer the room admitted, with its admission (the room
+    admits another thousand when none is left)."""
+    if not _ADMITTED:
+        from waitingroom.services import place_ask
+
+        buyers = [f"cpu-room-{uuid.uuid4().hex[:12]}" for _ in range(1000)]
+        for buyer in buyers:
+            place_ask(sku=sku, buyer=buyer)
+        _ADMITTED.extend((buyer, place_ask(sku=sku, buyer=buyer).admission) for buyer in buyers)
+    buyer, admission = _ADMITTED.pop()
+    key = uuid.uuid4().hex
+    body = json.dumps({"sku": sku, "quantity": 1, "user_id": buyer}).encode()
+    environ = _environ("POST", "/api/orders", body, key=key)
+    environ["HTTP_ADMISSION"] = admission
+    return environ
+
+
+def _room_opened(sku: str) -> None:
+    from waitingroom.services import RoomTerms
+
+    _ADMITTED.clear()
+    # Admissions as fast as the setup asks (a second's worth kept at most), never a
+    # slot short, and none running out during the row.
+    sale_reset(sku=sku, stock=10**7, strategy="gate",
+               room=RoomTerms(rate=100_000, active=10**7, admission_s=3600))
 
 
 def _spread(prefix: str, strategy: str, **reset) -> None:
@@ -109,6 +142,7 @@ def _rows() -> dict:
                           lambda n: _purchase("cpu-gate-window")),
         "gate": (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
                  lambda n: _purchase("cpu-gate")),
+        "gate" + ROOM: (lambda: _room_opened("cpu-gate-room"), lambda n: _admitted_purchase("cpu-gate-room")),
         "gate" + SIGNED_IN: (lambda: sale_reset(sku="cpu-gate", stock=10**7, strategy="gate"),
                              lambda n: _signed_in_purchase("cpu-gate", n)),
         "atomic, spread": (lambda: [sale_reset(sku=f"cpu-spread-{i}", stock=10**6, strategy="atomic")

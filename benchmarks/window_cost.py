@@ -29,6 +29,7 @@ import time
 from loadtest.measured import recorded
 from stack.config import StackConfig
 
+from .cpu import alternated
 from .cpu import in_process as app_cpu
 
 # (row without a window, with one)
@@ -72,12 +73,6 @@ def expiry_rate(strategy: str, orders: int) -> tuple[float, int]:
     return done.orders / elapsed, done.units
 
 
-def _alternated(run: int) -> list[str]:
-    """The rows of run ``run``: ping first, then each pair, without the window first in
-    even runs and with it first in odd ones."""
-    return ["ping"] + [row for pair in ROWS for row in (pair if run % 2 == 0 else pair[::-1])]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m benchmarks.window_cost " + shlex.join(sys.argv[1:] if argv is None else argv)
 
-    cpu = [app_cpu(args.requests, rows=_alternated(n)) for n in range(args.rounds)]
+    cpu = [app_cpu(args.requests, rows=alternated(n, ROWS)) for n in range(args.rounds)]
     rates = {strategy: expiry_rate(strategy, args.orders) for strategy in EXPIRY_STRATEGIES}
 
     with recorded("window-cost", command, write=args.docs):

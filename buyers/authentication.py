@@ -4,8 +4,10 @@ read without a database query; the shop page signs its buyer in with a session
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.authentication import SessionAuthentication
 
 from .tokens import TokenRefused, token_buyer
 
@@ -69,3 +71,23 @@ def bearer_buyer(header: str) -> str | None:
 def buyer_name(user) -> str | None:
     """The buyer's name of an authenticated request's user, or None (nobody)."""
     return user.username if getattr(user, "is_authenticated", False) else None
+
+
+class IsBuyer(permissions.BasePermission):
+    """A buyer's credentials: a bearer token, or the page's session."""
+
+    def has_permission(self, request, view) -> bool:
+        return buyer_name(request.user) is not None
+
+
+class BuyerView:
+    """A view a buyer calls for itself (a mixin, before ``APIView``): with
+    ``FLASHSALE_BUYER_AUTH``, the buyer its bearer token or the page's session names
+    (DRF checks the session's CSRF token), and nobody else; without it, no credentials
+    are read, and the body names the buyer."""
+
+    def get_authenticators(self):
+        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
+
+    def get_permissions(self):
+        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []

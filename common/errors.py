@@ -156,6 +156,23 @@ class LimitReached(ApplicationError):
         return cls(f"{user_id} may buy at most {limit} of {sku}", extra={"sku": sku, "limit": limit})
 
 
+class PlacesBounded(ApplicationError):
+    """The address took as many places in the sale's waiting room as one may
+    (``FLASHSALE_ROOM_PLACES_PER_ADDRESS``); nothing was taken."""
+
+    status_code = status.HTTP_409_CONFLICT
+    code = "places_bounded"
+
+
+class AdmissionRefused(ApplicationError):
+    """The sale has a waiting room, and the purchase carries no admission that buys:
+    none, or one forged, expired, another buyer's or sale's, or spent on another
+    purchase (``reason`` says which). Nothing was written."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "admission_refused"
+
+
 class NotPayable(ApplicationError):
     """The order waits for no payment: paid already, expired, or of a sale without a
     payment step (``status`` says which). Nothing was charged."""

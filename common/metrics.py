@@ -103,7 +103,7 @@ def count(counter: Counter, *labels: str, amount: float = 1) -> None:
     if not settings.FLASHSALE_METRICS:
         return
     try:
-        counter.labels(*labels).inc(amount)
+        (counter.labels(*labels) if labels else counter).inc(amount)
     except OSError:
         logger.warning("a count was not written for /metrics", exc_info=True)
 

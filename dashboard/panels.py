@@ -41,4 +41,7 @@ PANELS = (
     Panel("backlog", "The gate: orders waiting to be written, and written a second", "short",
           (Query("flashsale:gate_backlog", "backlog"), Query("flashsale:gate_written:rate10s", "written/s"),
            Query("flashsale:gate_dead_letters", "dead letters"))),
+    Panel("room", "Waiting rooms: places waiting, and taken and admitted a second", "short",
+          (Query("flashsale:room_waiting", "waiting"), Query("flashsale:room_places:rate10s", "places/s"),
+           Query("flashsale:room_admissions:rate10s", "admitted/s"))),
 )

@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("orders.urls")),
     path("api/", include("payments.urls")),
+    path("api/", include("waitingroom.urls")),
     path("api/", include("inventory.urls")),
     path("api/", include("races.urls")),
     path("api/", include("buyers.urls")),

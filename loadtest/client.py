@@ -160,13 +160,23 @@ class FlashsaleClient:
     def healthz(self) -> dict:
         return self.session.get(self._url("/healthz"), timeout=self.timeout).json()
 
-    def order(self, sku: str, quantity: int, user_id: str, key: str | None = None) -> requests.Response:
-        """POST /api/orders by ``user_id`` (with this client's ``tokens``, by its token);
-        returns the response whatever its status."""
+    def order(self, sku: str, quantity: int, user_id: str, key: str | None = None,
+              admission: str | None = None) -> requests.Response:
+        """POST /api/orders by ``user_id`` (with this client's ``tokens``, by its token),
+        with the sale's waiting room's ``admission`` if given; returns the response
+        whatever its status."""
         body, headers = self.as_buyer(user_id)
         body |= {"sku": sku, "quantity": quantity}
         headers["Idempotency-Key"] = key or uuid.uuid4().hex
+        if admission is not None:
+            headers["Admission"] = admission
         return self.session.post(self._url("/api/orders"), json=body, headers=headers, timeout=self.timeout)
+
+    def room(self, sku: str, user_id: str) -> requests.Response:
+        """POST /api/products/<sku>/room: ``user_id``'s place in the sale's waiting room."""
+        body, headers = self.as_buyer(user_id)
+        return self.session.post(self._url(f"/api/products/{sku}/room"), json=body, headers=headers,
+                                 timeout=self.timeout)
 
     def order_detail(self, order_id: int, user_id: str | None = None) -> requests.Response:
         """GET /api/orders/<id> as its buyer ``user_id`` (with ``tokens``, its token),

@@ -105,6 +105,7 @@ class LocustRun:
     answers: list[tuple]  # every purchase (or ping), as the locustfile records them
     reads: list[tuple]  # opening mode: every product page load (start, end, ok)
     opens_at: float | None  # opening mode: the sale's start, epoch seconds
+    arrivals: list[tuple]  # opening mode: each buyer's first request (start, got an order)
     payments: list[tuple]  # payment mode: every payment asked for and order followed (start, end, status)
 
 
@@ -138,7 +139,8 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
     totals = parse_locust_stats(Path(f"{out}_stats.csv"))
     data = json.loads(summary.read_text())
     run = LocustRun(answers=[tuple(a) for a in data["attempts"]], reads=[tuple(r) for r in data["reads"]],
-                    opens_at=data["opens_at"], payments=[tuple(p) for p in data.get("payments", [])])
+                    opens_at=data["opens_at"], payments=[tuple(p) for p in data.get("payments", [])],
+                    arrivals=[tuple(a) for a in data.get("arrivals", [])])
     # The CSV's last snapshot holds every purchase and page read (the run quits a while
     # after the last is answered), and may miss a payment's last follow-up still in flight.
     counted = len(run.answers) + len(run.reads)
@@ -243,30 +245,33 @@ class Comparison:
                    rejections_ratio_to_ceiling=median.rejections_per_s / ceiling.median.throughput,
                    served_by_arrival=served)
 
-    def opening(self, strategy: str) -> OpeningRow:
+    def opening(self, strategy: str, *, room: bool = False) -> OpeningRow:
         """``rounds`` sales that open ``--lead`` seconds after their reset, with the
-        crowd waiting on the page (the instances already run ``strategy``)."""
-        sku = f"opening-{strategy}"
+        crowd waiting on the page (the instances already run ``strategy``); with
+        ``room``, in the sale's waiting room (``--room-rate``, ``--room-active``)."""
+        label = f"{strategy}, waiting room" if room else strategy
+        sku = f"opening-room-{strategy}" if room else f"opening-{strategy}"
+        terms = {"room_rate": self.args.room_rate, "room_active": self.args.room_active} if room else {}
         openings: list = []
         ticks: list = []
 
         def one_round(n):
-            self.client.reset(sku, self.args.stock, name=f"Opening under {strategy}",
-                              starts_in=self.args.lead)
+            self.client.reset(sku, self.args.stock, name=f"Opening under {label}",
+                              starts_in=self.args.lead, **terms)
             # The page is warm, as it is long before a real sale: the crowd's first
             # loads do not all wait on the instances' (just restarted) first fill.
             self.client.product(sku)
-            run = self.locust(strategy, sku, "opening", n)
+            run = self.locust(label, sku, "opening-room" if room else "opening", n)
             if run.opens_at is None:
-                raise RuntimeError(f"{strategy}: no buyer read the sale's start from the product page")
-            openings.append(opening_figures(run.answers, run.reads, run.opens_at))
+                raise RuntimeError(f"{label}: no buyer read the sale's start from the product page")
+            openings.append(opening_figures(run.answers, run.reads, run.opens_at, run.arrivals))
             ticks[:] = requests_per_tick(run.answers, run.reads, run.opens_at)
             return run_figures(run.answers, self.client.audit(sku))
 
-        rounds = measure(strategy, self.args.rounds, one_round)
-        sale = Row(label=strategy, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
+        rounds = measure(label, self.args.rounds, one_round)
+        sale = Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
                    fast_path=True, median=median_figures(rounds), rounds=rounds)
-        return OpeningRow(label=strategy, sale=sale, opening=median_figures(openings), rounds=openings,
+        return OpeningRow(label=label, sale=sale, opening=median_figures(openings), rounds=openings,
                           ticks=ticks)
 
     def payment(self, strategy: str) -> tuple[str, PaymentFigures]:
@@ -351,13 +356,16 @@ def hot_mode(run: Comparison, strategies: list[str],
     return [ceiling], hot_rows
 
 
-def opening_mode(run: Comparison, strategies: list[str]) -> list[OpeningRow]:
-    """The herd at the opening second, one strategy after another."""
+def opening_mode(run: Comparison, strategies: list[str], rooms: list[str]) -> list[OpeningRow]:
+    """The herd at the opening second, one strategy after another; for those in
+    ``rooms``, the same herd in a waiting room next."""
     rows = []
     for i, strategy in enumerate(strategies, 1):
         print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
         run.use(strategy)
         rows.append(run.opening(strategy))
+        if strategy in rooms:
+            rows.append(run.opening(strategy, room=True))
     return rows
 
 
@@ -388,6 +396,13 @@ def main(argv: list[str] | None = None) -> int:
                              "and wait on the page meanwhile)")
     parser.add_argument("--refresh-ms", type=float, default=500,
                         help="opening mode: how often a waiting user reloads the page")
+    parser.add_argument("--rooms", default="atomic,gate",
+                        help="opening mode: the strategies whose sale also runs with a waiting room, "
+                             "beside the open crowd (empty: none)")
+    parser.add_argument("--room-rate", type=int, default=50,
+                        help="opening mode: the waiting room's admissions a second")
+    parser.add_argument("--room-active", type=int, default=50,
+                        help="opening mode: the most admitted and not yet bought at once")
     parser.add_argument("--attempts", type=int, default=1000,
                         help="sale mode: requests per run, retries included")
     parser.add_argument("--seconds", type=float, default=10, help="hot mode: the window of each run")
@@ -434,7 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         setup = (f"The opening second: {client}; the sale opens {args.lead:g} s after its reset with stock "
                  f"{args.stock}; every user loads the product page, reloads it every {args.refresh_ms:g} ms "
                  f"(±50%) until the opening, then buys (a 503 busy is pressed again, up to "
-                 f"{OPENING_PRESSES} times); {servers}")
+                 f"{OPENING_PRESSES} times); with a waiting room ({args.room_rate} admissions a second, "
+                 f"at most {args.room_active} admitted at once), every user loads the page once, asks the "
+                 f"room for its place and asks again as often until admitted, then buys with its "
+                 f"admission (the room's asks count as page loads); {servers}")
     elif args.mode == "payment":
         setup = (f"Pay or release: {client}, stock {args.stock}, a {args.window} s payment window and "
                  f"{args.grace:g} s of grace; each user buys until it has an order, then "
@@ -463,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "hot":
             rows, hot_rows = hot_mode(run, strategies, segment_counts)
         elif args.mode == "opening":
-            opening_rows = opening_mode(run, strategies)
+            rooms = [strategy_get(s.strip()).name for s in args.rooms.split(",") if s.strip()]
+            opening_rows = opening_mode(run, strategies, rooms)
         elif args.mode == "payment":
             payment_rows = payment_mode(run, strategies)
         else:

@@ -199,11 +199,23 @@ class OpeningFigures:
     first_p99_ms: float
     early: int  # purchases answered not_started (the whole run): the countdown ran ahead
     sold_in_ms: float  # from the opening to the last order's answer (NaN: no order)
+    # Every purchase, whenever it was sent (with a waiting room, most come after the
+    # first second).
+    purchase_p50_ms: float = math.nan
+    purchase_p99_ms: float = math.nan
+    # The most requests (page loads, room asks, purchases) waiting for their answer at
+    # once, in the opening's first two seconds: what the back end had to hold.
+    in_flight: int = 0
+    # Whether the first buyers to arrive (their first request) were the ones served:
+    # fifo_score over the buyers in the order they came. NaN without arrivals.
+    fifo: float = math.nan
 
 
-def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float) -> OpeningFigures:
-    """``attempts`` as for ``run_figures``, ``reads``: (start, end, ok) per page load;
-    ``opens_at``: the sale's start, epoch seconds (the same clock: one machine)."""
+def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float,
+                    arrivals: list[tuple] = ()) -> OpeningFigures:
+    """``attempts`` as for ``run_figures``, ``reads``: (start, end, ok) per page load
+    (or room ask); ``opens_at``: the sale's start, epoch seconds (the same clock: one
+    machine); ``arrivals``: (each buyer's first request's start, whether it got an order)."""
     before = [r for r in reads if r[0] < opens_at]
     answered = [r for r in before if r[2]]
     first = [a for a in attempts if opens_at <= a[0] < opens_at + 1]
@@ -221,7 +233,23 @@ def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float) 
         first_p50_ms=_latency_ms(first, 50), first_p99_ms=_latency_ms(first, 99),
         early=sum(1 for a in attempts if a[2] == "early"),
         sold_in_ms=(max(created_ends) - opens_at) * 1000 if created_ends else math.nan,
+        purchase_p50_ms=_latency_ms(attempts, 50), purchase_p99_ms=_latency_ms(attempts, 99),
+        in_flight=most_in_flight([*attempts, *reads], opens_at, opens_at + 2),
+        fifo=fifo_score([served for _, served in sorted(arrivals)]) if arrivals else math.nan,
     )
+
+
+def most_in_flight(requests: list[tuple], since: float, until: float) -> int:
+    """The most of ``requests`` ((start, end, ...) each) sent and not yet answered at
+    one moment between ``since`` and ``until``."""
+    overlapping = [r for r in requests if r[0] < until and r[1] > since]
+    # A request sent before ``since`` counts from it; at one moment, answers go first.
+    events = sorted([(max(r[0], since), 1) for r in overlapping] + [(r[1], -1) for r in overlapping])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def requests_per_tick(attempts: list[tuple], reads: list[tuple], opens_at: float, *,

@@ -21,6 +21,12 @@ half) until the opening, and then buys at once; a 503 busy is pressed again (up 
 ``OPENING_PRESSES`` times), any other answer ends the buyer. The run ends when every
 buyer has ended.
 
+``--endpoint opening-room`` is the same crowd at a sale with a waiting room: each
+buyer loads the product page once, then asks the room for its place (a place in the
+order it came) and asks again every ``--refresh-ms`` (give or take half) until the
+room admits it, and then buys with its admission; a 503 busy is pressed again, any
+other answer ends the buyer.
+
 ``--endpoint payment`` is a sale with a payment window: each buyer buys until it has
 one order (a sold-out answer is asked again every ``SOLD_OUT_PAUSE`` seconds: unpaid
 units come back), then pays for it and follows the order until the provider's
@@ -74,13 +80,15 @@ def _arguments(parser):
                         help="spread the buyers over this many products named <sku>-<n>")
     parser.add_argument("--retry-share", type=float, default=0.1,
                         help="share of purchases sent again with the same Idempotency-Key")
-    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening", "payment"], default="purchase")
+    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening", "opening-room", "payment"],
+                        default="purchase")
     parser.add_argument("--stop-file", default="",
                         help="stop sending once this file exists (the runner's: the sale is done)")
     parser.add_argument("--pay-ratio", type=float, default=1.0,
                         help="payment: the share of buyers who pay for their order (the rest never do)")
     parser.add_argument("--refresh-ms", type=float, default=500,
-                        help="opening: how often a waiting buyer reloads the product page")
+                        help="opening: how often a waiting buyer reloads the product page (or, with a "
+                             "waiting room, asks the room)")
     parser.add_argument("--tokens", default="", help="buyers signed in: a `manage.py buyers_make` file "
                         "(name, a tab, token: a line each), buyer n buying as its n-th line")
     parser.add_argument("--summary-json", default="", help="write every attempt's outcome here")
@@ -104,9 +112,13 @@ class Tally:
         # the answer's Server-Timing header, None where it had none (arrival: when
         # the request reached the app, epoch seconds, one clock for all instances).
         self.attempts: list[tuple[float, float, str, float | None, float | None, float | None]] = []
-        # Opening mode: the product page's reads (start, end, ok), the opening (epoch
-        # seconds, the server's clock) and how many buyers have ended.
+        # Opening mode: the product page's reads (start, end, ok; with a waiting room,
+        # the room's asks too), the opening (epoch seconds, the server's clock) and how
+        # many buyers have ended.
         self.reads: list[tuple[float, float, bool]] = []
+        # Opening mode: each buyer's arrival (its first request's start) and whether it
+        # got an order: who came first against who was served.
+        self.arrivals: dict[str, list] = {}
         self.opens_at: float | None = None
         self.ended = 0
         # Payment mode: each payment asked for (start, end, HTTP status).
@@ -185,6 +197,7 @@ def _write_summary(environment, **kwargs):
                                    "attempts": tally.limit},
                        "seconds": tally.window, "skus": environment.parsed_options.skus,
                        "attempts": tally.attempts, "reads": tally.reads, "opens_at": tally.opens_at,
+                       "arrivals": list(tally.arrivals.values()),
                        "payments": tally.payments}, out)
 
 
@@ -226,6 +239,7 @@ class Buyer(FastHttpUser):
         self.best_trip = float("inf")  # the shortest round trip of a page load so far
         self.presses = 0
         self.failed_reads = 0
+        self.admission: str | None = None  # opening-room mode: the room's token, once admitted
         # Payment mode: whether this buyer pays; spread evenly over the buyers' numbers.
         self.payer = (number * 0.6180339887) % 1 < self.options.pay_ratio
 
@@ -236,6 +250,9 @@ class Buyer(FastHttpUser):
             return
         if self.options.endpoint == "opening":
             self._at_the_opening()
+            return
+        if self.options.endpoint == "opening-room":
+            self._in_the_room()
             return
         if self.options.endpoint == "payment":
             self._pay_or_release()
@@ -268,6 +285,48 @@ class Buyer(FastHttpUser):
         self.presses += 1
         if outcome != "busy" or self.presses >= OPENING_PRESSES:
             self._end()
+
+    def _in_the_room(self) -> None:
+        if self.opens_at is None:
+            if not self._read_page():
+                self.failed_reads += 1
+                if self.failed_reads >= OPENING_PRESSES:  # the page is down: give up
+                    self._end()
+                gevent.sleep(self.options.refresh_ms / 1000)
+            return
+        if self.admission is None:
+            place = self._ask_room()
+            if place is None or place["state"] == "waiting":
+                gevent.sleep(self.options.refresh_ms / 1000 * random.uniform(0.5, 1.5))
+                return
+            if place["state"] != "admitted":  # used: this buyer bought already
+                self._end()
+            self.admission = place["admission"]
+        outcome, _ = self._purchase(uuid.uuid4().hex, name="purchase, admitted", admission=self.admission)
+        self.presses += 1
+        if outcome != "busy" or self.presses >= OPENING_PRESSES:
+            self._end()
+
+    def _ask_room(self) -> dict | None:
+        """The buyer's place in the sale's waiting room (None: no answer to read)."""
+        start = time.time()
+        body, headers = ({}, self._auth()) if self.token is not None else ({"user_id": self.user_id}, {})
+        with self.client.post(f"/api/products/{self.sku}/room", name="waiting room", catch_response=True,
+                              json=body, headers=headers) as response:
+            try:
+                place = response.json() if response.status_code == 200 else None
+            except Exception:
+                place = None
+            if place is None:
+                response.failure(f"{response.status_code}")
+        self._arrived(start)
+        tally.reads.append((start, time.time(), place is not None))
+        if response.status_code == 409:  # this address took its places: no place, ever
+            self._end()
+        return place
+
+    def _arrived(self, start: float) -> None:
+        tally.arrivals.setdefault(self.user_id, [start, False])
 
     def _pay_or_release(self) -> None:
         outcome, body = self._purchase(uuid.uuid4().hex, name="purchase")
@@ -344,6 +403,7 @@ class Buyer(FastHttpUser):
                 response.failure(f"{response.status_code}")
             now = server_timing(response.headers.get("Server-Timing")).get("now")
         tally.reads.append((start, end, ok))
+        self._arrived(start)
         if not ok:
             return False
         # The server's clock runs ``offset`` ahead of this one. Taken from the load with
@@ -360,8 +420,9 @@ class Buyer(FastHttpUser):
         self.opens_at = tally.opens_at - self.offset
         return True
 
-    def _purchase(self, key: str, *, name: str) -> tuple[str, dict | None]:
-        """Buy one; the outcome (``classify``) and the answer's body."""
+    def _purchase(self, key: str, *, name: str, admission: str | None = None) -> tuple[str, dict | None]:
+        """Buy one (with the waiting room's ``admission``, if given); the outcome
+        (``classify``) and the answer's body."""
         if not tally.take_ticket():
             raise StopUser()
         op = recorder.invoke(self.user_id, self.sku, 1, key) if self.options.history else None
@@ -372,6 +433,8 @@ class Buyer(FastHttpUser):
             body["user_id"] = self.user_id
         else:
             headers["Authorization"] = f"Bearer {self.token}"
+        if admission is not None:
+            headers["Admission"] = admission
         with self.client.post("/api/orders", name=name, catch_response=True, json=body,
                               headers=headers) as response:
             try:
@@ -390,6 +453,8 @@ class Buyer(FastHttpUser):
                 response.failure(f"{response.status_code} {outcome}")
             timing = server_timing(response.headers.get("Server-Timing"))
         tally.record(start, time.time(), outcome, timing)
+        if outcome == "created" and self.user_id in tally.arrivals:
+            tally.arrivals[self.user_id][1] = True
         return outcome, body
 
     def _ping(self) -> None:

@@ -23,7 +23,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, buyer_name
+from buyers.authentication import BuyerTokenAuthentication, BuyerView, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -34,6 +34,7 @@ from common.errors import (
     TIMED_OUT,
     TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
+    AdmissionRefused,
     Busy,
     Ended,
     IdempotencyConflict,
@@ -53,6 +54,7 @@ from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS, SKU_MAX_LENGTH
 from inventory.selectors import product_stock_get
+from waitingroom.services import RoomTerms
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .metrics import purchase_counted
@@ -118,19 +120,12 @@ class QuantityField(serializers.IntegerField):
     states it, from the same setting, and the rule lives once."""
 
 
-class IsBuyer(permissions.BasePermission):
-    """A buyer's credentials: a bearer token, or the page's session."""
-
-    def has_permission(self, request, view) -> bool:
-        return buyer_name(request.user) is not None
-
-
 class IsBuyerOrStaff(permissions.BasePermission):
     def has_permission(self, request, view) -> bool:
         return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
 
 
-class OrderCreateApi(APIView):
+class OrderCreateApi(BuyerView, APIView):
     # With FLASHSALE_BUYER_AUTH, the buyer is the one its credentials name: a bearer
     # token (read without a database query), or the shop page's session, whose CSRF
     # token DRF checks. Without it, a buyer names itself in the body (user_id), and no
@@ -138,12 +133,6 @@ class OrderCreateApi(APIView):
     # with the same answer (orders.wsgi): the sale's hot path. This view answers
     # the rest, and every purchase while the shortcut is off.
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
-
-    def get_authenticators(self):
-        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
-
-    def get_permissions(self):
-        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []
 
     @extend_schema_serializer(component_name="PurchaseRequest")
     class InputSerializer(ClosedInputSerializer):
@@ -180,11 +169,16 @@ class OrderCreateApi(APIView):
         parameters=[OpenApiParameter(
             "Idempotency-Key", {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$"},
             OpenApiParameter.HEADER,
-            description="Retries with the same key count once: 1 to 128 visible ASCII characters.")],
+            description="Retries with the same key count once: 1 to 128 visible ASCII characters."),
+            OpenApiParameter(
+                "Admission", {"type": "string"}, OpenApiParameter.HEADER,
+                description="The admission the sale's waiting room gave this buyer (its `admission`), "
+                            "which a sale with a room requires; spent by this purchase and its retries.")],
         responses={
             201: OutputSerializer,
             200: OpenApiResponse(OutputSerializer, "replay of an earlier request with this key"),
-            **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, NotStarted, Ended, SoldOut,
+            **error_responses(InvalidInput, NO_BUYER, NO_CSRF, AdmissionRefused, NotFound, NotStarted, Ended,
+                              SoldOut,
                               LimitReached, IdempotencyConflict, Busy,
                               StaleLock, Unavailable, OutcomeUnknown, THROTTLED, UNSUPPORTED_MEDIA_TYPE,
                               TOO_LARGE, NO_INSTANCE, TIMED_OUT),
@@ -220,7 +214,8 @@ def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]
         raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
     if key is not None and settings.FLASHSALE_BUYER_AUTH:
         key = key_scoped(purchase["user_id"], key)  # the buyer's own: see key_scoped
-    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request), **purchase)
+    result: OrderResult = order_create(idempotency_key=key, received_at=_received_at(request),
+                                       admission=request.META.get("HTTP_ADMISSION"), **purchase)
     # The body is the OutputSerializer's fields, read straight off the result: a
     # serializer instance deep-copies its fields per request, a cost the hot path
     # of a sale measurably pays (see the README's gate figures). It stays the schema.
@@ -371,6 +366,7 @@ class SaleSummaryApi(APIView):
 
 # The furthest a window's edge may be set from now: 30 days.
 _WINDOW_MAX_S = 30 * 24 * 3600
+ROOM_ADMISSION_S = 60  # a waiting room's admission, unless the reset says otherwise
 
 
 class SaleResetApi(APIView):
@@ -399,6 +395,12 @@ class SaleResetApi(APIView):
         # Seconds each order has to be paid before its units go back on sale; 0, the
         # default: no payment step, an order is final at its 201.
         payment_window_s = serializers.IntegerField(min_value=0, max_value=24 * 3600, required=False)
+        # A waiting room: buyers admitted room_rate a second, at most room_active
+        # admitted and not yet bought at once (default: ten seconds' admissions), each
+        # admission good for room_admission_s (default 60). Without room_rate: none.
+        room_rate = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+        room_active = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False)
+        room_admission_s = serializers.IntegerField(min_value=1, max_value=3600, required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
         # A strategy that keeps the stock in one counter (the gate) takes no segments:
@@ -406,9 +408,19 @@ class SaleResetApi(APIView):
         # deployment's decides, which no schema can know.)
         unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
         refused = ({"required": ["strategy", "segments"],
-                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},)
+                    "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
+                   # A waiting room's terms without its rate: no room to set them on.
+                   *({"required": [name], "not": {"required": ["room_rate"]}}
+                     for name in ("room_active", "room_admission_s")))
 
         def validate(self, attrs):
+            rate, active, admission_s = (attrs.pop(f"room_{name}", None)
+                                         for name in ("rate", "active", "admission_s"))
+            if rate is None and (active is not None or admission_s is not None):
+                raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
+            if rate is not None:
+                attrs["room"] = RoomTerms(rate=rate, active=active or 10 * rate,
+                                          admission_s=admission_s or ROOM_ADMISSION_S)
             now = timezone.now()
             for edge in ("starts", "ends"):
                 seconds = attrs.pop(f"{edge}_in", None)

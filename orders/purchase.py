@@ -56,6 +56,8 @@ from locking import (
     LockUnavailableError,
     get_locks,
 )
+from waitingroom.selectors import room_of
+from waitingroom.services import admission_refused, admission_spend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
@@ -78,9 +80,10 @@ from .window import SaleWindow
 
 def order_create(
     *, sku: str, quantity: int, user_id: str, idempotency_key: str | None = None,
-    received_at: float | None = None,
+    received_at: float | None = None, admission: str | None = None,
 ) -> OrderResult:
-    """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key.
+    """Buy ``quantity`` units of ``sku`` for ``user_id``, at most once per key; with
+    ``admission``, the buyer's token from the sale's waiting room, spent on it.
 
     ``received_at`` (epoch seconds, default now) is when the request reached the
     instance (its arrival stamp): the purchase commits nothing after
@@ -88,6 +91,8 @@ def order_create(
 
     :raises InvalidInput: quantity out of range.
     :raises NotFound: unknown sku.
+    :raises AdmissionRefused: the sale has a waiting room, and ``admission`` does not
+        buy (none, forged, expired, another's, spent on another purchase).
     :raises SoldOut: not enough stock left.
     :raises IdempotencyConflict: the key was used for a different request.
     :raises Busy: the stock lock, or the key's first request, did not free up in time.
@@ -107,8 +112,12 @@ def order_create(
         # been answered 504 and moved on; nothing is claimed, nothing written.
         raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
     barrier_pass(sku=sku, deadline=deadline)
+    # Spent at the door, by the purchase's key (one made for it without one): the
+    # same purchase retried spends it again; the sale says below whether it needs one.
+    spender = idempotency_key or f"auto-{uuid.uuid4().hex}"
+    admitted = admission_spend(sku=sku, buyer=user_id, token=admission, key=spender)
     purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
-                    deadline=deadline)
+                    deadline=deadline, admitted=admitted)
     try:
         strategy, segments = strategy_resolve(sku)
         if strategy.seller is Seller.GATE:
@@ -168,8 +177,8 @@ def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
 
 
 def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                         deadline: float, strategy: StrategySpec, segments: list[Stock] | None
-                         ) -> OrderResult:
+                         deadline: float, admitted: bool, strategy: StrategySpec,
+                         segments: list[Stock] | None) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns."""
     fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
@@ -189,6 +198,8 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
             if strategy_of(state.strategy) != strategy:
                 raise _reset_meanwhile(sku, state.strategy, strategy)
             state.window.check(sku=sku, now=time.time())
+            if state.room and not admitted:
+                raise admission_refused(sku=sku)
         if state.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         segments = segments or _segments_planned(sku, state)
@@ -197,6 +208,8 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
             if strategy_of(product.strategy) != strategy:
                 raise _reset_meanwhile(sku, product.strategy, strategy)
             SaleWindow.of(product).check(sku=sku, now=time.time())
+            if not admitted and room_of(product=product):
+                raise admission_refused(sku=sku)
         placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
                               key=key, deadline=deadline)
     except IntegrityError:
@@ -392,13 +405,14 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
 
 
 def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                       deadline: float) -> OrderResult:
+                       deadline: float, admitted: bool) -> OrderResult:
     """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
     database hears of the order from a persister, after the answer."""
     try:
         sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
                          key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
-                         fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id))
+                         fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id),
+                         admitted=admitted)
     except GateCold:
         # No sale in Redis: the product's row says whether it has one (Redis lost it)
         # or was reset under another strategy meanwhile (NotFound: no such product).

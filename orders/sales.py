@@ -18,6 +18,7 @@ from inventory.models import Product
 from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get, segments_get
 from inventory.services import product_reset
+from waitingroom.services import RoomTerms, room_open
 
 from .gate.sale import (
     gate_close,
@@ -39,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
                starts_at: datetime | None = None, ends_at: datetime | None = None,
-               strategy: str | None = None, payment_window_s: int = 0) -> Product:
+               strategy: str | None = None, payment_window_s: int = 0,
+               room: RoomTerms | None = None) -> Product:
     """Create or reset a product to ``stock`` units in ``segments`` rows, clearing its
     orders and ledger; under the gate, load the stock into Redis as a new sale. The
     sale opens at ``starts_at`` (default: at once) and closes at ``ends_at`` (never);
@@ -47,11 +49,13 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     It runs under ``strategy``; without one, under the deployment's
     (``FLASHSALE_STRATEGY``, whatever it is when a purchase comes). With
     ``payment_window_s``, each order waits that long for its payment, and its units go
-    back on sale if it is not paid (``payments``).
+    back on sale if it is not paid (``payments``). With ``room``, buyers ask the sale's
+    waiting room for places and are admitted as it says (``waitingroom``).
 
     :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
         stock in one counter.
-    :raises Unavailable: the gate's Redis cannot be reached (the sale is not open).
+    :raises Unavailable: the gate's Redis, or the waiting room's, cannot be reached
+        (the sale is not open).
     """
     try:
         own = strategy_of(strategy or "")
@@ -86,8 +90,9 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
             why = "a deadlock's victim" if database_deadlocked(e) else "beaten to the new product's row"
             logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
     flags_forget(keys=keys)
+    opened = room_open(product=product, terms=room)
     window = SaleWindow.of(product)
-    sale_state_open(sku=sku, window=window, strategy=product.strategy)
+    sale_state_open(sku=sku, window=window, strategy=product.strategy, room=opened is not None)
     sale_watched(sku=sku)
     settled = closed
     if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):

@@ -62,6 +62,8 @@ class SaleState:
     # The product's own strategy as the reset wrote it ("": the deployment's); None
     # with ``opened``: then the product's row says.
     strategy: str | None = None
+    # Whether the sale has a waiting room: its purchases need an admission (``waitingroom``).
+    room: bool = False
     # Returns of stock to the sale so far (``sale_state_returned``): what a sold-out
     # mark written now must name.
     returns: int = 0
@@ -103,19 +105,21 @@ def sale_state_get(*, sku: str) -> SaleState:
     state = values.get(opened_key)
     # A state in another shape (written before the window and the strategy rode with
     # it) vouches for nothing, and says nothing.
-    opened, window, strategy = state if isinstance(state, tuple) and len(state) == 3 else (None, None, None)
+    opened, window, strategy, room = (state if isinstance(state, tuple) and len(state) == 4
+                                      else (None, None, None, False))
     returns = values.get(returns_key, 0)
     sold_out = values.get(sold_out_key) == returns and settings.FLASHSALE_SOLDOUT_FAST_PATH
-    return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, returns=returns)
+    return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, room=room,
+                     returns=returns)
 
 
-def sale_state_open(*, sku: str, window: SaleWindow, strategy: str) -> None:
+def sale_state_open(*, sku: str, window: SaleWindow, strategy: str, room: bool = False) -> None:
     """The reset opens the sale: before its first order, so the state is older than
-    every flag of the sale. The window and the product's own strategy ("": the
-    deployment's) ride with it: one key, one write."""
+    every flag of the sale. The window, the product's own strategy ("": the
+    deployment's) and whether it has a waiting room ride with it: one key, one write."""
     try:
         cache.delete(_sold_out_key(sku))
-        cache.set(_opened_key(sku), (time.time(), window, strategy), timeout=None)
+        cache.set(_opened_key(sku), (time.time(), window, strategy, room), timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not write the sale state of %s: %s", sku, e)
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from buyers.authentication import BuyerTokenAuthentication, buyer_name
+from buyers.authentication import BuyerView, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
@@ -27,22 +26,15 @@ from common.errors import (
 )
 from common.fields import ClosedInputSerializer
 from common.keys import KEY_SENT
-from orders.apis import IsBuyer
 
 from .provider import SUCCEEDS
 from .services import payment_start, webhook_receive
 
 
-class OrderPayApi(APIView):
+class OrderPayApi(BuyerView, APIView):
     """Pay an order that waits for its payment: the provider is asked at once, and
     confirms by its webhook, which moves the order to ``paid``. Follow the order
     (``GET /api/orders/<id>``) to see it."""
-
-    def get_authenticators(self):
-        return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
-
-    def get_permissions(self):
-        return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []
 
     @extend_schema_serializer(component_name="PaymentRequest")
     class InputSerializer(ClosedInputSerializer):

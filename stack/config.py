@@ -317,6 +317,8 @@ class StackConfig:
             "FLASHSALE_THROTTLE_ADDRESS": os.environ.get("FLASHSALE_THROTTLE_ADDRESS", ""),
             # The tests' and tools' buyers sign up from this one address too.
             "FLASHSALE_THROTTLE_SIGN_UP": os.environ.get("FLASHSALE_THROTTLE_SIGN_UP", ""),
+            # And their crowds ask a waiting room for places from it: no bound (0).
+            "FLASHSALE_ROOM_PLACES_PER_ADDRESS": os.environ.get("FLASHSALE_ROOM_PLACES_PER_ADDRESS", "0"),
         }
 
     def persister_environment(self, name: str) -> dict[str, str]:

@@ -237,3 +237,23 @@ def test_the_docs_open_from_the_page_and_their_nav_reaches_a_strategy_and_the_re
     expect(page.locator("h1").first).to_contain_text("one hot product")
     stack_config.dir("screenshots")
     page.screenshot(path=str(stack_config.run_dir / "screenshots" / "docs.png"), full_page=False)
+
+
+def test_a_sale_with_a_waiting_room_admits_the_page_then_it_buys_once(stack_apps, stack_config, page):
+    """The page asks the room for its place, shows it, and enables Buy once admitted;
+    the purchase spends the admission, and Buy stays off after."""
+    client = stack_apps()
+    sku = f"browser-room-{uuid.uuid4().hex[:8]}"
+    client.reset(sku, 3, strategy="atomic", room_rate=1, room_active=1)
+    page.goto(f"{stack_config.base_url}/?sku={sku}")
+    signed_in(page, stack_config.buyer_auth)
+    # Admitted at the first ask the room had a second's credit for.
+    expect(page.locator("#room-state")).to_contain_text("admitted", timeout=10_000)
+    expect(page.locator("#buy-button")).to_be_enabled()
+    page.click("#buy-button")
+    expect(page.locator("#log li").first).to_contain_text("201 order")
+    expect(page.locator("#room-state")).to_have_text("your admission bought")
+    expect(page.locator("#buy-button")).to_be_disabled()
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "page-room.png"), full_page=True)
+    assert client.audit(sku)["ordered_quantity"] == 1

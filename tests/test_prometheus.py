@@ -99,6 +99,13 @@ def test_every_recording_rule_and_dashboard_query_has_data_after_a_short_sale(st
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: client.order(f"prom-{('gate', 'setnx', 'atomic')[i % 3]}-{tag}", 1, f"u{i}"),
                       range(240)))  # 80 a product: each sells out
+    # A sale with a waiting room: places taken, one admitted, and what it bought.
+    room = f"prom-room-{tag}"
+    client.reset(room, stock=5, strategy="atomic", room_rate=1000, room_active=1)
+    for user in ("r0", "r1", "r0"):
+        place = client.room(room, user).json()
+    assert place["state"] == "admitted", place
+    assert client.order(room, 1, "r0", admission=place["admission"]).status_code == 201
     records = [rule["record"] for group in yaml.safe_load(RULES.read_text())["groups"]
                for rule in group["rules"] if "record" in rule]
     assert len(records) >= 10

@@ -47,7 +47,8 @@ def test_every_error_a_purchase_may_answer_is_in_its_schema_with_an_example(tmp_
         for example in response["content"]["application/json"]["examples"].values()
     }
     assert documented == {
-        (400, "invalid"), (401, "not_authenticated"), (403, "permission_denied"), (404, "not_found"),
+        (400, "invalid"), (401, "not_authenticated"), (403, "permission_denied"), (403, "admission_refused"),
+        (404, "not_found"),
         (409, "not_started"), (409, "ended"),
         (409, "sold_out"), (409, "limit_reached"),
         (409, "idempotency_conflict"), (413, "too_large"), (415, "unsupported_media_type"),

@@ -18,6 +18,7 @@ def test_every_row_is_measured_on_the_answers_it_names(stack_config):
     answers = {label: cells[5].strip() for label, cells in rows.items()}
     assert answers == {"ping": "200: 20", "product": "200: 20", "gate, sold out": "409: 20",
                        "gate": "201: 20", "gate, signed in": "201: 20", "gate, payment window": "201: 20",
+                       "gate, waiting room": "201: 20",
                        "atomic, spread": "201: 20",
                        "atomic, spread, signed in": "201: 20", "atomic, spread, payment window": "201: 20",
                        "setnx, spread": "201: 20", "setnx, spread, payment window": "201: 20",

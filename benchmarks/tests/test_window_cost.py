@@ -22,9 +22,10 @@ def test_the_window_cost_reports_its_rows_and_the_expirers_returns(stack_config)
 
 
 def test_each_pair_runs_in_the_other_order_every_other_run():
-    from benchmarks.window_cost import ROWS, _alternated
+    from benchmarks.cpu import alternated
+    from benchmarks.window_cost import ROWS
 
-    first, second = _alternated(0), _alternated(1)
+    first, second = alternated(0, ROWS), alternated(1, ROWS)
     assert first[0] == second[0] == "ping"
     for without, with_window in ROWS:
         assert first.index(without) < first.index(with_window)

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "inventory",
     "orders",
     "payments",
+    "waitingroom",
     "races",
     "dashboard",
 ]
@@ -202,9 +203,11 @@ FLASHSALE_PROMETHEUS_URL = env.str("FLASHSALE_PROMETHEUS_URL", default="")
 FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=5.0)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
 # gate's backlog is read from Redis by the apps, so that it shows with the persisters
-# down; the live sales' stock and oversold units from the database.
+# down; the live sales' stock and oversold units from the database; the waiting rooms'
+# queues from Redis.
 FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector",
-                                "orders.salewatch.SaleWatchCollector"]
+                                "orders.salewatch.SaleWatchCollector",
+                                "waitingroom.metrics.RoomCollector"]
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
 # path (to measure what that path costs: README, "The gate").
@@ -316,6 +319,11 @@ FLASHSALE_PAYMENT_GRACE_S = env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0)
 FLASHSALE_PAYMENTS_API_BASE = env.str("FLASHSALE_PAYMENTS_API_BASE", default="https://api.stripe.com")
 FLASHSALE_PAYMENTS_API_KEY = env.str("FLASHSALE_PAYMENTS_API_KEY", default="")
 FLASHSALE_PAYMENTS_WEBHOOK_SECRET = env.str("FLASHSALE_PAYMENTS_WEBHOOK_SECRET", default="")
+# The waiting room (waitingroom): a place whose holder has not asked for this long is
+# skipped when its turn comes (a page asks every few seconds); one address takes at
+# most this many places a sale (0: no bound; shared addresses, a NAT, need room).
+FLASHSALE_ROOM_ABANDON_S = env.int("FLASHSALE_ROOM_ABANDON_S", default=20)
+FLASHSALE_ROOM_PLACES_PER_ADDRESS = env.int("FLASHSALE_ROOM_PLACES_PER_ADDRESS", default=10)
 # What one unit costs, in the currency's minor unit (cents), and the currency.
 FLASHSALE_UNIT_PRICE = env.int("FLASHSALE_UNIT_PRICE", default=999)
 FLASHSALE_CURRENCY = env.str("FLASHSALE_CURRENCY", default="usd")

@@ -13,6 +13,7 @@ from loadtest.figures import (
     fifo_score,
     gate,
     median_figures,
+    most_in_flight,
     opening_figures,
     parse_locust_stats,
     percentile,
@@ -248,3 +249,22 @@ def test_median_figures_takes_medians_of_opening_rounds_too():
     median = median_figures([one, other, third])
     assert type(median) is type(one)
     assert median.first_p99_ms == 600.0 and median.early == 3
+
+
+def test_opening_figures_hold_every_purchase_the_most_in_flight_and_who_came_first():
+    # Four buyers by arrival: the first, third and fourth got an order; three orders,
+    # two of them to the first three to arrive.
+    arrivals = [(8.5, False), (8.0, True), (9.5, True), (9.0, False)]
+    f = opening_figures(OPENING, READS, OPENS_AT, arrivals)
+    assert f.fifo == pytest.approx(1 / 2)  # two orders; of the first two to come, one served
+    # Four purchases sent from 10.0 to 10.12, none answered before 10.2, where the first
+    # is answered as the fifth is sent.
+    assert f.in_flight == 4
+    assert f.purchase_p50_ms == pytest.approx(200)
+
+
+def test_most_in_flight_counts_what_is_sent_and_not_yet_answered_at_one_moment():
+    assert most_in_flight([(0, 1), (0.5, 1.5), (0.9, 3), (2.5, 3)], 1.0, 3.0) == 2  # the first ends at 1
+    assert most_in_flight([(0, 5), (1, 2), (1.5, 2.5)], 0, 3) == 3
+    assert most_in_flight([(0, 1), (1, 2)], 0, 3) == 1  # one answered as the other is sent
+    assert most_in_flight([], 0, 1) == 0

@@ -42,6 +42,7 @@ from django.conf import settings
 from common.errors import Busy, Unavailable
 from inventory.models import Product
 from inventory.selectors import flows_after
+from waitingroom.models import Room
 
 from ..idempotency import request_fingerprint
 from ..models import GateSale, Order
@@ -92,7 +93,8 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
         opened = _script(_OPEN)(keys=[*k, *staging], args=[
             sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
             _ms(window.ends_at), "" if replacing is None else replacing,
-            "1" if sale.product.payment_window_s else "0"])
+            "1" if sale.product.payment_window_s else "0",
+            "1" if Room.objects.filter(product_id=sale.product_id).exists() else "0"])
         if opened:
             client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:

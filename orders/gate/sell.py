@@ -21,6 +21,7 @@ from common.errors import (
 )
 from common.memory import ProcessMemory
 from common.metrics import observe_later
+from waitingroom.services import admission_refused
 
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
@@ -161,9 +162,12 @@ class GateSold:
     script_ms: float  # the script's round trip: the longest the stock could have been held
 
 
-def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str) -> GateSold:
-    """Run the sale's script for one purchase.
+def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str,
+              admitted: bool = False) -> GateSold:
+    """Run the sale's script for one purchase; ``admitted``: the buyer's admission to
+    the sale's waiting room was spent on it.
 
+    :raises AdmissionRefused: the sale has a waiting room, and ``admitted`` is False.
     :raises NotStarted, Ended: outside the sale's window (on Redis' clock).
     :raises SoldOut: Redis has fewer than ``quantity`` units left.
     :raises LimitReached: the buyer has no room left under the per-user limit.
@@ -182,7 +186,8 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     try:
         reply, reached = _sell(keys=gate_keys(sku), args=[
             key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
-            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0"])
+            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
+            "1" if admitted else "0"])
     except redis.RedisError as e:
         if _unreachable(e):
             raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
@@ -210,6 +215,8 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                                       extra={"order_id": int(order_id)})
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
+    if verdict == "admission":
+        raise admission_refused(sku=sku)
     if verdict == "not_started":
         raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
     if verdict == "ended":

@@ -16,6 +16,8 @@ from django.dispatch import receiver
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from common.scripts import script_on, scripts_forget
+
 # Ids: the sale's block above 25 bits, twice the units sold before below (a reset
 # takes at most 10,000,000 units, under 2**24). Below 2**53 for blocks under 2**28,
 # so a browser's JSON numbers hold them exactly.
@@ -128,19 +130,12 @@ def _forget_client(*, setting, **kwargs):
     if setting.startswith("FLASHSALE_GATE_REDIS"):
         with _client_mutex:
             _client = None
-            _scripts.clear()
-
-
-_scripts: dict[tuple[int, str], object] = {}
+            scripts_forget()
 
 
 def _script(source: str):
     """The script's handle on the current client, made once (it hashes the source)."""
-    client = gate_redis()
-    handle = _scripts.get((id(client), source))
-    if handle is None:
-        handle = _scripts[(id(client), source)] = client.register_script(source)
-    return handle
+    return script_on(gate_redis(), source)
 
 
 def _unreachable(e: redis.RedisError) -> bool:

@@ -168,11 +168,14 @@ def _statements(sku: str) -> list[str]:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("strategy", "expected"), [
-    # The segments' read, then under the lock: the lock statement, the purchase, and
-    # the commit (for the lock table, the claim deleted first). No savepoints, and the
-    # session's lock wait is set once per connection, not per purchase.
-    ("mysql-for-update", ["SELECT", "BEGIN", "SELECT id", "INSERT", "SELECT", "UPDATE", "INSERT", "COMMIT"]),
-    ("mysql", ["SELECT", "BEGIN", "INSERT", "INSERT", "SELECT", "UPDATE", "INSERT", "DELETE", "COMMIT"]),
+    # The segments' read and, the sale's state in Redis not written (no reset), whether
+    # it has a waiting room; then under the lock: the lock statement, the purchase,
+    # and the commit (for the lock table, the claim deleted first). No savepoints, and
+    # the session's lock wait is set once per connection, not per purchase.
+    ("mysql-for-update", ["SELECT", "SELECT", "BEGIN", "SELECT id", "INSERT", "SELECT", "UPDATE", "INSERT",
+                          "COMMIT"]),
+    ("mysql", ["SELECT", "SELECT", "BEGIN", "INSERT", "INSERT", "SELECT", "UPDATE", "INSERT", "DELETE",
+               "COMMIT"]),
 ])
 def test_a_purchase_under_a_mysql_lock_runs_only_what_it_must(product_factory, strategy, expected):
     product_factory(sku="sku-1", stock=5)

@@ -13,6 +13,7 @@
 -- ARGV[7]  the window's end, epoch ms ("": none)
 -- ARGV[8]  the sale it replaces (its block), or "" (or not given): whatever is there
 -- ARGV[9]  "1" when the sale has a payment window (its units may come back), else "0"
+-- ARGV[10] "1" when the sale has a waiting room (a purchase needs an admission), else "0"
 -- The sale remembers this server's run id ("primary"): a purchase run on another
 -- server (a replica promoted, this one restarted) is refused until it is reconciled.
 -- Returns 1, or 0 when the product's sale is no longer the one it replaces (another
@@ -28,6 +29,6 @@ if KEYS[9] and redis.call('EXISTS', KEYS[9]) == 1 then redis.call('RENAME', KEYS
 redis.call('XGROUP', 'CREATE', KEYS[5], ARGV[5], '$', 'MKSTREAM')
 local primary = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'loaded', ARGV[1], 'base', ARGV[2], 'accepted', 0,
-  'returned', 0, 'retaken', 0, 'window', ARGV[9] or '0',
+  'returned', 0, 'retaken', 0, 'window', ARGV[9] or '0', 'room', ARGV[10] or '0',
   'opened', ARGV[3], 'block', ARGV[4], 'starts', ARGV[6], 'ends', ARGV[7], 'primary', primary)
 return 1

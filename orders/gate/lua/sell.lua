@@ -3,7 +3,7 @@
 -- the order intent appended to the stream. Every check comes before the first
 -- write, and XADD is the first write: a script that fails stops before it, or after
 -- the stream has the intent.
--- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends, window
+-- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends, window, room
 -- KEYS[2]  the replay records: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
 -- KEYS[3]  the orders: order id -> its stream entry id
 -- KEYS[4]  the units each buyer bought (the per-user limit)
@@ -20,17 +20,21 @@
 -- ARGV[8]  "1" when the answer waits for replicas (a WAIT follows the script): every
 --          answer then writes, so that the WAIT covers what it read as well (WAIT
 --          waits for the connection's last write); a refusal rewrites the stock as is
--- ARGV[9]  the run id of the server the connection reached ("" or not given: not
+-- ARGV[9]  "1" when the buyer's admission to the sale's waiting room was spent for
+--          this purchase (waitingroom), else "0"
+-- ARGV[10] the run id of the server the connection reached ("" or not given: not
 --          known, not checked)
 -- Returns {"cold"} (nothing loaded), {"failover", primary} (the sale was opened or
 -- reconciled on another server: what it holds here may be behind what was answered
--- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"not_started", starts_ms,
+-- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"admission"} (the
+-- sale has a waiting room, and no admission was spent), {"not_started", starts_ms,
 -- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
 -- {"limit", bought} or {"accepted", order_id, remaining}. A sold-out answer says whether
 -- the sale has a payment window ("1"): its stock may come back.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary', 'window')
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary', 'window',
+                        'room')
 if not sale[1] then return {'cold'} end
-local server = ARGV[9] or ''
+local server = ARGV[10] or ''
 if sale[6] and server ~= '' and sale[6] ~= server then return {'failover', sale[6]} end
 local function answer(reply)
   if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'stock', sale[1]) end
@@ -41,6 +45,7 @@ if keyed then
   local record = redis.call('HGET', KEYS[2], key)
   if record then return answer({'replay', record}) end
 end
+if sale[8] == '1' and ARGV[9] ~= '1' then return answer({'admission'}) end
 local starts, ends = tonumber(sale[4]), tonumber(sale[5])
 if starts or ends then
   local t = redis.call('TIME')

@@ -1,0 +1,71 @@
+"""The waiting room's JSON API: one operation, a buyer asking for its place (the
+first ask takes it; every later one, from any tab or instance, finds it and the
+admission once it comes). Errors leave through ``common.errors.exception_handler``."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from buyers.authentication import BuyerView, buyer_name
+from common.errors import (
+    NO_BUYER,
+    NO_CSRF,
+    TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    InvalidInput,
+    NotFound,
+    PlacesBounded,
+    Unavailable,
+    error_responses,
+)
+from common.fields import ClosedInputSerializer, StrictCharField
+from inventory.apis import SKU_PATH, sku_checked
+
+from .services import place_ask
+
+USER_ID_MAX_LENGTH = 64
+
+
+class PlaceAskApi(BuyerView, APIView):
+    """The buyer's place, the buyer as the purchase takes it (``BuyerView``)."""
+
+    @extend_schema_serializer(component_name="PlaceAskRequest")
+    class InputSerializer(ClosedInputSerializer):
+        """Whose place. A key not listed here is refused."""
+
+        user_id = StrictCharField(min_length=1, max_length=USER_ID_MAX_LENGTH)
+
+    @extend_schema_serializer(component_name="BuyerPlaceAskRequest")
+    class BuyerInputSerializer(ClosedInputSerializer):
+        """The place of the buyer the credentials name: an empty object."""
+
+    @extend_schema_serializer(component_name="Place")
+    class OutputSerializer(serializers.Serializer):
+        state = serializers.ChoiceField(choices=["waiting", "admitted", "used"])
+        position = serializers.IntegerField()  # 1 for the first to ask
+        ahead = serializers.IntegerField()  # places before this one still waiting
+        wait_s = serializers.IntegerField(allow_null=True)  # an estimate at the room's rate
+        # Once admitted: what the purchase sends (the Admission header), until it expires.
+        admission = serializers.CharField(allow_null=True)
+        admission_expires_at = serializers.IntegerField(allow_null=True)  # epoch seconds
+
+    @extend_schema(
+        # The deployment's shape: the schema is made in its process.
+        request=BuyerInputSerializer if settings.FLASHSALE_BUYER_AUTH else InputSerializer,
+        parameters=[SKU_PATH],
+        responses={200: OutputSerializer,
+                   **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, PlacesBounded, Unavailable,
+                                     TOO_LARGE, UNSUPPORTED_MEDIA_TYPE)},
+    )
+    def post(self, request, sku: str):
+        by_credentials = settings.FLASHSALE_BUYER_AUTH
+        data = (self.BuyerInputSerializer if by_credentials else self.InputSerializer)(data=request.data)
+        data.is_valid(raise_exception=True)
+        buyer = buyer_name(request.user) if by_credentials else data.validated_data["user_id"]
+        place = place_ask(sku=sku_checked(sku), buyer=buyer, address=BaseThrottle().get_ident(request))
+        return Response(self.OutputSerializer(place).data)

@@ -1,0 +1,51 @@
+"""The waiting room's metrics (no labels but a refusal's reason: never a sku or a buyer)."""
+
+import logging
+from datetime import timedelta
+
+import redis
+from django.db import DatabaseError
+from django.utils import timezone
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+
+from .models import Room
+from .store import room_counts
+
+logger = logging.getLogger(__name__)
+
+PLACES = Counter("flashsale_room_places", "Places taken in sales' waiting rooms (a buyer that asks "
+                 "again after its admission ran out, or its place was skipped, takes a new one)")
+ADMISSIONS = Counter("flashsale_room_admissions", "Places admitted by sales' waiting rooms")
+SKIPPED = Counter("flashsale_room_skipped", "Places skipped at their turn: their holder stopped asking")
+REFUSED = Counter("flashsale_room_refused", "Purchases refused for want of an admission that buys, by "
+                  "reason", ["reason"])
+
+
+# A room is watched for an hour after its sale's reset, as the live sales are.
+WATCHED_S = 3600
+
+
+class RoomCollector:
+    """The waiting rooms' gauges: places waiting, and admissions running, summed over the
+    rooms of the sales reset in the last hour; none while a server cannot be reached."""
+
+    def collect(self):
+        try:
+            waiting, active = rooms_counted()
+        except (DatabaseError, redis.RedisError) as e:
+            logger.warning("the waiting rooms were not read for /metrics: %s", e)
+            return
+        yield GaugeMetricFamily("flashsale_room_waiting", "Places waiting in the live sales' waiting rooms "
+                                "(abandoned ones not yet skipped included)", value=waiting)
+        yield GaugeMetricFamily("flashsale_room_active", "Admissions running in the live sales' waiting "
+                                "rooms: admitted, not yet bought, not run out", value=active)
+
+
+def rooms_counted() -> tuple[int, int]:
+    since = timezone.now() - timedelta(seconds=WATCHED_S)
+    waiting = active = 0
+    for sku in Room.objects.filter(opened_at__gte=since).values_list("product__sku", flat=True):
+        queued, running = room_counts(sku=sku)
+        waiting, active = waiting + queued, active + running
+    return waiting, active

@@ -1,0 +1,173 @@
+"""The waiting room: a sale's buyers asking for places, admitted in order at the
+room's rate, each admission a signed token a purchase spends.
+
+- ``room_open``: the reset sets a sale's room (or none), and empties its queue.
+- ``place_ask``: a buyer's ask, the first and every later one (a refresh, another
+  tab, another instance): the same place; the room moves on as buyers ask.
+- ``admission_spend``: a purchase of a sale with a room spends its buyer's admission.
+
+Fairness: first come, first admitted (the order of first asks, Redis's). A place whose
+holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an admission unused
+within its time frees its slot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from common.errors import AdmissionRefused, NotFound, PlacesBounded, Unavailable
+from common.metrics import count
+from inventory.models import Product
+
+from . import metrics, store
+from .models import Room
+from .tokens import TokenRefused, admission_read, admission_token
+
+
+@dataclass(frozen=True)
+class RoomTerms:
+    """How a sale admits: ``rate`` a second, ``active`` admitted at once at most, each
+    admission good for ``admission_s``."""
+
+    rate: int
+    active: int
+    admission_s: int
+
+
+@dataclass(frozen=True)
+class Place:
+    """A buyer's place, as its ask found it."""
+
+    state: str  # waiting, admitted, used
+    position: int
+    ahead: int
+    wait_s: float | None  # the estimate at the room's rate (None: admitted)
+    admission: str | None  # the token, once admitted and not used
+    admission_expires_at: int | None  # epoch seconds
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _terms(room: Room) -> dict[str, int | str]:
+    """The room as Redis keeps it: it admits from the sale's start (or its reset)."""
+    starts = room.product.starts_at
+    opens = max(_ms(starts), _ms(room.opened_at)) if starts is not None else _ms(room.opened_at)
+    return dict(sale=str(_ms(room.opened_at)), opens=opens, rate=room.rate, active=room.active,
+                admission_ms=room.admission_s * 1000, abandon_ms=settings.FLASHSALE_ROOM_ABANDON_S * 1000,
+                per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS)
+
+
+def room_open(*, product: Product, terms: RoomTerms | None) -> Room | None:
+    """Give ``product``'s new sale the room ``terms`` say (None: none), its queue empty.
+
+    :raises Unavailable: Redis cannot be reached, and the sale has a room, or had one
+        (the room is not opened, or not dropped).
+    """
+    try:
+        if terms is None:
+            # A sale that had no room asks Redis nothing: a reset without one works
+            # with Redis away, as it did before rooms.
+            removed, _ = Room.objects.filter(product=product).delete()
+            if removed:
+                store.room_drop(sku=product.sku)
+            return None
+        room, _ = Room.objects.update_or_create(product=product, defaults={
+            "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
+            "opened_at": timezone.now()})
+        store.room_write(sku=product.sku, **_terms(room))
+        return room
+    except redis.RedisError as e:
+        raise Unavailable(f"{product.sku}: the waiting room's Redis cannot be reached: {e}") from e
+
+
+def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:
+    """``buyer``'s place in ``sku``'s waiting room: taken at the first ask, the same one after.
+
+    :raises NotFound: no such product, or its sale has no waiting room.
+    :raises PlacesBounded: ``address`` took as many places in this sale as one may.
+    :raises Unavailable: Redis cannot be reached.
+    """
+    try:
+        asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
+        if asked.state == "none":  # no room, or Redis lost it: the row says which
+            _reopened(sku)
+            asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
+    except redis.RedisError as e:
+        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}") from e
+    for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
+                            (metrics.SKIPPED, asked.skipped)):
+        if amount:
+            count(counter, amount=amount)
+    if asked.state == "bounded":
+        raise PlacesBounded(f"{sku}: this address took {settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS} places "
+                           "in the waiting room already", extra={"sku": sku})
+    if asked.state == "admitted":
+        expires = asked.admission_ends_ms // 1000
+        return Place("admitted", asked.position, 0, None,
+                     admission_token(buyer=buyer, sku=sku, sale=asked.sale, expires_at=expires), expires)
+    if asked.state == "used":
+        return Place("used", asked.position, 0, None, None, None)
+    return Place("waiting", asked.position, asked.ahead,
+                 math.ceil(asked.ahead / asked.rate) if asked.rate else None, None, None)
+
+
+def _reopened(sku: str) -> None:
+    """The room of ``sku``'s sale written again, empty, if its row says it has one
+    (Redis lost it); another instance may have done it first.
+
+    :raises NotFound: no such product, or no room.
+    """
+    room = Room.objects.select_related("product").filter(product__sku=sku).first()
+    if room is None:
+        raise NotFound(f"{sku}: no such sale with a waiting room", extra={"sku": sku})
+    store.room_reopen(sku=sku, **_terms(room))
+
+
+def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> bool:
+    """Spend ``buyer``'s admission to ``sku``'s sale on the purchase ``key``: whether
+    it was spent (False: no token, or the sale has no room in Redis; the purchase
+    then asks the sale whether it needs one, ``admission_refused``).
+
+    :raises AdmissionRefused: a token forged, expired, another buyer's or another
+        sale's, or spent on another purchase; nothing is written.
+    :raises Unavailable: Redis cannot be reached.
+    """
+    if not token:
+        return False
+    try:
+        admission = admission_read(token)
+    except TokenRefused as e:
+        count(metrics.REFUSED, "invalid")
+        raise AdmissionRefused(f"{sku}: the admission is not valid: {e}",
+                               extra={"sku": sku, "reason": "invalid"}) from None
+    if admission.buyer != buyer or admission.sku != sku:
+        count(metrics.REFUSED, "not_yours")
+        raise AdmissionRefused(f"{sku}: the admission is another buyer's or another sale's",
+                               extra={"sku": sku, "reason": "not_yours"})
+    try:
+        spent = store.admission_spend(sku=sku, buyer=buyer, sale=admission.sale, key=key)
+    except redis.RedisError as e:
+        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}") from e
+    if spent == "none":
+        return False
+    if spent != "ok":
+        count(metrics.REFUSED, spent)
+        raise AdmissionRefused(f"{sku}: the admission cannot buy: {spent.replace('_', ' ')}",
+                               extra={"sku": sku, "reason": spent})
+    return True
+
+
+def admission_refused(*, sku: str) -> AdmissionRefused:
+    """What a purchase of a sale with a room, without an admission spent, answers."""
+    count(metrics.REFUSED, "missing")
+    return AdmissionRefused(f"{sku}: the sale has a waiting room: ask it for a place, and buy with the "
+                            "admission it gives (the Admission header)",
+                            extra={"sku": sku, "reason": "missing"})

@@ -1,0 +1,110 @@
+"""The waiting room's queue in Redis (the locks' and the sale states' server): one
+hash-tagged key set per sale, two scripts (``lua/``), Redis's clock.
+
+Failure semantics: every change is one script, so a connection that dies mid-call
+leaves the room as it was or as the script left it, never half. Redis lost (a restart
+without persistence) loses the queue: the next ask finds no room and the service opens
+it again, empty, under a new sale (``waitingroom.services``); every place and admission
+of the old one is gone, and its tokens are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django_redis import get_redis_connection
+
+from common.scripts import script_on
+
+LUA = Path(__file__).resolve().parent / "lua"
+_ASK = (LUA / "ask.lua").read_text()
+_USE = (LUA / "use.lua").read_text()
+# The room written only if Redis has none (an instance that found it lost; another may
+# have written it first, and buyers may have asked it since).
+_REOPEN = """if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1"""
+# Places skipped in one ask at most: an opening's abandoned places are skipped over
+# many asks, and no ask holds Redis long.
+MOST_SKIPS = 100
+
+_PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses", "used")
+
+
+def room_keys(sku: str) -> dict[str, str]:
+    """The sale's keys, in one Cluster slot (the sku is the hash tag)."""
+    return {part: f"room:{{{sku}}}:{part}" for part in _PARTS}
+
+
+@dataclass(frozen=True)
+class Asked:
+    state: str  # none, outside, bounded, waiting, admitted, expired, used
+    position: int
+    ahead: int  # places before this one still in the queue (some may be skipped yet)
+    admission_ends_ms: int  # 0 unless admitted
+    now_ms: int  # Redis's clock
+    sale: str  # the room's sale: what a token names
+    rate: int  # admissions a second
+    # What this ask did: whether it took a place, and how many places it admitted and skipped.
+    joined: int = 0
+    admitted: int = 0
+    skipped: int = 0
+
+
+def _client():
+    return get_redis_connection("default")
+
+
+def _script(source: str):
+    return script_on(_client(), source)
+
+
+def _fields(**terms: int | str) -> dict[str, int | str]:
+    return {**terms, "next": 0, "credit": 0}
+
+
+def room_write(*, sku: str, **terms: int | str) -> None:
+    """A new, empty room for ``sku``'s sale (``terms``: its sale, rate, active,
+    admission_ms, abandon_ms, per_address); the old one's keys go."""
+    keys = room_keys(sku)
+    pipe = _client().pipeline(transaction=True)
+    pipe.delete(*keys.values())
+    pipe.hset(keys["room"], mapping=_fields(**terms))
+    pipe.execute()
+
+
+def room_reopen(*, sku: str, **terms: int | str) -> bool:
+    """``room_write``, unless Redis has the room already: whether it wrote it."""
+    args = [part for pair in _fields(**terms).items() for part in pair]
+    return bool(_script(_REOPEN)(keys=[room_keys(sku)["room"]], args=args))
+
+
+def room_drop(*, sku: str) -> None:
+    _client().delete(*room_keys(sku).values())
+
+
+def room_ask(*, sku: str, buyer: str, address: str, join: bool) -> Asked:
+    keys = room_keys(sku)
+    state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
+        keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS])
+    return Asked(state.decode(), int(position or 0), int(ahead), int(ends), int(now), sale.decode(),
+                 *map(int, numbers))
+
+
+def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:
+    """Spend ``buyer``'s admission for the purchase ``key``: 'ok', or why not (``lua/use.lua``)."""
+    keys = room_keys(sku)
+    outcome = _script(_USE)(keys=[keys["room"], keys["active"], keys["admitted"], keys["used"]],
+                            args=[buyer, sale, key])
+    return outcome.decode()
+
+
+def room_counts(*, sku: str) -> tuple[int, int]:
+    """Places waiting in the queue, and admissions running."""
+    keys = room_keys(sku)
+    pipe = _client().pipeline(transaction=False)
+    pipe.zcard(keys["queue"])
+    pipe.zcard(keys["active"])
+    waiting, active = pipe.execute()
+    return waiting, active

@@ -1,0 +1,65 @@
+"""The waiting room's API on the real servers: a buyer's ask answered with its place
+(the buyer its credentials name, or, without buyer sign-in, the one the body names),
+bad input 400, no room 404, and a reset's room settings checked."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from buyers.tokens import token_issue
+
+pytestmark = pytest.mark.django_db
+
+
+def buyer(name: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_issue(username=name).token}")
+    return client
+
+
+@pytest.fixture
+def room(admin_api) -> str:
+    reset = admin_api.post("/api/admin/products/r-api/reset", {"stock": 5, "room_rate": 1}, format="json")
+    assert reset.status_code == 200, reset.json()
+    return "/api/products/r-api/room"
+
+
+def test_a_buyer_asks_and_asks_again_for_the_same_place(room):
+    first = buyer("ann").post(room, {}, format="json")
+    assert first.status_code == 200, first.json()
+    assert first.json() == {"state": "waiting", "position": 1, "ahead": 0, "wait_s": 0, "admission": None,
+                            "admission_expires_at": None}
+    assert buyer("bob").post(room, {}, format="json").json()["position"] == 2
+    assert buyer("ann").post(room, format="json").json()["position"] == 1
+
+
+def test_without_buyer_sign_in_the_body_names_the_buyer(room, settings):
+    settings.FLASHSALE_BUYER_AUTH = False
+    assert APIClient().post(room, {"user_id": "ann"}, format="json").json()["position"] == 1
+    refused = APIClient().post(room, {}, format="json")
+    assert refused.status_code == 400 and "user_id" in refused.json()["fields"]
+
+
+@pytest.mark.parametrize("body", [{"user_id": "ann"}, {"extra": 1}, [], "x"])
+def test_a_bad_ask_is_refused_and_takes_no_place(room, body):
+    response = buyer("bob").post(room, body, format="json")
+    assert response.status_code == 400 and response.json()["error"] == "invalid"
+    assert buyer("ann").post(room, {}, format="json").json()["position"] == 1
+
+
+def test_an_ask_needs_a_buyer(room):
+    response = APIClient().post(room, {}, format="json")
+    assert response.status_code == 401 and response.json()["error"] == "not_authenticated"
+
+
+def test_a_sale_without_a_room_has_no_places(admin_api):
+    admin_api.post("/api/admin/products/r-none/reset", {"stock": 5}, format="json")
+    for sku in ("r-none", "r-unknown"):
+        response = buyer("ann").post(f"/api/products/{sku}/room", {}, format="json")
+        assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("body", [{"stock": 5, "room_active": 3}, {"stock": 5, "room_rate": 0},
+                                  {"stock": 5, "room_rate": 1, "room_admission_s": 0}])
+def test_a_reset_refuses_a_room_without_its_rate_or_with_nonsense(admin_api, body):
+    response = admin_api.post("/api/admin/products/r-bad/reset", body, format="json")
+    assert response.status_code == 400, response.json()

@@ -1,0 +1,74 @@
+"""A sale with a waiting room sells only to admitted buyers, under every seller: the
+locked transaction (its state in Redis, or its row when the state is lost) and the
+gate (its script). Refused purchases write nothing."""
+
+import time
+
+import pytest
+from django.core.cache import cache
+
+from common.errors import AdmissionRefused
+from inventory.models import Stock
+from orders.models import Order
+from orders.purchase import order_create
+from orders.sales import sale_reset
+from waitingroom.services import RoomTerms, place_ask
+
+pytestmark = pytest.mark.django_db
+
+STRATEGIES = ["atomic", "setnx", "mysql", "gate"]
+
+
+def admitted(sku: str, buyer: str) -> str:
+    place_ask(sku=sku, buyer=buyer)
+    time.sleep(0.005)  # past Redis's millisecond: credit to admit with
+    place = place_ask(sku=sku, buyer=buyer)
+    assert place.state == "admitted", place
+    return place.admission
+
+
+def units_left(sku: str) -> int:
+    return sum(Stock.objects.filter(product__sku=sku).values_list("quantity", flat=True))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_only_an_admitted_buyer_buys_and_only_once(strategy):
+    sku = f"room-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    with pytest.raises(AdmissionRefused) as refused:
+        order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-0")
+    assert refused.value.extra["reason"] == "missing"
+    token = admitted(sku, "ann")
+    with pytest.raises(AdmissionRefused):  # hers, not bob's
+        order_create(sku=sku, quantity=1, user_id="bob", idempotency_key="k-b", admission=token)
+    bought = order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-1", admission=token)
+    again = order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-1", admission=token)
+    assert again.replayed and again.order_id == bought.order_id
+    with pytest.raises(AdmissionRefused) as refused:  # a second purchase with it
+        order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-2", admission=token)
+    assert refused.value.extra["reason"] == "used"
+    if strategy != "gate":  # the gate's orders reach the database after the answer
+        assert Order.objects.filter(product__sku=sku).count() == 1 and units_left(sku) == 4
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "setnx"])
+def test_the_room_holds_when_the_sale_state_is_lost(strategy):
+    sku = f"room-lost-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    cache.delete(f"sale:{sku}:opened")  # the state lost: the product's row says
+    with pytest.raises(AdmissionRefused):
+        order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-0")
+    assert units_left(sku) == 5
+    order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-1", admission=admitted(sku, "ann"))
+    assert units_left(sku) == 4
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "gate"])
+def test_a_sale_without_a_room_takes_no_admission(strategy):
+    sku = f"no-room-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    token = admitted(sku, "ann")
+    sale_reset(sku=sku, stock=5, strategy=strategy)  # reset without one
+    assert order_create(sku=sku, quantity=1, user_id="bob", idempotency_key="k-1").order_id
+    # A token of the old sale's room buys nothing more than no token.
+    assert order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-2", admission=token).order_id

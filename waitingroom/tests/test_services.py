@@ -1,0 +1,182 @@
+"""The waiting room on the real Redis and MariaDB: places that stay theirs, admissions
+in order up to the active bound, abandoned places skipped, unused admissions freeing
+their slots, and tokens that buy once, for their buyer and sale only."""
+
+import time
+from datetime import timedelta
+
+import jwt
+import pytest
+from django.utils import timezone
+from django_redis import get_redis_connection
+from prometheus_client import REGISTRY
+
+from common.errors import AdmissionRefused, NotFound, PlacesBounded
+from orders.purchase import order_create
+from orders.sales import sale_reset
+from waitingroom.metrics import RoomCollector
+from waitingroom.services import RoomTerms, admission_spend, place_ask
+from waitingroom.store import room_keys
+from waitingroom.tokens import admission_read
+
+pytestmark = pytest.mark.django_db
+
+# Admissions come as fast as asks find them (credit for a thousand a second), so that
+# the active bound decides who is admitted, not the clock.
+FAST = RoomTerms(rate=1000, active=2, admission_s=60)
+OPENS_IN = 0.05  # the sale opens this long after its reset: the asks before it queue
+
+
+def open_room(sku: str = "r-1", terms: RoomTerms = FAST) -> str:
+    sale_reset(sku=sku, stock=10, strategy="atomic", room=terms,
+               starts_at=timezone.now() + timedelta(seconds=OPENS_IN))
+    return sku
+
+
+def moved_on() -> None:
+    time.sleep(OPENS_IN + 0.01)  # past the opening: the next ask has credit to admit with
+
+
+def test_a_place_is_the_same_however_often_and_wherever_it_is_asked():
+    sku = open_room(terms=RoomTerms(rate=1, active=1, admission_s=60))
+    first = place_ask(sku=sku, buyer="ann", address="10.0.0.1")
+    assert (first.state, first.position, first.ahead) == ("waiting", 1, 0)
+    second = place_ask(sku=sku, buyer="bob", address="10.0.0.2")
+    assert (second.position, second.ahead) == (2, 1)
+    assert second.wait_s == 1  # one ahead, one a second
+    # A refresh, another tab, another address: the same place.
+    assert place_ask(sku=sku, buyer="bob", address="10.0.0.3").position == 2
+    assert place_ask(sku=sku, buyer="ann", address="").position == 1
+
+
+def test_nobody_is_admitted_before_the_sale_opens_and_the_first_come_first_after():
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    for buyer in ("ann", "bob"):
+        assert place_ask(sku=sku, buyer=buyer).state == "waiting"
+    assert place_ask(sku=sku, buyer="ann").state == "waiting"  # a thousand a second, but not open yet
+    moved_on()
+    assert place_ask(sku=sku, buyer="bob").state == "waiting"  # ann came first
+    assert place_ask(sku=sku, buyer="ann").state == "admitted"
+
+
+def test_places_are_admitted_in_order_while_the_active_bound_has_room():
+    sku = open_room()
+    for buyer in ("ann", "bob", "cat"):
+        place_ask(sku=sku, buyer=buyer)
+    moved_on()
+    cat = place_ask(sku=sku, buyer="cat")
+    assert (cat.state, cat.ahead, cat.admission) == ("waiting", 0, None)  # ann and bob hold both slots
+    ann = place_ask(sku=sku, buyer="ann")
+    assert ann.state == "admitted" and ann.admission
+    admitted = admission_read(ann.admission)
+    assert (admitted.buyer, admitted.sku) == ("ann", sku)
+    assert ann.admission_expires_at == admitted.expires_at
+    # ann buys: her slot frees, and cat's next ask admits her.
+    admission_spend(sku=sku, buyer="ann", token=ann.admission, key="k-ann")
+    moved_on()
+    assert place_ask(sku=sku, buyer="cat").state == "admitted"
+    assert place_ask(sku=sku, buyer="ann").state == "used"
+
+
+def test_a_place_nobody_asks_for_is_skipped_and_forgotten(settings):
+    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place not asked for this millisecond is abandoned
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    place_ask(sku=sku, buyer="ann")
+    place_ask(sku=sku, buyer="bob")
+    moved_on()
+    assert place_ask(sku=sku, buyer="bob").state == "admitted"  # ann's turn came; she was gone
+    back = place_ask(sku=sku, buyer="ann")
+    assert (back.state, back.position) == ("waiting", 3)  # at the back now
+
+
+def test_an_admission_unused_in_its_time_frees_its_slot():
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=1))
+    place_ask(sku=sku, buyer="ann")
+    place_ask(sku=sku, buyer="bob")
+    moved_on()
+    ann = place_ask(sku=sku, buyer="ann")
+    assert ann.state == "admitted" and place_ask(sku=sku, buyer="bob").state == "waiting"
+    time.sleep(1.05)
+    assert place_ask(sku=sku, buyer="bob").state == "admitted"
+    with pytest.raises(AdmissionRefused) as refused:
+        admission_spend(sku=sku, buyer="ann", token=ann.admission, key="k-late")
+    assert refused.value.extra["reason"] in ("invalid", "expired")  # the token's exp, or Redis's clock
+    again = place_ask(sku=sku, buyer="ann")  # asks again: a new place, at the back
+    assert (again.state, again.position) == ("waiting", 3)
+
+
+def test_an_admission_buys_once_for_its_buyer_and_its_sale():
+    sku = open_room()
+    place_ask(sku=sku, buyer="ann")
+    moved_on()
+    token = place_ask(sku=sku, buyer="ann").admission
+
+    def reason(**changes) -> str:
+        with pytest.raises(AdmissionRefused) as refused:
+            admission_spend(**{"sku": sku, "buyer": "ann", "token": token, "key": "k-1", **changes})
+        return refused.value.extra["reason"]
+
+    assert admission_spend(sku=sku, buyer="ann", token=None, key="k-1") is False  # the sale decides
+    assert reason(token=token[:-2] + ("AA" if token[-2:] != "AA" else "BB")) == "invalid"
+    forged = jwt.encode({**jwt.decode(token, options={"verify_signature": False}), "sub": "bob"}, "guess")
+    assert reason(buyer="bob", token=forged) == "invalid"
+    assert reason(buyer="bob") == "not_yours"
+    open_room(sku="r-2")
+    assert reason(sku="r-2") == "not_yours"
+    assert admission_spend(sku=sku, buyer="ann", token=token, key="k-1") is True
+    assert admission_spend(sku=sku, buyer="ann", token=token, key="k-1") is True  # the same purchase, retried
+    assert reason(key="k-2") == "used"
+    open_room(sku=sku)  # the sale reset: a new room, and a new sale
+    assert reason(key="k-1") == "stale"
+
+
+def test_an_address_takes_a_bounded_number_of_places(settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 2
+    sku = open_room()
+    place_ask(sku=sku, buyer="bot-1", address="10.0.0.9")
+    place_ask(sku=sku, buyer="bot-2", address="10.0.0.9")
+    with pytest.raises(PlacesBounded):
+        place_ask(sku=sku, buyer="bot-3", address="10.0.0.9")
+    assert place_ask(sku=sku, buyer="bot-1", address="10.0.0.9").position == 1  # its own, asked again
+    assert place_ask(sku=sku, buyer="bot-3", address="10.0.0.10").position == 3
+
+
+def test_a_room_redis_lost_opens_again_empty_and_a_sale_without_one_has_none():
+    sku = open_room()
+    place_ask(sku=sku, buyer="ann")
+    get_redis_connection("default").delete(*room_keys(sku).values())
+    assert place_ask(sku=sku, buyer="bob").position == 1
+    sale_reset(sku=sku, stock=10, strategy="atomic")  # no room this time
+    with pytest.raises(NotFound):
+        place_ask(sku=sku, buyer="ann")
+    with pytest.raises(NotFound):
+        place_ask(sku="no-such", buyer="ann")
+
+
+def test_places_admissions_skips_and_refusals_are_counted(settings):
+    def counted(name: str, **labels) -> float:
+        return REGISTRY.get_sample_value(f"flashsale_room_{name}_total", labels) or 0.0
+
+    before = {name: counted(name) for name in ("places", "admissions", "skipped")}
+    refused = counted("refused", reason="missing")
+    settings.FLASHSALE_ROOM_ABANDON_S = 0
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    place_ask(sku=sku, buyer="ann")
+    place_ask(sku=sku, buyer="bob")
+    moved_on()
+    place_ask(sku=sku, buyer="bob")  # skips ann, admits bob
+    assert {name: counted(name) - before[name] for name in before} == {"places": 2, "admissions": 1,
+                                                                       "skipped": 1}
+    with pytest.raises(AdmissionRefused):
+        order_create(sku=sku, quantity=1, user_id="cat", idempotency_key="k-cat")
+    assert counted("refused", reason="missing") == refused + 1
+
+
+def test_the_live_rooms_places_waiting_and_admissions_running_are_gauged():
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    for buyer in ("ann", "bob", "cat"):
+        place_ask(sku=sku, buyer=buyer)
+    moved_on()
+    place_ask(sku=sku, buyer="bob")  # admits ann: one running, two waiting
+    gauges = {family.name: family.samples[0].value for family in RoomCollector().collect()}
+    assert gauges == {"flashsale_room_waiting": 2, "flashsale_room_active": 1}
