@@ -1,0 +1,91 @@
+"""The gate's Redis client, one per process: the server that holds the gate's sales
+(``orders.gate``)."""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import urlparse
+
+import redis
+import redis.sentinel
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from common.scripts import scripts_forget
+
+_client: redis.Redis | None = None
+_client_mutex = threading.Lock()
+
+
+class _Identified:
+    """A connection that learns, as it connects, which Redis server it reached: its
+    run id, new at every start of a server. A sale remembers the primary that holds
+    it (``primary`` in its hash); a script run on another server (a replica promoted,
+    a primary restarted) is told so (``sell.lua``) and sells nothing until the sale
+    is reconciled (``orders.gate.reconcile``)."""
+
+    server_id = ""
+
+    def on_connect_check_health(self, check_health: bool = True):
+        super().on_connect_check_health(check_health)
+        self.send_command("INFO", "server", check_health=False)
+        info = self.read_response()
+        info = info.decode() if isinstance(info, bytes) else info
+        self.server_id = next((line.partition(":")[2].strip() for line in info.splitlines()
+                               if line.startswith("run_id:")), "")
+
+
+class IdentifiedConnection(_Identified, redis.Connection):
+    pass
+
+
+class _SentinelConnection(_Identified, redis.sentinel.SentinelManagedConnection):
+    pass
+
+
+def gate_redis() -> redis.Redis:
+    """The gate's Redis client, one per process. It never retries a command by
+    itself: a script whose reply was lost may have run, and running it again would
+    sell a second unit to a buyer without a key."""
+    global _client
+    with _client_mutex:
+        if _client is None:
+            # Named after the process, so CLIENT LIST shows who is connected (the
+            # stack's readiness probe of a persister looks for its name).
+            options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
+                           decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
+            url = settings.FLASHSALE_GATE_REDIS_URL
+            if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+                _client = redis.RedisCluster.from_url(url, connection_class=IdentifiedConnection, **options)
+            elif settings.FLASHSALE_GATE_REDIS_SENTINELS:
+                parsed = urlparse(url)
+                sentinels = redis.sentinel.Sentinel(
+                    settings.FLASHSALE_GATE_REDIS_SENTINELS,
+                    sentinel_kwargs=dict(socket_timeout=1, socket_connect_timeout=1))
+                _client = sentinels.master_for(
+                    settings.FLASHSALE_GATE_REDIS_SENTINEL_SERVICE, db=int(parsed.path.strip("/") or 0),
+                    password=parsed.password, connection_class=_SentinelConnection, **options)
+            else:
+                _client = redis.Redis.from_url(url, connection_class=IdentifiedConnection, **options)
+        return _client
+
+
+@receiver(setting_changed)
+def _forget_client(*, setting, **kwargs):
+    global _client
+    if setting.startswith("FLASHSALE_GATE_REDIS"):
+        with _client_mutex:
+            _client = None
+            scripts_forget()
+
+
+
+def _unreachable(e: redis.RedisError) -> bool:
+    """Whether ``e`` says the command never reached Redis (the connection could not
+    be made), as opposed to a reply lost after it was sent."""
+    if isinstance(e, redis.sentinel.MasterNotFoundError):
+        return True  # no sentinel named a master: no connection was made
+    return isinstance(e, redis.ConnectionError | redis.TimeoutError) and "connecting to" in str(e)
