@@ -31,8 +31,9 @@ import redis
 
 from loadtest.measured import recorded
 from orders.gate.pipeline import ScriptPipeline
-from orders.gate.store import GROUP, IdentifiedConnection, gate_keys, lua_source
+from orders.gate.store import GROUP, SELL, IdentifiedConnection, gate_keys, lua_source
 from stack.scratch import start_redis
+from waitingroom.store import spend_keys
 
 SKU = "gate-script-bench"
 STOCK = 100_000_000  # more than any run sells: every script accepts
@@ -41,8 +42,8 @@ WAYS = ("alone", "together")
 
 def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
     """One client process: ``threads`` buyers for ``seconds``; puts (scripts, batches)."""
-    keys = list(gate_keys(SKU))
-    source = lua_source("sell")
+    keys = [*gate_keys(SKU), *spend_keys(SKU)]
+    source = SELL
     batches: list[int] = []
     # The apps' connection class: each learns its server's run id, which the script checks.
     shared = redis.Redis(connection_pool=redis.ConnectionPool(
@@ -56,7 +57,7 @@ def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
         own = redis.Redis(port=port, socket_timeout=5, decode_responses=True).register_script(source)
         tag = uuid.uuid4().hex[:8]
         while time.monotonic() < stop:
-            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0", "0"]
+            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0", ""]
             # Alone, the server's run id is the last argument, as the pipeline adds it.
             if way == "together":
                 reply = pipeline.run(keys, args).value

@@ -1,5 +1,7 @@
 """The gate's Redis client, one per process: the server that holds the gate's sales
-(``orders.gate``)."""
+(``orders.gate``) and every sale's waiting room (``waitingroom``), so that a gate
+purchase spends its admission in the script that takes the stock. A sale's keys and
+its room's share a hash tag (``sku_tag``): one Cluster slot, one script."""
 
 from __future__ import annotations
 
@@ -83,7 +85,12 @@ def _forget_client(*, setting, **kwargs):
 
 
 
-def _unreachable(e: redis.RedisError) -> bool:
+def sku_tag(sku: str) -> str:
+    """The hash tag of ``sku``'s keys, escaped so that no "{" or "}" of its own moves it."""
+    return "{" + sku.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
+
+
+def unreachable(e: redis.RedisError) -> bool:
     """Whether ``e`` says the command never reached Redis (the connection could not
     be made), as opposed to a reply lost after it was sent."""
     if isinstance(e, redis.sentinel.MasterNotFoundError):

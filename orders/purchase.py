@@ -57,7 +57,7 @@ from locking import (
     get_locks,
 )
 from waitingroom.selectors import room_of
-from waitingroom.services import admission_refused, admission_spend
+from waitingroom.services import admission_checked, admission_refused, admission_spend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
@@ -112,17 +112,19 @@ def order_create(
         # been answered 504 and moved on; nothing is claimed, nothing written.
         raise Busy(f"{sku}: the purchase arrived past its deadline; nothing was written")
     barrier_pass(sku=sku, deadline=deadline)
-    # Spent at the door, by the purchase's key (one made for it without one): the
-    # same purchase retried spends it again; the sale says below whether it needs one.
-    spender = idempotency_key or f"auto-{uuid.uuid4().hex}"
-    admitted = admission_spend(sku=sku, buyer=user_id, token=admission, key=spender)
+    # Checked at the door; spent by the purchase's key (one made for it without one),
+    # so that the same purchase retried spends it again; the sale says whether it
+    # needs one.
+    checked = admission_checked(sku=sku, buyer=user_id, token=admission)
+    key = idempotency_key or f"auto-{uuid.uuid4().hex}"
     purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
-                    deadline=deadline, admitted=admitted)
+                    deadline=deadline)
     try:
         strategy, segments = strategy_resolve(sku)
-        if strategy.seller is Seller.GATE:
-            return _sell_through_gate(**purchase)
-        return _sell_in_transaction(**purchase, strategy=strategy, segments=segments)
+        if strategy.seller is Seller.GATE:  # its sale's script spends it
+            return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "")
+        admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
+        return _sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
         if answer is None:
@@ -405,14 +407,16 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
 
 
 def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                       deadline: float, admitted: bool) -> OrderResult:
+                       deadline: float, key: str, admission: str) -> OrderResult:
     """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
-    database hears of the order from a persister, after the answer."""
+    database hears of the order from a persister, after the answer. ``key``: the
+    purchase's (made for it without one); ``admission``: the room's sale the buyer's
+    admission names ("": none)."""
     try:
-        sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id,
-                         key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=idempotency_key is not None,
+        sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id, key=key,
+                         keyed=idempotency_key is not None,
                          fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id),
-                         admitted=admitted)
+                         admission=admission)
     except GateCold:
         # No sale in Redis: the product's row says whether it has one (Redis lost it)
         # or was reset under another strategy meanwhile (NotFound: no such product).

@@ -4,7 +4,8 @@ room's rate, each admission a signed token a purchase spends.
 - ``room_open``: the reset sets a sale's room (or none), and empties its queue.
 - ``place_ask``: a buyer's ask, the first and every later one (a refresh, another
   tab, another instance): the same place; the room moves on as buyers ask.
-- ``admission_spend``: a purchase of a sale with a room spends its buyer's admission.
+- ``admission_checked``: a purchase's admission, its signature and its buyer checked;
+  ``admission_spend`` spends it (the gate's sale script spends its own).
 
 Fairness: first come, first admitted (the order of first asks, Redis's). A place whose
 holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an admission unused
@@ -27,7 +28,7 @@ from inventory.models import Product
 
 from . import metrics, store
 from .models import Room
-from .tokens import TokenRefused, admission_read, admission_token
+from .tokens import Admission, TokenRefused, admission_read, admission_token
 
 
 @dataclass(frozen=True)
@@ -131,17 +132,16 @@ def _reopened(sku: str) -> None:
     store.room_reopen(sku=sku, **_terms(room))
 
 
-def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> bool:
-    """Spend ``buyer``'s admission to ``sku``'s sale on the purchase ``key``: whether
-    it was spent (False: no token, or the sale has no room in Redis; the purchase
-    then asks the sale whether it needs one, ``admission_refused``).
+def admission_checked(*, sku: str, buyer: str, token: str | None) -> Admission | None:
+    """What ``token`` admits, checked for ``buyer`` and ``sku`` (None: no token; the
+    purchase then asks the sale whether it needs one). Where it is spent is the
+    seller's: the gate's sale script (``orders.gate.sell``), or ``admission_spend``.
 
     :raises AdmissionRefused: a token forged, expired, another buyer's or another
-        sale's, or spent on another purchase; nothing is written.
-    :raises Unavailable: Redis cannot be reached.
+        sku's; nothing is written.
     """
     if not token:
-        return False
+        return None
     try:
         admission = admission_read(token)
     except TokenRefused as e:
@@ -152,6 +152,20 @@ def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> boo
         count(metrics.REFUSED, "not_yours")
         raise AdmissionRefused(f"{sku}: the admission is another buyer's or another sale's",
                                extra={"sku": sku, "reason": "not_yours"})
+    return admission
+
+
+def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: str) -> bool:
+    """Spend ``buyer``'s checked admission to ``sku``'s sale on the purchase ``key``:
+    whether it was spent (False: none, or the sale has no room in Redis; the purchase
+    then asks the sale whether it needs one, ``admission_refused``).
+
+    :raises AdmissionRefused: an admission of another sale, never given, run out, or
+        spent on another purchase; nothing is written.
+    :raises Unavailable: Redis cannot be reached.
+    """
+    if admission is None:
+        return False
     try:
         spent = store.admission_spend(sku=sku, buyer=buyer, sale=admission.sale, key=key)
     except redis.RedisError as e:
@@ -159,15 +173,22 @@ def admission_spend(*, sku: str, buyer: str, token: str | None, key: str) -> boo
     if spent == "none":
         return False
     if spent != "ok":
-        count(metrics.REFUSED, spent)
-        raise AdmissionRefused(f"{sku}: the admission cannot buy: {spent.replace('_', ' ')}",
-                               extra={"sku": sku, "reason": spent})
+        raise admission_refused(sku=sku, reason=spent)
     return True
 
 
-def admission_refused(*, sku: str) -> AdmissionRefused:
-    """What a purchase of a sale with a room, without an admission spent, answers."""
-    count(metrics.REFUSED, "missing")
-    return AdmissionRefused(f"{sku}: the sale has a waiting room: ask it for a place, and buy with the "
-                            "admission it gives (the Admission header)",
-                            extra={"sku": sku, "reason": "missing"})
+_REFUSALS = {
+    "missing": "the sale has a waiting room: ask it for a place, and buy with the admission it gives "
+               "(the Admission header)",
+    "stale": "the admission is of an earlier sale of it",
+    "not_admitted": "the admission cannot buy: not admitted",
+    "used": "the admission cannot buy: used",
+    "expired": "the admission cannot buy: expired",
+}
+
+
+def admission_refused(*, sku: str, reason: str = "missing") -> AdmissionRefused:
+    """What a purchase of a sale with a room answers when its admission does not buy
+    (``reason``: missing, stale, not_admitted, used, expired); counted."""
+    count(metrics.REFUSED, reason)
+    return AdmissionRefused(f"{sku}: {_REFUSALS.get(reason, reason)}", extra={"sku": sku, "reason": reason})

@@ -1,5 +1,7 @@
-"""The waiting room's queue in Redis (the locks' and the sale states' server): one
-hash-tagged key set per sale, two scripts (``lua/``), Redis's clock.
+"""The waiting room's queue in the gate's Redis (``common.gateredis``), beside the
+gate's sales: one key set per sale under the sale's hash tag, two scripts (``lua/``),
+Redis's clock. A gate purchase spends its admission in the sale's own script
+(``orders/gate/lua/sell.lua``, with ``spend_keys``); any other in ``use.lua``.
 
 Failure semantics: every change is one script, so a connection that dies mid-call
 leaves the room as it was or as the script left it, never half. Redis lost (a restart
@@ -13,13 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from django_redis import get_redis_connection
-
+from common.gateredis import gate_redis, sku_tag
 from common.scripts import script_on
 
 LUA = Path(__file__).resolve().parent / "lua"
+# The spend, a Lua function every seller's script calls: use.lua's, and the gate's
+# sale script (orders.gate.store).
+SPEND_LUA = (LUA / "spend.lua").read_text()
 _ASK = (LUA / "ask.lua").read_text()
-_USE = (LUA / "use.lua").read_text()
+_USE = SPEND_LUA + (LUA / "use.lua").read_text()
 # The room written only if Redis has none (an instance that found it lost; another may
 # have written it first, and buyers may have asked it since).
 _REOPEN = """if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -33,8 +37,20 @@ _PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses",
 
 
 def room_keys(sku: str) -> dict[str, str]:
-    """The sale's keys, in one Cluster slot (the sku is the hash tag)."""
-    return {part: f"room:{{{sku}}}:{part}" for part in _PARTS}
+    """The sale's keys, in the Cluster slot of the gate's keys of the sale."""
+    tag = sku_tag(sku)
+    return {part: f"room:{tag}:{part}" for part in _PARTS}
+
+
+# What a purchase's spend reads and writes, in the order use.lua and sell.lua take them.
+_SPEND = ("room", "active", "admitted", "used")
+
+
+def spend_keys(sku: str) -> list[str]:
+    """The keys an admission's spend needs (``lua/use.lua``'s KEYS; the gate's sale
+    script takes them after its own): on every purchase with an admission, so only these."""
+    tag = sku_tag(sku)
+    return [f"room:{tag}:{part}" for part in _SPEND]
 
 
 @dataclass(frozen=True)
@@ -53,7 +69,7 @@ class Asked:
 
 
 def _client():
-    return get_redis_connection("default")
+    return gate_redis()
 
 
 def _script(source: str):
@@ -88,16 +104,12 @@ def room_ask(*, sku: str, buyer: str, address: str, join: bool) -> Asked:
     keys = room_keys(sku)
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
         keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS])
-    return Asked(state.decode(), int(position or 0), int(ahead), int(ends), int(now), sale.decode(),
-                 *map(int, numbers))
+    return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 
 def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:
     """Spend ``buyer``'s admission for the purchase ``key``: 'ok', or why not (``lua/use.lua``)."""
-    keys = room_keys(sku)
-    outcome = _script(_USE)(keys=[keys["room"], keys["active"], keys["admitted"], keys["used"]],
-                            args=[buyer, sale, key])
-    return outcome.decode()
+    return _script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key])
 
 
 def room_counts(*, sku: str) -> tuple[int, int]:

@@ -19,14 +19,16 @@ from common.errors import (
     SoldOut,
     Unavailable,
 )
+from common.gateredis import unreachable
 from common.memory import ProcessMemory
 from common.metrics import observe_later
 from waitingroom.services import admission_refused
+from waitingroom.store import spend_keys
 
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
 from .pipeline import Replied, ScriptPipeline, fresh
-from .store import _SELL, _SOLD_OUT, GateKeys, _script, _unreachable, gate_keys
+from .store import _SOLD_OUT, SELL, _script, gate_keys
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ def _replicas_waited() -> tuple[int, int] | None:
     return settings.FLASHSALE_GATE_REPLICAS, settings.FLASHSALE_GATE_REPLICA_WAIT_MS
 
 
-def _sell(*, keys: GateKeys, args: list) -> Replied:
+def _sell(*, keys: list[str], args: list) -> Replied:
     """The sale's script, run as the client runs a script (by its hash, loaded first
     if Redis does not know it) but without the client's pool, its retry wrapper and
     its script object on the way, which were a large share of an accepted purchase's
@@ -52,11 +54,11 @@ def _sell(*, keys: GateKeys, args: list) -> Replied:
     ``FLASHSALE_GATE_PIPELINE`` off alone, on this thread's own connection. On a
     Redis Cluster, on the product's node. Each followed by ``WAIT`` on the same
     connection when replicas are asked for (``FLASHSALE_GATE_REPLICAS``)."""
-    script = _script(_SELL)
+    script = _script(SELL)
     if settings.FLASHSALE_GATE_REDIS_CLUSTER:
         return _sell_on_cluster(script, keys=keys, args=args)
     if settings.FLASHSALE_GATE_PIPELINE:
-        return _pipeline(script).run(list(keys), args)
+        return _pipeline(script).run(keys, args)
     return _sell_alone(script, keys=keys, args=args)
 
 
@@ -72,7 +74,7 @@ def _pipeline(script) -> ScriptPipeline:
     return pipeline
 
 
-def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
+def _sell_alone(script, *, keys: list[str], args: list) -> Replied:
     """The script in a round trip of its own, on this thread's connection (its WAIT,
     if asked, in the same write)."""
     client = script.registered_client  # the process's client, as gate_redis() has it
@@ -84,7 +86,7 @@ def _sell_alone(script, *, keys: GateKeys, args: list) -> Replied:
     return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
 
 
-def _exchange(connection: redis.Connection, script, *, keys: GateKeys, args: list) -> Replied:
+def _exchange(connection: redis.Connection, script, *, keys: list[str], args: list) -> Replied:
     """The script, given the id of the server ``connection`` reached, and its WAIT if
     asked, in one write; their replies read. A connection that cannot be made sent
     nothing (its error says "connecting to"). Any failure but a script's error reply
@@ -124,17 +126,17 @@ def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replie
     try:
         return exchange()
     except redis.exceptions.NoScriptError:
-        loader.script_load(_SELL)
+        loader.script_load(SELL)
         return exchange()
 
 
-def _sell_on_cluster(script, *, keys: GateKeys, args: list) -> Replied:
+def _sell_on_cluster(script, *, keys: list[str], args: list) -> Replied:
     """On a Redis Cluster, on a connection to the product's node, as ``_sell_alone``
     sends it. A node that no longer holds the product's slot (a failover moved it)
     runs nothing: the client learns the new layout, and the purchase is told Redis
     could not take it."""
     cluster = script.registered_client
-    node = cluster.get_redis_connection(cluster.get_node_from_key(keys.sale))
+    node = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))  # every key in its slot
     pool = node.connection_pool
     connection = pool.get_connection()
     try:
@@ -163,11 +165,13 @@ class GateSold:
 
 
 def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str,
-              admitted: bool = False) -> GateSold:
-    """Run the sale's script for one purchase; ``admitted``: the buyer's admission to
-    the sale's waiting room was spent on it.
+              admission: str = "") -> GateSold:
+    """Run the sale's script for one purchase; ``admission``: the room's sale the
+    buyer's admission names (its signature checked), "" without one. The script
+    spends it, for a sale with a waiting room.
 
-    :raises AdmissionRefused: the sale has a waiting room, and ``admitted`` is False.
+    :raises AdmissionRefused: the sale has a waiting room, and the admission does not
+        buy (none, another sale's, not admitted, expired, spent on another purchase).
     :raises NotStarted, Ended: outside the sale's window (on Redis' clock).
     :raises SoldOut: Redis has fewer than ``quantity`` units left.
     :raises LimitReached: the buyer has no room left under the per-user limit.
@@ -184,12 +188,14 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     started = time.perf_counter()
     replicas = settings.FLASHSALE_GATE_REPLICAS
     try:
-        reply, reached = _sell(keys=gate_keys(sku), args=[
+        # The room's keys only with an admission: without one the script reads none.
+        keys = [*gate_keys(sku), *spend_keys(sku)] if admission else list(gate_keys(sku))
+        reply, reached = _sell(keys=keys, args=[
             key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
             settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
-            "1" if admitted else "0"])
+            admission])
     except redis.RedisError as e:
-        if _unreachable(e):
+        if unreachable(e):
             raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
                               backend="redis") from e
         if str(e).startswith("NOREPLICAS"):  # min-replicas-to-write: it refused the first write
@@ -216,7 +222,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
     if verdict == "admission":
-        raise admission_refused(sku=sku)
+        raise admission_refused(sku=sku, reason=reply[1])
     if verdict == "not_started":
         raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
     if verdict == "ended":

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from common.gateredis import IdentifiedConnection, _unreachable, gate_redis  # noqa: F401 (theirs)
+from common.gateredis import IdentifiedConnection, gate_redis, sku_tag  # noqa: F401 (theirs)
 from common.scripts import script_on
+from waitingroom.store import SPEND_LUA
 
 # Ids: the sale's block above 25 bits, twice the units sold before below (a reset
 # takes at most 10,000,000 units, under 2**24). Below 2**53 for blocks under 2**28,
@@ -35,8 +36,7 @@ class GateKeys(NamedTuple):
 
 
 def gate_keys(sku: str) -> GateKeys:
-    # The sku is escaped so that no "{" or "}" of its own moves the hash tag.
-    tag = "{" + sku.replace("%", "%25").replace("{", "%7B").replace("}", "%7D") + "}"
+    tag = sku_tag(sku)  # the room's keys share it (waitingroom.store)
     return GateKeys(*(f"gate:{tag}{suffix}" for suffix in ("", ":keys", ":orders", ":bought", ":stream",
                                                           ":dead", ":returns")))
 
@@ -49,7 +49,8 @@ def lua_source(name: str) -> str:
     return (LUA_DIR / f"{name}.lua").read_text()
 
 
-_SELL = lua_source("sell")  # a purchase
+# A purchase, after the waiting room's spend it calls (one spend for every seller).
+SELL = SPEND_LUA + lua_source("sell")
 _OPEN = lua_source("open")  # a sale loaded
 _FINISHED = lua_source("finished")  # whether a sale's stream is done
 _UNLIST = lua_source("unlist")  # a finished sale off the persisters' list

@@ -137,7 +137,7 @@ def test_a_replay_answers_the_first_answer_before_and_after_the_order_is_written
 def scripts_run():
     """How many purchases ran the sale's script since the fixture began."""
     with mock.patch.object(sell_module, "_script", wraps=sell_module._script) as spy:
-        yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is store._SELL)
+        yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is store.SELL)
 
 
 def test_a_sold_out_sale_is_answered_from_memory_and_its_replays_by_the_script(scripts_run):

@@ -17,8 +17,8 @@ from django.test import override_settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from common.gateredis import unreachable
 from orders.gate.pipeline import ScriptPipeline
-from orders.gate.store import _unreachable
 from orders.purchase import order_create
 from orders.sales import sale_reset
 from orders.selectors import sale_audit
@@ -125,7 +125,7 @@ def test_replies_lost_mid_batch_are_unknown_and_their_scripts_may_have_run(gate_
     results = run_together(pipeline, calls, pause=gate_client)
     assert results[0] == ["first", 1]
     for lost in results[1:]:
-        assert isinstance(lost, redis.TimeoutError) and not _unreachable(lost), lost  # "outcome unknown"
+        assert isinstance(lost, redis.TimeoutError) and not unreachable(lost), lost  # "outcome unknown"
     time.sleep(0.6)
     assert gate_client.get(COUNTER) == "4"  # and each of them did run: "unknown" was the truth
     assert pipeline.run([COUNTER], [0, "next"]).value == ["next", 5]  # a new connection for the next batch
@@ -148,7 +148,7 @@ def test_when_redis_cannot_be_reached_every_purchase_is_told_nothing_was_sent():
             thread.start()
         for thread in threads:
             thread.join(10)
-    assert len(errors) == 6 and all(_unreachable(e) for e in errors)  # "unavailable": none ran
+    assert len(errors) == 6 and all(unreachable(e) for e in errors)  # "unavailable": none ran
 
 
 def test_a_batch_redis_does_not_know_the_script_of_is_loaded_and_sent_again_once(gate_client):

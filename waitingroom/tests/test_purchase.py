@@ -8,7 +8,10 @@ import pytest
 from django.core.cache import cache
 
 from common.errors import AdmissionRefused
+from common.gateredis import gate_redis
+from common.strategies import STRATEGIES as STRATEGY_SPECS
 from inventory.models import Stock
+from orders.gate.store import gate_keys
 from orders.models import Order
 from orders.purchase import order_create
 from orders.sales import sale_reset
@@ -16,7 +19,7 @@ from waitingroom.services import RoomTerms, place_ask
 
 pytestmark = pytest.mark.django_db
 
-STRATEGIES = ["atomic", "setnx", "mysql", "gate"]
+STRATEGIES = [name for name, spec in STRATEGY_SPECS.items() if spec.claims_correct]
 
 
 def admitted(sku: str, buyer: str) -> str:
@@ -28,6 +31,10 @@ def admitted(sku: str, buyer: str) -> str:
 
 
 def units_left(sku: str) -> int:
+    """The sale's units left: the gate's in Redis, the others' in the database."""
+    gate = gate_redis().hget(gate_keys(sku).sale, "stock")
+    if gate is not None:
+        return int(gate)
     return sum(Stock.objects.filter(product__sku=sku).values_list("quantity", flat=True))
 
 
@@ -47,8 +54,13 @@ def test_only_an_admitted_buyer_buys_and_only_once(strategy):
     with pytest.raises(AdmissionRefused) as refused:  # a second purchase with it
         order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-2", admission=token)
     assert refused.value.extra["reason"] == "used"
+    assert units_left(sku) == 4
     if strategy != "gate":  # the gate's orders reach the database after the answer
-        assert Order.objects.filter(product__sku=sku).count() == 1 and units_left(sku) == 4
+        assert Order.objects.filter(product__sku=sku).count() == 1
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    with pytest.raises(AdmissionRefused) as refused:  # the sale is new: her admission was the last one's
+        order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-3", admission=token)
+    assert refused.value.extra["reason"] == "stale"
 
 
 @pytest.mark.parametrize("strategy", ["atomic", "setnx"])
@@ -72,3 +84,17 @@ def test_a_sale_without_a_room_takes_no_admission(strategy):
     assert order_create(sku=sku, quantity=1, user_id="bob", idempotency_key="k-1").order_id
     # A token of the old sale's room buys nothing more than no token.
     assert order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-2", admission=token).order_id
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "gate"])
+def test_an_admission_run_out_buys_nothing(strategy):
+    """Its token is still within its leeway: Redis's clock refuses it (the gate's own
+    script, or use.lua)."""
+    sku = f"room-late-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=1))
+    token = admitted(sku, "ann")
+    time.sleep(1.05)
+    with pytest.raises(AdmissionRefused) as refused:
+        order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-1", admission=token)
+    assert refused.value.extra["reason"] == "expired"
+    assert units_left(sku) == 5 and not Order.objects.filter(product__sku=sku).exists()

@@ -1,8 +1,9 @@
 -- The gate's purchase, decided on the Redis server in one step: a replayed key's
--- first answer, the window, the stock, the per-user limit, then the units taken and
--- the order intent appended to the stream. Every check comes before the first
--- write, and XADD is the first write: a script that fails stops before it, or after
--- the stream has the intent.
+-- first answer, the admission spent (a sale with a waiting room), the window, the
+-- stock, the per-user limit, then the units taken and the order intent appended to
+-- the stream. Every check comes before the first write, and the first is the
+-- admission's spend or else XADD: a script that fails stops before its writes, after
+-- the spend alone (the same key buys with it again), or after the stream has the intent.
 -- KEYS[1]  the sale: hash of stock, loaded, base, accepted, opened, starts, ends, window, room
 -- KEYS[2]  the replay records: Idempotency-Key -> "fingerprint order_id remaining quantity instance"
 -- KEYS[3]  the orders: order id -> its stream entry id
@@ -10,6 +11,9 @@
 -- KEYS[5]  the stream of order intents
 -- KEYS[6]  the dead letters (unused here: the sale's keys go together)
 -- KEYS[7]  the returns (unused here)
+-- KEYS[8..11] the sale's waiting room: its hash, active, admitted, used (for
+--          admission_spend, which waitingroom/lua/spend.lua defines before this);
+--          given with an admission only (ARGV[9])
 -- ARGV[1]  the Idempotency-Key (or one made for this purchase when none was sent)
 -- ARGV[2]  the request's fingerprint
 -- ARGV[3]  the quantity
@@ -20,14 +24,15 @@
 -- ARGV[8]  "1" when the answer waits for replicas (a WAIT follows the script): every
 --          answer then writes, so that the WAIT covers what it read as well (WAIT
 --          waits for the connection's last write); a refusal rewrites the stock as is
--- ARGV[9]  "1" when the buyer's admission to the sale's waiting room was spent for
---          this purchase (waitingroom), else "0"
+-- ARGV[9]  the room's sale the buyer's admission names (its signature checked by
+--          the caller), "" without one
 -- ARGV[10] the run id of the server the connection reached ("" or not given: not
 --          known, not checked)
 -- Returns {"cold"} (nothing loaded), {"failover", primary} (the sale was opened or
 -- reconciled on another server: what it holds here may be behind what was answered
--- there, so nothing is decided until the sale is reconciled), {"replay", record}, {"admission"} (the
--- sale has a waiting room, and no admission was spent), {"not_started", starts_ms,
+-- there, so nothing is decided until the sale is reconciled), {"replay", record},
+-- {"admission", why} (the sale has a waiting room, and the admission does not buy:
+-- 'missing', or use.lua's refusal), {"not_started", starts_ms,
 -- now_ms} or {"ended", ends_ms} (on Redis' clock), {"sold_out", stock},
 -- {"limit", bought} or {"accepted", order_id, remaining}. A sold-out answer says whether
 -- the sale has a payment window ("1"): its stock may come back.
@@ -45,7 +50,14 @@ if keyed then
   local record = redis.call('HGET', KEYS[2], key)
   if record then return answer({'replay', record}) end
 end
-if sale[8] == '1' and ARGV[9] ~= '1' then return answer({'admission'}) end
+if sale[8] == '1' then
+  -- Spent here, before the window and the stock, as the other sellers spend it at
+  -- the door: the same refusals, and the same purchase retried passes again.
+  if ARGV[9] == '' then return answer({'admission', 'missing'}) end
+  local spent = admission_spend(KEYS[8], KEYS[9], KEYS[10], KEYS[11], ARGV[4], ARGV[9], key)
+  if spent == 'none' then spent = 'missing' end  -- the room lost: asking opens it again
+  if spent ~= 'ok' then return answer({'admission', spent}) end
+end
 local starts, ends = tonumber(sale[4]), tonumber(sale[5])
 if starts or ends then
   local t = redis.call('TIME')
