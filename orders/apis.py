@@ -401,6 +401,9 @@ class SaleResetApi(APIView):
         room_rate = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
         room_active = serializers.IntegerField(min_value=1, max_value=10_000_000, required=False)
         room_admission_s = serializers.IntegerField(min_value=1, max_value=3600, required=False)
+        # The order it admits in: "fifo" (the default: as places were taken), or
+        # "shuffled" (those taken before the sale opens in a random order, then the rest).
+        room_order = serializers.ChoiceField(choices=["fifo", "shuffled"], required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
         # A strategy that keeps the stock in one counter (the gate) takes no segments:
@@ -411,16 +414,16 @@ class SaleResetApi(APIView):
                     "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
                    # A waiting room's terms without its rate: no room to set them on.
                    *({"required": [name], "not": {"required": ["room_rate"]}}
-                     for name in ("room_active", "room_admission_s")))
+                     for name in ("room_active", "room_admission_s", "room_order")))
 
         def validate(self, attrs):
-            rate, active, admission_s = (attrs.pop(f"room_{name}", None)
-                                         for name in ("rate", "active", "admission_s"))
-            if rate is None and (active is not None or admission_s is not None):
+            rate, active, admission_s, order = (attrs.pop(f"room_{name}", None)
+                                                for name in ("rate", "active", "admission_s", "order"))
+            if rate is None and (active, admission_s, order) != (None, None, None):
                 raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
             if rate is not None:
                 attrs["room"] = RoomTerms(rate=rate, active=active or 10 * rate,
-                                          admission_s=admission_s or ROOM_ADMISSION_S)
+                                          admission_s=admission_s or ROOM_ADMISSION_S, order=order or "fifo")
             now = timezone.now()
             for edge in ("starts", "ends"):
                 seconds = attrs.pop(f"{edge}_in", None)

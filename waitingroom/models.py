@@ -16,6 +16,12 @@ class Room(models.Model):
     active = models.PositiveIntegerField()  # admitted and not yet bought, at most, at once
     admission_s = models.PositiveIntegerField()  # how long an admission lasts
     opened_at = models.DateTimeField()  # the sale's room: a token of an earlier one is refused
+    # The order places are admitted in: "fifo", as they were taken; "shuffled", the
+    # places taken before the sale opens in a random order (a shuffled pre-queue),
+    # then the later ones as they were taken.
+    admit_order = models.CharField(max_length=8, choices=[("fifo", "fifo"), ("shuffled", "shuffled")],
+                                   default="fifo")
 
     def __str__(self) -> str:
-        return f"the room of {self.product_id}: {self.rate}/s, {self.active} active, {self.admission_s} s"
+        return (f"the room of {self.product_id}: {self.rate}/s, {self.active} active, {self.admission_s} s, "
+                f"{self.admit_order}")

@@ -7,7 +7,8 @@ room's rate, each admission a signed token a purchase spends.
 - ``admission_checked``: a purchase's admission, its signature and its buyer checked;
   ``admission_spend`` spends it (the gate's sale script spends its own).
 
-Fairness: first come, first admitted (the order of first asks, Redis's). A place whose
+Fairness: first come, first admitted (the order of first asks, Redis's), or with a
+shuffled pre-queue the places taken before the opening in a random order first. A place whose
 holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an admission unused
 within its time frees its slot.
 """
@@ -34,11 +35,12 @@ from .tokens import Admission, TokenRefused, admission_read, admission_token
 @dataclass(frozen=True)
 class RoomTerms:
     """How a sale admits: ``rate`` a second, ``active`` admitted at once at most, each
-    admission good for ``admission_s``."""
+    admission good for ``admission_s``, in ``order``."""
 
     rate: int
     active: int
     admission_s: int
+    order: str = "fifo"  # or "shuffled": the places taken before the opening, shuffled
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def _terms(room: Room) -> dict[str, int | str]:
     opens = max(_ms(starts), _ms(room.opened_at)) if starts is not None else _ms(room.opened_at)
     return dict(sale=str(_ms(room.opened_at)), opens=opens, rate=room.rate, active=room.active,
                 admission_ms=room.admission_s * 1000, abandon_ms=settings.FLASHSALE_ROOM_ABANDON_S * 1000,
-                per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS)
+                per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS, order=room.admit_order)
 
 
 def room_open(*, product: Product, terms: RoomTerms | None) -> Room | None:
@@ -82,7 +84,7 @@ def room_open(*, product: Product, terms: RoomTerms | None) -> Room | None:
             return None
         room, _ = Room.objects.update_or_create(product=product, defaults={
             "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
-            "opened_at": timezone.now()})
+            "admit_order": terms.order, "opened_at": timezone.now()})
         store.room_write(sku=product.sku, **_terms(room))
         return room
     except redis.RedisError as e:

@@ -12,6 +12,7 @@ of the old one is gone, and its tokens are refused.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +104,8 @@ def room_drop(*, sku: str) -> None:
 def room_ask(*, sku: str, buyer: str, address: str, join: bool) -> Asked:
     keys = room_keys(sku)
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
-        keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS])
+        keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS,
+                                             repr(random.random())])
     return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 

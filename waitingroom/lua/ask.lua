@@ -8,9 +8,10 @@
 -- places taken before wait for it, in order, and the credit starts there. Redis's
 -- clock is the room's: one clock for every instance.
 -- KEYS[1] the room (hash: rate, active, admission_ms, abandon_ms, per_address,
---         sale, opens (ms), next, credit, at)
+--         sale, opens (ms), order ('fifo' or 'shuffled'), next, credit, at)
 -- KEYS[2] places (hash: buyer -> its position)
--- KEYS[3] the queue (zset: buyers waiting, by position)
+-- KEYS[3] the queue (zset: buyers waiting, by position; a place taken before the
+--         opening of a shuffled room, by a random fraction below every position)
 -- KEYS[4] asked (hash: buyer -> its last ask, ms)
 -- KEYS[5] active (zset: admitted buyers by their admission's end, ms; a purchase removes one)
 -- KEYS[6] admitted (hash: buyer -> its admission's end, ms)
@@ -18,6 +19,8 @@
 -- KEYS[8] used (hash: buyer -> the purchase that spent its admission)
 -- ARGV[1] the buyer   ARGV[2] its address ('' : not counted)   ARGV[3] '1': take a place if none
 -- ARGV[4] most skips in one ask (bounds the script's time)
+-- ARGV[5] a random fraction in [0, 1), the caller's: this place's turn, if it is taken
+--         before the opening of a shuffled room
 -- Returns {state, position, ahead, admission's end ms, now ms, sale, rate, joined, admitted, skipped}
 -- (the last three: what this ask did: 1 if it took a place, and how many it admitted
 -- and skipped), state one of
@@ -27,7 +30,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local room = redis.call('HMGET', KEYS[1], 'rate', 'active', 'admission_ms', 'abandon_ms', 'per_address',
-                        'sale', 'credit', 'at', 'opens')
+                        'sale', 'credit', 'at', 'opens', 'order')
 if not room[6] then
   return {'none', 0, 0, 0, now, '', 0, 0, 0, 0}
 end
@@ -63,7 +66,11 @@ if not position then
   end
   position = redis.call('HINCRBY', KEYS[1], 'next', 1)
   redis.call('HSET', KEYS[2], buyer, position)
-  redis.call('ZADD', KEYS[3], position, buyer)
+  local turn = position
+  if room[10] == 'shuffled' and now < tonumber(room[9] or 0) then
+    turn = tonumber(ARGV[5])  -- before every place taken after the opening
+  end
+  redis.call('ZADD', KEYS[3], turn, buyer)
   joined = 1
 end
 redis.call('HSET', KEYS[4], buyer, now)
@@ -105,5 +112,6 @@ ends = tonumber(redis.call('HGET', KEYS[6], buyer))
 if ends then
   return {'admitted', position, 0, ends, now, sale, rate, joined, admitted, skipped}
 end
-return {'waiting', position, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. position), 0, now, sale, rate,
+local turn = redis.call('ZSCORE', KEYS[3], buyer) or position
+return {'waiting', position, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. turn), 0, now, sale, rate,
         joined, admitted, skipped}

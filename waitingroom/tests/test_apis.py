@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from buyers.tokens import token_issue
+from waitingroom.models import Room
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +60,23 @@ def test_a_sale_without_a_room_has_no_places(admin_api):
 
 
 @pytest.mark.parametrize("body", [{"stock": 5, "room_active": 3}, {"stock": 5, "room_rate": 0},
-                                  {"stock": 5, "room_rate": 1, "room_admission_s": 0}])
+                                  {"stock": 5, "room_rate": 1, "room_admission_s": 0},
+                                  {"stock": 5, "room_order": "shuffled"},
+                                  {"stock": 5, "room_rate": 1, "room_order": "random"}])
 def test_a_reset_refuses_a_room_without_its_rate_or_with_nonsense(admin_api, body):
     response = admin_api.post("/api/admin/products/r-bad/reset", body, format="json")
     assert response.status_code == 400, response.json()
+
+
+def test_a_reset_sets_its_rooms_terms_with_their_defaults(admin_api):
+    def terms(body: dict) -> tuple:
+        response = admin_api.post("/api/admin/products/r-terms/reset", {"stock": 5, **body}, format="json")
+        assert response.status_code == 200, response.json()
+        room = Room.objects.get(product__sku="r-terms")
+        return room.rate, room.active, room.admission_s, room.admit_order
+
+    assert terms({"room_rate": 7}) == (7, 70, 60, "fifo")
+    assert terms({"room_rate": 7, "room_active": 3, "room_admission_s": 9, "room_order": "shuffled"}) == \
+        (7, 3, 9, "shuffled")
+    admin_api.post("/api/admin/products/r-terms/reset", {"stock": 5}, format="json")
+    assert not Room.objects.filter(product__sku="r-terms").exists()
