@@ -183,7 +183,9 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         waits to be reconciled.
     :raises OutcomeUnknown: the reply was lost: the order may have been accepted.
     """
-    if _remembered_sold_out(sku, key=key, keyed=keyed):
+    # A purchase with an admission runs the script even so, which spends it: its slot
+    # in the room frees, and the room admits the next buyer to be told sold out.
+    if not admission and _remembered_sold_out(sku, key=key, keyed=keyed):
         raise SoldOut.short_of(sku, quantity, 0)
     started = time.perf_counter()
     replicas = settings.FLASHSALE_GATE_REPLICAS

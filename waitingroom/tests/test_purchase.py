@@ -7,7 +7,7 @@ import time
 import pytest
 from django.core.cache import cache
 
-from common.errors import AdmissionRefused
+from common.errors import AdmissionRefused, SoldOut
 from common.gateredis import gate_redis
 from common.strategies import STRATEGIES as STRATEGY_SPECS
 from inventory.models import Stock
@@ -98,3 +98,21 @@ def test_an_admission_run_out_buys_nothing(strategy):
         order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-1", admission=token)
     assert refused.value.extra["reason"] == "expired"
     assert units_left(sku) == 5 and not Order.objects.filter(product__sku=sku).exists()
+
+
+def test_an_admission_meeting_a_sold_out_gate_sale_is_spent_and_frees_its_slot():
+    """After the script's first sold-out answer the process remembers the sale sold
+    out; a purchase with an admission still goes to the script, which spends it."""
+    sku = "room-sold-out"
+    sale_reset(sku=sku, stock=1, strategy="gate", room=RoomTerms(rate=1000, active=1, admission_s=60))
+    def buy(buyer: str):
+        return order_create(sku=sku, quantity=1, user_id=buyer, idempotency_key=f"k-{buyer}",
+                            admission=admitted(sku, buyer))
+
+    buy("ann")
+    with pytest.raises(SoldOut):
+        buy("bob")
+    with pytest.raises(SoldOut):  # remembered sold out now
+        buy("cat")
+    assert place_ask(sku=sku, buyer="cat").state == "used"
+    admitted(sku, "dan")  # to cat's slot, freed (one at once)
