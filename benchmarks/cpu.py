@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import dataclass
 
 import psutil
 
@@ -84,3 +86,27 @@ def alternated(run: int, pairs: list[tuple[str, str]]) -> list[str]:
     in its order in even runs and the other way round in odd ones (a process's first
     rows pay for what it still warms)."""
     return ["ping"] + [row for pair in pairs for row in (pair if run % 2 == 0 else pair[::-1])]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A pair of rows over ``alternated`` runs: each row's median CPU µs a request,
+    and each run's ratio of the second to the first."""
+
+    row: str  # the first: the one without
+    without: float
+    with_it: float
+    ratios: list[float]
+
+    @property
+    def each(self) -> str:
+        return ", ".join(f"{ratio:.2f}" for ratio in self.ratios)
+
+
+def paired(runs: list[dict[str, float]], pairs: list[tuple[str, str]]) -> list[Pair]:
+    """Each pair of rows' medians over ``runs`` (``in_process``'s), and each run's ratio."""
+    return [Pair(without, statistics.median(run[without] for run in runs),
+                 statistics.median(run[with_it] for run in runs),
+                 [run[with_it] / run[without] for run in runs])
+            for without, with_it in pairs]
+

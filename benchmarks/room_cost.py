@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import statistics
 import sys
 
 from loadtest.measured import recorded
 
-from .cpu import alternated
+from .cpu import alternated, paired
 from .cpu import in_process as app_cpu
 
 ROWS = [("gate", "gate, waiting room")]
@@ -46,11 +45,10 @@ def main(argv: list[str] | None = None) -> int:
               "app's CPU a purchase, µs, medians\n")
         print("| row | without a room | with one | added | with ÷ without | each run, with ÷ without |\n"
               "|---|---:|---:|---:|---:|---|")
-        for without, with_room in ROWS:
-            off = statistics.median(run[without] for run in cpu)
-            on = statistics.median(run[with_room] for run in cpu)
-            each = ", ".join(f"{run[with_room] / run[without]:.2f}" for run in cpu)
-            print(f"| {without} | {off:,.0f} | {on:,.0f} | {on - off:+,.0f} | **{on / off:.2f}** | {each} |")
+        for pair in paired(cpu, ROWS):
+            off, on = pair.without, pair.with_it
+            print(f"| {pair.row} | {off:,.0f} | {on:,.0f} | {on - off:+,.0f} | **{on / off:.2f}** | "
+                  f"{pair.each} |")
     return 0
 
 

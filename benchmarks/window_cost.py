@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import statistics
 import sys
 import time
 
 from loadtest.measured import recorded
 from stack.config import StackConfig
 
-from .cpu import alternated
+from .cpu import alternated, paired
 from .cpu import in_process as app_cpu
 
 # (row without a window, with one)
@@ -95,11 +94,9 @@ def main(argv: list[str] | None = None) -> int:
               "µs, medians\n")
         print("| row | without a window | with one | with ÷ without | each run, with ÷ without |\n"
               "|---|---:|---:|---:|---|")
-        for without, with_window in ROWS:
-            off = statistics.median(run[without] for run in cpu)
-            on = statistics.median(run[with_window] for run in cpu)
-            each = ", ".join(f"{run[with_window] / run[without]:.2f}" for run in cpu)
-            print(f"| {without} | {off:,.0f} | {on:,.0f} | **{on / off:.2f}** | {each} |")
+        for pair in paired(cpu, ROWS):
+            print(f"| {pair.row} | {pair.without:,.0f} | {pair.with_it:,.0f} | "
+                  f"**{pair.with_it / pair.without:.2f}** | {pair.each} |")
         print(f"\nThe expirer, one process: {args.orders:,} due orders, one pass "
               "(`payments.expiry.orders_expire`, batches of `FLASHSALE_EXPIRY_BATCH`)\n")
         print("| strategy | orders expired / s | units returned |\n|---|---:|---:|")

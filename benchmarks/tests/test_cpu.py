@@ -6,7 +6,7 @@ import sys
 
 import requests
 
-from benchmarks.cpu import ROLES, CpuMeter, children_cpu
+from benchmarks.cpu import ROLES, CpuMeter, children_cpu, paired
 from stack.supervisor import Supervisor
 
 
@@ -30,3 +30,10 @@ def test_a_finished_child_process_cpu_is_counted():
                     "while __import__('time').process_time() - t < 0.2: pass"], check=True)
     assert children_cpu() - before >= 0.15
 
+
+
+def test_a_pair_of_rows_is_each_rows_median_and_each_runs_ratio():
+    runs = [{"a": 100.0, "b": 110.0}, {"a": 200.0, "b": 220.0}, {"a": 100.0, "b": 150.0}]
+    [pair] = paired(runs, [("a", "b")])
+    assert (pair.row, pair.without, pair.with_it) == ("a", 100.0, 150.0)
+    assert pair.each == "1.10, 1.10, 1.50"
