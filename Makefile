@@ -106,7 +106,8 @@ bench-buyers: up  ## what a buyer's bearer token costs a purchase: the gate and 
 bench-window: up  ## what a payment window costs a purchase (CPU, alternating), and one expirer's orders/s
 	$(PY) -m benchmarks.window_cost $(BENCH_ARGS)
 
-bench-room: up  ## what a waiting room costs a purchase (CPU, gate hot, alternating)
+bench-room: up  ## what a waiting room costs a purchase: in-process, alternating, over the CPU an answer (wrk)
+	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.room_cost $(BENCH_ARGS)
 
 bench-race-watch: up install-test  ## the same race with the race page closed and open (does watching change it?)
