@@ -8,9 +8,9 @@ room's rate, each admission a signed token a purchase spends.
   ``admission_spend`` spends it (the gate's sale script spends its own).
 
 Fairness: first come, first admitted (the order of first asks, Redis's), or with a
-shuffled pre-queue the places taken before the opening in a random order first. A place whose
-holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an admission unused
-within its time frees its slot.
+shuffled pre-queue the places taken before the opening in a random order first. A
+place whose holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an
+admission unused within its time frees its slot.
 """
 
 from __future__ import annotations
