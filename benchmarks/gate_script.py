@@ -29,11 +29,11 @@ import uuid
 
 import redis
 
+from common.gateredis import IdentifiedConnection
 from loadtest.measured import recorded
 from orders.gate.pipeline import ScriptPipeline
-from orders.gate.store import GROUP, SELL, IdentifiedConnection, gate_keys, lua_source
+from orders.gate.store import GROUP, SELL, gate_keys, lua_source
 from stack.scratch import start_redis
-from waitingroom.store import spend_keys
 
 SKU = "gate-script-bench"
 STOCK = 100_000_000  # more than any run sells: every script accepts
@@ -42,7 +42,7 @@ WAYS = ("alone", "together")
 
 def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
     """One client process: ``threads`` buyers for ``seconds``; puts (scripts, batches)."""
-    keys = [*gate_keys(SKU), *spend_keys(SKU)]
+    keys = list(gate_keys(SKU))  # a purchase without an admission sends no room keys
     source = SELL
     batches: list[int] = []
     # The apps' connection class: each learns its server's run id, which the script checks.

@@ -37,10 +37,15 @@ MOST_SKIPS = 100
 _PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses", "used")
 
 
-def room_keys(sku: str) -> dict[str, str]:
-    """The sale's keys, in the Cluster slot of the gate's keys of the sale."""
+def _keys(sku: str, parts: tuple[str, ...]) -> list[str]:
+    """``parts`` of the sale's keys, in the Cluster slot of the gate's keys of the sale."""
     tag = sku_tag(sku)
-    return {part: f"room:{tag}:{part}" for part in _PARTS}
+    return [f"room:{tag}:{part}" for part in parts]
+
+
+def room_keys(sku: str) -> dict[str, str]:
+    """The sale's keys, by part."""
+    return dict(zip(_PARTS, _keys(sku, _PARTS), strict=True))
 
 
 # What a purchase's spend reads and writes, in the order use.lua and sell.lua take them.
@@ -50,8 +55,7 @@ _SPEND = ("room", "active", "admitted", "used")
 def spend_keys(sku: str) -> list[str]:
     """The keys an admission's spend needs (``lua/use.lua``'s KEYS; the gate's sale
     script takes them after its own): on every purchase with an admission, so only these."""
-    tag = sku_tag(sku)
-    return [f"room:{tag}:{part}" for part in _SPEND]
+    return _keys(sku, _SPEND)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
-"""The gate's Redis (its client: ``common.gateredis``): the keys of a product's sale, the order ids' layout
-and the Lua scripts (``lua/``), for the rest of the room."""
+"""The gate's Redis (its client: ``common.gateredis``): the keys of a product's
+sale, the order ids' layout and the Lua scripts (``lua/``), for the rest of the room."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import NamedTuple
 
-from common.gateredis import IdentifiedConnection, gate_redis, sku_tag  # noqa: F401 (theirs)
+from common.gateredis import gate_redis, sku_tag
 from common.scripts import script_on
 from waitingroom.store import SPEND_LUA
 
