@@ -366,7 +366,6 @@ class SaleSummaryApi(APIView):
 
 # The furthest a window's edge may be set from now: 30 days.
 _WINDOW_MAX_S = 30 * 24 * 3600
-ROOM_ADMISSION_S = 60  # a waiting room's admission, unless the reset says otherwise
 
 
 class SaleResetApi(APIView):
@@ -422,8 +421,8 @@ class SaleResetApi(APIView):
             if rate is None and (active, admission_s, order) != (None, None, None):
                 raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
             if rate is not None:
-                attrs["room"] = RoomTerms(rate=rate, active=active or 10 * rate,
-                                          admission_s=admission_s or ROOM_ADMISSION_S, order=order or "fifo")
+                attrs["room"] = RoomTerms.given(rate=rate, active=active, admission_s=admission_s,
+                                                order=order)
             now = timezone.now()
             for edge in ("starts", "ends"):
                 seconds = attrs.pop(f"{edge}_in", None)

@@ -42,6 +42,15 @@ class RoomTerms:
     admission_s: int
     order: str = "fifo"  # or "shuffled": the places taken before the opening, shuffled
 
+    @classmethod
+    def given(cls, *, rate: int, active: int | None = None, admission_s: int | None = None,
+              order: str | None = None) -> RoomTerms:
+        """The terms a request set, the rest by default: ten seconds' admissions
+        running at once, each good for a minute, first come first admitted (the
+        order the room promises a buyer who asked first)."""
+        return cls(rate=rate, active=active or 10 * rate, admission_s=admission_s or 60,
+                   order=order or "fifo")
+
 
 @dataclass(frozen=True)
 class Place:
