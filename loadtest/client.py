@@ -144,7 +144,8 @@ class FlashsaleClient:
         return response.json()
 
     def race_start(self, strategies: list[str], **sizes: int) -> requests.Response:
-        """POST /api/admin/races (``sizes``: stock, buyers, concurrency); the response
+        """POST /api/admin/races (``sizes``: stock, buyers, concurrency, room_rate,
+        room_active); the response
         whatever its status (409: another race runs)."""
         return self.session.post(self._url("/api/admin/races"), json={"strategies": strategies, **sizes},
                                  headers={"Authorization": f"Token {self.admin_token}"}, timeout=self.timeout)

@@ -3,12 +3,14 @@ terminal: the race the page's Race button starts, followed with a progress bar, 
 its final table.
 
     python -m loadtest.race [--strategies none,local,setnx,redisson,zookeeper,atomic]
-                            [--stock 100] [--buyers 1000] [--concurrency 64]
+                            [--stock 100] [--buyers 1000] [--concurrency 64] [--room-rate N]
 
 The race runs in the stack (its runner process, ``manage.py run_races``), so this
 only starts it and reads it; ``http://127.0.0.1:8080/race`` shows the same race live.
 A race shows correctness, not speed: the strategies share the machine while they
-race (``make compare`` measures them one at a time).
+race (``make compare`` measures them one at a time). With ``--room-rate``, every
+product's sale has a waiting room admitting that many buyers a second: the buyers
+wait their turns there, and the table adds each room's admissions.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ COLUMNS = [
      else f"{lane['p50_ms']:,.0f}/{lane['p99_ms']:,.0f}"),
     ("verdict", lambda lane: lane["verdict"] or "–"),
 ]
+ROOM_COLUMNS = [
+    ("admitted", lambda lane: str(lane["room"]["admitted"])),
+    ("most waiting", lambda lane: str(max((tick[1] for tick in lane["room"]["series"]), default=0))),
+]
 
 
 def progress_line(race: dict) -> str:
@@ -50,6 +56,7 @@ def progress_line(race: dict) -> str:
     filled = int(done * BAR)
     lanes = "  ".join(f"{lane['strategy']} {lane['orders']}"
                       + (f" (oversold {lane['oversold']})" if lane["oversold"] else "")
+                      + (f" ({lane['room']['waiting']} waiting)" if lane.get("room") else "")
                       for lane in race["lanes"])
     return f"[{'#' * filled}{'.' * (BAR - filled)}] {done:4.0%} {race['elapsed_s']:5.1f}s  {lanes}"
 
@@ -78,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stock", type=int, default=100)
     parser.add_argument("--buyers", type=int, default=1000, help=f"per strategy, at most {MAX_BUYERS:,}")
     parser.add_argument("--concurrency", type=int, default=64, help=f"at most {MAX_CONCURRENCY}")
+    parser.add_argument("--room-rate", type=int, default=None,
+                        help="a waiting room before every sale, admitting this many buyers a second")
     args = parser.parse_args(argv)
     try:
         strategies = [strategy_get(name.strip()).name for name in args.strategies.split(",")]
@@ -86,21 +95,24 @@ def main(argv: list[str] | None = None) -> int:
 
     config = StackConfig.from_env()
     client = FlashsaleClient.for_stack(config)
+    room = {} if args.room_rate is None else {"room_rate": args.room_rate}
     started = client.race_start(strategies, stock=args.stock, buyers=args.buyers,
-                                concurrency=args.concurrency)
+                                concurrency=args.concurrency, **room)
     if started.status_code != 201:
         print(f"the race was refused: {started.status_code} {started.text}", file=sys.stderr)
         return 1
     race = started.json()
     print(f"Race {race['id']}: {', '.join(strategies)}; {args.buyers:,} buyers each buy 1 unit of every "
-          f"product ({args.stock:,} in stock each), {args.concurrency} at a time. "
+          f"product ({args.stock:,} in stock each), {args.concurrency} at a time"
+          + ("" if args.room_rate is None else f", through waiting rooms admitting {args.room_rate} a second")
+          + f". "
           f"Live: {config.base_url}/race?id={race['id']}", flush=True)
     race = follow(client, race["id"])
     if race["status"] != "finished":
         print(f"race {race['id']} {race['status']}: {race['error']}", file=sys.stderr)
         return 1
     print()
-    print(markdown_table(race["lanes"], COLUMNS))
+    print(markdown_table(race["lanes"], COLUMNS + (ROOM_COLUMNS if race["room"] else [])))
     print(f"\n{race['elapsed_s']:.1f} s. A race shows correctness, not speed: the strategies shared the "
           "machine (make compare measures each alone).")
     history = race_histories(config) / f"race-{race['id']}.jsonl"

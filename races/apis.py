@@ -23,12 +23,24 @@ from common.errors import (
 )
 from common.fields import ClosedInputSerializer, StrategyField
 from orders.auth import AdminTokenAuthentication, IsStaff, log_admin_action
+from waitingroom.services import RoomTerms
 
 from .errors import RaceRunning
-from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
+from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_ROOM_RATE, MAX_STOCK
 from .services import race_json, race_latest_json, race_start
 
 RACE_STATUSES = ("queued", "running", "finished", "failed", "abandoned")
+
+
+class LaneRoomSerializer(serializers.Serializer):
+    """A column's waiting room, read from it every tick."""
+
+    waiting = serializers.IntegerField()  # places in its queue (abandoned ones not yet skipped included)
+    admitted = serializers.IntegerField()  # admissions it gave so far
+    admitted_per_s = serializers.FloatField(allow_null=True)  # over the last second; null at first
+    series = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()),
+                                   help_text="[seconds since the start, waiting, admitted so far], "
+                                             "one per tick")
 
 
 class LaneSerializer(serializers.Serializer):
@@ -52,6 +64,15 @@ class LaneSerializer(serializers.Serializer):
     verdict = serializers.CharField(allow_null=True)  # "held", "oversold by N", ...; null while running
     series = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()),
                                    help_text="[seconds since the start, orders so far], one per tick")
+    room = LaneRoomSerializer(allow_null=True)  # null: the race has no waiting room
+
+
+class RaceRoomSerializer(serializers.Serializer):
+    """The terms of every column's waiting room."""
+
+    rate = serializers.IntegerField()  # admissions a second
+    active = serializers.IntegerField()  # admitted and not yet bought at once, at most
+    admission_s = serializers.IntegerField()  # how long an admission lasts
 
 
 @extend_schema_serializer(component_name="Race")
@@ -64,6 +85,7 @@ class RaceSerializer(serializers.Serializer):
     stock = serializers.IntegerField()
     buyers = serializers.IntegerField()
     concurrency = serializers.IntegerField()
+    room = RaceRoomSerializer(allow_null=True)  # null: the buyers buy at once, no waiting room
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -83,13 +105,27 @@ class RaceCreateApi(APIView):
     class InputSerializer(ClosedInputSerializer):
         """A race: the strategies (each once; a repeated one counts once), each
         product's stock, the buyers (each buys one unit from every strategy's
-        product) and how many purchases are in flight at once, over all of them.
-        A key not listed here is refused."""
+        product), how many requests are in flight at once, over all of them, and
+        optionally a waiting room before every product's sale (its admissions a
+        second, and how many admitted buyers at once at most: default ten seconds'
+        worth). A key not listed here is refused."""
 
         strategies = serializers.ListField(child=StrategyField(), min_length=1)
         stock = serializers.IntegerField(min_value=1, max_value=MAX_STOCK, default=100)
         buyers = serializers.IntegerField(min_value=1, max_value=MAX_BUYERS, default=1000)
         concurrency = serializers.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, default=64)
+        room_rate = serializers.IntegerField(min_value=1, max_value=MAX_ROOM_RATE, required=False)
+        room_active = serializers.IntegerField(min_value=1, max_value=MAX_BUYERS, required=False)
+
+        # The room's bound without its rate: no room to set it on.
+        refused = ({"required": ["room_active"], "not": {"required": ["room_rate"]}},)
+
+        def validate(self, attrs):
+            rate, active = attrs.pop("room_rate", None), attrs.pop("room_active", None)
+            if rate is None and active is not None:
+                raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
+            attrs["room"] = None if rate is None else RoomTerms.given(rate=rate, active=active)
+            return attrs
 
         def validate_strategies(self, names):
             return list(dict.fromkeys(names))  # in the order given, each once

@@ -10,10 +10,17 @@ names. Every ``TICK_S`` the runner reads each product's stock where its sale kee
 down; at the end each column takes its figures from its product's audit. With
 ``FLASHSALE_RACE_HISTORIES`` set, every purchase is recorded, and the race's history
 (the resets, every try, the final read) is written there as ``race-<id>.jsonl``.
+
+In a race with a waiting room, a buyer first asks each product's room for its place,
+as the product page does: all of them at the start, then each again when its poll
+is due (sooner as its turn nears) until the room admits it; then it buys with its
+admission. A buyer waiting takes no thread: the threads go round the polls that are
+due, and the new buyers between them.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -33,6 +40,7 @@ from inventory.selectors import product_stock_get
 from orders.figures import percentile
 from orders.gate.sale import gate_tally
 from orders.selectors import SaleAudit, order_keys, sale_audit
+from waitingroom.selectors import room_counts
 
 from .services import now_iso, race_end, race_lease, race_save
 
@@ -41,6 +49,10 @@ logger = logging.getLogger(__name__)
 RACER_PREFIX = "racer-"  # buyer n of a race is racer-<n>
 TICK_S = 0.2  # how often the race is written down (the page reads it 4 times a second)
 REQUEST_TIMEOUT_S = 30.0
+# A waiting buyer asks again after half its estimated wait, within these bounds: often
+# enough near its turn, and well inside FLASHSALE_ROOM_ABANDON_S (its place is kept).
+POLL_S = (0.5, 4.0)
+ASK_TRIES = 5  # asks in a row without an answer to read before a buyer gives up (an error)
 
 
 @dataclass
@@ -57,6 +69,7 @@ class _Lane:
     latencies_ms: list[float] = field(default_factory=list)
     last_order_s: float | None = None  # since the start, when its last 201 came back
     series: list[list[float]] = field(default_factory=list)  # [seconds, orders] per tick
+    room_series: list[list[float]] = field(default_factory=list)  # [seconds, waiting, admitted] per tick
 
     def heard(self, status: int, error: str | None, latency_ms: float, at_s: float) -> None:
         self.latencies_ms.append(latency_ms)
@@ -70,6 +83,15 @@ class _Lane:
         else:
             self.errors += 1
 
+    def admitted_per_s(self) -> float | None:
+        """Admissions a second over the last second of ticks (None before a second's worth);
+        the room is empty at the start, before the first tick."""
+        if not self.room_series or self.room_series[-1][0] < 1.0:
+            return None
+        now, _, admitted = self.room_series[-1]
+        then = next((tick for tick in reversed(self.room_series) if tick[0] <= now - 1.0), (0.0, 0, 0))
+        return round((admitted - then[2]) / (now - then[0]), 1)
+
 
 class RaceRun:
     """One race, from its queued document to its final one."""
@@ -80,8 +102,13 @@ class RaceRun:
         self.stop = stop or threading.Event()
         self.lanes = [_Lane(lane["strategy"], lane["sku"], lane["stock"]) for lane in race["lanes"]]
         self._mutex = threading.Lock()
+        self._turn = threading.Condition(self._mutex)  # a poll came due, or a waiting buyer is done
         # The next purchase to send, so also how many were: buyer n // lanes at lane n % lanes.
         self._next = 0
+        self.room = race.get("room") is not None
+        self._polls: list[tuple[float, int]] = []  # (when, n): the waiting buyers' next asks
+        self._waiting = 0  # buyers in a room and not yet done (polls due or in a thread's hands)
+        self._ask_failures: dict[int, int] = {}  # n -> asks in a row without an answer
         self.answered = 0
         self.started = 0.0
         self.lease = race_lease(race["id"])
@@ -91,46 +118,113 @@ class RaceRun:
     # --- the buyers --------------------------------------------------------------
 
     def _take(self) -> int | None:
-        with self._mutex:
-            n = self._next
-            if n >= self.race["total"] or self.stop.is_set():
-                return None
-            self._next += 1
-            return n
+        """The next purchase to go on with: a waiting buyer whose poll is due, else the
+        next buyer; None once every buyer is done, or the race stops."""
+        with self._turn:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                if self._polls and self._polls[0][0] <= now:
+                    return heapq.heappop(self._polls)[1]
+                if self._next < self.race["total"]:
+                    self._next += 1
+                    if self.room:
+                        self._waiting += 1
+                    return self._next - 1
+                if not self._waiting:
+                    return None
+                # Woken by a poll put back or a buyer done; a stop is seen within a tick.
+                self._turn.wait(timeout=min(self._polls[0][0] - now, TICK_S) if self._polls else TICK_S)
+            return None
+
+    def _later(self, n: int, after_s: float) -> None:
+        with self._turn:
+            heapq.heappush(self._polls, (time.monotonic() + after_s, n))
+            self._turn.notify()
+
+    def _done_waiting(self) -> None:
+        with self._turn:
+            self._waiting -= 1
+            self._turn.notify_all()  # the last one ends the waits of every thread
 
     def _buyer(self) -> None:
         session = requests.Session()  # one keep-alive connection per thread
-        url = f"{self.target}/api/orders"
         while (n := self._take()) is not None:
             lane = self.lanes[n % len(self.lanes)]
             buyer = f"{RACER_PREFIX}{n // len(self.lanes)}"
-            body = {"sku": lane.sku, "quantity": 1}
-            key = uuid.uuid4().hex
-            headers = {"Idempotency-Key": key}
-            if self.tokens is None:
-                body["user_id"] = buyer
+            if self.room:
+                self._in_room(session, n, lane, buyer)
             else:
-                headers["Authorization"] = f"Bearer {self.tokens[buyer]}"
-            op = self.history.invoke(buyer, lane.sku, 1, key) if self.history else None
-            sent = time.perf_counter()
-            try:
-                response = session.post(url, json=body, headers=headers, timeout=REQUEST_TIMEOUT_S)
-                status = response.status_code
-                try:
-                    answer = response.json()
-                except ValueError:
-                    answer = {}
-                error = answer.get("error") if status == 409 and isinstance(answer, dict) else None
-                if op:
-                    op.answered(status, answer if isinstance(answer, dict) else {}, self.history.now())
-            except requests.RequestException as e:
-                status, error = 0, None
-                if op:
-                    op.unanswered(self.history.now(), type(e).__name__)
-            done = time.perf_counter()
+                self._purchase(session, lane, buyer)
+
+    def _in_room(self, session: requests.Session, n: int, lane: _Lane, buyer: str) -> None:
+        """One ask of ``buyer``'s: while it waits its next ask is put off; admitted, it buys."""
+        place = self._ask(session, lane, buyer)
+        if place is None:  # nothing to read: asked again, ASK_TRIES times in a row at most
+            failures = self._ask_failures[n] = self._ask_failures.get(n, 0) + 1
+            if failures < ASK_TRIES:
+                self._later(n, POLL_S[1])
+                return
+        elif place["state"] == "waiting":
+            self._ask_failures.pop(n, None)
+            self._later(n, min(max((place["wait_s"] or 0) / 2, POLL_S[0]), POLL_S[1]))
+            return
+        if place is not None and place["state"] == "admitted":
+            self._purchase(session, lane, buyer, admission=place["admission"])
+        else:  # no answer ASK_TRIES times, no place to be had, or bought already
             with self._mutex:
-                lane.heard(status, error, (done - sent) * 1000, done - self.started)
+                lane.errors += 1
                 self.answered += 1
+        self._done_waiting()
+
+    def _auth(self, buyer: str, body: dict, headers: dict) -> None:
+        if self.tokens is None:
+            body["user_id"] = buyer
+        else:
+            headers["Authorization"] = f"Bearer {self.tokens[buyer]}"
+
+    def _ask(self, session: requests.Session, lane: _Lane, buyer: str) -> dict | None:
+        """``buyer``'s place in ``lane``'s waiting room; None: no place to read (a
+        busy or failed answer, asked again; or, as a 409, none to be had)."""
+        body, headers = {}, {}
+        self._auth(buyer, body, headers)
+        try:
+            response = session.post(f"{self.target}/api/products/{lane.sku}/room", json=body,
+                                    headers=headers, timeout=REQUEST_TIMEOUT_S)
+            if response.status_code == 409:  # its address took its places: none, ever
+                return {"state": "bounded"}
+            return response.json() if response.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            return None
+
+    def _purchase(self, session: requests.Session, lane: _Lane, buyer: str,
+                  admission: str | None = None) -> None:
+        url = f"{self.target}/api/orders"
+        body = {"sku": lane.sku, "quantity": 1}
+        key = uuid.uuid4().hex
+        headers = {"Idempotency-Key": key}
+        self._auth(buyer, body, headers)
+        if admission is not None:
+            headers["Admission"] = admission
+        op = self.history.invoke(buyer, lane.sku, 1, key) if self.history else None
+        sent = time.perf_counter()
+        try:
+            response = session.post(url, json=body, headers=headers, timeout=REQUEST_TIMEOUT_S)
+            status = response.status_code
+            try:
+                answer = response.json()
+            except ValueError:
+                answer = {}
+            error = answer.get("error") if status == 409 and isinstance(answer, dict) else None
+            if op:
+                op.answered(status, answer if isinstance(answer, dict) else {}, self.history.now())
+        except requests.RequestException as e:
+            status, error = 0, None
+            if op:
+                op.unanswered(self.history.now(), type(e).__name__)
+        done = time.perf_counter()
+        with self._mutex:
+            lane.heard(status, error, (done - sent) * 1000, done - self.started)
+            self.answered += 1
 
     # --- the race ----------------------------------------------------------------
 
@@ -204,13 +298,18 @@ class RaceRun:
         for doc, (lane, orders, sold_out, busy, errors) in zip(self.race["lanes"], counts, strict=True):
             try:
                 remaining = _stock_left(lane)
+                room = room_counts(sku=lane.sku) if self.room else None
             except (DatabaseError, RedisError) as e:
                 # A figure to show, not the verdict: the last one stays until the
                 # server is back (the audit at the end has the last word).
                 logger.warning("race %s: %s's stock unreadable: %s", self.race["id"], lane.strategy, e)
                 transaction.get_connection().close()  # the next read connects anew
-                remaining = doc["remaining"]
+                remaining, room = doc["remaining"], None
             lane.series.append([round(elapsed, 2), orders])
+            if room is not None:
+                lane.room_series.append([round(elapsed, 2), room.waiting, room.admitted])
+                doc["room"] = {"waiting": room.waiting, "admitted": room.admitted,
+                               "admitted_per_s": lane.admitted_per_s(), "series": lane.room_series}
             # As far as the answers so far tell: the audit at the end has the last word.
             doc.update(remaining=remaining, orders=orders, sold_out=sold_out, busy=busy, errors=errors,
                        oversold=max(0, orders - lane.stock),

@@ -12,6 +12,10 @@ One race at a time, since races share the machine: starting one takes a lease
 runner renews while its buyers run and gives back when it is done. A runner that
 died lets the lease lapse, and its race reads ``abandoned``; the next one may start.
 
+A race may put every product's sale behind a waiting room, on the same terms: its
+buyers then ask for their places first, wait their turns and buy with their
+admissions, and each column shows its room's queue and admissions as they go.
+
 A race is one JSON document in Redis. The newest stays readable until the next
 race starts (which resets its products anyway); older ones are gone.
 """
@@ -21,12 +25,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django_redis import get_redis_connection
 from redis.exceptions import LockError
 from redis.lock import Lock
 
-from common.errors import NotFound
+from common.errors import InvalidInput, NotFound
 from orders.sales import sale_reset
+from waitingroom.services import RoomTerms
 
 from .errors import RaceRunning
 from .limits import RACE_SKU_PREFIX
@@ -72,12 +78,23 @@ def _lapsed(race: dict) -> bool:
     return race["status"] in ("queued", "running") and lease_holder() != race["id"]
 
 
-def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: int) -> dict:
-    """Reset one product per strategy and queue the race for the runner.
+def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: int,
+               room: RoomTerms | None = None) -> dict:
+    """Reset one product per strategy (each sale behind a waiting room on ``room``'s
+    terms, if given) and queue the race for the runner.
 
     :raises RaceRunning: another race holds the lease.
-    :raises InvalidInput, Unavailable: a product's reset refused (nothing is queued).
+    :raises InvalidInput: a room, and its buyers, all from the runner's one address,
+        would meet the room's bound of places per address; or a product's reset
+        refused (nothing is queued).
+    :raises Unavailable: a product's reset refused (nothing is queued).
     """
+    bound = settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS
+    if room is not None and 0 < bound < buyers:
+        message = (f"a race's buyers come from one address, which takes {bound} places in a waiting room "
+                   "(FLASHSALE_ROOM_PLACES_PER_ADDRESS): a race with a room needs at most as many buyers, "
+                   "or the bound off (0, as the stack runs)")
+        raise InvalidInput(message, extra={"fields": {"room_rate": [message]}})
     race_id = int(_redis().incr(_IDS))
     lease = _lease()
     if not lease.acquire(blocking=False, token=str(race_id)):
@@ -88,11 +105,14 @@ def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: i
         lanes = []
         for name in strategies:
             sku = f"{RACE_SKU_PREFIX}{name}"
-            sale_reset(sku=sku, stock=stock, name=f"Race under {name}", strategy=name)
-            lanes.append(lane_new(strategy=name, sku=sku, stock=stock))
+            sale_reset(sku=sku, stock=stock, name=f"Race under {name}", strategy=name, room=room)
+            lanes.append(lane_new(strategy=name, sku=sku, stock=stock, room=room is not None))
         race = {
             "id": race_id, "status": "queued", "strategies": strategies, "stock": stock, "buyers": buyers,
-            "concurrency": concurrency, "created_at": now_iso(), "started_at": None, "finished_at": None,
+            "concurrency": concurrency,
+            "room": None if room is None else {"rate": room.rate, "active": room.active,
+                                                "admission_s": room.admission_s},
+            "created_at": now_iso(), "started_at": None, "finished_at": None,
             "elapsed_s": 0.0, "sent": 0, "answered": 0, "total": buyers * len(strategies), "error": None,
             "lanes": lanes,
         }
@@ -108,11 +128,12 @@ def race_start(*, strategies: list[str], stock: int, buyers: int, concurrency: i
     return race
 
 
-def lane_new(*, strategy: str, sku: str, stock: int) -> dict:
+def lane_new(*, strategy: str, sku: str, stock: int, room: bool = False) -> dict:
     """One strategy's column of the race, before its first buyer."""
     return {"strategy": strategy, "sku": sku, "stock": stock, "remaining": stock, "orders": 0,
             "sold_out": 0, "busy": 0, "errors": 0, "oversold": 0, "lost_updates": 0, "consistent": None,
-            "orders_per_s": None, "p50_ms": None, "p99_ms": None, "verdict": None, "series": []}
+            "orders_per_s": None, "p50_ms": None, "p99_ms": None, "verdict": None, "series": [],
+            "room": {"waiting": 0, "admitted": 0, "admitted_per_s": None, "series": []} if room else None}
 
 
 def race_json(*, race_id: int) -> bytes:

@@ -1,11 +1,12 @@
-"""The race page: every strategy's column, live, and the chart of their orders."""
+"""The race page: every strategy's column, live, the chart of their orders, and (in a race
+with a waiting room) the chart of their rooms' queues."""
 
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from common.strategies import STRATEGIES
 
-from .limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY, MAX_STOCK
+from .limits import DEFAULT_STRATEGIES, MAX_BUYERS, MAX_CONCURRENCY, MAX_ROOM_RATE, MAX_STOCK
 
 
 @ensure_csrf_cookie
@@ -14,4 +15,5 @@ def race(request):
         "strategies": [{"name": spec.name, "summary": spec.summary, "correct": spec.claims_correct,
                         "checked": spec.name in DEFAULT_STRATEGIES} for spec in STRATEGIES.values()],
         "max_buyers": MAX_BUYERS, "max_concurrency": MAX_CONCURRENCY, "max_stock": MAX_STOCK,
+        "max_room_rate": MAX_ROOM_RATE,
     })

@@ -195,6 +195,42 @@ def test_a_race_from_the_page_shows_none_oversell_beside_atomic_holding(stack_ap
     assert [lane["verdict"] for lane in race["lanes"]] == [f"oversold by {oversold}", "held"]
 
 
+def test_a_race_behind_waiting_rooms_shows_each_queue_draining_at_its_rate(stack_apps, stack_config, page):
+    """A race whose sales have waiting rooms: every buyer waits its turn in each room
+    and buys with its admission (the gate spends it in its sale script, atomic in its
+    own); each column shows its room, and the rooms' chart their queues."""
+    stack_apps(strategy="atomic", instances=2)
+    page.on("dialog", lambda dialog: dialog.accept(stack_config.admin_token()))
+    page.goto(f"{stack_config.base_url}/race")
+    for box in page.locator("[name=strategy]").all():
+        box.set_checked(box.get_attribute("value") in ("atomic", "gate"))
+    page.fill("#stock", "50")
+    page.fill("#buyers", "200")
+    page.fill("#room-rate", "50")
+    with page.expect_response("**/api/admin/races") as started:
+        page.click("#race-button")
+    race = started.value.json()
+    assert race["room"] == {"rate": 50, "active": 500, "admission_s": 60}, race
+
+    expect(page.locator("#room-card")).to_be_visible()
+    expect(page.locator("#status")).to_contain_text(f"race {race['id']}: finished", timeout=120_000)
+    for strategy in ("atomic", "gate"):
+        lane = page.locator(f'.lane[data-strategy="{strategy}"]')
+        expect(lane.locator(".verdict")).to_have_text("held")
+        expect(lane.locator('[data-k="orders"]')).to_have_text("50")
+        expect(lane.locator('[data-k="room.admitted"]')).to_have_text("200")  # every buyer, in turn
+        expect(lane.locator('[data-k="room.waiting"]')).to_have_text("0")
+        expect(lane.locator('[data-k="errors"]')).to_have_text("0")
+    expect(page.locator("#room-chart canvas")).to_be_visible()
+    stack_config.dir("screenshots")
+    page.screenshot(path=str(stack_config.run_dir / "screenshots" / "race-room.png"), full_page=True)
+
+    final = page.evaluate("fetch('/api/races/latest').then((r) => r.json())")
+    for lane in final["lanes"]:
+        waiting = [tick[1] for tick in lane["room"]["series"]]
+        assert max(waiting) > 0, lane["room"]  # a queue formed, and drained
+
+
 def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page):
     """/dashboard, opened from the race page while a race runs: each panel drew what
     the apps asked Prometheus for it (the lock waits: the race has setnx and

@@ -46,6 +46,6 @@ def rooms_counted() -> tuple[int, int]:
     since = timezone.now() - timedelta(seconds=WATCHED_S)
     waiting = active = 0
     for sku in Room.objects.filter(opened_at__gte=since).values_list("product__sku", flat=True):
-        queued, running = room_counts(sku=sku)
-        waiting, active = waiting + queued, active + running
+        counts = room_counts(sku=sku)
+        waiting, active = waiting + counts.waiting, active + counts.active
     return waiting, active

@@ -118,11 +118,18 @@ def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:
     return _script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key])
 
 
-def room_counts(*, sku: str) -> tuple[int, int]:
-    """Places waiting in the queue, and admissions running."""
+@dataclass(frozen=True)
+class RoomCounts:
+    waiting: int  # places in the queue (abandoned ones not yet skipped included)
+    active: int  # admissions running: admitted, not yet bought, not run out
+    admitted: int  # admissions given this sale (those run out and asked again for, gone)
+
+
+def room_counts(*, sku: str) -> RoomCounts:
+    """The room's queue and admissions, as Redis holds them now."""
     keys = room_keys(sku)
     pipe = _client().pipeline(transaction=False)
     pipe.zcard(keys["queue"])
     pipe.zcard(keys["active"])
-    waiting, active = pipe.execute()
-    return waiting, active
+    pipe.hlen(keys["admitted"])
+    return RoomCounts(*pipe.execute())

@@ -13,6 +13,7 @@ from common.strategies import STRATEGIES
 from inventory.models import Product
 from races import services
 from races.limits import MAX_BUYERS, MAX_CONCURRENCY
+from waitingroom.models import Room
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def test_a_race_resets_one_product_per_strategy_and_waits_for_its_runner(admin, 
     race = response.json()
     assert [r.getMessage() for r in caplog.records if r.name == "orders.auth"] == [
         f"admin race id={race['id']} strategies=['none', 'atomic'] stock=50 buyers=400 concurrency=64"
-        " by admin-token from 127.0.0.1"]
+        " room=None by admin-token from 127.0.0.1"]
     assert response["Location"] == f"/api/races/{race['id']}"
     assert (race["status"], race["total"], race["sent"]) == ("queued", 800, 0)
     assert [(lane["strategy"], lane["sku"], lane["remaining"]) for lane in race["lanes"]] == [
@@ -82,6 +83,8 @@ def test_the_same_strategy_twice_races_once(admin):
     ({**RACE, "concurrency": MAX_CONCURRENCY + 1}, "concurrency"),
     ({**RACE, "stock": 0}, "stock"),
     ({**RACE, "target": "http://example.com"}, "target"),  # the buyers go to this stack's nginx only
+    ({**RACE, "room_rate": 0}, "room_rate"),
+    ({**RACE, "room_active": 10}, "room_rate"),  # a room's bound, and no room
 ])
 def test_out_of_bounds_is_400_and_nothing_is_reset_or_queued(admin, body, field):
     response = start(admin, body)
@@ -89,6 +92,35 @@ def test_out_of_bounds_is_400_and_nothing_is_reset_or_queued(admin, body, field)
     assert response.json()["error"] == "invalid" and field in response.json()["fields"]
     assert not Product.objects.exists()
     assert services._redis().llen(services.QUEUE) == 0
+
+
+def test_a_race_with_a_waiting_room_puts_every_sale_behind_one(admin, settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 0  # the runner's buyers share one address
+    race = start(admin, {**RACE, "room_rate": 20}).json()
+    assert race["room"] == {"rate": 20, "active": 200, "admission_s": 60}  # ten seconds' admissions
+    assert [lane["room"] for lane in race["lanes"]] == [
+        {"waiting": 0, "admitted": 0, "admitted_per_s": None, "series": []}] * 2
+    assert sorted(Room.objects.values_list("product__sku", "rate", "active")) == [
+        ("race-atomic", 20, 200), ("race-none", 20, 200)]
+
+
+def test_a_room_whose_bound_of_places_an_address_the_buyers_would_meet_is_refused(admin, settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = RACE["buyers"] - 1
+    response = start(admin, {**RACE, "room_rate": 20})
+    assert response.status_code == 400, response.content
+    assert "FLASHSALE_ROOM_PLACES_PER_ADDRESS" in response.json()["fields"]["room_rate"][0]
+    assert not Product.objects.exists() and services.lease_holder() is None
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = RACE["buyers"]  # as many places as buyers: enough
+    assert start(admin, {**RACE, "room_rate": 20}).status_code == 201
+
+
+def test_a_race_without_a_room_takes_the_room_its_products_had_away(admin, settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 0
+    first = start(admin, {**RACE, "room_rate": 20, "room_active": 5}).json()
+    services.race_end(first, status="finished")
+    race = start(admin).json()
+    assert race["room"] is None and [lane["room"] for lane in race["lanes"]] == [None, None]
+    assert not Room.objects.exists()
 
 
 def test_an_unknown_strategy_is_refused_with_the_known_ones(admin):

@@ -15,6 +15,7 @@ from locking.backends.mysql import side_connection
 from orders.selectors import sale_audit
 from races import services
 from races.runner import RaceRun, _Lane, latency_figures, verdict
+from waitingroom.services import RoomTerms
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,6 +45,28 @@ def test_a_race_ends_with_each_products_audit_and_gives_the_machine_back(live_se
     assert atomic["p50_ms"] <= atomic["p99_ms"] and atomic["orders_per_s"] > 0
     assert services.lease_holder() is None  # the next race may start
     assert json.loads(services.race_json(race_id=finished["id"])) == finished
+
+
+def test_a_race_with_a_waiting_room_admits_every_buyer_at_its_rate_then_each_buys(live_server, settings):
+    """Every buyer asks for its place at once, waits its turn and buys with its
+    admission; each column shows its room's queue draining, never faster than its rate
+    (it starts with a second's admissions in hand: the room opened at the reset)."""
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 0  # the buyers share one address, as in the stack
+    rate, buyers = 10, 40
+    _, run = race(live_server, buyers=buyers, room=RoomTerms.given(rate=rate))
+    finished = run.run()
+    assert (finished["status"], finished["answered"]) == ("finished", 2 * buyers), finished
+    assert finished["elapsed_s"] >= (buyers - rate) / rate
+    for lane in finished["lanes"]:
+        room = lane["room"]
+        assert room["admitted"] == buyers and lane["errors"] == lane["busy"] == 0, lane
+        assert lane["orders"] + lane["sold_out"] == buyers
+        waiting = [tick[1] for tick in room["series"]]
+        assert max(waiting) > 0 and waiting[-1] == 0, room["series"]
+        admitted = [tick[2] for tick in room["series"]]
+        assert admitted == sorted(admitted) and admitted[-1] == buyers
+    atomic = finished["lanes"][1]
+    assert (atomic["verdict"], atomic["orders"], atomic["sold_out"]) == ("held", 10, 30), atomic
 
 
 def test_a_connection_the_database_dropped_between_races_is_replaced(live_server, caplog):
