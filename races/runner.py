@@ -14,8 +14,8 @@ down; at the end each column takes its figures from its product's audit. With
 In a race with a waiting room, a buyer first asks each product's room for its place,
 as the product page does: all of them at the start, then each again when its poll
 is due (sooner as its turn nears) until the room admits it; then it buys with its
-admission. A buyer waiting takes no thread: the threads go round the polls that are
-due, and the new buyers between them.
+admission. A buyer waiting takes no thread: the threads take the new buyers first,
+then the asks that are due.
 """
 
 from __future__ import annotations
@@ -118,18 +118,22 @@ class RaceRun:
     # --- the buyers --------------------------------------------------------------
 
     def _take(self) -> int | None:
-        """The next purchase to go on with: a waiting buyer whose poll is due, else the
-        next buyer; None once every buyer is done, or the race stops."""
+        """The next buyer to go on with: a new one (the crowd arrives at once), unless a
+        waiting buyer's ask is late by ``POLL_S[1]`` (its place must not look abandoned);
+        else a waiting buyer whose ask is due; None once every buyer is done, or the
+        race stops."""
         with self._turn:
             while not self.stop.is_set():
                 now = time.monotonic()
-                if self._polls and self._polls[0][0] <= now:
+                if self._polls and self._polls[0][0] <= now - POLL_S[1]:
                     return heapq.heappop(self._polls)[1]
                 if self._next < self.race["total"]:
                     self._next += 1
                     if self.room:
                         self._waiting += 1
                     return self._next - 1
+                if self._polls and self._polls[0][0] <= now:
+                    return heapq.heappop(self._polls)[1]
                 if not self._waiting:
                     return None
                 # Woken by a poll put back or a buyer done; a stop is seen within a tick.
