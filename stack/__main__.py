@@ -6,6 +6,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack down      # stop exactly what `up` started, by PID
     python -m stack run -- CMD ...   # up if needed, run CMD, down if we brought it up
     python -m stack docs      # build the documentation site that nginx serves at /docs/
+    python -m stack commands  # write the commands reference's table from the Makefile
     python -m stack clean     # down, then remove the run directory and what it made outside
 
 Switch strategy by running `up` again with another FLASHSALE_STRATEGY: only the app
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import commands
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .servers import StackError
@@ -30,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop every process the stack started")
     sub.add_parser("status", help="state, PID and health of every server")
     sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
+    sub.add_parser("commands", help="write the commands reference's table from the Makefile")
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
     p_run = sub.add_parser("run", help="run a command with the stack up")
     p_run.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -45,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
             return status(config)
         elif args.command == "docs":
             docs(config)
+        elif args.command == "commands":
+            print(f"[stack] {commands.PAGE.relative_to(commands.ROOT)}: "
+                  + ("written from the Makefile" if commands.write() else "already as the Makefile says"))
         elif args.command == "clean":
             clean(config)
         elif args.command == "run":

@@ -5,6 +5,8 @@ docs promise about themselves, checked. (``make test`` also builds the site with
 import re
 from pathlib import Path
 
+from stack import commands
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -48,3 +50,39 @@ def test_every_results_page_shows_a_table_written_by_the_command_that_measured_i
             first = (ROOT / name).read_text().splitlines()[0]
             provenance = r"Measured by `python -m [\w.]+[^`]*` at commit `[0-9a-f]{4,}"
             assert re.match(provenance, first), (name, first)
+
+
+def test_the_commands_reference_is_the_table_the_makefile_writes():
+    page = commands.PAGE.read_text()
+    assert page == commands.page_written(page, commands.MAKEFILE.read_text()), (
+        "the Makefile changed: `make docs` (python -m stack commands) writes the table again")
+    documented = re.findall(r"^\| `make ([a-z-]+)`", page, re.MULTILINE)
+    help_lines = re.findall(r"^([a-z][a-z-]*):[^#]*## ", commands.MAKEFILE.read_text(), re.MULTILINE)
+    assert documented == help_lines and len(documented) > 30  # every target make help lists, once
+
+
+def test_a_targets_row_says_its_detail_lines_or_else_its_help_line():
+    makefile = """#: the long word,
+#: with a [link](x.md)
+up: install  ## start
+\tcommand
+
+install-test:
+#: not this one's: a recipe line came between
+\tcommand
+down:  ## stop it
+"""
+    assert commands.targets(makefile) == [
+        commands.Target("up", "start", "the long word, with a [link](x.md)"),
+        commands.Target("down", "stop it", "")]
+    assert commands.table(commands.targets(makefile)).splitlines()[2:] == [
+        "| `make up` | the long word, with a [link](x.md) |", "| `make down` | stop it |"]
+
+
+def test_every_make_command_the_readme_and_docs_name_is_a_target():
+    targets = set(re.findall(r"^([a-z][a-z-]*):", commands.MAKEFILE.read_text(), re.MULTILINE))
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "deploy").rglob("*.md")]
+    named = {(page.name, name) for page in pages
+             for name in re.findall(r"`make ([a-z][a-z-]*)", page.read_text())}
+    assert len(named) > 30
+    assert not {pair for pair in named if pair[1] not in targets}
