@@ -186,9 +186,9 @@ bench-checker: install  ## how long the history checker takes, with the stock's 
 bench-redis-locks: install $(VENV)/.bench  ## setnx and redisson beside redis-py's Lock and python-redis-lock
 	$(PY) -m stack run -- $(PY) -m benchmarks.redis_locks $(BENCH_ARGS)
 
-#: one of the seeds' pitfalls, broken beside fixed: `make scenario S=S6` (see
+#: a pitfall of the [source articles](sources.md), broken beside fixed: `make scenario S=S6` (see
 #: [Scenarios](scenarios.md))
-scenario: up  ## one pitfall from the seeds, broken beside fixed: make scenario S=S6
+scenario: up  ## one pitfall from the source articles, broken beside fixed: make scenario S=S6
 	$(PY) -m scenarios $(S)
 
 #: every scenario of the catalogue, each broken beside fixed (`python -m scenarios --list` names them;

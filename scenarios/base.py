@@ -32,8 +32,9 @@ class Outcome:
 class Scenario:
     id: str
     title: str
-    seed: str  # which article, which part
-    story: str  # what the seed says and what you are about to see
+    # Which source article (docs/reference/sources.md), which part; or which project.
+    seed: str
+    story: str  # what the source says and what you are about to see
     run: Callable[..., Outcome] = field(repr=False)
     needs: tuple[str, ...] = ("redis",)  # servers it talks to
 
@@ -47,7 +48,7 @@ def render(scenario: Scenario, outcome: Outcome) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
-    verdict = ("as the seed says: broken variant breaks, fix holds" if outcome.as_expected
+    verdict = ("as the source says: broken variant breaks, fix holds" if outcome.as_expected
                else "NOT as expected")
     return "\n".join([*lines, "", f"{scenario.id}: {verdict}"])
 

@@ -213,7 +213,7 @@ SCENARIOS = [
              "004 (读写锁: the catalogue cache's read-write lock, catalogJson-lock)",
              "Cache-aside updates the row and then deletes the entry. A reader that missed "
              "just before, and read the old row, writes the old value back after the delete, "
-             "and every reader gets it until the entry expires. Seed 004 puts a read-write "
+             "and every reader gets it until the entry expires. Article 004 puts a read-write "
              "lock around both: the rebuild takes the read lock (rebuilds run side by side), "
              "the update the write lock (it waits for the rebuilds under way). You will see "
              "the interleaving forced step by step, then what the next "

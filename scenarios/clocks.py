@@ -71,7 +71,7 @@ def s14_getset_takeover(ctx: Context) -> Outcome:
 
 SCENARIOS = [
     Scenario("S14", "GETSET expiry takeover", "004 第二种",
-             "The seed stores the holder's expiry time as the value and lets a client take over "
+             "The article stores the holder's expiry time as the value and lets a client take over "
              "a lock whose time has passed, with GETSET so that only one taker wins. But "
              "'passed' is judged by each client's own clock: A stalls past its 300 ms lease, B "
              "takes over, and C, whose clock runs 1 s ahead, finds B's fresh lock expired and "

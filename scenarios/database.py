@@ -118,7 +118,7 @@ SCENARIOS = [
     Scenario("S12", "multi-key lock without de-duplication and ordering", "000",
              "Two multi-item purchases of the same items, listed in opposite orders, each lock "
              "their first item and wait for the other's: a deadlock, which InnoDB breaks by "
-             "rolling one back. The seed sorts the keys. You will see InnoDB's deadlock count.",
+             "rolling one back. The article sorts the keys. You will see InnoDB's deadlock count.",
              s12_multi_key_order, needs=("mysql",)),
     Scenario("S16", "lock released before the transaction commits", "002 (unlock inside @Transactional)",
              "With a correct lock, releasing it in a finally inside the transaction lets the next "

@@ -192,18 +192,18 @@ def s23_late_payment_without_the_stock(ctx: Context) -> Outcome:
 
 SCENARIOS = [
     Scenario("S21", "an expiry that returns stock without the order's id, run twice",
-             "issue 55 (pingxin403/cuckoo's timeout job)",
+             "pingxin403/cuckoo's timeout job",
              "10 units bought out, 5 never paid. The expiry job saves each order expired and "
              "increments the stock by its quantity, knowing nothing of which order it returns; a "
              "second run (a retry, a second instance) returns the same units again, and new "
              "buyers buy more than the stock.", s21_return_without_the_order, needs=("mysql", "redis")),
-    Scenario("S22", "an expiry by id only, racing a payment", "issue 55 (Saleor's _expire_orders)",
+    Scenario("S22", "an expiry by id only, racing a payment", "Saleor's _expire_orders",
              "The expirer reads its candidates, every unpaid order; half of their payments land; "
              "then it marks the candidates expired by id alone. Paid orders end expired, their units "
              "back on sale and sold to someone else.", s22_expiry_by_id_races_a_payment,
              needs=("mysql", "redis")),
     Scenario("S23", "a late payment that does not re-check the stock",
-             "issue 55 (codingXiaxw/seckill#41; pretix re-checks the quota)",
+             "codingXiaxw/seckill#41; pretix re-checks the quota",
              "5 orders expire and their units sell again; then their payments are confirmed. "
              "Marked paid as they are, they hold units the stock no longer has.",
              s23_late_payment_without_the_stock, needs=("mysql", "redis")),

@@ -214,7 +214,7 @@ def s8_nested_acquire(ctx: Context) -> Outcome:
 
 SCENARIOS = [
     Scenario("S2", "SETNX, business raises before release", "001 ①",
-             "The seed's first SETNX lock releases after the business code; when that code "
+             "The article's first SETNX lock releases after the business code; when that code "
              "throws, the key stays and every later buyer is refused. You will see a purchase "
              "fail inside the lock, then five later buyers try.", s2_exception_before_release),
     Scenario("S3", "SETNX without expiry, holder process dies", "001 ②, 003",

@@ -86,3 +86,20 @@ def test_every_make_command_the_readme_and_docs_name_is_a_target():
              for name in re.findall(r"`make ([a-z][a-z-]*)", page.read_text())}
     assert len(named) > 30
     assert not {pair for pair in named if pair[1] not in targets}
+
+
+def test_the_sources_page_names_every_scenario_each_article_has():
+    """Each source article's entry lists exactly the scenarios whose source names it,
+    and no page says "seed" for an article any more: a reader has no seeds, only the
+    sources page."""
+    from scenarios.catalog import CATALOG
+
+    page = (ROOT / "docs/reference/sources.md").read_text()
+    entries = re.findall(r"\{#article-(\d{3})\}(.*?)Reproduced by: ([^.]*)\.", page, re.DOTALL)
+    assert len(entries) == 5
+    for number, _, listed in entries:
+        named = [s.id for s in CATALOG.values() if re.search(rf"\b{number}\b", s.seed)]
+        assert listed.split(", ") == sorted(named, key=lambda i: int(i[1:])), number
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    said = [(p.name, m) for p in pages for m in re.findall(r"\b[Ss]eeds? \d{3}", p.read_text())]
+    assert not said

@@ -25,7 +25,7 @@ def test_the_broken_variant_breaks_and_the_fix_holds(scenario, stack_config, sta
     table = render(scenario, outcome)
     assert outcome.broken.failed, table
     assert not outcome.fixed.failed, table
-    assert table.endswith(f"{scenario.id}: as the seed says: broken variant breaks, fix holds")
+    assert table.endswith(f"{scenario.id}: as the source says: broken variant breaks, fix holds")
     docs = render_markdown(scenario, outcome).splitlines()
     assert docs[0] == f"### {scenario.id}: {scenario.title}"
     assert docs[-1] == "| shows the failure | yes | no |"
