@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import pages
+
 ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = ROOT / "Makefile"
 PAGE = ROOT / "docs" / "reference" / "commands.md"
-BEGIN = "<!-- The table below is written from the Makefile by `make docs`: edit the Makefile, not it. -->"
-END = "<!-- The end of the table written from the Makefile. -->"
+COMMAND = "python -m stack commands"
 
 _TARGET = re.compile(r"^([a-z][a-z-]*):[^#]*## (.+)$")
 
@@ -51,10 +52,7 @@ def page_written(page: str, makefile: str) -> str:
 
     :raises ValueError: the page lacks the marks.
     """
-    start, end = page.find(BEGIN), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"{PAGE.name} lacks the marks the table goes between")
-    return f"{page[:start]}{BEGIN}\n\n{table(targets(makefile))}\n\n{page[end:]}"
+    return pages.page_written(page, COMMAND, "the Makefile", table(targets(makefile)))
 
 
 def write() -> bool:
