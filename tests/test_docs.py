@@ -122,3 +122,20 @@ def test_every_setting_in_the_configuration_reference_has_its_anchor():
         anchors = [a.removeprefix("render-") for a in re.findall(r'<a id="([^"]+)"></a>', cell)]
         assert names and anchors == names, row
     assert not [line for line in reference.splitlines() if line.startswith("| `")]  # a row without one
+
+
+def test_the_purchase_file_by_file_names_functions_its_files_hold():
+    """The README's walk through a purchase names each file and, after it, the
+    functions the purchase runs there: each is there, by that name."""
+    import importlib
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### One purchase, file by file")[1].split("\n## ")[0]
+    steps = re.findall(r"\*\*`([\w/]+)\.py`\*\*((?: · `\w+`)+)", section)
+    assert len(steps) >= 12, steps
+    for path, names in steps:
+        module = importlib.import_module(path.replace("/", "."))
+        for name in re.findall(r"`(\w+)`", names):
+            assert callable(getattr(module, name, None)), f"{path}.py has no {name}"
+    for lua in re.findall(r"`([\w/]+\.lua)`", section):
+        assert (ROOT / lua).exists(), lua
