@@ -5,8 +5,8 @@ persisters, whose orders and ledger rows are most of what they do.
 through its field (``pre_save``, ``get_db_prep_save``), then MySQLdb escapes the
 flattened values one Python call each. ``rows_insert`` takes plain tuples and hands
 them to one ``executemany``, which MySQLdb sends as multi-row INSERTs, escaping a
-row at a time in C, which cut a persister's CPU per order written several times over
-(the figures: the README's "The gate" and ``docs/profile/gate-gap/``).
+row at a time in C, which cuts a persister's CPU per order written (the figures:
+docs/strategies/gate.md and ``docs/profile/gate-gap/``).
 
 The columns, the defaults of the fields left out and the datetimes' database form
 come from the model and the connection, as ``bulk_create``'s would. What it skips is

@@ -10,8 +10,8 @@ class SingleFormatNegotiation(DefaultContentNegotiation):
     """DRF's, except for the answer of a view with one renderer (every view of the
     API: JSON): that one, whatever the ``Accept`` header says. There is nothing else
     to offer, and HTTP lets a server answer what it has rather than 406 (RFC 9110,
-    12.5.1). Parsing ``Accept`` was a sixth of the product read's own time under a
-    crowd (``docs/profile/reads/after-cache.md``). The request body is DRF's as
+    12.5.1). Parsing ``Accept`` was a large share of the product read's own time
+    under a crowd (``docs/profile/reads/after-cache.md``). The request body is DRF's as
     before: a body that is not JSON stays a 415. The schema view, with its JSON and
     YAML renderers, negotiates as DRF does."""
 

@@ -239,9 +239,9 @@ def plain_purchase(data, *, by_credentials: bool = False) -> dict | None:
     as it is: these three keys, ``sku`` and ``user_id`` ASCII strings of lengths it
     allows without a NUL, ``quantity`` an integer; ``by_credentials`` (the buyer is
     the one its credentials name), ``sku`` and ``quantity`` only. Else None, and the
-    serializer decides (it says what is wrong, in its words). Its fields cost a
-    sold-out answer a sixth of its CPU; ``test_wsgi`` holds this to the serializer's
-    result."""
+    serializer decides (it says what is wrong, in its words). The serializer's fields
+    were a large share of a sold-out answer's CPU (``benchmarks.purchase_cpu``);
+    ``test_wsgi`` holds this to the serializer's result."""
     if type(data) is not dict or data.keys() != (_BUYER_FIELDS if by_credentials else _PURCHASE_FIELDS):
         return None
     if type(data["quantity"]) is not int or not _plain_text(data["sku"], SKU_MAX_LENGTH):

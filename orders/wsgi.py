@@ -5,7 +5,7 @@ middleware chain (eight middleware: a session, a user and a message store made f
 request that reads none of them), the URL resolver and DRF's view, around a service
 that is the sale itself, and most of an accepted gate purchase's CPU was that path,
 not the service and its Redis round trip (measured with ``python -m
-benchmarks.purchase_cpu``; the figures are in the README's "The gate").
+benchmarks.purchase_cpu``; the figures are on the gate's page, docs/strategies/gate.md).
 
 ``PurchaseWSGIHandler`` is Django's WSGI handler (the same request object, signals, response
 and its closing) whose ``get_response`` first offers the request to ``purchase_shortcut``.

@@ -139,7 +139,7 @@ def lane_new(*, strategy: str, sku: str, stock: int, room: bool = False) -> dict
 def race_json(*, race_id: int) -> bytes:
     """The race as its runner last wrote it, in the JSON it is kept in: what a page
     reading it 4 times a second is sent, as it is (no serializer builds it again per
-    read: that was three fifths of the read's time, docs/profile/races/). A race whose
+    read: that was most of the read's time, docs/profile/races/). A race whose
     lease lapsed before it was over reads ``abandoned``.
 
     :raises NotFound: no such race (or not the newest).

@@ -210,7 +210,7 @@ FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector",
                                 "waitingroom.metrics.RoomCollector"]
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole
-# path (to measure what that path costs: README, "The gate").
+# path (to measure what that path costs: docs/strategies/gate.md).
 # (FLASHSALE_PURCHASE_FRONT is its old name, still read.)
 FLASHSALE_PURCHASE_SHORTCUT = env.bool("FLASHSALE_PURCHASE_SHORTCUT",
                                        default=env.bool("FLASHSALE_PURCHASE_FRONT", default=True))

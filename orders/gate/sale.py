@@ -26,7 +26,7 @@ sold-out sale answers only once that long has passed since it closed the sale, s
 after the reset no process answers from the old one.
 
 What this trades away: an accepted order is as durable as Redis is (its AOF), not
-as MySQL is; see the README's "The gate".
+as MySQL is; see the gate's page (docs/strategies/gate.md).
 """
 
 from __future__ import annotations

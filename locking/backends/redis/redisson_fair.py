@@ -58,8 +58,8 @@ class RedissonFairLock(RedissonLock):
 
     @property
     def _ask_every(self) -> float:
-        """Seconds between a waiter's asks: a third of its timeout, so one late ask
-        (a busy process) does not cost it its place."""
+        """Seconds between a waiter's asks: its timeout ÷ 3, so one late ask (a busy
+        process) does not cost it its place."""
         return self.backend.waiter_timeout_ms / 3 / 1000
 
     def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
