@@ -14,7 +14,7 @@ from common.strategies import strategy_of
 from .models import Product, Stock, StockFlow
 
 
-def _not_found(sku: str) -> NotFound:
+def _not_found_error(sku: str) -> NotFound:
     return NotFound(f"no product with sku {sku!r}", extra={"sku": sku})
 
 
@@ -22,7 +22,7 @@ def product_get(*, sku: str) -> Product:
     try:
         return Product.objects.get(sku=sku)
     except Product.DoesNotExist:
-        raise _not_found(sku) from None
+        raise _not_found_error(sku) from None
 
 
 def segments_get(*, sku: str) -> list[Stock]:
@@ -35,7 +35,7 @@ def segments_get(*, sku: str) -> list[Stock]:
     (``python -m benchmarks.purchase_cpu``)."""
     segments = _segments_read.run(sku)
     if not segments:
-        raise _not_found(sku)
+        raise _not_found_error(sku)
     return segments
 
 

@@ -36,7 +36,7 @@ from inventory.services import Deducted
 from .models import Order
 
 
-def past_deadline(sku: str) -> Busy:
+def past_deadline_error(sku: str) -> Busy:
     """The refusal of a purchase that ran past its deadline before it committed: nginx
     has answered 504 for it and its client has moved on."""
     return Busy(f"{sku}: the purchase ran past its deadline; nothing was written")
@@ -63,7 +63,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     stall_point("start")  # fault injection: before the stock is touched
     budget_us = int((deadline - time.monotonic()) * 1_000_000)
     if budget_us <= 0:
-        raise past_deadline(product.sku)
+        raise past_deadline_error(product.sku)
     connection = transaction.get_connection()
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
@@ -77,7 +77,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
                 pass
     except DatabaseError as e:
         if e.args and e.args[0] == ER.SIGNAL_EXCEPTION:  # the procedure's SIGNAL: past the deadline
-            raise past_deadline(product.sku) from e
+            raise past_deadline_error(product.sku) from e
         if nested or database_never_connected(e) or not database_unreachable(e):
             raise  # the server refused it (and rolled it back), or the caller's transaction decides
         # Closed now, so that whatever runs next on this thread (the retry) reconnects.

@@ -57,7 +57,7 @@ from locking import (
     get_locks,
 )
 from waitingroom.selectors import room_of
-from waitingroom.services import admission_checked, admission_refused, admission_spend
+from waitingroom.services import admission_checked, admission_refused_error, admission_spend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
@@ -71,10 +71,10 @@ from .idempotency import (
 )
 from .limits import quota_open, quota_take
 from .models import Order
-from .procedure import past_deadline, purchase_call
+from .procedure import past_deadline_error, purchase_call
 from .results import OrderResult, Timings
 from .salestate import SaleState, sale_state_get, sale_state_sold_out
-from .stocklocks import lock_name, lock_release, outcome_unknown
+from .stocklocks import lock_name, lock_release, outcome_unknown_error
 from .window import SaleWindow
 
 
@@ -170,7 +170,7 @@ def strategy_remembered(sku: str) -> str | None:
     return None if known is None else known.name
 
 
-def _reset_meanwhile(sku: str, found: str, resolved: StrategySpec) -> Busy:
+def _reset_meanwhile_error(sku: str, found: str, resolved: StrategySpec) -> Busy:
     """The seller found another strategy's sale: a reset changed it during this
     purchase (one that answered earlier waited out every memory). Nothing written."""
     _strategies.pop(sku)
@@ -198,20 +198,20 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
         # state, from the row, which the purchase reads anyway.
         if state.opened is not None:
             if strategy_of(state.strategy) != strategy:
-                raise _reset_meanwhile(sku, state.strategy, strategy)
+                raise _reset_meanwhile_error(sku, state.strategy, strategy)
             state.window.check(sku=sku, now=time.time())
             if state.room and not admitted:
-                raise admission_refused(sku=sku)
+                raise admission_refused_error(sku=sku)
         if state.sold_out:
             raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
         segments = segments or _segments_planned(sku, state)
         if state.opened is None:
             product = segments[0].product
             if strategy_of(product.strategy) != strategy:
-                raise _reset_meanwhile(sku, product.strategy, strategy)
+                raise _reset_meanwhile_error(sku, product.strategy, strategy)
             SaleWindow.of(product).check(sku=sku, now=time.time())
             if not admitted and room_of(product=product):
-                raise admission_refused(sku=sku)
+                raise admission_refused_error(sku=sku)
         placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
                               key=key, deadline=deadline)
     except IntegrityError:
@@ -386,7 +386,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
                     # Paused or starved past the deadline: nginx has answered 504 for
                     # this request and its client has moved on; an order committed
                     # now would be one nobody was told of.
-                    raise past_deadline(product.sku)
+                    raise past_deadline_error(product.sku)
                 committing = not lock.commits_work  # leaving the block commits
             return order, deducted
         except DatabaseError as e:
@@ -394,7 +394,7 @@ def _order_write(*, product: Product, quantity: int, user_id: str, key: str, str
             # SET autocommit after it: the commit may have landed, and only the
             # database knows now.
             if committing:
-                raise outcome_unknown(order) from e
+                raise outcome_unknown_error(order) from e
             raise
         except StockChanged as e:
             if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
@@ -422,7 +422,7 @@ def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key
         # or was reset under another strategy meanwhile (NotFound: no such product).
         own = product_get(sku=sku).strategy
         if strategy_of(own).seller is not Seller.GATE:
-            raise _reset_meanwhile(sku, own, strategy_of("gate")) from None
+            raise _reset_meanwhile_error(sku, own, strategy_of("gate")) from None
         raise
     return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
                        instance=sold.instance, status="accepted", remaining=sold.remaining,

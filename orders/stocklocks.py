@@ -64,7 +64,7 @@ def lock_release(lock: BaseLock, *, written: Order | None) -> None:
                            extra={"lock": lock.name}) from e
             # The release was the commit, and it did not say it committed: only the
             # database knows now.
-            raise outcome_unknown(written) from e
+            raise outcome_unknown_error(written) from e
         _release_failed(lock, e, committed=written is not None)
 
 
@@ -84,7 +84,7 @@ def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
                      lock, type(e).__name__, e)
 
 
-def outcome_unknown(order: Order) -> OutcomeUnknown:
+def outcome_unknown_error(order: Order) -> OutcomeUnknown:
     return OutcomeUnknown("the database connection died during the commit: whether the order was "
                           "placed is unknown; retry with the same Idempotency-Key to learn it",
                           order_id=order.pk)

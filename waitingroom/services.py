@@ -169,7 +169,7 @@ def admission_checked(*, sku: str, buyer: str, token: str | None) -> Admission |
 def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: str) -> bool:
     """Spend ``buyer``'s checked admission to ``sku``'s sale on the purchase ``key``:
     whether it was spent (False: none, or the sale has no room in Redis; the purchase
-    then asks the sale whether it needs one, ``admission_refused``).
+    then asks the sale whether it needs one, ``admission_refused_error``).
 
     :raises AdmissionRefused: an admission of another sale, never given, run out, or
         spent on another purchase; nothing is written.
@@ -184,7 +184,7 @@ def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: s
     if spent == "none":
         return False
     if spent != "ok":
-        raise admission_refused(sku=sku, reason=spent)
+        raise admission_refused_error(sku=sku, reason=spent)
     return True
 
 
@@ -198,7 +198,7 @@ _REFUSALS = {
 }
 
 
-def admission_refused(*, sku: str, reason: str = "missing") -> AdmissionRefused:
+def admission_refused_error(*, sku: str, reason: str = "missing") -> AdmissionRefused:
     """What a purchase of a sale with a room answers when its admission does not buy
     (``reason``: missing, stale, not_admitted, used, expired); counted."""
     count(metrics.REFUSED, reason)

@@ -22,7 +22,7 @@ from common.errors import (
 from common.gateredis import unreachable
 from common.memory import ProcessMemory
 from common.metrics import observe_later
-from waitingroom.services import admission_refused
+from waitingroom.services import admission_refused_error
 from waitingroom.store import spend_keys
 
 from ..window import ended, not_started
@@ -224,7 +224,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
     if verdict == "admission":
-        raise admission_refused(sku=sku, reason=reply[1])
+        raise admission_refused_error(sku=sku, reason=reply[1])
     if verdict == "not_started":
         raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
     if verdict == "ended":
