@@ -4,7 +4,7 @@ buys without a database read.
 A token is a JWT (RFC 7519, PyJWT) signed with HMAC-SHA256 under a key derived from
 the project's ``SECRET_KEY`` (or ``FLASHSALE_BUYER_TOKEN_KEY``): its subject is the
 buyer's username, its audience this project's buyers, and it expires
-``FLASHSALE_BUYER_TOKEN_TTL`` seconds after it was issued. A signed token cannot be
+``FLASHSALE_BUYER_TOKEN_TTL_S`` seconds after it was issued. A signed token cannot be
 withdrawn before it expires, which is why it lives an hour, not a month: a buyer
 signs in again for the next. Why not DRF SimpleJWT: its access tokens are the same
 JWT, checked the same way, but its refresh tokens, blacklist and views are more than
@@ -52,9 +52,9 @@ def _derived(explicit: str, secret: str) -> bytes:
 
 
 def token_issue(*, username: str, seconds: int | None = None, now: float | None = None) -> Issued:
-    """A token naming ``username``, valid for ``seconds`` (``FLASHSALE_BUYER_TOKEN_TTL``)."""
+    """A token naming ``username``, valid for ``seconds`` (``FLASHSALE_BUYER_TOKEN_TTL_S``)."""
     issued = int(time.time() if now is None else now)
-    expires = issued + (settings.FLASHSALE_BUYER_TOKEN_TTL if seconds is None else seconds)
+    expires = issued + (settings.FLASHSALE_BUYER_TOKEN_TTL_S if seconds is None else seconds)
     token = jwt.encode({"sub": username, "aud": AUDIENCE, "iat": issued, "exp": expires}, _key(),
                        algorithm=ALGORITHM)
     return Issued(token, expires)

@@ -5,7 +5,7 @@ Two strategies must not sell one product at once: ``setnx`` and ``redisson`` eac
 read, check and write the stock under a lock the other never takes, and lose each
 other's updates. So the stack (``stack.control``) starts the instances of a new
 strategy held: their purchases wait until a file exists
-(``FLASHSALE_PURCHASES_HELD_UNTIL``), which it creates once the last instance of the
+(``FLASHSALE_PURCHASES_HELD_UNTIL_FILE``), which it creates once the last instance of the
 old strategy has answered its last purchase and stopped. A held purchase waits
 within its deadline, then answers 503 ``busy`` with nothing written.
 """
@@ -34,7 +34,7 @@ def barrier_pass(*, sku: str, deadline: float) -> None:
     global _released
     if _released:
         return
-    path = settings.FLASHSALE_PURCHASES_HELD_UNTIL
+    path = settings.FLASHSALE_PURCHASES_HELD_UNTIL_FILE
     while path and not os.path.exists(path):
         if time.monotonic() + POLL > deadline:
             raise Busy(f"{sku}: the deployment is switching strategy; nothing was written")

@@ -48,7 +48,7 @@ class Flag:
         not dropped by a TTL, so that a key whose order committed just before its
         instance died is never taken for a key without one: the database decides."""
         return (self.order_id is None and self.since is not None
-                and time.time() - self.since > settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL)
+                and time.time() - self.since > settings.FLASHSALE_IDEMPOTENCY_PENDING_TTL_S)
 
 
 def request_fingerprint(*, sku: str, quantity: int, user_id: str) -> str:
@@ -90,7 +90,7 @@ def _write_unwritten() -> None:
     with _unwritten_mutex:
         owed = dict(_unwritten)
     try:
-        cache.set_many(owed, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+        cache.set_many(owed, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL_S)
     except CACHE_ERRORS:
         return  # still unreachable: owed a while longer
     with _unwritten_mutex:
@@ -111,7 +111,7 @@ def flag_claim(*, key: str, fingerprint: str) -> Flag | None:
     pending = _claim(fingerprint)
     try:
         for _ in range(2):  # the other flag may expire between ADD and GET
-            if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL):
+            if cache.add(_cache_key(key), pending, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL_S):
                 return None
             existing = cache.get(_cache_key(key))
             if existing is not None:
@@ -126,7 +126,7 @@ def flag_take_over(*, key: str, fingerprint: str) -> None:
     """Claim ``key`` in place of a stale claim (the database said it has no order)."""
     count(EVENTS, "stale_claim_taken_over")
     try:
-        cache.set(_cache_key(key), _claim(fingerprint), timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+        cache.set(_cache_key(key), _claim(fingerprint), timeout=settings.FLASHSALE_IDEMPOTENCY_TTL_S)
     except CACHE_ERRORS as e:
         logger.warning("could not take over the claim of %s: %s", key, e)
 
@@ -136,7 +136,7 @@ def flag_complete(*, key: str, fingerprint: str, order_id: int) -> None:
     may have one: a retry that finds this flag asks the database)."""
     flag = {"fingerprint": fingerprint, "order_id": order_id}
     try:
-        cache.set(_cache_key(key), flag, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+        cache.set(_cache_key(key), flag, timeout=settings.FLASHSALE_IDEMPOTENCY_TTL_S)
     except CACHE_ERRORS as e:
         logger.warning("could not record idempotency flag for %s, owed until Redis answers: %s", key, e)
         count(EVENTS, "flag_owed")
@@ -150,7 +150,7 @@ def flag_unsettled(*, key: str, fingerprint: str) -> None:
     database (``Flag.stale``) instead of waiting for this one."""
     try:
         cache.set(_cache_key(key), {**_claim(fingerprint), "since": 0.0},
-                  timeout=settings.FLASHSALE_IDEMPOTENCY_TTL)
+                  timeout=settings.FLASHSALE_IDEMPOTENCY_TTL_S)
     except CACHE_ERRORS as e:
         # The claim stays as it was: stale once its pending TTL is out.
         logger.warning("could not state the outcome of %s unknown: %s", key, e)
@@ -204,13 +204,13 @@ def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
     """Claim the key; if an earlier request holds it, answer as that request did.
 
     A retry that arrives while the first request is still in flight waits for it, a
-    short and bounded time (``FLASHSALE_INFLIGHT_WAIT``), and answers its outcome: a
+    short and bounded time (``FLASHSALE_INFLIGHT_WAIT_S``), and answers its outcome: a
     client that retried on a timeout gets its order, not a 503 to retry again.
 
     :returns: the original order's result for a replay, ``None`` when this
         request owns the key and should go ahead.
     """
-    deadline = time.monotonic() + settings.FLASHSALE_INFLIGHT_WAIT
+    deadline = time.monotonic() + settings.FLASHSALE_INFLIGHT_WAIT_S
     while True:
         flag = flag_claim(key=key, fingerprint=fingerprint)
         if flag is None:

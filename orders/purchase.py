@@ -87,7 +87,7 @@ def order_create(
 
     ``received_at`` (epoch seconds, default now) is when the request reached the
     instance (its arrival stamp): the purchase commits nothing after
-    ``FLASHSALE_PURCHASE_DEADLINE`` from it.
+    ``FLASHSALE_PURCHASE_DEADLINE_S`` from it.
 
     :raises InvalidInput: quantity out of range.
     :raises NotFound: unknown sku.
@@ -106,7 +106,7 @@ def order_create(
             extra={"fields": {"quantity": [f"must be 1..{settings.FLASHSALE_MAX_PER_ORDER}"]}},
         )
     waited = 0.0 if received_at is None else max(time.time() - received_at, 0.0)
-    deadline = time.monotonic() - waited + settings.FLASHSALE_PURCHASE_DEADLINE
+    deadline = time.monotonic() - waited + settings.FLASHSALE_PURCHASE_DEADLINE_S
     if time.monotonic() > deadline:
         # It waited in a queue (a frozen instance's) past the deadline: its client has
         # been answered 504 and moved on; nothing is claimed, nothing written.
@@ -136,11 +136,11 @@ def order_create(
         raise answer from e
 
 
-# sku -> the strategy its sale runs under, for FLASHSALE_STRATEGY_MEMORY seconds
+# sku -> the strategy its sale runs under, for FLASHSALE_STRATEGY_MEMORY_S seconds
 # from the read: a reset that changes a product's strategy waits that long before
 # it answers (orders.sales), so that no process resolves the old one after it.
 _strategies: ProcessMemory[str, StrategySpec] = ProcessMemory(
-    "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY)
+    "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY_S)
 
 
 def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:

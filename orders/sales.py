@@ -99,7 +99,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
         # Processes resolve the old strategy from memory until this long after the
         # new one is written (orders.purchase.strategy_resolve): none does after
         # this answer.
-        settled = max(settled, time.monotonic() + settings.FLASHSALE_STRATEGY_MEMORY)
+        settled = max(settled, time.monotonic() + settings.FLASHSALE_STRATEGY_MEMORY_S)
     if sale is not None:
         gate_open(sale=sale, window=window)
     product_cached_refresh(sku=sku)
@@ -150,7 +150,7 @@ def gate_warm(*, sku: str) -> GateSale:
     :raises Unavailable: the gate's Redis cannot be reached.
     """
     # Processes may remember the lost sale sold out: none does after this answer.
-    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
+    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S
     segments = segments_get(sku=sku)
     strategy = strategy_of(segments[0].product.strategy)
     if strategy.seller is not Seller.GATE:

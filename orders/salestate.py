@@ -72,7 +72,7 @@ class SaleState:
     def flags_complete(self) -> bool:
         """Every order of this sale has its flag in Redis: a key claimed afresh has none."""
         return (self.opened is not None and not flags_unwritten()
-                and time.time() - self.opened < settings.FLASHSALE_IDEMPOTENCY_TTL)
+                and time.time() - self.opened < settings.FLASHSALE_IDEMPOTENCY_TTL_S)
 
 
 LOST = SaleState(sold_out=False, opened=None)
@@ -108,7 +108,7 @@ def sale_state_get(*, sku: str) -> SaleState:
     opened, window, strategy, room = (state if isinstance(state, tuple) and len(state) == 4
                                       else (None, None, None, False))
     returns = values.get(returns_key, 0)
-    sold_out = values.get(sold_out_key) == returns and settings.FLASHSALE_SOLDOUT_FAST_PATH
+    sold_out = values.get(sold_out_key) == returns and settings.FLASHSALE_SOLD_OUT_FAST_PATH
     return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, room=room,
                      returns=returns)
 

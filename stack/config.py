@@ -62,7 +62,7 @@ class StackConfig:
     threads: int
     strategy: str
     section_delay_ms: float
-    fast_path: bool  # the sold-out mark (FLASHSALE_SOLDOUT_FAST_PATH)
+    fast_path: bool  # the sold-out mark (FLASHSALE_SOLD_OUT_FAST_PATH)
     gate_pipeline: bool  # the gate's scripts sent together (FLASHSALE_GATE_PIPELINE)
     gate_replicas: int  # replicas a gate purchase waits for (FLASHSALE_GATE_REPLICAS); the stack runs none
     metrics: bool  # the apps count and time for /metrics (FLASHSALE_METRICS)
@@ -108,7 +108,8 @@ class StackConfig:
             strategy=env.str("FLASHSALE_STRATEGY", default="atomic"),
             section_delay_ms=env.float("FLASHSALE_SECTION_DELAY_MS",
                                        default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0)),
-            fast_path=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True),
+            fast_path=env.bool("FLASHSALE_SOLD_OUT_FAST_PATH",
+                               default=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)),
             gate_pipeline=env.bool("FLASHSALE_GATE_PIPELINE", default=True),
             gate_replicas=env.int("FLASHSALE_GATE_REPLICAS", default=0),
             metrics=env.bool("FLASHSALE_METRICS", default=True),
@@ -298,7 +299,7 @@ class StackConfig:
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_root / name),
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),
-            "FLASHSALE_SOLDOUT_FAST_PATH": "true" if self.fast_path else "false",
+            "FLASHSALE_SOLD_OUT_FAST_PATH": "true" if self.fast_path else "false",
             "FLASHSALE_GATE_PIPELINE": "true" if self.gate_pipeline else "false",
             "FLASHSALE_GATE_REPLICAS": str(self.gate_replicas),
             "FLASHSALE_METRICS": "true" if self.metrics else "false",
@@ -324,7 +325,7 @@ class StackConfig:
     def persister_environment(self, name: str) -> dict[str, str]:
         """An app's environment without what only the purchase reads (the strategy and
         its knobs): a persister keeps draining while the apps restart with another."""
-        selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLDOUT_FAST_PATH",
+        selling = {"FLASHSALE_STRATEGY", "FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH",
                    "FLASHSALE_METRICS", "FLASHSALE_SERVER", "FLASHSALE_BUYER_AUTH",
                    "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
@@ -336,5 +337,5 @@ class StackConfig:
         way the sale's strategy takes it (``payments.expiry``), so it follows the
         deployment's like an instance, held at a switch by the same barrier."""
         env = {k: v for k, v in self.app_environment("expirer").items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-        return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL": str(self.released_file),
+        return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL_FILE": str(self.released_file),
                 "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)}

@@ -241,7 +241,7 @@ def app(config: StackConfig, name: str) -> Server:
         priority=20,
         # Held while another strategy's instances sell (stack.control._apps_in_line).
         environment={**config.app_environment(name),
-                     "FLASHSALE_PURCHASES_HELD_UNTIL": str(config.released_file)},
+                     "FLASHSALE_PURCHASES_HELD_UNTIL_FILE": str(config.released_file)},
     )
 
 

@@ -377,7 +377,7 @@ def test_a_stopping_instance_finishes_its_purchases(overlay):
     container = pod["containers"][0]
     grace = serve_arguments().parse_args(container["command"][3:]).grace
     pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][-1])
-    assert grace > settings.FLASHSALE_PURCHASE_DEADLINE  # what it serves when told to stop is answered
+    assert grace > settings.FLASHSALE_PURCHASE_DEADLINE_S  # what it serves when told to stop is answered
     assert pod["terminationGracePeriodSeconds"] > pre_stop + grace
     deployment = of_kind(docs, "Deployment")["flashsale-app"]["spec"]
     assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0

@@ -37,8 +37,8 @@ PAST_THE_LEASE = 6.0
 # after it was sent (Linux's 200 ms minimum timeout, doubling). The partition lasts
 # 2.5 s: app2 has sold by then (its lease came 2 s after the cut), and the write,
 # sent about 0.16 s after the cut, lands with the retransmission at 3 s, not 6.
-LEASE_LESSON = {"FLASHSALE_SETNX_TTL_MS": "2000", "FLASHSALE_LOCK_WAIT_TIMEOUT": "1",
-                "DB_IDLE_TRANSACTION_TIMEOUT": "10"}
+LEASE_LESSON = {"FLASHSALE_SETNX_TTL_MS": "2000", "FLASHSALE_LOCK_WAIT_TIMEOUT_S": "1",
+                "DB_IDLE_TRANSACTION_TIMEOUT_S": "10"}
 PAST_A_2_S_LEASE = 2.5
 # ZooKeeper's lease is the session: 4 s, the least its 2 s tick allows. A partition of
 # 5 s outlives it by a second, so the session expires and another contender holds.
@@ -51,8 +51,8 @@ HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its 
 # retransmission at 6.2 s and the write lands with the one at 12.6 s: the lesson's
 # instances give a purchase 20 s (and MariaDB's idle transactions 30 s), so that
 # nothing ends app1's transaction before.
-FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT": "1", "FLASHSALE_PURCHASE_DEADLINE": "20",
-                   "DB_IDLE_TRANSACTION_TIMEOUT": "30"}
+FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT_S": "1",
+                   "FLASHSALE_PURCHASE_DEADLINE_S": "20", "DB_IDLE_TRANSACTION_TIMEOUT_S": "30"}
 THROUGH_A_FAILOVER = 8.0
 # The gate's failover: the primary cut off from its replica before the sale's first
 # purchase (the gate sells a small stock in less time than a strike at an order takes

@@ -111,7 +111,8 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
         "isolation_level": env.str("MYSQL_ISOLATION_LEVEL", default="repeatable read"),
     }
 )
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE_S",
+                                               default=env.int("DB_CONN_MAX_AGE", default=60))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
 
@@ -147,7 +148,8 @@ FLASHSALE_STRATEGY = env.str("FLASHSALE_STRATEGY", default="atomic")
 # A file whose absence holds this process's purchases (orders.barrier): an instance
 # started with a new strategy sells nothing until the last one of the old has stopped
 # (`make up` creates it then). "": never held.
-FLASHSALE_PURCHASES_HELD_UNTIL = env.str("FLASHSALE_PURCHASES_HELD_UNTIL", default="")
+FLASHSALE_PURCHASES_HELD_UNTIL_FILE = env.str("FLASHSALE_PURCHASES_HELD_UNTIL_FILE",
+                                              default=env.str("FLASHSALE_PURCHASES_HELD_UNTIL", default=""))
 
 # Reported in every response, so a client can see which instance served it.
 FLASHSALE_INSTANCE = env.str("FLASHSALE_INSTANCE", default=socket.gethostname())
@@ -164,7 +166,8 @@ FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
 FLASHSALE_SECTION_DELAY_MS = env.float("FLASHSALE_SECTION_DELAY_MS",
                                        default=env.float("FLASHSALE_RACE_DELAY_MS", default=0.0))
 # How long a purchase waits for the stock lock before answering 503 busy.
-FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0)
+FLASHSALE_LOCK_WAIT_TIMEOUT_S = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT_S",
+                                          default=env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5.0))
 # Row locks: a statement waits at most the purchase's lock wait for a row another
 # transaction holds (the stock row under atomic or optimistic; the MySQL lock
 # strategies set their own per acquisition), then gives up (503 busy).
@@ -174,15 +177,17 @@ FLASHSALE_LOCK_WAIT_TIMEOUT = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT", default=5
 # so the stopped process's own waiters give up before they could be granted the row
 # and stall the sale once more each. A purchase never idles that long; 0 turns it
 # off. (MariaDB's own variable: unset it for MySQL.)
-DB_IDLE_TRANSACTION_TIMEOUT = env.int("DB_IDLE_TRANSACTION_TIMEOUT",
-                                      default=int(FLASHSALE_LOCK_WAIT_TIMEOUT) + 1)
+DB_IDLE_TRANSACTION_TIMEOUT_S = env.int(
+    "DB_IDLE_TRANSACTION_TIMEOUT_S",
+    default=env.int("DB_IDLE_TRANSACTION_TIMEOUT", default=int(FLASHSALE_LOCK_WAIT_TIMEOUT_S) + 1))
 # Ids MySQL hands out are odd (auto_increment_increment 2, offset 1): the gate's
 # order ids, allocated in Redis before their row exists, are even (orders.gate), and
 # an explicit id never pushes MySQL's counter onto one the gate will still hand out.
 DATABASES["default"]["OPTIONS"]["init_command"] = "SET SESSION " + ", ".join(
-    [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT)}",
+    [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT_S)}",
      "auto_increment_increment = 2", "auto_increment_offset = 1"]
-    + ([f"idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT}"] if DB_IDLE_TRANSACTION_TIMEOUT else []))
+    + ([f"idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT_S}"]
+       if DB_IDLE_TRANSACTION_TIMEOUT_S else []))
 # How often an optimistic purchase redoes its transaction after finding the stock
 # changed before answering 503 busy.
 FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
@@ -193,7 +198,8 @@ FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=1
 FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis state without lock or
 # transaction. Off: every purchase pays the full path (to compare lock costs).
-FLASHSALE_SOLDOUT_FAST_PATH = env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True)
+FLASHSALE_SOLD_OUT_FAST_PATH = env.bool("FLASHSALE_SOLD_OUT_FAST_PATH",
+                                        default=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True))
 # Whether the purchases are counted for /metrics (common.metrics, orders.metrics):
 # off only to measure what counting costs.
 FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
@@ -231,21 +237,26 @@ FLASHSALE_AUDIT_SUMMARY_MS = env.int("FLASHSALE_AUDIT_SUMMARY_MS", default=1000)
 # A purchase older than this (its process was paused, or starved) is not committed
 # (503 busy, nothing written): nginx has answered 504 for it at 10 s, and its client
 # has moved on. Below nginx's proxy_read_timeout and the age at which a claim is stale.
-FLASHSALE_PURCHASE_DEADLINE = env.float("FLASHSALE_PURCHASE_DEADLINE", default=8.0)
+FLASHSALE_PURCHASE_DEADLINE_S = env.float("FLASHSALE_PURCHASE_DEADLINE_S",
+                                          default=env.float("FLASHSALE_PURCHASE_DEADLINE", default=8.0))
 # Idempotency flags in Redis: a request claims its key before any work (and drops the
 # claim when it fails); a completed purchase's flag answers replays for a day. A
-# claim whose request has not finished after FLASHSALE_IDEMPOTENCY_PENDING_TTL is
+# claim whose request has not finished after FLASHSALE_IDEMPOTENCY_PENDING_TTL_S is
 # stale: its instance died between its work and its answer. A retry that finds it
 # asks the database (the order, or nothing) and takes the key over. The claim does
 # not expire by itself: an expired claim of an order that committed just before its
 # instance died would look like a key never used. The stale age outlives the request
 # (its deadline) but not by much: a dead instance's keys are free in seconds.
-FLASHSALE_IDEMPOTENCY_PENDING_TTL = env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
-                                            default=math.ceil(FLASHSALE_PURCHASE_DEADLINE) + 2)
+FLASHSALE_IDEMPOTENCY_PENDING_TTL_S = env.int(
+    "FLASHSALE_IDEMPOTENCY_PENDING_TTL_S",
+    default=env.int("FLASHSALE_IDEMPOTENCY_PENDING_TTL",
+                    default=math.ceil(FLASHSALE_PURCHASE_DEADLINE_S) + 2))
 # How long a retry whose key's first request is still in flight waits for its outcome
 # before answering 503 busy.
-FLASHSALE_INFLIGHT_WAIT = env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0)
-FLASHSALE_IDEMPOTENCY_TTL = env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600)
+FLASHSALE_INFLIGHT_WAIT_S = env.float("FLASHSALE_INFLIGHT_WAIT_S",
+                                      default=env.float("FLASHSALE_INFLIGHT_WAIT", default=2.0))
+FLASHSALE_IDEMPOTENCY_TTL_S = env.int("FLASHSALE_IDEMPOTENCY_TTL_S",
+                                      default=env.int("FLASHSALE_IDEMPOTENCY_TTL", default=24 * 3600))
 # The gate strategy (orders.gate): its Redis (the sale's stock, the order stream);
 # a Redis Cluster when FLASHSALE_GATE_REDIS_CLUSTER is true (every key of one product
 # shares a hash tag, so one script touches one slot). A server of its own, never the
@@ -282,16 +293,18 @@ if FLASHSALE_GATE_REPLICAS < 0 or FLASHSALE_GATE_REPLICA_WAIT_MS < 1:
 # Once a gate sale's stock is 0, each process answers its purchases sold out from
 # memory, without the script, for this long at a time (then asks Redis again); a reset
 # of a sold-out sale answers only after that long, so no process answers from the old
-# sale after it. Only while FLASHSALE_SOLDOUT_FAST_PATH is on. Keyed purchases are
+# sale after it. Only while FLASHSALE_SOLD_OUT_FAST_PATH is on. Keyed purchases are
 # answered from memory when the sale accepted at most FLASHSALE_GATE_SOLD_OUT_KEYS
 # keys (each process holds them, to tell a replay from a new purchase); past that,
 # they run the script.
-FLASHSALE_GATE_SOLD_OUT_MEMORY = env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY", default=0.5)
+FLASHSALE_GATE_SOLD_OUT_MEMORY_S = env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY_S",
+                                             default=env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY", default=0.5))
 # How long a process remembers which strategy a product's sale runs under (the
 # purchase's one decision, orders.purchase.strategy_resolve) instead of asking Redis
 # on every purchase. A reset that changes a product's strategy answers only after
 # this long, so that no process sells the new sale under the old strategy.
-FLASHSALE_STRATEGY_MEMORY = env.float("FLASHSALE_STRATEGY_MEMORY", default=1.0)
+FLASHSALE_STRATEGY_MEMORY_S = env.float("FLASHSALE_STRATEGY_MEMORY_S",
+                                        default=env.float("FLASHSALE_STRATEGY_MEMORY", default=1.0))
 FLASHSALE_GATE_SOLD_OUT_KEYS = env.int("FLASHSALE_GATE_SOLD_OUT_KEYS", default=20_000)
 # The persister (manage.py persist_orders): most orders one transaction writes, and
 # how long an entry may sit unacknowledged with a consumer before another claims it
@@ -386,8 +399,10 @@ FLASHSALE_DEMO_SKU = env.str("FLASHSALE_DEMO_SKU", default="demo-1")
 FLASHSALE_SETNX_TTL_MS = env.int("FLASHSALE_SETNX_TTL_MS", default=5_000)
 FLASHSALE_WATCHDOG_TIMEOUT_MS = env.int("FLASHSALE_WATCHDOG_TIMEOUT_MS", default=5_000)
 # How long the Redis locks wait for a reply before their server counts as unreachable.
-FLASHSALE_LOCK_REDIS_TIMEOUT = env.float("FLASHSALE_LOCK_REDIS_TIMEOUT", default=5.0)
-FLASHSALE_ZK_SESSION_TIMEOUT = env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=4.0)
+FLASHSALE_LOCK_REDIS_TIMEOUT_S = env.float("FLASHSALE_LOCK_REDIS_TIMEOUT_S",
+                                           default=env.float("FLASHSALE_LOCK_REDIS_TIMEOUT", default=5.0))
+FLASHSALE_ZK_SESSION_TIMEOUT_S = env.float("FLASHSALE_ZK_SESSION_TIMEOUT_S",
+                                           default=env.float("FLASHSALE_ZK_SESSION_TIMEOUT", default=4.0))
 
 # One alias per lock; each strategy names the one that guards its stock
 # (common.strategies), and those that take none share "null".
@@ -395,38 +410,38 @@ LOCKING = {
     "null": {"BACKEND": "locking.backends.null.NullLockBackend"},
     "local": {
         "BACKEND": "locking.backends.local.LocalLockBackend",
-        "OPTIONS": {"wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+        "OPTIONS": {"wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S},
     },
     "setnx": {
         "BACKEND": "locking.backends.redis.setnx.SetnxLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
-            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT_S,
             "key_prefix": "flashsale:lock:",
             "ttl_ms": FLASHSALE_SETNX_TTL_MS,
             "retry_interval": env.float("FLASHSALE_SETNX_RETRY_MS", default=20) / 1000,
-            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S,
         },
     },
     "redisson": {
         "BACKEND": "locking.backends.redis.redisson.RedissonLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
-            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT_S,
             "key_prefix": "flashsale:rlock:",
             "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
-            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S,
         },
     },
     "redisson-fair": {
         "BACKEND": "locking.backends.redis.redisson_fair.RedissonFairLockBackend",
         "OPTIONS": {
             "url": REDIS_URL,
-            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT,
+            "socket_timeout": FLASHSALE_LOCK_REDIS_TIMEOUT_S,
             "key_prefix": "flashsale:fairlock:",
             "watchdog_timeout_ms": FLASHSALE_WATCHDOG_TIMEOUT_MS,
             "waiter_timeout_ms": env.int("FLASHSALE_FAIR_WAITER_TIMEOUT_MS", default=3_000),
-            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S,
         },
     },
     "zookeeper": {
@@ -434,17 +449,17 @@ LOCKING = {
         "OPTIONS": {
             "hosts": ZOOKEEPER_HOSTS,
             "root": "/flashsale/locks",
-            "session_timeout": FLASHSALE_ZK_SESSION_TIMEOUT,
-            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT,
+            "session_timeout": FLASHSALE_ZK_SESSION_TIMEOUT_S,
+            "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S,
         },
     },
     "mysql": {
         "BACKEND": "locking.backends.mysql.InsertLockBackend",
-        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S},
     },
     "mysql-for-update": {
         "BACKEND": "locking.backends.mysql.ForUpdateLockBackend",
-        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT},
+        "OPTIONS": {"using": "default", "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S},
     },
 }
 
@@ -484,7 +499,8 @@ REST_FRAMEWORK = {
 FLASHSALE_BUYER_AUTH = env.bool("FLASHSALE_BUYER_AUTH", default=True)
 # The tokens' signing key (empty: one derived from SECRET_KEY) and lifetime in seconds.
 FLASHSALE_BUYER_TOKEN_KEY = env.str("FLASHSALE_BUYER_TOKEN_KEY", default="")
-FLASHSALE_BUYER_TOKEN_TTL = env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600)
+FLASHSALE_BUYER_TOKEN_TTL_S = env.int("FLASHSALE_BUYER_TOKEN_TTL_S",
+                                      default=env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600))
 # New buyers (POST /api/buyers) and sign-ins per client address; empty: off.
 FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
 # The page's sign-in and sign-out go back to the shop.

@@ -21,7 +21,7 @@ Once a sale's stock is 0 it stays 0 until a reset opens another, and so does its
 of keys: each process then remembers the sale sold out, with those keys, and
 answers a purchase whose key is not among them 409 without the script (the
 seckill peers' local "sold out" map, made to keep replays true). The memory lasts
-``FLASHSALE_GATE_SOLD_OUT_MEMORY`` from before the read it stands on; a reset of a
+``FLASHSALE_GATE_SOLD_OUT_MEMORY_S`` from before the read it stands on; a reset of a
 sold-out sale answers only once that long has passed since it closed the sale, so
 after the reset no process answers from the old one.
 
@@ -126,7 +126,7 @@ def gate_close(*, sku: str, required: bool) -> float:
         return time.monotonic()
     sold_out_forget(sku)
     closed = time.monotonic()
-    return closed + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY if stock == "0" else closed
+    return closed + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S if stock == "0" else closed
 
 
 def gate_listed() -> list[str]:

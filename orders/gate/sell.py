@@ -267,10 +267,10 @@ class _SoldOut:
     keys: frozenset[str] | None  # the keys it accepted (their replays); None: too many to hold
 
 
-# sku -> its sale, found sold out, for FLASHSALE_GATE_SOLD_OUT_MEMORY seconds at most
+# sku -> its sale, found sold out, for FLASHSALE_GATE_SOLD_OUT_MEMORY_S seconds at most
 # from the read (until the window's end, if sooner): past it, the script decides again.
 _sold_out: ProcessMemory[str, _SoldOut] = ProcessMemory(
-    "the gate's sales found sold out", seconds=lambda: settings.FLASHSALE_GATE_SOLD_OUT_MEMORY)
+    "the gate's sales found sold out", seconds=lambda: settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S)
 _remembering = threading.Lock()  # one read of a sold-out sale at a time per process
 
 
@@ -294,7 +294,7 @@ def _remember_sold_out(sku: str) -> None:
     waits out the memory (``gate_close``); the window's end bounds it too, since
     past the end the answer is "ended". One thread per process reads; the others
     ask the script meanwhile. A failure only leaves the memory out."""
-    if not settings.FLASHSALE_SOLDOUT_FAST_PATH or not _remembering.acquire(blocking=False):
+    if not settings.FLASHSALE_SOLD_OUT_FAST_PATH or not _remembering.acquire(blocking=False):
         return
     try:
         known = _sold_out.last(sku)
@@ -315,7 +315,7 @@ def _remember_sold_out(sku: str) -> None:
         held = frozenset(keys[0])
     else:  # this sale's keys, as read before, or too many
         held = known.keys if known and known.opened == opened else None
-    lasts = settings.FLASHSALE_GATE_SOLD_OUT_MEMORY
+    lasts = settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S
     if ends_in_ms >= 0:
         lasts = min(lasts, ends_in_ms / 1000)
     _sold_out.put(sku, _SoldOut(opened=opened, keys=held), since=asked, seconds=lasts)

@@ -24,7 +24,7 @@ def held(tmp_path, monkeypatch):
     """The file this process's purchases wait for, absent; the process not yet released."""
     monkeypatch.setattr(barrier, "_released", False)
     path = tmp_path / "released"
-    with override_settings(FLASHSALE_PURCHASES_HELD_UNTIL=str(path), FLASHSALE_PURCHASE_DEADLINE=1.0):
+    with override_settings(FLASHSALE_PURCHASES_HELD_UNTIL_FILE=str(path), FLASHSALE_PURCHASE_DEADLINE_S=1.0):
         yield path
 
 

@@ -73,7 +73,7 @@ def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_th
 @pytest.mark.django_db
 def test_a_flag_past_its_ttl_is_looked_up_in_the_database(sold_out_sale):
     cache.delete("idem:k1")  # the flag expired; the sale is as old as the flag's TTL
-    with override_settings(FLASHSALE_IDEMPOTENCY_TTL=0):
+    with override_settings(FLASHSALE_IDEMPOTENCY_TTL_S=0):
         again = buy("k1", user="k1")
     assert again.replayed and again.order_id == sold_out_sale["k1"]
 
@@ -197,14 +197,14 @@ def test_a_purchase_paused_past_its_deadline_commits_nothing(product_factory, st
         if point == "start":  # the stock is not yet touched
             time.sleep(0.3)
 
-    with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_PURCHASE_DEADLINE=0.2), \
+    with override_settings(FLASHSALE_STRATEGY=strategy, FLASHSALE_PURCHASE_DEADLINE_S=0.2), \
             stalled(paused), pytest.raises(Busy, match="deadline"):
         buy("k1")
     assert not Order.objects.exists() and Stock.objects.get().quantity == 5
     # Its claim is left to go stale (past the deadline it may no longer be its own);
     # once stale, the retry asks the database and takes the key over.
     assert cache.get("idem:k1")["order_id"] is None
-    with override_settings(FLASHSALE_IDEMPOTENCY_PENDING_TTL=0):
+    with override_settings(FLASHSALE_IDEMPOTENCY_PENDING_TTL_S=0):
         assert not buy("k1").replayed
 
 
@@ -219,7 +219,7 @@ def test_a_request_past_its_deadline_does_not_drop_the_flag_of_the_retry_that_to
             took_over = {"fingerprint": "the retry's", "order_id": 4242, "since": None}
             cache.set("idem:k1", took_over, timeout=None)
 
-    with override_settings(FLASHSALE_PURCHASE_DEADLINE=0.2), stalled(a_retry_takes_over_meanwhile), \
+    with override_settings(FLASHSALE_PURCHASE_DEADLINE_S=0.2), stalled(a_retry_takes_over_meanwhile), \
             pytest.raises(Busy, match="deadline"):
         buy("k1")
     assert cache.get("idem:k1")["order_id"] == 4242
@@ -320,7 +320,7 @@ def test_a_stale_claim_without_an_order_is_taken_over(db):
 
 
 @pytest.mark.django_db
-@override_settings(FLASHSALE_INFLIGHT_WAIT=0.2)
+@override_settings(FLASHSALE_INFLIGHT_WAIT_S=0.2)
 def test_a_fresh_claim_of_another_request_is_still_waited_for(db):
     sale_reset(sku="sku-1", stock=5)
     _claim_as_a_dead_instance("k1", "u1", seconds_ago=1)  # still within its deadline
@@ -330,7 +330,7 @@ def test_a_fresh_claim_of_another_request_is_still_waited_for(db):
 
 
 @pytest.mark.django_db
-@override_settings(FLASHSALE_INFLIGHT_WAIT=0.2)
+@override_settings(FLASHSALE_INFLIGHT_WAIT_S=0.2)
 def test_a_flag_that_keeps_outliving_its_order_is_waited_for_a_bounded_time(db, monkeypatch):
     """A completed flag whose order is gone is dropped and the key claimed again; one
     that keeps coming back (here: dropping it does nothing) costs the bounded wait,

@@ -179,7 +179,7 @@ def test_a_sale_with_more_keys_than_a_process_holds_answers_keyed_purchases_by_t
 
 
 def test_without_the_fast_path_every_sold_out_purchase_runs_the_script(scripts_run):
-    with override_settings(FLASHSALE_SOLDOUT_FAST_PATH=False):
+    with override_settings(FLASHSALE_SOLD_OUT_FAST_PATH=False):
         sale_reset(sku="sku-1", stock=0)
         for key in ("k1", "k2", None):
             with pytest.raises(SoldOut):

@@ -89,7 +89,7 @@ def test_inside_a_callers_transaction_it_is_a_savepoint(product_factory):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(FLASHSALE_PURCHASE_DEADLINE=0.3)
+@override_settings(FLASHSALE_PURCHASE_DEADLINE_S=0.3)
 def test_a_call_that_waited_for_the_row_past_the_deadline_commits_nothing(product_factory):
     product = product_factory(sku="sku-1", stock=5)
     holding, let_go = threading.Event(), threading.Event()

@@ -167,7 +167,7 @@ def test_a_purchase_that_meets_a_sale_reset_from_the_gate_under_it_is_refused_an
 
 @pytest.mark.parametrize(("before", "after", "waits"), [("atomic", "gate", True), ("gate", "redisson", True),
                                                         ("atomic", "atomic", False)])
-@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_STRATEGY_MEMORY=0.3)
+@override_settings(FLASHSALE_STRATEGY="atomic", FLASHSALE_STRATEGY_MEMORY_S=0.3)
 def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old_one(
         monkeypatch, before, after, waits):
     """The latest a process can read the old strategy is just before the reset writes

@@ -75,7 +75,7 @@ def test_key_reused_for_a_different_request_conflicts(product, change):
 
 
 @pytest.mark.django_db
-@override_settings(FLASHSALE_INFLIGHT_WAIT=0.3)
+@override_settings(FLASHSALE_INFLIGHT_WAIT_S=0.3)
 def test_key_still_in_flight_elsewhere_past_the_wait_is_busy(product):
     flag_claim(key="k1", fingerprint=_fingerprint_of(sku="sku-1", quantity=1, user_id="u1"))
     started = time.monotonic()
@@ -232,7 +232,7 @@ class RecordingBackend(BaseLockBackend):
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(LOCKING={"null": {"BACKEND": f"{__name__}.RecordingBackend"}},
-                   FLASHSALE_SOLDOUT_FAST_PATH=False)  # the sold-out purchase must reach the lock
+                   FLASHSALE_SOLD_OUT_FAST_PATH=False)  # the sold-out purchase must reach the lock
 def test_the_lock_is_released_only_after_commit(product_factory):
     product_factory(sku="sku-1", stock=1)
     RecordingLock.events.clear()
@@ -262,7 +262,7 @@ def test_once_sold_out_the_mark_answers_without_lock_or_transaction(product_fact
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(LOCKING={"null": {"BACKEND": f"{__name__}.RecordingBackend"}},
-                   FLASHSALE_SOLDOUT_FAST_PATH=False)
+                   FLASHSALE_SOLD_OUT_FAST_PATH=False)
 def test_without_the_mark_every_sold_out_takes_the_lock(product_factory):
     product_factory(sku="sku-1", stock=1)
     RecordingLock.events.clear()

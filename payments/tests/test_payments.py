@@ -170,7 +170,7 @@ def test_a_late_payment_takes_its_units_again_while_there_are_some(provider, sal
 @pytest.mark.django_db(transaction=True)
 def test_a_late_payment_for_units_sold_again_is_refunded(provider, sale):
     order_id, event = _paid_then_expired(provider, "ann")
-    time.sleep(settings.FLASHSALE_GATE_SOLD_OUT_MEMORY)  # the gate's processes forget the sale sold out
+    time.sleep(settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S)  # the gate's processes forget the sale sold out
     buy("bob"), buy("cat")  # the returned unit and the last: sold out
     provider.resend(event["id"])
     delivered(provider)
