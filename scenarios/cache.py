@@ -1,5 +1,5 @@
-"""The cache pitfalls of seed 004, on the Django models and cache (the runner sets
-Django up first):
+"""The cache pitfalls of article 004 (docs/reference/sources.md), on the Django
+models and cache (the runner sets Django up first):
 
 - S19: a hot cache entry expires while a crowd reads it (cache breakdown, 缓存击穿).
   The product's row is read with a real query that takes 50 ms (``SLEEP``), the
@@ -74,7 +74,9 @@ def s19_cache_breakdown(ctx: Context) -> Outcome:
     from django.db import connection
 
     from inventory.models import Product
-    from inventory.readcache import LogicalExpiry, MutexRebuild
+    from inventory.readcache import LogicalExpiry
+
+    from .rebuilds import MutexRebuild
 
     sku = f"s19-{uuid.uuid4().hex[:8]}"
     Product.objects.create(sku=sku, name="the hot product, v1")
@@ -129,7 +131,8 @@ def s20_stale_cache_after_update(ctx: Context) -> Outcome:
 
     from common.testing import start_thread
     from inventory.models import Product
-    from inventory.readcache import GuardedCacheAside
+
+    from .rebuilds import GuardedCacheAside
 
     sku = f"s20-{uuid.uuid4().hex[:8]}"
     Product.objects.create(sku=sku, name="v1")
