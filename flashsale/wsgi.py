@@ -7,10 +7,10 @@ chain: the orders app's ``PurchaseWSGIHandler`` (``orders.wsgi``), where
 import os
 
 import django
-from django.utils.module_loading import import_string
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
 django.setup(set_prefix=False)
 
-# Named, as the routes are (flashsale.urls), so the project shell imports no app.
-application = import_string("orders.wsgi.PurchaseWSGIHandler")()
+from orders.wsgi import PurchaseWSGIHandler  # noqa: E402 (the apps load after setup)
+
+application = PurchaseWSGIHandler()
