@@ -166,11 +166,11 @@ class PaymentWindow:
 PAY_TRIES = 5  # a payment's 503 (the gate's order not in the database yet) is tried again
 
 
-def sale_under_fault(config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
-                     threads: int, trigger: int, history: Recorder | None = None,
-                     urls: list[str] | None = None, first: str | None = None,
-                     database: str = APP_DATABASE, signed_in: bool | None = None,
-                     window: PaymentWindow | None = None) -> Verdict:
+def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the order they happen)
+        config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
+        threads: int, trigger: int, history: Recorder | None = None, urls: list[str] | None = None,
+        first: str | None = None, database: str = APP_DATABASE, signed_in: bool | None = None,
+        window: PaymentWindow | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to

@@ -212,34 +212,33 @@ def write(path: Path, events: Iterable[Event]) -> None:
 
 def _event(raw: dict) -> Event:
     kind = raw.pop("type", None)
+    if kind in ("purchase", "pay") and raw.get("outcome") not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
     if kind == "purchase":
-        if raw.get("outcome") not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
         op = Purchase(**raw)
         if op.outcome == OK and op.order_id is None:
             raise ValueError("an ok purchase names its order_id")
-        if op.complete is None and op.outcome != UNKNOWN:
-            raise ValueError("only an unknown purchase may lack its completion")
-        if op.complete is not None and op.complete < op.invoke:
-            raise ValueError("completed before it was invoked")
-        return op
+        return _timed(op, "purchase")
     if kind == "pay":
-        if raw.get("outcome") not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
         op = Pay(**raw)
         if (op.outcome == OK) != (op.result in (PAID, REFUNDED)):
             raise ValueError(f"an ok payment, and only one, says its result ({PAID} or {REFUNDED})")
-        if op.complete is None and op.outcome != UNKNOWN:
-            raise ValueError("only an unknown payment may lack its completion")
-        if op.complete is not None and op.complete < op.invoke:
-            raise ValueError("completed before it was invoked")
-        return op
+        return _timed(op, "payment")
     if kind == "reset":
         return Reset(**raw)
     if kind == "final":
         raw["orders"] = [_final_order(o) for o in raw.get("orders", [])]
         return Final(**raw)
     raise ValueError(f"unknown type {kind!r} (purchase, pay, reset, final)")
+
+
+def _timed(op: Purchase | Pay, what: str) -> Purchase | Pay:
+    """``op``, whose completion (none only for an unknown outcome) follows its invocation."""
+    if op.complete is None and op.outcome != UNKNOWN:
+        raise ValueError(f"only an unknown {what} may lack its completion")
+    if op.complete is not None and op.complete < op.invoke:
+        raise ValueError("completed before it was invoked")
+    return op
 
 
 def _final_order(raw: list) -> tuple:

@@ -92,6 +92,24 @@ def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
     return shares
 
 
+def _conditional_take(product: Product, segment: int, quantity: int) -> tuple[list[tuple], float]:
+    """One segment's conditional UPDATE: what it took ((segment, quantity, before,
+    after)), and since when it holds the row.
+
+    :raises SoldOut: the segment has less than ``quantity``; nothing is written.
+    """
+    updated = Stock.objects.filter(product=product, segment=segment, quantity__gte=quantity).update(
+        quantity=_LastInsertId(F("quantity") - quantity), version=F("version") + 1
+    )
+    if not updated:
+        available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=segment)
+        raise SoldOut.short_of(product.sku, quantity, available)
+    held_since = time.perf_counter()
+    after = _last_insert_id()  # what the UPDATE wrote, from its own reply
+    section_delay()  # same work inside the section as the other strategies
+    return [(segment, quantity, after + quantity, after)], held_since
+
+
 def stock_deduct(
     *,
     product: Product,
@@ -135,18 +153,7 @@ def stock_deduct(
     # plain reads: as few as the database allows, since every other buyer of the
     # segment waits for the commit.
     if deduction is Deduction.CONDITIONAL_UPDATE and len(segments) == 1:
-        [segment] = segments
-        updated = Stock.objects.filter(product=product, segment=segment, quantity__gte=quantity).update(
-            quantity=_LastInsertId(F("quantity") - quantity), version=F("version") + 1
-        )
-        if not updated:
-            available = Stock.objects.values_list("quantity", flat=True).get(product=product,
-                                                                             segment=segment)
-            raise SoldOut.short_of(product.sku, quantity, available)
-        held_since = time.perf_counter()
-        after = _last_insert_id()  # what the UPDATE wrote, from its own reply
-        taken = [(segment, quantity, after + quantity, after)]
-        section_delay()  # same work inside the section as the other strategies
+        taken, held_since = _conditional_take(product, segments[0], quantity)
     else:
         # The read: for a fenced read-modify-write the stamps' (they hold the rows),
         # otherwise one plain SELECT (no row lock): the weak strategies' honest race.

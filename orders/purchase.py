@@ -193,25 +193,8 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
 
     state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
     try:
-        # The sale's strategy and window, checked after the claim (so that a replay
-        # is answered after the end): from the state, with no query; without the
-        # state, from the row, which the purchase reads anyway.
-        if state.opened is not None:
-            if strategy_of(state.strategy) != strategy:
-                raise _reset_meanwhile_error(sku, state.strategy, strategy)
-            state.window.check(sku=sku, now=time.time())
-            if state.room and not admitted:
-                raise admission_refused_error(sku=sku)
-        if state.sold_out:
-            raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-        segments = segments or _segments_planned(sku, state)
-        if state.opened is None:
-            product = segments[0].product
-            if strategy_of(product.strategy) != strategy:
-                raise _reset_meanwhile_error(sku, product.strategy, strategy)
-            SaleWindow.of(product).check(sku=sku, now=time.time())
-            if not admitted and room_of(product=product):
-                raise admission_refused_error(sku=sku)
+        segments = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
+                                 segments=segments, admitted=admitted)
         placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
                               key=key, deadline=deadline)
     except IntegrityError:
@@ -229,19 +212,60 @@ def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_k
             flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
         raise
     except BaseException as e:
-        if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
-            sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
-        if idempotency_key:
-            known = refusal_checked(e, key=key, fingerprint=fingerprint,
-                                    flags_complete=state.flags_complete, deadline=deadline)
-            if known is not None:
-                return known
-        raise
+        known = _refused(e, sku=sku, strategy=strategy, state=state, deadline=deadline,
+                         key=key if idempotency_key else None, fingerprint=fingerprint)
+        if known is None:
+            raise
+        return known
     if placed.product_left == 0:
         sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
+
+
+def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, deadline: float,
+             key: str | None, fingerprint: str) -> OrderResult | None:
+    """A refusal's aftermath: the sale marked sold out when it says so, and the
+    buyer's ``key`` (None: unkeyed) freed or settled (``refusal_checked``); the
+    answer of an earlier request with the key, if there is one to give instead."""
+    if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
+        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
+    if key is None:
+        return None
+    return refusal_checked(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
+                           deadline=deadline)
+
+
+def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: StrategySpec,
+                  segments: list[Stock] | None, admitted: bool) -> list[Stock]:
+    """The sale's strategy, window, room and sold-out mark, checked after the claim (so
+    that a replay is answered after the end): from the state, with no query; without
+    the state, from the row, which the purchase reads anyway. The segments to plan
+    the purchase with.
+
+    :raises Busy: the sale was reset under another strategy meanwhile.
+    :raises NotStarted, Ended: outside the sale's window.
+    :raises AdmissionRefused: the sale has a waiting room, and no admission was spent.
+    :raises SoldOut: the sale's state says it sold out.
+    """
+    if state.opened is not None:
+        if strategy_of(state.strategy) != strategy:
+            raise _reset_meanwhile_error(sku, state.strategy, strategy)
+        state.window.check(sku=sku, now=time.time())
+        if state.room and not admitted:
+            raise admission_refused_error(sku=sku)
+    if state.sold_out:
+        raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
+    segments = segments or _segments_planned(sku, state)
+    if state.opened is None:
+        product = segments[0].product
+        if strategy_of(product.strategy) != strategy:
+            raise _reset_meanwhile_error(sku, product.strategy, strategy)
+        SaleWindow.of(product).check(sku=sku, now=time.time())
+        if not admitted and room_of(product=product):
+            raise admission_refused_error(sku=sku)
+    return segments
 
 
 # Rounds of planning a purchase of a segmented product: the plan comes from a plain

@@ -384,8 +384,9 @@ def client_of(op: Operation) -> str:
     return "final" if isinstance(op, Final) else op.client
 
 
-def _search(steps: list[Step], ends: list[int], model: SaleModel, init: SaleState,
-            budget_states: int, *, pruned: bool = True) -> tuple[bool | None, Window | None, int]:
+def _search(  # noqa: C901 (the backtracking search: its branches are the algorithm's cases)
+        steps: list[Step], ends: list[int], model: SaleModel, init: SaleState,
+        budget_states: int, *, pruned: bool = True) -> tuple[bool | None, Window | None, int]:
     entries: list[_Node] = []
     for i, step in enumerate(steps):
         call, ret = _Node(i, CALL, _invoked(step)), _Node(i, RETURN, ends[i])

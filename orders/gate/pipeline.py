@@ -149,15 +149,20 @@ class ScriptPipeline:
         self._sent(len(batch))
         unknown = [p for p in batch if isinstance(p.error, redis.exceptions.NoScriptError)]
         if unknown and not loaded:  # none of them ran
-            try:
-                self._client.script_load(self._script.script)
-            except redis.RedisError as e:
-                for purchase in unknown:
-                    purchase.error = e
-                return
+            self._loaded_and_sent(unknown)
+
+    def _loaded_and_sent(self, unknown: list[_Purchase]) -> None:
+        """Load the script Redis did not know (a restart, a failover) and send again
+        the purchases that met NOSCRIPT: none of them ran."""
+        try:
+            self._client.script_load(self._script.script)
+        except redis.RedisError as e:
             for purchase in unknown:
-                purchase.error = None
-            self._exchange(unknown, loaded=True)
+                purchase.error = e
+            return
+        for purchase in unknown:
+            purchase.error = None
+        self._exchange(unknown, loaded=True)
 
     def _fresh_connection(self) -> redis.Connection:
         """The process's connection, checked as ``fresh`` says."""

@@ -223,23 +223,30 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                                       extra={"order_id": int(order_id)})
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
+    raise _refusal_error(reply, sku=sku, quantity=quantity, user_id=user_id)
+
+
+def _refusal_error(reply: list, *, sku: str, quantity: int, user_id: str) -> Exception:
+    """The error the script's refusal ``reply`` says (a sold-out one remembered, when
+    it holds for good)."""
+    verdict = reply[0]
     if verdict == "admission":
-        raise admission_refused_error(sku=sku, reason=reply[1])
+        return admission_refused_error(sku=sku, reason=reply[1])
     if verdict == "not_started":
-        raise not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
+        return not_started(sku=sku, starts_at=int(reply[1]) / 1000, now=int(reply[2]) / 1000)
     if verdict == "ended":
-        raise ended(sku=sku, ends_at=int(reply[1]) / 1000)
+        return ended(sku=sku, ends_at=int(reply[1]) / 1000)
     if verdict == "sold_out":
         left = int(reply[1])
         # A sale with a payment window gets units back as unpaid orders expire: its
         # sold-out answer holds only as it is given, and no process remembers it.
         if left == 0 and reply[2:3] != ["1"]:
             _remember_sold_out(sku)
-        raise SoldOut.short_of(sku, quantity, left)
+        return SoldOut.short_of(sku, quantity, left)
     if verdict == "limit":
-        raise LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
-    raise GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
-                   "`manage.py gate_warm`", backend="gate")
+        return LimitReached.of(sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
+    return GateCold(f"the gate holds no stock of {sku} (Redis lost it): reset it, or run "
+                    "`manage.py gate_warm`", backend="gate")
 
 
 def _unreplicated(reply: list, *, reached: int, replicas: int) -> None:
