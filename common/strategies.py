@@ -61,7 +61,7 @@ class StrategySpec:
     @property
     def one_trip(self) -> bool:
         """Whether a purchase from one segment runs as one stored-procedure call
-        (``orders.procedure``): the conditional UPDATE needs no Python between its
+        (``orders.transaction.procedure``): the conditional UPDATE needs no Python between its
         statements, neither a lock's check nor a value computed from a read."""
         return self.seller is Seller.TRANSACTION and self.deduction is Deduction.CONDITIONAL_UPDATE
 

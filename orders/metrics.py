@@ -15,7 +15,7 @@ from prometheus_client import Counter, Histogram
 
 from common.metrics import count, observe_later
 
-from .purchase import strategy_remembered
+from .resolve import strategy_remembered
 
 PURCHASES = Counter(
     "flashsale_purchases",

@@ -2,21 +2,12 @@
 
 ``order_create`` validates, waits while the deployment switches strategy
 (``orders.barrier``), then makes the purchase's one decision: which strategy
-the product's sale runs under (``strategy_resolve``: the sale's state in Redis,
+the product's sale runs under (``orders.resolve``: the sale's state in Redis,
 else the product's row). Then one of two sellers:
 
-- **the locked transaction** (every strategy but the gate): claim the idempotency
-  key → check the sale's state (its strategy, its window, sold out?) → read the
-  product's stock segments (once per sale and process: ``_segments_planned``) → for
-  each group of segments the plan names: acquire their locks → open the transaction
-  → count the buyer's units, create the order, deduct the stock, append the flow
-  rows → commit → release the locks; a group that ran dry since the read falls over
-  to the next. Where no Python needs to run between those statements (``atomic``,
-  one segment), the transaction is one stored-procedure call
-  (``orders.procedure``). The locks are held across the commit: released earlier,
-  the next holder could read the stock before this write is visible. A lock's
-  fencing token goes with the deduction, which refuses it once a newer holder
-  wrote: a lease that ran out mid-purchase costs this purchase, not the stock.
+- **the transaction** (every strategy but the gate, ``orders.transaction``): the
+  order and the stock's deduction commit in one database transaction, under the
+  strategy's lock, or as one stored-procedure call.
 - **the gate**: one script in Redis decides (``orders.gate.sell``); a persister
   writes the order to the database after the answer.
 
@@ -30,52 +21,21 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import NamedTuple
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.utils import timezone
+from django.db import DatabaseError, transaction
 
-from common.errors import (
-    Busy,
-    InvalidInput,
-    OutcomeUnknown,
-    SoldOut,
-    StockChanged,
-    Unavailable,
-    database_failure,
-)
-from common.memory import ProcessMemory
-from common.strategies import Seller, StrategySpec, strategy_of
-from inventory.models import Product, Stock
-from inventory.selectors import product_get, segments_get
-from inventory.services import Deducted, Fence, stock_deduct, stock_plan
-from locking import (
-    BaseLock,
-    LockLostError,
-    LockUnavailableError,
-    get_locks,
-)
-from waitingroom.selectors import room_of
-from waitingroom.services import admission_checked, admission_refused_error, admission_spend
+from common.errors import Busy, InvalidInput, Unavailable, database_failure
+from common.strategies import Seller, strategy_of
+from inventory.selectors import product_get
+from waitingroom.services import admission_checked, admission_spend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
-from .idempotency import (
-    flag_complete,
-    flag_unsettled,
-    known_outcome,
-    refusal_checked,
-    replay_by_key,
-    request_fingerprint,
-)
-from .limits import quota_open, quota_take
-from .models import Order
-from .procedure import past_deadline_error, purchase_call
+from .idempotency import request_fingerprint
+from .resolve import _reset_meanwhile_error, strategy_resolve
 from .results import OrderResult, Timings
-from .salestate import SaleState, sale_state_get, sale_state_sold_out
-from .stocklocks import lock_name, lock_release, outcome_unknown_error
-from .window import SaleWindow
+from .transaction.sell import _sell_in_transaction
 
 
 def order_create(
@@ -134,300 +94,6 @@ def order_create(
             # thread opens a new connection, once the server is back.
             transaction.get_connection().close()
         raise answer from e
-
-
-# sku -> the strategy its sale runs under, for FLASHSALE_STRATEGY_MEMORY_S seconds
-# from the read: a reset that changes a product's strategy waits that long before
-# it answers (orders.sales), so that no process resolves the old one after it.
-_strategies: ProcessMemory[str, StrategySpec] = ProcessMemory(
-    "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY_S)
-
-
-def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
-    """The strategy the product's sale runs under: from the sale's state in Redis,
-    which the reset writes, else (the state lost) from the product's row.
-    Remembered for a while (``_strategies``): without it, every purchase would
-    ask Redis first, one round trip more than the gate's one.
-
-    :returns: the strategy, and the product's segments when the row was read for
-        it (with its product: the plan's read, which the seller need not repeat).
-    :raises NotFound: no such product (not remembered: the next purchase asks again).
-    """
-    known = _strategies.get(sku)
-    if known is not None:
-        return known, None
-    read = time.monotonic()
-    state = sale_state_get(sku=sku)
-    segments = None if state.opened is not None else segments_get(sku=sku)
-    strategy = strategy_of(state.strategy if segments is None else segments[0].product.strategy)
-    _strategies.put(sku, strategy, since=read)
-    return strategy, segments
-
-
-def strategy_remembered(sku: str) -> str | None:
-    """``sku``'s strategy as this process resolved it lately, asking nobody (None: not lately)."""
-    known = _strategies.get(sku)
-    return None if known is None else known.name
-
-
-def _reset_meanwhile_error(sku: str, found: str, resolved: StrategySpec) -> Busy:
-    """The seller found another strategy's sale: a reset changed it during this
-    purchase (one that answered earlier waited out every memory). Nothing written."""
-    _strategies.pop(sku)
-    return Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
-                extra={"strategy": strategy_of(found).name, "resolved": resolved.name})
-
-
-def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                         deadline: float, admitted: bool, strategy: StrategySpec,
-                         segments: list[Stock] | None) -> OrderResult:
-    """The locked transaction's purchase: the order is in the database when it returns."""
-    fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
-    if idempotency_key:
-        key = idempotency_key
-        known = known_outcome(key=key, fingerprint=fingerprint)
-        if known is not None:
-            return known  # a replay is answered even after the sale sold out
-    else:
-        key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
-
-    state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
-    try:
-        segments = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
-                                 segments=segments, admitted=admitted)
-        placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
-                              key=key, deadline=deadline)
-    except IntegrityError:
-        # The Redis flag was gone (expired, flushed) and an earlier request with
-        # this key had committed: the unique key refused the second order.
-        known = replay_by_key(key=key, fingerprint=fingerprint)
-        if known is None:
-            raise
-        return known
-    except OutcomeUnknown as e:
-        if idempotency_key and e.order_id is None:
-            flag_unsettled(key=key, fingerprint=fingerprint)  # a retry asks the database at once
-        elif idempotency_key:
-            # A flag that names the order: a retry asks the database whether it landed.
-            flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
-        raise
-    except BaseException as e:
-        known = _refused(e, sku=sku, strategy=strategy, state=state, deadline=deadline,
-                         key=key if idempotency_key else None, fingerprint=fingerprint)
-        if known is None:
-            raise
-        return known
-    if placed.product_left == 0:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
-    if idempotency_key:
-        flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
-    return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
-
-
-def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, deadline: float,
-             key: str | None, fingerprint: str) -> OrderResult | None:
-    """A refusal's aftermath: the sale marked sold out when it says so, and the
-    buyer's ``key`` (None: unkeyed) freed or settled (``refusal_checked``); the
-    answer of an earlier request with the key, if there is one to give instead."""
-    if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
-    if key is None:
-        return None
-    return refusal_checked(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
-                           deadline=deadline)
-
-
-def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: StrategySpec,
-                  segments: list[Stock] | None, admitted: bool) -> list[Stock]:
-    """The sale's strategy, window, room and sold-out mark, checked after the claim (so
-    that a replay is answered after the end): from the state, with no query; without
-    the state, from the row, which the purchase reads anyway. The segments to plan
-    the purchase with.
-
-    :raises Busy: the sale was reset under another strategy meanwhile.
-    :raises NotStarted, Ended: outside the sale's window.
-    :raises AdmissionRefused: the sale has a waiting room, and no admission was spent.
-    :raises SoldOut: the sale's state says it sold out.
-    """
-    if state.opened is not None:
-        if strategy_of(state.strategy) != strategy:
-            raise _reset_meanwhile_error(sku, state.strategy, strategy)
-        state.window.check(sku=sku, now=time.time())
-        if state.room and not admitted:
-            raise admission_refused_error(sku=sku)
-    if state.sold_out:
-        raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
-    segments = segments or _segments_planned(sku, state)
-    if state.opened is None:
-        product = segments[0].product
-        if strategy_of(product.strategy) != strategy:
-            raise _reset_meanwhile_error(sku, product.strategy, strategy)
-        SaleWindow.of(product).check(sku=sku, now=time.time())
-        if not admitted and room_of(product=product):
-            raise admission_refused_error(sku=sku)
-    return segments
-
-
-# Rounds of planning a purchase of a segmented product: the plan comes from a plain
-# read, and each round re-reads after every group it named ran dry meanwhile.
-PLAN_ROUNDS = 3
-
-
-# sku -> (the sale as its state names it: its opening and its count of returns; and
-# its segments as this process last read them): the plan's read, once per sale and
-# process, for a minute at most.
-_planned: ProcessMemory[str, tuple[tuple[float, int], list[Stock]]] = ProcessMemory(
-    "each product's stock segments, by sale", seconds=lambda: 60.0)
-
-
-def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
-    """The product's segments to plan a purchase with. The read only orders the tries
-    (``stock_plan``): the deduction decides under the lock, and between returns stock
-    only falls, so an old read costs at worst a try at a dry segment, and a round
-    whose tries all failed reads afresh (``state`` None). The product's id and
-    segments change only with a reset, a new sale, and stock rises only with a
-    return, which the state counts: one read per sale, return and process serves."""
-    sale = (state.opened, state.returns) if state is not None and state.opened is not None else None
-    known = _planned.get(sku)
-    if sale is not None and known is not None and known[0] == sale:
-        return known[1]
-    segments = segments_get(sku=sku)
-    if sale is None and (last := _planned.last(sku)) is not None:
-        sale = last[0]  # a fresh read for the sale this process knows
-    if sale is not None:
-        _planned.put(sku, (sale, segments))
-    return segments
-
-
-class _Placed(NamedTuple):
-    order: Order
-    remaining: int  # what the segments it took from have left (the answer's "remaining")
-    product_left: int  # the product's stock as far as this purchase knows: at least what is left
-    timings: Timings
-
-
-def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
-                 deadline: float) -> _Placed:
-    """Take the stock from the groups of segments the plan names, in turn: a group
-    that ran dry since the plan's read falls over to the next. Sold out only when
-    no combination of segments can serve the quantity."""
-    product = segments[0].product
-    quota_open(product=product, user_id=user_id)
-    for round_ in range(PLAN_ROUNDS):
-        if round_:
-            segments = _segments_planned(product.sku, None)
-        for group in stock_plan(segments, quantity):
-            try:
-                order, deducted, timings = _order_take(product=product, strategy=strategy, group=group,
-                                                       count=len(segments), quantity=quantity,
-                                                       user_id=user_id, key=key, deadline=deadline)
-            except SoldOut as e:
-                refused, last = group, e  # the group ran dry since the read: the next one
-                continue
-            others = sum(s.quantity for s in segments if s.segment not in group)
-            return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
-        if len(refused) == len(segments):
-            raise last  # every segment, counted under its lock: this is the product's answer
-    # Rounds out: the read says what is left (at most that: stock only falls in a sale).
-    available = sum(s.quantity for s in segments_get(sku=product.sku))
-    if available >= quantity:
-        raise Busy(f"{product.sku}: the segments ran dry under every try; the stock is still there",
-                   extra={"sku": product.sku})
-    raise SoldOut.short_of(product.sku, quantity, available)
-
-
-def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
-                user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
-    """One try: lock the group's segments, write the purchase, commit, release."""
-    names = {segment: lock_name(product.sku, segment, count) for segment in group}
-    lock = get_locks(names.values(), alias=strategy.lock)
-    asked = time.perf_counter()
-    try:
-        acquired = lock.acquire()
-    except LockUnavailableError as e:
-        raise Unavailable("the stock lock's server cannot be reached; nothing was written",
-                          backend=strategy.name) from e
-    if not acquired:
-        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout",
-                   extra={"strategy": strategy.name})
-    granted = time.perf_counter()
-    fences = None
-    if settings.FLASHSALE_FENCING:
-        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
-        if None not in tokens.values():
-            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
-    try:
-        if strategy.one_trip and len(group) == 1:
-            order, deducted = purchase_call(product=product, segment=group[0], quantity=quantity,
-                                            user_id=user_id, key=key, strategy=strategy.name,
-                                            deadline=deadline)
-        else:
-            order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
-                                           strategy=strategy, lock=lock, group=group, fences=fences,
-                                           deadline=deadline)
-    except BaseException:
-        lock_release(lock, written=None)
-        raise
-    # Committed (or, for a lock whose release commits, about to be); only now may
-    # the next holder read the stock.
-    lock_release(lock, written=order)
-    given_up = time.perf_counter()
-    held_since = granted if lock.exclusive else deducted.row_held_since
-    return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
-                                    hold_ms=(given_up - held_since) * 1000)
-
-
-def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
-                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None, deadline: float
-                 ) -> tuple[Order, Deducted]:
-    """The purchase transaction, retried while an optimistic write finds the stock
-    changed (each attempt a new transaction, so it reads fresh data)."""
-    retries = 0
-    while True:
-        committing = False
-        try:
-            # A lock whose release commits (the MySQL locks) opened the transaction:
-            # the purchase joins it without a savepoint of its own, so a failure rolls
-            # back all of it, the holding included, and two statements fewer run
-            # under the lock.
-            with transaction.atomic(savepoint=not lock.commits_work):
-                quota_take(product=product, user_id=user_id, quantity=quantity)
-                order = Order.objects.create(user_id=user_id, product=product, quantity=quantity,
-                                             idempotency_key=key, instance=settings.FLASHSALE_INSTANCE,
-                                             strategy=strategy.name, retries=retries,
-                                             **Order.terms(product, timezone.now()))
-                deducted = stock_deduct(
-                    product=product,
-                    quantity=quantity,
-                    operation_flag=key,
-                    order_reference=str(order.pk),
-                    deduction=strategy.deduction,
-                    segments=group,
-                    fences=fences,
-                )
-                lock.ensure_held()  # the last moment to find out before commit
-                if time.monotonic() > deadline:
-                    # Paused or starved past the deadline: nginx has answered 504 for
-                    # this request and its client has moved on; an order committed
-                    # now would be one nobody was told of.
-                    raise past_deadline_error(product.sku)
-                committing = not lock.commits_work  # leaving the block commits
-            return order, deducted
-        except DatabaseError as e:
-            # Past the last statement, a failure is the COMMIT's or that of Django's
-            # SET autocommit after it: the commit may have landed, and only the
-            # database knows now.
-            if committing:
-                raise outcome_unknown_error(order) from e
-            raise
-        except StockChanged as e:
-            if retries >= settings.FLASHSALE_OPTIMISTIC_RETRIES:
-                raise Busy(f"{product.sku}: stock kept changing; gave up after {retries} retries",
-                           extra={"strategy": strategy.name, "retries": retries}) from e
-            retries += 1
-        except LockLostError as e:
-            raise Busy(f"lost the stock lock for {product.sku} before commit; nothing was written",
-                       extra={"strategy": strategy.name}) from e
 
 
 def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,

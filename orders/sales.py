@@ -97,7 +97,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     settled = closed
     if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):
         # Processes resolve the old strategy from memory until this long after the
-        # new one is written (orders.purchase.strategy_resolve): none does after
+        # new one is written (orders.resolve.strategy_resolve): none does after
         # this answer.
         settled = max(settled, time.monotonic() + settings.FLASHSALE_STRATEGY_MEMORY_S)
     if sale is not None:

@@ -300,7 +300,7 @@ if FLASHSALE_GATE_REPLICAS < 0 or FLASHSALE_GATE_REPLICA_WAIT_MS < 1:
 FLASHSALE_GATE_SOLD_OUT_MEMORY_S = env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY_S",
                                              default=env.float("FLASHSALE_GATE_SOLD_OUT_MEMORY", default=0.5))
 # How long a process remembers which strategy a product's sale runs under (the
-# purchase's one decision, orders.purchase.strategy_resolve) instead of asking Redis
+# purchase's one decision, orders.resolve.strategy_resolve) instead of asking Redis
 # on every purchase. A reset that changes a product's strategy answers only after
 # this long, so that no process sells the new sale under the old strategy.
 FLASHSALE_STRATEGY_MEMORY_S = env.float("FLASHSALE_STRATEGY_MEMORY_S",

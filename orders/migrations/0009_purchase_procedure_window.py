@@ -1,4 +1,4 @@
-"""The purchase's stored procedure (``orders.procedure``) with the sale's payment
+"""The purchase's stored procedure (``orders.transaction.procedure``) with the sale's payment
 window: an order of a sale that has one is born ``pending``, with ``expires_at``."""
 
 from django.db import migrations

@@ -1,4 +1,4 @@
-"""``atomic``'s purchase as one stored-procedure call (``orders.procedure``), on the real
+"""``atomic``'s purchase as one stored-procedure call (``orders.transaction.procedure``), on the real
 MariaDB: what it writes, what it refuses (writing nothing), how it nests in a
 caller's transaction, and that the purchase's transaction is one round trip."""
 

@@ -15,7 +15,7 @@ from common.errors import Busy
 from common.strategies import STRATEGIES
 from common.testing import run_at_once
 from inventory.models import Product
-from orders import purchase, sales
+from orders import resolve, sales
 from orders.gate.sale import gate_tally
 from orders.models import Order
 from orders.purchase import order_create
@@ -146,7 +146,7 @@ def test_a_purchase_that_meets_a_sale_reset_to_the_gate_under_it_is_refused_and_
     memory, put here by hand) meets the gate's sale in the transaction seller: 503,
     no order, no claim of the key left; the next purchase resolves afresh."""
     sale_reset(sku="p", stock=5, strategy="gate")
-    purchase._strategies.put("p", STRATEGIES["atomic"])
+    resolve._strategies.put("p", STRATEGIES["atomic"])
     with pytest.raises(Busy, match="reset under another strategy"):
         buy("p", key="k1")
     assert not Order.objects.exists() and cache.get("idem:k1") is None
@@ -157,7 +157,7 @@ def test_a_purchase_that_meets_a_sale_reset_to_the_gate_under_it_is_refused_and_
 @override_settings(FLASHSALE_STRATEGY="atomic")
 def test_a_purchase_that_meets_a_sale_reset_from_the_gate_under_it_is_refused_and_writes_nothing():
     sale_reset(sku="p", stock=5, strategy="redisson")
-    purchase._strategies.put("p", STRATEGIES["gate"])  # resolved before the reset
+    resolve._strategies.put("p", STRATEGIES["gate"])  # resolved before the reset
     with pytest.raises(Busy, match="reset under another strategy"):
         buy("p", key="k1")
     assert not Order.objects.exists() and gate_tally(sku="p") is None
@@ -177,9 +177,9 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
     write, seen = sales.sale_state_open, {}
 
     def read_just_before_the_write(**kwargs):
-        purchase._strategies.pop("p")
-        seen["strategy"] = purchase.strategy_resolve("p")[0].name
-        seen["until"] = purchase._strategies.until("p")
+        resolve._strategies.pop("p")
+        seen["strategy"] = resolve.strategy_resolve("p")[0].name
+        seen["until"] = resolve._strategies.until("p")
         write(**kwargs)
 
     def settle(until):

@@ -33,7 +33,7 @@ from inventory.faults import stall_point
 from inventory.models import Product
 from inventory.services import Deducted
 
-from .models import Order
+from ..models import Order
 
 
 def past_deadline_error(sku: str) -> Busy:
