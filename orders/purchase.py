@@ -33,9 +33,9 @@ from waitingroom.services import admission_checked, admission_spend
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
 from .idempotency import request_fingerprint
-from .resolve import _reset_meanwhile_error, strategy_resolve
+from .resolve import reset_meanwhile_error, strategy_resolve
 from .results import OrderResult, Timings
-from .transaction.sell import _sell_in_transaction
+from .transaction.sell import sell_in_transaction
 
 
 def order_create(
@@ -84,7 +84,7 @@ def order_create(
         if strategy.seller is Seller.GATE:  # its sale's script spends it
             return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "")
         admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
-        return _sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
+        return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
         if answer is None:
@@ -112,7 +112,7 @@ def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key
         # or was reset under another strategy meanwhile (NotFound: no such product).
         own = product_get(sku=sku).strategy
         if strategy_of(own).seller is not Seller.GATE:
-            raise _reset_meanwhile_error(sku, own, strategy_of("gate")) from None
+            raise reset_meanwhile_error(sku, own, strategy_of("gate")) from None
         raise
     return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
                        instance=sold.instance, status="accepted", remaining=sold.remaining,

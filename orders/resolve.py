@@ -51,7 +51,7 @@ def strategy_remembered(sku: str) -> str | None:
     return None if known is None else known.name
 
 
-def _reset_meanwhile_error(sku: str, found: str, resolved: StrategySpec) -> Busy:
+def reset_meanwhile_error(sku: str, found: str, resolved: StrategySpec) -> Busy:
     """The seller found another strategy's sale: a reset changed it during this
     purchase (one that answered earlier waited out every memory). Nothing written."""
     _strategies.pop(sku)

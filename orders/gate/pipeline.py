@@ -22,7 +22,7 @@ told stays true to what happened to its own script:
   is loaded and those purchases sent again.
 
 Each script is given, as its last argument, the run id of the server the
-connection reached (``store._Identified``), known only once it is connected.
+connection reached (``common.gateredis.IdentifiedConnection``), known only once it is connected.
 
 Asked to (``wait``), a batch ends with ``WAIT replicas timeout``: Redis answers it
 once what the connection last wrote reached that many replicas, or the timeout

@@ -18,7 +18,7 @@ from django.conf import settings
 
 from common.errors import Unavailable
 
-from .store import _RETAKE, _RETURN, _script, gate_keys, gate_redis
+from .store import RETAKE, RETURN, gate_keys, gate_redis, gate_script
 
 
 class Owed(NamedTuple):
@@ -38,7 +38,7 @@ def gate_return(*, sku: str, orders: Iterable[Owed]) -> dict[int, str]:
         markers make the next call for them do nothing).
     """
     k = gate_keys(sku)
-    script = _script(_RETURN)
+    script = gate_script(RETURN)
     done = {}
     try:
         with gate_redis().pipeline(transaction=False) as pipe:
@@ -63,7 +63,7 @@ def gate_retake(*, sku: str, order: Owed) -> tuple[str, int | None]:
     """
     k = gate_keys(sku)
     try:
-        reply = _script(_RETAKE)(keys=[k.sale, k.returns, k.bought],
+        reply = gate_script(RETAKE)(keys=[k.sale, k.returns, k.bought],
                                  args=[order.order_id, order.quantity, order.user_id,
                                        settings.FLASHSALE_PER_USER_LIMIT])
     except redis.RedisError as e:

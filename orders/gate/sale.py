@@ -49,17 +49,17 @@ from ..models import GateSale, Order
 from ..window import SaleWindow
 from .sell import sold_out_forget
 from .store import (
-    _CLOSE,
-    _FINISHED,
-    _OLD_LIST,
-    _OPEN,
-    _UNLIST,
+    CLOSE,
+    FINISHED,
     GROUP,
     ID_BLOCK_SHIFT,
+    OLD_LIST,
+    OPEN,
     SALES,
-    _script,
+    UNLIST,
     gate_keys,
     gate_redis,
+    gate_script,
 )
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None
             client.hset(staging[0], mapping=chunk)
         for chunk in _chunks(bought or {}):
             client.hset(staging[1], mapping=chunk)
-        opened = _script(_OPEN)(keys=[*k, *staging], args=[
+        opened = gate_script(OPEN)(keys=[*k, *staging], args=[
             sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
             _ms(window.ends_at), "" if replacing is None else replacing,
             "1" if sale.product.payment_window_s else "0",
@@ -116,7 +116,7 @@ def gate_close(*, sku: str, required: bool) -> float:
         accepting orders no persister may write). Otherwise that is only logged.
     """
     try:
-        stock = _script(_CLOSE)(keys=list(gate_keys(sku)))
+        stock = gate_script(CLOSE)(keys=list(gate_keys(sku)))
         gate_redis().hdel(SALES, sku)
     except redis.RedisError as e:
         if required:
@@ -144,11 +144,11 @@ def gate_list_upgrade() -> int:
     """
     client = gate_redis()
     moved = 0
-    for sku in client.smembers(_OLD_LIST):
+    for sku in client.smembers(OLD_LIST):
         sale = client.hget(gate_keys(sku).sale, "block")
         if sale is not None:
             moved += client.hsetnx(SALES, sku, sale)
-    client.delete(_OLD_LIST)
+    client.delete(OLD_LIST)
     return moved
 
 
@@ -165,10 +165,10 @@ def gate_unlist_finished(*, sku: str) -> bool:
     listed = gate_redis().hget(SALES, sku)
     if listed is None:
         return False
-    sale = _script(_FINISHED)(keys=[k.sale, k.stream], args=[GROUP])
+    sale = gate_script(FINISHED)(keys=[k.sale, k.stream], args=[GROUP])
     if sale is None:
         return False
-    return bool(_script(_UNLIST)(keys=[SALES], args=[sku, sale or listed]))
+    return bool(gate_script(UNLIST)(keys=[SALES], args=[sku, sale or listed]))
 
 
 def gate_written(*, skus: list[str], within: float) -> None:

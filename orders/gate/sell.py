@@ -28,7 +28,7 @@ from waitingroom.store import spend_keys
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
 from .pipeline import Replied, ScriptPipeline, fresh
-from .store import _SOLD_OUT, SELL, _script, gate_keys
+from .store import SELL, SOLD_OUT, gate_keys, gate_script
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _sell(*, keys: list[str], args: list) -> Replied:
     ``FLASHSALE_GATE_PIPELINE`` off alone, on this thread's own connection. On a
     Redis Cluster, on the product's node. Each followed by ``WAIT`` on the same
     connection when replicas are asked for (``FLASHSALE_GATE_REPLICAS``)."""
-    script = _script(SELL)
+    script = gate_script(SELL)
     if settings.FLASHSALE_GATE_REDIS_CLUSTER:
         return _sell_on_cluster(script, keys=keys, args=args)
     if settings.FLASHSALE_GATE_PIPELINE:
@@ -307,7 +307,7 @@ def _remember_sold_out(sku: str) -> None:
         known = _sold_out.last(sku)
         asked = time.monotonic()  # the memory runs from before the read: see gate_close
         k = gate_keys(sku)
-        reply = _script(_SOLD_OUT)(keys=[k.sale, k.keys], args=[
+        reply = gate_script(SOLD_OUT)(keys=[k.sale, k.keys], args=[
             known.opened if known else "", settings.FLASHSALE_GATE_SOLD_OUT_KEYS])
     except redis.RedisError as e:
         logger.info("could not read the sold-out sale of %s to remember it: %s", sku, e)

@@ -20,7 +20,7 @@ GROUP = "persisters"  # the consumer group every persister reads the streams in
 # persister's round costs the live sales, not every sale ever held. (No hash tag: it
 # is never in a script with a product's keys.)
 SALES = "gate:sales"
-_OLD_LIST = "gate:skus"  # its earlier form: a set of skus (gate_list_upgrade)
+OLD_LIST = "gate:skus"  # its earlier form: a set of skus (gate_list_upgrade)
 
 
 class GateKeys(NamedTuple):
@@ -51,15 +51,15 @@ def lua_source(name: str) -> str:
 
 # A purchase, after the waiting room's spend it calls (one spend for every seller).
 SELL = SPEND_LUA + lua_source("sell")
-_OPEN = lua_source("open")  # a sale loaded
-_FINISHED = lua_source("finished")  # whether a sale's stream is done
-_UNLIST = lua_source("unlist")  # a finished sale off the persisters' list
-_CLOSE = lua_source("close")  # a sale dropped
-_SOLD_OUT = lua_source("sold_out")  # what a process remembers of a sold-out sale
-_RETURN = lua_source("return")  # an expired order's units back in stock, once
-_RETAKE = lua_source("retake")  # a late payment's units out again, once
+OPEN = lua_source("open")  # a sale loaded
+FINISHED = lua_source("finished")  # whether a sale's stream is done
+UNLIST = lua_source("unlist")  # a finished sale off the persisters' list
+CLOSE = lua_source("close")  # a sale dropped
+SOLD_OUT = lua_source("sold_out")  # what a process remembers of a sold-out sale
+RETURN = lua_source("return")  # an expired order's units back in stock, once
+RETAKE = lua_source("retake")  # a late payment's units out again, once
 
 
-def _script(source: str):
+def gate_script(source: str):
     """The script's handle on the current client, made once (it hashes the source)."""
     return script_on(gate_redis(), source)

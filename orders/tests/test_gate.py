@@ -136,7 +136,7 @@ def test_a_replay_answers_the_first_answer_before_and_after_the_order_is_written
 @pytest.fixture
 def scripts_run():
     """How many purchases ran the sale's script since the fixture began."""
-    with mock.patch.object(sell_module, "_script", wraps=sell_module._script) as spy:
+    with mock.patch.object(sell_module, "gate_script", wraps=sell_module.gate_script) as spy:
         yield lambda: sum(1 for call in spy.call_args_list if call.args[0] is store.SELL)
 
 
@@ -380,10 +380,10 @@ def test_a_sale_past_its_end_leaves_the_list_with_stock_left():
 def test_a_sale_found_finished_stays_listed_if_a_reset_opened_the_next_one_meanwhile():
     sale_reset(sku="sku-1", stock=0)
     keys = gate_keys("sku-1")
-    finished = store._script(store._FINISHED)(keys=[keys.sale, keys.stream], args=[GROUP])
+    finished = store.gate_script(store.FINISHED)(keys=[keys.sale, keys.stream], args=[GROUP])
     assert finished is not None
     sale_reset(sku="sku-1", stock=5)  # a new sale, listed
-    assert store._script(store._UNLIST)(keys=[store.SALES], args=["sku-1", finished]) == 0
+    assert store.gate_script(store.UNLIST)(keys=[store.SALES], args=["sku-1", finished]) == 0
     assert gate_listed() == ["sku-1"]
     buy("k1")
     persist()

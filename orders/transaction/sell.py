@@ -42,7 +42,7 @@ from ..idempotency import (
 )
 from ..limits import quota_open, quota_take
 from ..models import Order
-from ..resolve import _reset_meanwhile_error
+from ..resolve import reset_meanwhile_error
 from ..results import OrderResult, Timings
 from ..salestate import SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import lock_name, lock_release, outcome_unknown_error
@@ -50,7 +50,7 @@ from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
 
 
-def _sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
                          deadline: float, admitted: bool, strategy: StrategySpec,
                          segments: list[Stock] | None) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns."""
@@ -123,7 +123,7 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     """
     if state.opened is not None:
         if strategy_of(state.strategy) != strategy:
-            raise _reset_meanwhile_error(sku, state.strategy, strategy)
+            raise reset_meanwhile_error(sku, state.strategy, strategy)
         state.window.check(sku=sku, now=time.time())
         if state.room and not admitted:
             raise admission_refused_error(sku=sku)
@@ -133,7 +133,7 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     if state.opened is None:
         product = segments[0].product
         if strategy_of(product.strategy) != strategy:
-            raise _reset_meanwhile_error(sku, product.strategy, strategy)
+            raise reset_meanwhile_error(sku, product.strategy, strategy)
         SaleWindow.of(product).check(sku=sku, now=time.time())
         if not admitted and room_of(product=product):
             raise admission_refused_error(sku=sku)
