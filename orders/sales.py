@@ -1,6 +1,6 @@
-"""A sale's life outside its purchases: the reset that opens one, the warm-up that
-opens a gate sale again after Redis lost it, and the hand-over of the gate's sales
-to the database when the deployment's strategy leaves the gate."""
+"""A sale's life outside its purchases: the reset that opens one. (The gate's
+warm-up after Redis lost a sale, and its hand-over to the database when the
+deployment's strategy leaves the gate: ``orders.gate.sale``.)"""
 
 from __future__ import annotations
 
@@ -12,22 +12,18 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
 from common.database_errors import database_deadlocked
-from common.errors import Busy, InvalidInput, NotFound
+from common.errors import InvalidInput, NotFound
 from common.strategies import Seller, UnknownStrategy, strategy_of
 from inventory.models import Product
 from inventory.reads import product_cached_refresh
-from inventory.selectors import product_get, segments_get
+from inventory.selectors import product_get
 from inventory.services import product_reset
 from waitingroom.services import RoomTerms, room_open
 
 from .gate.sale import (
     gate_close,
-    gate_listed,
     gate_open,
     gate_settle,
-    gate_tally,
-    gate_written,
-    keys_of_orders,
 )
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
@@ -137,60 +133,3 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
                             payment_window_s=payment_window_s, new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
     return product, keys, sale, None if existing is None else existing.strategy
-
-
-def gate_warm(*, sku: str) -> GateSale:
-    """Open a gate sale of what the database has left of ``sku``, with its orders'
-    keys (so their replays are answered): after Redis lost the sale (a restart
-    without its AOF). What Redis accepted and no persister wrote is lost with it;
-    anything still in the stream must be written first.
-
-    :raises NotFound: no such product.
-    :raises InvalidInput: not a gate product, or Redis still holds its sale.
-    :raises Unavailable: the gate's Redis cannot be reached.
-    """
-    # Processes may remember the lost sale sold out: none does after this answer.
-    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S
-    segments = segments_get(sku=sku)
-    strategy = strategy_of(segments[0].product.strategy)
-    if strategy.seller is not Seller.GATE:
-        raise InvalidInput(f"{sku} sells under {strategy.name}: it does not sell through the gate")
-    if len(segments) > 1:
-        raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
-    if gate_tally(sku=sku) is not None:
-        raise InvalidInput(f"Redis holds a sale of {sku} already: reset the product to start over")
-    product = segments[0].product
-    sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
-    keys, bought = keys_of_orders(product)
-    gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
-    gate_settle(settled)
-    return sale
-
-
-def gate_leave(*, within: float) -> list[str]:
-    """Hand the gate's sales of the products that follow the deployment's strategy
-    (their own is "") to the database, once the default left the gate and no instance
-    sells under it: each sale, once the persisters have written every order it
-    accepted, is closed in Redis. The database's stock is then the sale's whole
-    truth, which the next strategy sells from; a gate sale left open would sell again
-    what that strategy sold, were the default to come back to the gate. Such a sale
-    answers 503 until reset, or warmed up (``gate_warm``). Returns their skus.
-
-    :raises Busy: a sale not written within ``within`` seconds, or with dead letters
-        (an operator's, ``manage.py gate_redrive``): nothing closed.
-    :raises Unavailable: the gate's Redis cannot be reached.
-    """
-    skus = []
-    for sku in gate_listed():
-        try:
-            if product_get(sku=sku).strategy == "":
-                skus.append(sku)
-        except NotFound:
-            continue  # its product is gone: nobody sells it
-    try:
-        gate_written(skus=skus, within=within)
-    except Busy as e:
-        raise Busy(f"the gate's sales are not handed to the database, {e.message}") from e
-    for sku in skus:
-        gate_close(sku=sku, required=True)
-    return skus

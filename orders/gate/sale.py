@@ -39,9 +39,10 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from common.errors import Busy, Unavailable
+from common.errors import Busy, InvalidInput, NotFound, Unavailable
+from common.strategies import Seller, strategy_of
 from inventory.models import Product
-from inventory.selectors import flows_after
+from inventory.selectors import flows_after, product_get, segments_get
 from waitingroom.models import Room
 
 from ..idempotency import request_fingerprint
@@ -324,3 +325,63 @@ def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
         if order.status in Order.HOLDING_STOCK:  # an expired order's units left its buyer's count
             bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
     return records, bought
+
+
+# --- the gate's sales outside a reset ---------------------------------------------------
+
+
+def gate_warm(*, sku: str) -> GateSale:
+    """Open a gate sale of what the database has left of ``sku``, with its orders'
+    keys (so their replays are answered): after Redis lost the sale (a restart
+    without its AOF). What Redis accepted and no persister wrote is lost with it;
+    anything still in the stream must be written first.
+
+    :raises NotFound: no such product.
+    :raises InvalidInput: not a gate product, or Redis still holds its sale.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    # Processes may remember the lost sale sold out: none does after this answer.
+    settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S
+    segments = segments_get(sku=sku)
+    strategy = strategy_of(segments[0].product.strategy)
+    if strategy.seller is not Seller.GATE:
+        raise InvalidInput(f"{sku} sells under {strategy.name}: it does not sell through the gate")
+    if len(segments) > 1:
+        raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
+    if gate_tally(sku=sku) is not None:
+        raise InvalidInput(f"Redis holds a sale of {sku} already: reset the product to start over")
+    product = segments[0].product
+    sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
+    keys, bought = keys_of_orders(product)
+    gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
+    gate_settle(settled)
+    return sale
+
+
+def gate_leave(*, within: float) -> list[str]:
+    """Hand the gate's sales of the products that follow the deployment's strategy
+    (their own is "") to the database, once the default left the gate and no instance
+    sells under it: each sale, once the persisters have written every order it
+    accepted, is closed in Redis. The database's stock is then the sale's whole
+    truth, which the next strategy sells from; a gate sale left open would sell again
+    what that strategy sold, were the default to come back to the gate. Such a sale
+    answers 503 until reset, or warmed up (``gate_warm``). Returns their skus.
+
+    :raises Busy: a sale not written within ``within`` seconds, or with dead letters
+        (an operator's, ``manage.py gate_redrive``): nothing closed.
+    :raises Unavailable: the gate's Redis cannot be reached.
+    """
+    skus = []
+    for sku in gate_listed():
+        try:
+            if product_get(sku=sku).strategy == "":
+                skus.append(sku)
+        except NotFound:
+            continue  # its product is gone: nobody sells it
+    try:
+        gate_written(skus=skus, within=within)
+    except Busy as e:
+        raise Busy(f"the gate's sales are not handed to the database, {e.message}") from e
+    for sku in skus:
+        gate_close(sku=sku, required=True)
+    return skus
