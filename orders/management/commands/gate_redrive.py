@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import ApplicationError
-from orders.gate.persister import dead_letters_redrive
+from orders.gate.redrive import dead_letters_redrive
 
 
 class Command(BaseCommand):
