@@ -200,7 +200,7 @@ def replay_by_key(*, key: str, fingerprint: str) -> OrderResult | None:
 INFLIGHT_POLL_SECONDS = 0.05
 
 
-def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
+def key_claimed_or_replay(*, key: str, fingerprint: str) -> OrderResult | None:
     """Claim the key; if an earlier request holds it, answer as that request did.
 
     A retry that arrives while the first request is still in flight waits for it, a
@@ -237,7 +237,7 @@ def known_outcome(*, key: str, fingerprint: str) -> OrderResult | None:
             time.sleep(INFLIGHT_POLL_SECONDS)  # the first request is in flight: wait for its outcome
 
 
-def refusal_checked(error: BaseException, *, key: str, fingerprint: str, flags_complete: bool,
+def key_freed_or_replay(error: BaseException, *, key: str, fingerprint: str, flags_complete: bool,
                      deadline: float) -> OrderResult | None:
     """Before a keyed request is refused, make sure its key has no order: the
     database is the truth for idempotency. The flags answer for it (no look-up) only

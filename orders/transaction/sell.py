@@ -35,8 +35,8 @@ from waitingroom.services import admission_refused_error
 from ..idempotency import (
     flag_complete,
     flag_unsettled,
-    known_outcome,
-    refusal_checked,
+    key_claimed_or_replay,
+    key_freed_or_replay,
     replay_by_key,
     request_fingerprint,
 )
@@ -57,7 +57,7 @@ def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_ke
     fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
     if idempotency_key:
         key = idempotency_key
-        known = known_outcome(key=key, fingerprint=fingerprint)
+        known = key_claimed_or_replay(key=key, fingerprint=fingerprint)
         if known is not None:
             return known  # a replay is answered even after the sale sold out
     else:
@@ -99,13 +99,13 @@ def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_ke
 def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, deadline: float,
              key: str | None, fingerprint: str) -> OrderResult | None:
     """A refusal's aftermath: the sale marked sold out when it says so, and the
-    buyer's ``key`` (None: unkeyed) freed or settled (``refusal_checked``); the
+    buyer's ``key`` (None: unkeyed) freed or settled (``key_freed_or_replay``); the
     answer of an earlier request with the key, if there is one to give instead."""
     if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
         sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
     if key is None:
         return None
-    return refusal_checked(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
+    return key_freed_or_replay(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
                            deadline=deadline)
 
 
