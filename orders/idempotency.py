@@ -238,7 +238,7 @@ def key_claimed_or_replay(*, key: str, fingerprint: str) -> OrderResult | None:
 
 
 def key_freed_or_replay(error: BaseException, *, key: str, fingerprint: str, flags_complete: bool,
-                     deadline: float) -> OrderResult | None:
+                        deadline: float) -> OrderResult | None:
     """Before a keyed request is refused, make sure its key has no order: the
     database is the truth for idempotency. The flags answer for it (no look-up) only
     while the sale's state vouches that no flag was lost (``flags_complete``); then

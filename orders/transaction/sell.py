@@ -106,7 +106,7 @@ def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleS
     if key is None:
         return None
     return key_freed_or_replay(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
-                           deadline=deadline)
+                               deadline=deadline)
 
 
 def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: StrategySpec,
