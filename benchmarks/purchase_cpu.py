@@ -6,6 +6,7 @@ the running stack's MariaDB and Redis, for ``/api/ping`` and for purchases of ea
 with ``--profile ROW``, cProfile's top entries for that row.
 
     python -m benchmarks.purchase_cpu [--requests 2000] [--row ping --row gate] [--profile gate]
+    python -m benchmarks.purchase_cpu --memory-rounds 3 --row "gate, sold out" --row gate --docs
     (the stack must be up: make up)
 
 Rows:
@@ -41,9 +42,13 @@ import io
 import json
 import os
 import pstats
+import shlex
+import statistics
+import sys
 import time
 import uuid
 
+from loadtest.measured import recorded
 from stack.config import StackConfig
 
 os.environ.update(StackConfig.from_env().app_environment("cpu"))
@@ -162,6 +167,54 @@ def _rows() -> dict:
     }
 
 
+def _measure(rows: dict, requests: int, handler) -> dict[str, tuple[float, float, str]]:
+    """Each row's CPU and wall µs a request, and its answers by status."""
+    statuses: dict[str, int] = {}
+
+    def start_response(status, headers, exc_info=None):
+        statuses[status[:3]] = statuses.get(status[:3], 0) + 1
+
+    measured = {}
+    for label, (setup, request) in rows.items():
+        settings.FLASHSALE_BUYER_AUTH = label.endswith(SIGNED_IN)
+        setup()
+        for n in range(50):  # imports, connections, scripts registered
+            b"".join(handler(request(n), start_response))
+        statuses.clear()
+        environs = [request(n) for n in range(requests)]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for environ in environs:
+            b"".join(handler(environ, start_response))
+        cpu = (time.process_time() - cpu) / requests * 1e6
+        wall = (time.perf_counter() - wall) / requests * 1e6
+        answers = ", ".join(f"{code}: {count:,}" for code, count in sorted(statuses.items()))
+        measured[label] = (cpu, wall, answers)
+    return measured
+
+
+def _memory_compared(rows: dict, requests: int, rounds: int, handler) -> None:
+    """The rows with the strategy's memory off and on (``FLASHSALE_STRATEGY_MEMORY_S``
+    0 and as set), alternating, ``rounds`` times each: medians of CPU a request ×
+    ping's in the same round."""
+    remembered = settings.FLASHSALE_STRATEGY_MEMORY_S
+    ratios: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+    for _ in range(rounds):
+        for side, seconds in (("off", 0.0), ("on", remembered)):
+            settings.FLASHSALE_STRATEGY_MEMORY_S = seconds
+            measured = _measure(rows, requests, handler)
+            ping = measured["ping"][0]
+            for label, (cpu, _, _) in measured.items():
+                ratios[side].setdefault(label, []).append(cpu / ping)
+    settings.FLASHSALE_STRATEGY_MEMORY_S = remembered
+    print(f"CPU a request × ping's in the same round, medians of {rounds} rounds each, memory off "
+          f"(`FLASHSALE_STRATEGY_MEMORY_S=0`) and on ({remembered:g} s), alternating:\n")
+    print(f"| row | memory off | memory on ({remembered:g} s) |\n|---|---:|---:|")
+    for label in rows:
+        if label != "ping":
+            print(f"| {label} | {statistics.median(ratios['off'][label]):.2f} | "
+                  f"{statistics.median(ratios['on'][label]):.2f} |")
+
+
 def main() -> None:
     rows = _rows()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -169,37 +222,35 @@ def main() -> None:
     parser.add_argument("--row", action="append", dest="rows",
                         help="only this row (again for more, in their order; default: all)")
     parser.add_argument("--profile", choices=list(rows), help="cProfile this row too")
+    parser.add_argument("--memory-rounds", type=int, default=0,
+                        help="instead: the rows with the strategy's memory off and on, alternating, "
+                             "this many rounds each (ping is always among the rows)")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/ (purchase-cpu.md; with "
+                             "--memory-rounds, strategy-memory.md), for the docs")
     args = parser.parse_args()
     if args.rows:
         unknown = [r for r in args.rows if r not in rows]
         if unknown:
             parser.error(f"no such row: {'; '.join(unknown)} (rows: {'; '.join(rows)})")
-        rows = {r: rows[r] for r in args.rows}
-    handler, statuses = PurchaseWSGIHandler(), {}  # the apps' handler (flashsale.wsgi)
-
-    def start_response(status, headers, exc_info=None):
-        statuses[status[:3]] = statuses.get(status[:3], 0) + 1
-
-    print(f"`python -m benchmarks.purchase_cpu --requests {args.requests}`: CPU per request in-process "
-          "(the apps' WSGI handler, the stack's MariaDB and Redis; "
-          f"purchase shortcut {'on' if settings.FLASHSALE_PURCHASE_SHORTCUT else 'off'})\n")
-    print("| row | CPU µs / request | × ping | wall µs / request | answers |\n|---|---:|---:|---:|---|")
-    ping = None
-    for label, (setup, request) in rows.items():
-        settings.FLASHSALE_BUYER_AUTH = label.endswith(SIGNED_IN)
-        setup()
-        for n in range(50):  # imports, connections, scripts registered
-            b"".join(handler(request(n), start_response))
-        statuses.clear()
-        environs = [request(n) for n in range(args.requests)]
-        cpu, wall = time.process_time(), time.perf_counter()
-        for environ in environs:
-            b"".join(handler(environ, start_response))
-        cpu = (time.process_time() - cpu) / args.requests * 1e6
-        wall = (time.perf_counter() - wall) / args.requests * 1e6
-        ping = ping or cpu
-        answers = ", ".join(f"{code}: {count:,}" for code, count in sorted(statuses.items()))
-        print(f"| {label} | {cpu:,.0f} | {cpu / ping:.2f} | {wall:,.0f} | {answers} |")
+        rows = {r: rows[r] for r in (["ping"] if args.memory_rounds and "ping" not in args.rows else [])
+                + args.rows}
+    handler = PurchaseWSGIHandler()  # the apps' handler (flashsale.wsgi)
+    command = "python -m benchmarks.purchase_cpu " + shlex.join(sys.argv[1:])
+    name = "strategy-memory" if args.memory_rounds else "purchase-cpu"
+    with recorded(name, command.strip(), write=args.docs):
+        print(f"`{command.strip()}`: CPU per request in-process (the apps' WSGI handler, the stack's "
+              "MariaDB and Redis; purchase shortcut "
+              f"{'on' if settings.FLASHSALE_PURCHASE_SHORTCUT else 'off'})\n")
+        if args.memory_rounds:
+            _memory_compared(rows, args.requests, args.memory_rounds, handler)
+        else:
+            print("| row | CPU µs / request | × ping | wall µs / request | answers |")
+            print("|---|---:|---:|---:|---|")
+            measured = _measure(rows, args.requests, handler)
+            ping = next(iter(measured.values()))[0]
+            for label, (cpu, wall, answers) in measured.items():
+                print(f"| {label} | {cpu:,.0f} | {cpu / ping:.2f} | {wall:,.0f} | {answers} |")
     if args.profile:
         setup, request = rows[args.profile]
         settings.FLASHSALE_BUYER_AUTH = args.profile.endswith(SIGNED_IN)
@@ -208,7 +259,7 @@ def main() -> None:
         profile = cProfile.Profile()
         profile.enable()
         for environ in environs:
-            b"".join(handler(environ, start_response))
+            b"".join(handler(environ, lambda *a, **k: None))
         profile.disable()
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(40)

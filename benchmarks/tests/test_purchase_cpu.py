@@ -25,3 +25,16 @@ def test_every_row_is_measured_on_the_answers_it_names(stack_config):
                        "redisson, hot, 8 segments": "201: 20"}
     assert rows["ping"][3].strip() == "1.00"  # the others are multiples of it
     assert "cProfile, gate, 20 requests" in result.stdout
+
+
+def test_the_memory_comparison_measures_each_row_with_the_memory_off_and_on(stack_config):
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.purchase_cpu", "--requests", "20", "--memory-rounds", "1",
+         "--row", "gate, sold out", "--row", "gate"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = [line.split("|")[1:4] for line in result.stdout.splitlines()
+            if line.startswith("| gate")]
+    assert [row[0].strip() for row in rows] == ["gate, sold out", "gate"]  # ping is the unit, not a row
+    assert all(float(cell) > 0 for row in rows for cell in row[1:]), rows
