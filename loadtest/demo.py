@@ -2,18 +2,21 @@
 strategy, and a table of what each did to the stock.
 
     python -m loadtest.demo [--strategies none,local,atomic] [--stock 50]
-                            [--attempts 400] [--concurrency 32] [--section-delay-ms 5]
+                            [--attempts 400] [--concurrency 32] [--section-delay-ms 5] [--docs]
 
 Each strategy gets its own product (``burst-<strategy>``), left as it ended, so
 ``http://127.0.0.1:8080/?sku=burst-none`` shows its audit afterwards; ``demo-1`` is
 seeded with 100 units for the browser page. Then a sale with a payment window
 (``demo-pay``): half its first buyers never pay, their units come back, and the next
-buyers buy them. The stack is left running with the strategy it had before.
+buyers buy them. The stack is left running with the strategy it had before. With
+``--docs``, the burst's table is written where the README shows it (between its
+marks), under the line that says what ran, at which commit, where.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 import uuid
@@ -21,12 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.strategies import STRATEGIES, strategy_get
-from stack.config import StackConfig
+from stack import pages
+from stack.config import ROOT, StackConfig
 from stack.control import reconfigure
 
 from .burst import BurstResult, burst
 from .buyers import buyer_tokens
 from .client import FlashsaleClient
+from .measured import provenance
 
 PAGE_SKU = "demo-1"
 BUYER_PREFIX = "burst-buyer-"  # the n-th attempt of every burst is burst-buyer-<n>
@@ -126,6 +131,23 @@ def payment_summary(round_: dict) -> str:
             f"oversold {a['oversold']} · ledger consistent {'yes' if a['consistent'] else 'NO'}")
 
 
+README = ROOT / "README.md"
+README_SOURCE = "a run of it"
+
+
+def burst_said(args, config: StackConfig) -> str:
+    return (f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
+            f"stock {args.stock}, {config.instances} instances behind nginx, "
+            f"critical-section delay {args.section_delay_ms:g} ms")
+
+
+def readme_written(command: str, text: str) -> None:
+    """The README's demo table, written between its marks under its provenance line."""
+    README.write_text(pages.page_written(README.read_text(), command, README_SOURCE,
+                                         provenance(command) + "\n\n" + text))
+    print(f"written for the docs: {README}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -136,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--section-delay-ms", "--race-delay-ms", type=float, default=5.0,
                         help="sleep inside the critical section so the race shows (default 5)")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the burst's table into the README, where it shows one")
     args = parser.parse_args(argv)
     strategies = [strategy_get(name.strip()).name for name in args.strategies.split(",")]
 
     config = StackConfig.from_env()
     client = FlashsaleClient.for_stack(config)
-    print(f"Burst: {args.attempts} purchases of 1 unit from {args.concurrency} buyers at once, "
-          f"stock {args.stock}, {config.instances} instances behind nginx, "
-          f"critical-section delay {args.section_delay_ms:g} ms\n", flush=True)
+    print(burst_said(args, config) + "\n", flush=True)
     client.reset(PAGE_SKU, 100, name="Demo phone")  # what the browser page shows
     # Each attempt a buyer of its own, an account with its token when the instances
     # take the buyer from credentials (the default).
@@ -158,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure(config)  # back to the strategy the stack was started with
     print()
     print(table(rows))
+    if args.docs:
+        command = "python -m loadtest.demo " + shlex.join(argv if argv is not None else sys.argv[1:])
+        readme_written(command.strip(), burst_said(args, config) + "\n\n" + table(rows))
     paid = payment_window_round(client)
     print()
     print(payment_summary(paid))
