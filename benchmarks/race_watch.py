@@ -1,7 +1,7 @@
 """Does watching a race change it? The same race with nobody watching, with its
 state read 4 times a second by plain clients, and with the race page open.
 
-    python -m benchmarks.race_watch [--rounds 3] [--viewers 1] [--strategies none,local,...]
+    python -m benchmarks.race_watch [--rounds 3] [--viewers 1] [--strategies none,local,...] [--docs]
                                     [--stock 100] [--buyers 1000] [--concurrency 64]
 
 Rounds alternate: the race with nobody watching; the same race while a client reads
@@ -24,6 +24,7 @@ import threading
 import time
 
 from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
 from races.limits import DEFAULT_STRATEGIES
 from stack.config import StackConfig
 
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--viewers", type=int, default=1,
                         help="clients reading the race 4 times a second each in the polled rounds (a class)")
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/race-watch.md, for the docs")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright  # a test dependency (make install-test)
 
@@ -128,19 +131,22 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"{watched:,.1f} ({watched / closed if closed else float('nan'):.2f})")
         return out
 
-    print(f"$ python -m benchmarks.race_watch {shlex.join(argv if argv is not None else sys.argv[1:])}")
-    print(f"{args.rounds} rounds, alternating; {len(spec['strategies'])} strategies, stock {args.stock}, "
-          f"{args.buyers} buyers each, {args.concurrency} at once; medians, and ÷ nobody watching\n")
-    readers = "a client" if args.viewers == 1 else f"{args.viewers} clients"
-    print(f"| | nobody watching | read 4×/s by {readers} | the page open in Chromium |\n|---|---:|---:|---:|")
-    print("| answers/s, whole race | " + " | ".join(cells(rate)) + " |")
-    for i, name in enumerate(spec["strategies"]):
-        orders_per_s = lambda race, i=i: race["lanes"][i]["orders_per_s"] or 0  # noqa: E731
-        print(f"| {name} orders/s | " + " | ".join(cells(orders_per_s)) + " |")
-    print("| reads of the race per second | – | "
-          + " | ".join(f"{median(r for _, r in runs[w]):.1f}" for w in WATCHERS[1:]) + " |")
-    rounds = ("/".join(f"{rate(runs[w][n][0]):,.0f}" for w in WATCHERS) for n in range(args.rounds))
-    print(f"\nEach round's answers/s ({', '.join(WATCHERS)}): {'; '.join(rounds)}")
+    command = f"python -m benchmarks.race_watch {shlex.join(argv if argv is not None else sys.argv[1:])}"
+    with recorded("race-watch", command.strip(), write=args.docs):
+        print(f"$ {command.strip()}")
+        print(f"{args.rounds} rounds, alternating; {len(spec['strategies'])} strategies, stock {args.stock}, "
+              f"{args.buyers} buyers each, {args.concurrency} at once; medians, and ÷ nobody watching\n")
+        readers = "a client" if args.viewers == 1 else f"{args.viewers} clients"
+        print(f"| | nobody watching | read 4×/s by {readers} | the page open in Chromium |")
+        print("|---|---:|---:|---:|")
+        print("| answers/s, whole race | " + " | ".join(cells(rate)) + " |")
+        for i, name in enumerate(spec["strategies"]):
+            orders_per_s = lambda race, i=i: race["lanes"][i]["orders_per_s"] or 0  # noqa: E731
+            print(f"| {name} orders/s | " + " | ".join(cells(orders_per_s)) + " |")
+        print("| reads of the race per second | – | "
+              + " | ".join(f"{median(r for _, r in runs[w]):.1f}" for w in WATCHERS[1:]) + " |")
+        rounds = ("/".join(f"{rate(runs[w][n][0]):,.0f}" for w in WATCHERS) for n in range(args.rounds))
+        print(f"\nEach round's answers/s ({', '.join(WATCHERS)}): {'; '.join(rounds)}")
     return 0
 
 
