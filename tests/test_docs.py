@@ -139,3 +139,38 @@ def test_the_purchase_file_by_file_names_functions_its_files_hold():
             assert callable(getattr(module, name, None)), f"{path}.py has no {name}"
     for lua in re.findall(r"`([\w/]+\.lua)`", section):
         assert (ROOT / lua).exists(), lua
+
+
+# A measured-looking figure: a ratio ("1.8×", "0.9x ping", "1.80 times"), a rate ("7,120 req/s"), a
+# CPU time ("190 µs") or a percentile's latency ("p99 540 ms").
+FIGURE = re.compile(r"\b\d+(?:\.\d+)?×|\b\d+\.\d+x\b|\b\d+\.\d+ times\b"
+                    r"|\d[\d,]*(?:\.\d+)?\s?(?:req/s|requests/s|orders/s|answers/s|µs|us of CPU|CPU-s)\b"
+                    r"|\bp(?:50|90|95|99)\s+\d[\d,.]*\s?ms\b")
+# Not measurements: targets and rules a measurement is held to.
+ALLOWED = ("at least 0.6× ping", "at most 3× ping", "at least 0.7× ping", "the 2× the rule asks")
+# The decisions page records what was measured when each choice was made, each with
+# its command and its commit: history, which the measured files replace as they run.
+HISTORY = {"docs/development/decisions.md", "docs/changelog.md"}
+
+
+def test_no_page_types_a_measured_figure_outside_a_measured_file():
+    """A figure on a page is the output of the command that measured it, included from
+    the file that command wrote (docs/results/measured/, or the README's marked
+    demo table), never typed beside it, where the next run leaves it stale."""
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "deploy").rglob("*.md")]
+    found = []
+    for page in pages:
+        name = str(page.relative_to(ROOT))
+        if name.startswith(("docs/results/measured/", "docs/profile/")) or name in HISTORY:
+            continue
+        text = page.read_text()
+        if name == "README.md":  # the demo's table, between the marks the demo writes
+            text = re.sub(r"<!-- The text below is written by `python -m loadtest.demo.*?-->.*?"
+                          r"<!-- The end of the text `python -m loadtest.demo[^>]*-->", "", text, flags=re.S)
+        for number, line in enumerate(text.splitlines(), 1):
+            rest = line
+            for allowed in ALLOWED:
+                rest = rest.replace(allowed, "")
+            if FIGURE.search(rest):
+                found.append(f"{name}:{number}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)
