@@ -174,3 +174,13 @@ def test_no_page_types_a_measured_figure_outside_a_measured_file():
             if FIGURE.search(rest):
                 found.append(f"{name}:{number}: {line.strip()[:100]}")
     assert not found, "\n".join(found)
+
+
+def test_the_results_index_says_how_many_commits_behind_head_each_measured_file_is():
+    from stack import mkdocs_hooks
+
+    assert mkdocs_hooks.MARK in (ROOT / "docs/results/index.md").read_text()
+    table = mkdocs_hooks.ages().splitlines()[2:]
+    measured = sorted((ROOT / "docs/results/measured").glob("*.md"))
+    assert [row.split("|")[1].strip().strip("`") for row in table] == [p.name for p in measured]
+    assert all(row.split("|")[5].strip().isdigit() for row in table), table  # a clone has the history

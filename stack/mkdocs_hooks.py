@@ -1,0 +1,42 @@
+"""MkDocs hooks (``mkdocs.yml``: ``hooks``): the results index's table of how old each
+measured file is, written as the site is built, so it is true of the checkout built."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEASURED = ROOT / "docs" / "results" / "measured"
+MARK = "<!-- the measured files' age, written as the site is built -->"
+PROVENANCE = re.compile(r"Measured by `(?P<command>[^`]+)` at commit `(?P<commit>[0-9a-f]+)[^`]*` "
+                        r"on (?P<date>[\d-]+)")
+
+
+def _behind(commit: str) -> str:
+    """Commits on HEAD since ``commit`` ("?" without git, or without that commit)."""
+    try:
+        result = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return result.stdout.strip() if result.returncode == 0 else "?"
+
+
+def ages() -> str:
+    """A table: each measured file, the command that wrote it, its commit and date, and
+    how many commits HEAD is past that commit."""
+    rows = ["| file | written by | at commit | on | commits behind HEAD |", "|---|---|---|---|---:|"]
+    for path in sorted(MEASURED.glob("*.md")):
+        found = PROVENANCE.match(path.read_text().splitlines()[0])
+        if found is None:
+            rows.append(f"| `{path.name}` | ? | ? | ? | ? |")
+            continue
+        rows.append(f"| `{path.name}` | `{found['command']}` | `{found['commit']}` | {found['date']} | "
+                    f"{_behind(found['commit'])} |")
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    return markdown.replace(MARK, ages()) if MARK in markdown else markdown
