@@ -33,7 +33,7 @@ from common.strategies import STRATEGIES
 from inventory.apis import SKU_PATH, ProductDetailApi, sku_checked
 from inventory.limits import MAX_SEGMENTS
 from inventory.selectors import product_stock_get
-from waitingroom.services import RoomTerms
+from waitingroom.apis import ROOM_TERMS, room_terms_popped, room_terms_refused
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .sales import sale_reset
@@ -176,18 +176,11 @@ class SaleResetApi(APIView):
         unsegmented = [name for name, spec in STRATEGIES.items() if not spec.segmented]
         refused = ({"required": ["strategy", "segments"],
                     "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
-                   # A waiting room's terms without its rate: no room to set them on.
-                   *({"required": [name], "not": {"required": ["room_rate"]}}
-                     for name in ("room_active", "room_admission_s", "room_order")))
+                   *room_terms_refused(*ROOM_TERMS))
 
         def validate(self, attrs):
-            rate, active, admission_s, order = (attrs.pop(f"room_{name}", None)
-                                                for name in ("rate", "active", "admission_s", "order"))
-            if rate is None and (active, admission_s, order) != (None, None, None):
-                raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
-            if rate is not None:
-                attrs["room"] = RoomTerms.given(rate=rate, active=active, admission_s=admission_s,
-                                                order=order)
+            if (room := room_terms_popped(attrs)) is not None:
+                attrs["room"] = room
             now = timezone.now()
             for edge in ("starts", "ends"):
                 seconds = attrs.pop(f"{edge}_in", None)

@@ -23,7 +23,7 @@ from common.errors import (
 )
 from common.fields import ClosedInputSerializer, StrategyField
 from orders.auth import AdminTokenAuthentication, IsStaff, log_admin_action
-from waitingroom.services import RoomTerms
+from waitingroom.apis import room_terms_popped, room_terms_refused
 
 from .errors import RaceRunning
 from .limits import MAX_BUYERS, MAX_CONCURRENCY, MAX_ROOM_RATE, MAX_STOCK
@@ -117,14 +117,10 @@ class RaceCreateApi(APIView):
         room_rate = serializers.IntegerField(min_value=1, max_value=MAX_ROOM_RATE, required=False)
         room_active = serializers.IntegerField(min_value=1, max_value=MAX_BUYERS, required=False)
 
-        # The room's bound without its rate: no room to set it on.
-        refused = ({"required": ["room_active"], "not": {"required": ["room_rate"]}},)
+        refused = room_terms_refused("active")
 
         def validate(self, attrs):
-            rate, active = attrs.pop("room_rate", None), attrs.pop("room_active", None)
-            if rate is None and active is not None:
-                raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
-            attrs["room"] = None if rate is None else RoomTerms.given(rate=rate, active=active)
+            attrs["room"] = room_terms_popped(attrs)
             return attrs
 
         def validate_strategies(self, names):

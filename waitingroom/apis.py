@@ -26,7 +26,32 @@ from common.errors import (
 from common.fields import ClosedInputSerializer, StrictCharField
 from inventory.apis import SKU_PATH, sku_checked
 
-from .services import place_ask
+from .services import RoomTerms, place_ask
+
+# What a request may give a room beside its rate (room_<term>): its reset takes all three.
+ROOM_TERMS = ("active", "admission_s", "order")
+
+
+def room_terms_refused(*terms: str) -> tuple[dict, ...]:
+    """As JSON Schema, the bodies refused: a room's term without its rate (no room to
+    set it on)."""
+    return tuple({"required": [f"room_{term}"], "not": {"required": ["room_rate"]}} for term in terms)
+
+
+def room_terms_popped(attrs: dict) -> RoomTerms | None:
+    """A request's ``room_*`` keys, taken out of ``attrs``: the room they set, the rest
+    by default (``RoomTerms.given``), or None without a rate.
+
+    :raises serializers.ValidationError: a term without the rate.
+    """
+    rate = attrs.pop("room_rate", None)
+    terms = {term: attrs.pop(f"room_{term}", None) for term in ROOM_TERMS}
+    if rate is None:
+        if any(value is not None for value in terms.values()):
+            raise serializers.ValidationError({"room_rate": ["a waiting room needs its rate"]})
+        return None
+    return RoomTerms.given(rate=rate, **terms)
+
 
 USER_ID_MAX_LENGTH = 64
 
