@@ -143,8 +143,8 @@ def burst_said(args, config: StackConfig) -> str:
 
 def readme_written(command: str, text: str) -> None:
     """The README's demo table, written between its marks under its provenance line."""
-    README.write_text(pages.page_written(README.read_text(), command, README_SOURCE,
-                                         provenance(command) + "\n\n" + text))
+    measured = provenance(command) + "\n\n" + text  # before the write: its commit is clean
+    pages.page_write(README, lambda page: pages.page_written(page, command, README_SOURCE, measured))
     print(f"written for the docs: {README}")
 
 

@@ -75,10 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write every table to docs/results/measured/scenarios.md (with 'all')")
     args = parser.parse_args(argv)
     if args.markdown:
-        old = PAGE.read_text()
-        PAGE.write_text(page_written(old))
-        print(f"{PAGE.name}: " + ("the catalogue written" if PAGE.read_text() != old
-                                                else "the catalogue as it was"))
+        changed = pages.page_write(PAGE, page_written)
+        print(f"{PAGE.name}: " + ("the catalogue written" if changed else "the catalogue as it was"))
         return 0
     if args.list or not args.ids:
         for s in CATALOG.values():

@@ -57,8 +57,5 @@ def page_written(page: str, makefile: str) -> str:
 
 def write() -> bool:
     """Write the table into the page: whether it changed."""
-    old = PAGE.read_text()
-    new = page_written(old, MAKEFILE.read_text())
-    if new != old:
-        PAGE.write_text(new)
-    return new != old
+    makefile = MAKEFILE.read_text()
+    return pages.page_write(PAGE, lambda page: page_written(page, makefile))

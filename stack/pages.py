@@ -4,6 +4,9 @@ test holds the page to."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 
 def marks(command: str, source: str) -> tuple[str, str]:
     return (f"<!-- The text below is written by `{command}` from {source}: edit that, not it. -->",
@@ -20,3 +23,13 @@ def page_written(page: str, command: str, source: str, text: str) -> str:
     if start < 0 or stop < start:
         raise ValueError(f"the page lacks the marks of {command}")
     return f"{page[:start]}{begin}\n\n{text.strip()}\n\n{page[stop:]}"
+
+
+def page_write(path: Path, written: Callable[[str], str]) -> bool:
+    """Write ``path`` as ``written`` makes it of its text (a ``page_written`` of some
+    command's), if that changes it: whether it did."""
+    old = path.read_text()
+    new = written(old)
+    if new != old:
+        path.write_text(new)
+    return new != old
