@@ -3,12 +3,14 @@
 ``atomic`` runs no Python between the statements of its transaction: no lock to
 check, no value to compute, no token to compare. So the whole transaction (the
 buyer's quota, the order, the stock's conditional UPDATE, the ledger row, the commit)
-can run inside MariaDB as one ``CALL flashsale_purchase(...)``: the procedure is in
-migration ``orders/0005``. Through the ORM the same purchase costs eight round trips
-(``SET autocommit``, four statements, ``COMMIT``, ``SET autocommit``), each paid by
-this process, by MariaDB and by a thread switch; on one hot row the row is also held
-across each of them. The seckill peers do the same (a stored procedure for the
-deduction and the order).
+can run inside MariaDB as one ``CALL flashsale_purchase(...)``: the procedure is
+``orders/transaction/sql/purchase.sql``, which calls inventory's
+``inventory/sql/stock_take.sql`` for the stock; migrations load both, and
+``orders/tests/test_procedure_equivalence.py`` holds them to the ORM's path. Through
+the ORM the same purchase costs eight round trips (``SET autocommit``, four
+statements, ``COMMIT``, ``SET autocommit``), each paid by this process, by MariaDB
+and by a thread switch; on one hot row the row is also held across each of them. The
+seckill peers do the same (a stored procedure for the deduction and the order).
 
 The answer stays as true as the ORM's:
 - refused (sold out, the buyer's limit, past the deadline, a duplicate key): the
@@ -45,7 +47,7 @@ def past_deadline_error(sku: str) -> Busy:
 class _Reply(NamedTuple):
     outcome: str  # "placed", "sold_out" or "limit_reached"
     order_id: int | None
-    remaining: int  # the segment's, after the purchase (or, refused, as it was)
+    remaining: int | None  # the segment's, after the purchase (sold out: as it is; limit: None)
     held_us: int  # the stock row, from its UPDATE to the commit
     expires_at: datetime | None  # placed in a sale with a payment window: when it expires
 
