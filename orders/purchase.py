@@ -26,14 +26,14 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from common.errors import Busy, InvalidInput, Unavailable, database_failure
-from common.strategies import Seller, strategy_of
+from common.strategies import Seller, StrategySpec
 from inventory.selectors import product_get
 from waitingroom.services import admission_checked, admission_spend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
 from .idempotency import request_fingerprint
-from .resolve import reset_meanwhile_error, strategy_resolve
+from .resolve import strategy_confirmed, strategy_resolve
 from .results import OrderResult, Timings
 from .transaction.sell import sell_in_transaction
 
@@ -82,7 +82,8 @@ def order_create(
     try:
         strategy, segments = strategy_resolve(sku)
         if strategy.seller is Seller.GATE:  # its sale's script spends it
-            return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "")
+            return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "",
+                                      strategy=strategy)
         admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
         return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
     except DatabaseError as e:
@@ -97,11 +98,11 @@ def order_create(
 
 
 def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                       deadline: float, key: str, admission: str) -> OrderResult:
+                       deadline: float, key: str, admission: str, strategy: StrategySpec) -> OrderResult:
     """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
     database hears of the order from a persister, after the answer. ``key``: the
     purchase's (made for it without one); ``admission``: the room's sale the buyer's
-    admission names ("": none)."""
+    admission names ("": none); ``strategy``: the gate, as the purchase resolved it."""
     try:
         sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id, key=key,
                          keyed=idempotency_key is not None,
@@ -110,9 +111,7 @@ def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key
     except GateCold:
         # No sale in Redis: the product's row says whether it has one (Redis lost it)
         # or was reset under another strategy meanwhile (NotFound: no such product).
-        own = product_get(sku=sku).strategy
-        if strategy_of(own).seller is not Seller.GATE:
-            raise reset_meanwhile_error(sku, own, strategy_of("gate")) from None
+        strategy_confirmed(sku, product_get(sku=sku).strategy, strategy)
         raise
     return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
                        instance=sold.instance, status="accepted", remaining=sold.remaining,

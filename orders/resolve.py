@@ -51,9 +51,21 @@ def strategy_remembered(sku: str) -> str | None:
     return None if known is None else known.name
 
 
+def strategy_confirmed(sku: str, found: str, resolved: StrategySpec) -> None:
+    """Check that the sale still runs under the strategy the purchase resolved:
+    ``found`` is the product's own as the seller read it (its row, or the sale's
+    state; "": the deployment's).
+
+    :raises Busy: a reset changed it during this purchase (one that answered earlier
+        waited out every memory); nothing was written.
+    """
+    if strategy_of(found) != resolved:
+        raise reset_meanwhile_error(sku, found, resolved)
+
+
 def reset_meanwhile_error(sku: str, found: str, resolved: StrategySpec) -> Busy:
     """The seller found another strategy's sale: a reset changed it during this
-    purchase (one that answered earlier waited out every memory). Nothing written."""
+    purchase. Nothing written."""
     _strategies.pop(sku)
     return Busy(f"{sku} was reset under another strategy during the purchase; nothing was written",
                 extra={"strategy": strategy_of(found).name, "resolved": resolved.name})

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged, Unavailable
 from common.memory import ProcessMemory
-from common.strategies import StrategySpec, strategy_of
+from common.strategies import StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
 from inventory.services import Deducted, Fence, stock_deduct, stock_plan
@@ -42,7 +42,7 @@ from ..idempotency import (
 )
 from ..limits import quota_open, quota_take
 from ..models import Order
-from ..resolve import reset_meanwhile_error
+from ..resolve import strategy_confirmed
 from ..results import OrderResult, Timings
 from ..salestate import SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import lock_name, lock_release, outcome_unknown_error
@@ -122,8 +122,7 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     :raises SoldOut: the sale's state says it sold out.
     """
     if state.opened is not None:
-        if strategy_of(state.strategy) != strategy:
-            raise reset_meanwhile_error(sku, state.strategy, strategy)
+        strategy_confirmed(sku, state.strategy, strategy)
         state.window.check(sku=sku, now=time.time())
         if state.room and not admitted:
             raise admission_refused_error(sku=sku)
@@ -132,8 +131,7 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     segments = segments or _segments_planned(sku, state)
     if state.opened is None:
         product = segments[0].product
-        if strategy_of(product.strategy) != strategy:
-            raise reset_meanwhile_error(sku, product.strategy, strategy)
+        strategy_confirmed(sku, product.strategy, strategy)
         SaleWindow.of(product).check(sku=sku, now=time.time())
         if not admitted and room_of(product=product):
             raise admission_refused_error(sku=sku)
