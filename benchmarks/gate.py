@@ -23,7 +23,7 @@ the instances up (first requests import and connect):
   their writes (``FLASHSALE_GATE_REPLICAS=1``: ``WAIT`` after each batch of scripts),
   alternating, ``--replica-rounds`` times each.
 - ``gate, sold out``: the product has no stock: every answer is 409, from each
-  process's memory of the sold-out sale once the script has said so (``orders.gate.sale``).
+  process's memory of the sold-out sale once the script has said so (``orders.gate.lifecycle``).
 - ``refused before Redis``: the same purchases with quantity 0, each refused 400 by
   the service before the script: the gate's request less its round trip.
 - ``atomic``: the best strategy that writes MySQL inside the request, for reference.

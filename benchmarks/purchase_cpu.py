@@ -60,7 +60,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from buyers.tokens import token_issue  # noqa: E402
-from orders.sales import sale_reset  # noqa: E402
+from orders.reset import sale_reset  # noqa: E402
 from orders.wsgi import PurchaseWSGIHandler  # noqa: E402
 
 SPREAD = 50

@@ -29,7 +29,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from orders.purchase import order_create  # noqa: E402
-from orders.sales import sale_reset  # noqa: E402
+from orders.reset import sale_reset  # noqa: E402
 
 ROOT = Path(settings.BASE_DIR).resolve()
 HERE = Path(__file__).resolve()  # the tracer's own calls

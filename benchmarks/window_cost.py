@@ -51,7 +51,7 @@ def expiry_rate(strategy: str, orders: int) -> tuple[float, int]:
     from django.utils import timezone
 
     from orders.purchase import order_create
-    from orders.sales import sale_reset
+    from orders.reset import sale_reset
     from payments.expiry import orders_expire
 
     settings.FLASHSALE_BUYER_AUTH = False

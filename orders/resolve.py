@@ -19,7 +19,7 @@ from .salestate import sale_state_get
 
 # sku -> the strategy its sale runs under, for FLASHSALE_STRATEGY_MEMORY_S seconds
 # from the read: a reset that changes a product's strategy waits that long before
-# it answers (orders.sales), so that no process resolves the old one after it.
+# it answers (orders.reset), so that no process resolves the old one after it.
 _strategies: ProcessMemory[str, StrategySpec] = ProcessMemory(
     "each product's strategy", seconds=lambda: settings.FLASHSALE_STRATEGY_MEMORY_S)
 

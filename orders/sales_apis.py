@@ -36,7 +36,7 @@ from inventory.selectors import product_stock_get
 from waitingroom.apis import ROOM_TERMS, room_terms_popped, room_terms_refused
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
-from .sales import sale_reset
+from .reset import sale_reset
 from .selectors import sale_audit_recent, sale_summary_get
 
 

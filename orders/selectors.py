@@ -20,7 +20,7 @@ from inventory.models import StockFlow
 from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
-from .gate.sale import GateTally, OrderStatus, gate_order_get, gate_tally
+from .gate.lifecycle import GateTally, OrderStatus, gate_order_get, gate_tally
 from .gate.store import ID_BLOCK_SHIFT
 from .models import GateSale, Order
 

@@ -1,7 +1,7 @@
 """The sale window: when a product's sale opens and closes. The reset sets it; the
 purchase checks it before any lock or transaction, from the sale's state in Redis
 (``orders.salestate``) and so without a database query, or under the gate inside its
-script (``orders.gate.sale``), on Redis' clock."""
+script (``orders.gate.lifecycle``), on Redis' clock."""
 
 from __future__ import annotations
 

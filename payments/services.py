@@ -43,10 +43,10 @@ from inventory.models import Product, Stock
 from inventory.selectors import segments_get
 from inventory.services import Decided, stock_deduct, stock_plan, stock_record_decided
 from locking import get_locks
+from orders.gate.lifecycle import gate_order_get
 from orders.gate.returns import Owed, gate_retake
-from orders.gate.sale import gate_order_get
-from orders.limits import quota_open, quota_take
 from orders.models import Order
+from orders.quota import quota_open, quota_take
 from orders.stocklocks import lock_name, locks_acquired
 
 from . import metrics

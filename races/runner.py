@@ -38,7 +38,7 @@ from common.history import Recorder
 from common.strategies import Seller, strategy_get
 from inventory.selectors import product_stock_get
 from orders.figures import percentile
-from orders.gate.sale import gate_tally
+from orders.gate.lifecycle import gate_tally
 from orders.selectors import SaleAudit, order_keys, sale_audit
 from waitingroom.selectors import room_counts
 

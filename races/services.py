@@ -31,7 +31,7 @@ from redis.exceptions import LockError
 from redis.lock import Lock
 
 from common.errors import InvalidInput, NotFound
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from waitingroom.services import RoomTerms
 
 from .errors import RaceRunning

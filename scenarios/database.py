@@ -133,7 +133,7 @@ def s15_optimistic_under_contention(ctx: Context) -> Outcome:
     from common.errors import Busy
     from common.testing import run_at_once
     from orders.purchase import order_create
-    from orders.sales import sale_reset
+    from orders.reset import sale_reset
     from orders.selectors import sale_audit
 
     buyers, stock = 16, 10

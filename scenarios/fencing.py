@@ -25,7 +25,7 @@ def s17_fencing_token(ctx: Context) -> Outcome:
     from common.testing import start_thread
     from inventory.faults import stalled
     from orders.purchase import order_create
-    from orders.sales import sale_reset
+    from orders.reset import sale_reset
     from orders.selectors import sale_audit
 
     locking = {**settings.LOCKING, "setnx": {

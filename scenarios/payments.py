@@ -30,7 +30,7 @@ def _sold_out_sale(prefix: str) -> tuple[str, list[int]]:
     """A sale of STOCK units with a payment window, bought out by STOCK buyers, and
     the first STOCK - UNPAID of them paid: its sku and its order ids."""
     from orders.purchase import order_create
-    from orders.sales import sale_reset
+    from orders.reset import sale_reset
     from payments.services import order_pay
 
     sku = f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -121,7 +121,7 @@ def s22_expiry_by_id_races_a_payment(ctx: Context) -> Outcome:
 
     def sale(by_id_only: bool) -> dict:
         from orders.purchase import order_create
-        from orders.sales import sale_reset
+        from orders.reset import sale_reset
 
         sku = f"s22-{uuid.uuid4().hex[:8]}"
         sale_reset(sku=sku, stock=STOCK, strategy="atomic", payment_window_s=WINDOW_S)

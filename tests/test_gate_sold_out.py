@@ -1,5 +1,5 @@
 """A sold-out gate sale on the running stack: every gunicorn worker remembers it sold
-out and answers from memory (``orders.gate.sale``), yet a replay is still its order's, and
+out and answers from memory (``orders.gate.lifecycle``), yet a replay is still its order's, and
 the moment a reset answers, every worker sells the new sale.
 """
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from orders.models import Order
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 
 pytestmark = pytest.mark.django_db
 

@@ -212,7 +212,7 @@ FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", def
 # down; the live sales' stock and oversold units from the database; the waiting rooms'
 # queues from Redis.
 FLASHSALE_METRICS_COLLECTORS = ["orders.gate.backlog.GateBacklogCollector",
-                                "orders.salewatch.SaleWatchCollector",
+                                "orders.watch.SaleWatchCollector",
                                 "waitingroom.metrics.RoomCollector"]
 # Answer a plain JSON purchase before Django's middleware chain and DRF's view
 # (orders.wsgi), with the same answer. Off: every purchase takes Django's whole

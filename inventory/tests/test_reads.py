@@ -18,7 +18,7 @@ from common.testing import run_at_once
 from inventory.reads import product_cached_get
 from inventory.selectors import product_stock_get
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from stack.scratch import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)

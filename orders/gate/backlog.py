@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from common.errors import Unavailable
 
-from .sale import gate_listed, gate_tally
+from .lifecycle import gate_listed, gate_tally
 from .store import gate_redis
 
 logger = logging.getLogger(__name__)

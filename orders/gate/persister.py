@@ -47,8 +47,8 @@ from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
 from . import metrics
+from .lifecycle import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .reconcile import gate_failed_over, gate_reconcile
-from .sale import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
 logger = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from inventory.models import Stock
 
 from ..models import GateSale
 from ..window import SaleWindow
-from .sale import gate_open, gate_written, keys_of_orders
+from .lifecycle import gate_open, gate_written, keys_of_orders
 from .store import gate_keys, gate_redis
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from common.errors import Busy
 from orders import barrier
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,7 @@ from django.test import Client, RequestFactory, override_settings
 from buyers.tokens import ALGORITHM, AUDIENCE, token_issue
 from inventory.models import Stock
 from orders.models import Order
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.wsgi import PurchaseWSGIHandler
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

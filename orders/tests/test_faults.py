@@ -24,7 +24,7 @@ from locking.backends.mysql import ForUpdateLock, InsertLock, side_connection
 from orders import idempotency
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 
@@ -408,7 +408,7 @@ def test_a_reset_chosen_as_a_deadlocks_victim_is_done_again(product_factory, adm
     thread = threading.Thread(target=side_transaction)
     thread.start()
     assert started.wait(10)
-    with caplog.at_level("INFO", logger="orders.sales"):
+    with caplog.at_level("INFO", logger="orders.reset"):
         response = admin_api.post("/api/admin/products/sku-1/reset", {"stock": 7, "name": "Again"},
                                   format="json")
     thread.join(10)
@@ -491,8 +491,8 @@ def test_a_reset_beaten_to_a_new_products_row_is_done_again_as_a_reset_of_it(pro
             raise NotFound(f"no product with sku {sku!r}")
         return Product.objects.get(sku=sku)
 
-    monkeypatch.setattr("orders.sales.product_get", looked_before_it_was_there)
-    with caplog.at_level("INFO", logger="orders.sales"):
+    monkeypatch.setattr("orders.reset.product_get", looked_before_it_was_there)
+    with caplog.at_level("INFO", logger="orders.reset"):
         sale_reset(sku="sku-1", stock=3)
     assert looks == ["sku-1", "sku-1"]
     assert "beaten to the new product's row (try 1)" in caplog.text

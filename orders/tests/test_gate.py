@@ -31,12 +31,12 @@ from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from orders.gate import sell as sell_module
 from orders.gate import store
+from orders.gate.lifecycle import gate_listed, gate_unlist_finished, gate_warm
 from orders.gate.persister import Intent, Persister, intents_write
-from orders.gate.sale import gate_listed, gate_unlist_finished, gate_warm
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import order_status_get, sale_audit
 from orders.tests.test_apis import BAD_ORDERS, post_order
 

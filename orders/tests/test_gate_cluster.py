@@ -13,7 +13,7 @@ from common.testing import run_at_once
 from orders.gate.persister import Persister
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from stack.scratch import redis_cluster
 

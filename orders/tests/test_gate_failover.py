@@ -19,7 +19,7 @@ from orders.gate.sell import GateFailover
 from orders.gate.store import gate_keys, gate_redis
 from orders.models import GateSale, Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from stack.scratch import redis_servers, replica_in_step, start_redis
 
 pytestmark = pytest.mark.django_db(transaction=True)

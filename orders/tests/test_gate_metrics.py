@@ -6,9 +6,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from orders.gate.backlog import GateBacklogCollector
-from orders.gate.sale import gate_tally
+from orders.gate.lifecycle import gate_tally
 from orders.gate.store import gate_keys, gate_redis
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.tests.test_gate import buy, gate, persist  # noqa: F401 - gate: the fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("gate")]

@@ -20,7 +20,7 @@ from redis.retry import Retry
 from common.gateredis import unreachable
 from orders.gate.pipeline import ScriptPipeline
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 from stack.scratch import redis_servers

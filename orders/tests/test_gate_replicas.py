@@ -15,7 +15,7 @@ from orders.gate.reconcile import gate_failed_over
 from orders.gate.sell import GateFailover
 from orders.gate.store import SALES, gate_keys, gate_redis
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from stack.scratch import redis_cluster, redis_servers, replica_in_step, start_redis
 
 pytestmark = pytest.mark.django_db

@@ -74,7 +74,7 @@ def sold_out_moments(strategy: str) -> float:
 def test_a_sale_sells_out_once_however_many_purchases_find_it_so_and_again_after_a_reset():
     from common.errors import SoldOut
     from orders.purchase import order_create
-    from orders.sales import sale_reset
+    from orders.reset import sale_reset
 
     before = sold_out_moments("atomic")
     for _ in range(2):

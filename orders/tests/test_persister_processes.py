@@ -20,7 +20,7 @@ from django.test import override_settings
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import GateSale, Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from stack.config import ROOT
 

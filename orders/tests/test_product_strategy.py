@@ -15,11 +15,11 @@ from common.errors import Busy
 from common.strategies import STRATEGIES
 from common.testing import run_at_once
 from inventory.models import Product
-from orders import resolve, sales
-from orders.gate.sale import gate_tally
+from orders import reset, resolve
+from orders.gate.lifecycle import gate_tally
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 
@@ -174,7 +174,7 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
     the new one (here: a read made then); the reset waits until that memory ends.
     A reset that keeps the strategy waits for nothing."""
     sale_reset(sku="p", stock=5, strategy=before)
-    write, seen = sales.sale_state_open, {}
+    write, seen = reset.sale_state_open, {}
 
     def read_just_before_the_write(**kwargs):
         resolve._strategies.pop("p")
@@ -185,8 +185,8 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
     def settle(until):
         seen["settled"], seen["now"] = until, time.monotonic()
 
-    monkeypatch.setattr(sales, "sale_state_open", read_just_before_the_write)
-    monkeypatch.setattr(sales, "gate_settle", settle)
+    monkeypatch.setattr(reset, "sale_state_open", read_just_before_the_write)
+    monkeypatch.setattr(reset, "gate_settle", settle)
     sale_reset(sku="p", stock=5, strategy=after)
     assert seen["strategy"] == before  # the old strategy, remembered
     if waits:

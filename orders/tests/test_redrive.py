@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from orders.gate.store import gate_keys, gate_redis
 from orders.models import Order
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import order_status_get, sale_audit
 
 from .test_gate import buy, persist

@@ -12,7 +12,7 @@ from inventory.faults import stalled
 from inventory.models import Stock
 from orders.models import BuyerQuota, Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from stack.scratch import free_port
 
 

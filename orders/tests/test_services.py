@@ -16,7 +16,7 @@ from locking import BaseLock, BaseLockBackend, get_lock
 from orders.idempotency import flag_claim
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.salestate import sale_state_get
 from orders.selectors import sale_audit
 

@@ -19,7 +19,7 @@ from inventory.models import Stock, StockFlow
 from orders.gate.store import gate_redis
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 
 pytestmark = pytest.mark.django_db(transaction=True)

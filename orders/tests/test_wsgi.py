@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from orders import wsgi as shortcut_module
 from orders.apis import OrderCreateApi, _buyer_input, _purchase_input, plain_purchase
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.wsgi import PurchaseWSGIHandler
 
 from .test_bad_input_property import EXAMPLES, bodies, content_types, header_text, values

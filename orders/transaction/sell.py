@@ -40,8 +40,8 @@ from ..idempotency import (
     replay_by_key,
     request_fingerprint,
 )
-from ..limits import quota_open, quota_take
 from ..models import Order
+from ..quota import quota_open, quota_take
 from ..resolve import strategy_confirmed
 from ..results import OrderResult, Timings
 from ..salestate import SaleState, sale_state_get, sale_state_sold_out

@@ -19,7 +19,7 @@ from inventory.models import Stock, StockFlow
 from locking.backends.mysql import side_connection
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 from payments.expiry import expiry_pass, orders_expire, return_flag

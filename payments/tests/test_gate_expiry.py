@@ -18,7 +18,7 @@ from orders.gate.returns import Owed, gate_retake, gate_return
 from orders.gate.store import gate_keys, gate_redis
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 from payments.expiry import _owed, gate_owed_sweep, orders_expire
@@ -142,7 +142,7 @@ def test_a_late_payment_before_the_return_reached_redis_keeps_its_units(gate_sal
 
 @pytest.mark.django_db(transaction=True)
 def test_a_sale_with_a_window_stays_on_the_persisters_list_when_sold_out(gate_sale):
-    from orders.gate.sale import gate_listed, gate_unlist_finished
+    from orders.gate.lifecycle import gate_listed, gate_unlist_finished
 
     for i in range(4):
         buy(i)

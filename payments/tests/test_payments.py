@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from inventory.models import StockFlow
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 from payments.expiry import orders_expire

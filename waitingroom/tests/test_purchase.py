@@ -14,7 +14,7 @@ from inventory.models import Stock
 from orders.gate.store import gate_keys
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from waitingroom.services import RoomTerms, place_ask
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from common.errors import AdmissionRefused, NotFound, PlacesBounded
 from common.gateredis import gate_redis
 from orders.purchase import order_create
-from orders.sales import sale_reset
+from orders.reset import sale_reset
 from waitingroom.metrics import RoomCollector
 from waitingroom.services import RoomTerms, admission_checked, admission_spend, place_ask
 from waitingroom.store import room_keys

@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import ApplicationError
+from orders.gate.lifecycle import gate_listed
 from orders.gate.reconcile import gate_failed_over, gate_reconcile
-from orders.gate.sale import gate_listed
 
 
 class Command(BaseCommand):

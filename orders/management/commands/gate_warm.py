@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import ApplicationError
-from orders.gate.sale import gate_warm
+from orders.gate.lifecycle import gate_warm
 
 
 class Command(BaseCommand):

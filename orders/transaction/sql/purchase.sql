@@ -1,6 +1,6 @@
 -- atomic's purchase from one segment in one round trip (orders.transaction.procedure):
 -- the statements the ORM's path sends (orders.transaction.sell), in its order: the
--- buyer's quota (orders.limits.quota_take), the order (with its payment window's
+-- buyer's quota (orders.quota.quota_take), the order (with its payment window's
 -- status and expiry: Order.terms), the stock's conditional UPDATE and its ledger row
 -- (inventory's flashsale_stock_take), the commit. Outermost it is its own
 -- transaction; inside a caller's, a savepoint, as Django's atomic nests.

@@ -1,4 +1,4 @@
-"""The live sales' gauges (orders.salewatch), on the real MariaDB and Redis: stock
+"""The live sales' gauges (orders.watch), on the real MariaDB and Redis: stock
 left and units sold past the stock, by strategy, over the sales reset in the last
 hour; an oversell under a strategy that claims none is labelled so."""
 
@@ -10,8 +10,8 @@ from django_redis import get_redis_connection
 
 from orders.models import Order
 from orders.purchase import order_create
-from orders.sales import sale_reset
-from orders.salewatch import LIVE, LIVE_SECONDS, SaleWatchCollector, _read
+from orders.reset import sale_reset
+from orders.watch import LIVE, LIVE_SECONDS, SaleWatchCollector, _read
 
 pytestmark = pytest.mark.django_db
 
@@ -65,7 +65,7 @@ def test_a_database_that_cannot_be_reached_yields_no_gauge(monkeypatch, caplog):
     def unreachable():
         raise OperationalError(2002, "Can't connect to server")
 
-    monkeypatch.setattr("orders.salewatch.live_figures", unreachable)
+    monkeypatch.setattr("orders.watch.live_figures", unreachable)
     assert gauges() == {}
     assert "not read for /metrics" in caplog.text
 

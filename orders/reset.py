@@ -1,6 +1,6 @@
 """A sale's life outside its purchases: the reset that opens one. (The gate's
 warm-up after Redis lost a sale, and its hand-over to the database when the
-deployment's strategy leaves the gate: ``orders.gate.sale``.)"""
+deployment's strategy leaves the gate: ``orders.gate.lifecycle``.)"""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from inventory.selectors import product_get
 from inventory.services import product_reset
 from waitingroom.services import RoomTerms, room_open
 
-from .gate.sale import (
+from .gate.lifecycle import (
     gate_close,
     gate_open,
     gate_settle,
@@ -28,7 +28,7 @@ from .gate.sale import (
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
 from .salestate import sale_state_open
-from .salewatch import sale_watched
+from .watch import sale_watched
 from .window import SaleWindow
 
 logger = logging.getLogger(__name__)
