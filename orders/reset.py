@@ -1,6 +1,7 @@
-"""A sale's life outside its purchases: the reset that opens one. (The gate's
-warm-up after Redis lost a sale, and its hand-over to the database when the
-deployment's strategy leaves the gate: ``orders.gate.lifecycle``.)"""
+"""The reset: a product's sale opened afresh, under its strategy, window, payment
+window and waiting room. (The gate's warm-up after Redis lost a sale, and its
+hand-over to the database when the deployment's strategy leaves the gate:
+``orders.gate.lifecycle``.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""The gate: a sale decided in Redis, written to the database afterwards.
+"""A gate sale's life in Redis: opened by the reset, closed, tallied, warmed again
+after Redis lost it, handed to the database when the deployment leaves the gate.
 
-The reset loads the product's stock into Redis (``gate_open``). From then on a
-purchase is one Lua script, atomic on the Redis server: it answers a replayed
+The gate decides a sale in Redis and writes it to the database afterwards. The
+reset loads the product's stock into Redis (``gate_open``). From then on a purchase
+is one Lua script, atomic on the Redis server: it answers a replayed
 Idempotency-Key with its first answer, checks the per-user limit and the stock,
 takes the units, and appends the order intent to the product's stream with XADD.
 Either all of that happens or none: there is no moment in which the stock was taken

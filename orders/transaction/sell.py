@@ -67,8 +67,8 @@ def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_ke
     try:
         segments = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
                                  segments=segments, admitted=admitted)
-        placed = _order_place(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
-                              key=key, deadline=deadline)
+        placed = _groups_tried(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
+                               key=key, deadline=deadline)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
@@ -176,8 +176,8 @@ class _Placed(NamedTuple):
     timings: Timings
 
 
-def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
-                 deadline: float) -> _Placed:
+def _groups_tried(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
+                  deadline: float) -> _Placed:
     """Take the stock from the groups of segments the plan names, in turn: a group
     that ran dry since the plan's read falls over to the next. Sold out only when
     no combination of segments can serve the quantity."""
@@ -188,9 +188,9 @@ def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int
             segments = _segments_planned(product.sku, None)
         for group in stock_plan(segments, quantity):
             try:
-                order, deducted, timings = _order_take(product=product, strategy=strategy, group=group,
-                                                       count=len(segments), quantity=quantity,
-                                                       user_id=user_id, key=key, deadline=deadline)
+                order, deducted, timings = _group_bought(product=product, strategy=strategy, group=group,
+                                                         count=len(segments), quantity=quantity,
+                                                         user_id=user_id, key=key, deadline=deadline)
             except SoldOut as e:
                 refused, last = group, e  # the group ran dry since the read: the next one
                 continue
@@ -206,9 +206,9 @@ def _order_place(*, segments: list[Stock], strategy: StrategySpec, quantity: int
     raise SoldOut.short_of(product.sku, quantity, available)
 
 
-def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
-                user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
-    """One try: lock the group's segments, write the purchase, commit, release."""
+def _group_bought(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
+                  user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
+    """One try of the plan's: lock the group's segments, write the purchase, commit, release."""
     names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)
     asked = time.perf_counter()
@@ -232,9 +232,9 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
                                             user_id=user_id, key=key, strategy=strategy.name,
                                             deadline=deadline)
         else:
-            order, deducted = _order_write(product=product, quantity=quantity, user_id=user_id, key=key,
-                                           strategy=strategy, lock=lock, group=group, fences=fences,
-                                           deadline=deadline)
+            order, deducted = _transaction_committed(product=product, quantity=quantity, user_id=user_id,
+                                                     key=key, strategy=strategy, lock=lock, group=group,
+                                                     fences=fences, deadline=deadline)
     except BaseException:
         lock_release(lock, written=None)
         raise
@@ -247,9 +247,9 @@ def _order_take(*, product: Product, strategy: StrategySpec, group: list[int], c
                                     hold_ms=(given_up - held_since) * 1000)
 
 
-def _order_write(*, product: Product, quantity: int, user_id: str, key: str, strategy: StrategySpec,
-                 lock: BaseLock, group: list[int], fences: dict[int, Fence] | None, deadline: float
-                 ) -> tuple[Order, Deducted]:
+def _transaction_committed(*, product: Product, quantity: int, user_id: str, key: str,
+                           strategy: StrategySpec, lock: BaseLock, group: list[int],
+                           fences: dict[int, Fence] | None, deadline: float) -> tuple[Order, Deducted]:
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
     retries = 0
