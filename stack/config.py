@@ -157,6 +157,15 @@ class StackConfig:
         base = self.metrics_port
         return {"redis": base + 1, "mysqld": base + 2, "nginx": base + 3}
 
+    # Below it: where the alerts go, Alertmanager, and the pager it notifies.
+    @property
+    def alertmanager_port(self) -> int:
+        return self.metrics_port - 1
+
+    @property
+    def pager_port(self) -> int:
+        return self.metrics_port - 2
+
     @property
     def nginx_status_port(self) -> int:
         return self.metrics_port + 4

@@ -386,7 +386,8 @@ def prometheus(config: StackConfig) -> Server:
                   expirer_port=config.expirer_metrics_port,
                   redis_port=config.redis_port, redis_gate_port=config.redis_gate_port,
                   redis_exporter_port=ports["redis"], mysqld_exporter_port=ports["mysqld"],
-                  nginx_exporter_port=ports["nginx"], prometheus_port=config.prometheus_port)
+                  nginx_exporter_port=ports["nginx"], prometheus_port=config.prometheus_port,
+                  alertmanager_port=config.alertmanager_port)
     port = config.prometheus_port
     return Server(
         name="prometheus",
@@ -396,6 +397,38 @@ def prometheus(config: StackConfig) -> Server:
         port=port,
         probe=http_probe(f"http://127.0.0.1:{port}/-/ready"),
         priority=40,
+    )
+
+
+def alertmanager(config: StackConfig) -> Server:
+    """Alertmanager, which Prometheus sends the alerts of ``monitoring/rules.yml`` to,
+    routing them to the pager (``stack/templates/alertmanager.yml``); alone, not a
+    cluster."""
+    d = config.dir("alertmanager")
+    conf = render(ROOT / "stack/templates/alertmanager.yml", d / "alertmanager.yml",
+                  pager_port=config.pager_port)
+    port = config.alertmanager_port
+    return Server(
+        name="alertmanager",
+        command=[binary("prometheus-alertmanager"), f"--config.file={conf}", f"--storage.path={d / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", "--log.level=warn"],
+        port=port,
+        probe=http_probe(f"http://127.0.0.1:{port}/-/ready"),
+        priority=40,
+    )
+
+
+def pager(config: StackConfig) -> Server:
+    """The pager's stand-in (``python -m pager``): Alertmanager's receiver, each alert a
+    JSON line in ``.run/pager/alerts.jsonl``, the latest at ``GET /alerts``."""
+    port, log = config.pager_port, config.dir("pager") / "alerts.jsonl"
+    return Server(
+        name="pager",
+        command=[sys.executable, "-m", "pager", f"--port={port}", f"--log={log}"],
+        port=port,
+        probe=http_probe(f"http://127.0.0.1:{port}/-/ready"),
+        priority=35,
+        logs=[log],
     )
 
 
@@ -450,7 +483,7 @@ def exporters(config: StackConfig) -> list[Server]:
 
 
 def watchers(config: StackConfig) -> list[Server]:
-    return [*exporters(config), prometheus(config)]
+    return [*exporters(config), pager(config), alertmanager(config), prometheus(config)]
 
 
 def infrastructure(config: StackConfig) -> list[Server]:

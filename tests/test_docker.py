@@ -20,7 +20,7 @@ from stack.control import clean
 from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "expirer",
-                "payprovider", "nginx", "locust-master", "prometheus", "grafana"}
+                "payprovider", "nginx", "locust-master", "prometheus", "grafana", "alertmanager", "pager"}
 # Images of the exporter alone, no shell for a health check: Prometheus' `up` is theirs.
 EXPORTERS = {"redis-exporter", "mysqld-exporter", "nginx-exporter"}
 
@@ -47,10 +47,21 @@ def compose() -> dict:
 def test_the_services_of_the_topology(compose):
     assert set(compose["services"]) == LONG_RUNNING | EXPORTERS | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
-    for name in ("migrate", "app1", "app2", "persister", "racer", "expirer", "payprovider", "locust-master",
-                 "locust-worker"):
+    for name in ("migrate", "app1", "app2", "persister", "racer", "expirer", "payprovider", "pager",
+                 "locust-master", "locust-worker"):
         assert compose["services"][name]["build"]["context"] == str(ROOT)
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
+
+
+def test_prometheus_sends_its_alerts_to_the_alertmanager_that_pages_the_pager(compose):
+    prometheus = yaml.safe_load((ROOT / "monitoring/prometheus-compose.yml").read_text())
+    targets = [target for manager in prometheus["alerting"]["alertmanagers"]
+               for config in manager["static_configs"] for target in config["targets"]]
+    assert targets == ["alertmanager:9093"]
+    alertmanager = yaml.safe_load((ROOT / "monitoring/alertmanager-compose.yml").read_text())
+    urls = [w["url"] for r in alertmanager["receivers"] for w in r.get("webhook_configs", [])]
+    pager = compose["services"]["pager"]["command"]
+    assert urls == [f"http://pager:{pager[-1].removeprefix('--port=')}/alerts"] and "--host=0.0.0.0" in pager
 
 
 def published(compose: dict) -> dict[str, list[str]]:

@@ -62,7 +62,8 @@ def test_every_process_of_the_stack_is_scraped(stack_config):
         return {(t["labels"]["job"], t["labels"]["instance"]): t["health"] for t in active}
 
     wanted = {"app": len(stack_config.app_names), "persister": len(stack_config.persister_names),
-              "racer": 1, "expirer": 1, "redis": 1, "redis-gate": 1, "mysqld": 1, "nginx": 1, "prometheus": 1}
+              "racer": 1, "expirer": 1, "redis": 1, "redis-gate": 1, "mysqld": 1, "nginx": 1, "prometheus": 1,
+              "alertmanager": 1}
 
     def all_up():
         seen = targets()
@@ -156,6 +157,7 @@ def _written(config) -> float:
 def test_nothing_of_prometheus_or_the_exporters_listens_beyond_loopback(stack_config):
     ports = [stack_config.prometheus_port, *stack_config.exporter_ports.values(),
              stack_config.nginx_status_port, stack_config.racer_metrics_port,
+             stack_config.alertmanager_port, stack_config.pager_port,
              *(stack_config.persister_metrics_port(name) for name in stack_config.persister_names)]
     listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
     for port in ports:

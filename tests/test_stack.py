@@ -23,7 +23,7 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
-    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter")
+    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter", "alertmanager", "pager")
     for name in ("mariadb", "redis", "redis-gate", "zookeeper", "app1", "nginx", "racer", "expirer",
                  "payprovider", *config.persister_names, *watchers):
         assert f"\n{name}" in status.stdout
@@ -32,8 +32,8 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
     # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
     # by default), the expirer, the race runner, the payment provider's stand-in,
-    # Prometheus and three exporters, and supervisord.
-    assert len(pids) == 14 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # Prometheus and three exporters, Alertmanager and the pager, and supervisord.
+    assert len(pids) == 16 + config.persisters and all(pid_alive(pid) for pid in pids)
     app = psutil.Process(sup.info("app1")["pid"])
     assert server in " ".join(app.cmdline())
     workers = [child.pid for child in app.children(recursive=True)]  # the server's workers
@@ -43,6 +43,7 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     assert down.returncode == 0, down.stderr
     assert not [pid for pid in pids + workers if pid_alive(pid)]
     metrics_ports = [*config.exporter_ports.values(), config.nginx_status_port, config.racer_metrics_port,
+                     config.alertmanager_port, config.pager_port,
                      *(config.persister_metrics_port(name) for name in config.persister_names)]
     assert not [port for port in [*PORTS.values(), config.redis_gate_port, *metrics_ports]
                 if port_in_use(int(port))]

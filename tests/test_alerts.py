@@ -1,0 +1,116 @@
+"""Where the alerts go: Alertmanager's configs (the stack's rendered one and the
+compose file's) pass ``amtool check-config``; the pager keeps and logs what
+Alertmanager sends and refuses anything else; and on the stack, a persister stopped
+during a sale pages through Prometheus and Alertmanager, then resolves once it is
+back."""
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+
+from pager.server import Pager, serve
+from stack.config import ROOT
+from stack.supervisor import Supervisor
+
+from .test_prometheus import eventually
+
+
+def amtool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["amtool", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_compose_files_alertmanager_config_checks():
+    checked = amtool("check-config", str(ROOT / "monitoring/alertmanager-compose.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.e2e
+def test_the_stacks_alertmanager_config_checks_and_prometheus_sends_to_it(stack_config):
+    checked = amtool("check-config", str(stack_config.run_dir / "alertmanager" / "alertmanager.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    found = requests.get(f"http://127.0.0.1:{stack_config.prometheus_port}/api/v1/alertmanagers",
+                         timeout=10).json()["data"]["activeAlertmanagers"]
+    assert [a["url"] for a in found] == [f"http://127.0.0.1:{stack_config.alertmanager_port}/api/v2/alerts"]
+
+
+def _notification(status: str, **labels) -> dict:
+    """A notification as Alertmanager's webhook_config sends it (version 4)."""
+    return {"version": "4", "status": status, "receiver": "pager", "groupKey": "{}:{}", "truncatedAlerts": 0,
+            "groupLabels": {"alertname": labels.get("alertname", "X")}, "commonLabels": labels,
+            "commonAnnotations": {}, "externalURL": "http://alertmanager",
+            "alerts": [{"status": status, "labels": labels, "annotations": {"summary": "it broke"},
+                        "startsAt": "2026-11-28T09:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                        "generatorURL": "http://prometheus", "fingerprint": "abc"}]}
+
+
+@pytest.fixture
+def pager(tmp_path):
+    log = tmp_path / "alerts.jsonl"
+    server = serve(Pager(log=log), host="127.0.0.1", port=0)
+    yield f"http://127.0.0.1:{server.server_address[1]}", log
+    server.shutdown()
+
+
+def test_the_pager_logs_each_alert_and_lists_the_notifications_newest_first(pager):
+    url, log = pager
+    for status in ("firing", "resolved"):
+        sent = requests.post(f"{url}/alerts", json=_notification(status, alertname="FlashsaleTargetDown",
+                                                                 job="persister"), timeout=5)
+        assert sent.status_code == 200 and sent.json() == {"alerts": 1}
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    logged = [(line["status"], line["alertname"], line["labels"]["job"], line["summary"]) for line in lines]
+    assert logged == [
+        ("firing", "FlashsaleTargetDown", "persister", "it broke"),
+        ("resolved", "FlashsaleTargetDown", "persister", "it broke")]
+    assert [n["status"] for n in requests.get(f"{url}/alerts", timeout=5).json()] == ["resolved", "firing"]
+    firing = requests.get(f"{url}/alerts", params={"status": "firing"}, timeout=5).json()
+    assert [n["status"] for n in firing] == ["firing"]
+
+
+@pytest.mark.parametrize("body", [
+    b"", b"not json", b"[]", b'{"version": "3", "alerts": []}', b'{"version": "4", "alerts": "many"}',
+    b'{"version": "4", "alerts": [1]}',
+])
+def test_the_pager_refuses_what_is_not_a_notification_with_a_json_400(pager, body):
+    url, log = pager
+    answer = requests.post(f"{url}/alerts", data=body, headers={"Content-Type": "application/json"},
+                           timeout=5)
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_input"
+    assert not log.exists() and requests.get(f"{url}/alerts", timeout=5).json() == []
+
+
+def test_the_pager_answers_other_paths_and_statuses_with_json_errors(pager):
+    url, _ = pager
+    assert requests.get(f"{url}/alerts", params={"status": "odd"}, timeout=5).status_code == 400
+    assert requests.get(f"{url}/nowhere", timeout=5).json()["error"] == "not_found"
+    assert requests.post(f"{url}/nowhere", data=b"{}", timeout=5).status_code == 404
+
+
+@pytest.mark.e2e
+def test_a_persister_stopped_during_a_sale_pages_and_resolves_when_it_is_back(stack_apps, stack_config):
+    client = stack_apps(strategy="atomic", instances=2, workers=2)
+    pager = f"http://127.0.0.1:{stack_config.pager_port}/alerts"
+    stopped = stack_config.persister_names[0]
+    address = f"127.0.0.1:{stack_config.persister_metrics_port(stopped)}"
+
+    def paged(status: str, since: float) -> bool:
+        return any(n["received_at"] >= since and any(
+                       a["labels"].get("alertname") == "FlashsaleTargetDown"
+                       and a["labels"].get("instance") == address for a in n["alerts"])
+                   for n in requests.get(pager, params={"status": status}, timeout=5).json())
+
+    sku = f"alert-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=40, strategy="gate")
+    since = time.time()
+    with Supervisor(stack_config).paused([stopped]):
+        for i in range(20):  # the sale goes on: the other persister writes
+            assert client.order(sku, 1, f"u{i}").status_code == 201
+        # Down for the rule's 10 s, then Alertmanager's group_wait: well within a minute.
+        assert eventually(lambda: paged("firing", since), seconds=60, every=1)
+    back = time.time()
+    assert eventually(lambda: paged("resolved", back), seconds=60, every=1)
+    assert client.audit(sku, settle=30)["gate"]["persisted"] == 20
