@@ -37,6 +37,7 @@ from prometheus_client import (
     multiprocess,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
 
 
 class _WorkersCollector(multiprocess.MultiProcessCollector):
@@ -68,10 +69,34 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     else:
         counted = REGISTRY
     read_now = CollectorRegistry()
-    for path in settings.FLASHSALE_METRICS_COLLECTORS:
-        read_now.register(import_string(path)())
+    read_now.register(SourcesRead([import_string(path)() for path in settings.FLASHSALE_METRICS_COLLECTORS]))
     return HttpResponse(generate_latest(counted) + generate_latest(read_now),
                         content_type=CONTENT_TYPE_LATEST)
+
+
+class SourcesRead:
+    """The collectors that read a source at the scrape (Redis, the database), and
+    ``flashsale_collector_up``: 1 for each that read it, 0 for one that could not.
+    A collector that fails yields none of its series, so an alert on them would go
+    quiet exactly when their source fails: the rules watch this gauge instead. Any
+    failure counts (logged), so that no scrape fails on a collector's."""
+
+    def __init__(self, collectors: list):
+        self.collectors = collectors
+
+    def collect(self):
+        up = GaugeMetricFamily("flashsale_collector_up", "Whether the collector read its source at this "
+                               "scrape (0: its series are missing from it)", labels=["collector"])
+        for collector in self.collectors:
+            try:
+                families = list(collector.collect())
+            except Exception as e:  # any failure: this gauge's 0, logged
+                logger.warning("%s: not read for /metrics: %s", collector.name, e)
+                up.add_metric([collector.name], 0)
+                continue
+            up.add_metric([collector.name], 1)
+            yield from families
+        yield up
 
 
 # --- a process of its own: a persister, the race runner ---------------------------

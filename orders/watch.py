@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import connection
 from django_redis import get_redis_connection
 from prometheus_client.core import GaugeMetricFamily
 
@@ -119,16 +119,14 @@ def live_figures() -> dict[str, Figures]:
 
 class SaleWatchCollector:
     """The live sales' gauges, by strategy; none while the database or Redis cannot
-    be reached."""
+    be reached (``flashsale_collector_up{collector="sales"}`` says so)."""
+
+    name = "sales"
 
     def collect(self):
         figures = _read.get("all")
         if figures is None:
-            try:
-                figures = live_figures()
-            except (DatabaseError, *CACHE_ERRORS) as e:
-                logger.warning("the live sales were not read for /metrics: %s", e)
-                return
+            figures = live_figures()
             _read.put("all", figures)
         gauges = {
             "flashsale_sales_live": "Sales reset in the last hour, by strategy",

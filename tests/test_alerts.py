@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 import requests
+import yaml
 
 from pager.server import Pager, serve
 from stack.config import ROOT
@@ -21,6 +22,14 @@ from .test_prometheus import eventually
 
 def amtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["amtool", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_every_alert_has_a_unit_test_that_sees_it_fire():
+    rules = yaml.safe_load((ROOT / "monitoring/rules.yml").read_text())
+    alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule}
+    tests = yaml.safe_load((ROOT / "monitoring/rules.test.yml").read_text())["tests"]
+    fired = {case["alertname"] for test in tests for case in test["alert_rule_test"] if case["exp_alerts"]}
+    assert alerts and alerts == fired, alerts ^ fired
 
 
 def test_the_compose_files_alertmanager_config_checks():

@@ -147,7 +147,8 @@ FIGURE = re.compile(r"\b\d+(?:\.\d+)?×|\b\d+\.\d+x\b|\b\d+\.\d+ times\b"
                     r"|\d[\d,]*(?:\.\d+)?\s?(?:req/s|requests/s|orders/s|answers/s|µs|us of CPU|CPU-s)\b"
                     r"|\bp(?:50|90|95|99)\s+\d[\d,.]*\s?ms\b")
 # Not measurements: targets and rules a measurement is held to.
-ALLOWED = ("at least 0.6× ping", "at most 3× ping", "at least 0.7× ping", "the 2× the rule asks")
+ALLOWED = ("at least 0.6× ping", "at most 3× ping", "at least 0.7× ping", "the 2× the rule asks",
+           "14.4 times too fast")  # the burn-rate alert's threshold
 # The decisions page records what was measured when each choice was made, each with
 # its command and its commit: history, which the measured files replace as they run.
 HISTORY = {"docs/development/decisions.md", "docs/changelog.md"}

@@ -1,18 +1,13 @@
 """The waiting room's metrics (no labels but a refusal's reason: never a sku or a buyer)."""
 
-import logging
 from datetime import timedelta
 
-import redis
-from django.db import DatabaseError
 from django.utils import timezone
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 
 from .models import Room
 from .store import room_counts
-
-logger = logging.getLogger(__name__)
 
 PLACES = Counter("flashsale_room_places", "Places taken in sales' waiting rooms (a buyer that asks "
                  "again after its admission ran out, or its place was skipped, takes a new one)")
@@ -28,14 +23,13 @@ WATCHED_S = 3600
 
 class RoomCollector:
     """The waiting rooms' gauges: places waiting, and admissions running, summed over the
-    rooms of the sales reset in the last hour; none while a server cannot be reached."""
+    rooms of the sales reset in the last hour; none while a server cannot be reached
+    (``flashsale_collector_up{collector="rooms"}`` says so)."""
+
+    name = "rooms"
 
     def collect(self):
-        try:
-            waiting, active = rooms_counted()
-        except (DatabaseError, redis.RedisError) as e:
-            logger.warning("the waiting rooms were not read for /metrics: %s", e)
-            return
+        waiting, active = rooms_counted()
         yield GaugeMetricFamily("flashsale_room_waiting", "Places waiting in the live sales' waiting rooms "
                                 "(abandoned ones not yet skipped included)", value=waiting)
         yield GaugeMetricFamily("flashsale_room_active", "Admissions running in the live sales' waiting "

@@ -9,36 +9,27 @@ the ``max`` over them, not the sum. Never by sku: summed over the sales.
 
 from __future__ import annotations
 
-import logging
-
-import redis
 from prometheus_client.core import GaugeMetricFamily
-
-from common.errors import Unavailable
 
 from .lifecycle import gate_listed, gate_tally
 from .store import gate_redis
-
-logger = logging.getLogger(__name__)
 
 
 class GateBacklogCollector:
     """At scrape time, over the sales on the persisters' list: the entries no
     persister has read, those read and not yet acknowledged, and the stock Redis has
     left; and the dead letters of every sale. A Redis that cannot be reached yields
-    none of them."""
+    none of them (``flashsale_collector_up{collector="gate_backlog"}`` says so)."""
+
+    name = "gate_backlog"
 
     def collect(self):
-        try:
-            listed = gate_listed()
-            tallies = [tally for sku in listed if (tally := gate_tally(sku=sku)) is not None]
-            # Every sale's, listed or not: a finished sale leaves the list, and its
-            # dead letters wait for an operator until redriven.
-            client = gate_redis()
-            dead = sum(client.xlen(key) for key in client.scan_iter(match="gate:*:dead", count=1000))
-        except (redis.RedisError, Unavailable) as e:
-            logger.warning("the gate's backlog was not read for /metrics: %s", e)
-            return
+        listed = gate_listed()
+        tallies = [tally for sku in listed if (tally := gate_tally(sku=sku)) is not None]
+        # Every sale's, listed or not: a finished sale leaves the list, and its
+        # dead letters wait for an operator until redriven.
+        client = gate_redis()
+        dead = sum(client.xlen(key) for key in client.scan_iter(match="gate:*:dead", count=1000))
         undelivered = sum(t.undelivered for t in tallies)
         pending = sum(t.unacknowledged for t in tallies)
         stock = sum(t.redis_remaining for t in tallies)

@@ -5,6 +5,7 @@ persisters count what they wrote and what they set aside."""
 import pytest
 from prometheus_client import REGISTRY
 
+from common.metrics import SourcesRead
 from orders.gate.backlog import GateBacklogCollector
 from orders.gate.lifecycle import gate_tally
 from orders.gate.store import gate_keys, gate_redis
@@ -62,12 +63,17 @@ def test_dead_letters_show_in_the_gauge_and_the_counter():
     assert intents("dead_lettered") - dead == 2
 
 
-def test_a_redis_that_cannot_be_reached_yields_no_gauge(monkeypatch, caplog):
+def test_a_redis_that_cannot_be_reached_yields_no_gauge_and_the_collectors_up_says_so(monkeypatch, caplog):
     import redis
 
     def unreachable():
         raise redis.ConnectionError("Connection refused")
 
+    read = SourcesRead([GateBacklogCollector()])
+    assert {s.labels["collector"]: s.value for f in read.collect() if f.name == "flashsale_collector_up"
+            for s in f.samples} == {"gate_backlog": 1}
     monkeypatch.setattr("orders.gate.backlog.gate_listed", unreachable)
-    assert gauges() == {}
-    assert "not read for /metrics" in caplog.text
+    samples = [(family.name, sample.labels, sample.value)
+               for family in read.collect() for sample in family.samples]
+    assert samples == [("flashsale_collector_up", {"collector": "gate_backlog"}, 0)]
+    assert "gate_backlog: not read for /metrics" in caplog.text

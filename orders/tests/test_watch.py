@@ -8,6 +8,7 @@ import pytest
 from django.test import override_settings
 from django_redis import get_redis_connection
 
+from common.metrics import SourcesRead
 from orders.models import Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
@@ -59,15 +60,18 @@ def test_a_sale_reset_over_an_hour_ago_is_no_longer_watched():
     assert get_redis_connection("default").zscore(LIVE, "w-old") is None  # and forgotten
 
 
-def test_a_database_that_cannot_be_reached_yields_no_gauge(monkeypatch, caplog):
+def test_a_database_that_cannot_be_reached_yields_no_gauge_and_the_collectors_up_says_so(monkeypatch, caplog):
     from django.db import OperationalError
 
     def unreachable():
         raise OperationalError(2002, "Can't connect to server")
 
     monkeypatch.setattr("orders.watch.live_figures", unreachable)
-    assert gauges() == {}
-    assert "not read for /metrics" in caplog.text
+    _read.clear()
+    samples = [(family.name, sample.labels, sample.value)
+               for family in SourcesRead([SaleWatchCollector()]).collect() for sample in family.samples]
+    assert samples == [("flashsale_collector_up", {"collector": "sales"}, 0)]
+    assert "sales: not read for /metrics" in caplog.text
 
 
 @override_settings(FLASHSALE_STRATEGY="atomic")
