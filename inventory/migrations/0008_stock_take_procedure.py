@@ -1,12 +1,12 @@
 """Inventory's part of the one-call purchase as a procedure of its own,
-``flashsale_stock_take`` (``inventory/sql/stock_take.sql``): the conditional UPDATE of
+``flashsale_stock_take`` (``inventory/sql/stock_take.0008.sql``): the conditional UPDATE of
 one segment and its ledger row. The orders app's ``flashsale_purchase`` calls it."""
 
 from pathlib import Path
 
 from django.db import migrations
 
-SQL = Path(__file__).resolve().parent.parent / "sql" / "stock_take.sql"
+SQL = Path(__file__).resolve().parent.parent / "sql" / "stock_take.0008.sql"
 
 
 class Migration(migrations.Migration):

@@ -1,4 +1,4 @@
-"""The purchase's stored procedure from ``orders/transaction/sql/purchase.sql``: its
+"""The purchase's stored procedure from ``orders/transaction/sql/purchase.0011.sql``: its
 statements on the orders' tables, and a call to inventory's ``flashsale_stock_take``
 for the stock's. Going back restores 0009's, which wrote the stock itself."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.db import migrations
 
-SQL = Path(__file__).resolve().parent.parent / "transaction" / "sql" / "purchase.sql"
+SQL = Path(__file__).resolve().parent.parent / "transaction" / "sql" / "purchase.0011.sql"
 PREVIOUS = importlib.import_module("orders.migrations.0009_purchase_procedure_window").PROCEDURE
 
 

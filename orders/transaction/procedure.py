@@ -4,8 +4,8 @@
 check, no value to compute, no token to compare. So the whole transaction (the
 buyer's quota, the order, the stock's conditional UPDATE, the ledger row, the commit)
 can run inside MariaDB as one ``CALL flashsale_purchase(...)``: the procedure is
-``orders/transaction/sql/purchase.sql``, which calls inventory's
-``inventory/sql/stock_take.sql`` for the stock; migrations load both, and
+``orders/transaction/sql/purchase.*.sql``, which calls inventory's
+``inventory/sql/stock_take.*.sql`` for the stock; migrations load both, and
 ``orders/tests/test_procedure_equivalence.py`` holds them to the ORM's path. Through
 the ORM the same purchase costs eight round trips (``SET autocommit``, four
 statements, ``COMMIT``, ``SET autocommit``), each paid by this process, by MariaDB

@@ -1,5 +1,5 @@
 -- A conditional deduction from one stock segment, and its ledger row: inventory's
--- part of the one-call purchase (orders/transaction/sql/purchase.sql calls it), the
+-- part of the one-call purchase (orders/transaction/sql/purchase.*.sql calls it), the
 -- statements stock_deduct sends for one segment under CONDITIONAL_UPDATE
 -- (inventory.services._conditional_take, then _ledger_append). Runs inside the
 -- caller's transaction; a refusal writes nothing.
