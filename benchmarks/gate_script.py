@@ -57,7 +57,7 @@ def _buyers(port: int, way: str, threads: int, seconds: float, results) -> None:
         own = redis.Redis(port=port, socket_timeout=5, decode_responses=True).register_script(source)
         tag = uuid.uuid4().hex[:8]
         while time.monotonic() < stop:
-            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0", ""]
+            args = [f"{tag}-{n}-{done[n]}", "fp", 1, f"u{n}", "bench", 0, "1", "0", "", uuid.uuid4().hex]
             # Alone, the server's run id is the last argument, as the pipeline adds it.
             if way == "together":
                 reply = pipeline.run(keys, args).value

@@ -2,7 +2,9 @@
 32 hex digits, whatever a client sent), writes the name in its access log, and passes
 it on as ``X-Request-ID``; an app puts it in every log line the request's thread
 writes (``RequestIdFilter``) and answers with it, so that a buyer, an operator and
-both logs quote the same name.
+both logs quote the same name. A purchase's order keeps it (``Order.request_id``; the
+gate's through its stream entry and the persister's line), so the name leads from
+nginx's line to the row.
 
 A request that reached an instance without nginx (a test, an operator's curl to its
 port) keeps a well-formed ``X-Request-ID`` of its own, or is given one.
@@ -29,10 +31,17 @@ def request_named(request) -> str:
     return name
 
 
+def request_id_current() -> str:
+    """The name of the request this thread serves ("": none, a persister's)."""
+    return _current.get() or ""
+
+
 class RequestIdFilter(logging.Filter):
-    """Adds ``request_id`` to every record: the request its thread serves, else None
-    (a persister's, a lock watchdog's)."""
+    """Adds ``request_id`` to every record: the one the line names (``extra``: a
+    persister's line of an order names the request that placed it), else the request
+    its thread serves, else None (a lock watchdog's)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = _current.get()
+        if not getattr(record, "request_id", None):
+            record.request_id = _current.get()
         return True

@@ -44,6 +44,10 @@ class Order(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PLACED,
                               db_default=Status.PLACED)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The name nginx gave the request that placed it (X-Request-ID: common.requestlog),
+    # "" without one: from nginx's access line to this row. Not indexed: an operator's
+    # lookup, rare, is not worth an index written on every purchase.
+    request_id = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [models.Index(fields=["product", "created_at"]),

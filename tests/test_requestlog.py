@@ -50,3 +50,36 @@ def test_an_admin_action_is_named_alike_in_nginx_log_and_the_apps(stack_apps, st
     assert (entry["method"], entry["status"]) == ("POST", 200)
     assert entry["uri"] == f"/api/admin/products/{sku}/reset"
     assert entry["upstream"].startswith("127.0.0.1:") and float(entry["request_s"]) >= 0
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "setnx", "gate"])
+def test_a_purchase_is_followed_from_nginx_line_to_its_row(stack_apps, stack_config, strategy):
+    """The name nginx gives a purchase is on its order's row, under each seller and
+    path (atomic's stored procedure, the ORM's under a lock, the gate's persister),
+    and under the gate in the persister's line for the order."""
+    import MySQLdb
+
+    client = stack_apps()
+    sku = f"log-{strategy}-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=3, strategy=strategy)
+    answer = client.order(sku, 1, "u1")
+    assert answer.status_code == 201, answer.text
+    name, order_id = answer.headers["X-Request-ID"], answer.json()["order_id"]
+    if strategy == "gate":
+        assert client.audit(sku, settle=30)["gate"]["persisted"] == 1
+    db = MySQLdb.connect(unix_socket=str(stack_config.run_dir / "mariadb" / "mysqld.sock"), user="root",
+                         database="flashsale")
+    try:
+        cursor = db.cursor()
+        cursor.execute("SELECT id FROM orders_order WHERE request_id = %s", [name])
+        assert cursor.fetchall() == ((order_id,),)
+    finally:
+        db.close()
+    if strategy == "gate":
+        deadline = time.monotonic() + 10
+        while not (written := [line for persister in stack_config.persister_names
+                               for line in lines_naming(log_file(stack_config, persister), name)]):
+            assert time.monotonic() < deadline, "no persister line names the request"
+            time.sleep(0.2)
+        [line] = written
+        assert line["request_id"] == name and f"wrote order {order_id} of {sku}" in line["message"]

@@ -548,6 +548,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
     # Django logs every 4xx answer as a warning. Here a refusal is the sale's answer
     # (most of a flash sale's answers are 409 sold out), not a fault. 5xx are logged.
-    # orders.auth: every admin action, one line at INFO, whatever LOG_LEVEL says.
-    "loggers": {"django.request": {"level": "ERROR"}, "orders.auth": {"level": "INFO"}},
+    # orders.auth: every admin action, one line at INFO, whatever LOG_LEVEL says; so
+    # orders.gate.persister: every order written or dead-lettered, named for its request.
+    "loggers": {"django.request": {"level": "ERROR"}, "orders.auth": {"level": "INFO"},
+                "orders.gate.persister": {"level": "INFO"}},
 }

@@ -65,6 +65,7 @@ class Intent(NamedTuple):
     before: int
     after: int
     instance: str
+    request: str  # the name of the request that placed it ("": none, or an entry older than the field)
 
     @classmethod
     def parse(cls, entry_id: str, fields: dict[str, str]) -> Intent:
@@ -72,7 +73,8 @@ class Intent(NamedTuple):
         try:
             return cls(entry_id=entry_id, order_id=int(fields["order"]), key=fields["key"],
                        user_id=fields["user"], quantity=int(fields["quantity"]), before=int(fields["before"]),
-                       after=int(fields["after"]), instance=fields["instance"])
+                       after=int(fields["after"]), instance=fields["instance"],
+                       request=fields.get("request", ""))
         except (KeyError, ValueError) as e:
             raise ValueError(f"malformed gate entry {entry_id}: {fields!r}") from e
 
@@ -148,9 +150,9 @@ def _write(intents: list[Intent]) -> Written:
         product = sales[block].product
         # A payment window runs from when the gate accepted the order, as the buyer saw it.
         rows_insert(Order, ("id", "user_id", "product", "quantity", "idempotency_key", "instance", "strategy",
-                            "accepted_at", "status", "expires_at"),
+                            "accepted_at", "request_id", "status", "expires_at"),
                     [(i.order_id, i.user_id, product.pk, i.quantity, i.key, i.instance, "gate", i.accepted_at,
-                      *Order.terms(product, i.accepted_at).values())
+                      i.request, *Order.terms(product, i.accepted_at).values())
                      for i in batch])
         stock_record_decided(product=product, decided=[
             Decided(quantity=i.quantity, operation_flag=i.key, order_reference=str(i.order_id),
@@ -343,14 +345,18 @@ class Persister:
             metrics.BATCH_SIZE.observe(len(intents))
         for intent, reason in outcome.dead:
             dead.append((intent.entry_id, intent.order_id, intent._asdict(), reason))
+        # One line an order, named for the request that placed it: a buyer's purchase
+        # followed from nginx's line to the write that confirmed it, or did not.
         for entry_id, order, fields, reason in dead:
-            logger.error("persister %s: dead-lettered %s of %s: %s", self.name, entry_id, sku, reason)
+            logger.error("persister %s: dead-lettered order %s of %s (entry %s): %s", self.name, order, sku,
+                         entry_id, reason, extra={"request_id": fields.get("request") or None})
             flat = [str(part) for pair in fields.items() for part in pair]
             self._dead_letter(keys=[keys.orders, keys.dead], args=[str(order), entry_id, reason, *flat])
         self.redis.xack(keys.stream, GROUP, *ids)  # only now: everything above is committed
         _counted(outcome, dead=len(dead))
-        if outcome.written:
-            logger.info("persister %s: wrote %d orders of %s", self.name, len(outcome.written), sku)
+        for intent in outcome.written:
+            logger.info("persister %s: wrote order %d of %s", self.name, intent.order_id, sku,
+                        extra={"request_id": intent.request or None})
         return len(ids)
 
 

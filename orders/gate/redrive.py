@@ -72,6 +72,7 @@ def _dead_intent(fields: dict[str, str]) -> Intent:
     if "order_id" not in fields:
         return Intent.parse(fields["entry"], fields)
     ints = {"order_id", "quantity", "before", "after"}
+    fields = {"request": "", **fields}  # a letter older than the field has none
     try:
         return Intent(**{name: int(fields[name]) if name in ints else fields[name]
                          for name in Intent._fields})

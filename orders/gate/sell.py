@@ -22,6 +22,7 @@ from common.errors import (
 from common.gateredis import unreachable
 from common.memory import ProcessMemory
 from common.metrics import observe_later
+from common.requestlog import request_id_current
 from waitingroom.services import admission_refused_error
 from waitingroom.store import spend_keys
 
@@ -195,7 +196,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         reply, reached = _sell(keys=keys, args=[
             key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
             settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
-            admission])
+            admission, request_id_current()])
     except redis.RedisError as e:
         if unreachable(e):
             raise Unavailable("the gate's Redis cannot be reached; nothing was taken",

@@ -5,9 +5,11 @@ round by round here (``Persister.step``), and run as real processes in
 ``test_gate_processes``.
 """
 
+import logging
 import threading
 import time
 from datetime import timedelta
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
@@ -27,6 +29,7 @@ from common.errors import (
     SoldOut,
     Unavailable,
 )
+from common.requestlog import request_named
 from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from orders.gate import sell as sell_module
@@ -305,6 +308,33 @@ def test_an_intent_the_database_refuses_is_dead_lettered_and_does_not_block_the_
     assert all("SoldOut" in fields["reason"] for _, fields in dead)
     persist()  # dead-lettered once, however often it is read
     assert sale_audit(sku="sku-1").gate.dead_lettered == 2
+
+
+def test_each_order_written_or_dead_lettered_is_a_line_named_for_its_request(caplog):
+    """The request's name rides in the stream entry: the persister's line for each
+    order names it, and the written order's row keeps it."""
+    sale_reset(sku="sku-1", stock=2)
+    gate_redis().hset(gate_keys("sku-1").sale, mapping={"stock": 3, "loaded": 3})  # one more than MySQL has
+    bought = []
+    for i in range(3):
+        request_named(SimpleNamespace(META={"HTTP_X_REQUEST_ID": f"req-{i}"}))
+        bought.append(buy(f"k{i}", user=f"u{i}").order_id)
+    entries = gate_redis().xrange(gate_keys("sku-1").stream)
+    assert [fields["request"] for _, fields in entries] == ["req-0", "req-1", "req-2"]
+    with caplog.at_level(logging.INFO, logger="orders.gate.persister"):
+        persist()
+    lines = {r.request_id: (r.levelname, r.getMessage()) for r in caplog.records
+             if r.name == "orders.gate.persister" and "order" in r.getMessage()}
+    assert lines.keys() == {"req-0", "req-1", "req-2"}
+    assert [lines[f"req-{i}"][0] for i in range(3)] == ["INFO", "INFO", "ERROR"]
+    assert all(f"order {order_id} of sku-1" in lines[f"req-{i}"][1] for i, order_id in enumerate(bought))
+    assert dict(Order.objects.values_list("pk", "request_id")) == {bought[0]: "req-0", bought[1]: "req-1"}
+
+
+def test_an_entry_older_than_the_request_field_is_still_written():
+    fields = {"order": "2", "key": "k", "user": "u", "quantity": "1", "before": "5", "after": "4",
+              "instance": "app1"}
+    assert Intent.parse("1-0", fields).request == ""
 
 
 def test_a_batch_written_but_not_acknowledged_is_written_once_when_read_again():

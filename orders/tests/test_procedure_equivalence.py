@@ -8,6 +8,7 @@ import random
 import re
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.db import connection
 from django.test import override_settings
 
 from common.errors import ApplicationError
+from common.requestlog import request_named
 from common.strategies import StrategySpec
 from inventory.models import Stock, StockFlow
 from inventory.services import product_reset
@@ -55,7 +57,8 @@ def _sale(sku: str, purchases, *, stock: int, window_s: int) -> dict:
     answers and its rows, with the product, the prefix and the ids taken out."""
     product = product_reset(sku=sku, stock=stock, segments=1, payment_window_s=window_s)
     answers = []
-    for user, quantity, key in purchases:
+    for n, (user, quantity, key) in enumerate(purchases):
+        request_named(SimpleNamespace(META={"HTTP_X_REQUEST_ID": f"request-{n}"}))  # as nginx names it
         try:
             answers.append(_answer(order_create(sku=sku, quantity=quantity, user_id=user,
                                                 idempotency_key=f"{sku}:{key}")))
@@ -73,7 +76,7 @@ def _sale(sku: str, purchases, *, stock: int, window_s: int) -> dict:
     return {
         "answers": answers,
         "orders": [(o.user_id, o.quantity, unprefixed(o.idempotency_key), o.instance, o.strategy, o.retries,
-                    o.status, window(o)) for o in orders],
+                    o.status, window(o), o.request_id) for o in orders],
         "ledger": [(f.segment, f.kind, f.quantity, unprefixed(f.operation_flag), index[f.order_reference],
                     f.quantity_before, f.quantity_after, f.instance)
                    for f in StockFlow.objects.filter(product=product).order_by("pk")],
@@ -94,6 +97,7 @@ def test_the_call_and_the_orms_path_answer_alike_and_leave_the_same_rows(
         m.setattr(StrategySpec, "one_trip", property(lambda self: False))  # the ORM's statements
         orm = _sale(f"orm-{seed}-{window_s}", purchases, stock=STOCK, window_s=window_s)
     assert called == orm
+    assert [o[-1] for o in called["orders"]] and all(o[-1].startswith("request-") for o in called["orders"])
     # Worth comparing: the run sold, refused for stock and for the limit, and replayed.
     kinds = {a[0] if a[0] != "placed" or not a[3] else "replayed" for a in called["answers"]}
     assert {"placed", "replayed", "SoldOut", "LimitReached", "IdempotencyConflict"} <= kinds, kinds

@@ -31,6 +31,7 @@ from MySQLdb.constants import ER
 
 from common.database_errors import database_never_connected, database_unreachable
 from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
+from common.requestlog import request_id_current
 from inventory.faults import stall_point
 from inventory.models import Product
 from inventory.services import Deducted
@@ -52,6 +53,10 @@ class _Reply(NamedTuple):
     expires_at: datetime | None  # placed in a sale with a payment window: when it expires
 
 
+# The procedure's parameters (orders/transaction/sql/purchase.0012.sql), in its order.
+_CALL = f"CALL flashsale_purchase({', '.join(['%s'] * 13)})"
+
+
 def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str, key: str, strategy: str,
                   deadline: float) -> tuple[Order, Deducted]:
     """Place the order and take ``quantity`` from ``segment`` in one ``CALL``.
@@ -70,10 +75,10 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
             settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_SECTION_DELAY_MS * 1000), budget_us,
-            nested, product.payment_window_s]
+            nested, product.payment_window_s, request_id_current()]
     try:
         with connection.cursor() as cursor:
-            cursor.execute("CALL flashsale_purchase(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args)
+            cursor.execute(_CALL, args)
             reply = _Reply(*cursor.fetchone())
             while cursor.nextset():  # the CALL's own status, after the row
                 pass
@@ -94,6 +99,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     expires_at = reply.expires_at and reply.expires_at.replace(tzinfo=UTC)
     order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
                   instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0,
-                  status=Order.Status.PENDING if expires_at else Order.Status.PLACED, expires_at=expires_at)
+                  status=Order.Status.PENDING if expires_at else Order.Status.PLACED, expires_at=expires_at,
+                  request_id=args[-1])
     held_since = time.perf_counter() - reply.held_us / 1e6
     return order, Deducted(remaining=reply.remaining, row_held_since=held_since)

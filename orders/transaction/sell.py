@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged, Unavailable
 from common.memory import ProcessMemory
+from common.requestlog import request_id_current
 from common.strategies import StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
@@ -265,6 +266,7 @@ def _transaction_committed(*, product: Product, quantity: int, user_id: str, key
                 order = Order.objects.create(user_id=user_id, product=product, quantity=quantity,
                                              idempotency_key=key, instance=settings.FLASHSALE_INSTANCE,
                                              strategy=strategy.name, retries=retries,
+                                             request_id=request_id_current(),
                                              **Order.terms(product, timezone.now()))
                 deducted = stock_deduct(
                     product=product,

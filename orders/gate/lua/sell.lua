@@ -26,7 +26,8 @@
 --          waits for the connection's last write); a refusal rewrites the stock as is
 -- ARGV[9]  the room's sale the buyer's admission names (its signature checked by
 --          the caller), "" without one
--- ARGV[10] the run id of the server the connection reached ("" or not given: not
+-- ARGV[10] the request's name (X-Request-ID, "" without one), kept in the stream entry
+-- ARGV[11] the run id of the server the connection reached ("" or not given: not
 --          known, not checked)
 -- Returns {"cold"} (nothing loaded), {"failover", primary} (the sale was opened or
 -- reconciled on another server: what it holds here may be behind what was answered
@@ -39,7 +40,7 @@
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'accepted', 'base', 'starts', 'ends', 'primary', 'window',
                         'room')
 if not sale[1] then return {'cold'} end
-local server = ARGV[10] or ''
+local server = ARGV[11] or ''
 if sale[6] and server ~= '' and sale[6] ~= server then return {'failover', sale[6]} end
 local function answer(reply)
   if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'stock', sale[1]) end
@@ -77,7 +78,7 @@ local after = stock - quantity
 -- what was loaded less what is left would name a returned unit's order twice.
 local order_id = string.format('%.0f', tonumber(sale[3]) + 2 * tonumber(sale[2]))
 local entry = redis.call('XADD', KEYS[5], '*', 'order', order_id, 'key', key, 'user', ARGV[4],
-  'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5])
+  'quantity', quantity, 'before', stock, 'after', after, 'instance', ARGV[5], 'request', ARGV[10])
 redis.call('HSET', KEYS[1], 'stock', after)
 redis.call('HINCRBY', KEYS[1], 'accepted', quantity)
 redis.call('HSET', KEYS[3], order_id, entry)
