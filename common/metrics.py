@@ -32,12 +32,13 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
     start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 
 class _WorkersCollector(multiprocess.MultiProcessCollector):
@@ -66,6 +67,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         counted = CollectorRegistry()
         _WorkersCollector(counted)
+        # The server's processes: this worker's parent, the server's master, and its children.
+        counted.register(InstanceCollector(os.getppid()))
     else:
         counted = REGISTRY
     read_now = CollectorRegistry()
@@ -97,6 +100,72 @@ class SourcesRead:
             up.add_metric([collector.name], 1)
             yield from families
         yield up
+
+
+class InstanceCollector:
+    """What an instance's server uses, read from ``/proc`` at the scrape: its master
+    (``master``, the PID) and every child of it, the workers. prometheus-client's
+    multiprocess mode serves no ``process_*`` metrics (each worker has its own), and
+    the instance's share of the machine is what saturates. CPU counts the children
+    the master has reaped too (their ``cutime``), so it only falls when a worker
+    ends and is not yet reaped."""
+
+    def __init__(self, master: int):
+        self.master = master
+
+    def collect(self):
+        try:
+            cpu, rss, processes = instance_usage(self.master)
+        except OSError as e:  # the master gone (the instance stopping), or no /proc
+            logger.warning("the instance's usage was not read for /metrics: %s", e)
+            return
+        yield CounterMetricFamily("flashsale_instance_cpu_seconds", "CPU time of the instance's server: its "
+                                  "master, its workers, and the workers it reaped", value=cpu)
+        yield GaugeMetricFamily("flashsale_instance_resident_memory_bytes",
+                                "Resident memory of the instance's server, its master and its workers",
+                                value=rss)
+        yield GaugeMetricFamily("flashsale_instance_processes",
+                                "The instance's server's processes, its master and its workers",
+                                value=processes)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/<pid>/stat``'s fields after the process's name (which may hold spaces):
+    state first, so ppid is [1], utime [11], stime [12], cutime [13], cstime [14], rss [21]."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(")")[2].split()
+
+
+def _children(master: int) -> list[int]:
+    children = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if int(_stat(int(name))[1]) == master:
+                    children.append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue  # it ended while read
+    return children
+
+
+def instance_usage(master: int) -> tuple[float, int, int]:
+    """CPU seconds, resident bytes and processes of ``master`` and its children."""
+    own = _stat(master)
+    cpu = sum(int(own[i]) for i in (11, 12, 13, 14))  # its own, and its reaped children's
+    rss, processes = int(own[21]), 1
+    for child in _children(master):
+        try:
+            fields = _stat(child)
+        except OSError:
+            continue
+        cpu += int(fields[11]) + int(fields[12])
+        rss += int(fields[21])
+        processes += 1
+    return cpu / _TICKS, rss * _PAGE, processes
 
 
 # --- a process of its own: a persister, the race runner ---------------------------
@@ -160,10 +229,38 @@ def observe_later(histogram: Histogram, labels: tuple[str, ...], seconds: float)
         _writer_start()
 
 
+# Requests this process serves now: one entry each, appended as it starts and popped
+# as it ends (a deque's append and pop take no lock a request thread waits on); the
+# writer sets the gauge from it with the timings, and a scrape this process answers
+# first. Summed over the live workers: the instance's.
+_flying: deque[None] = deque()
+REQUESTS_IN_FLIGHT = Gauge("flashsale_requests_in_flight",
+                           "Requests the instance serves now (each worker's count as it last wrote "
+                           "it, at most a second old), summed over its workers", multiprocess_mode="livesum")
+
+
+def request_started() -> None:
+    """A request begins on this thread (``request_ended`` when it is answered)."""
+    if not settings.FLASHSALE_METRICS:
+        return
+    _flying.append(None)
+    if _writer_pid != os.getpid():
+        _writer_start()
+
+
+def request_ended() -> None:
+    if settings.FLASHSALE_METRICS and _flying:
+        _flying.pop()
+
+
 def timings_flush() -> None:
-    """Write every timing recorded so far in this process: the writer's round, a
-    scrape's first step, a worker's last (``flashsale.gunicorn``, or the finalizer
-    ``_writer_start`` registers)."""
+    """Write every timing recorded so far in this process, and the requests it serves
+    now: the writer's round, a scrape's first step, a worker's last
+    (``flashsale.gunicorn``, or the finalizer ``_writer_start`` registers)."""
+    try:
+        REQUESTS_IN_FLIGHT.set(len(_flying))
+    except OSError:
+        logger.warning("the requests in flight were not written for /metrics", exc_info=True)
     while True:
         try:
             histogram, labels, seconds = _timings.popleft()

@@ -18,7 +18,7 @@ class Query:
 class Panel:
     key: str
     title: str
-    unit: str  # "ops" (a second), "s" (drawn in ms), "short" (a count), "percentunit" (a share)
+    unit: str  # "ops" (a second), "s" (drawn in ms), "short" (a count), "percentunit" (a share), "bytes"
     queries: tuple[Query, ...]
     kind: str = "graph"  # "graph": over the last minutes; "table": each series' value now
 
@@ -41,6 +41,13 @@ PANELS = (
     Panel("backlog", "The gate: orders waiting to be written, and written a second", "short",
           (Query("flashsale:gate_backlog", "backlog"), Query("flashsale:gate_written:rate10s", "written/s"),
            Query("flashsale:gate_dead_letters", "dead letters"))),
+    Panel("gate-lag", "The gate: how long the oldest order not yet written has waited", "s",
+          (Query("flashsale:gate_oldest_unwritten_seconds", "oldest unwritten"),)),
+    Panel("instances", "Instances: requests in flight, and CPU used (cores)", "short",
+          (Query("flashsale:requests_in_flight", "{{instance}} in flight"),
+           Query("flashsale:instance_cpu:rate10s", "{{instance}} cores"))),
+    Panel("memory", "Instances: resident memory (the server's master and workers)", "bytes",
+          (Query("flashsale:instance_memory_bytes", "{{instance}}"),)),
     Panel("room", "Waiting rooms: places waiting, and taken and admitted a second", "short",
           (Query("flashsale:room_waiting", "waiting"), Query("flashsale:room_places:rate10s", "places/s"),
            Query("flashsale:room_admissions:rate10s", "admitted/s"))),

@@ -28,9 +28,11 @@ PURCHASE_SECONDS = Histogram(
     "Seconds from a purchase's arrival at the instance to its answer, by the strategy "
     "and whether the answer was an order created, a replay or a refusal",
     ["strategy", "answer"],
-    # A purchase answers within the lock's wait (5 s) and its deadline (10 s); a sale's
-    # are mostly a few milliseconds.
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    # A purchase answers within the lock's wait and its deadline; a sale's answers take
+    # milliseconds, and the gate's and a sold-out answer less than one: the lowest
+    # buckets tell those apart.
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+             10),
 )
 UNRESOLVED = "unresolved"
 

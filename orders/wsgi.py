@@ -44,6 +44,7 @@ from rest_framework.utils import json
 from buyers.authentication import TokenBuyer, bearer_buyer
 from buyers.tokens import TokenRefused
 from common.errors import error_response
+from common.metrics import request_ended, request_started
 from common.middleware import stamp_arrival
 from common.requestlog import request_named
 
@@ -98,6 +99,13 @@ class PurchaseWSGIHandler(WSGIHandler):
         super().__init__(*args, **kwargs)
 
     def get_response(self, request):
+        request_started()
+        try:
+            return self._answer(request)
+        finally:
+            request_ended()
+
+    def _answer(self, request):
         response = purchase_shortcut(request, self._shortcut)
         if response is None:
             return super().get_response(request)

@@ -119,3 +119,22 @@ def test_every_lock_taken_is_counted_and_timed_once_across_workers(stack_apps, s
     assert 25 <= acquired <= 40
     assert timings == (acquired, acquired, len(answers))
     assert lock("flashsale_lock_acquisitions_total", outcome="timed_out") == answers.count(503)
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_each_instance_says_what_its_server_uses_and_serves_now(stack_apps, stack_config, server):
+    """multiprocess mode drops process_*: the instance's own collector reads its
+    server's master and workers from /proc; the requests in flight include the scrape."""
+    stack_apps(strategy="atomic", instances=2, workers=2, server=server)
+    port = stack_config.app_port_of(stack_config.app_names[0])
+    master = psutil.Process(Supervisor(stack_config).info(stack_config.app_names[0])["pid"])
+    first = scraped(stack_config, [port])
+    read = {name: value for (name, _), value in first.items()}
+    assert read["flashsale_instance_processes"] == 1 + len(master.children(recursive=False))
+    assert read["flashsale_instance_processes"] >= 3  # the master and the two workers
+    assert read["flashsale_instance_resident_memory_bytes"] > 50_000_000
+    assert read["flashsale_requests_in_flight"] >= 1  # the scrape itself
+    for _ in range(50):
+        requests.get(f"http://127.0.0.1:{port}/api/ping", timeout=10)
+    later = {name: value for (name, _), value in scraped(stack_config, [port]).items()}
+    assert later["flashsale_instance_cpu_seconds_total"] > read["flashsale_instance_cpu_seconds_total"]

@@ -93,3 +93,45 @@ def _registry(collector, path) -> CollectorRegistry:
     registry = CollectorRegistry()
     collector(registry, path=str(path))
     return registry
+
+
+def test_a_process_tree_is_read_from_proc_its_reaped_childrens_cpu_included():
+    """instance_usage(master): the master's CPU with its reaped children's, and that of
+    its live children; their resident memory; how many they are."""
+    import os
+    import subprocess
+    import sys
+
+    from common.metrics import instance_usage
+
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)  # a child that ended: reaped
+    cpu, rss, processes = instance_usage(os.getpid())
+    assert cpu >= 0.3 and rss > 10_000_000 and processes == 1
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while instance_usage(os.getpid())[2] < 2:  # the child as /proc lists it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with_child = instance_usage(os.getpid())
+        assert with_child[1] > rss and with_child[0] >= cpu
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_the_requests_in_flight_are_written_at_the_flush():
+    from common.metrics import request_ended, request_started
+
+    def in_flight() -> float:
+        return REGISTRY.get_sample_value("flashsale_requests_in_flight")
+
+    request_started()
+    request_started()
+    timings_flush()
+    assert in_flight() == 2
+    request_ended()
+    request_ended()
+    timings_flush()
+    assert in_flight() == 0

@@ -9,10 +9,11 @@ the ``max`` over them, not the sum. Never by sku: summed over the sales.
 
 from __future__ import annotations
 
+import redis
 from prometheus_client.core import GaugeMetricFamily
 
 from .lifecycle import gate_listed, gate_tally
-from .store import gate_redis
+from .store import GROUP, gate_keys, gate_redis
 
 
 class GateBacklogCollector:
@@ -30,6 +31,11 @@ class GateBacklogCollector:
         # dead letters wait for an operator until redriven.
         client = gate_redis()
         dead = sum(client.xlen(key) for key in client.scan_iter(match="gate:*:dead", count=1000))
+        # The backlog's age: it keeps growing while the persisters stop, when the
+        # confirm histogram (observed as orders are written) goes silent.
+        oldest = [ms for sku in listed if (ms := oldest_unwritten_ms(client, sku)) is not None]
+        seconds, micros = client.time()
+        waited = max(0.0, seconds + micros / 1e6 - min(oldest) / 1000) if oldest else 0.0
         undelivered = sum(t.undelivered for t in tallies)
         pending = sum(t.unacknowledged for t in tallies)
         stock = sum(t.redis_remaining for t in tallies)
@@ -42,6 +48,26 @@ class GateBacklogCollector:
                                        pending),
             "flashsale_gate_dead_letters": ("Orders the database refused, set aside until redriven", dead),
             "flashsale_gate_stock_left": ("Units the gate's Redis has left, over the live sales", stock),
+            "flashsale_gate_oldest_unwritten_seconds": (
+                "How long the oldest order not yet written has waited since accepted (0: none)", waited),
         }
         for name, (text, value) in gauges.items():
             yield GaugeMetricFamily(name, text, value=value)
+
+
+def oldest_unwritten_ms(client, sku: str) -> int | None:
+    """When the oldest order of ``sku``'s sale not yet written was accepted (ms on
+    Redis's clock: its stream entry's id): the oldest a persister holds
+    unacknowledged, or else the first no persister has read. None: none waits."""
+    stream = gate_keys(sku).stream
+    try:
+        group = next((g for g in client.xinfo_groups(stream) if g["name"] == GROUP), None)
+    except redis.ResponseError:  # no stream yet: nothing was accepted
+        return None
+    ids = []
+    if group and group["pending"]:
+        ids.append(client.xpending(stream, GROUP)["min"])
+    first = client.xrange(stream, min=f"({group['last-delivered-id']}" if group else "-", max="+", count=1)
+    if first:
+        ids.append(first[0][0])
+    return min(int(entry.partition("-")[0]) for entry in ids) if ids else None

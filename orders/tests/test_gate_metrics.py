@@ -2,13 +2,15 @@
 backlog the apps read at a scrape follows what waits to be written, and the
 persisters count what they wrote and what they set aside."""
 
+import time
+
 import pytest
 from prometheus_client import REGISTRY
 
 from common.metrics import SourcesRead
 from orders.gate.backlog import GateBacklogCollector
 from orders.gate.lifecycle import gate_tally
-from orders.gate.store import gate_keys, gate_redis
+from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.reset import sale_reset
 from orders.tests.test_gate import buy, gate, persist  # noqa: F401 - gate: the fixture
 
@@ -29,13 +31,32 @@ def test_the_backlog_counts_what_waits_and_falls_to_0_once_written():
     for i in range(4):
         buy(f"k{i}", user=f"u{i}")
     buy("k9", sku="sku-2")
-    assert gauges() == {"flashsale_gate_sales_listed": 2, "flashsale_gate_backlog": 5,
-                        "flashsale_gate_pending": 0, "flashsale_gate_dead_letters": 0,
-                        "flashsale_gate_stock_left": 10}
+    read = gauges()
+    waited = read.pop("flashsale_gate_oldest_unwritten_seconds")
+    assert read == {"flashsale_gate_sales_listed": 2, "flashsale_gate_backlog": 5,
+                    "flashsale_gate_pending": 0, "flashsale_gate_dead_letters": 0,
+                    "flashsale_gate_stock_left": 10}
+    assert 0 <= waited < 5
     written = intents("written")
     persist()
     assert gauges()["flashsale_gate_backlog"] == 0
+    assert gauges()["flashsale_gate_oldest_unwritten_seconds"] == 0
     assert intents("written") - written == 5
+
+
+def test_the_oldest_unwritten_order_ages_while_nobody_writes_it_read_or_not():
+    sale_reset(sku="sku-1", stock=10)
+    buy("k0", user="u0")
+    time.sleep(1.2)
+    buy("k1", user="u1")
+    assert gauges()["flashsale_gate_oldest_unwritten_seconds"] >= 1.2  # k0's, unread
+    stream = gate_keys("sku-1").stream
+    # A persister read both and stopped before acknowledging them: k0's still counts.
+    gate_redis().xreadgroup(GROUP, "stopped", {stream: ">"}, count=10)
+    assert gauges()["flashsale_gate_pending"] == 2
+    assert gauges()["flashsale_gate_oldest_unwritten_seconds"] >= 1.2
+    persist()  # claims them once idle
+    assert gauges()["flashsale_gate_oldest_unwritten_seconds"] == 0
 
 
 def test_a_group_that_read_everything_has_nothing_undelivered_whatever_redis_lag_says():
