@@ -1,0 +1,232 @@
+"""Properties a cluster needs of the manifests (deploy/k8s), each a check that lists
+what breaks it, held on both overlays, and each shown to catch a fault of its kind
+planted in the rendered production overlay: a schema-valid manifest can still be one
+a cluster would not keep running."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+
+import pytest
+
+from .test_k8s import IMAGE, K8S, OVERLAYS, of_kind, pod_specs, render
+
+# What an HTTP liveness probe must not ask: the endpoints that ask the backends. A
+# backend that is down is no reason to restart a process that answers (/livez is).
+ASKS_BACKENDS = ("/readyz", "/healthz")
+# Redis needs room beside its data past maxmemory: the AOF rewrite's fork copies the
+# pages written meanwhile, and the allocator fragments. At most three quarters.
+REDIS_SHARE = 0.75
+
+
+def _containers(template: dict) -> list[dict]:
+    return template["spec"]["containers"] + template["spec"].get("initContainers", [])
+
+
+def liveness_asking_backends(docs: list[dict]) -> list[str]:
+    found = []
+    for doc, template in pod_specs(docs):
+        for container in template["spec"]["containers"]:
+            http = container.get("livenessProbe", {}).get("httpGet")
+            # nginx's every path but its own is an app's: a liveness through it asks them.
+            if http and (http["path"] in ASKS_BACKENDS or container["image"].startswith("nginx")):
+                found.append(f"{doc['metadata']['name']}/{container['name']}: {http['path']}")
+    return found
+
+
+def statefulsets_without_their_headless_service(docs: list[dict]) -> list[str]:
+    services = of_kind(docs, "Service")
+    return [f"{name}: {s['spec']['serviceName']}" for name, s in of_kind(docs, "StatefulSet").items()
+            if services.get(s["spec"]["serviceName"], {}).get("spec", {}).get("clusterIP") != "None"]
+
+
+def workloads_without_a_budget(docs: list[dict]) -> list[str]:
+    """Every workload of more than one pod (or scaled by an autoscaler), and the
+    database, whose one pod a drain must not take unannounced."""
+    scaled = {a["spec"]["scaleTargetRef"]["name"] for a in of_kind(docs, "HorizontalPodAutoscaler").values()}
+    budgets = [b["spec"]["selector"]["matchLabels"] for b in of_kind(docs, "PodDisruptionBudget").values()]
+    found = []
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        name, spec = doc["metadata"]["name"], doc["spec"]
+        if spec.get("replicas", 1) > 1 or name in scaled or name == "mariadb":
+            labels = spec["template"]["metadata"]["labels"]
+            if not any(selector.items() <= labels.items() for selector in budgets):
+                found.append(name)
+    return found
+
+
+def containers_without_the_security_context(docs: list[dict]) -> list[str]:
+    found = []
+    for doc, template in pod_specs(docs):
+        pod = template["spec"].get("securityContext", {})
+        if not pod.get("runAsNonRoot") or pod.get("seccompProfile") != {"type": "RuntimeDefault"}:
+            found.append(f"{doc['metadata']['name']}: the pod's")
+        for container in _containers(template):
+            context = container.get("securityContext", {})
+            escalates = context.get("allowPrivilegeEscalation") is not False
+            if escalates or context.get("capabilities") != {"drop": ["ALL"]}:
+                found.append(f"{doc['metadata']['name']}/{container['name']}")
+    return found
+
+
+_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "k": 1000, "m": 1000**2, "g": 1000**3,
+          "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+
+
+def _bytes(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([a-zA-Z]*)", value).groups()
+    return int(number) * _UNITS.get(unit.lower(), 1)
+
+
+def redis_past_its_share_of_the_limit(docs: list[dict]) -> list[str]:
+    found = []
+    for name, statefulset in of_kind(docs, "StatefulSet").items():
+        for container in statefulset["spec"]["template"]["spec"]["containers"]:
+            args = container.get("args", [])
+            if "--maxmemory" not in args:
+                continue
+            limit = _bytes(container["resources"]["limits"]["memory"])
+            if _bytes(args[args.index("--maxmemory") + 1]) > REDIS_SHARE * limit:
+                found.append(f"{name}: maxmemory {args[args.index('--maxmemory') + 1]} of a "
+                             f"{container['resources']['limits']['memory']} limit")
+    return found
+
+
+def probes_on_ports_nobody_listens_on(docs: list[dict]) -> list[str]:
+    found = []
+    for doc, template in pod_specs(docs):
+        for container in template["spec"]["containers"]:
+            ports = container.get("ports", [])
+            names, numbers = {p.get("name") for p in ports}, {p["containerPort"] for p in ports}
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                probe = container.get(kind, {})
+                target = (probe.get("httpGet") or probe.get("tcpSocket") or {}).get("port")
+                if target is not None and target not in (names if isinstance(target, str) else numbers):
+                    found.append(f"{doc['metadata']['name']}/{container['name']} {kind}: {target}")
+    return found
+
+
+def images_not_the_build(docs: list[dict], built: str) -> list[str]:
+    """The app image everywhere the one the overlay builds (``built``); every other
+    image a named release, never :latest or untagged."""
+    found = []
+    for doc, template in pod_specs(docs):
+        for container in _containers(template):
+            image = container["image"]
+            name = image.split("@")[0].rsplit(":", 1)[0]
+            if name.split("/")[-1] == IMAGE:
+                if image != built:
+                    found.append(f"{doc['metadata']['name']}/{container['name']}: {image}")
+            elif "@sha256:" not in image and (":" not in image.split("/")[-1] or image.endswith(":latest")):
+                found.append(f"{doc['metadata']['name']}/{container['name']}: {image}")
+    return found
+
+
+def _built(overlay: str) -> str:
+    """The app image the overlay names (its kustomization's images entry, or the base's)."""
+    import yaml
+
+    for path in (K8S / "overlays" / overlay / "kustomization.yaml", K8S / "base" / "kustomization.yaml"):
+        for image in yaml.safe_load(path.read_text()).get("images", []):
+            if image["name"] == IMAGE:
+                return f"{image.get('newName', IMAGE)}:{image['newTag']}"
+    raise AssertionError("no image named flashsale-app in the kustomizations")
+
+
+CHECKS: dict[str, Callable[[list[dict]], list[str]]] = {
+    "liveness asks no backend": liveness_asking_backends,
+    "every StatefulSet's serviceName is a headless Service": statefulsets_without_their_headless_service,
+    "every multi-pod workload (and the database) has a budget": workloads_without_a_budget,
+    "every container has the base's security context": containers_without_the_security_context,
+    "Redis's maxmemory is within its share of the container's limit": redis_past_its_share_of_the_limit,
+    "probes ask ports their containers listen on": probes_on_ports_nobody_listens_on,
+}
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request) -> tuple[str, list[dict]]:
+    return request.param, render(K8S / "overlays" / request.param)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_the_manifests_hold(rendered, check):
+    _, docs = rendered
+    assert CHECKS[check](docs) == []
+
+
+def test_every_image_is_the_build_or_a_named_release(rendered):
+    overlay, docs = rendered
+    assert images_not_the_build(docs, _built(overlay)) == []
+
+
+def test_the_migration_job_is_named_for_the_release_it_migrates_to(rendered):
+    """A Job's template cannot change: the next release's apply creates its own."""
+    overlay, docs = rendered
+    (job,) = [name for name in of_kind(docs, "Job") if name.startswith("flashsale-migrate")]
+    assert job == f"flashsale-migrate-{_built(overlay).rpartition(':')[2]}"
+
+
+def _container(docs: list[dict], kind: str, name: str, container: str | None = None) -> dict:
+    spec = of_kind(docs, kind)[name]["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if container is None or c["name"] == container)
+
+
+def _plant_liveness(docs):
+    _container(docs, "Deployment", "flashsale-app")["livenessProbe"]["httpGet"]["path"] = "/readyz"
+
+
+def _plant_service(docs):
+    of_kind(docs, "StatefulSet")["mariadb"]["spec"]["serviceName"] = "mariadb-elsewhere"
+
+
+def _plant_budget(docs):
+    docs.remove(of_kind(docs, "PodDisruptionBudget")["flashsale-nginx"])
+
+
+def _plant_context(docs):
+    _container(docs, "Deployment", "flashsale-persister")["securityContext"]["capabilities"] = {"drop": []}
+
+
+def _plant_redis(docs):
+    args = _container(docs, "StatefulSet", "redis")["args"]
+    args[args.index("--maxmemory") + 1] = "3gb"
+
+
+def _plant_port(docs):
+    _container(docs, "Deployment", "flashsale-nginx")["readinessProbe"]["httpGet"]["port"] = 9999
+
+
+PLANTED = {
+    "liveness asks no backend": _plant_liveness,
+    "every StatefulSet's serviceName is a headless Service": _plant_service,
+    "every multi-pod workload (and the database) has a budget": _plant_budget,
+    "every container has the base's security context": _plant_context,
+    "Redis's maxmemory is within its share of the container's limit": _plant_redis,
+    "probes ask ports their containers listen on": _plant_port,
+}
+
+
+@pytest.fixture(scope="module")
+def production() -> list[dict]:
+    return render(K8S / "overlays" / "production")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_a_planted_fault_of_each_kind_is_caught(production, check):
+    docs = copy.deepcopy(production)
+    PLANTED[check](docs)
+    assert CHECKS[check](docs)
+
+
+@pytest.mark.parametrize("image", ["flashsale-app:other", "registry.example.com/flashsale-app:latest",
+                                   "redis:latest", "redis"])
+def test_an_image_that_is_not_the_build_or_a_release_is_caught(production, image):
+    docs = copy.deepcopy(production)
+    target = "flashsale-persister" if "flashsale-app" in image else "redis"
+    kind = "Deployment" if "flashsale-app" in image else "StatefulSet"
+    _container(docs, kind, target)["image"] = image
+    assert images_not_the_build(docs, _built("production"))
