@@ -126,6 +126,42 @@ def images_not_the_build(docs: list[dict], built: str) -> list[str]:
     return found
 
 
+def pods_that_mount_a_token_they_do_not_use(docs: list[dict]) -> list[str]:
+    """A pod that names no service account asks the Kubernetes API nothing: a token
+    mounted in it is one a compromised process could use."""
+    return [doc["metadata"]["name"] for doc, template in pod_specs(docs)
+            if "serviceAccountName" not in template["spec"]
+            and template["spec"].get("automountServiceAccountToken") is not False]
+
+
+def jvms_past_their_share_of_the_limit(docs: list[dict]) -> list[str]:
+    """A JVM's heap set, and within half of its container's limit: the JVM's own
+    memory (threads, metaspace, buffers) comes on top of it."""
+    found = []
+    for doc, template in pod_specs(docs):
+        for container in template["spec"]["containers"]:
+            if not container["image"].startswith("zookeeper"):
+                continue
+            flags = {e["name"]: e.get("value", "") for e in container.get("env", [])}.get("JVMFLAGS", "")
+            heap = re.search(r"-Xmx(\d+[kmgKMG])", flags)
+            limit = _bytes(container["resources"]["limits"]["memory"])
+            if heap is None or _bytes(heap[1].lower() + "i") > limit / 2:
+                found.append(f"{doc['metadata']['name']}: {flags or 'no heap set'}")
+    return found
+
+
+def cluster_settings_left_to_the_base(docs: list[dict]) -> list[str]:
+    """What only the cluster knows is each overlay's: the Ingress controller's namespace
+    (the base's placeholder lets nothing in) and the proxies nginx trusts (none)."""
+    found = []
+    policy = of_kind(docs, "NetworkPolicy")["nginx-from-the-ingress"]["spec"]["ingress"][0]["from"][0]
+    if policy["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].startswith("the-"):
+        found.append("the Ingress controller's namespace")
+    if not of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]["TRUSTED_PROXIES"]:
+        found.append("TRUSTED_PROXIES")
+    return found
+
+
 def _built(overlay: str) -> str:
     """The app image the overlay names (its kustomization's images entry, or the base's)."""
     import yaml
@@ -144,6 +180,9 @@ CHECKS: dict[str, Callable[[list[dict]], list[str]]] = {
     "every container has the base's security context": containers_without_the_security_context,
     "Redis's maxmemory is within its share of the container's limit": redis_past_its_share_of_the_limit,
     "probes ask ports their containers listen on": probes_on_ports_nobody_listens_on,
+    "a pod that asks the Kubernetes API nothing mounts no token": pods_that_mount_a_token_they_do_not_use,
+    "a JVM's heap is set within half its container's limit": jvms_past_their_share_of_the_limit,
+    "the cluster's own settings are the overlay's": cluster_settings_left_to_the_base,
 }
 
 
@@ -200,6 +239,20 @@ def _plant_port(docs):
     _container(docs, "Deployment", "flashsale-nginx")["readinessProbe"]["httpGet"]["port"] = 9999
 
 
+def _plant_token(docs):
+    spec = of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]
+    del spec["automountServiceAccountToken"]
+
+
+def _plant_heap(docs):
+    env = _container(docs, "StatefulSet", "zookeeper")["env"]
+    env[:] = [e for e in env if e["name"] != "JVMFLAGS"]
+
+
+def _plant_base_settings(docs):
+    of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]["TRUSTED_PROXIES"] = ""
+
+
 PLANTED = {
     "liveness asks no backend": _plant_liveness,
     "every StatefulSet's serviceName is a headless Service": _plant_service,
@@ -207,6 +260,9 @@ PLANTED = {
     "every container has the base's security context": _plant_context,
     "Redis's maxmemory is within its share of the container's limit": _plant_redis,
     "probes ask ports their containers listen on": _plant_port,
+    "a pod that asks the Kubernetes API nothing mounts no token": _plant_token,
+    "a JVM's heap is set within half its container's limit": _plant_heap,
+    "the cluster's own settings are the overlay's": _plant_base_settings,
 }
 
 
