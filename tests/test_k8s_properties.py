@@ -162,6 +162,27 @@ def cluster_settings_left_to_the_base(docs: list[dict]) -> list[str]:
     return found
 
 
+def test_the_database_is_dumped_nightly_onto_a_volume_of_its_own(rendered):
+    """The backup reaches the database (its policy), as the flashsale user with the
+    secret's password off its command line, and writes to a claim that exists."""
+    _, docs = rendered
+    job = of_kind(docs, "CronJob")["mariadb-backup"]["spec"]
+    template = job["jobTemplate"]["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    script = container["command"][-1]
+    assert "mariadb-dump --host=mariadb --user=flashsale --single-transaction --routines" in script
+    assert "pipefail" in script and "--password" not in script
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]} == {
+        "MYSQL_PWD": "MARIADB_PASSWORD"}
+    (claim,) = [v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
+                if "persistentVolumeClaim" in v]
+    assert claim in of_kind(docs, "PersistentVolumeClaim")
+    policy = of_kind(docs, "NetworkPolicy")["mariadb-from-flashsale"]["spec"]["ingress"]
+    label = template["metadata"]["labels"]["app.kubernetes.io/component"]
+    assert any(s.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == label
+               for rule in policy for s in rule["from"])
+
+
 def _built(overlay: str) -> str:
     """The app image the overlay names (its kustomization's images entry, or the base's)."""
     import yaml
