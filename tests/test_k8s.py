@@ -466,3 +466,50 @@ def test_zookeeper_is_an_ensemble_whose_servers_are_its_pods(overlay):
                 for i in range(zk["replicas"])]
     assert env["ZOO_SERVERS"].split() == expected
     assert zk["replicas"] == (3 if name == "production" else 1)
+
+
+def _egress(docs: list[dict], component: str) -> set[tuple[str, int]]:
+    """(the component reached, the port) that the policies let ``component`` reach
+    inside the cluster; ("internet", port) for an ipBlock; DNS aside."""
+    allowed = set()
+    for policy in of_kind(docs, "NetworkPolicy").values():
+        spec = policy["spec"]
+        if "Egress" not in spec["policyTypes"] or policy["metadata"]["name"] == "dns-egress":
+            continue
+        if spec["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component") != component:
+            continue
+        for rule in spec.get("egress", []):
+            for target in rule.get("to", [{"anywhere": True}]):
+                to = ("internet" if "ipBlock" in target or "anywhere" in target
+                      else target["podSelector"]["matchLabels"]["app.kubernetes.io/component"])
+                allowed |= {(to, port["port"]) for port in rule["ports"]}
+    return allowed
+
+
+def test_each_process_reaches_what_its_settings_name_and_nothing_else(overlay):
+    """Egress is denied by default; each flashsale process's policy lets it reach the
+    pods behind the Services its settings name, on that port (of the data stores, those
+    it uses: REACHES, as their own policies let it in), and no other pod."""
+    _, docs = overlay
+    policies = of_kind(docs, "NetworkPolicy")
+    assert policies["default-deny-egress"]["spec"] == {"podSelector": {}, "policyTypes": ["Egress"]}
+    behind = {name: service["spec"]["selector"]["app.kubernetes.io/component"]
+              for name, service in of_kind(docs, "Service").items()}
+    named: dict[str, set[tuple[str, int]]] = {}
+    for _, template, container in flashsale_containers(docs):
+        component = template["metadata"]["labels"]["app.kubernetes.io/component"]
+        env = environment(docs, container, pod_name="x-0")
+        reached = {(behind[host], port) for _, host, port in settings_of(env)["endpoints"]}
+        if "FLASHSALE_RACE_TARGET" in env:
+            host, _, port = env["FLASHSALE_RACE_TARGET"].removeprefix("http://").partition(":")
+            reached.add((behind[host], int(port)))
+        named.setdefault(component, set()).update(reached)
+    upstream, _, port = of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]["UPSTREAMS"].partition(":")
+    named["nginx"] = {(behind[upstream], int(port))}
+    for component, reached in named.items():
+        uses = {(to, port) for to, port in reached if to not in REACHES or component in REACHES[to]}
+        inside = {pair for pair in _egress(docs, component) if pair[0] != "internet"}
+        assert inside == uses, component
+    # The payment provider, outside: the processes that pay or refund, on HTTPS only.
+    assert {c for c in named if ("internet", 443) in _egress(docs, c)} == {"app", "expirer"}
+    assert not any(pair[0] == "internet" and pair[1] != 443 for c in named for pair in _egress(docs, c))
