@@ -407,8 +407,8 @@ def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
         for _, host, _ in settings_of(environment(docs, container, pod_name="x-0"))["endpoints"]:
             named[host].add(component)
     for store in DATA_STORES:
-        [policy] = [p for p in policies.values()
-                    if p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": store}]
+        [policy] = [p for p in policies.values() if "Ingress" in p["spec"]["policyTypes"]
+                    and p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": store}]
         allowed = set()
         for rule in policy["spec"]["ingress"]:
             for source in rule["from"]:
@@ -417,8 +417,8 @@ def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
                 allowed |= {v for e in selector.get("matchExpressions", []) for v in e["values"]}
         assert allowed - {store, f"{store}-join", f"{store}-backup"} == REACHES[store], store
         assert REACHES[store] <= named[store], store
-    [nginx] = [p for p in policies.values()
-               if p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "nginx"}]
+    [nginx] = [p for p in policies.values() if "Ingress" in p["spec"]["policyTypes"]
+               and p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "nginx"}]
     [rule] = nginx["spec"]["ingress"]
     controller = {"kubernetes.io/metadata.name": "ingress-nginx"}  # both overlays' (the base's matches none)
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": controller}},
