@@ -3,7 +3,8 @@
 # (stack/servers.py), from the environment, then run nginx in the foreground.
 #   UPSTREAMS   "app1:8000 app2:8000"   one server line each
 #   NGINX_PORT  8080                    listened on, on every interface
-#   RUN_DIR     /tmp/nginx              config, pid, temp paths, error log
+#   RUN_DIR     /tmp/nginx              config, pid, temp paths
+#   ERROR_LOG   /dev/stderr             nginx's error log (a container's: its standard error)
 #   STATIC_ROOT /srv/static             collectstatic's output, served at /static/
 #   DOCS_ROOT   /srv/docs               the documentation site (mkdocs build), served at /docs/
 #   CACHE_ROOT  /tmp/nginx-cache        the product page's cache (nginx's workers write it)
@@ -48,7 +49,9 @@ if [ -n "${STATUS_LISTEN:-}" ]; then
   status_server="${status_server}        location / { return 404; }\n    }\n"
 fi
 
-awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
+error_log=${ERROR_LOG:-/dev/stderr}
+
+awk -v run="$run" -v error_log="$error_log" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
     -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
@@ -58,7 +61,7 @@ awk -v run="$run" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v stati
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }
   /@\{known_hosts\}/ { printf "%s", hosts; next }
-  { gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{docs_root\}/, docs); gsub(/@\{cache_root\}/, cache)
+  { gsub(/@\{error_log\}/, error_log); gsub(/@\{run\}/, run); gsub(/@\{listen\}/, listen); gsub(/@\{static_root\}/, static); gsub(/@\{docs_root\}/, docs); gsub(/@\{cache_root\}/, cache)
     gsub(/@\{server_names\}/, names); gsub(/@\{purchase_rate\}/, purchases); gsub(/@\{read_rate\}/, reads)
     gsub(/@@/, "@"); print }
 ' "$here/nginx.conf.template" > "$run/nginx.conf"
@@ -67,4 +70,4 @@ if [ "${RENDER_ONLY:-}" = "1" ]; then
   echo "$run/nginx.conf"
   exit 0
 fi
-exec nginx -c "$run/nginx.conf" -p "$run" -e "$run/error.log"
+exec nginx -c "$run/nginx.conf" -p "$run" -e "$error_log"

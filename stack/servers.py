@@ -348,7 +348,8 @@ def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
         f"        server 127.0.0.1:{config.app_port_of(name)};" for name in admitted or config.app_names
     )
     conf = render(ROOT / "nginx/nginx.conf.template", d / "nginx.conf",
-                  run=d, listen=f"127.0.0.1:{config.nginx_port}", upstream_servers=upstream,
+                  run=d, error_log=d / "error.log", listen=f"127.0.0.1:{config.nginx_port}",
+                  upstream_servers=upstream,
                   static_root=config.static_root, docs_root=config.docs_root,
                   cache_root=config.nginx_cache_root,
                   server_names=config.nginx_server_names,
