@@ -2,11 +2,15 @@
 
 - ``/livez``: the process answers (no backend asked). A failure means restart it.
 - ``/readyz``: the backends this deployment's strategy (``FLASHSALE_STRATEGY``) sells
-  with answer: the database always; the locks' server where its lock lives on one
-  (Redis, ZooKeeper); the gate's Redis under ``gate``. A failure means send it no
-  purchases for now. A product reset to another strategy whose server is down
-  answers its own purchases 503 ``unavailable``; the instance stays ready for the
-  rest, as every instance shares the same servers.
+  with answer: the database, and the locks' server where its lock lives on one
+  (Redis, ZooKeeper); under ``gate``, the gate's Redis and the cache's (each sale's
+  state), not the database: a gate purchase is decided in Redis and written later by
+  the persisters, which wait for the database themselves, so a MariaDB restart does
+  not take a gate sale's instances out of their Service (what needs the database
+  answers its own 503 meanwhile). A failure means send it no purchases for now. A
+  product reset to another strategy whose server is down answers its own purchases
+  503 ``unavailable``; the instance stays ready for the rest, as every instance
+  shares the same servers.
 - ``/healthz``: every backend the stack runs, whichever the strategy uses, for the
   operator and the chaos runner.
 - ``/api/ping``: no backend at all, the ceiling a load test compares against.
@@ -28,6 +32,7 @@ from django.conf import settings
 from django.db import connections
 from django.http import JsonResponse
 from django.utils.module_loading import import_string
+from django_redis import get_redis_connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -85,13 +90,17 @@ def _lock_server(alias: str) -> tuple[str, Callable[[], None]] | None:
     return server, lambda: locks[alias].check(TIMEOUT)
 
 
+def _cache_redis() -> None:
+    get_redis_connection("default").ping()  # its own timeouts: a second to connect, two to answer
+
+
 def _ready_checks() -> dict[str, Callable[[], None]]:
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
+    if strategy.seller is Seller.GATE:
+        return {"redis-gate": _gate_redis, "redis": _cache_redis}
     checks = {"database": _database.check}
     if (lock := _lock_server(strategy.lock)) is not None:
         checks[lock[0]] = lock[1]
-    if strategy.seller is Seller.GATE:
-        checks["redis-gate"] = _gate_redis
     return checks
 
 

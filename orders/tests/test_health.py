@@ -30,7 +30,7 @@ def test_healthz_reports_every_backend_and_nothing_else(client):
     ("setnx", ["database", "redis"]),
     ("redisson-fair", ["database", "redis"]),
     ("zookeeper", ["database", "zookeeper"]),
-    ("gate", ["database", "redis-gate"]),
+    ("gate", ["redis-gate", "redis"]),
 ])
 def test_readyz_asks_the_backends_the_strategy_sells_with(client, strategy, backends):
     with override_settings(FLASHSALE_STRATEGY=strategy):
@@ -51,11 +51,27 @@ def test_a_server_down_is_named_and_its_error_is_logged_not_answered(client, set
     finally:
         health._gate = None
     assert ready.status_code == 503 and every.status_code == 503
-    assert ready.json()["backends"] == {"database": "ok", "redis-gate": "down"}
+    assert ready.json()["backends"] == {"redis-gate": "down", "redis": "ok"}
     assert every.json()["backends"] == {**EVERY, "redis-gate": "down"}
     assert "127.0.0.1:1" not in ready.content.decode() + every.content.decode()
     assert "health: redis-gate is down: ConnectionError: " in caplog.text
     assert "127.0.0.1:1" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_database_down_leaves_a_gate_instance_ready_and_no_other(client, monkeypatch):
+    """A gate purchase is decided in Redis and written later: a MariaDB restart must
+    not take a gate sale's instances out of their Service."""
+    class Down:
+        def check(self):
+            raise health.MySQLdb.OperationalError(2002, "Can't connect")
+
+    monkeypatch.setattr(health, "_database", Down())
+    with override_settings(FLASHSALE_STRATEGY="gate"):
+        assert client.get("/readyz").status_code == 200
+    with override_settings(FLASHSALE_STRATEGY="atomic"):
+        down = client.get("/readyz")
+    assert down.status_code == 503 and down.json()["backends"] == {"database": "down"}
 
 
 @pytest.mark.django_db
