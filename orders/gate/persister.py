@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import redis
@@ -47,6 +48,7 @@ from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
 from . import metrics
+from .consumers import heartbeat
 from .lifecycle import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .reconcile import gate_failed_over, gate_reconcile
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
@@ -191,13 +193,15 @@ class Persister:
     batches of a few."""
 
     def __init__(self, name: str | None = None, *, batch: int | None = None, claim_idle_ms: int | None = None,
-                 block_ms: int = 100, linger_ms: int | None = None, stop: threading.Event | None = None):
+                 block_ms: int = 100, linger_ms: int | None = None, stop: threading.Event | None = None,
+                 alive: Path | None = None):
         self.name = name or default_name()
         self.batch = batch or settings.FLASHSALE_GATE_BATCH
         self.linger_ms = settings.FLASHSALE_GATE_LINGER_MS if linger_ms is None else linger_ms
         self.claim_idle_ms = settings.FLASHSALE_GATE_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
         self.block_ms = block_ms
         self.stop = stop or threading.Event()
+        self.alive = alive  # touched at every round: a liveness probe sees the write loop turn
         self.redis = gate_redis()
         self.redis.ping()  # connected from the start: the stack's readiness probe looks for it
         if moved := gate_list_upgrade():
@@ -209,6 +213,7 @@ class Persister:
     def run(self) -> None:
         logger.info("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
         while not self.stop.is_set():
+            heartbeat(self.alive)
             try:
                 if 0 < self.step() < self.batch:
                     self.stop.wait(self.linger_ms / 1000)

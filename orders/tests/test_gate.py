@@ -34,6 +34,7 @@ from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from orders.gate import sell as sell_module
 from orders.gate import store
+from orders.gate.consumers import consumer_leave
 from orders.gate.lifecycle import gate_listed, gate_unlist_finished, gate_warm
 from orders.gate.persister import Intent, Persister, intents_write
 from orders.gate.store import GROUP, gate_keys, gate_redis
@@ -543,6 +544,45 @@ def test_a_persister_stops_when_told():
     stop.set()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_running_persister_touches_its_alive_file_at_every_round(tmp_path):
+    alive = tmp_path / "alive"
+    stop = threading.Event()
+    persister = Persister("test", block_ms=20, stop=stop, alive=alive)
+    thread = threading.Thread(target=persister.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not alive.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        first = alive.stat().st_mtime_ns
+        while alive.stat().st_mtime_ns == first:  # the loop goes round: it is touched again
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_persister_leaves_the_groups_where_it_holds_nothing_and_stays_where_it_does():
+    sale_reset(sku="sku-1", stock=5)
+    sale_reset(sku="sku-2", stock=5)
+    buy("k1")
+    buy("k2", sku="sku-2")
+    persister = Persister("leaving", block_ms=1)
+    persister.step()  # both written and acknowledged: it holds nothing
+    client = gate_redis()
+    holding = gate_keys("sku-2").stream
+    buy("k3", sku="sku-2")
+    client.xreadgroup(GROUP, "leaving", {holding: ">"}, count=1)  # read as it stopped: held, unwritten
+    assert consumer_leave(client, "leaving") == (1, 1)
+    consumers = {stream: {c["name"] for c in client.xinfo_consumers(stream, GROUP)}
+                 for stream in (gate_keys("sku-1").stream, holding)}
+    assert "leaving" not in consumers[gate_keys("sku-1").stream]
+    assert "leaving" in consumers[holding]  # its entry is claimed by another, not dropped
+    assert persist() == 1 and Order.objects.count() == 3
 
 
 class _Waits(threading.Event):

@@ -2,10 +2,12 @@
 
 import signal
 import threading
+from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
 from common.metrics import metrics_arguments, metrics_served
+from orders.gate.consumers import consumer_leave
 from orders.gate.persister import Persister
 
 
@@ -24,11 +26,17 @@ class Command(BaseCommand):
         parser.add_argument("--linger-ms", type=int, default=None,
                             help="after a round that found less than a batch, wait this long before the "
                                  "next (default: FLASHSALE_GATE_LINGER_MS)")
+        parser.add_argument("--alive-file", type=Path, default=None,
+                            help="touch this file at every round of the write loop, for a liveness probe "
+                                 "that sees the loop turn (default: none)")
         metrics_arguments(parser)
 
-    def handle(self, *args, name, batch, claim_idle_ms, linger_ms, **options):
+    def handle(self, *args, name, batch, claim_idle_ms, linger_ms, alive_file, **options):
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
-        Persister(name, batch=batch, claim_idle_ms=claim_idle_ms, linger_ms=linger_ms, stop=stop).run()
+        persister = Persister(name, batch=batch, claim_idle_ms=claim_idle_ms, linger_ms=linger_ms, stop=stop,
+                              alive=alive_file)
+        persister.run()
+        consumer_leave(persister.redis, persister.name)  # its last batch acknowledged: none left behind
