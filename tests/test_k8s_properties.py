@@ -183,6 +183,25 @@ def test_the_database_is_dumped_nightly_onto_a_volume_of_its_own(rendered):
                for rule in policy for s in rule["from"])
 
 
+def redis_without_a_password(docs: list[dict]) -> list[str]:
+    """Every Redis server asks its clients for the secret's password (and a cluster's
+    replicas give it to their primaries)."""
+    found = []
+    for name, statefulset in of_kind(docs, "StatefulSet").items():
+        for container in statefulset["spec"]["template"]["spec"]["containers"]:
+            args = container.get("args", [])
+            if not args or args[0] != "redis-server":
+                continue
+            env = {item["name"]: item.get("valueFrom", {}).get("secretKeyRef", {})
+                   for item in container.get("env", [])}
+            asks = "--requirepass" in args and args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+            secret = env.get("REDIS_PASSWORD") == {"name": "flashsale-secrets", "key": "REDIS_PASSWORD"}
+            replicas = "--cluster-enabled" not in args or "--masterauth" in args
+            if not (asks and secret and replicas):
+                found.append(name)
+    return found
+
+
 def _built(overlay: str) -> str:
     """The app image the overlay names (its kustomization's images entry, or the base's)."""
     import yaml
@@ -204,6 +223,7 @@ CHECKS: dict[str, Callable[[list[dict]], list[str]]] = {
     "a pod that asks the Kubernetes API nothing mounts no token": pods_that_mount_a_token_they_do_not_use,
     "a JVM's heap is set within half its container's limit": jvms_past_their_share_of_the_limit,
     "the cluster's own settings are the overlay's": cluster_settings_left_to_the_base,
+    "every Redis asks for the secret's password": redis_without_a_password,
 }
 
 
@@ -274,6 +294,11 @@ def _plant_base_settings(docs):
     of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]["TRUSTED_PROXIES"] = ""
 
 
+def _plant_open_redis(docs):
+    args = _container(docs, "StatefulSet", "redis-gate")["args"]
+    del args[args.index("--requirepass"):args.index("--requirepass") + 2]
+
+
 PLANTED = {
     "liveness asks no backend": _plant_liveness,
     "every StatefulSet's serviceName is a headless Service": _plant_service,
@@ -284,6 +309,7 @@ PLANTED = {
     "a pod that asks the Kubernetes API nothing mounts no token": _plant_token,
     "a JVM's heap is set within half its container's limit": _plant_heap,
     "the cluster's own settings are the overlay's": _plant_base_settings,
+    "every Redis asks for the secret's password": _plant_open_redis,
 }
 
 

@@ -51,7 +51,8 @@ def manage(*args: str, **env) -> subprocess.CompletedProcess:
 def own_secrets() -> dict[str, str]:
     return {"FLASHSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale"}
+            "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale",
+            "REDIS_PASSWORD": secrets.token_hex(16)}
 
 
 def test_the_production_settings_pass_the_deploy_check_but_for_the_redirect_left_to_tls():
@@ -79,6 +80,21 @@ def test_the_production_settings_refuse_weak_credentials_on_any_bind():
         named = name.replace("DATABASE_URL", "DB_PASSWORD")
         assert f"under the production settings while {named} is " in line
     assert manage("check", **{**own_secrets(), "DJANGO_SECRET_KEY": "x" * 32}).returncode == 0
+
+
+def test_the_production_settings_refuse_a_redis_without_a_password_and_give_both_urls_one():
+    given = own_secrets()
+    for missing in ({"REDIS_PASSWORD": ""}, {"REDIS_PASSWORD": "flashsale"}):
+        result = manage("check", **{**given, **missing})
+        assert result.returncode != 0 and "while REDIS_PASSWORD is missing or well known" in result.stderr
+    read = "from django.conf import settings as s; print(s.REDIS_URL, s.FLASHSALE_GATE_REDIS_URL)"
+    result = manage("shell", "--no-imports", "-c", read, **given, REDIS_URL="redis://redis:6379/0",
+                    FLASHSALE_GATE_REDIS_URL="redis://redis-gate:6379/0")
+    assert result.stdout.split() == [f"redis://:{given['REDIS_PASSWORD']}@redis:6379/0",
+                                     f"redis://:{given['REDIS_PASSWORD']}@redis-gate:6379/0"], result.stderr
+    # A URL that names its own password keeps it.
+    result = manage("shell", "--no-imports", "-c", read, **given, REDIS_URL="redis://:own@redis:6379/0")
+    assert result.stdout.split()[0] == "redis://:own@redis:6379/0", result.stderr
 
 
 def test_the_production_settings_trust_two_proxies_the_terminator_and_nginx():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import socket
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -119,7 +119,21 @@ DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4"}
 # --- Redis (idempotency flags; later the Redis lock strategies) --------------------
 
 REDIS_PORT = env.int("REDIS_PORT", default=6390)
-REDIS_URL = env.str("REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/0")
+# Both Redis servers' password ("": none), given to each URL below that names none: a
+# deployment keeps it in its secret and the URLs in its config (deploy/k8s).
+REDIS_PASSWORD = env.str("REDIS_PASSWORD", default="")
+
+
+def redis_url_authenticated(url: str, password: str = REDIS_PASSWORD) -> str:
+    """``url`` with ``password``, unless it names one already (or there is none)."""
+    parts = urlsplit(url)
+    if not password or parts.password is not None:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{quote(password, safe='')}@"
+                                            + parts.netloc.rpartition("@")[2]))
+
+
+REDIS_URL = redis_url_authenticated(env.str("REDIS_URL", default=f"redis://127.0.0.1:{REDIS_PORT}/0"))
 CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
@@ -263,7 +277,8 @@ FLASHSALE_IDEMPOTENCY_TTL_S = env.int("FLASHSALE_IDEMPOTENCY_TTL_S",
 # cache's: orders answered 201 live there until a persister writes them, and a flush
 # of the cache (cache.clear()) or an eviction must not reach them. It runs noeviction.
 REDIS_GATE_PORT = env.int("REDIS_GATE_PORT", default=REDIS_PORT + 1)
-FLASHSALE_GATE_REDIS_URL = env.str("FLASHSALE_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/0")
+FLASHSALE_GATE_REDIS_URL = redis_url_authenticated(
+    env.str("FLASHSALE_GATE_REDIS_URL", default=f"redis://127.0.0.1:{REDIS_GATE_PORT}/0"))
 FLASHSALE_GATE_REDIS_CLUSTER = env.bool("FLASHSALE_GATE_REDIS_CLUSTER", default=False)
 # Or a primary behind Redis Sentinel: FLASHSALE_GATE_REDIS_SENTINELS ("host:port,...")
 # names the sentinels, which name the master of FLASHSALE_GATE_REDIS_SENTINEL_SERVICE;

@@ -3,7 +3,8 @@ balancer or a proxy in front of nginx): ``DJANGO_SETTINGS_MODULE=flashsale.setti
 
 Everything ``base`` reads from the environment, plus what such a deployment needs
 and ``base`` leaves open for the loopback stack: credentials of its own (a secret key
-and an admin token of at least 32 characters, a database password; none well known),
+and an admin token of at least 32 characters, a database password, a Redis password;
+none well known),
 two trusted proxies (the terminator and nginx), cookies sent over HTTPS only, HSTS,
 and the scheme the terminator saw.
 
@@ -15,14 +16,32 @@ request (``DJANGO_SECURE_SSL_REDIRECT=true`` makes Django do it instead).
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
 from .base import *  # noqa: F403
-from .base import DATABASES, FLASHSALE_ADMIN_TOKEN, REST_FRAMEWORK, env, refuse_weak_secrets
+from .base import (
+    DATABASES,
+    FLASHSALE_ADMIN_TOKEN,
+    FLASHSALE_GATE_REDIS_URL,
+    REDIS_URL,
+    REST_FRAMEWORK,
+    WELL_KNOWN_SECRETS,
+    env,
+    refuse_weak_secrets,
+)
 
 DEBUG = False
 SECRET_KEY = env.str("DJANGO_SECRET_KEY")  # no default: a deployment makes its own
 # Whatever the bind address says: a deployment is reachable by others.
 refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
                     db_password=DATABASES["default"].get("PASSWORD", ""))
+# Both Redis servers hold what the sale's answers rest on (the gate's orders, the keys'
+# flags, the locks): no client without the password (REDIS_PASSWORD, or each URL's own).
+if any((urlsplit(url).password or "") in WELL_KNOWN_SECRETS for url in (REDIS_URL, FLASHSALE_GATE_REDIS_URL)):
+    raise ImproperlyConfigured("refusing to start: under the production settings while REDIS_PASSWORD is "
+                               "missing or well known; set it to the Redis servers' password (requirepass)")
 
 # The proxies in front of the apps: the TLS terminator, then nginx. Each appends the
 # address it saw to X-Forwarded-For, so the buyer's is the second from the end; with
