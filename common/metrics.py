@@ -234,9 +234,20 @@ def observe_later(histogram: Histogram, labels: tuple[str, ...], seconds: float)
 # writer sets the gauge from it with the timings, and a scrape this process answers
 # first. Summed over the live workers: the instance's.
 _flying: deque[None] = deque()
-REQUESTS_IN_FLIGHT = Gauge("flashsale_requests_in_flight",
-                           "Requests the instance serves now (each worker's count as it last wrote "
-                           "it, at most a second old), summed over its workers", multiprocess_mode="livesum")
+_in_flight: Gauge | None = None
+
+
+def _in_flight_gauge() -> Gauge:
+    """The gauge, made at its first write: a gauge without labels makes its value file
+    as it is made, and a process that serves no request (``manage.py migrate``) may
+    have no metrics directory to make it in."""
+    global _in_flight
+    with _writer_mutex:  # the writer's thread and a scrape may both be first
+        if _in_flight is None:
+            _in_flight = Gauge("flashsale_requests_in_flight",
+                               "Requests the instance serves now (each worker's count as it last wrote it, "
+                               "at most a second old), summed over its workers", multiprocess_mode="livesum")
+    return _in_flight
 
 
 def request_started() -> None:
@@ -258,7 +269,8 @@ def timings_flush() -> None:
     now: the writer's round, a scrape's first step, a worker's last
     (``flashsale.gunicorn``, or the finalizer ``_writer_start`` registers)."""
     try:
-        REQUESTS_IN_FLIGHT.set(len(_flying))
+        if _in_flight is not None or _flying:  # nothing served yet: nothing to say
+            _in_flight_gauge().set(len(_flying))
     except OSError:
         logger.warning("the requests in flight were not written for /metrics", exc_info=True)
     while True:
