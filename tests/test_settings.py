@@ -52,7 +52,8 @@ def own_secrets() -> dict[str, str]:
     return {"FLASHSALE_ADMIN_TOKEN": secrets.token_urlsafe(32),
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DATABASE_URL": f"mysql://flashsale:{secrets.token_hex(16)}@db:3306/flashsale",
-            "REDIS_PASSWORD": secrets.token_hex(16)}
+            "REDIS_PASSWORD": secrets.token_hex(16),
+            "ZOOKEEPER_AUTH": f"flashsale:{secrets.token_hex(16)}"}
 
 
 def test_the_production_settings_pass_the_deploy_check_but_for_the_redirect_left_to_tls():
@@ -95,6 +96,12 @@ def test_the_production_settings_refuse_a_redis_without_a_password_and_give_both
     # A URL that names its own password keeps it.
     result = manage("shell", "--no-imports", "-c", read, **given, REDIS_URL="redis://:own@redis:6379/0")
     assert result.stdout.split()[0] == "redis://:own@redis:6379/0", result.stderr
+
+
+def test_the_production_settings_refuse_zookeeper_without_credentials():
+    for missing in ("", "flashsale", "flashsale:flashsale"):
+        result = manage("check", **{**own_secrets(), "ZOOKEEPER_AUTH": missing})
+        assert result.returncode != 0 and "while ZOOKEEPER_AUTH is missing" in result.stderr, missing
 
 
 def test_the_production_settings_trust_two_proxies_the_terminator_and_nginx():

@@ -154,6 +154,9 @@ CACHES = {
 
 ZK_PORT = env.int("ZK_PORT", default=2190)
 ZOOKEEPER_HOSTS = env.str("ZOOKEEPER_HOSTS", default=f"127.0.0.1:{ZK_PORT}")
+# The zookeeper lock's credentials ("user:password", digest; "": none): its nodes are
+# that user's alone (locking.backends.zookeeper).
+ZOOKEEPER_AUTH = env.str("ZOOKEEPER_AUTH", default="")
 
 # --- Flash sale: strategy, instance, limits -----------------------------------------
 
@@ -463,6 +466,7 @@ LOCKING = {
         "BACKEND": "locking.backends.zookeeper.ZooKeeperLockBackend",
         "OPTIONS": {
             "hosts": ZOOKEEPER_HOSTS,
+            "auth": ZOOKEEPER_AUTH,
             "root": "/flashsale/locks",
             "session_timeout": FLASHSALE_ZK_SESSION_TIMEOUT_S,
             "wait_timeout": FLASHSALE_LOCK_WAIT_TIMEOUT_S,

@@ -3,8 +3,8 @@ balancer or a proxy in front of nginx): ``DJANGO_SETTINGS_MODULE=flashsale.setti
 
 Everything ``base`` reads from the environment, plus what such a deployment needs
 and ``base`` leaves open for the loopback stack: credentials of its own (a secret key
-and an admin token of at least 32 characters, a database password, a Redis password;
-none well known),
+and an admin token of at least 32 characters, a database password, a Redis password,
+ZooKeeper credentials; none well known),
 two trusted proxies (the terminator and nginx), cookies sent over HTTPS only, HSTS,
 and the scheme the terminator saw.
 
@@ -28,6 +28,7 @@ from .base import (
     REDIS_URL,
     REST_FRAMEWORK,
     WELL_KNOWN_SECRETS,
+    ZOOKEEPER_AUTH,
     env,
     refuse_weak_secrets,
 )
@@ -42,6 +43,11 @@ refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN
 if any((urlsplit(url).password or "") in WELL_KNOWN_SECRETS for url in (REDIS_URL, FLASHSALE_GATE_REDIS_URL)):
     raise ImproperlyConfigured("refusing to start: under the production settings while REDIS_PASSWORD is "
                                "missing or well known; set it to the Redis servers' password (requirepass)")
+# The zookeeper lock's nodes: its user's alone (digest), so no other client takes or
+# removes a lock.
+if ZOOKEEPER_AUTH.partition(":")[2] in WELL_KNOWN_SECRETS:
+    raise ImproperlyConfigured("refusing to start: under the production settings while ZOOKEEPER_AUTH is "
+                               "missing or its password well known; set it to user:password")
 
 # The proxies in front of the apps: the TLS terminator, then nginx. Each appends the
 # address it saw to X-Forwarded-For, so the buyer's is the second from the end; with

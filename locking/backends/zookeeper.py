@@ -32,9 +32,17 @@ from typing import Any
 from urllib.parse import quote
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, KazooException, LockTimeout, NoNodeError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    LockTimeout,
+    NoAuthError,
+    NoNodeError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock as KazooLock
+from kazoo.security import make_digest_acl
 
 from ..base import BaseLock, BaseLockBackend
 from ..exceptions import LockLostError, LockNotOwnedError
@@ -71,7 +79,9 @@ class CountingLock(KazooLock):
 
 class ZooKeeperLock(BaseLock):
     # No session could be started in time, or the session is not connected now.
-    unavailable = (KazooTimeoutError, ConnectionLoss, SessionExpiredError)
+    # NoAuthError: the server refuses this client's credentials (``auth``) for the
+    # lock's nodes; to the purchase, a server it cannot use: nothing was taken.
+    unavailable = (KazooTimeoutError, ConnectionLoss, SessionExpiredError, NoAuthError)
 
     def __init__(self, name: str, *, backend: ZooKeeperLockBackend, wait_timeout: float | None = None):
         super().__init__(name, wait_timeout=wait_timeout)
@@ -160,7 +170,10 @@ class ZooKeeperLockBackend(BaseLockBackend):
     """OPTIONS: ``hosts`` ("127.0.0.1:2181"), ``root`` ("/locks"),
     ``session_timeout`` seconds (10), ``connect_timeout`` seconds (2: how long the
     first lock waits for a session before the server counts as unreachable),
-    ``wait_timeout`` seconds."""
+    ``wait_timeout`` seconds, ``auth`` ("user:password", "" for none): the session
+    authenticates with ZooKeeper's digest scheme, and every node it creates (the root,
+    the locks, their contenders) is readable and writable by that user alone, so a
+    client without the password can neither take nor remove a lock."""
 
     lock_class = ZooKeeperLock
     server = "zookeeper"
@@ -171,6 +184,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
         self.root = self.options.pop("root", "/locks").rstrip("/")
         self.session_timeout = float(self.options.pop("session_timeout", 10.0))
         self.connect_timeout = float(self.options.pop("connect_timeout", 2.0))
+        self.auth = self.options.pop("auth", "")
         self._mutex = threading.Lock()
         self._client: KazooClient | None = None
         self._pid = os.getpid()
@@ -191,7 +205,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 self._client, self._pid, self.losses = None, os.getpid(), 0
                 self.connected.clear()
             if self._client is None:
-                client = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
+                client = KazooClient(hosts=self.hosts, timeout=self.session_timeout, **self._credentials())
                 client.add_listener(self._on_state)
                 try:
                     client.start(timeout=self.connect_timeout)
@@ -203,6 +217,14 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 client.ensure_path(self.root)
                 self._client = client
             return self._client
+
+    def _credentials(self) -> dict[str, Any]:
+        """The session's digest credentials and the ACL its nodes get ({}: none)."""
+        if not self.auth:
+            return {}
+        user, _, password = self.auth.partition(":")
+        return {"auth_data": [("digest", self.auth)],
+                "default_acl": [make_digest_acl(user, password, all=True)]}
 
     def check(self, timeout: float) -> None:
         """The kept session's state, as kazoo's heartbeats last found it: no round

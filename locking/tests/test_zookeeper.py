@@ -11,7 +11,7 @@ from django.conf import settings
 from kazoo.client import KazooClient, KazooState
 
 from common.testing import in_thread
-from locking import LockLostError, LockNotOwnedError
+from locking import LockLostError, LockNotOwnedError, LockUnavailableError
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
 from scenarios.more import wakeups_for_a_queue
@@ -169,3 +169,33 @@ def test_herd_effect_grows_with_the_square_of_waiters_the_recipe_linearly(zk):
     # Herd: each release wakes everyone still waiting: n + (n-1) + ... + 1.
     assert herd[4] >= 4 * 5 // 2 and herd[8] >= 8 * 9 // 2, herd
     assert herd[8] / herd[4] > 3  # n(n+1)/2: 36 / 10; linear would be 2
+
+
+def test_with_credentials_the_locks_nodes_are_their_users_alone(zk, zk_root):
+    """``auth``: the session authenticates (digest) and every node it makes is its
+    user's: a client without the password can neither see the contenders, nor queue
+    behind the holder, nor remove the holder's node; one with it can."""
+    from kazoo.exceptions import NoAuthError
+
+    backend = zk(auth="flashsale:s3cret")
+    holder = backend.lock("z")
+    assert holder.acquire()
+    path = holder.path
+    [node] = backend.client.get_children(path)
+    intruder = KazooClient(hosts=settings.ZOOKEEPER_HOSTS)
+    intruder.start()
+    try:
+        with pytest.raises(NoAuthError):
+            intruder.get_children(path)
+        with pytest.raises(NoAuthError):
+            intruder.create(f"{path}/intruder", ephemeral=True)
+        with pytest.raises(NoAuthError):
+            intruder.delete(f"{path}/{node}")
+        with pytest.raises(LockUnavailableError):  # the wrong password: it cannot even queue
+            zk(auth="flashsale:wrong").lock("z").acquire(blocking=False)
+    finally:
+        intruder.stop()
+        intruder.close()
+    assert zk(auth="flashsale:s3cret").lock("z").acquire(blocking=False) is False  # held, and it may ask
+    holder.release()
+    assert zk(auth="flashsale:s3cret").lock("z").acquire(blocking=False) is True
