@@ -9,10 +9,9 @@ the ``max`` over them, not the sum. Never by sku: summed over the sales.
 
 from __future__ import annotations
 
-import redis
 from prometheus_client.core import GaugeMetricFamily
 
-from .lifecycle import gate_listed, gate_tally
+from .lifecycle import GateTally, gate_listed, gate_tally
 from .store import GROUP, gate_keys, gate_redis
 
 
@@ -26,16 +25,19 @@ class GateBacklogCollector:
 
     def collect(self):
         listed = gate_listed()
-        tallies = [tally for sku in listed if (tally := gate_tally(sku=sku)) is not None]
+        tallied = [(sku, tally) for sku in listed if (tally := gate_tally(sku=sku)) is not None]
+        tallies = [tally for _, tally in tallied]
         # Every sale's, listed or not: a finished sale leaves the list, and its
         # dead letters wait for an operator until redriven.
         client = gate_redis()
         dead = sum(client.xlen(key) for key in client.scan_iter(match="gate:*:dead", count=1000))
         # The backlog's age: it keeps growing while the persisters stop, when the
         # confirm histogram (observed as orders are written) goes silent.
-        oldest = [ms for sku in listed if (ms := oldest_unwritten_ms(client, sku)) is not None]
-        seconds, micros = client.time()
-        waited = max(0.0, seconds + micros / 1e6 - min(oldest) / 1000) if oldest else 0.0
+        oldest = [ms for sku, tally in tallied if (ms := oldest_unwritten_ms(client, sku, tally)) is not None]
+        waited = 0.0
+        if oldest:
+            seconds, micros = client.time()
+            waited = max(0.0, seconds + micros / 1e6 - min(oldest) / 1000)
         undelivered = sum(t.undelivered for t in tallies)
         pending = sum(t.unacknowledged for t in tallies)
         stock = sum(t.redis_remaining for t in tallies)
@@ -55,19 +57,16 @@ class GateBacklogCollector:
             yield GaugeMetricFamily(name, text, value=value)
 
 
-def oldest_unwritten_ms(client, sku: str) -> int | None:
+def oldest_unwritten_ms(client, sku: str, tally: GateTally) -> int | None:
     """When the oldest order of ``sku``'s sale not yet written was accepted (ms on
     Redis's clock: its stream entry's id): the oldest a persister holds
-    unacknowledged, or else the first no persister has read. None: none waits."""
+    unacknowledged, or else the first no persister has read (after the group's last
+    delivered, as ``tally`` read it). None: none waits, and Redis is not asked."""
     stream = gate_keys(sku).stream
-    try:
-        group = next((g for g in client.xinfo_groups(stream) if g["name"] == GROUP), None)
-    except redis.ResponseError:  # no stream yet: nothing was accepted
-        return None
     ids = []
-    if group and group["pending"]:
+    if tally.unacknowledged:
         ids.append(client.xpending(stream, GROUP)["min"])
-    first = client.xrange(stream, min=f"({group['last-delivered-id']}" if group else "-", max="+", count=1)
-    if first:
-        ids.append(first[0][0])
+    if tally.undelivered:
+        after = f"({tally.last_delivered}" if tally.last_delivered else "-"
+        ids += [entry for entry, _ in client.xrange(stream, min=after, max="+", count=1)]
     return min(int(entry.partition("-")[0]) for entry in ids) if ids else None

@@ -273,6 +273,7 @@ class GateTally:
     unacknowledged: int  # entries a persister read and has not acknowledged
     undelivered: int  # entries no persister has read yet
     dead_lettered: int
+    last_delivered: str | None = None  # the persisters' group's last entry read (None: no group yet)
     # Units expired orders gave back to Redis's stock, and of those, units late
     # payments took out again (payments): stock = loaded - accepted + returned - retaken.
     returned: int | None = 0
@@ -297,7 +298,7 @@ def gate_tally(*, sku: str) -> GateTally | None:
         accepted_quantity=int(sale["accepted"]),
         unacknowledged=group["pending"] if group else 0,
         undelivered=_undelivered(group, last, accepted),
-        dead_lettered=dead,
+        dead_lettered=dead, last_delivered=group["last-delivered-id"] if group else None,
         returned=int(sale.get("returned", 0)), retaken=int(sale.get("retaken", 0)),
     )
 
