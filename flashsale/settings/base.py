@@ -377,12 +377,16 @@ WELL_KNOWN_WEBHOOK_SECRETS = {"whsec_compose"}  # docker-compose.yml's, for its 
 SECRET_MIN_LENGTH = 32
 
 
-def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_password: str) -> None:
+def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_password: str,
+                        passwords: dict[str, str] | None = None) -> None:
     """Stop the process when a credential is missing, well known or (the token and
-    the key) short: ``where`` says why that matters here."""
-    weak = [name for name, value, min_length in (("FLASHSALE_ADMIN_TOKEN", admin_token, SECRET_MIN_LENGTH),
-                                                 ("DJANGO_SECRET_KEY", secret_key, SECRET_MIN_LENGTH),
-                                                 ("DB_PASSWORD", db_password, 1))
+    the key) short: ``where`` says why that matters here. ``passwords``: more, by the
+    name a message gives each (the production settings' servers)."""
+    checked = [("FLASHSALE_ADMIN_TOKEN", admin_token, SECRET_MIN_LENGTH),
+               ("DJANGO_SECRET_KEY", secret_key, SECRET_MIN_LENGTH),
+               ("DB_PASSWORD", db_password, 1),
+               *((name, value, 1) for name, value in (passwords or {}).items())]
+    weak = [name for name, value, min_length in checked
             if value in WELL_KNOWN_SECRETS or len(value) < min_length]
     if weak:
         raise ImproperlyConfigured(

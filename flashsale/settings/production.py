@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from django.core.exceptions import ImproperlyConfigured
-
 from .base import *  # noqa: F403
 from .base import (
     DATABASES,
@@ -35,19 +33,18 @@ from .base import (
 
 DEBUG = False
 SECRET_KEY = env.str("DJANGO_SECRET_KEY")  # no default: a deployment makes its own
-# Whatever the bind address says: a deployment is reachable by others.
+# Whatever the bind address says: a deployment is reachable by others. Both Redis
+# servers hold what the sale's answers rest on (the gate's orders, the keys' flags, the
+# locks): no client without their password (REDIS_PASSWORD, or each URL's own). The
+# zookeeper lock's nodes are its user's alone (ZOOKEEPER_AUTH, user:password), so no
+# other client takes or removes a lock.
+_redis_passwords = [urlsplit(url).password or "" for url in (REDIS_URL, FLASHSALE_GATE_REDIS_URL)]
 refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
-                    db_password=DATABASES["default"].get("PASSWORD", ""))
-# Both Redis servers hold what the sale's answers rest on (the gate's orders, the keys'
-# flags, the locks): no client without the password (REDIS_PASSWORD, or each URL's own).
-if any((urlsplit(url).password or "") in WELL_KNOWN_SECRETS for url in (REDIS_URL, FLASHSALE_GATE_REDIS_URL)):
-    raise ImproperlyConfigured("refusing to start: under the production settings while REDIS_PASSWORD is "
-                               "missing or well known; set it to the Redis servers' password (requirepass)")
-# The zookeeper lock's nodes: its user's alone (digest), so no other client takes or
-# removes a lock.
-if ZOOKEEPER_AUTH.partition(":")[2] in WELL_KNOWN_SECRETS:
-    raise ImproperlyConfigured("refusing to start: under the production settings while ZOOKEEPER_AUTH is "
-                               "missing or its password well known; set it to user:password")
+                    db_password=DATABASES["default"].get("PASSWORD", ""),
+                    passwords={  # either Redis URL's, the weak one first
+                        "REDIS_PASSWORD": next((p for p in _redis_passwords if p in WELL_KNOWN_SECRETS),
+                                               _redis_passwords[0]),
+                        "ZOOKEEPER_AUTH": ZOOKEEPER_AUTH.partition(":")[2]})
 
 # The proxies in front of the apps: the TLS terminator, then nginx. Each appends the
 # address it saw to X-Forwarded-For, so the buyer's is the second from the end; with
