@@ -46,7 +46,8 @@ def consumer_leave(client: redis.Redis, name: str) -> tuple[int, int]:
         if held:
             stayed += 1
             continue
-        left += client.xgroup_delconsumer(stream, GROUP, name) >= 0
+        client.xgroup_delconsumer(stream, GROUP, name)
+        left += 1
     if stayed:
         logger.warning("persister %s: stays in %d sales' groups, holding entries another will claim",
                        name, stayed)

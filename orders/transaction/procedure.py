@@ -73,9 +73,10 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
         raise past_deadline_error(product.sku)
     connection = transaction.get_connection()
     nested = connection.in_atomic_block  # then a savepoint in the caller's transaction
+    request = request_id_current()  # kept on the order
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
             settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_SECTION_DELAY_MS * 1000), budget_us,
-            nested, product.payment_window_s, request_id_current()]
+            nested, product.payment_window_s, request]
     try:
         with connection.cursor() as cursor:
             cursor.execute(_CALL, args)
@@ -100,6 +101,6 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
                   instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0,
                   status=Order.Status.PENDING if expires_at else Order.Status.PLACED, expires_at=expires_at,
-                  request_id=args[-1])
+                  request_id=request)
     held_since = time.perf_counter() - reply.held_us / 1e6
     return order, Deducted(remaining=reply.remaining, row_held_since=held_since)
