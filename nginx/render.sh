@@ -14,6 +14,8 @@
 #   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
 #   TRUSTED_PROXIES "10.0.0.0/8"        a TLS terminator's addresses: the rates count its clients
 #   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
+#   RACE_LISTEN 8081                    the race runner's port: its rates count each buyer's
+#                                       Authorization, not the runner's address; none unless set
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,13 +51,23 @@ if [ -n "${STATUS_LISTEN:-}" ]; then
   status_server="${status_server}        location / { return 404; }\n    }\n"
 fi
 
+race_listen=""
+race_rate_client=""
+if [ -n "${RACE_LISTEN:-}" ]; then
+  race_listen="        listen ${RACE_LISTEN};"
+  race_rate_client="        ${RACE_LISTEN##*:} \$http_authorization;"
+fi
+
 error_log=${ERROR_LOG:-/dev/stderr}
 
 awk -v run="$run" -v error_log="$error_log" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
     -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
-    -v real_ip="$real_ip" -v status_server="$status_server" '
+    -v real_ip="$real_ip" -v status_server="$status_server" \
+    -v race_listen="$race_listen" -v race_rate_client="$race_rate_client" '
+  /@\{race_listen\}/ { print race_listen; next }
+  /@\{race_rate_client\}/ { print race_rate_client; next }
   /@\{real_ip\}/ { printf "%s", real_ip; next }
   /@\{status_server\}/ { printf "%s", status_server; next }
   /@\{upstream_servers\}/ { printf "%s", servers; next }

@@ -7,11 +7,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from django.conf import settings
 
@@ -207,6 +210,50 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     assert "listen 127.0.0.1:9113;" in text and "stub_status;" in text
     check = nginx_t(conf, tmp_path)
     assert check.returncode == 0, check.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_on_the_race_port_the_rates_count_each_buyer_not_the_runners_address(tmp_path):
+    """RACE_LISTEN (the Kubernetes race runner's port): one address, many buyers."""
+    port, race = _free_port(), _free_port()
+    result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
+                            env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
+                                 "ERROR_LOG": str(tmp_path / "error.log"),
+                                 "CACHE_ROOT": str(tmp_path / "cache"),
+                                 "UPSTREAMS": f"127.0.0.1:{_free_port()}",  # nothing there: 502 past the rate
+                                 "NGINX_PORT": f"127.0.0.1:{port}", "RACE_LISTEN": f"127.0.0.1:{race}",
+                                 "PURCHASE_RATE": "1"})
+    assert result.returncode == 0, result.stderr
+    binary = shutil.which("nginx", path=os.environ["PATH"] + ":/usr/sbin")
+    server = subprocess.Popen([binary, "-c", result.stdout.strip(), "-p", str(tmp_path),
+                               "-e", str(tmp_path / "error.log")], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{race}/healthz", headers={"Host": "localhost"}, timeout=1)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.05)
+
+        def buys(at: int, buyer: str) -> list[int]:
+            return [requests.post(f"http://127.0.0.1:{at}/api/orders", json={"sku": "s", "quantity": 1},
+                                  headers={"Host": "localhost", "Authorization": f"Bearer {buyer}"},
+                                  timeout=5).status_code for _ in range(3)]
+
+        # The rate and one second's burst, then 429: per buyer on the race port...
+        assert [buys(race, buyer) for buyer in ("t1", "t2", "t3")] == [[502, 502, 429]] * 3
+        # ...and per address on the buyers' port, where the three share one bucket.
+        assert buys(port, "t4") + buys(port, "t5") == [502, 502, 429, 429, 429, 429]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def test_dockerfile_passes_hadolint():

@@ -351,13 +351,18 @@ def test_nginx_is_the_projects_configuration_in_front_of_the_apps_service(overla
     upstream = conf["UPSTREAMS"]
     host, _, port = upstream.partition(":")
     assert f"server {upstream};" in text and int(port) in services(docs)[host]
-    assert services(docs)["flashsale-nginx"] == {8080}
+    assert services(docs)["flashsale-nginx"] == {8080, int(conf["RACE_LISTEN"])}
+    assert f"listen {conf['RACE_LISTEN']};" in text
+    racer = environment(docs, of_kind(docs, "Deployment")["flashsale-racer"]["spec"]["template"]["spec"]
+                        ["containers"][0], pod_name="x-0")
+    assert racer["FLASHSALE_RACE_TARGET"] == f"http://flashsale-nginx:{conf['RACE_LISTEN']}"
     ingress = of_kind(docs, "Ingress")["flashsale"]["spec"]["rules"][0]
     assert ingress["host"] in conf["SERVER_NAMES"].split()
     app_env = environment(docs, of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]
                           ["containers"][0], pod_name="x-0")
     assert ingress["host"] in app_env["DJANGO_ALLOWED_HOSTS"].split(",")
-    assert ingress["http"]["paths"][0]["backend"]["service"]["name"] == "flashsale-nginx"
+    backend = ingress["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "flashsale-nginx", "port": {"name": "http"}}
 
 
 def test_every_service_selects_pods_that_have_its_ports(overlay):
@@ -433,10 +438,15 @@ def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
         assert REACHES[store] <= named[store], store
     [nginx] = [p for p in policies.values() if "Ingress" in p["spec"]["policyTypes"]
                and p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "nginx"}]
-    [rule] = nginx["spec"]["ingress"]
     controller = {"kubernetes.io/metadata.name": "ingress-nginx"}  # both overlays' (the base's matches none)
-    assert rule["from"] == [{"namespaceSelector": {"matchLabels": controller}},
-                            {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "racer"}}}]
+    conf = of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]
+    # The buyers' port from the Ingress controller; the port whose rates count each
+    # buyer, not the address, from the race runner alone.
+    assert nginx["spec"]["ingress"] == [
+        {"from": [{"namespaceSelector": {"matchLabels": controller}}],
+         "ports": [{"port": int(conf["NGINX_PORT"])}]},
+        {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/component": "racer"}}}],
+         "ports": [{"port": int(conf["RACE_LISTEN"])}]}]
 
 
 def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(overlay):
