@@ -27,14 +27,20 @@ Against the running stack, through nginx, with wrk (``benchmarks.gate``'s runner
 - **The gate's persisters alone**: every persister paused while a hot run piles up a
   backlog, then one resumed, then all: the orders a second one writes, and MariaDB's
   and the persisters' CPU a written order.
+- **Adding nodes**: a second app instance (``atomic`` and the gate, hot and spread),
+  measured on the same cores, one instance and two alternated round by round; a second
+  persister, from the drains; what cannot be measured on one machine (a second Redis
+  shard, a second stock segment) as an estimate, its arithmetic shown.
 
-Then the table's conclusions, from the figures: what one Redis shard feeds, how many
-persisters one MariaDB core takes.
+Every row is the median of ``--rounds`` rounds, the designs taken in turn within each
+round. Then the table's conclusions, from the figures: what one Redis shard feeds, how
+many persisters one MariaDB core takes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -59,6 +65,7 @@ from .gate import STOCK, Run, closed, wrk, wrk_buyers
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
 PRODUCTS = 50  # a spread sale's products
+SCALED = ("atomic", "gate")  # measured with one app instance against the stack's
 TAKEN = {"atomic": "the stock row, inside one CALL",
          "mysql-for-update": "a lock row, FOR UPDATE to the commit"}
 
@@ -116,10 +123,13 @@ def _written(admin: FlashsaleClient, prefix: str, count: int) -> list[dict]:
     return audits
 
 
-def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -> dict[str, Hot]:
+def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
+        strategies: tuple[str, ...] = HOT) -> dict[str, Hot]:
+    """One round of one hot product under each of ``strategies``, each a product of
+    its own, warmed first (the instances may have just restarted)."""
     base = config.base_url + "/"
     runs = {}
-    for strategy in HOT:
+    for strategy in strategies:
         sku = _products(admin, f"hot-{strategy}", 1, strategy) + "0"
         buyers = wrk_buyers(config)
         wrk("warm-up", base, sku=sku, seconds=2, connections=args.connections, meter=meter, tokens=buyers)
@@ -133,10 +143,12 @@ def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -> d
     return runs
 
 
-def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -> dict[str, Run]:
+def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
+           strategies: tuple[str, ...] = SPREAD) -> dict[str, Run]:
+    """One round of a sale spread over ``PRODUCTS`` products under each of ``strategies``."""
     base = config.base_url + "/"
     runs = {}
-    for strategy in SPREAD:
+    for strategy in strategies:
         prefix = _products(admin, f"spread-{strategy}", PRODUCTS, strategy)
         wrk("warm-up", base, sku=f"{prefix}0", skus=PRODUCTS, seconds=2, connections=args.connections,
             meter=meter, tokens=wrk_buyers(config))
@@ -145,6 +157,54 @@ def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args) -
         if strategy == "gate":
             _written(admin, prefix, PRODUCTS)
     return runs
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Each row's median over the rounds: one hot product and a spread sale under the
+    stack's instances, and ``SCALED``'s orders/s under one instance and under the
+    stack's (hot and spread: ``(kind, strategy, instances)``)."""
+
+    hot: dict[str, Hot]
+    spread: dict[str, Run]
+    scaled: dict[tuple[str, str, int], Run]
+
+
+def measured(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args, use) -> Measured:
+    """``args.rounds`` rounds, each: every hot and spread row under the stack's
+    instances, then ``SCALED``'s under one (``use``: ``apps_as_needed``'s), so that
+    one instance and two meet the same drifts of a shared machine."""
+    hots: dict[str, list[Hot]] = {s: [] for s in HOT}
+    spreads: dict[str, list[Run]] = {s: [] for s in SPREAD}
+    scaled: dict[tuple[str, str, int], list[Run]] = {}
+    for _ in range(args.rounds):
+        for instances in dict.fromkeys((config.instances, 1)):  # the stack's, then one
+            use(section_delay_ms=0.0, instances=instances)
+            everything = instances == config.instances
+            hot_round = hot(admin, meter, config, args, HOT if everything else SCALED)
+            spread_round = spread(admin, meter, config, args, SPREAD if everything else SCALED)
+            for strategy in SCALED:
+                scaled.setdefault(("hot", strategy, instances), []).append(hot_round[strategy].loaded)
+                scaled.setdefault(("spread", strategy, instances), []).append(spread_round[strategy])
+            if everything:
+                for strategy, runs in hot_round.items():
+                    hots[strategy].append(runs)
+                for strategy, run in spread_round.items():
+                    spreads[strategy].append(run)
+    return Measured(
+        hot={s: Hot(median_run(r.loaded for r in runs),
+                    sorted((r.quiet for r in runs), key=lambda q: q.hold_ms or 0)[len(runs) // 2])
+             for s, runs in hots.items()},
+        spread={s: median_run(runs) for s, runs in spreads.items()},
+        scaled={key: median_run(runs) for key, runs in scaled.items()})
+
+
+def median_run(runs) -> Run:
+    """The run of median orders a second, with each role's median CPU an answer."""
+    runs = sorted(runs, key=lambda r: r.statuses.get(201, 0))  # every run as long
+    middle = runs[len(runs) // 2]
+    return dataclasses.replace(middle, cpu_us={role: statistics.median(r.cpu_us[role] for r in runs)
+                                               for role in middle.cpu_us})
 
 
 def _unwritten(gate: redis.Redis, streams: list[str]) -> bool:
@@ -180,15 +240,15 @@ def drains(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, sup: Su
     piled up while all were paused (the products opened while paused, so that no
     paused persister is handed any of it); timed from the gate's Redis, polled every
     5 ms, once MariaDB has settled; each sale audited after. The median of
-    ``args.rounds`` drains each."""
+    ``args.rounds`` drains each, one persister and all alternated."""
     base = config.base_url + "/"
     gate = redis.Redis(port=config.redis_gate_port, decode_responses=True)
     names = list(config.persister_names)
     done = []
     for products in (1, PRODUCTS):
-        for writing in ([names[0]], names):
-            rounds = []
-            for _ in range(args.rounds):
+        rounds: dict[int, list[Drain]] = {1: [], len(names): []}
+        for _ in range(args.rounds):
+            for writing in ([names[0]], names):
                 with sup.paused([n for n in names if n not in writing]):
                     with sup.paused(writing):
                         prefix = _products(admin, f"drain-{products}-{len(writing)}", products, "gate")
@@ -206,9 +266,9 @@ def drains(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, sup: Su
                     used = meter.snapshot() - before
                 audits = _written(admin, prefix, products)
                 assert all(a["consistent"] for a in audits), audits
-                rounds.append(Drain(products, len(writing), backlog, took,
-                                    {role: used[role] * 1e6 / backlog for role in ROLES}))
-            done.append(_median_drain(rounds))
+                rounds[len(writing)].append(Drain(products, len(writing), backlog, took,
+                                                  {role: used[role] * 1e6 / backlog for role in ROLES}))
+        done += [_median_drain(drained) for drained in rounds.values()]
     return done
 
 
@@ -224,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=3, help="drains of each kind (their median)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every row (each row their median)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/capacity.md, for the docs")
     args = parser.parse_args(argv)
@@ -236,25 +296,25 @@ def main(argv: list[str] | None = None) -> int:
     sup = Supervisor(config)
     meter = CpuMeter(sup)
     with apps_as_needed(config) as use:
-        use(section_delay_ms=0.0)  # the purchase's own hold, no sleep inside it
-        hot_runs = hot(admin, meter, config, args)
-        spread_runs = spread(admin, meter, config, args)
+        runs = measured(admin, meter, config, args, use)  # the purchase's own hold: no sleep inside it
+        use(section_delay_ms=0.0)  # the stack's instances again, to pile the backlogs up
         drained = drains(admin, meter, config, sup, args)
     shard = gate_script.alternating_runs(argparse.Namespace(seconds=min(args.seconds, 4), rounds=1,
                                                             processes=2, threads=16))["together"][0]
     with recorded("capacity", command, write=args.docs):
-        _report(command, args, config, hot_runs, spread_runs, drained, shard)
+        _report(command, args, config, runs, drained, shard)
     return 0
 
 
-def _report(command: str, args, config: StackConfig, hot_runs: dict[str, Hot], spread_runs: dict[str, Run],
-            drained: list[Drain], shard: dict[str, float]) -> None:
+def _report(command: str, args, config: StackConfig, runs: Measured, drained: list[Drain],
+            shard: dict[str, float]) -> None:
     cores = os.cpu_count() or 1
     shard_ceiling = 1e6 / shard["cpu_us"]
+    hot_runs, spread_runs, scaled = runs.hot, runs.spread, runs.scaled
     print(f"`{command}` ({cores} cores shared by every process and the load client; every server on "
           f"loopback): wrk -t2 -c{args.connections}, {args.seconds:g} s a row; {config.instances} app "
           f"instances under {config.server} ({config.workers} × {config.threads}), {config.persisters} "
-          "persisters\n")
+          f"persisters; each row the median of {args.rounds} rounds, the designs in turn within a round\n")
     print(f"**One hot product.** Orders/s with {args.connections} buyers; the hold its purchases "
           f"report with {QUIET} buyers (the cores to spare) and the ceiling that sets, one order a hold, "
           f"whatever the app replicas; the hold with {args.connections} buyers, the share of the run it "
@@ -292,6 +352,46 @@ def _report(command: str, args, config: StackConfig, hot_runs: dict[str, Hot], s
               f"| **{drain.rate:,.0f}** | {drain.cpu_us['persisters']:,.0f} "
               f"| {drain.cpu_us['mariadb']:,.0f} |")
     print("\n" + conclusions(shard_ceiling, spread_runs["gate"], drained))
+    print(f"\n**Adding nodes.** Measured: a second app instance on the same {cores} cores (one instance "
+          f"and {config.instances} alternated in each round), a second persister (the drains above). "
+          "Estimated, with the arithmetic: what one machine cannot show.\n")
+    print("| added | design, sale | before, orders/s | after, orders/s | after / before | how known |\n"
+          "|---|---|---:|---:|---:|---|")
+    rows = adding_nodes(config.instances, args.seconds, scaled, drained, shard_ceiling,
+                        hot_runs["atomic"])
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def adding_nodes(instances: int, seconds: float, scaled: dict[tuple[str, str, int], Run],
+                 drained: list[Drain], shard_ceiling: float, atomic: Hot) -> list[list[str]]:
+    """The adding-nodes rows: measured ones from the runs, estimates with their sums."""
+    sale = {"hot": "one hot product", "spread": f"{PRODUCTS} products"}
+    rows = []
+    for kind in ("hot", "spread"):
+        for strategy in SCALED:
+            before, after = (scaled[(kind, strategy, n)] for n in (1, instances))
+            one, more = orders_per_s(before, seconds), orders_per_s(after, seconds)
+            rows.append([f"app instances, 1 → {instances}", f"{strategy}, {sale[kind]}", f"{one:,.0f}",
+                         f"{more:,.0f}", f"{more / one:.2f}", "measured"])
+    by = {(d.products, d.persisters): d.rate for d in drained}
+    most = max(p for _, p in by)
+    for products in (1, PRODUCTS):
+        one, more = by[(products, 1)], by[(products, most)]
+        written = "one product" if products == 1 else sale["spread"]
+        rows.append([f"persisters, 1 → {most}", f"gate, writing {written}", f"{one:,.0f}", f"{more:,.0f}",
+                     f"{more / one:.2f}", "measured (the drains)"])
+    rows.append(["Redis shards, 1 → 2", "gate, one hot product", f"{shard_ceiling:,.0f}",
+                 f"{shard_ceiling:,.0f}", "1.00", "estimate: one product's keys share a hash tag, so one "
+                 "shard sells it"])
+    rows.append(["Redis shards, 1 → 2", f"gate, {sale['spread']}", f"{shard_ceiling:,.0f}",
+                 f"{2 * shard_ceiling:,.0f}", "2.00", f"estimate: the products split over the shards by hash "
+                 f"tag, each shard its own ceiling: 2 × {shard_ceiling:,.0f}"])
+    ceiling = 1000 / atomic.quiet.hold_ms if atomic.quiet.hold_ms else float("nan")
+    rows.append(["stock segments, 1 → 2", "atomic, one hot product", f"{ceiling:,.0f}", f"{2 * ceiling:,.0f}",
+                 "2.00", f"estimate: a segment is a row of its own, each held in turn: 2 × {ceiling:,.0f} "
+                 "(the ceiling above), where the cores allow"])
+    return rows
 
 
 def conclusions(shard_ceiling: float, gate_spread: Run, drained: list[Drain]) -> str:
