@@ -243,6 +243,23 @@ def test_every_image_is_the_build_or_a_named_release(rendered):
     assert images_not_the_build(docs, _built(overlay)) == []
 
 
+def test_production_lists_every_image_where_a_release_pins_it(production):
+    """Each image production runs is an entry of its kustomization's ``images``: one
+    place to add the digests (the README's "Images by digest"), at the base's tag."""
+    import yaml
+
+    listed = {image["name"]: image for image in
+              yaml.safe_load((K8S / "overlays/production/kustomization.yaml").read_text())["images"]}
+    base = {}
+    for doc in render(K8S / "base"):
+        for _, template in pod_specs([doc]):
+            for container in _containers(template):
+                name, _, tag = container["image"].rpartition(":")
+                base[name] = tag
+    assert set(listed) == set(base)
+    assert all(listed[name]["newTag"] == tag for name, tag in base.items() if name != IMAGE)
+
+
 def test_the_migration_job_is_named_for_the_release_it_migrates_to(rendered):
     """A Job's template cannot change: the next release's apply creates its own."""
     overlay, docs = rendered
