@@ -15,7 +15,7 @@ from common.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 from stack.servers import mariadb_app_connection
 from verdicts.checker import check
-from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, LEASE_LESSON
+from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, FAILOVER_SECTION_MS, LEASE_LESSON
 from verdicts.matrix import EXPIRY_PAUSE_MS, run_cell
 from verdicts.timeline import svg
 
@@ -90,8 +90,8 @@ def test_a_failover_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_c
     """Seeds 000 and 003 on a real replica and Sentinel: the lock app1 took never
     reached the replica Sentinel promotes, and app2 takes it there."""
     nemesis = "failover-redis-holder" if fenced else "failover-redis-holder-unfenced"
-    with HostedApps(stack_config, section_delay_ms=200.0, fenced=fenced, environment=FAILOVER_LESSON,
-                    sentinel=True) as hosted:
+    with HostedApps(stack_config, section_delay_ms=FAILOVER_SECTION_MS, fenced=fenced,
+                    environment=FAILOVER_LESSON, sentinel=True) as hosted:
         assert hosted.master() is hosted.redis
         cell = run_cell(stack_config, strategy="setnx", nemesis=nemesis, out=tmp_path, on=hosted, **LEASE)
         assert hosted.master() is hosted.net.hosts["redis2"]  # Sentinel failed over

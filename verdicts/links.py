@@ -54,6 +54,13 @@ HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its 
 FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT_S": "1",
                    "FLASHSALE_PURCHASE_DEADLINE_S": "20", "DB_IDLE_TRANSACTION_TIMEOUT_S": "30"}
 THROUGH_A_FAILOVER = 8.0
+# The failover's cut must fall between app1's read and its write, and it comes later
+# than the other lessons' (two partitions, after the holder is seen): in a 200 ms
+# section a busy machine can delay it past the write, which then holds the row through
+# the failover, and the unfenced half sells safely by accident. A 600 ms section, and the
+# holder seen 100 ms in, leave the cut hundreds of milliseconds on either side.
+FAILOVER_SECTION_MS = 600.0
+FAILOVER_HELD = 0.1
 # The gate's failover: the primary cut off from its replica before the sale's first
 # purchase (the gate sells a small stock in less time than a strike at an order takes
 # to land), then, once it has run three scripts the replica never received (or a
@@ -116,15 +123,15 @@ class LinkFault:
             host.heal()
 
 
-def _held_a_while(holder: Callable[[], object | None]) -> None:
+def _held_a_while(holder: Callable[[], object | None], held: float = HELD_A_WHILE) -> None:
     """Until ``holder()`` (who holds the lock, None when nobody does) names the same
-    holder twice ``HELD_A_WHILE`` apart: past its read of the stock, inside its
-    200 ms critical section. Gives up after 5 s (the cut then strikes anyway)."""
+    holder twice ``held`` seconds apart: past its read of the stock, inside its
+    critical section. Gives up after 5 s (the cut then strikes anyway)."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         first = holder()
         if first is not None:
-            time.sleep(HELD_A_WHILE)
+            time.sleep(held)
             if holder() == first:
                 return
         time.sleep(0.005)
@@ -165,7 +172,8 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
     try:
         master.partition(replica)  # from now on the master's writes stay on it
         before = _setnx_holder(client)  # read after the cut: a holder of then may have been replicated
-        _held_a_while(lambda: token if (token := _setnx_holder(client)) != before else None)
+        _held_a_while(lambda: token if (token := _setnx_holder(client)) != before else None,
+                      held=FAILOVER_HELD)
     finally:
         client.close()
     hosted.apps[0].partition(hosted.db)
@@ -277,13 +285,15 @@ def _someone_asks(client: redis.Redis) -> bool:
 
 
 def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, down_seconds: float,
-                 environment: dict[str, str], sentinel: bool = False,
-                 clock: bool = False) -> tuple[LinkFault, LinkFault]:
+                 environment: dict[str, str], sentinel: bool = False, clock: bool = False,
+                 section_delay_ms: float = 200.0) -> tuple[LinkFault, LinkFault]:
     """A lesson on a holder that outlives its lock: the fault as it strikes app1's
-    holder inside a 200 ms critical section, and its broken half (``-unfenced``), on
-    instances without the stock row's fencing stamp (flashsale.settings.unfenced)."""
-    fenced = LinkFault(name, summary, act, down_seconds=down_seconds, first_app=True, section_delay_ms=200.0,
-                       environment=tuple(environment.items()), sentinel=sentinel, clock=clock)
+    holder inside its critical section (200 ms unless said), and its broken half
+    (``-unfenced``), on instances without the stock row's fencing stamp
+    (flashsale.settings.unfenced)."""
+    fenced = LinkFault(name, summary, act, down_seconds=down_seconds, first_app=True,
+                       section_delay_ms=section_delay_ms, environment=tuple(environment.items()),
+                       sentinel=sentinel, clock=clock)
     return fenced, dataclasses.replace(fenced, name=f"{name}-unfenced", fenced=False,
                                        summary="the same, on instances without the stock row's fencing "
                                                "stamp (flashsale.settings.unfenced): the broken half")
@@ -327,7 +337,7 @@ LINK_FAULTS: dict[str, LinkFault] = {
                       "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s: "
                       "Sentinel promotes the replica, where the lock is free, and app2 takes it",
                       _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER,
-                      environment=FAILOVER_LESSON, sentinel=True),
+                      environment=FAILOVER_LESSON, sentinel=True, section_delay_ms=FAILOVER_SECTION_MS),
         *_both_halves("clock-jump-redis", "the locks' Redis's wall clock steps 5 s forward while a "
                       "holder of the setnx lock (2 s lease) is 40 ms into a 200 ms critical section: "
                       "Redis expires the key at once, and the next waiter takes the lock",
