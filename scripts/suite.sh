@@ -4,7 +4,8 @@
 #   1. the tests that drive the stack's app instances, nginx or its watchers, in order;
 #   2. beside them, every other test, with a test database and Redis databases of its
 #      own (FLASHSALE_TEST_WORKER=1, flashsale.settings.test); its output follows the first's;
-#   3. then, alone, the tests that fault a server both use (marked exclusive).
+#   3. then, alone, the tests that fault a server both use, or count all it runs
+#      (marked exclusive).
 # The arguments go to all three; any failing fails the suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ echo
 echo "----- beside them: the tests that do not drive the stack -----"
 cat "$beside_log"
 echo
-echo "----- alone: the tests that fault a server both runs use -----"
+echo "----- alone: the tests that fault a server both runs use, or count all it runs -----"
 "$py" -m pytest -m exclusive "$@"
 alone=$?
 

@@ -275,6 +275,9 @@ def _statements(stack_config) -> int:
         db.close()
 
 
+# Alone: Com_select is the whole server's, and the run beside the stack's tests sends
+# its own statements to the same MariaDB (to a database of its own).
+@pytest.mark.exclusive
 @pytest.mark.parametrize("on_sale", [True, False], ids=["product", "unknown-sku"])
 def test_a_query_string_or_an_escape_does_not_take_the_product_read_past_the_cache(
         stack_apps, stack_config, on_sale):
