@@ -40,14 +40,13 @@ many persisters one MariaDB core takes.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import shutil
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 
@@ -80,6 +79,11 @@ class Hot:
 
     loaded: Run
     quiet: Run
+
+    @property
+    def ceiling(self) -> float:
+        """The orders a second one order a hold allows, the quiet hold's."""
+        return 1000 / self.quiet.hold_ms if self.quiet.hold_ms else float("nan")
 
 
 @dataclass(frozen=True)
@@ -191,20 +195,24 @@ def measured(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
                     hots[strategy].append(runs)
                 for strategy, run in spread_round.items():
                     spreads[strategy].append(run)
+    def orders(run: Run) -> float:
+        return orders_per_s(run, args.seconds)
+
     return Measured(
-        hot={s: Hot(median_run(r.loaded for r in runs),
-                    sorted((r.quiet for r in runs), key=lambda q: q.hold_ms or 0)[len(runs) // 2])
+        hot={s: Hot(median((r.loaded for r in runs), key=orders),
+                    median((r.quiet for r in runs), key=lambda q: q.hold_ms or 0))
              for s, runs in hots.items()},
-        spread={s: median_run(runs) for s, runs in spreads.items()},
-        scaled={key: median_run(runs) for key, runs in scaled.items()})
+        spread={s: median(runs, key=orders) for s, runs in spreads.items()},
+        scaled={k: median(runs, key=orders) for k, runs in scaled.items()})
 
 
-def median_run(runs) -> Run:
-    """The run of median orders a second, with each role's median CPU an answer."""
-    runs = sorted(runs, key=lambda r: r.statuses.get(201, 0))  # every run as long
-    middle = runs[len(runs) // 2]
-    return dataclasses.replace(middle, cpu_us={role: statistics.median(r.cpu_us[role] for r in runs)
-                                               for role in middle.cpu_us})
+def median(rounds, key):
+    """A row's figures from its rounds (runs, or drains): the round of median ``key``,
+    with each role's median CPU (``cpu_us``)."""
+    rounds = sorted(rounds, key=key)
+    middle = rounds[len(rounds) // 2]
+    return replace(middle, cpu_us={role: statistics.median(r.cpu_us[role] for r in rounds)
+                                   for role in middle.cpu_us})
 
 
 def _unwritten(gate: redis.Redis, streams: list[str]) -> bool:
@@ -268,15 +276,8 @@ def drains(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, sup: Su
                 assert all(a["consistent"] for a in audits), audits
                 rounds[len(writing)].append(Drain(products, len(writing), backlog, took,
                                                   {role: used[role] * 1e6 / backlog for role in ROLES}))
-        done += [_median_drain(drained) for drained in rounds.values()]
+        done += [median(drained, key=lambda d: d.rate) for drained in rounds.values()]
     return done
-
-
-def _median_drain(rounds: list[Drain]) -> Drain:
-    """The round of median rate, with each role's median CPU an order."""
-    middle = sorted(rounds, key=lambda d: d.rate)[len(rounds) // 2]
-    return Drain(middle.products, middle.persisters, middle.orders, middle.seconds,
-                 {role: statistics.median(d.cpu_us[role] for d in rounds) for role in ROLES})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,7 +334,7 @@ def _report(command: str, args, config: StackConfig, runs: Measured, drained: li
                   f"| {busy(runs.loaded, cores):.0%} |")
             continue
         print(f"| {strategy} | {rate:,.0f} | {TAKEN.get(strategy, f'the {strategy} lock')} | {quiet:.2f} "
-              f"| **{1000 / quiet:,.0f}** | {loaded:.2f} | {rate * loaded / 1000:.0%} "
+              f"| **{runs.ceiling:,.0f}** | {loaded:.2f} | {rate * loaded / 1000:.0%} "
               f"| {busy(runs.loaded, cores):.0%} |")
     print(f"\n**A sale spread over {PRODUCTS} products.** CPU µs an answer by role, and what one core "
           "of each serves:\n")
@@ -387,7 +388,7 @@ def adding_nodes(instances: int, seconds: float, scaled: dict[tuple[str, str, in
     rows.append(["Redis shards, 1 → 2", f"gate, {sale['spread']}", f"{shard_ceiling:,.0f}",
                  f"{2 * shard_ceiling:,.0f}", "2.00", f"estimate: the products split over the shards by hash "
                  f"tag, each shard its own ceiling: 2 × {shard_ceiling:,.0f}"])
-    ceiling = 1000 / atomic.quiet.hold_ms if atomic.quiet.hold_ms else float("nan")
+    ceiling = atomic.ceiling
     rows.append(["stock segments, 1 → 2", "atomic, one hot product", f"{ceiling:,.0f}", f"{2 * ceiling:,.0f}",
                  "2.00", f"estimate: a segment is a row of its own, each held in turn: 2 × {ceiling:,.0f} "
                  "(the ceiling above), where the cores allow"])

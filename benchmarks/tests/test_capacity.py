@@ -15,7 +15,7 @@ from benchmarks.capacity import (
     Hot,
     adding_nodes,
     busy,
-    median_run,
+    median,
     orders_per_s,
 )
 from benchmarks.gate import Run
@@ -34,9 +34,12 @@ def _run(orders: int, apps_us: float, hold_ms: float | None = None) -> Run:
     return Run("r", orders / 2.0, 1.0, 2.0, {201: orders}, {"apps": apps_us, "mariadb": 10.0}, hold_ms)
 
 
-def test_a_rows_median_is_the_run_of_median_orders_with_each_roles_median_cpu():
-    middle = median_run([_run(300, 50.0), _run(100, 70.0), _run(200, 90.0)])
+def test_a_rows_median_is_the_round_of_median_key_with_each_roles_median_cpu():
+    middle = median([_run(300, 50.0), _run(100, 70.0), _run(200, 90.0)], key=lambda r: orders_per_s(r, 2.0))
     assert middle.statuses == {201: 200} and middle.cpu_us == {"apps": 70.0, "mariadb": 10.0}
+    drains = [Drain(1, 1, 1000, seconds, {"mariadb": us})
+              for seconds, us in ((1.0, 30.0), (0.5, 10.0), (2.0, 20.0))]
+    assert median(drains, key=lambda d: d.rate) == Drain(1, 1, 1000, 1.0, {"mariadb": 20.0})
 
 
 def test_adding_nodes_measures_instances_and_persisters_and_shows_the_estimates_sums():
