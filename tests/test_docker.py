@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from django.conf import settings
 
 from stack.config import ROOT, StackConfig
 from stack.control import clean
+from stack.scratch import free_port
 from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "expirer",
@@ -212,20 +212,14 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     assert check.returncode == 0, check.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_on_the_race_port_the_rates_count_each_buyer_not_the_runners_address(tmp_path):
     """RACE_LISTEN (the Kubernetes race runner's port): one address, many buyers."""
-    port, race = _free_port(), _free_port()
+    port, race = free_port(), free_port()
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
                                  "ERROR_LOG": str(tmp_path / "error.log"),
                                  "CACHE_ROOT": str(tmp_path / "cache"),
-                                 "UPSTREAMS": f"127.0.0.1:{_free_port()}",  # nothing there: 502 past the rate
+                                 "UPSTREAMS": f"127.0.0.1:{free_port()}",  # nothing there: 502 past the rate
                                  "NGINX_PORT": f"127.0.0.1:{port}", "RACE_LISTEN": f"127.0.0.1:{race}",
                                  "PURCHASE_RATE": "1"})
     assert result.returncode == 0, result.stderr

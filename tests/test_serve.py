@@ -3,7 +3,6 @@ knobs, started for real on a free port. Neither needs a backend to answer /livez
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 import requests
 
 from flashsale.serve import SERVERS, ServeError, command, server_name
+from stack.scratch import free_port
 
 pytestmark = pytest.mark.server  # it starts servers of its own
 
@@ -54,18 +54,12 @@ def test_the_server_is_gunicorn_unless_told_and_nothing_unknown():
         server_name({"FLASHSALE_SERVER": "uwsgi"})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("server", SERVERS)
 def test_the_launcher_becomes_the_server_on_an_empty_metrics_directory(server, tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     (metrics / "counter_999999.db").write_bytes(b"an earlier run's")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "FLASHSALE_SERVER": server, "PROMETHEUS_MULTIPROC_DIR": str(metrics),
            "DJANGO_SETTINGS_MODULE": "flashsale.settings.base"}
     process = subprocess.Popen([sys.executable, "-m", "flashsale.serve", f"--bind=127.0.0.1:{port}",
