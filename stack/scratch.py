@@ -8,6 +8,7 @@ as this process's child; it is stopped by its PID and its directory removed.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -15,7 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,9 +86,10 @@ def replica_in_step(primary: redis.Redis) -> bool:
     return replication.get("slave0", {}).get("offset", -1) == replication["master_repl_offset"]
 
 
-def start_redis(*args: str, port: int | None = None) -> ScratchRedis:
-    """Start a redis-server (extra ``args`` as on its command line) and wait until
-    it answers; a restart on the same ``port`` starts empty, as after a crash."""
+def start_redis(*args: str, port: int | None = None, environment: Mapping[str, str] = {}) -> ScratchRedis:
+    """Start a redis-server (extra ``args`` as on its command line; ``environment``
+    added to this process's) and wait until it answers; a restart on the same
+    ``port`` starts empty, as after a crash."""
     port = port or free_port()
     directory = Path(tempfile.mkdtemp(prefix=f"flashsale-redis-{port}-"))
     log = directory / "redis.log"
@@ -95,8 +97,8 @@ def start_redis(*args: str, port: int | None = None) -> ScratchRedis:
                "--appendonly", "no", "--dir", str(directory), "--logfile", str(log),
                # A replica's first sync starts at once (Redis waits 5 s for more replicas).
                "--repl-diskless-sync-delay", "0", *args]
-    server = ScratchRedis(port, subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                                 stdout=subprocess.DEVNULL), directory)
+    server = ScratchRedis(port, subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                 env={**os.environ, **environment}), directory)
     deadline = time.monotonic() + 10
     while True:
         try:

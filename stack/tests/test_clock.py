@@ -2,39 +2,24 @@
 own clock, so a step past a key's TTL ends it at once, and only the wall clock
 moves."""
 
-import os
-import subprocess
-import time
-
 import pytest
-import redis
 
 from stack.clock import SteppedClock
+from stack.scratch import start_redis
 
 pytestmark = pytest.mark.server  # it starts servers of its own
-
-PORT = 7392
 
 
 @pytest.fixture
 def stepped(tmp_path):
     clock = SteppedClock(tmp_path)
-    process = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(PORT), "--save", "",
-                                "--appendonly", "no"], env={**os.environ, **clock.environment()},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    client = redis.Redis(port=PORT, socket_timeout=2)
+    server = start_redis(environment=clock.environment())
+    client = server.client()
     try:
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
         yield clock, client
     finally:
         client.close()
-        process.terminate()
-        process.wait(10)
+        server.stop()
 
 
 def test_a_step_past_a_ttl_expires_the_key_at_once(stepped):
