@@ -426,6 +426,7 @@ def _innodb_deadlocks(cursor) -> int:
     return int(cursor.fetchone()[1])
 
 
+@pytest.mark.exclusive  # alone: InnoDB's deadlock count is the whole server's
 @pytest.mark.django_db(transaction=True)
 def test_a_reset_of_a_new_product_does_not_deadlock_with_the_newest_products_buyer(product_factory,
                                                                                   admin_api):
