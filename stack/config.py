@@ -44,7 +44,8 @@ class StackConfig:
     redis_maxmemory: str  # evicts the least recently used key that has a TTL past this
     redis_gate_port: int  # the gate's stock and order streams, and nothing else
     redis_gate_maxmemory: str  # refuses new writes past this (noeviction): no order is evicted
-    redis_appendfsync: str  # the AOF's fsync policy: everysec or always (or no)
+    redis_appendfsync: str  # the locks' Redis's AOF fsync policy: everysec or always (or no)
+    redis_gate_appendfsync: str  # the gate's: always, so that a crash takes back no 201
     zk_port: int
     zk_nodes: int  # 1: standalone; 3 (or any odd n): an ensemble on zk_port .. zk_port + n - 1
     nginx_port: int
@@ -90,6 +91,7 @@ class StackConfig:
             redis_gate_port=env.int("REDIS_GATE_PORT", default=env.int("REDIS_PORT", default=6390) + 1),
             redis_gate_maxmemory=env.str("REDIS_GATE_MAXMEMORY", default="1gb"),
             redis_appendfsync=env.str("REDIS_APPENDFSYNC", default="everysec"),
+            redis_gate_appendfsync=env.str("REDIS_GATE_APPENDFSYNC", default="always"),
             zk_port=env.int("ZK_PORT", default=2190),
             zk_nodes=env.int("ZK_NODES", default=1),
             nginx_port=env.int("NGINX_PORT", default=8080),
@@ -125,8 +127,10 @@ class StackConfig:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
         if config.instances < 1:
             raise SystemExit("INSTANCES must be at least 1")
-        if config.redis_appendfsync not in ("always", "everysec", "no"):
-            raise SystemExit(f"REDIS_APPENDFSYNC is always, everysec or no, not {config.redis_appendfsync!r}")
+        for name, policy in (("REDIS_APPENDFSYNC", config.redis_appendfsync),
+                             ("REDIS_GATE_APPENDFSYNC", config.redis_gate_appendfsync)):
+            if policy not in ("always", "everysec", "no"):
+                raise SystemExit(f"{name} is always, everysec or no, not {policy!r}")
         return config
 
     def replace(self, **changes) -> StackConfig:

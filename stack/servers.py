@@ -158,10 +158,10 @@ def mariadb(config: StackConfig) -> Server:
 
 
 def _redis_server(config: StackConfig, name: str, *, port: int, role: str, maxmemory: str,
-                  policy: str) -> Server:
+                  policy: str, appendfsync: str) -> Server:
     d = config.dir(name)
     conf = render(ROOT / "stack/templates/redis.conf", d / "redis.conf", role=role, port=port, data_dir=d,
-                  appendfsync=config.redis_appendfsync, maxmemory=maxmemory, policy=policy)
+                  appendfsync=appendfsync, maxmemory=maxmemory, policy=policy)
     return Server(name=name, command=[binary("redis-server"), str(conf)], port=port,
                   probe=_redis_probe(port), priority=10)
 
@@ -175,17 +175,22 @@ def redis(config: StackConfig) -> Server:
     without a TTL stay: a pending purchase's claim, the sale's states, fence counters."""
     return _redis_server(config, "redis", port=config.redis_port,
                          role="locks, flags, marks, throttles, cache: evicts TTL'd keys past maxmemory",
-                         maxmemory=config.redis_maxmemory, policy="volatile-lru")
+                         maxmemory=config.redis_maxmemory, policy="volatile-lru",
+                         appendfsync=config.redis_appendfsync)
 
 
 def redis_gate(config: StackConfig) -> Server:
     """The gate's Redis: each gate sale's stock and the stream of orders accepted and
     not yet written. Apart from the cache, so that no FLUSHDB of the cache and no
     eviction reaches an order already answered 201: noeviction (past its maxmemory a
-    purchase is refused 503, never an accepted order dropped)."""
+    purchase is refused 503, never an accepted order dropped). Its append-only file
+    is fsynced before each reply (``REDIS_GATE_APPENDFSYNC``, ``always``): under
+    ``everysec`` Redis answers writes it has not yet written while the last second's
+    fsync runs, and a crash then takes back 201s (``benchmarks.aof_crash``)."""
     return _redis_server(config, "redis-gate", port=config.redis_gate_port,
                          role="the gate's sales and order streams: never evicts",
-                         maxmemory=config.redis_gate_maxmemory, policy="noeviction")
+                         maxmemory=config.redis_gate_maxmemory, policy="noeviction",
+                         appendfsync=config.redis_gate_appendfsync)
 
 
 REDIS_SERVERS = ("redis", "redis-gate")

@@ -202,6 +202,21 @@ def redis_without_a_password(docs: list[dict]) -> list[str]:
     return found
 
 
+def gate_redis_answering_before_its_disk(docs: list[dict]) -> list[str]:
+    """The gate's Redis fsyncs its append-only file before each reply: under
+    ``everysec`` a crash can take back writes it answered, 201s among them."""
+    found = []
+    for container in of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]:
+        args = container.get("args", [])
+        if "redis-server" not in args:
+            continue
+        aof = {name: args[args.index(name) + 1] for name in ("--appendonly", "--appendfsync")
+               if name in args}
+        if aof != {"--appendonly": "yes", "--appendfsync": "always"}:
+            found.append(container["name"])
+    return found
+
+
 def _built(overlay: str) -> str:
     """The app image the overlay names (its kustomization's images entry, or the base's)."""
     import yaml
@@ -224,6 +239,7 @@ CHECKS: dict[str, Callable[[list[dict]], list[str]]] = {
     "a JVM's heap is set within half its container's limit": jvms_past_their_share_of_the_limit,
     "the cluster's own settings are the overlay's": cluster_settings_left_to_the_base,
     "every Redis asks for the secret's password": redis_without_a_password,
+    "the gate's Redis answers only what is on its disk": gate_redis_answering_before_its_disk,
 }
 
 
@@ -316,6 +332,11 @@ def _plant_open_redis(docs):
     del args[args.index("--requirepass"):args.index("--requirepass") + 2]
 
 
+def _plant_everysec(docs):
+    args = _container(docs, "StatefulSet", "redis-gate")["args"]
+    args[args.index("--appendfsync") + 1] = "everysec"
+
+
 PLANTED = {
     "liveness asks no backend": _plant_liveness,
     "every StatefulSet's serviceName is a headless Service": _plant_service,
@@ -327,6 +348,7 @@ PLANTED = {
     "a JVM's heap is set within half its container's limit": _plant_heap,
     "the cluster's own settings are the overlay's": _plant_base_settings,
     "every Redis asks for the secret's password": _plant_open_redis,
+    "the gate's Redis answers only what is on its disk": _plant_everysec,
 }
 
 
