@@ -3,17 +3,19 @@ Redis's CPU a script with each script in a round trip of its own, and with the
 scripts of the purchases a process serves at once sent together
 (``orders/gate/pipeline.py``, ``FLASHSALE_GATE_PIPELINE``).
 
-    python -m benchmarks.gate_script [--seconds 4] [--rounds 2] [--processes 2] [--threads 16] [--docs]
+    python -m benchmarks.gate_script [--seconds 4] [--rounds 2] [--processes 2] [--threads 16]
+        [--appendfsync always] [--docs]
 
 Redis runs commands on one thread, so the CPU it spends on each script bounds what
 one Redis, or one shard of a Redis Cluster, sells a second on one hot product,
-however many app processes feed it. A Redis of its own (append-only, fsync every
-second, as the gate's) holds one sale; ``--processes`` client processes of
-``--threads`` threads each buy from it, every purchase with a key of its own, the two
-ways alternating over ``--rounds``. Reported, medians: scripts a second here (bounded
-by this machine's clients too, on the same cores), Redis's CPU µs a script
-(``INFO``'s ``used_cpu_*`` over the scripts it ran), the ceiling that implies (a
-second of one core over it), and the batches' mean size.
+however many app processes feed it. A Redis of its own (append-only, fsynced before
+each reply as the gate's is, or ``--appendfsync everysec``) holds one sale;
+``--processes`` client processes of ``--threads`` threads each buy from it, every
+purchase with a key of its own, the two ways alternating over ``--rounds``.
+Reported, medians: scripts a second here (bounded by this machine's clients too, on
+the same cores), Redis's CPU µs a script (``INFO``'s ``used_cpu_*`` over the scripts
+it ran), the ceiling that implies (a second of one core over it), and the batches'
+mean size.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", type=int, default=2, help="client processes (an app's workers)")
     parser.add_argument("--threads", type=int, default=16, help="buyers in each (its threads)")
+    parser.add_argument("--appendfsync", choices=("always", "everysec"), default="always",
+                        help="the AOF's fsync policy (the gate's Redis: always)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/gate-script.md, for the docs")
     args = parser.parse_args(argv)
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 def alternating_runs(args) -> dict[str, list[dict[str, float]]]:
     """Each way's runs (``measure``), ``args.rounds`` of each, alternating, on a Redis
     of their own."""
-    server = start_redis("--appendonly", "yes", "--appendfsync", "everysec")
+    server = start_redis("--appendonly", "yes", "--appendfsync", args.appendfsync)
     try:
         client = server.client(decode_responses=True)
         client.register_script(lua_source("open"))(keys=list(gate_keys(SKU)), args=[
@@ -130,8 +134,8 @@ def alternating_runs(args) -> dict[str, list[dict[str, float]]]:
 
 def _report(command: str, args, runs: dict[str, list[dict[str, float]]]) -> None:
     print(f"`{command}`: {args.processes} client processes × {args.threads} threads buying one hot product "
-          f"from a Redis of its own (AOF, fsync every second), {args.seconds:g} s a run, {args.rounds} runs "
-          "each way, alternating; medians\n")
+          f"from a Redis of its own (AOF, appendfsync {args.appendfsync}), {args.seconds:g} s a run, "
+          f"{args.rounds} runs each way, alternating; medians\n")
     print("| the scripts | scripts/s here | Redis's CPU µs a script | one Redis's ceiling, scripts/s "
           "| scripts a batch |\n|---|---:|---:|---:|---:|")
     for way in WAYS:
