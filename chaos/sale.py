@@ -3,7 +3,10 @@ injected mid-sale, then the verdict read from the database itself.
 
 A buyer sends one purchase with its own Idempotency-Key and retries it, with the
 same key, on a connection error, 502, 503 and 504: 5 tries, backing off from 0.2 s
-to 2 s. Its last answer is its *final answer*. The verdict:
+to 2 s. An answer of 503 ``outcome_unknown`` (the order may have been taken) is asked
+again past the 5th try, as the answer itself says to, until the buyer learns the
+outcome or 30 s have passed since its first try. Its last answer is its *final
+answer*. The verdict:
 
 - oversold, lost updates and the ledger, as the audit counts them;
 - keys with two orders (the unique key should make it impossible);
@@ -45,6 +48,9 @@ from .faults import Fault
 RETRIED = {0, 502, 503, 504}  # 0: no HTTP answer (connection refused, reset, timed out)
 TRIES = 5
 BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
+# Seconds from its first try that a buyer answered ``outcome_unknown`` goes on asking
+# what became of its purchase: a failover's pause and reconciliation can outlast 5 tries.
+UNKNOWN_PATIENCE = 30.0
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,10 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
          history: Recorder | None) -> DocumentedError:
     """Buy with retries; ``client_now()`` says where each try goes."""
     pause = BACKOFF[0]
-    for attempt in range(1, TRIES + 1):
+    patience = time.monotonic() + UNKNOWN_PATIENCE
+    attempt = 0
+    while True:
+        attempt += 1
         op = history.invoke(user, sku, 1, key) if history else None
         try:
             response = client_now().order(sku, 1, user, key=key)
@@ -103,11 +112,11 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
             status, body = 0, {}
             if op:
                 op.unanswered(history.now(), type(e).__name__)
-        if status not in RETRIED or attempt == TRIES:
+        unknown = body.get("error") == "outcome_unknown" and time.monotonic() < patience
+        if status not in RETRIED or (attempt >= TRIES and not unknown):
             return DocumentedError(key, user, status, body.get("error"), body.get("order_id"), attempt)
         time.sleep(pause)
         pause = min(pause * 2, BACKOFF[1])
-    raise AssertionError("unreachable")
 
 
 def _stall(times: list[float], *, sold_out: bool, started: float, ended: float) -> float:

@@ -2,8 +2,11 @@
 strategy): the fault is real (a signal to the server's process group, then a
 restart), and the verdict is read from the database."""
 
+from types import SimpleNamespace
+
 import pytest
 
+import chaos.sale
 from chaos.__main__ import table
 from chaos.faults import FAULTS
 from chaos.sale import _stall, sale_under_fault
@@ -39,3 +42,35 @@ def test_the_stall_is_the_longest_stretch_without_an_order_while_stock_remained(
     assert _stall([1.0, 1.5, 4.0], sold_out=True, started=0.5, ended=9.0) == 2.5
     assert _stall([1.0, 1.5, 4.0], sold_out=False, started=0.5, ended=9.0) == 5.0  # then nothing sold
     assert _stall([], sold_out=False, started=0.0, ended=3.0) == 3.0
+
+
+class _Answers:
+    """A client whose purchases are answered, in turn, ``answers`` (status, error)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def order(self, sku, quantity, user, *, key):
+        status, error = self.answers.pop(0)
+        body = {"error": error} if error else {"order_id": 7}
+        return SimpleNamespace(status_code=status, headers={"Content-Type": "application/json"},
+                               json=lambda: body)
+
+
+def test_a_buyer_told_the_outcome_is_unknown_asks_again_past_its_tries_until_it_knows(monkeypatch):
+    monkeypatch.setattr(chaos.sale, "BACKOFF", (0.001, 0.001))
+    unknown, unavailable = (503, "outcome_unknown"), (503, "unavailable")
+    told = _Answers([unavailable] * 4 + [unknown] * 3 + [(200, None)])
+    answer = chaos.sale._buy(lambda: told, "sku", "key", "buyer", None)
+    assert (answer.status, answer.order_id, answer.tries) == (200, 7, 8)
+    # Any other 503 ends at the 5th try, as before.
+    told = _Answers([unavailable] * 6)
+    assert chaos.sale._buy(lambda: told, "sku", "key", "buyer", None).tries == chaos.sale.TRIES
+
+
+def test_a_buyer_stops_asking_once_its_patience_is_spent(monkeypatch):
+    monkeypatch.setattr(chaos.sale, "BACKOFF", (0.001, 0.001))
+    monkeypatch.setattr(chaos.sale, "UNKNOWN_PATIENCE", 0.0)
+    told = _Answers([(503, "outcome_unknown")] * 6)
+    answer = chaos.sale._buy(lambda: told, "sku", "key", "buyer", None)
+    assert (answer.status, answer.error, answer.tries) == (503, "outcome_unknown", chaos.sale.TRIES)
