@@ -26,7 +26,7 @@ from stack.config import ROOT, StackConfig
 from stack.control import apps_as_needed
 
 from .faults import FAULTS, expected_loss
-from .sale import Verdict, sale_under_fault
+from .sale import RETRY_POLICY, Verdict, sale_under_fault
 
 CORRECT = [name for name, spec in STRATEGIES.items() if spec.claims_correct]
 
@@ -88,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     faults_doc = "\n".join(f"- `{f}`: {FAULTS[f].summary}" for f in faults)
     report = (f"# Sales under faults\n\n`{command}`, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: stock "
               f"{args.stock}, {args.buyers} buyers from {args.threads} threads, each retrying with its "
-              f"key on no answer, 502, 503 and 504 (5 tries); the fault strikes at order {args.trigger}.\n\n"
+              f"key on no answer, 502, 503 and 504 ({RETRY_POLICY}); the fault strikes at order "
+              f"{args.trigger}.\n\n"
               f"{faults_doc}\n\n{table(verdicts)}\n")
     out = ROOT / "reports" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     (out / "chaos.md").write_text(report)
     with recorded("chaos", command, write=args.docs):
         print(f"Stock {args.stock}, {args.buyers} buyers from {args.threads} threads, each retrying with "
-              f"its key on no answer, 502, 503 and 504 (5 tries); the fault strikes at order "
+              f"its key on no answer, 502, 503 and 504 ({RETRY_POLICY}); the fault strikes at order "
               f"{args.trigger}.\n\n{table(verdicts)}")
     print(f"\nreport: {out / 'chaos.md'}")
     for v in lost:

@@ -51,6 +51,8 @@ BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
 # Seconds from its first try that a buyer answered ``outcome_unknown`` goes on asking
 # what became of its purchase: a failover's pause and reconciliation can outlast 5 tries.
 UNKNOWN_PATIENCE = 30.0
+RETRY_POLICY = (f"{TRIES} tries, and past them while the answer is outcome_unknown "
+                f"({UNKNOWN_PATIENCE:g} s at most)")
 
 
 @dataclass(frozen=True)

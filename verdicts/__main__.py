@@ -25,6 +25,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from chaos.sale import RETRY_POLICY
 from common.history import HistoryError, read
 from common.strategies import STRATEGIES
 from loadtest.measured import recorded
@@ -97,14 +98,14 @@ def _run(args: argparse.Namespace, command: str) -> int:
             print(f"[verdicts]   linearizable: {cell.said}; {cell.operations} operations, "
                   f"{cell.unknown} unknown, availability {cell.availability:.0%}", flush=True)
     heading = (f"`{command}`, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: stock {args.stock}, {args.buyers} "
-               f"buyers from {args.threads} threads retrying with their key (5 tries), the nemesis striking "
-               f"at order {args.trigger}, a critical-section delay of {args.section_delay_ms:g} ms; "
+               f"buyers from {args.threads} threads retrying with their key ({RETRY_POLICY}), the nemesis "
+               f"striking at order {args.trigger}, a critical-section delay of {args.section_delay_ms:g} ms; "
                f"{time.monotonic() - started:.0f} s in all.")
     (out / "verdicts.md").write_text(f"# Verdicts\n\n{heading}\n\n{table(cells)}\n")
     (out / "index.html").write_text(html(cells, heading=heading))
     with recorded("verdicts", command, write=args.docs):
         print(f"Stock {args.stock}, {args.buyers} buyers from {args.threads} threads retrying with their key "
-              f"(5 tries); the nemesis strikes at order {args.trigger}; critical-section delay "
+              f"({RETRY_POLICY}); the nemesis strikes at order {args.trigger}; critical-section delay "
               f"{args.section_delay_ms:g} ms. {len(cells)} cells in {time.monotonic() - started:.0f} s."
               f"\n\n{table(cells)}")
     print(f"\nreport: {out / 'index.html'}")
