@@ -300,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         runs = measured(admin, meter, config, args, use)  # the purchase's own hold: no sleep inside it
         use(section_delay_ms=0.0)  # the stack's instances again, to pile the backlogs up
         drained = drains(admin, meter, config, sup, args)
-    shard = gate_script.alternating_runs(argparse.Namespace(
-        seconds=min(args.seconds, 4), rounds=1, processes=2, threads=16, appendfsync="always"))["together"][0]
+    shard = gate_script.alternating_runs(argparse.Namespace(  # under the fsync policy the stack's gate runs
+        seconds=min(args.seconds, 4), rounds=1, processes=2, threads=16,
+        appendfsync=config.redis_gate_appendfsync))["together"][0]
     with recorded("capacity", command, write=args.docs):
         _report(command, args, config, runs, drained, shard)
     return 0
