@@ -194,6 +194,17 @@ class StockChanged(Busy):
     purchase retries with fresh data; past the retry budget this is the 503."""
 
 
+class SaleReplaced(Busy):
+    """The sale was reset while this purchase was under way: it took nothing, from
+    the old sale or the new one, and nothing was written. A retry meets the new
+    sale and its terms."""
+
+    @classmethod
+    def of(cls, sku: str) -> SaleReplaced:
+        return cls(f"{sku} was reset during the purchase: it took nothing from the new sale, and nothing "
+                   "was written", extra={"sku": sku})
+
+
 class StaleLock(Busy):
     """The stock lock expired before this purchase touched the stock, and a newer
     holder has touched it since: the fencing token was refused, and nothing of the

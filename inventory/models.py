@@ -25,6 +25,11 @@ class Product(models.Model):
     # sale when they pass unpaid (``payments``). 0: no payment step, an order is final
     # at its 201.
     payment_window_s = models.PositiveIntegerField(default=0)
+    # The sale's number: each reset opens a new one (``product_reset``), and the stock
+    # rows it makes carry it. A purchase takes only from the rows of the sale whose
+    # terms it checked, so one that checked the old terms takes nothing from the new
+    # sale (``SaleReplaced``).
+    sale = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return self.sku
@@ -48,6 +53,8 @@ class Stock(models.Model):
     # token than this one is refused (scenario S17).
     fence_source = models.CharField(max_length=64, blank=True, default="")
     fence = models.PositiveBigIntegerField(default=0)
+    # The product's sale these rows were made for (``Product.sale``).
+    sale = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["product", "segment"],

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F, Func, PositiveIntegerField
 
 from common.bulk import rows_insert
-from common.errors import SoldOut, StaleLock, StockChanged
+from common.errors import SaleReplaced, SoldOut, StaleLock, StockChanged
 from common.strategies import Deduction
 
 from .faults import section_delay, stall_point
@@ -63,18 +63,53 @@ def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
 
     :returns: the segment's quantity, read by the stamp itself (the newest, since the
         stamp holds the row): the read of the read-modify-write, at no extra trip.
+    :raises SaleReplaced: the row is not of ``product``'s sale as read (a reset).
     """
-    stamped = (Stock.objects.filter(product=product, segment=segment)
+    stamped = (_sale_rows(product, segment)
                .exclude(fence_source=fence.source, fence__gt=fence.token)
                .update(fence_source=fence.source, fence=fence.token,
                        quantity=_LastInsertId(F("quantity"))))
     if not stamped:
+        if not _sale_rows(product, segment).exists():
+            raise SaleReplaced.of(product.sku)
         raise StaleLock(
             f"{product.sku}: the stock lock expired before this purchase touched the stock, "
             "and a newer holder has; nothing was written",
             extra={"sku": product.sku, "fence": fence.token},
         )
     return _last_insert_id()
+
+
+def _sale_rows(product: Product, segment: int):
+    """The segment's row of ``product``'s sale as the caller read it (``Product.sale``):
+    none once a reset made a new sale of the product. Every write of a purchase goes
+    through it, so a purchase that checked the old sale's terms takes nothing from
+    the new one."""
+    return Stock.objects.filter(product=product, segment=segment, sale=product.sale)
+
+
+def _stock_read(product: Product, segments: list[int], fences: Mapping[int, Fence] | None,
+                ) -> tuple[dict[int, int], dict[int, int], float | None]:
+    """The read of a deduction that is not one conditional UPDATE: each segment's
+    quantity and version, and since when this transaction holds a row (None: it
+    holds none yet). For a fenced read-modify-write the stamps read (they hold the
+    rows); otherwise one plain SELECT (no row lock): the weak strategies' honest race.
+
+    :raises SaleReplaced: a segment's row is of another sale now (a reset).
+    """
+    if fences:
+        available, held_since = {}, None
+        for segment in segments:
+            available[segment] = _fence_stamp(product, segment, fences[segment])
+            held_since = held_since or time.perf_counter()  # from the first stamp on
+        return available, {}, held_since
+    read = {segment: (quantity, version) for segment, quantity, version in
+            Stock.objects.filter(product=product, segment__in=segments, sale=product.sale)
+            .values_list("segment", "quantity", "version")}
+    if len(read) < len(segments):
+        raise SaleReplaced.of(product.sku)
+    return ({segment: read[segment][0] for segment in segments},
+            {segment: read[segment][1] for segment in segments}, None)
 
 
 def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
@@ -97,12 +132,15 @@ def _conditional_take(product: Product, segment: int, quantity: int) -> tuple[li
     after)), and since when it holds the row.
 
     :raises SoldOut: the segment has less than ``quantity``; nothing is written.
+    :raises SaleReplaced: the segment's row is of another sale now; nothing is written.
     """
-    updated = Stock.objects.filter(product=product, segment=segment, quantity__gte=quantity).update(
+    updated = _sale_rows(product, segment).filter(quantity__gte=quantity).update(
         quantity=_LastInsertId(F("quantity") - quantity), version=F("version") + 1
     )
     if not updated:
-        available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=segment)
+        available = _sale_rows(product, segment).values_list("quantity", flat=True).first()
+        if available is None:
+            raise SaleReplaced.of(product.sku)
         raise SoldOut.short_of(product.sku, quantity, available)
     held_since = time.perf_counter()
     after = _last_insert_id()  # what the UPDATE wrote, from its own reply
@@ -140,6 +178,8 @@ def stock_deduct(
     :raises StockChanged: a versioned write, or the conditional write of one of
         several segments, found the stock changed since it was read.
     :raises StaleLock: fenced out; nothing is written.
+    :raises SaleReplaced: ``product``'s sale (its ``sale`` as the caller read it) was
+        replaced by a reset; nothing is written.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("stock_deduct must run inside transaction.atomic()")
@@ -155,19 +195,7 @@ def stock_deduct(
     if deduction is Deduction.CONDITIONAL_UPDATE and len(segments) == 1:
         taken, held_since = _conditional_take(product, segments[0], quantity)
     else:
-        # The read: for a fenced read-modify-write the stamps' (they hold the rows),
-        # otherwise one plain SELECT (no row lock): the weak strategies' honest race.
-        available, versions = {}, {}
-        if fences:
-            for segment in segments:
-                available[segment] = _fence_stamp(product, segment, fences[segment])
-                held_since = held_since or time.perf_counter()
-        else:
-            read = {segment: (quantity, version) for segment, quantity, version in
-                    Stock.objects.filter(product=product, segment__in=segments)
-                    .values_list("segment", "quantity", "version")}
-            for segment in segments:
-                available[segment], versions[segment] = read[segment]
+        available, versions, held_since = _stock_read(product, segments, fences)
         shares = _shares(available, quantity)
         if not shares:
             raise SoldOut.short_of(product.sku, quantity, sum(available.values()))
@@ -176,10 +204,11 @@ def stock_deduct(
         taken = []
         for segment, share in shares.items():
             before = available[segment]
-            rows = Stock.objects.filter(product=product, segment=segment)
+            rows = _sale_rows(product, segment)
             if deduction is Deduction.READ_MODIFY_WRITE:
                 # Writes the value computed above, whatever the row holds by now.
-                rows.update(quantity=before - share, version=F("version") + 1)
+                if not rows.update(quantity=before - share, version=F("version") + 1):
+                    raise SaleReplaced.of(product.sku)  # a reset deleted it since the read
             else:
                 # Versioned, or the conditional write of one of several segments: the
                 # row must still hold what was read (or at least the share).
@@ -335,13 +364,17 @@ def product_reset(*, sku: str, stock: int, name: str | None = None, segments: in
             product.name = name or product.name
             product.starts_at, product.ends_at, product.strategy = starts_at, ends_at, strategy
             product.payment_window_s = payment_window_s
-            product.save(update_fields=["name", "starts_at", "ends_at", "strategy", "payment_window_s"])
+            # A new sale's number, counted by the row itself: two resets at once get two.
+            Product.objects.filter(pk=product.pk).update(
+                name=product.name, starts_at=starts_at, ends_at=ends_at, strategy=strategy,
+                payment_window_s=payment_window_s, sale=_LastInsertId(F("sale") + 1))
+            product.sale = _last_insert_id()
         StockFlow.objects.filter(product=product).delete()
         Stock.objects.filter(product=product).delete()
     # A new sale starts a new fencing epoch (fence 0): the lock's counter may have
     # been reset too.
     Stock.objects.bulk_create([
-        Stock(product=product, segment=n, quantity=size, initial_quantity=size)
+        Stock(product=product, segment=n, quantity=size, initial_quantity=size, sale=product.sale)
         for n, size in enumerate(_split(stock, segments))
     ])
     return product

@@ -13,13 +13,14 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
 from common.database_errors import database_deadlocked
-from common.errors import InvalidInput, NotFound
+from common.errors import InvalidInput, NotFound, Unavailable
 from common.strategies import Seller, UnknownStrategy, strategy_of
 from inventory.models import Product
 from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get
 from inventory.services import product_reset
-from waitingroom.services import RoomTerms, room_open
+from waitingroom.models import Room
+from waitingroom.services import RoomTerms, room_open, room_set
 
 from .gate.lifecycle import (
     gate_close,
@@ -28,7 +29,7 @@ from .gate.lifecycle import (
 )
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
-from .salestate import sale_state_open
+from .salestate import sale_state_forget, sale_state_open
 from .watch import sale_watched
 from .window import SaleWindow
 
@@ -52,7 +53,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     :raises InvalidInput: an unknown strategy; segments for a strategy that keeps the
         stock in one counter.
     :raises Unavailable: the gate's Redis, or the waiting room's, cannot be reached
-        (the sale is not open).
+        (the sale is not open); the sale's state cannot be written (nothing was reset).
     """
     try:
         own = strategy_of(strategy or "")
@@ -69,27 +70,18 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     # First, so that no purchase is accepted into the sale being wiped: until the new
     # one opens, the product is cold (503).
     closed = gate_close(sku=sku, required=gated or GateSale.objects.filter(product__sku=sku).exists())
-    for attempt in range(1, RESET_ATTEMPTS + 1):
-        try:
-            product, keys, sale, replaced = _reset_rows(
-                sku=sku, stock=stock, name=name, segments=segments, gated=gated, starts_at=starts_at,
-                ends_at=ends_at, strategy=strategy, payment_window_s=payment_window_s)
-            break
-        except DatabaseError as e:
-            # Its deletes take gap locks beside the rows the persisters and buyers of
-            # other products insert, so InnoDB may pick it as a deadlock's victim; or
-            # a reset of the same new product created it first. All of it was rolled
-            # back: done again (another failure reaches the caller, 503).
-            outer = transaction.get_connection().in_atomic_block  # then the victim is the caller's
-            if not (database_deadlocked(e) or isinstance(e, IntegrityError)) or outer \
-                    or attempt == RESET_ATTEMPTS:
-                raise
-            why = "a deadlock's victim" if database_deadlocked(e) else "beaten to the new product's row"
-            logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
+    try:
+        product, keys, sale, replaced, (opened, had_room) = _reset_rows_tried(
+            sku=sku, stock=stock, name=name, segments=segments, gated=gated, starts_at=starts_at,
+            ends_at=ends_at, strategy=strategy, payment_window_s=payment_window_s, room=room)
+    except BaseException:
+        # Its state may name a sale that did not commit: without it, purchases read
+        # the rows, whatever the commit did.
+        sale_state_forget(sku=sku)
+        raise
     flags_forget(keys=keys)
-    opened = room_open(product=product, terms=room)
+    room_open(product=product, room=opened, had=had_room)
     window = SaleWindow.of(product)
-    sale_state_open(sku=sku, window=window, strategy=product.strategy, room=opened is not None)
     sale_watched(sku=sku)
     settled = closed
     if replaced is not None and strategy_of(replaced) != strategy_of(product.strategy):
@@ -107,15 +99,36 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
 # Tries of a reset's transaction, for a deadlock's victim.
 RESET_ATTEMPTS = 3
 
+_Reset = tuple[Product, list[str], GateSale | None, str | None, tuple[Room | None, bool]]
+
+
+def _reset_rows_tried(*, sku: str, **terms) -> _Reset:
+    """``_reset_rows``, done again while it is a deadlock's victim."""
+    for attempt in range(1, RESET_ATTEMPTS + 1):
+        try:
+            return _reset_rows(sku=sku, **terms)
+        except DatabaseError as e:
+            # Its deletes take gap locks beside the rows the persisters and buyers of
+            # other products insert, so InnoDB may pick it as a deadlock's victim; or
+            # a reset of the same new product created it first. All of it was rolled
+            # back: done again (another failure reaches the caller, 503).
+            outer = transaction.get_connection().in_atomic_block  # then the victim is the caller's
+            if not (database_deadlocked(e) or isinstance(e, IntegrityError)) or outer \
+                    or attempt == RESET_ATTEMPTS:
+                raise
+            why = "a deadlock's victim" if database_deadlocked(e) else "beaten to the new product's row"
+            logger.info("%s: the reset was %s (try %d), doing it again", sku, why, attempt)
+    raise AssertionError("unreachable: the last try raises")
+
 
 @transaction.atomic
 def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
                 starts_at: datetime | None, ends_at: datetime | None, strategy: str | None,
-                payment_window_s: int) -> tuple[Product, list[str], GateSale | None, str | None]:
+                payment_window_s: int, room: RoomTerms | None) -> _Reset:
     """The reset's rows, in one transaction: the sale's orders and quotas gone, the
-    product and its stock as new. Returns the product, the keys of the orders it
-    deleted, the gate sale it opened (under the gate) and the strategy the product
-    had before (None: a new product)."""
+    product, its stock and its room as new. Returns the product, the keys of the
+    orders it deleted, the gate sale it opened (under the gate), the strategy the
+    product had before (None: a new product), and its room (``room_set``)."""
     try:
         existing = product_get(sku=sku)
     except NotFound:
@@ -133,4 +146,12 @@ def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None,
                             starts_at=starts_at, ends_at=ends_at, strategy=strategy or "",
                             payment_window_s=payment_window_s, new=existing is None)
     sale = GateSale.objects.create(product=product, loaded_stock=stock) if gated else None
-    return product, keys, sale, None if existing is None else existing.strategy
+    opened, had_room = room_set(product=product, terms=room)
+    # Last before the commit, so that whatever reads the new rows finds their state
+    # (it names this sale; a purchase trusts a state only for the rows of the sale it
+    # names), and a reset that cannot write it writes nothing.
+    if not sale_state_open(sku=sku, sale=product.sale, window=SaleWindow.of(product),
+                           strategy=product.strategy, room=opened is not None):
+        raise Unavailable(f"{sku}: the sale's state cannot be written to Redis; nothing was reset",
+                          backend="redis")
+    return product, keys, sale, None if existing is None else existing.strategy, (opened, had_room)

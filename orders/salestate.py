@@ -1,5 +1,5 @@
-"""The sale's state: two Redis keys per product, that answer two questions before any
-lock or transaction.
+"""The sale's state: three Redis keys per product, that answer these questions before
+any lock or transaction.
 
 - **Sold out?** Once the product's stock reaches 0 the state says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
@@ -12,7 +12,10 @@ lock or transaction.
 - **Is the sale open, and under which strategy?** The reset writes the sale's
   window and the product's own strategy with its opening, so a purchase before the
   start or after the end is refused, and the others take their product's path,
-  without a query.
+  without a query. The state names the sale it describes (``Product.sale``): a
+  purchase trusts it only for the rows of that sale. Between a reset's commit and
+  its write of the new state, the old state names the old sale, and a purchase that
+  reads the new rows judges them by their own terms.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left
@@ -67,6 +70,8 @@ class SaleState:
     # Returns of stock to the sale so far (``sale_state_returned``): what a sold-out
     # mark written now must name.
     returns: int = 0
+    # The sale the state describes (``Product.sale``); None with ``opened``.
+    sale: int | None = None
 
     @property
     def flags_complete(self) -> bool:
@@ -78,7 +83,7 @@ class SaleState:
 LOST = SaleState(sold_out=False, opened=None)
 
 
-# Two keys, read in one MGET: the reset alone writes "opened", so nothing written
+# Three keys, read in one MGET: the reset alone writes "opened", so nothing written
 # after a loss (a purchase that read the state before it, a sold-out state) can make
 # the state vouch again for flags lost with it.
 def _opened_key(sku: str) -> str:
@@ -103,36 +108,53 @@ def sale_state_get(*, sku: str) -> SaleState:
         logger.warning("sale state unreadable, taking the slow path: %s", e)
         return LOST
     state = values.get(opened_key)
-    # A state in another shape (written before the window and the strategy rode with
-    # it) vouches for nothing, and says nothing.
-    opened, window, strategy, room = (state if isinstance(state, tuple) and len(state) == 4
-                                      else (None, None, None, False))
+    # A state in another shape (written before the sale's number rode with it) vouches
+    # for nothing, and says nothing.
+    opened, window, strategy, room, sale = (state if isinstance(state, tuple) and len(state) == 5
+                                            else (None, None, None, False, None))
     returns = values.get(returns_key, 0)
-    sold_out = values.get(sold_out_key) == returns and settings.FLASHSALE_SOLD_OUT_FAST_PATH
+    # A mark names the sale it is of: with a state, it must be the state's (a purchase
+    # of the sale before a reset may land its mark after the reset cleared it).
+    mark = values.get(sold_out_key)
+    sold_out = (isinstance(mark, tuple) and mark[1] == returns and (sale is None or mark[0] == sale)
+                and settings.FLASHSALE_SOLD_OUT_FAST_PATH)
     return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, room=room,
-                     returns=returns)
+                     returns=returns, sale=sale)
 
 
-def sale_state_open(*, sku: str, window: SaleWindow, strategy: str, room: bool = False) -> None:
-    """The reset opens the sale: before its first order, so the state is older than
-    every flag of the sale. The window, the product's own strategy ("": the
-    deployment's) and whether it has a waiting room ride with it: one key, one write."""
+def sale_state_open(*, sku: str, sale: int, window: SaleWindow, strategy: str, room: bool = False) -> bool:
+    """The reset opens the sale numbered ``sale``: before its first order, so the state
+    is older than every flag of the sale. The window, the product's own strategy ("":
+    the deployment's) and whether it has a waiting room ride with it: one key, one
+    write. False: Redis could not be written (the old state, if any, names the old
+    sale, so no purchase trusts it for the new one)."""
     try:
         cache.delete(_sold_out_key(sku))
-        cache.set(_opened_key(sku), (time.time(), window, strategy, room), timeout=None)
+        cache.set(_opened_key(sku), (time.time(), window, strategy, room, sale), timeout=None)
     except CACHE_ERRORS as e:
         logger.warning("could not write the sale state of %s: %s", sku, e)
+        return False
+    return True
 
 
-def sale_state_sold_out(*, sku: str, strategy: str, returns: int) -> None:
-    """State ``sku``'s sale sold out, until it is reset or stock returns: ``returns`` is
-    the state's count of returns as read before the stock was found empty. The first
-    to say so counts the sale's sold-out moment for /metrics."""
-    key = _sold_out_key(sku)
+def sale_state_forget(*, sku: str) -> None:
+    """Drop ``sku``'s state (a reset that failed may have written one for a sale that
+    did not commit): purchases read the rows until the next reset writes it."""
     try:
-        first = cache.add(key, returns, timeout=None)
-        if not first and cache.get(key) != returns:
-            cache.set(key, returns, timeout=None)  # sold out again after a return
+        cache.delete(_opened_key(sku))
+    except CACHE_ERRORS as e:
+        logger.warning("could not drop the sale state of %s: %s", sku, e)
+
+
+def sale_state_sold_out(*, sku: str, strategy: str, sale: int, returns: int) -> None:
+    """State ``sku``'s sale numbered ``sale`` sold out, until it is reset or stock
+    returns: ``returns`` is the state's count of returns as read before the stock was
+    found empty. The first to say so counts the sale's sold-out moment for /metrics."""
+    key, mark = _sold_out_key(sku), (sale, returns)
+    try:
+        first = cache.add(key, mark, timeout=None)
+        if not first and cache.get(key) != mark:
+            cache.set(key, mark, timeout=None)  # sold out again after a return
     except CACHE_ERRORS as e:
         logger.warning("could not state %s sold out: %s", sku, e)
         return

@@ -1,7 +1,8 @@
 """The waiting room: a sale's buyers asking for places, admitted in order at the
 room's rate, each admission a signed token a purchase spends.
 
-- ``room_open``: the reset sets a sale's room (or none), and empties its queue.
+- ``room_set``, ``room_open``: the reset sets a sale's room (or none) with its rows,
+  then empties its queue in Redis.
 - ``place_ask``: a buyer's ask, the first and every later one (a refresh, another
   tab, another instance): the same place; the room moves on as buyers ask.
 - ``admission_checked``: a purchase's admission, its signature and its buyer checked;
@@ -77,27 +78,38 @@ def _terms(room: Room) -> dict[str, int | str]:
                 per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS, order=room.admit_order)
 
 
-def room_open(*, product: Product, terms: RoomTerms | None) -> Room | None:
-    """Give ``product``'s new sale the room ``terms`` say (None: none), its queue empty.
+def room_set(*, product: Product, terms: RoomTerms | None) -> tuple[Room | None, bool]:
+    """Write the room ``terms`` say for ``product``'s new sale (None: none), in the
+    caller's transaction (the reset's), so that a purchase that reads the new sale's
+    rows finds its room with them. ``room_open`` then opens it in Redis.
 
-    :raises Unavailable: Redis cannot be reached, and the sale has a room, or had one
-        (the room is not opened, or not dropped).
+    :returns: the room, and whether Redis may hold a room of the sale before (one to drop).
+    """
+    if terms is None:
+        removed, _ = Room.objects.filter(product=product).delete()
+        return None, bool(removed)
+    room, created = Room.objects.update_or_create(product=product, defaults={
+        "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
+        "admit_order": terms.order, "opened_at": timezone.now()})
+    return room, not created
+
+
+def room_open(*, product: Product, room: Room | None, had: bool) -> None:
+    """Open ``product``'s new sale's ``room`` in Redis, its queue empty, as ``room_set``
+    wrote it; with no room, drop the sale's before if it ``had`` one. A sale that had
+    no room and has none asks Redis nothing: a reset without one works with Redis away.
+
+    :raises Unavailable: Redis cannot be reached (its row stands: the first ask opens
+        the room from it).
     """
     try:
-        if terms is None:
-            # A sale that had no room asks Redis nothing: a reset without one works
-            # with Redis away, as it did before rooms.
-            removed, _ = Room.objects.filter(product=product).delete()
-            if removed:
-                store.room_drop(sku=product.sku)
-            return None
-        room, _ = Room.objects.update_or_create(product=product, defaults={
-            "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
-            "admit_order": terms.order, "opened_at": timezone.now()})
-        store.room_write(sku=product.sku, **_terms(room))
-        return room
+        if room is not None:
+            store.room_write(sku=product.sku, **_terms(room))
+        elif had:
+            store.room_drop(sku=product.sku)
     except redis.RedisError as e:
-        raise Unavailable(f"{product.sku}: the waiting room's Redis cannot be reached: {e}") from e
+        raise Unavailable(f"{product.sku}: the waiting room's Redis cannot be reached: {e}",
+                          backend="redis") from e
 
 
 def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:

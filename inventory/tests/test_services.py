@@ -5,7 +5,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from common.errors import SoldOut, StaleLock, StockChanged
+from common.errors import SaleReplaced, SoldOut, StaleLock, StockChanged
 from common.strategies import Deduction
 from common.testing import run_at_once, start_thread
 from inventory.faults import stalled
@@ -103,9 +103,22 @@ def test_tokens_of_another_lock_are_not_compared(product_factory):
 def test_a_reset_starts_a_new_fencing_epoch(product_factory):
     product = product_factory(stock=10)
     deduct(product, 1, "op-1", RMW, fence=Fence("setnx", 50))
-    product_reset(sku=product.sku, stock=10)
+    product = product_reset(sku=product.sku, stock=10)
     deduct(product, 1, "op-2", RMW, fence=Fence("setnx", 1))
     assert Stock.objects.get(product=product).fence == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deduction, fence", [
+    (Deduction.CONDITIONAL_UPDATE, None), (Deduction.VERSIONED, None), (RMW, None), (RMW, Fence("setnx", 7))])
+def test_a_deduction_for_a_sale_a_reset_replaced_takes_nothing_from_the_new_one(product_factory, deduction,
+                                                                                 fence):
+    old = product_factory(stock=10)  # the product as a purchase read it, with its sale
+    product_reset(sku=old.sku, stock=10)
+    with pytest.raises(SaleReplaced):
+        deduct(old, 1, "op-1", deduction, fence=fence)
+    assert list(Stock.objects.values_list("quantity", "fence")) == [(10, 0)]
+    assert not StockFlow.objects.exists()
 
 
 @pytest.mark.django_db

@@ -63,9 +63,11 @@ def test_after_redis_lost_its_data_a_replay_answers_its_order_not_sold_out(sold_
 @pytest.mark.django_db
 def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_the_flags(db):
     sale_reset(sku="sku-1", stock=1)
-    assert sale_state_get(sku="sku-1").flags_complete
+    before = sale_state_get(sku="sku-1")
+    assert before.flags_complete
     cache.clear()  # lost, while a purchase that read the mark before is still on its way
-    sale_state_sold_out(sku="sku-1", strategy="atomic", returns=0)  # ...and it sells the last unit
+    # ...and it sells the last unit
+    sale_state_sold_out(sku="sku-1", strategy="atomic", sale=before.sale, returns=0)
     mark = sale_state_get(sku="sku-1")
     assert mark.sold_out and not mark.flags_complete
 

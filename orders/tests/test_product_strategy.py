@@ -180,7 +180,7 @@ def test_a_reset_that_changes_the_strategy_answers_after_every_memory_of_the_old
         resolve._strategies.pop("p")
         seen["strategy"] = resolve.strategy_resolve("p")[0].name
         seen["until"] = resolve._strategies.until("p")
-        write(**kwargs)
+        return write(**kwargs)
 
     def settle(until):
         seen["settled"], seen["now"] = until, time.monotonic()

@@ -30,7 +30,7 @@ from django.db import DatabaseError, transaction
 from MySQLdb.constants import ER
 
 from common.database_errors import database_never_connected, database_unreachable
-from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut
+from common.errors import Busy, LimitReached, OutcomeUnknown, SaleReplaced, SoldOut
 from common.requestlog import request_id_current
 from inventory.faults import stall_point
 from inventory.models import Product
@@ -46,15 +46,15 @@ def past_deadline_error(sku: str) -> Busy:
 
 
 class _Reply(NamedTuple):
-    outcome: str  # "placed", "sold_out" or "limit_reached"
+    outcome: str  # "placed", "sold_out", "limit_reached" or "replaced"
     order_id: int | None
     remaining: int | None  # the segment's, after the purchase (sold out: as it is; limit: None)
     held_us: int  # the stock row, from its UPDATE to the commit
     expires_at: datetime | None  # placed in a sale with a payment window: when it expires
 
 
-# The procedure's parameters (orders/transaction/sql/purchase.0012.sql), in its order.
-_CALL = f"CALL flashsale_purchase({', '.join(['%s'] * 13)})"
+# The procedure's parameters (orders/transaction/sql/purchase.0013.sql), in its order.
+_CALL = f"CALL flashsale_purchase({', '.join(['%s'] * 14)})"
 
 
 def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str, key: str, strategy: str,
@@ -63,6 +63,8 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
 
     :raises SoldOut: the segment has less than ``quantity``; nothing was written.
     :raises LimitReached: the buyer's limit has no room; nothing was written.
+    :raises SaleReplaced: a reset replaced ``product``'s sale (its ``sale`` as read)
+        meanwhile; nothing was written.
     :raises Busy: past ``deadline`` (``time.monotonic()``); nothing was written.
     :raises OutcomeUnknown: the connection died during the call.
     :raises IntegrityError: the key has an order already; nothing was written.
@@ -76,7 +78,7 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
     request = request_id_current()  # kept on the order
     args = [product.pk, segment, quantity, user_id, key, settings.FLASHSALE_INSTANCE, strategy,
             settings.FLASHSALE_PER_USER_LIMIT, int(settings.FLASHSALE_SECTION_DELAY_MS * 1000), budget_us,
-            nested, product.payment_window_s, request]
+            nested, product.payment_window_s, request, product.sale]
     try:
         with connection.cursor() as cursor:
             cursor.execute(_CALL, args)
@@ -95,6 +97,8 @@ def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str
                              order_id=None) from e
     if reply.outcome == "sold_out":
         raise SoldOut.short_of(product.sku, quantity, reply.remaining)
+    if reply.outcome == "replaced":
+        raise SaleReplaced.of(product.sku)
     if reply.outcome == "limit_reached":
         raise LimitReached.of(product.sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     expires_at = reply.expires_at and reply.expires_at.replace(tzinfo=UTC)

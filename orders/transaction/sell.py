@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from typing import NamedTuple
 
 from django.conf import settings
@@ -45,7 +46,7 @@ from ..models import Order
 from ..quota import quota_open, quota_take
 from ..resolve import strategy_confirmed
 from ..results import OrderResult, Timings
-from ..salestate import SaleState, sale_state_get, sale_state_sold_out
+from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import lock_name, lock_release, outcome_unknown_error
 from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
@@ -65,9 +66,11 @@ def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_ke
         key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
 
     state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
+    sale = None  # the sale whose rows the purchase reads (Product.sale)
     try:
-        segments = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
-                                 segments=segments, admitted=admitted)
+        segments, state = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
+                                        segments=segments, admitted=admitted)
+        sale = segments[0].product.sale
         placed = _groups_tried(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
                                key=key, deadline=deadline)
     except IntegrityError:
@@ -85,25 +88,26 @@ def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_ke
             flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
         raise
     except BaseException as e:
-        known = _refused(e, sku=sku, strategy=strategy, state=state, deadline=deadline,
+        known = _refused(e, sku=sku, strategy=strategy, state=state, sale=sale, deadline=deadline,
                          key=key if idempotency_key else None, fingerprint=fingerprint)
         if known is None:
             raise
         return known
     if placed.product_left == 0:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
+        sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
     if idempotency_key:
         flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
 
 
-def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, deadline: float,
-             key: str | None, fingerprint: str) -> OrderResult | None:
-    """A refusal's aftermath: the sale marked sold out when it says so, and the
-    buyer's ``key`` (None: unkeyed) freed or settled (``key_freed_or_replay``); the
-    answer of an earlier request with the key, if there is one to give instead."""
-    if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, returns=state.returns)
+def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, sale: int | None,
+             deadline: float, key: str | None, fingerprint: str) -> OrderResult | None:
+    """A refusal's aftermath: the sale numbered ``sale`` (None: its rows were not
+    read) marked sold out when it says so, and the buyer's ``key`` (None: unkeyed)
+    freed or settled (``key_freed_or_replay``); the answer of an earlier request with
+    the key, if there is one to give instead."""
+    if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out and sale is not None:
+        sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
     if key is None:
         return None
     return key_freed_or_replay(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
@@ -111,11 +115,18 @@ def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleS
 
 
 def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: StrategySpec,
-                  segments: list[Stock] | None, admitted: bool) -> list[Stock]:
+                  segments: list[Stock] | None, admitted: bool) -> tuple[list[Stock], SaleState]:
     """The sale's strategy, window, room and sold-out mark, checked after the claim (so
     that a replay is answered after the end): from the state, with no query; without
     the state, from the row, which the purchase reads anyway. The segments to plan
-    the purchase with.
+    the purchase with, and the state if it describes their sale (else ``LOST``).
+
+    The state may refuse on its own: a purchase that meets a reset under way may be
+    answered as of the sale before it. It may not admit on its own: the rows the
+    purchase takes from must be of the sale it names (a reset commits its rows before
+    it writes their state), or their own product's terms decide; and the deduction
+    takes only from the rows of that sale (``Product.sale``), so a purchase admitted
+    by the old terms takes nothing from the new sale.
 
     :raises Busy: the sale was reset under another strategy meanwhile.
     :raises NotStarted, Ended: outside the sale's window.
@@ -130,13 +141,15 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     if state.sold_out:
         raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
     segments = segments or _segments_planned(sku, state)
-    if state.opened is None:
-        product = segments[0].product
+    product = segments[0].product
+    if state.opened is None or state.sale != product.sale:
         strategy_confirmed(sku, product.strategy, strategy)
         SaleWindow.of(product).check(sku=sku, now=time.time())
         if not admitted and room_of(product=product):
             raise admission_refused_error(sku=sku)
-    return segments
+        # Nothing of the state holds for these rows but its count of returns.
+        return segments, replace(LOST, returns=state.returns)
+    return segments, state
 
 
 # Rounds of planning a purchase of a segmented product: the plan comes from a plain
