@@ -28,6 +28,11 @@ def _buy_until(stop: threading.Event, client: FlashsaleClient, sku: str, buyer: 
         answers.append(client.order(sku, 1, buyer).status_code)
 
 
+def _own_session(client: FlashsaleClient) -> FlashsaleClient:
+    """A client like ``client`` on a session of its own (a session is one thread's)."""
+    return FlashsaleClient(client.base_url, client.admin_token, tokens=client.tokens)
+
+
 @pytest.mark.parametrize("strategy", ["atomic", "redisson"])
 def test_a_reset_under_load_leaves_no_order_its_new_terms_refuse(stack_apps, strategy):
     admin = stack_apps()
@@ -38,9 +43,8 @@ def test_a_reset_under_load_leaves_no_order_its_new_terms_refuse(stack_apps, str
         sku = f"reset-load-{strategy}-{uuid.uuid4().hex[:8]}"
         admin.reset(sku, 1000, strategy=strategy)  # open now: every buyer is sold to
         stop, answers = threading.Event(), []
-        buyers = [threading.Thread(target=_buy_until, args=(
-            stop, FlashsaleClient(admin.base_url, admin.admin_token, tokens=admin.tokens), sku, label, answers))
-            for label in labels]
+        buyers = [threading.Thread(target=_buy_until, args=(stop, _own_session(admin), sku, label, answers))
+                  for label in labels]
         for buyer in buyers:
             buyer.start()
         try:

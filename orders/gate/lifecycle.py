@@ -37,13 +37,15 @@ import datetime
 import logging
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 from django.conf import settings
+from django.db import transaction
 
 from common.errors import Busy, InvalidInput, NotFound, Unavailable
 from common.strategies import Seller, strategy_of
-from inventory.models import Product
+from inventory.models import Product, Stock
 from inventory.selectors import flows_after, product_get, segments_get
 from waitingroom.models import Room
 
@@ -71,33 +73,35 @@ logger = logging.getLogger(__name__)
 # --- opening a sale --------------------------------------------------------------------
 
 
-def gate_open(*, sale: GateSale, window: SaleWindow, keys: dict[str, str] | None = None,
-              bought: dict[str, int] | None = None, replacing: int | None = None, staged: str = "") -> bool:
-    """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with the replay
-    records and per-user counts of orders the product already has (a warm-up after
-    Redis lost the sale, a reconciliation: ``keys`` and ``bought``), and put the sale
-    on the persisters' list. Whatever Redis held of the product before is dropped, in
-    one step with the loading; with ``replacing`` (a sale's id), only if that is the
-    sale Redis holds of the product. ``keys`` and ``bought`` are written beforehand
-    under names of the opening's own (the sale's id and ``staged``, which tells apart
-    two processes opening the same sale).
+def gate_open(*, sale: GateSale, window: SaleWindow, orders: OrdersLoaded | None = None,
+              replacing: int | None = None, staged: str = "") -> bool:
+    """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with
+    what it takes over of the orders the product already has (a warm-up after Redis
+    lost the sale, a reconciliation: ``orders``), and put the sale on the persisters'
+    list. Whatever Redis held of the product before is dropped, in one step with the
+    loading; with ``replacing`` (a sale's id), only if that is the sale Redis holds of
+    the product. The orders' hashes are written beforehand under names of the
+    opening's own (the sale's id and ``staged``, which tells apart two processes
+    opening the same sale).
 
     :returns: whether it opened (False: Redis holds another sale than ``replacing``).
     """
     k = gate_keys(sale.product.sku)
-    staging = (f"{k.keys}:{sale.pk}{staged}", f"{k.bought}:{sale.pk}{staged}")  # the hash tag: one slot
+    # Under the product's hash tag: one slot with its keys.
+    staging = tuple(f"{key}:{sale.pk}{staged}" for key in (k.keys, k.bought, k.returns))
+    orders = orders or OrdersLoaded({}, {}, {}, [])
     client = gate_redis()
     try:
         client.delete(*staging)
-        for chunk in _chunks(keys or {}):
-            client.hset(staging[0], mapping=chunk)
-        for chunk in _chunks(bought or {}):
-            client.hset(staging[1], mapping=chunk)
+        for key, loaded in zip(staging, (orders.keys, orders.bought, orders.returns), strict=True):
+            for chunk in _chunks(loaded):
+                client.hset(key, mapping=chunk)
         opened = gate_script(OPEN)(keys=[*k, *staging], args=[
             sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
             _ms(window.ends_at), "" if replacing is None else replacing,
             "1" if sale.product.payment_window_s else "0",
-            "1" if Room.objects.filter(product_id=sale.product_id).exists() else "0"])
+            "1" if Room.objects.filter(product_id=sale.product_id).exists() else "0",
+            "".join(f" {block} " for block in orders.adopted)])
         if opened:
             client.hset(SALES, sale.product.sku, sale.pk)
     except redis.RedisError as e:
@@ -315,11 +319,27 @@ def _undelivered(group: dict | None, last_generated: str | None, accepted: int) 
     return accepted if lag is None else lag
 
 
-def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
-    """The replay records and per-user counts of the product's orders in the
-    database: what a warm-up loads so that Redis answers for the orders it lost."""
+class OrdersLoaded(NamedTuple):
+    """What a sale rebuilt from the database takes over of the product's orders, read
+    in the transaction that reads the stock it loads (one snapshot)."""
+
+    keys: dict[str, str]  # Idempotency-Key -> replay record: Redis answers for every order
+    bought: dict[str, int]  # buyer -> units their live orders hold (the per-user limit)
+    # order id -> "returned": an expired or refunded order, whose units are in the
+    # stock loaded already; its return does nothing, a late payment takes them anew
+    returns: dict[str, str]
+    # The sales the orders were placed in: an order of one of them still pending is
+    # the new sale's to give back when it expires (its units are not in the stock
+    # loaded), and to take again when it is paid late.
+    adopted: list[int]
+
+
+def orders_loaded(product: Product) -> OrdersLoaded:
+    """What a rebuilt sale of ``product`` takes over of its orders in the database.
+    Call it in the transaction that reads the stock the sale loads: an expiry that
+    commits between the two reads would leave its units in neither or in both."""
     after = flows_after(product=product)
-    records, bought = {}, {}
+    records, bought, returns = {}, {}, {}
     for order in Order.objects.filter(product=product):
         records[order.idempotency_key] = replay_record(
             fingerprint=request_fingerprint(sku=product.sku, quantity=order.quantity, user_id=order.user_id),
@@ -327,7 +347,10 @@ def keys_of_orders(product: Product) -> tuple[dict[str, str], dict[str, int]]:
             instance=order.instance)
         if order.status in Order.HOLDING_STOCK:  # an expired order's units left its buyer's count
             bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
-    return records, bought
+        else:
+            returns[str(order.pk)] = "returned"
+    adopted = list(GateSale.objects.filter(product=product).values_list("pk", flat=True))
+    return OrdersLoaded(records, bought, returns, adopted)
 
 
 # --- the gate's sales outside a reset ---------------------------------------------------
@@ -354,9 +377,11 @@ def gate_warm(*, sku: str) -> GateSale:
     if gate_tally(sku=sku) is not None:
         raise InvalidInput(f"Redis holds a sale of {sku} already: reset the product to start over")
     product = segments[0].product
-    sale = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
-    keys, bought = keys_of_orders(product)
-    gate_open(sale=sale, window=SaleWindow.of(product), keys=keys, bought=bought)
+    with transaction.atomic():  # one snapshot: the stock loaded and the orders taken over
+        orders = orders_loaded(product)
+        stock = Stock.objects.get(product=product, segment=0).quantity
+        sale = GateSale.objects.create(product=product, loaded_stock=stock)
+    gate_open(sale=sale, window=SaleWindow.of(product), orders=orders)
     gate_settle(settled)
     return sale
 

@@ -42,7 +42,7 @@ from inventory.models import Stock
 
 from ..models import GateSale
 from ..window import SaleWindow
-from .lifecycle import gate_open, gate_written, keys_of_orders
+from .lifecycle import gate_open, gate_written, orders_loaded
 from .store import gate_keys, gate_redis
 
 logger = logging.getLogger(__name__)
@@ -114,8 +114,12 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         if old is None:
             return None  # the product was reset meanwhile: the reset's sale is another
         product = old.product
+        # The stock and the orders in one snapshot (the first plain read makes it):
+        # an order that expires after it is pending in it, and the new sale gives its
+        # units back; one that expired before is in the stock loaded.
+        segments = list(Stock.objects.filter(product=product))
+        orders = orders_loaded(product)
         if old.superseded_at is None:
-            segments = list(Stock.objects.filter(product=product))
             if len(segments) != 1:
                 raise Busy(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
             new = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
@@ -125,14 +129,13 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
             new = GateSale.objects.filter(product=product, pk__gt=old.pk).order_by("-pk").first()
             if new is None:
                 return None
-        keys, bought = keys_of_orders(product)
-    if not gate_open(sale=new, window=SaleWindow.of(product), keys=keys, bought=bought, replacing=old.pk,
+    if not gate_open(sale=new, window=SaleWindow.of(product), orders=orders, replacing=old.pk,
                      staged=secrets.token_hex(8)):
         return None
     done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(redis_stock),
                       stock=new.loaded_stock)
     logger.warning("reconciled the sale of %s after a failover: sale %d replaced by sale %d, stock %d "
                    "(the promoted Redis held %d: %+d), %d orders' keys loaded", sku, done.replaced, done.sale,
-                   done.stock, done.redis_stock, done.stock - done.redis_stock, len(keys))
+                   done.stock, done.redis_stock, done.stock - done.redis_stock, len(orders.keys))
     return done
 

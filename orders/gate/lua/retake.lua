@@ -11,14 +11,18 @@
 -- ARGV[4]  the per-user limit (0: none)
 -- Returns {"retaken", stock after}; {"kept"} (never given back); {"already"};
 -- {"sold_out", stock}; {"limit", bought}; {"cold"} when no sale is held.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'block')
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted')
 if not sale[1] then return {'cold'} end
 local id, quantity, stock = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(sale[1])
 local marker = redis.call('HGET', KEYS[2], ARGV[1])
 if marker == 'retaken' then return {'already'} end
--- An order of an earlier sale (a reconciliation since): the sale held now was loaded
--- from the database, which has its units back, so they are taken from this one.
-local returned = marker == 'returned' or math.floor(id / 33554432) ~= tonumber(sale[2])
+-- An order of this sale or of one it adopted (a rebuild) follows its marker: given
+-- back here (or loaded with the stock, expired before the rebuild), or not yet. An
+-- order of another sale: the sale held now was loaded from the database, which has
+-- its units back, so they are taken from this one.
+local block = math.floor(id / 33554432)
+local ours = block == tonumber(sale[2]) or string.find(sale[3] or '', ' ' .. block .. ' ', 1, true)
+local returned = marker == 'returned' or not ours
 if not returned then
   redis.call('HSET', KEYS[2], ARGV[1], 'retaken')
   return {'kept'}

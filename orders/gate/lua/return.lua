@@ -9,12 +9,17 @@
 -- ARGV[2]  its quantity
 -- ARGV[3]  its buyer
 -- Returns {"returned", stock after}; {"already", marker}; {"other"} when the order is
--- not of the sale Redis holds (a reset or a reconciliation since: the new sale was
--- loaded from the database, which has the units back); {"cold"} when no sale is held.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'base', 'block')
+-- neither of the sale Redis holds nor of one it adopted (a rebuild adopts the sales
+-- it replaces: an order of theirs that was pending then has its units given back
+-- here; one that had expired was marked "returned" as its units were loaded);
+-- {"cold"} when no sale is held.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted')
 if not sale[1] then return {'cold'} end
 local id, quantity = tonumber(ARGV[1]), tonumber(ARGV[2])
-if math.floor(id / 33554432) ~= tonumber(sale[3]) then return {'other'} end
+local block = math.floor(id / 33554432)
+if block ~= tonumber(sale[2]) and not string.find(sale[3] or '', ' ' .. block .. ' ', 1, true) then
+  return {'other'}
+end
 local marker = redis.call('HGET', KEYS[2], ARGV[1])
 if marker then return {'already', marker} end
 redis.call('HSET', KEYS[2], ARGV[1], 'returned')
