@@ -45,7 +45,7 @@ from inventory.services import Decided, stock_deduct, stock_plan, stock_record_d
 from locking import get_locks
 from orders.gate.lifecycle import gate_order_get
 from orders.gate.returns import Owed, gate_retake
-from orders.models import Order
+from orders.models import GateSale, Order
 from orders.quota import quota_open, quota_take
 from orders.stocklocks import lock_name, locks_acquired
 
@@ -179,29 +179,49 @@ def _paid_late(event, intent, order: Order) -> str:
 
 
 def _gate_paid_late(event, intent, order: Order) -> str:
-    """A late payment under the gate: Redis takes the units again first (it decides
-    the sale; its marker makes a repeated call do nothing), then the database: the
-    order paid again, its stock row and a ``resale`` row in the ledger."""
+    """A late payment under the gate, in one transaction: the database claims the
+    event and moves the order ``expired`` → ``paid`` first, and locks the gate sale's
+    row (as a rebuild and every persister's batch lock it); then Redis takes the units
+    again (it decides the sale; its marker makes a repeated call do nothing); then the
+    stock row and a ``resale`` row in the ledger. So a delivery that finds the event
+    handled or the order moved touches nothing in Redis, and a rebuild reads the order
+    either expired with its units in the stock it loads (before this commits) or
+    paid without them (after)."""
     product = order.product
-    taken, left = gate_retake(sku=product.sku, order=Owed(order.pk, order.quantity, order.user_id))
-    if taken in ("sold_out", "limit", "cold"):
-        return _refunded(event, intent, order.pk, why=f"the gate's sale answered {taken}", late=True)
-    with transaction.atomic():
-        if not _event_claimed(event):
-            return "duplicate"
-        if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
-            raise _Changed
-        if left is None:  # the units never came back to Redis: the database's figures
-            left = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
-            left -= order.quantity
-        resale = resale_flag(order.pk)
-        stock_record_decided(product=product, decided=[
-            Decided(quantity=order.quantity, operation_flag=resale, order_reference=str(order.pk),
-                    quantity_before=left + order.quantity, quantity_after=left)])
-        _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+    try:
+        with transaction.atomic():
+            if not _event_claimed(event):
+                return "duplicate"
+            if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+                raise _Changed
+            sales = list(GateSale.objects.select_for_update()
+                         .filter(product=product, superseded_at__isnull=True).values_list("pk", flat=True))
+            taken = gate_retake(sku=product.sku, order=Owed(order.pk, order.quantity, order.user_id))
+            if taken.outcome in ("sold_out", "limit", "cold"):
+                raise _Refused(taken.outcome)
+            if taken.sale not in sales:
+                # Redis still holds a sale a rebuild replaced (it opens the new one
+                # after its commit): what it took there goes with it. Again, later.
+                raise Busy(f"{product.sku}: the gate's sale is being rebuilt; the provider delivers again")
+            left = taken.left
+            if left is None:  # the units never came back to Redis: the database's figures
+                left = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
+                left -= order.quantity
+            resale = resale_flag(order.pk)
+            stock_record_decided(product=product, decided=[
+                Decided(quantity=order.quantity, operation_flag=resale, order_reference=str(order.pk),
+                        quantity_before=left + order.quantity, quantity_after=left)])
+            _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
+    except _Refused as refused:
+        return _refunded(event, intent, order.pk, why=f"the gate's sale answered {refused}", late=True)
     count(metrics.PAID, order.strategy)
     count(metrics.LATE, "paid")
     return "paid_late"
+
+
+class _Refused(Exception):
+    """The gate's sale refused a late payment's units (its answer): nothing of the
+    payment's transaction stands, and the payment is refunded."""
 
 
 def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,

@@ -54,7 +54,17 @@ def gate_return(*, sku: str, orders: Iterable[Owed]) -> dict[int, str]:
     return done
 
 
-def gate_retake(*, sku: str, order: Owed) -> tuple[str, int | None]:
+class Retaken(NamedTuple):
+    """What a late payment's take in Redis did: ``outcome`` (``retaken``, ``kept``,
+    ``already``, ``sold_out``, ``limit``, ``cold``), the stock it left (``retaken``
+    only), and the sale that decided (its block; None: ``cold``)."""
+
+    outcome: str
+    left: int | None
+    sale: int | None
+
+
+def gate_retake(*, sku: str, order: Owed) -> Retaken:
     """Take a late-paid order's units out of ``sku``'s sale in Redis again: ``retaken``
     (and the stock it left), ``kept`` (never given back: the order keeps them),
     ``already``, ``sold_out``, ``limit`` (the buyer's per-user limit) or ``cold``.
@@ -68,4 +78,6 @@ def gate_retake(*, sku: str, order: Owed) -> tuple[str, int | None]:
                                        settings.FLASHSALE_PER_USER_LIMIT])
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached to take units again", backend="redis") from e
-    return reply[0], int(reply[1]) if reply[0] == "retaken" else None
+    if reply[0] == "cold":
+        return Retaken("cold", None, None)
+    return Retaken(reply[0], int(reply[1]) if reply[0] == "retaken" else None, int(reply[2]))

@@ -123,8 +123,8 @@ def test_a_late_payment_takes_the_units_again_while_redis_has_them(gate_sale):
     order_id = buy(1)
     persist()
     orders_expire(now=later())
-    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1")) == ("retaken", 3)
-    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1")) == ("already", None)
+    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1"))[:2] == ("retaken", 3)
+    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1"))[:2] == ("already", None)
     assert redis_sale()["retaken"] == "1"
 
 
@@ -135,7 +135,7 @@ def test_a_late_payment_before_the_return_reached_redis_keeps_its_units(gate_sal
     monkeypatch.setattr("payments.expiry._owe", lambda sku, orders: None)
     orders_expire(now=later())
     monkeypatch.undo()
-    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1")) == ("kept", None)
+    assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1"))[:2] == ("kept", None)
     assert gate_owed_sweep() == 0  # the marker: a return now does nothing
     assert redis_sale()["stock"] == "3"
 

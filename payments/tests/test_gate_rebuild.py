@@ -12,15 +12,18 @@ pending orders' units are not part of.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from common.errors import SoldOut
+from common.testing import start_thread
 from inventory.models import Stock
+from orders.gate import reconcile
 from orders.gate.reconcile import gate_failed_over
 from orders.gate.returns import Owed, gate_retake
 from orders.gate.store import gate_keys, gate_redis
@@ -29,7 +32,9 @@ from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
+from payments import services
 from payments.expiry import gate_owed_sweep, orders_expire
+from payments.tests.conftest import delivered
 from stack.scratch import start_redis
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,6 +49,11 @@ def later():
 
 def buy(buyer: str):
     return order_create(sku=SKU, quantity=1, user_id=buyer, idempotency_key=f"key-{buyer}")
+
+
+def pay(order_id: int):
+    return Client().post(f"/api/orders/{order_id}/pay", {"payment_method": "pm_card_visa"},
+                         content_type="application/json")
 
 
 @pytest.fixture
@@ -100,8 +110,8 @@ def test_a_late_payment_of_an_order_pending_at_a_rebuild_takes_its_units_from_th
     late = Order.objects.get(pk=rebuilt_with_two_pending[0])
     orders_expire(now=later())
     owed = Owed(late.pk, late.quantity, late.user_id)
-    assert gate_retake(sku=SKU, order=owed) == ("retaken", 2)  # 1 + 2 given back, 1 taken again
-    assert gate_retake(sku=SKU, order=owed) == ("already", None)
+    assert gate_retake(sku=SKU, order=owed)[:2] == ("retaken", 2)  # 1 + 2 given back, 1 taken again
+    assert gate_retake(sku=SKU, order=owed)[:2] == ("already", None)
     assert [buy(f"n{i}").order_id for i in range(2)]
     with pytest.raises(SoldOut):
         buy("n2")
@@ -117,3 +127,56 @@ def test_an_order_that_expired_before_the_rebuild_is_not_given_back_twice(restar
     assert gate_redis().hget(gate_keys(SKU).sale, "stock") == "3"
     assert gate_owed_sweep() == 0 and gate_redis().hget(gate_keys(SKU).sale, "stock") == "3"
     assert Stock.objects.get(product__sku=SKU).quantity == 3
+
+
+def test_a_late_payment_under_way_as_the_sale_is_rebuilt_leaves_redis_and_the_database_agreeing(
+        restartable_redis, provider, monkeypatch):
+    """The late payment has taken its units in Redis; before its database step, the
+    gate's Redis restarts and a persister rebuilds the sale. The rebuilt sale must not
+    hold the units the payment takes in the database (it would sell them again)."""
+    sale_reset(sku=SKU, stock=2, payment_window_s=WINDOW_S)
+    order_id = buy("u1").order_id
+    persist()
+    provider.webhook_url, url = None, provider.webhook_url  # its webhook comes late
+    assert pay(order_id).status_code == 202
+    provider.webhook_url = url
+    assert orders_expire(now=later()).orders == 1
+    retook, go, real = threading.Event(), threading.Event(), services.gate_retake
+
+    def retake_then_wait(**kwargs):
+        taken = real(**kwargs)
+        retook.set()
+        go.wait(10)
+        return taken
+
+    monkeypatch.setattr(services, "gate_retake", retake_then_wait)
+    rebuilding, written = threading.Event(), reconcile.gate_written
+
+    def written_then_say(**kwargs):
+        written(**kwargs)
+        rebuilding.set()  # the rebuild's transaction comes next
+
+    monkeypatch.setattr(reconcile, "gate_written", written_then_say)
+    try:
+        provider.resend(provider.events[-1]["id"])
+        assert retook.wait(10)
+        restartable_redis()
+        rebuild, _ = start_thread(persist)  # finds the sale failed over, and rebuilds it
+        # The rebuild's transaction under way (then done, or waiting for the sale's
+        # row, which the payment's transaction holds) before the payment goes on.
+        assert rebuilding.wait(10)
+        rebuild.join(0.3)
+    finally:
+        go.set()
+    delivered(provider)
+    rebuild.join(30)
+    assert provider.relay.answers[-1][1]["outcome"] == "paid_late"
+    persist()
+    in_redis = gate_redis().hget(gate_keys(SKU).sale, "stock")
+    assert in_redis == str(Stock.objects.get(product__sku=SKU).quantity) == "1"
+    assert buy("n1").order_id
+    with pytest.raises(SoldOut):
+        buy("n2")
+    persist()
+    audit = sale_audit(sku=SKU)
+    assert audit.consistent and audit.gate.reconciled and not audit.gate.dead_lettered, audit
