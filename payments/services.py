@@ -235,7 +235,8 @@ def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
     :returns: ``paid_late``; ``duplicate`` (``claim`` said so); None when the stock or
         the buyer's limit has no room (nothing written: the payment is to be refunded).
     :raises _Changed: the order is no longer expired.
-    :raises Busy, Unavailable: the lock was not had.
+    :raises Busy, Unavailable: the lock was not had; or its release, the commit of a
+        MySQL lock, failed (rolled back, or not known: the event's next delivery tells).
     """
     product = order.product
     strategy = strategy_of(product.strategy)
@@ -254,15 +255,31 @@ def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
                 continue
         else:
             raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
-    finally:
-        try:
-            lock.release()
-        except Exception as e:
-            logger.warning("%s: release after a late payment failed: %s", lock, e)
+    except BaseException:
+        _released_after_failure(lock)
+        raise
+    try:
+        lock.release()
+    except Exception as e:
+        if lock.commits_work:
+            # The release was the COMMIT (the MySQL locks): rolled back, or nobody
+            # here knows. The webhook answers 503, and the provider delivers again:
+            # the event's claim makes a payment that did land count once.
+            raise Busy(f"{product.sku}: the late payment's commit, its lock's release, failed ({e}); "
+                       "the provider delivers again") from e
+        logger.warning("%s: release after a late payment failed: %s", lock, e)
     if outcome == "paid_late":
         count(metrics.PAID, order.strategy)
         count(metrics.LATE, "paid")
     return outcome
+
+
+def _released_after_failure(lock) -> None:
+    """Release after a failed late payment: its failure is what the caller hears."""
+    try:
+        lock.release()
+    except Exception as e:
+        logger.warning("%s: release after a failed late payment failed: %s", lock, e)
 
 
 def _retake(order: Order, product: Product, strategy, fences, claim, then) -> str | None:

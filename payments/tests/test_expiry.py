@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 from django.test import override_settings
 from django.utils import timezone
 
-from common.errors import LimitReached, SoldOut
+from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut, Unavailable
 from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from locking.backends.mysql import side_connection
@@ -23,7 +23,7 @@ from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 from payments.expiry import expiry_pass, orders_expire, return_flag
-from payments.services import order_pay
+from payments.services import order_pay, order_retake
 
 # Every strategy that sells in a transaction and is correct: a return beside its
 # purchases must be too.
@@ -196,3 +196,35 @@ def test_a_pass_after_the_database_dropped_the_expirers_connection_connects_anew
         orders_expire()  # the same dead connection: what the expirer's loop met, pass after pass
     assert expiry_pass().orders == 2
     assert Stock.objects.get().quantity == 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["mysql", "mysql-for-update"])
+def test_a_late_payment_whose_commit_fails_as_its_lock_releases_is_not_said_paid(monkeypatch, strategy):
+    """Under the MySQL locks the release is the COMMIT: if the database goes as it
+    runs, the late payment must not answer ``paid_late`` (the webhook would say 200,
+    the provider would stop delivering, and the order would stay expired with the
+    buyer's money taken)."""
+    sale_reset(sku="sku-1", stock=2, strategy=strategy, payment_window_s=WINDOW_S)
+    order_id = buy(1).order_id
+    assert orders_expire(now=later()).orders == 1
+    wrapper = connections["default"]
+    wrapper.ensure_connection()
+    real = wrapper._commit
+
+    def the_database_goes_down(*args):
+        with side_connection("default") as cursor:
+            cursor.execute("KILL %s", [wrapper.connection.thread_id()])
+        monkeypatch.setitem(wrapper.settings_dict, "PORT", 1)  # and stays down: reconnecting fails
+        return real(*args)
+
+    monkeypatch.setattr(wrapper, "_commit", the_database_goes_down)
+    with pytest.raises((Busy, OutcomeUnknown, Unavailable)):
+        order_retake(order=Order.objects.select_related("product").get(pk=order_id))
+    monkeypatch.undo()  # back up
+    wrapper.close()
+    assert Order.objects.get(pk=order_id).status == "expired" and Stock.objects.get().quantity == 2
+    # The provider delivers again: now it is paid, once.
+    order = Order.objects.select_related("product").get(pk=order_id)
+    assert order_retake(order=order) == "paid_late"
+    assert Order.objects.get(pk=order_id).status == "paid" and Stock.objects.get().quantity == 1
