@@ -124,6 +124,10 @@ class ScriptPipeline:
                 purchase.error = e
             return
         wait = self._wait()
+        for purchase in batch:
+            # Only this exchange's WAIT vouches for what it sends: a count from an
+            # earlier one (a batch refused for NOSCRIPT, sent again) covered less.
+            purchase.replicas = None
         server = getattr(connection, "server_id", "")
         commands = [(*p.command, server) for p in batch] + ([("WAIT", *wait)] if wait else [])
         read = 0

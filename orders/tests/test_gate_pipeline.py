@@ -7,6 +7,7 @@ purchase's script unanswered while the others come, so they wait and go out as t
 next batch, in the order they came.
 """
 
+import signal
 import threading
 import time
 
@@ -18,12 +19,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from common.gateredis import unreachable
+from common.testing import wait_until
 from orders.gate.pipeline import ScriptPipeline
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
-from stack.scratch import redis_servers
+from stack.scratch import redis_servers, replica_in_step, start_redis
 
 # Its backends are asked for by name (getfixturevalue): conftest.py cannot see them.
 pytestmark = pytest.mark.server
@@ -204,3 +206,38 @@ class socket_free:
 
     def __exit__(self, *exc) -> None:
         self._socket.close()
+
+
+def test_a_batch_sent_again_after_noscript_is_vouched_for_only_by_its_own_wait():
+    """The first WAIT of a batch Redis refused (NOSCRIPT) counted writes that did not
+    include the scripts sent again after it: if the second WAIT's reply is lost, the
+    purchases' replicas are unknown, never the first count."""
+    with redis_servers(1) as (primary,):
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        try:
+            wait_until(lambda: replica_in_step(primary.client()), 10, what="the replica in step")
+            client = redis.Redis.from_url(primary.url, decode_responses=True, socket_timeout=5)
+            script = client.register_script(COUNTING)
+            script_load = client.script_load  # not loaded: the first batch meets NOSCRIPT
+
+            def loaded_then_replica_stops(source):
+                sha = script_load(source)
+                replica.process.send_signal(signal.SIGSTOP)  # the second WAIT blocks...
+                threading.Thread(target=_kill_the_waiting_client, args=(primary.client(),)).start()
+                return sha  # ...and its connection is killed meanwhile: the WAIT's reply is lost
+
+            client.script_load = loaded_then_replica_stops
+            pipeline = ScriptPipeline(script, wait=lambda: (1, 5000))
+            replied = pipeline.run([COUNTER], [0, "p"])
+            assert replied.value == ["p", 1] and replied.replicas is None
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+            replica.stop()
+
+
+def _kill_the_waiting_client(server: redis.Redis) -> None:
+    """Kill the connection that is blocked in WAIT, once there is one."""
+    wait_until(lambda: any(c["cmd"] == "wait" for c in server.client_list()), 5, what="a client in WAIT")
+    for c in server.client_list():
+        if c["cmd"] == "wait":
+            server.client_kill_filter(_id=c["id"])
