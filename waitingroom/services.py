@@ -125,7 +125,7 @@ def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:
             _reopened(sku)
             asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
     except redis.RedisError as e:
-        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}") from e
+        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}", backend="redis") from e
     for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
                             (metrics.SKIPPED, asked.skipped)):
         if amount:
@@ -192,7 +192,7 @@ def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: s
     try:
         spent = store.admission_spend(sku=sku, buyer=buyer, sale=admission.sale, key=key)
     except redis.RedisError as e:
-        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}") from e
+        raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}", backend="redis") from e
     if spent == "none":
         return False
     if spent != "ok":

@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from buyers.tokens import token_issue
+from stack.scratch import free_port
 from waitingroom.models import Room
 
 pytestmark = pytest.mark.django_db
@@ -80,3 +81,10 @@ def test_a_reset_sets_its_rooms_terms_with_their_defaults(admin_api):
         (7, 3, 9, "shuffled")
     admin_api.post("/api/admin/products/r-terms/reset", {"stock": 5}, format="json")
     assert not Room.objects.filter(product__sku="r-terms").exists()
+
+
+def test_an_ask_while_the_rooms_redis_is_away_is_503_unavailable(room, settings):
+    settings.FLASHSALE_GATE_REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    response = buyer("ann").post(room, {}, format="json")
+    assert response.status_code == 503, response.content
+    assert (response.json()["error"], response.json()["backend"]) == ("unavailable", "redis")
