@@ -28,7 +28,7 @@ from django.db import DatabaseError, transaction
 from common.errors import Busy, InvalidInput, Unavailable, database_failure
 from common.strategies import Seller, StrategySpec
 from inventory.selectors import product_get
-from waitingroom.services import admission_checked, admission_spend
+from waitingroom.services import admission_checked, admission_spend, admission_unspend
 
 from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
@@ -85,7 +85,14 @@ def order_create(
             return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "",
                                       strategy=strategy)
         admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
-        return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
+        try:
+            return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
+        except (Busy, Unavailable, DatabaseError):
+            # No decision of the sale's, and nothing written: the admission is the
+            # buyer's still (the gate's script spends it with its decision alone).
+            if admitted:
+                admission_unspend(sku=sku, buyer=user_id, key=key)
+            raise
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
         if answer is None:

@@ -16,6 +16,7 @@ admission unused within its time frees its slot.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,8 @@ from inventory.models import Product
 from . import metrics, store
 from .models import Room
 from .tokens import Admission, TokenRefused, admission_read, admission_token
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,17 @@ def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: s
     if spent != "ok":
         raise admission_refused_error(sku=sku, reason=spent)
     return True
+
+
+def admission_unspend(*, sku: str, buyer: str, key: str) -> None:
+    """Give ``buyer`` back the admission the purchase ``key`` spent, when the sale
+    decided nothing (503, nothing written): an unkeyed purchase cannot be retried
+    under its key, and a 503 must not cost the buyer their place. Redis out of
+    reach: the admission stays spent (logged)."""
+    try:
+        store.admission_unspend(sku=sku, buyer=buyer, key=key)
+    except redis.RedisError as e:
+        logger.warning("%s: an admission spent by a purchase that wrote nothing stays spent: %s", sku, e)
 
 
 _REFUSALS = {

@@ -118,6 +118,18 @@ def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:
     return _script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key])
 
 
+# A purchase's spend undone: the admission buys again, as long as it runs (its slot
+# stays freed: the room may have admitted the next buyer with it).
+_UNSPEND = """if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1"""
+
+
+def admission_unspend(*, sku: str, buyer: str, key: str) -> bool:
+    """Undo the spend of ``buyer``'s admission by the purchase ``key`` (False: not spent by it)."""
+    return bool(_script(_UNSPEND)(keys=[room_keys(sku)["used"]], args=[buyer, key]))
+
+
 @dataclass(frozen=True)
 class RoomCounts:
     waiting: int  # places in the queue (abandoned ones not yet skipped included)

@@ -6,11 +6,14 @@ import time
 
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
 
-from common.errors import AdmissionRefused, SoldOut
+from common.errors import AdmissionRefused, Busy, SoldOut
 from common.gateredis import gate_redis
 from common.strategies import STRATEGIES as STRATEGY_SPECS
+from common.testing import held_elsewhere
 from inventory.models import Stock
+from locking import get_lock
 from orders.gate.store import gate_keys
 from orders.models import Order
 from orders.purchase import order_create
@@ -116,3 +119,21 @@ def test_an_admission_meeting_a_sold_out_gate_sale_is_spent_and_frees_its_slot()
         buy("cat")
     assert place_ask(sku=sku, buyer="cat").state == "used"
     admitted(sku, "dan")  # to cat's slot, freed (one at once)
+
+
+@override_settings(FLASHSALE_STRATEGY="local",
+                   LOCKING={"local": {"BACKEND": "locking.backends.local.LocalLockBackend",
+                                      "OPTIONS": {"wait_timeout": 0.1}}})
+def test_a_purchase_that_wrote_nothing_and_said_so_does_not_spend_its_admission():
+    """An admission is spent with the sale's decision: a 503 (the stock lock busy) is
+    none, and an unkeyed purchase cannot be retried under its key."""
+    sku = "room-busy"
+    sale_reset(sku=sku, stock=5, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    token = admitted(sku, "ann")
+    with held_elsewhere(lambda: get_lock(f"stock:{sku}", alias="local")), pytest.raises(Busy):
+        order_create(sku=sku, quantity=1, user_id="ann", admission=token)
+    assert units_left(sku) == 5
+    assert order_create(sku=sku, quantity=1, user_id="ann", admission=token).order_id
+    with pytest.raises(AdmissionRefused) as refused:  # spent on the purchase that bought
+        order_create(sku=sku, quantity=1, user_id="ann", admission=token)
+    assert refused.value.extra["reason"] == "used" and units_left(sku) == 4
