@@ -37,7 +37,6 @@ import datetime
 import logging
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import redis
 from django.conf import settings
@@ -45,12 +44,11 @@ from django.db import transaction
 
 from common.errors import Busy, InvalidInput, NotFound, Unavailable
 from common.strategies import Seller, strategy_of
-from inventory.models import Product, Stock
-from inventory.selectors import flows_after, product_get, segments_get
+from inventory.models import Stock
+from inventory.selectors import product_get, segments_get
 from waitingroom.models import Room
 
-from ..idempotency import request_fingerprint
-from ..models import GateSale, Order
+from ..models import GateSale
 from ..window import SaleWindow
 from .sell import sold_out_forget
 from .store import (
@@ -66,6 +64,7 @@ from .store import (
     gate_redis,
     gate_script,
 )
+from .takeover import OrdersLoaded, orders_loaded
 
 logger = logging.getLogger(__name__)
 
@@ -214,11 +213,6 @@ def _chunks(mapping: dict, size: int = 1000):
         yield dict(items[start:start + size])
 
 
-def replay_record(*, fingerprint: str, order_id: int, remaining: int, quantity: int, instance: str) -> str:
-    """A key's replay record, as the script writes it."""
-    return f"{fingerprint} {order_id} {remaining} {quantity} {instance}"
-
-
 # --- following an order, and the tally ---------------------------------------------------
 
 
@@ -317,43 +311,6 @@ def _undelivered(group: dict | None, last_generated: str | None, accepted: int) 
     # may be unread, as far as anyone knows.
     lag = group.get("lag")
     return accepted if lag is None else lag
-
-
-class OrdersLoaded(NamedTuple):
-    """What a sale rebuilt from the database takes over of the product's orders, read
-    in the transaction that reads the stock it loads (one snapshot)."""
-
-    keys: dict[str, str]  # Idempotency-Key -> replay record: Redis answers for every order
-    bought: dict[str, int]  # buyer -> units their live orders hold (the per-user limit)
-    # order id -> "returned": an expired or refunded order, whose units are in the
-    # stock loaded already; its return does nothing, a late payment takes them anew
-    returns: dict[str, str]
-    # The sales the orders were placed in: an order of one of them still pending is
-    # the new sale's to give back when it expires (its units are not in the stock
-    # loaded), and to take again when it is paid late.
-    adopted: list[int]
-
-
-def orders_loaded(product: Product) -> OrdersLoaded:
-    """What a rebuilt sale of ``product`` takes over of its orders in the database.
-    Call it in the transaction that reads the stock the sale loads: an expiry that
-    commits between the two reads would leave its units in neither or in both."""
-    after = flows_after(product=product)
-    records, bought, returns = {}, {}, {}
-    for order in Order.objects.filter(product=product):
-        records[order.idempotency_key] = replay_record(
-            fingerprint=request_fingerprint(sku=product.sku, quantity=order.quantity, user_id=order.user_id),
-            order_id=order.pk, remaining=after.get(order.idempotency_key, 0), quantity=order.quantity,
-            instance=order.instance)
-        if order.status in Order.HOLDING_STOCK:  # an expired order's units left its buyer's count
-            bought[order.user_id] = bought.get(order.user_id, 0) + order.quantity
-        else:
-            returns[str(order.pk)] = "returned"
-    adopted = list(GateSale.objects.filter(product=product).values_list("pk", flat=True))
-    return OrdersLoaded(records, bought, returns, adopted)
-
-
-# --- the gate's sales outside a reset ---------------------------------------------------
 
 
 def gate_warm(*, sku: str) -> GateSale:

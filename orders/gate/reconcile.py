@@ -42,8 +42,9 @@ from inventory.models import Stock
 
 from ..models import GateSale
 from ..window import SaleWindow
-from .lifecycle import gate_open, gate_written, orders_loaded
+from .lifecycle import gate_open, gate_written
 from .store import gate_keys, gate_redis
+from .takeover import orders_loaded
 
 logger = logging.getLogger(__name__)
 
