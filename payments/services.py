@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,27 +30,21 @@ from django.db import IntegrityError, transaction
 from common.errors import (
     Busy,
     InvalidInput,
-    LimitReached,
     NotFound,
     NotPayable,
-    SoldOut,
-    StockChanged,
 )
 from common.metrics import count
 from common.strategies import Seller, strategy_of
-from inventory.models import Product, Stock
-from inventory.selectors import segments_get
-from inventory.services import Decided, stock_deduct, stock_plan, stock_record_decided
-from locking import get_locks
+from inventory.models import Stock
+from inventory.services import Decided, stock_record_decided
 from orders.gate.lifecycle import gate_order_get
 from orders.gate.returns import Owed, gate_retake
 from orders.models import GateSale, Order
-from orders.quota import quota_open, quota_take
-from orders.stocklocks import lock_name, locks_acquired
 
 from . import metrics
 from .models import Payment, WebhookEvent
 from .provider import event_verified, intent_create, refund_create
+from .retake import OrderChanged, order_moved, order_retake, resale_flag
 
 logger = logging.getLogger(__name__)
 
@@ -131,11 +124,6 @@ def webhook_receive(*, payload: bytes, signature: str | None) -> str:
     return handler(event, obj, order_id)
 
 
-class _Changed(Exception):
-    """The order's status changed between the read and the conditional move: the
-    transaction is rolled back and the event dispatched again."""
-
-
 def _succeeded(event, intent, order_id: int) -> str:
     for _ in range(3):
         order = Order.objects.select_related("product").filter(pk=order_id).first()
@@ -150,7 +138,7 @@ def _succeeded(event, intent, order_id: int) -> str:
                     pk=intent.id, status=Payment.Status.SUCCEEDED).exists():
                 return _recorded(event, intent, order_id, Payment.Status.SUCCEEDED, "paid")
             return _refunded(event, intent, order_id, why=f"the order is {order.status}")
-        except _Changed:
+        except OrderChanged:
             continue
     raise Busy(f"order {order_id} kept changing while its payment was recorded; the provider delivers again")
 
@@ -159,8 +147,8 @@ def _paid_in_time(event, intent, order: Order) -> str:
     with transaction.atomic():
         if not _event_claimed(event):
             return "duplicate"
-        if not _moved(order.pk, Order.Status.PENDING, Order.Status.PAID):
-            raise _Changed
+        if not order_moved(order.pk, Order.Status.PENDING, Order.Status.PAID):
+            raise OrderChanged
         _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
     count(metrics.PAID, order.strategy)
     return "paid"
@@ -192,8 +180,8 @@ def _gate_paid_late(event, intent, order: Order) -> str:
         with transaction.atomic():
             if not _event_claimed(event):
                 return "duplicate"
-            if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
-                raise _Changed
+            if not order_moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+                raise OrderChanged
             sales = list(GateSale.objects.select_for_update()
                          .filter(product=product, superseded_at__isnull=True).values_list("pk", flat=True))
             taken = gate_retake(sku=product.sku, order=Owed(order.pk, order.quantity, order.user_id))
@@ -224,88 +212,6 @@ class _Refused(Exception):
     payment's transaction stands, and the payment is refunded."""
 
 
-def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
-                 then: Callable[[], None] = lambda: None) -> str | None:
-    """Take an expired order's units out of the stock again (its payment came late):
-    under the sale's stock locks, its buyer's quota counted again, the strategy's own
-    deduction (a ``sale`` row flagged ``resale <order id>``), and ``expired`` →
-    ``paid``, in one transaction that also runs ``claim`` first (False: the payment
-    was recorded before; nothing is done) and ``then`` last.
-
-    :returns: ``paid_late``; ``duplicate`` (``claim`` said so); None when the stock or
-        the buyer's limit has no room (nothing written: the payment is to be refunded).
-    :raises _Changed: the order is no longer expired.
-    :raises Busy, Unavailable: the lock was not had; or its release, the commit of a
-        MySQL lock, failed (rolled back, or not known: the event's next delivery tells).
-    """
-    product = order.product
-    strategy = strategy_of(product.strategy)
-    segments = segments_get(sku=product.sku)
-    names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
-    quota_open(product=product, user_id=order.user_id)
-    lock = get_locks(names.values(), alias=strategy.lock)
-    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
-    try:
-        for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
-            try:
-                outcome = _retake(order, product, strategy, fences, claim, then)
-                lock.ensure_held()
-                break
-            except StockChanged:
-                continue
-        else:
-            raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
-    except BaseException:
-        _released_after_failure(lock)
-        raise
-    try:
-        lock.release()
-    except Exception as e:
-        if lock.commits_work:
-            # The release was the COMMIT (the MySQL locks): rolled back, or nobody
-            # here knows. The webhook answers 503, and the provider delivers again:
-            # the event's claim makes a payment that did land count once.
-            raise Busy(f"{product.sku}: the late payment's commit, its lock's release, failed ({e}); "
-                       "the provider delivers again") from e
-        logger.warning("%s: release after a late payment failed: %s", lock, e)
-    if outcome == "paid_late":
-        count(metrics.PAID, order.strategy)
-        count(metrics.LATE, "paid")
-    return outcome
-
-
-def _released_after_failure(lock) -> None:
-    """Release after a failed late payment: its failure is what the caller hears."""
-    try:
-        lock.release()
-    except Exception as e:
-        logger.warning("%s: release after a failed late payment failed: %s", lock, e)
-
-
-def _retake(order: Order, product: Product, strategy, fences, claim, then) -> str | None:
-    try:
-        with transaction.atomic():
-            if not claim():
-                return "duplicate"
-            if not _moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
-                raise _Changed
-            quota_take(product=product, user_id=order.user_id, quantity=order.quantity)
-            for group in stock_plan(segments_get(sku=product.sku), order.quantity):
-                try:
-                    stock_deduct(product=product, quantity=order.quantity,
-                                 operation_flag=resale_flag(order.pk), order_reference=str(order.pk),
-                                 deduction=strategy.deduction, segments=group, fences=fences)
-                    break
-                except SoldOut:
-                    continue
-            else:
-                raise SoldOut(f"{product.sku}: no room for a late payment")
-            then()
-    except (SoldOut, LimitReached):
-        return None
-    return "paid_late"
-
-
 def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> str:
     """Give the payment back, then record it: a refund the provider did not take
     leaves nothing recorded, so the event's next delivery tries again (the refund's
@@ -315,7 +221,7 @@ def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> 
     with transaction.atomic():
         if not _event_claimed(event):
             return "duplicate"
-        _moved(order_id, Order.Status.EXPIRED, Order.Status.REFUNDED)
+        order_moved(order_id, Order.Status.EXPIRED, Order.Status.REFUNDED)
         _intent_record(intent, order_id, Payment.Status.REFUNDED)
     count(metrics.REFUNDS, "late" if late else "other")
     if late:
@@ -351,11 +257,6 @@ _HANDLERS = {
 }
 
 
-def _moved(order_id: int, before: str, after: str) -> bool:
-    """The order's one conditional move: whatever moved it first, this one matches nothing."""
-    return bool(Order.objects.filter(pk=order_id, status=before).update(status=after))
-
-
 def _event_claimed(event) -> bool:
     """Record the event in the caller's transaction; False if it was recorded before
     (a second delivery): the caller changes nothing."""
@@ -385,12 +286,6 @@ def _payment_record(*, intent_id: str, order_id: int, amount: int, currency: str
     if not created:
         behind = [s for s, rank in _RANK.items() if rank < _RANK[status]]
         Payment.objects.filter(pk=intent_id, status__in=behind).update(status=status)
-
-
-def resale_flag(order_id: int) -> str:
-    """The ledger's operation flag of a late payment's units, taken again (a space:
-    no Idempotency-Key holds one)."""
-    return f"resale {order_id}"
 
 
 def order_pay(*, order_id: int) -> str:

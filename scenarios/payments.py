@@ -163,7 +163,7 @@ def s22_expiry_by_id_races_a_payment(ctx: Context) -> Outcome:
 def s23_late_payment_without_the_stock(ctx: Context) -> Outcome:
     from orders.models import Order
     from payments.expiry import orders_expire
-    from payments.services import order_retake
+    from payments.retake import order_retake
 
     def sale(recheck: bool) -> dict:
         sku, orders = _sold_out_sale(f"s23-{'fixed' if recheck else 'naive'}")

@@ -23,7 +23,8 @@ from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 from payments.expiry import expiry_pass, orders_expire, return_flag
-from payments.services import order_pay, order_retake
+from payments.retake import order_retake
+from payments.services import order_pay
 
 # Every strategy that sells in a transaction and is correct: a return beside its
 # purchases must be too.

@@ -20,7 +20,7 @@ from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 from payments.expiry import orders_expire
 from payments.models import Payment, WebhookEvent
-from payments.services import resale_flag
+from payments.retake import resale_flag
 
 from .conftest import WEBHOOK_SECRET, delivered
 

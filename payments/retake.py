@@ -1,0 +1,125 @@
+"""A late payment's units taken again under the locked sellers (every strategy but
+the gate, whose late payment is ``payments.services``'): under the sale's stock
+locks, as a purchase of the sale would take them, in the transaction that records
+the payment; and the order's one conditional move."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import transaction
+
+from common.errors import Busy, LimitReached, SoldOut, StockChanged
+from common.metrics import count
+from common.strategies import strategy_of
+from inventory.models import Product
+from inventory.selectors import segments_get
+from inventory.services import stock_deduct, stock_plan
+from locking import get_locks
+from orders.models import Order
+from orders.quota import quota_open, quota_take
+from orders.stocklocks import lock_name, locks_acquired
+
+from . import metrics
+
+logger = logging.getLogger(__name__)
+
+
+class OrderChanged(Exception):
+    """The order's status changed between the read and the conditional move: the
+    transaction is rolled back and the event dispatched again."""
+
+
+def order_moved(order_id: int, before: str, after: str) -> bool:
+    """The order's one conditional move: whatever moved it first, this one matches nothing."""
+    return bool(Order.objects.filter(pk=order_id, status=before).update(status=after))
+
+
+def resale_flag(order_id: int) -> str:
+    """The ledger's operation flag of a late payment's units, taken again (a space:
+    no Idempotency-Key holds one)."""
+    return f"resale {order_id}"
+
+
+def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
+                 then: Callable[[], None] = lambda: None) -> str | None:
+    """Take an expired order's units out of the stock again (its payment came late):
+    under the sale's stock locks, its buyer's quota counted again, the strategy's own
+    deduction (a ``sale`` row flagged ``resale <order id>``), and ``expired`` →
+    ``paid``, in one transaction that also runs ``claim`` first (False: the payment
+    was recorded before; nothing is done) and ``then`` last.
+
+    :returns: ``paid_late``; ``duplicate`` (``claim`` said so); None when the stock or
+        the buyer's limit has no room (nothing written: the payment is to be refunded).
+    :raises OrderChanged: the order is no longer expired.
+    :raises Busy, Unavailable: the lock was not had; or its release, the commit of a
+        MySQL lock, failed (rolled back, or not known: the event's next delivery tells).
+    """
+    product = order.product
+    strategy = strategy_of(product.strategy)
+    segments = segments_get(sku=product.sku)
+    names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
+    quota_open(product=product, user_id=order.user_id)
+    lock = get_locks(names.values(), alias=strategy.lock)
+    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
+    try:
+        for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
+            try:
+                outcome = _retake(order, product, strategy, fences, claim, then)
+                lock.ensure_held()
+                break
+            except StockChanged:
+                continue
+        else:
+            raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
+    except BaseException:
+        _released_after_failure(lock)
+        raise
+    try:
+        lock.release()
+    except Exception as e:
+        if lock.commits_work:
+            # The release was the COMMIT (the MySQL locks): rolled back, or nobody
+            # here knows. The webhook answers 503, and the provider delivers again:
+            # the event's claim makes a payment that did land count once.
+            raise Busy(f"{product.sku}: the late payment's commit, its lock's release, failed ({e}); "
+                       "the provider delivers again") from e
+        logger.warning("%s: release after a late payment failed: %s", lock, e)
+    if outcome == "paid_late":
+        count(metrics.PAID, order.strategy)
+        count(metrics.LATE, "paid")
+    return outcome
+
+
+def _released_after_failure(lock) -> None:
+    """Release after a failed late payment: its failure is what the caller hears."""
+    try:
+        lock.release()
+    except Exception as e:
+        logger.warning("%s: release after a failed late payment failed: %s", lock, e)
+
+
+def _retake(order: Order, product: Product, strategy, fences, claim, then) -> str | None:
+    try:
+        with transaction.atomic():
+            if not claim():
+                return "duplicate"
+            if not order_moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+                raise OrderChanged
+            quota_take(product=product, user_id=order.user_id, quantity=order.quantity)
+            for group in stock_plan(segments_get(sku=product.sku), order.quantity):
+                try:
+                    stock_deduct(product=product, quantity=order.quantity,
+                                 operation_flag=resale_flag(order.pk), order_reference=str(order.pk),
+                                 deduction=strategy.deduction, segments=group, fences=fences)
+                    break
+                except SoldOut:
+                    continue
+            else:
+                raise SoldOut(f"{product.sku}: no room for a late payment")
+            then()
+    except (SoldOut, LimitReached):
+        return None
+    return "paid_late"
