@@ -39,10 +39,11 @@ NEW_TERMS = dict(stock=100, starts_at=datetime.now(UTC) + timedelta(hours=1), pa
                  room=RoomTerms.given(rate=1))
 
 
-def paused(monkeypatch, module, name: str) -> tuple[threading.Event, threading.Event]:
-    """Pause the next call of ``module.name`` (only the first): ``reached`` is set
-    when it is called, and it goes on once ``go`` is set."""
-    real, reached, go = getattr(module, name), threading.Event(), threading.Event()
+def bought_across_a_reset(monkeypatch, strategy: str, step: str) -> dict:
+    """A purchase paused as it calls ``orders.transaction.sell``'s ``step`` (only its
+    first call), the sale reset to ``NEW_TERMS`` meanwhile, then let go: its outcome
+    ("value" or "error")."""
+    real, reached, go = getattr(sell, step), threading.Event(), threading.Event()
 
     def wait_then_call(*args, **kwargs):
         if not reached.is_set():
@@ -50,8 +51,16 @@ def paused(monkeypatch, module, name: str) -> tuple[threading.Event, threading.E
             assert go.wait(30), "never let go"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(module, name, wait_then_call)
-    return reached, go
+    monkeypatch.setattr(sell, step, wait_then_call)
+    buyer, outcome = start_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="u1",
+                                                       idempotency_key="k1"), daemon=True)
+    try:
+        assert reached.wait(30)
+        sale_reset(sku="sku-1", strategy=strategy, **NEW_TERMS)
+    finally:
+        go.set()
+    buyer.join(30)
+    return outcome
 
 
 def the_new_sale_untouched(sku: str) -> bool:
@@ -70,13 +79,7 @@ def test_a_purchase_admitted_by_the_old_terms_takes_nothing_from_the_new_sale(st
     sale_reset(sku="sku-1", stock=5, strategy=strategy)  # open now, no room, no payment step
     order_create(sku="sku-1", quantity=1, user_id="u0", idempotency_key="k0")  # the plan read: this sale's
     # Paused after the sale's terms were checked, before its stock is taken.
-    reached, go = paused(monkeypatch, sell, "_groups_tried")
-    buyer, outcome = start_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="u1",
-                                                       idempotency_key="k1"), daemon=True)
-    assert reached.wait(30)
-    sale_reset(sku="sku-1", strategy=strategy, **NEW_TERMS)
-    go.set()
-    buyer.join(30)
+    outcome = bought_across_a_reset(monkeypatch, strategy, "_groups_tried")
     assert isinstance(outcome.get("error"), SaleReplaced), outcome
     assert outcome["error"].status_code == 503
     assert the_new_sale_untouched("sku-1")
@@ -86,13 +89,7 @@ def test_a_purchase_that_read_the_old_state_and_the_new_rows_is_held_to_the_new_
     sale_reset(sku="sku-1", stock=5, strategy=strategy)
     # Paused with the old sale's state in hand (it says: open, no room), before it
     # reads the rows: the reset commits the new ones meanwhile.
-    reached, go = paused(monkeypatch, sell, "_sale_checked")
-    buyer, outcome = start_thread(lambda: order_create(sku="sku-1", quantity=1, user_id="u1",
-                                                       idempotency_key="k1"), daemon=True)
-    assert reached.wait(30)
-    sale_reset(sku="sku-1", strategy=strategy, **NEW_TERMS)
-    go.set()
-    buyer.join(30)
+    outcome = bought_across_a_reset(monkeypatch, strategy, "_sale_checked")
     assert isinstance(outcome.get("error"), NotStarted), outcome
     assert the_new_sale_untouched("sku-1")
 
