@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -54,11 +55,17 @@ from orders.salestate import sale_state_returned
 from orders.stocklocks import lock_name, locks_acquired
 
 from . import metrics
+from .retake import resale_flag
 
 logger = logging.getLogger(__name__)
 
 # Tries of a batch that InnoDB picked as a deadlock's victim.
 BATCH_ATTEMPTS = 3
+
+
+def refund_flag(order_id: int) -> str:
+    """The ledger's operation flag for the return of a refunded paid order's units."""
+    return f"refund {order_id}"
 
 
 def return_flag(order_id: int) -> str:
@@ -133,9 +140,39 @@ def _batch_expire(product: Product, *, now: datetime, batch: int) -> tuple[int, 
 
 
 def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[int, int]:
+    return _units_back(product, take=lambda: _claimed(product, now=now, batch=batch))
+
+
+def order_refunded(*, order: Order, claim: Callable[[], bool]) -> str:
+    """A paid order whose payment the provider refunded (the shop's operator, say):
+    ``paid`` → ``refunded``, its buyer's limit freed, and its units back on sale once,
+    by the sale's strategy, as an expiry gives an unpaid order's (a ``return`` row
+    flagged ``refund <order id>``), in the transaction that runs ``claim`` first.
+
+    :returns: ``refunded``; ``duplicate`` (``claim`` said the event was handled);
+        ``not_paid`` (nothing to give back; the claim stands).
+    :raises Busy, Unavailable: the stock locks were not had, or their release (the
+        commit, under the MySQL locks) failed: the provider delivers again.
+    """
+    claimed: dict = {}
+
+    def take() -> list[tuple]:
+        claimed["event"] = claim()
+        return _paid_claimed(order.pk) if claimed["event"] else []
+
+    orders, _ = _units_back(order.product, take=take, refunded=True)
+    return "refunded" if orders else "not_paid" if claimed["event"] else "duplicate"
+
+
+def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: bool = False,
+                ) -> tuple[int, int]:
+    """Move the orders ``take`` claims, in the transaction it runs in, and give their
+    units back to the sale by its strategy: (orders, units). ``refunded``: paid orders
+    refunded (their lock's release must commit, or the caller hears it); otherwise
+    expired ones (an expiry's next pass does what a failed commit left)."""
     strategy = strategy_of(product.strategy)
     if strategy.seller is Seller.GATE:
-        return _gate_batch_expire(product, now=now, batch=batch, strategy=strategy.name)
+        return _gate_units_back(product, take=take, refunded=refunded, strategy=strategy.name)
     segments = list(Stock.objects.filter(product=product).order_by("segment")
                     .values_list("segment", flat=True))
     names = {segment: lock_name(product.sku, segment, len(segments)) for segment in segments}
@@ -146,19 +183,19 @@ def _batch_expire_once(product: Product, *, now: datetime, batch: int) -> tuple[
     units = 0
     try:
         with transaction.atomic(savepoint=not lock.commits_work), _in_hand() as hand:
-            claimed = _claimed(product, now=now, batch=batch)
+            claimed = take()
             if claimed:
                 _quotas_free(product, claimed)
-                units = _units_return(product, claimed, fences)
+                units = _units_return(product, claimed, fences, refunded=refunded)
                 hand(len(claimed))
                 lock.ensure_held()
     except BaseException:
         _release(lock)
         raise
-    _release(lock)  # after the commit (or, for a lock whose release commits, it)
+    _release(lock, strict=refunded)  # after the commit (or, for a lock whose release commits, it)
     if claimed:
         _state_returned(product.sku)
-        _counted(strategy.name, len(claimed), units)
+        _counted(strategy.name, len(claimed), units, refunded=refunded)
     return len(claimed), units
 
 
@@ -187,21 +224,41 @@ def _claimed(product: Product, *, now: datetime, batch: int) -> list[tuple]:
     return claimed
 
 
-def _gate_batch_expire(product: Product, *, now: datetime, batch: int, strategy: str) -> tuple[int, int]:
-    """The gate's expiry: the database first (the orders expired, their units back in
-    the stock row, a return row each), then Redis's stock (``gate_return``), whose
-    markers make a repeated return do nothing. No lock: the persisters' writes to the
-    stock row are conditional decrements, and Redis decides the sale. Redis unreachable
-    after the commit: the units are owed to it, and each pass gives them again."""
+def _paid_claimed(order_id: int) -> list[tuple]:
+    """Claim the order if it is paid, and move it ``paid`` → ``refunded``, in the
+    caller's transaction: as ``_claimed`` (one or none)."""
+    claimed = list(Order.objects.select_for_update().filter(pk=order_id, status=Order.Status.PAID)
+                   .values_list("pk", "user_id", "quantity", "idempotency_key"))
+    if claimed:
+        Order.objects.filter(pk=order_id).update(status=Order.Status.REFUNDED)
+    return claimed
+
+
+def _gate_units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: bool,
+                     strategy: str) -> tuple[int, int]:
+    """The gate's: the database first (the orders moved, their units back in the stock
+    row, a return row each), then Redis's stock (``gate_return``), whose markers make
+    a repeated return do nothing. No lock: the persisters' writes to the stock row are
+    conditional decrements, and Redis decides the sale. Redis unreachable after the
+    commit: the units are owed to it; each pass gives an expiry's again, and the
+    sweep gives every one's."""
     _read_committed()
     with _in_hand() as hand:
         with transaction.atomic():
-            claimed = _claimed(product, now=now, batch=batch)
-            units = _units_return(product, claimed, fences=None) if claimed else 0
+            claimed = take()
+            units = _units_return(product, claimed, fences=None, refunded=refunded) if claimed else 0
         if claimed:
-            hand(len(claimed))  # expired in the database, not yet back in Redis
-            _owe(product.sku, [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed])
-            _counted(strategy, len(claimed), units)
+            hand(len(claimed))  # moved in the database, not yet back in Redis
+            owed = [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed]
+            if refunded:
+                try:
+                    gate_return(sku=product.sku, orders=owed, refunded=True)
+                except Unavailable as e:
+                    logger.error("%s: a refunded order's units not given back to the gate's Redis yet (%s); "
+                                 "the sweep gives them", product.sku, e)
+            else:
+                _owe(product.sku, owed)
+            _counted(strategy, len(claimed), units, refunded=refunded)
     return len(claimed), units
 
 
@@ -245,26 +302,29 @@ def _owe(sku: str, orders: list[Owed]) -> None:
 
 
 def gate_owed_sweep() -> int:
-    """Give back to the gate's Redis every expired order's units of the sales it holds,
-    and of the sales they adopted (a rebuild's), that no marker says were given back
-    or taken again: what an expirer that stopped between its commit and Redis left
-    owed. Returns how many it gave back."""
+    """Give back to the gate's Redis every expired or refunded order's units of the
+    sales it holds, and of the sales they adopted (a rebuild's), that no marker says
+    were given back or taken again: what an expirer that stopped between its commit
+    and Redis left owed, or a refund Redis did not answer. Returns how many it gave
+    back."""
     given = 0
     for sale in GateSale.objects.filter(superseded_at__isnull=True, product__payment_window_s__gt=0) \
             .select_related("product"):
         # Every order of the product is of this sale or of one it replaced (a reset
         # deletes the orders with the sales): the script tells them apart.
-        expired = [Owed(pk, quantity, user_id) for pk, quantity, user_id in
-                   Order.objects.filter(product=sale.product, status=Order.Status.EXPIRED)
-                   .values_list("pk", "quantity", "user_id")]
-        if expired:
-            done = gate_return(sku=sale.product.sku, orders=expired)
-            given += sum(1 for outcome in done.values() if outcome == "returned")
+        for status, refunded in ((Order.Status.EXPIRED, False), (Order.Status.REFUNDED, True)):
+            owed = [Owed(pk, quantity, user_id) for pk, quantity, user_id in
+                    Order.objects.filter(product=sale.product, status=status)
+                    .values_list("pk", "quantity", "user_id")]
+            if owed:
+                done = gate_return(sku=sale.product.sku, orders=owed, refunded=refunded)
+                given += sum(1 for outcome in done.values() if outcome == "returned")
     return given
 
 
-def _counted(strategy: str, orders: int, units: int) -> None:
-    count(metrics.EXPIRED, strategy, amount=orders)
+def _counted(strategy: str, orders: int, units: int, *, refunded: bool = False) -> None:
+    if not refunded:
+        count(metrics.EXPIRED, strategy, amount=orders)
     count(metrics.RETURNED_UNITS, strategy, amount=units)
 
 
@@ -280,22 +340,35 @@ def _quotas_free(product: Product, claimed: list[tuple]) -> None:
          .update(bought=F("bought") - units[user_id]))
 
 
-def _units_return(product: Product, claimed: list[tuple], fences: dict[int, Fence] | None) -> int:
-    """Return each order's units to the segments its sale rows took them from."""
-    order_of = {key: pk for pk, _, _, key in claimed}  # a sale's flag is its order's key
-    taken = (StockFlow.objects.filter(product=product, kind=StockFlow.Kind.SALE, operation_flag__in=order_of)
-             .values_list("operation_flag", "order_reference", "segment", "quantity"))
-    returned = [Returned(segment=segment, quantity=quantity, operation_flag=return_flag(order_of[flag]),
-                         order_reference=reference)
-                for flag, reference, segment, quantity in taken]
+def _units_return(product: Product, claimed: list[tuple], fences: dict[int, Fence] | None, *,
+                  refunded: bool = False) -> int:
+    """Return each order's units to the segments the sale rows holding them took them
+    from: a late payment's (``resale <id>``) if it has them, else its purchase's (a
+    sale's flag is its order's key)."""
+    order_of = {key: pk for pk, _, _, key in claimed} | {resale_flag(pk): pk for pk, *_ in claimed}
+    taken = list(StockFlow.objects.filter(product=product, kind=StockFlow.Kind.SALE,
+                                          operation_flag__in=order_of)
+                 .values_list("operation_flag", "order_reference", "segment", "quantity"))
+    resold = {order_of[flag] for flag, *_ in taken if flag == resale_flag(order_of[flag])}
+    flag_of = refund_flag if refunded else return_flag
+    returned = []
+    for flag, reference, segment, quantity in taken:
+        order = order_of[flag]
+        if (flag == resale_flag(order)) == (order in resold):  # the rows that hold its units now
+            returned.append(Returned(segment=segment, quantity=quantity, operation_flag=flag_of(order),
+                                     order_reference=reference))
     stock_return(product=product, returned=returned, fences=fences)
     return sum(r.quantity for r in returned)
 
 
-def _release(lock) -> None:
+def _release(lock, *, strict: bool = False) -> None:
     try:
         lock.release()
     except Exception as e:
+        if strict and lock.commits_work:
+            # The release was the COMMIT: rolled back, or nobody here knows. The
+            # caller's client asks again (the provider delivers again).
+            raise Busy(f"{lock}: the commit, the lock's release, failed ({e})") from e
         # Decided already: committed, or (a lock whose release commits) rolled back
         # or unknown. Either way the orders' statuses say which, and the next pass
         # takes whatever is still due.

@@ -4,8 +4,8 @@ from prometheus_client import Counter, Gauge
 
 EXPIRED = Counter("flashsale_orders_expired", "Orders moved from pending to expired, unpaid, by the "
                   "strategy of their sale", ["strategy"])
-RETURNED_UNITS = Counter("flashsale_units_returned", "Units of expired orders given back to their sale, "
-                         "by strategy", ["strategy"])
+RETURNED_UNITS = Counter("flashsale_units_returned", "Units given back to their sale (of expired orders, "
+                         "and of paid orders refunded at the provider), by strategy", ["strategy"])
 PAID = Counter("flashsale_orders_paid", "Orders moved from pending to paid, by strategy", ["strategy"])
 LATE = Counter("flashsale_late_payments", "Payments confirmed for expired orders, by outcome: paid "
                "(the units taken again) or refunded (none left)", ["outcome"])

@@ -15,7 +15,9 @@ or out of order changes nothing twice:
   the payment is refunded through the provider and the order is ``refunded``.
 - for an order that another payment paid, or that is gone: refunded.
 - ``payment_intent.payment_failed``: recorded; the order still waits until it expires.
-- ``charge.refunded``: recorded.
+- ``charge.refunded``: recorded; for the payment that paid the order, in full (the
+  shop's operator refunded it at the provider): the order is ``refunded``, its units
+  back on sale once (``payments.expiry.order_refunded``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from orders.gate.returns import Owed, gate_retake
 from orders.models import GateSale, Order
 
 from . import metrics
+from .expiry import order_refunded
 from .models import Payment, WebhookEvent
 from .provider import event_verified, intent_create, refund_create
 from .retake import OrderChanged, order_moved, order_retake, resale_flag
@@ -234,11 +237,29 @@ def _failed(event, intent, order_id: int) -> str:
 
 
 def _charge_refunded(event, charge, order_id: int) -> str:
-    with transaction.atomic():
+    """A refund at the provider. Of the payment that paid the order, in full (the
+    shop's operator refunded it): the order is ``refunded`` and its units go back on
+    sale once. Of any other (one this endpoint refunded, or a partial refund):
+    recorded."""
+    def recorded() -> bool:
         if not _event_claimed(event):
-            return "duplicate"
+            return False
         Payment.objects.filter(pk=charge.payment_intent).exclude(status=Payment.Status.REFUNDED).update(
             status=Payment.Status.REFUNDED)
+        return True
+
+    order = Order.objects.select_related("product").filter(pk=order_id).first()
+    paid_by_it = Payment.objects.filter(pk=charge.payment_intent, order_id=order_id,
+                                        status=Payment.Status.SUCCEEDED).exists()
+    in_full = getattr(charge, "refunded", False)
+    if order is not None and order.status == Order.Status.PAID and paid_by_it and in_full:
+        outcome = order_refunded(order=order, claim=recorded)
+        if outcome != "not_paid":
+            return "order_refunded" if outcome == "refunded" else outcome
+        return "refund_recorded"
+    with transaction.atomic():
+        if not recorded():
+            return "duplicate"
     return "refund_recorded"
 
 

@@ -29,10 +29,11 @@ class Owed(NamedTuple):
     user_id: str
 
 
-def gate_return(*, sku: str, orders: Iterable[Owed]) -> dict[int, str]:
-    """Give each order's units back to ``sku``'s sale in Redis: order id -> what the
-    script did (``returned``, ``already``, ``other``: not the sale Redis holds, whose
-    stock the database loaded with them back; ``cold``: no sale held).
+def gate_return(*, sku: str, orders: Iterable[Owed], refunded: bool = False) -> dict[int, str]:
+    """Give each order's units back to ``sku``'s sale in Redis, expired orders' (or,
+    ``refunded``, paid orders' refunded at the provider): order id -> what the script
+    did (``returned``, ``already``, ``other``: not the sale Redis holds, whose stock
+    the database loaded with them back; ``cold``: no sale held).
 
     :raises Unavailable: Redis cannot be reached (some may have been given back: the
         markers make the next call for them do nothing).
@@ -45,7 +46,8 @@ def gate_return(*, sku: str, orders: Iterable[Owed]) -> dict[int, str]:
             owed = list(orders)
             for order in owed:
                 script(keys=[k.sale, k.returns, k.bought],
-                       args=[order.order_id, order.quantity, order.user_id], client=pipe)
+                       args=[order.order_id, order.quantity, order.user_id,
+                             "refunded" if refunded else "expired"], client=pipe)
             replies = pipe.execute()
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached to give units back", backend="redis") from e

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from common.errors import SoldOut
 from inventory.models import StockFlow
 from orders.purchase import order_create
 from orders.reset import sale_reset
@@ -20,6 +21,7 @@ from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
 from payments.expiry import orders_expire
 from payments.models import Payment, WebhookEvent
+from payments.provider import refund_create
 from payments.retake import resale_flag
 
 from .conftest import WEBHOOK_SECRET, delivered
@@ -196,3 +198,57 @@ def test_a_gate_order_the_database_refused_is_not_payable_rather_than_busy(provi
     answer = pay(order_id)
     assert (answer.status_code, answer.json()["error"], answer.json()["status"]) == (
         409, "not_payable", "dead_lettered")
+
+
+def _refunded_at_the_provider(provider, order_id: int) -> dict:
+    """The shop's operator refunds the order's payment at the provider (its API, as
+    the dashboard does); returns the ``charge.refunded`` event, once delivered."""
+    refund_create(intent_id=Payment.objects.get(order_id=order_id, status="succeeded").pk,
+                  idempotency_key=f"operator {order_id}")
+    delivered(provider)
+    event = provider.events[-1]
+    assert event["type"] == "charge.refunded"
+    return event
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_paid_order_refunded_at_the_provider_gives_its_units_back_once(provider, sale):
+    order_id = buy("ann")
+    buy("bob")  # sold out
+    assert pay(order_id).status_code == 202
+    delivered(provider)
+    assert status_of(order_id) == "paid"
+    event = _refunded_at_the_provider(provider, order_id)
+    assert provider.relay.answers[-1][1]["outcome"] == "order_refunded"
+    assert status_of(order_id) == "refunded"
+    provider.resend(event["id"])  # delivered again: nothing more
+    delivered(provider)
+    assert provider.relay.answers[-1][1]["outcome"] == "duplicate"
+    flows = list(StockFlow.objects.filter(order_reference=str(order_id)).order_by("id")
+                 .values_list("kind", "operation_flag"))
+    assert flows == [("sale", "key-ann"), ("return", f"refund {order_id}")]
+    time.sleep(settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S)  # the gate's processes forget the sale sold out
+    buy("cat")  # the unit given back, and no other
+    with pytest.raises(SoldOut):
+        order_create(sku="sku-1", quantity=1, user_id="dan", idempotency_key="key-dan")
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.consistent, audit.remaining, audit.ordered_quantity, audit.oversold) == (True, 0, 2, 0), \
+        audit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_late_paid_order_refunded_at_the_provider_gives_back_the_units_it_took_again(provider, sale):
+    order_id, paid = _paid_then_expired(provider, "ann")
+    provider.resend(paid["id"])
+    delivered(provider)
+    assert status_of(order_id) == "paid"
+    _refunded_at_the_provider(provider, order_id)
+    assert status_of(order_id) == "refunded"
+    flows = list(StockFlow.objects.filter(order_reference=str(order_id)).order_by("id")
+                 .values_list("kind", "operation_flag"))
+    assert flows == [("sale", "key-ann"), ("return", f"return {order_id}"), ("sale", resale_flag(order_id)),
+                     ("return", f"refund {order_id}")]
+    persist()
+    audit = sale_audit(sku="sku-1")
+    assert (audit.consistent, audit.remaining, audit.ordered_quantity) == (True, 2, 0), audit
