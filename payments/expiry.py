@@ -293,7 +293,13 @@ def _owe(sku: str, orders: list[Owed]) -> None:
         logger.error("%s: %d orders' units not given back to the gate's Redis yet (%s); the next pass "
                      "tries again", sku, len(owed), e)
         return
-    del _owed[sku]
+    # A sale on another server than opened it is to be rebuilt: its units are owed to
+    # the sale the rebuild opens, which adopts their orders (the next pass).
+    if waiting := {pk: order for pk, order in owed.items() if done.get(pk) == "failover"}:
+        _owed[sku] = waiting
+        logger.info("%s: %d orders' units wait for the gate's sale to be rebuilt", sku, len(waiting))
+    else:
+        del _owed[sku]
     if other := sorted(order for order, outcome in done.items() if outcome == "other"):
         # Neither of the sale Redis holds nor of one it adopted: a sale opened from
         # the database since, which holds their units already (a reset deletes them).

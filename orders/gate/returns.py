@@ -33,7 +33,8 @@ def gate_return(*, sku: str, orders: Iterable[Owed], refunded: bool = False) -> 
     """Give each order's units back to ``sku``'s sale in Redis, expired orders' (or,
     ``refunded``, paid orders' refunded at the provider): order id -> what the script
     did (``returned``, ``already``, ``other``: not the sale Redis holds, whose stock
-    the database loaded with them back; ``cold``: no sale held).
+    the database loaded with them back; ``cold``: no sale held; ``failover``: the
+    sale held was opened on another server, and a rebuild is to replace it: still owed).
 
     :raises Unavailable: Redis cannot be reached (some may have been given back: the
         markers make the next call for them do nothing).
@@ -58,8 +59,9 @@ def gate_return(*, sku: str, orders: Iterable[Owed], refunded: bool = False) -> 
 
 class Retaken(NamedTuple):
     """What a late payment's take in Redis did: ``outcome`` (``retaken``, ``kept``,
-    ``already``, ``sold_out``, ``limit``, ``cold``), the stock it left (``retaken``
-    only), and the sale that decided (its block; None: ``cold``)."""
+    ``already``, ``sold_out``, ``limit``, ``cold``, ``failover``), the stock it left
+    (``retaken`` only), and the sale that decided (its block; None: ``cold``,
+    ``failover``)."""
 
     outcome: str
     left: int | None
@@ -80,6 +82,6 @@ def gate_retake(*, sku: str, order: Owed) -> Retaken:
                                        settings.FLASHSALE_PER_USER_LIMIT])
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached to take units again", backend="redis") from e
-    if reply[0] == "cold":
-        return Retaken("cold", None, None)
+    if reply[0] in ("cold", "failover"):
+        return Retaken(reply[0], None, None)
     return Retaken(reply[0], int(reply[1]) if reply[0] == "retaken" else None, int(reply[2]))

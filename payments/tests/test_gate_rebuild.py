@@ -180,3 +180,31 @@ def test_a_late_payment_under_way_as_the_sale_is_rebuilt_leaves_redis_and_the_da
     persist()
     audit = sale_audit(sku=SKU)
     assert audit.consistent and audit.gate.reconciled and not audit.gate.dead_lettered, audit
+
+
+def test_an_expiry_between_a_rebuilds_commit_and_its_opening_is_owed_to_the_new_sale(
+        restartable_redis, monkeypatch):
+    """The rebuild read the order pending and committed; before it opens the new sale
+    in Redis, the order expires. Redis still holds the old sale, on a server that did
+    not open it: the units must wait for the new sale, not go into the old one."""
+    sale_reset(sku=SKU, stock=3, payment_window_s=WINDOW_S)
+    buy("u1")
+    persist()
+    restartable_redis()
+    opening, go, real = threading.Event(), threading.Event(), reconcile.gate_open
+
+    def wait_then_open(**kwargs):
+        opening.set()
+        go.wait(10)
+        return real(**kwargs)
+
+    monkeypatch.setattr(reconcile, "gate_open", wait_then_open)
+    rebuild, _ = start_thread(persist)
+    try:
+        assert opening.wait(10)  # rebuilt in MariaDB: the order pending in its snapshot
+        assert orders_expire(now=later()).orders == 1  # back in MariaDB; Redis's is owed
+    finally:
+        go.set()
+    rebuild.join(30)
+    orders_expire(now=later())  # the next pass gives what it owes
+    assert gate_redis().hget(gate_keys(SKU).sale, "stock") == "3" == str(Stock.objects.get().quantity)

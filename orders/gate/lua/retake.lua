@@ -11,9 +11,13 @@
 -- ARGV[4]  the per-user limit (0: none)
 -- Returns {"retaken", stock after, sale}; {"kept", -1, sale} (never given back);
 -- {"already", -1, sale}; {"sold_out", stock, sale}; {"limit", bought, sale}; {"cold"}
--- when no sale is held. ``sale``: the block of the sale held, which decided.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted')
+-- when no sale is held; {"failover"} when it was opened on another server (a rebuild
+-- is to replace it: nothing taken). ``sale``: the block of the sale held, which decided.
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted', 'primary')
 if not sale[1] then return {'cold'} end
+if sale[4] and sale[4] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+  return {'failover'}
+end
 local id, quantity, stock = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(sale[1])
 local marker = redis.call('HGET', KEYS[2], ARGV[1])
 if marker == 'retaken' then return {'already', -1, sale[2]} end

@@ -15,9 +15,14 @@
 -- neither of the sale Redis holds nor of one it adopted (a rebuild adopts the sales
 -- it replaces: an order of theirs that was pending then has its units given back
 -- here; one that had expired was marked "returned" as its units were loaded);
--- {"cold"} when no sale is held.
-local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted')
+-- {"cold"} when no sale is held; {"failover"} when the sale was opened on another
+-- server (a restart, a promotion): a rebuild is to replace it, and the units are
+-- owed to the sale it opens (they would go with this one).
+local sale = redis.call('HMGET', KEYS[1], 'stock', 'block', 'adopted', 'primary')
 if not sale[1] then return {'cold'} end
+if sale[4] and sale[4] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+  return {'failover'}
+end
 local id, quantity = tonumber(ARGV[1]), tonumber(ARGV[2])
 local block = math.floor(id / 33554432)
 if block ~= tonumber(sale[2]) and not string.find(sale[3] or '', ' ' .. block .. ' ', 1, true) then
