@@ -83,6 +83,9 @@ class Verdict:
     injected: bool
     struck_at: float | None = None  # seconds into the sale the fault struck (it may be after its end)
     notes: list[str] = field(default_factory=list)
+    # Units the gate's Redis and MariaDB disagree on once the sale settled (a sale with
+    # a payment window: every return and late payment done): stranded or unbacked.
+    stranded: int = 0
 
     @property
     def broken(self) -> list[str]:
@@ -90,7 +93,7 @@ class Verdict:
         checks = {"oversold": self.oversold, "lost updates": self.lost_updates,
                   "ledger": not self.ledger_consistent, "keys with two orders": self.double_keys,
                   "replays": self.replays_wrong, "lying answers": self.lies,
-                  "fault not injected": not self.injected}
+                  "units stranded": self.stranded, "fault not injected": not self.injected}
         return [name for name, bad in checks.items() if bad]
 
 
@@ -346,6 +349,28 @@ def _read_twice(client: FlashsaleClient, truth: Truth, sku: str, *,
     raise RuntimeError(f"{sku}: the stock and the orders still moved after 50 reads")
 
 
+# How long the units of expired orders may take to reach the gate's Redis after the
+# database has them back: an expirer restarted sweeps at its start, one that waits for
+# a rebuild pays at its next pass, and every expirer sweeps each minute.
+RETURNS_SETTLE_S = 75.0
+
+
+def _stranded(client: FlashsaleClient, sku: str, audit: dict) -> int:
+    """Units the gate's Redis and MariaDB disagree on (0: not the gate), once every
+    return owed to Redis has had its time (``RETURNS_SETTLE_S``): stranded, or sold
+    without MariaDB's stock. ``audit`` is updated to the last one read."""
+    deadline = time.monotonic() + RETURNS_SETTLE_S
+    while True:
+        gate = audit.get("gate")
+        if not gate:
+            return 0
+        apart = abs((gate.get("redis_remaining") or 0) - audit["remaining"])
+        if apart == 0 or time.monotonic() > deadline:
+            return apart
+        time.sleep(0.5)
+        audit.update(client.audit(sku))
+
+
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
            injected_at: float | None, history: Recorder | None, database: str,
@@ -393,6 +418,11 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     notes = [] if injected_at is None else [f"injected {injected_at - started:.1f} s in"]
     notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
     notes += [f"final answer {what}: {n}" for what, n in lying.items()]
+    stranded = _stranded(client, sku, audit) if window else 0
+    if stranded:
+        gate = audit.get("gate") or {}
+        notes.append(f"the gate's Redis holds {gate.get('redis_remaining')} where MariaDB holds "
+                     f"{audit['remaining']}")
     return Verdict(
         strategy=strategy, fault=fault.name if fault else "calm", stock=stock, orders=audit["orders"],
         oversold=audit["oversold"], lost_updates=audit["lost_updates"],
@@ -401,5 +431,5 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
         stall_seconds=_stall(times, sold_out=audit["remaining"] == 0, started=started, ended=ended),
         answers=statuses, seconds=ended - started, injected=fault is None or injected_at is not None,
         struck_at=None if injected_at is None else injected_at - started,
-        notes=notes,
+        notes=notes, stranded=stranded,
     )
