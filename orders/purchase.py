@@ -88,9 +88,11 @@ def order_create(
         try:
             return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
         except (Busy, Unavailable, DatabaseError):
-            # No decision of the sale's, and nothing written: the admission is the
-            # buyer's still (the gate's script spends it with its decision alone).
-            if admitted:
+            # No decision of the sale's, and nothing written: an unkeyed purchase
+            # cannot spend its admission again under its key (the gate's script spends
+            # it with its decision alone). A keyed one can, and another request with
+            # its key, still under way, may be the one that buys with it: it stays spent.
+            if admitted and idempotency_key is None:
                 admission_unspend(sku=sku, buyer=user_id, key=key)
             raise
     except DatabaseError as e:
