@@ -13,9 +13,10 @@ any lock or transaction.
   window and the product's own strategy with its opening, so a purchase before the
   start or after the end is refused, and the others take their product's path,
   without a query. The state names the sale it describes (``Product.sale``): a
-  purchase trusts it only for the rows of that sale. Between a reset's commit and
-  its write of the new state, the old state names the old sale, and a purchase that
-  reads the new rows judges them by their own terms.
+  purchase trusts it only for the rows of that sale. The reset writes the new state
+  just before its commit, so a purchase may read it with the old sale's rows (read
+  before the commit, or remembered): it judges those rows by their own terms, and
+  the deduction, which takes only from them, finds them gone.
 - **Do the idempotency flags vouch for every order of this sale?** A request that
   claimed its key afresh may be refused (sold out, busy) without asking the
   database whether its key already has an order only if every order of the sale left

@@ -313,6 +313,9 @@ def _undelivered(group: dict | None, last_generated: str | None, accepted: int) 
     return accepted if lag is None else lag
 
 
+# --- the gate's sales outside a reset ---------------------------------------------------
+
+
 def gate_warm(*, sku: str) -> GateSale:
     """Open a gate sale of what the database has left of ``sku``, with its orders'
     keys (so their replays are answered): after Redis lost the sale (a restart

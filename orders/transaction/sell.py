@@ -122,9 +122,9 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     the purchase with, and the state if it describes their sale (else ``LOST``).
 
     The state may refuse on its own: a purchase that meets a reset under way may be
-    answered as of the sale before it. It may not admit on its own: the rows the
-    purchase takes from must be of the sale it names (a reset commits its rows before
-    it writes their state), or their own product's terms decide; and the deduction
+    answered as of either sale. It may not admit on its own: the rows the purchase
+    takes from must be of the sale it names (a reset writes the state just before it
+    commits the rows), or their own product's terms decide; and the deduction
     takes only from the rows of that sale (``Product.sale``), so a purchase admitted
     by the old terms takes nothing from the new sale.
 
