@@ -124,7 +124,7 @@ class SaleModel:
         placed, order_id = state.order_of(op.key) if step.tracked else (False, None)
         if op.outcome == OK and op.replayed:
             if placed and order_id in (None, op.order_id):
-                return [SaleState(state.remaining, state.with_order(op.key, op.order_id))]
+                return [SaleState(state.remaining, state.with_order(op.key, op.order_id), state.statuses)]
             return []
         if op.outcome == FAILED:  # only sold_out reaches the model
             return [state] if not placed and state.remaining < op.quantity else []

@@ -135,6 +135,18 @@ def test_an_unknown_purchase_of_a_window_sale_is_settled_by_its_status():
     assert v.valid, v.anomalies
 
 
+def test_a_replay_keeps_what_the_other_orders_are_at():
+    # A Redis restart answers outcome_unknown; the retry is a 200 replay. Order 2, bought
+    # and paid before it, is still pending-then-paid for the search: a replay changes
+    # no order's status.
+    v = verdict(buy(1, 1, 2, order=None, outcome=UNKNOWN, error="outcome_unknown"),
+                buy(2, 3, 4, order=2, remaining=0),
+                replace(buy(3, 5, 6, order=1, key="k1"), status=200, replayed=True),
+                pay(2, 2, 7, 8), sold_out(4, 9, 10),
+                final(0, ("k1", 1, "pending"), ("k2", 2, "paid")), stock=2)
+    assert v.valid, v.anomalies
+
+
 def test_payments_need_a_window_and_statuses():
     no_window = check([Reset(SKU, 1, 0), buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 10, 20),
                        final(0, ("k1", 1))]).skus[0]
