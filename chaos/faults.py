@@ -35,6 +35,9 @@ class Fault:
     # Redis comes back without its data: the gate's sale (only there until written)
     # is lost with it, as the README says; the verdict reports what was lost.
     loses_redis: bool = False
+    # In a sale with a payment window: the share of payers that pay twice at once,
+    # two payment intents for one order (``chaos.sale.PaymentWindow.twice``).
+    pays_twice: float = 0.0
 
     def targets(self, config: StackConfig) -> list[str]:
         raise NotImplementedError
@@ -126,6 +129,52 @@ class ExpirerKilledMidBatch(Killed):
         return super().inject(config)
 
 
+@dataclass(frozen=True)
+class KilledAsOrdersFallDue(Killed):
+    """SIGKILL to the servers as the first orders of a sale with a payment window fall
+    due: late payments and the expirer's first batch are under way on them (the
+    payers pay from a little before the due to a little after; the sale's trigger
+    fires with its first orders). Started again ``down_seconds`` later."""
+
+    window_s: float = 2.0  # the sale's payment window (chaos.sale.PaymentWindow.seconds)
+    early_s: float = 0.3  # how long before the due it strikes
+
+    def inject(self, config: StackConfig) -> list[str]:
+        time.sleep(max(0.0, self.window_s + config.payment_grace_s - self.early_s))
+        return super().inject(config)
+
+
+@dataclass(frozen=True)
+class WebhookStorm(Fault):
+    """The payment provider's stand-in turned into a storm while the sale runs: every
+    event delivered two or three times, by four deliverers at once, each delivery
+    held up to 1.5 s first (so copies overtake each other and their successors); and
+    half the payers pay twice at once. Calm again at the sale's end (what is queued
+    is still delivered as a storm)."""
+
+    storm: tuple[tuple[str, str], ...] = (("duplicate", "1.0"), ("copies", "3"), ("workers", "4"),
+                                         ("delay_ms", "1500"))
+    pays_twice: float = 0.5
+
+    def targets(self, config: StackConfig) -> list[str]:
+        return ["payprovider"]
+
+    def inject(self, config: StackConfig) -> list[str]:
+        _knobs(config, dict(self.storm))
+        return self.targets(config)
+
+    def heal(self, config: StackConfig, names: list[str]) -> None:
+        _knobs(config, {"duplicate": str(config.payprovider_duplicate), "copies": "2",
+                        "delay_ms": str(config.payprovider_delay_ms)})
+
+
+def _knobs(config: StackConfig, knobs: dict[str, str]) -> None:
+    """Set the stand-in's delivery knobs (``payprovider``'s ``POST /_stand-in/knobs``)."""
+    response = requests.post(f"http://127.0.0.1:{config.payprovider_port}/_stand-in/knobs", data=knobs,
+                             headers={"Authorization": f"Bearer {config.payments_api_key()}"}, timeout=5)
+    response.raise_for_status()
+
+
 def until_batch_in_hand(metrics: str, patience: float) -> None:
     """Until the expirer serving ``metrics`` has a batch in hand.
 
@@ -180,6 +229,19 @@ WINDOW_FAULTS: dict[str, Fault] = {
     for fault in (
         ExpirerKilledMidBatch("kill-expirer", "the expirer SIGKILLed with a batch in hand (claimed, its "
                               "units not yet back everywhere), started again 2 s later", down_seconds=2.0),
+        Killed("restart-redis-pending", "both Redis servers (the locks' and the gate's) killed with every "
+               "order of the first wave pending, started again 1 s later from their append-only files: "
+               "the gate rebuilds its sale, which must adopt the pending orders' returns and late payments",
+               down_seconds=1.0, servers=REDIS_SERVERS),
+        KilledAsOrdersFallDue("restart-mariadb-due", "MariaDB killed as the first orders fall due (late "
+                              "payments and the expirer's first batch under way), started again 2 s later",
+                              down_seconds=2.0, servers=("mariadb",)),
+        KilledAsOrdersFallDue("kill-app-paying", "app1 SIGKILLed as the first orders fall due, in the "
+                              "middle of late payments and webhooks, started again 2 s later",
+                              down_seconds=2.0, servers=("app1",)),
+        WebhookStorm("webhook-storm", "every webhook delivered two or three times, concurrently and out "
+                     "of order, and half the payers paying twice at once (a second payment intent for "
+                     "the same order)", down_seconds=None),
     )
 }
 

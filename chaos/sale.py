@@ -38,6 +38,7 @@ from common.history import FAILED, PAID, REFUNDED, Pay, Recorder
 from loadtest.buyers import buyer_tokens
 from loadtest.client import FlashsaleClient
 from loadtest.payment_figures import settled
+from loadtest.provider_ledger import provider_ledger
 from loadtest.truth import Truth
 from stack.config import StackConfig
 from stack.hosted import until_ready
@@ -175,6 +176,7 @@ class PaymentWindow:
     spread: float = 8.0  # past a lock lease a killed expirer left held
     watch: float = 15.0  # how long a payer watches its order for the payment to land
     seed: int = 0
+    twice: float = 0.0  # share of payers that pay twice at once: two payment intents for one order
 
 
 PAY_TRIES = 5  # a payment's 503 (the gate's order not in the database yet) is tried again
@@ -184,7 +186,7 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
         config: StackConfig, *, strategy: str, fault: Fault | None, stock: int, buyers: int,
         threads: int, trigger: int, history: Recorder | None = None, urls: list[str] | None = None,
         first: str | None = None, database: str = APP_DATABASE, signed_in: bool | None = None,
-        window: PaymentWindow | None = None) -> Verdict:
+        window: PaymentWindow | None = None, provider: str | None = None) -> Verdict:
     """One sale; ``fault`` None: none injected. ``history`` records every try and,
     after the sale has settled, its final read. ``urls``: the instances to buy from,
     buyer by buyer (default: the stack's nginx); ``first``: the one every try goes to
@@ -194,7 +196,9 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
     those instances take the buyer from credentials (default: the stack's setting),
     and so each buyer (``BUYER_PREFIX<n>``) is an account made there, buying with its
     bearer token (``loadtest.buyers``); ``window``: the sale has a payment window,
-    payers and a second wave (``PaymentWindow``)."""
+    payers and a second wave (``PaymentWindow``); ``provider``: the payment provider
+    those instances pay with (default: the stack's stand-in), whose ledger the final
+    read records."""
     direct = urls  # instances reached without nginx: asked /readyz, not nginx's /healthz
     urls = urls or [config.base_url]
     others = [url for url in urls if url != first] or urls
@@ -273,7 +277,11 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
         time.sleep(max(0.0, bought + wait - time.monotonic()))
         if not hasattr(local, "clients"):
             local.clients = {url: FlashsaleClient(url, timeout=15, tokens=tokens) for url in urls}
-        _pay(local.clients[urls[n % len(urls)]], answer, sku, history, watch=window.watch)
+        twice = rng.random() < window.twice
+        price = _pay(local.clients[urls[n % len(urls)]], answer, sku, history, watch=window.watch,
+                     twice=local.clients[urls[(n + 1) % len(urls)]] if twice else None)
+        if price is not None:
+            prices.add(price)
 
     if trigger < 1:
         fire.set()  # it strikes as the sale opens
@@ -281,6 +289,7 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
     injector.start()
     started = time.time()
     payments: list = []
+    prices: set[int] = set()  # what the shop asked for one unit, as its payments said
     with ThreadPoolExecutor(threads) as pool, ThreadPoolExecutor(threads) as payers:
         answers = list(pool.map(buyer, range(buyers)))
         if window:  # the second wave, once the first unpaid orders are due
@@ -296,29 +305,33 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
     _until_healthy(config, urls=direct)
     return _judge(config, admin, sku=sku, strategy=strategy, fault=fault, stock=stock, answers=answers,
                   started=started, ended=ended, injected_at=fault_state.get("at"), history=history,
-                  database=database, tokens=tokens, window=window)
+                  database=database, tokens=tokens, window=window,
+                  provider=provider or f"http://127.0.0.1:{config.payprovider_port}",
+                  unit_price=min(prices) if len(prices) == 1 else None)
 
 
 def _pay(client: FlashsaleClient, answer: DocumentedError, sku: str, history: Recorder | None, *,
-         watch: float) -> None:
+         watch: float, twice: FlashsaleClient | None = None) -> int | None:
     """Pay for ``answer``'s order (a 503 tried again with the same key), then follow the
     order until the payment lands (paid, or refunded: too late) or ``watch`` seconds
-    pass; recorded as one payment."""
+    pass; recorded as one payment. ``twice``: a second payment of the order under a
+    key of its own, sent at once through that client (a buyer who pressed Pay in two
+    tabs); the order is paid at most once and the other refunded, so it is recorded
+    as the same payment. Returns the price the shop asked for a unit, if it said."""
     op = history.pay(answer.user, sku, answer.order_id) if history else Pay(0, answer.user, sku,
                                                                                answer.order_id, 0)
-    key = uuid.uuid4().hex
-    status = 0
-    for _ in range(PAY_TRIES):
-        try:
-            status = client.pay(answer.order_id, answer.user, key=key).status_code
-        except requests.RequestException:
-            status = 0  # the provider may have it: watch the order all the same
-        if status != 503:
-            break
-        time.sleep(0.2)
+    if twice is not None:
+        other = ThreadPoolExecutor(1)
+        second = other.submit(_payment_sent, twice, answer)
+        other.shutdown(wait=False)
+    status, price = _payment_sent(client, answer)
+    if twice is not None:
+        second_status, second_price = second.result()
+        if second_status not in (402, 404, 409):
+            status, price = second_status, price or second_price  # one of them may pay: watch the order
     if status in (402, 404, 409):  # declined, or the order waits for no payment: nothing was done
         op.outcome, op.complete = FAILED, Recorder.now()
-        return
+        return None
     deadline = time.monotonic() + watch
     while time.monotonic() < deadline:
         try:
@@ -328,9 +341,29 @@ def _pay(client: FlashsaleClient, answer: DocumentedError, sku: str, history: Re
             landed = None
         if landed in (PAID, REFUNDED):
             op.landed(landed, Recorder.now())
-            return
+            return price
         time.sleep(0.1)
     # Never seen landing: unknown, and it may still land before the final read.
+    return price
+
+
+def _payment_sent(client: FlashsaleClient, answer: DocumentedError) -> tuple[int, int | None]:
+    """One payment of ``answer``'s order under a key of its own, a 503 tried again:
+    its last status (0: no answer) and the unit price it said."""
+    key = uuid.uuid4().hex
+    status, price = 0, None
+    for _ in range(PAY_TRIES):
+        try:
+            response = client.pay(answer.order_id, answer.user, key=key)
+            status = response.status_code
+            if status in (200, 201, 202):
+                price = response.json().get("amount")
+        except (requests.RequestException, ValueError):
+            status = 0  # the provider may have it: watch the order all the same
+        if status != 503:
+            break
+        time.sleep(0.2)
+    return status, price
 
 
 def _read_twice(client: FlashsaleClient, truth: Truth, sku: str, *,
@@ -374,7 +407,8 @@ def _stranded(client: FlashsaleClient, sku: str, audit: dict) -> int:
 def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: str, fault: Fault | None,
            stock: int, answers: list[DocumentedError], started: float, ended: float,
            injected_at: float | None, history: Recorder | None, database: str,
-           tokens: dict[str, str] | None, window: PaymentWindow | None = None) -> Verdict:
+           tokens: dict[str, str] | None, window: PaymentWindow | None = None, provider: str = "",
+           unit_price: int | None = None) -> Verdict:
     truth = Truth(config, database=database, signed_in=tokens is not None)
     try:
         if window:
@@ -387,8 +421,15 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     finally:
         truth.close()
     orders = {row[0]: row[1] for row in rows}
+    # Once every return owed to the gate's Redis has had its time: the final read
+    # records what it holds, and what the provider took for the orders.
+    stranded = _stranded(client, sku, audit) if window else 0
     if history:
-        history.final(sku, audit["remaining"], rows)
+        gate = audit.get("gate") or {}
+        money = (provider_ledger(provider, config.payments_api_key(), [row[1] for row in rows])
+                 if window else None)
+        history.final(sku, audit["remaining"], rows, money=money, unit_price=unit_price,
+                      gate_remaining=gate.get("redis_remaining") if window else None)
     lying = Counter()
     for a in answers:
         said = f"{a.status} {a.error}" if a.error else str(a.status)
@@ -418,7 +459,6 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     notes = [] if injected_at is None else [f"injected {injected_at - started:.1f} s in"]
     notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
     notes += [f"final answer {what}: {n}" for what, n in lying.items()]
-    stranded = _stranded(client, sku, audit) if window else 0
     if stranded:
         gate = audit.get("gate") or {}
         notes.append(f"the gate's Redis holds {gate.get('redis_remaining')} where MariaDB holds "

@@ -25,10 +25,13 @@ One JSON object a line; ``type`` says which:
   ``refunded`` (late, and fewer units were left than it needs); ``failed``: the
   payment did nothing; ``unknown``: any of these, before the final read.
 - ``final``: ``{"type": "final", "sku", "remaining", "orders": [[key, order_id,
-  status?], ...], "at"}``: the sale read after every client stopped and every
-  accepted order was written: the stock left and every order, one entry per order
-  row, with its status in a sale with a window. An ``unknown`` purchase or payment
-  took effect, if ever, before it.
+  status?], ...], "at", "gate_remaining"?, "money"?, "unit_price"?}``: the sale read
+  after every client stopped and every accepted order was written: the stock left
+  and every order, one entry per order row, with its status in a sale with a window.
+  An ``unknown`` purchase or payment took effect, if ever, before it. Where the gate
+  sells, ``gate_remaining`` is what its Redis says is left; where orders are paid,
+  ``money`` is the provider's ledger, ``[order_id, charged, refunded]`` per order in
+  minor units, and ``unit_price`` a unit's price (``verdicts.conservation``).
 
 In a sale with a window, each order's expiry is an operation no client sees: the
 expirer returns a pending order's units at some instant from its purchase's
@@ -153,6 +156,13 @@ class Final:
     remaining: int
     orders: list[tuple]  # (key, order_id), or (key, order_id, status) in a sale with a window
     at: int
+    # The gate's own count of what is left (its Redis), where the gate sells: it must
+    # be ``remaining`` once every return and late payment has reached it.
+    gate_remaining: int | None = None
+    # The provider's ledger, where orders are paid: what it took for each order and
+    # gave back, ``[[order_id, charged, refunded], ...]`` in minor units, and a unit's price.
+    money: list[tuple] | None = None
+    unit_price: int | None = None
     type: str = field(default="final", init=False)
 
 
@@ -195,8 +205,10 @@ class Recorder:
             self.events.append(op)
         return op
 
-    def final(self, sku: str, remaining: int, orders: Iterable[tuple]) -> None:
-        self._add(Final(sku, remaining, [tuple(o) for o in orders], self.now()))
+    def final(self, sku: str, remaining: int, orders: Iterable[tuple], *, gate_remaining: int | None = None,
+              money: Iterable[tuple] | None = None, unit_price: int | None = None) -> None:
+        self._add(Final(sku, remaining, [tuple(o) for o in orders], self.now(), gate_remaining,
+                        None if money is None else [tuple(m) for m in money], unit_price))
 
     def write(self, path: Path) -> Path:
         write(path, self.events)
@@ -228,6 +240,8 @@ def _event(raw: dict) -> Event:
         return Reset(**raw)
     if kind == "final":
         raw["orders"] = [_final_order(o) for o in raw.get("orders", [])]
+        if raw.get("money") is not None:
+            raw["money"] = [_charge(m) for m in raw["money"]]
         return Final(**raw)
     raise ValueError(f"unknown type {kind!r} (purchase, pay, reset, final)")
 
@@ -247,6 +261,12 @@ def _final_order(raw: list) -> tuple:
     if len(raw) == 3 and raw[2] in STATUSES:
         return str(raw[0]), int(raw[1]), raw[2]
     raise ValueError(f"a final order is [key, order_id] or [key, order_id, status of {', '.join(STATUSES)}]")
+
+
+def _charge(raw: list) -> tuple:
+    if len(raw) == 3 and all(isinstance(n, int) and n >= 0 for n in raw):
+        return tuple(raw)
+    raise ValueError("a final money entry is [order_id, charged, refunded], whole numbers of at least 0")
 
 
 def read(path: Path) -> list[Event]:

@@ -7,7 +7,9 @@ What it keeps of Stripe's semantics:
 - **The API**, as far as flashsale uses it: ``POST /v1/payment_intents`` (with
   ``confirm=true`` and a test payment method: ``pm_card_visa`` succeeds,
   ``pm_card_chargeDeclined`` is declined with a 402 ``card_error``),
-  ``GET /v1/payment_intents/<id>``, ``POST /v1/refunds``. Form-encoded requests,
+  ``GET /v1/payment_intents/<id>``, ``POST /v1/refunds``, and the lists ``GET
+  /v1/payment_intents`` and ``GET /v1/refunds`` (newest first, ``limit`` and
+  ``starting_after``). Form-encoded requests,
   bearer API key, JSON answers and error bodies in Stripe's shape.
 - **Idempotency keys**: a request repeated with its ``Idempotency-Key`` gets the first
   answer again; the same key with other parameters is a 400 ``idempotency_error``.
@@ -16,5 +18,11 @@ What it keeps of Stripe's semantics:
   afresh at each attempt), at least once: a delivery that is not answered 2xx is
   tried again with backoff. Knobs make it worse the ways Stripe can be: a share of
   events delivered twice, a random delay per delivery (so events overtake each
-  other), and a share of payments declined whatever the card.
+  other), and a share of payments declined whatever the card. With more than one
+  deliverer, deliveries run at once, as Stripe's do; a storm delivers a share of
+  events up to three times, concurrently and out of order.
+
+Not Stripe's: ``POST /_stand-in/knobs`` (with the API key) changes the delivery
+knobs while it runs (``duplicate``, ``copies``, ``delay_ms``, ``workers``), for a
+nemesis that turns a calm provider into a storm mid-sale.
 """

@@ -29,7 +29,9 @@ DECLINED = "pm_card_chargeDeclined"
 class Knobs:
     """How far from a well-behaved provider this one is."""
 
-    duplicate: float = 0.0  # share of events delivered twice
+    duplicate: float = 0.0  # share of events delivered more than once
+    copies: int = 2  # deliveries of such an event: 2 to this many
+    workers: int = 1  # deliveries under way at once (more: concurrent, in any order)
     delay_ms: int = 0  # each delivery waits 0..delay_ms first: events overtake each other
     decline: float = 0.0  # share of payments declined whatever the card
     retry_base_s: float = 0.5  # a failed delivery is tried again after base * 2**attempt
@@ -64,7 +66,7 @@ class Provider:
         self._seq = itertools.count()
         self._wake = threading.Condition(self.lock)
         self._stopped = False
-        self._delivering = False
+        self._delivering = 0
         self._held = False
 
     # --- the API ---------------------------------------------------------------
@@ -72,8 +74,13 @@ class Provider:
     def handle(self, method: str, path: str, params: dict, key: str | None) -> tuple[int, dict]:
         route = {("POST", "/v1/payment_intents"): self._intent_create,
                  ("POST", "/v1/refunds"): self._refund_create}.get((method, path))
+        listed = {"/v1/payment_intents": self.intents, "/v1/refunds": self.refunds}.get(path)
+        if method == "GET" and listed is not None:
+            return self._list(path, listed, params)
         if route is None and method == "GET" and path.startswith("/v1/payment_intents/"):
             return self._intent_get(path.rsplit("/", 1)[1])
+        if (method, path) == ("POST", "/_stand-in/knobs"):
+            return self._knobs_set(params)
         if route is None:
             return _error(404, "invalid_request_error", f"Unrecognized request URL ({method}: {path})")
         with self.lock:
@@ -125,6 +132,43 @@ class Provider:
                 return _error(404, "invalid_request_error", f"No such payment_intent: '{intent_id}'")
             return 200, dict(intent)
 
+    def _list(self, path: str, objects: dict[str, dict], params: dict) -> tuple[int, dict]:
+        """Stripe's list: newest first, ``limit`` (1 to 100, 10 unless given) a page,
+        the next page ``starting_after`` the last id of this one."""
+        try:
+            limit = int(params.get("limit", 10))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            return _error(400, "invalid_request_error", "This value must be between 1 and 100.",
+                          param="limit")
+        with self.lock:
+            ids = list(reversed(objects))
+            after = params.get("starting_after")
+            if after is not None:
+                if after not in objects:
+                    return _error(400, "invalid_request_error", f"No such object: '{after}'",
+                                  param="starting_after")
+                ids = ids[ids.index(after) + 1:]
+            page = [dict(objects[i]) for i in ids[:limit]]
+        return 200, {"object": "list", "url": path, "has_more": len(ids) > limit, "data": page}
+
+    def _knobs_set(self, params: dict) -> tuple[int, dict]:
+        """Not Stripe's: how badly it delivers, changed while it runs (a nemesis's
+        webhook storm). Deliverers are only ever added."""
+        try:
+            changed = {name: type(getattr(self.knobs, name))(value) for name, value in params.items()
+                       if name in ("duplicate", "copies", "delay_ms", "workers")}
+        except ValueError as e:
+            return _error(400, "invalid_request_error", str(e))
+        with self.lock:
+            more = max(0, changed.get("workers", self.knobs.workers) - self.knobs.workers)
+            for name, value in changed.items():
+                setattr(self.knobs, name, value)
+        for _ in range(more):
+            threading.Thread(target=self.deliver_forever, name="payprovider-webhooks", daemon=True).start()
+        return 200, {"object": "knobs", **vars(self.knobs)}
+
     def _refund_create(self, params: dict) -> tuple[int, dict]:
         intent = self.intents.get(params.get("payment_intent", ""))
         if intent is None or intent["status"] != "succeeded":
@@ -153,7 +197,8 @@ class Provider:
         self.events.append(event)
         if self.webhook_url is None:
             return
-        copies = 2 if self.rng.random() < self.knobs.duplicate else 1
+        twice = self.rng.random() < self.knobs.duplicate
+        copies = self.rng.randint(2, max(2, self.knobs.copies)) if twice else 1
         for _ in range(copies):
             self._queue_delivery(event, attempt=0)
 
@@ -166,8 +211,9 @@ class Provider:
         self._wake.notify()
 
     def deliver_forever(self) -> None:
-        """The deliverer: each delivery when it is due, one at a time (Stripe's do not
-        wait for each other either, but one at a time keeps the order the delays chose)."""
+        """A deliverer: each delivery when it is due. With one (``workers``), one at a
+        time, which keeps the order the delays chose; with more, several at once, as
+        Stripe's are."""
         while True:
             with self.lock:
                 while not self._stopped and (self._held or not self._queue
@@ -177,10 +223,10 @@ class Provider:
                 if self._stopped:
                     return
                 delivery = heapq.heappop(self._queue)
-                self._delivering = True
+                self._delivering += 1
             status = self._post(delivery.event)
             with self.lock:
-                self._delivering = False
+                self._delivering -= 1
                 self.delivered.append((delivery.event["id"], status))
                 if not 200 <= status < 300 and delivery.attempt + 1 < self.knobs.attempts:
                     self._queue_delivery(delivery.event, delivery.attempt + 1)
@@ -264,9 +310,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.headers.get("Authorization") != f"Bearer {provider.api_key}":
             status, answer = _error(401, "invalid_request_error", "Invalid API Key provided.")
         else:
-            path = self.path.split("?", 1)[0]
-            status, answer = provider.handle(method, path, dict(parse_qsl(body)),
-                                             self.headers.get("Idempotency-Key"))
+            path, _, query = self.path.partition("?")
+            params = dict(parse_qsl(query if method == "GET" else body))
+            status, answer = provider.handle(method, path, params, self.headers.get("Idempotency-Key"))
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -290,5 +336,6 @@ def serve(provider: Provider, *, host: str = "127.0.0.1", port: int = 0) -> _Ser
     server = _Server((host, port), _Handler)
     server.provider = provider
     threading.Thread(target=server.serve_forever, name="payprovider-http", daemon=True).start()
-    threading.Thread(target=provider.deliver_forever, name="payprovider-webhooks", daemon=True).start()
+    for _ in range(provider.knobs.workers):
+        threading.Thread(target=provider.deliver_forever, name="payprovider-webhooks", daemon=True).start()
     return server

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Event, Final, Pay, Purchase, Reset
 
+from .conservation import conservation
 from .model import EXPIRED, PENDING, Expire, SaleModel, SaleState, Step
 
 Operation = Purchase | Pay | Expire | Final
@@ -150,6 +151,9 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
         verdict.anomalies += _set_checks(sku, purchases, final, at_end, reset.stock)
     if reset.window > 0:
         verdict.anomalies += _payment_checks(sku, pays, final)
+    if final is not None:
+        verdict.anomalies += [Anomaly(kind, sku, detail) for kind, detail in conservation(purchases, final,
+                                                                                          reset.stock)]
     if reset.window > 0 and any(a.kind in _NO_STATE for a in verdict.anomalies):
         # The model keeps each unit left or held by one pending or paid order, and
         # paid and refunded for good, each by a payment: no order of the operations

@@ -10,7 +10,9 @@ availability: the share of purchases that got a definite answer (an order or
 The window cells sell with a payment window (``chaos.sale.PaymentWindow``): half the
 buyers pay, some as their order falls due, racing the expirer; the unpaid units come
 back and a second wave buys them; ``kill-expirer`` kills the expirer with a batch in
-hand.
+hand; ``restart-redis-pending``, ``restart-mariadb-due`` and ``kill-app-paying`` strike
+a store or an app with orders pending or falling due; ``webhook-storm`` delivers each
+event two or three times at once while buyers pay twice.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ WINDOW = "payment-window"  # no fault, a payment window: pays racing expiries, u
 NEMESES = [CALM, *FAULTS, *LINK_FAULTS, WINDOW, *WINDOW_FAULTS]
 EXPIRY_PAUSE_MS = 1000.0  # the expirer's pause with a batch in hand, where kill-expirer strikes
 
+REDIS_LOCKS = {"setnx", "redisson", "redisson-fair"}  # the lock aliases kept in Redis
+
 # Faults that strike a server only some strategies use: elsewhere the sale is calm.
 ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "zk-leader": lambda spec: spec.lock == "zookeeper",
@@ -53,7 +57,8 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-redis": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-shard": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-shard-unreplicated": lambda spec: spec.seller is Seller.GATE}
+            "failover-gate-shard-unreplicated": lambda spec: spec.seller is Seller.GATE,
+            "restart-redis-pending": lambda spec: spec.seller is Seller.GATE or spec.lock in REDIS_LOCKS}
 
 
 def default_plan(strategies: list[str]) -> list[tuple[str, str]]:
@@ -126,11 +131,15 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
         trigger = trigger if fault.trigger is None else fault.trigger
     else:
         fault, urls = {**FAULTS, **WINDOW_FAULTS}.get(nemesis), None
+    window = (PaymentWindow(resale=2 * stock, twice=getattr(fault, "pays_twice", 0.0))
+              if windowed(nemesis) else None)
     end_state = sale_under_fault(config, strategy=strategy, fault=fault, stock=stock, buyers=buyers,
                                  threads=threads, trigger=trigger, history=recorder, urls=urls, first=first,
-                                 window=PaymentWindow(resale=2 * stock) if windowed(nemesis) else None,
+                                 window=window,
                                  **({"database": on.database, "signed_in": on.buyer_auth}
-                                    if hosted(nemesis) else {}))
+                                    if hosted(nemesis) else {}),
+                                 **({"provider": on.provider_url()} if hosted(nemesis) and windowed(nemesis)
+                                    else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
     purchases = [e for e in recorder.events if isinstance(e, Purchase)]
     # A loss the cell sets out to show: the gate without Redis's data or a replica
