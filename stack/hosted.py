@@ -394,7 +394,7 @@ class HostedApps:
             **({"FLASHSALE_GATE_REDIS_CLUSTER": "true"} if self.gate_cluster else {}),
             **({"FLASHSALE_GATE_REPLICAS": str(self.gate_replicas)}
                if self.gate_replicas is not None else {}),
-            **({"FLASHSALE_PAYMENTS_API_BASE": self.provider_url()}
+            **({"FLASHSALE_PAYMENTS_API_BASE": self.provider_url}
                if self.payments else {}),
             **({"DJANGO_ALLOWED_HOSTS": host.address,
                 "FLASHSALE_STRATEGY": "atomic",  # what /readyz probes; each product names its own
@@ -410,6 +410,7 @@ class HostedApps:
         """The payment provider's stand-in, with ``payments``: its base URL."""
         return f"http://{self.net.hosts[PAYPROVIDER].address}:{PAYPROVIDER_PORT}"
 
+    @property
     def database_url(self) -> str:
         """The instances' database, as this machine reaches it (its loopback port)."""
         return self._database_url("127.0.0.1")

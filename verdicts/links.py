@@ -299,6 +299,16 @@ def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, 
                                                "stamp (flashsale.settings.unfenced): the broken half")
 
 
+def _with_orders_pending(fault: LinkFault) -> LinkFault:
+    """The gate's failover (a replica waited for) in a sale with a payment window: the
+    sale is rebuilt from MariaDB while the first wave's orders are pending, and their
+    expiries and late payments come to the rebuilt sale."""
+    return dataclasses.replace(fault, name=f"{fault.name}-pending", window=True,
+                               summary=f"{fault.summary}; in a sale with a payment window, every order "
+                                       "of the first wave pending across the rebuild, their expiries and "
+                                       "late payments after it")
+
+
 def _replicated_or_not(name: str, summary: str, act: Callable[[HostedApps], None], *,
                        cluster: bool = False) -> tuple[LinkFault, LinkFault]:
     """A lesson on the gate's replicas: the fault with each purchase waiting for one
@@ -309,6 +319,16 @@ def _replicated_or_not(name: str, summary: str, act: Callable[[HostedApps], None
     return waited, dataclasses.replace(waited, name=f"{name}-unreplicated", gate_replicas=0,
                                        summary=f"{summary}; no replica waited for: the broken half")
 
+
+_GATE_FAILOVER = _replicated_or_not(
+    "failover-gate-redis", "the gate's Redis master cut off from its replica and the persister (what it runs "
+    "stays on it), then from everyone for 6 s: Sentinel promotes the replica, the sale pauses until "
+    "reconciled with MariaDB, and the old master comes back as a replica", _fail_over_the_gate)
+_GATE_SHARD_FAILOVER = _replicated_or_not(
+    "failover-gate-shard", "the gate's Redis a Cluster of three primaries with a replica each; the primary "
+    "of the sale's shard cut off from its replica and the persister (what it runs stays on it), then from "
+    "everyone for 6 s: the other primaries vote its replica in, the sale pauses until reconciled with "
+    "MariaDB, and the old primary comes back as a replica", _fail_over_the_gate, cluster=True)
 
 LINK_FAULTS: dict[str, LinkFault] = {
     fault.name: fault
@@ -343,16 +363,10 @@ LINK_FAULTS: dict[str, LinkFault] = {
                       "Redis expires the key at once, and the next waiter takes the lock",
                       _step_the_clock_under_the_holder, down_seconds=2.0, environment=LEASE_LESSON,
                       clock=True),
-        *_replicated_or_not("failover-gate-redis", "the gate's Redis master cut off from its replica and "
-                            "the persister (what it runs stays on it), then from everyone for 6 s: Sentinel "
-                            "promotes the "
-                            "replica, the sale pauses until reconciled with MariaDB, and the old master "
-                            "comes back as a replica", _fail_over_the_gate),
-        *_replicated_or_not("failover-gate-shard", "the gate's Redis a Cluster of three primaries with a "
-                            "replica each; the primary of the sale's shard cut off from its replica and the "
-                            "persister (what it runs stays on it), then from everyone for 6 s: the other "
-                            "primaries vote its replica in, the sale pauses until reconciled with MariaDB, "
-                            "and the old primary comes back as a replica", _fail_over_the_gate, cluster=True),
+        *_GATE_FAILOVER,
+        *_GATE_SHARD_FAILOVER,
+        _with_orders_pending(_GATE_FAILOVER[0]),
+        _with_orders_pending(_GATE_SHARD_FAILOVER[0]),
         LinkFault("partition-persister-db", "the gate's persister cut off from MariaDB for 6 s: the gate "
                   "keeps selling from Redis, the orders wait in its stream, a batch in flight may or "
                   "may not have committed", lambda h: h.persister.partition(h.db)),

@@ -58,6 +58,8 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-shard": lambda spec: spec.seller is Seller.GATE,
             "failover-gate-shard-unreplicated": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-redis-pending": lambda spec: spec.seller is Seller.GATE,
+            "failover-gate-shard-pending": lambda spec: spec.seller is Seller.GATE,
             "restart-redis-pending": lambda spec: spec.seller is Seller.GATE or spec.lock in REDIS_LOCKS}
 
 
@@ -138,7 +140,7 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
                                  window=window,
                                  **({"database": on.database, "signed_in": on.buyer_auth}
                                     if hosted(nemesis) else {}),
-                                 **({"provider": on.provider_url()} if hosted(nemesis) and windowed(nemesis)
+                                 **({"provider": on.provider_url} if hosted(nemesis) and windowed(nemesis)
                                     else {}))
     path = recorder.write(out / f"{strategy}--{nemesis}.jsonl")
     purchases = [e for e in recorder.events if isinstance(e, Purchase)]
