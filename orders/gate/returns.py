@@ -41,20 +41,22 @@ def gate_return(*, sku: str, orders: Iterable[Owed], refunded: bool = False) -> 
     """
     k = gate_keys(sku)
     script = gate_script(RETURN)
-    done = {}
+    owed = list(orders)
+    calls = [dict(keys=[k.sale, k.returns, k.bought],
+                  args=[order.order_id, order.quantity, order.user_id, "refunded" if refunded else "expired"])
+             for order in owed]
     try:
-        with gate_redis().pipeline(transaction=False) as pipe:
-            owed = list(orders)
-            for order in owed:
-                script(keys=[k.sale, k.returns, k.bought],
-                       args=[order.order_id, order.quantity, order.user_id,
-                             "refunded" if refunded else "expired"], client=pipe)
-            replies = pipe.execute()
+        if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+            # A Cluster's pipeline refuses scripts: one call each, on the sale's node.
+            replies = [script(**call) for call in calls]
+        else:
+            with gate_redis().pipeline(transaction=False) as pipe:
+                for call in calls:
+                    script(**call, client=pipe)
+                replies = pipe.execute()
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached to give units back", backend="redis") from e
-    for order, reply in zip(owed, replies, strict=True):
-        done[order.order_id] = reply[0]
-    return done
+    return {order.order_id: reply[0] for order, reply in zip(owed, replies, strict=True)}
 
 
 class Retaken(NamedTuple):
