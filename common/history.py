@@ -4,9 +4,12 @@ it asked and what it was answered, as JSON lines a user can write too.
 One JSON object a line; ``type`` says which:
 
 - ``reset``: ``{"type": "reset", "sku", "stock", "segments"?, "window"?, "grace"?,
-  "at"}``: the sale opens with ``stock`` units (``segments``: 1 unless given;
-  ``window``: the payment window in seconds, 0 unless given; ``grace``: how long past
-  it the expirer waits, 0 unless given). The checker starts each sku from its reset.
+  "opens_at"?, "at"}``: the sale opens with ``stock`` units (``segments``: 1 unless
+  given; ``window``: the payment window in seconds, 0 unless given; ``grace``: how
+  long past it the expirer waits, 0 unless given; ``opens_at``: when it starts
+  selling, at once unless given). The checker starts each sku from its reset. A sku
+  reset again mid-history is a new sale from that reset on (its orders cleared): each
+  operation belongs to the sale in which it was invoked, the final read to the last.
 - ``purchase``: ``{"type": "purchase", "id", "client", "sku", "quantity", "key",
   "invoke", "complete", "outcome", ...}`` with ``outcome``:
 
@@ -147,6 +150,9 @@ class Reset:
     segments: int = 1
     window: float = 0.0
     grace: float = 0.0
+    # When the sale opens, on the history's clock (None: at once): no purchase takes
+    # effect before it, and none is answered with an order (a sale reset to open later).
+    opens_at: int | None = None
     type: str = field(default="reset", init=False)
 
 
@@ -190,8 +196,12 @@ class Recorder:
             self.events.append(event)
         return event
 
-    def reset(self, sku: str, stock: int, segments: int = 1, window: float = 0.0, grace: float = 0.0) -> None:
-        self._add(Reset(sku, stock, self.now(), segments, window, grace))
+    def reset(self, sku: str, stock: int, segments: int = 1, window: float = 0.0, grace: float = 0.0,
+              opens_in: float | None = None) -> None:
+        """The sale opens (``opens_in``: that many seconds from now, not at once)."""
+        now = self.now()
+        opens_at = None if opens_in is None else now + round(opens_in * 1e9)
+        self._add(Reset(sku, stock, now, segments, window, grace, opens_at))
 
     def invoke(self, client: str, sku: str, quantity: int, key: str) -> Purchase:
         with self._lock:

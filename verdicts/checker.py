@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Event, Final, Pay, Purchase, Reset
 
-from .conservation import conservation
+from .conservation import conservation, terms_refused
 from .model import EXPIRED, PENDING, Expire, SaleModel, SaleState, Step
 
 Operation = Purchase | Pay | Expire | Final
@@ -123,8 +123,23 @@ def check(events: list[Event], *, budget_states: int = 2_000_000, pruned: bool =
     by_sku: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         by_sku[event.sku].append(event)
-    return Verdict([check_sku(sku, evs, budget_states=budget_states, pruned=pruned)
-                    for sku, evs in sorted(by_sku.items())])
+    return Verdict([check_sku(name, evs, budget_states=budget_states, pruned=pruned)
+                    for sku, evs in sorted(by_sku.items()) for name, evs in _sales(sku, evs)])
+
+
+def _sales(sku: str, events: list[Event]) -> list[tuple[str, list[Event]]]:
+    """A sku's history, one sale per reset: each operation in the sale it was invoked
+    in (it may have taken effect in the next: then the next's final read shows an
+    order no operation of its own placed), the final read in the last. Sales after
+    the first are named ``<sku> (sale <n>)``."""
+    starts = sorted(e.at for e in events if isinstance(e, Reset))
+    if len(starts) < 2:
+        return [(sku, events)]
+    sales: list[list[Event]] = [[] for _ in starts]
+    for event in events:
+        at = event.at if isinstance(event, Reset | Final) else event.invoke
+        sales[max(bisect_left(starts, at + 1) - 1, 0)].append(event)
+    return [(sku if n == 0 else f"{sku} (sale {n + 1})", evs) for n, evs in enumerate(sales)]
 
 
 def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
@@ -151,9 +166,9 @@ def check_sku(sku: str, events: list[Event], *, budget_states: int = 2_000_000,
         verdict.anomalies += _set_checks(sku, purchases, final, at_end, reset.stock)
     if reset.window > 0:
         verdict.anomalies += _payment_checks(sku, pays, final)
-    if final is not None:
-        verdict.anomalies += [Anomaly(kind, sku, detail) for kind, detail in conservation(purchases, final,
-                                                                                          reset.stock)]
+    found = conservation(purchases, final, reset.stock) if final is not None else []
+    found += terms_refused(purchases, final, reset)
+    verdict.anomalies += [Anomaly(kind, sku, detail) for kind, detail in found]
     if reset.window > 0 and any(a.kind in _NO_STATE for a in verdict.anomalies):
         # The model keeps each unit left or held by one pending or paid order, and
         # paid and refunded for good, each by a payment: no order of the operations

@@ -18,13 +18,17 @@ stores hold once the sale has settled, which no answer shows:
   order, and a paid order is paid for. Summed, what the provider took equals the
   paid orders plus the refunds.
 
+- **A sale's terms hold.** A sale reset to open later (``opens_at``) answers no
+  purchase with an order before it opens, and its final read, taken before then,
+  holds no order: a purchase that raced the reset onto the old terms shows here.
+
 The history carries what these need in its final read (``common.history.Final``):
 the statuses, ``gate_remaining`` and the provider's ``money``.
 """
 
 from __future__ import annotations
 
-from common.history import PAID, Final, Purchase
+from common.history import OK, PAID, Final, Purchase, Reset
 
 from .model import PENDING
 
@@ -76,3 +80,17 @@ def _money(final: Final, quantity: dict[str, int], unit_price: int) -> list[tupl
         return []
     more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
     return [("money", wrong[0] + more)]
+
+
+def terms_refused(purchases: list[Purchase], final: Final | None, reset: Reset) -> list[tuple[str, str]]:
+    """Orders a sale not open yet holds, or answered: (kind, detail) naming the first."""
+    if reset.opens_at is None:
+        return []
+    answered = [op for op in purchases if op.outcome == OK and op.complete < reset.opens_at]
+    held = final.orders if final is not None and final.at < reset.opens_at else []
+    wrong = [f"{op.describe()}, before the sale opened" for op in answered]
+    wrong += [f"order {o[1]} (key {str(o[0])[:10]}) in the final read, before the sale opened" for o in held]
+    if not wrong:
+        return []
+    more = f" (+{len(wrong) - 1} more)" if len(wrong) > 1 else ""
+    return [("refused by its terms", wrong[0] + more)]

@@ -82,3 +82,31 @@ def test_the_checker_reports_conservation_beside_linearizability():
     assert verdict.linearizable is True
     assert [a.kind for a in verdict.anomalies] == ["gate disagrees"]
     assert check(events).valid is False
+
+
+def _reset_mid_sale(*after):
+    """A sale of 2 that sells one unit, then is reset at 100 to 5 units opening at 10_000."""
+    return [Reset(SKU, 2, 0), buy(1, 1, 1),
+            Reset(SKU, 5, 100, opens_at=10_000),
+            Purchase(20, "c20", SKU, 1, "k20", 200, 210, "failed", 409, "not_started"), *after]
+
+
+def test_a_reset_mid_history_starts_a_new_sale_that_its_terms_keep_closed():
+    verdict = check(_reset_mid_sale(Final(SKU, 5, [], 300)))
+    assert [v.sku for v in verdict.skus] == [SKU, f"{SKU} (sale 2)"]
+    assert verdict.valid is True, verdict.anomalies
+
+
+def test_an_order_that_raced_the_reset_onto_the_old_terms_is_named():
+    # k1's purchase was invoked in the first sale; its order is in the second's final read.
+    verdict = check(_reset_mid_sale(Final(SKU, 4, [("k1", 1)], 300)))
+    new_sale = verdict.skus[1]
+    assert "refused by its terms" in [a.kind for a in new_sale.anomalies]
+    assert any("order 1 (key k1)" in a.detail for a in new_sale.anomalies)
+
+
+def test_a_201_before_the_sale_opens_is_refused_by_its_terms():
+    early = Purchase(21, "c21", SKU, 1, "k21", 200, 210, OK, 201, None, 7, 4)
+    verdict = check(_reset_mid_sale(early, Final(SKU, 4, [("k21", 7)], 300)))
+    kinds = [a.kind for a in verdict.skus[1].anomalies]
+    assert "refused by its terms" in kinds
