@@ -64,7 +64,7 @@ STATUSES = ("pending", PAID, "expired", REFUNDED)  # an order's, in a sale with 
 
 # Refusals that the contract says wrote nothing (docs/reference/http.md); every other
 # answer that is not an order may have taken effect.
-_NOTHING_WRITTEN = {400, 404, 409, 413, 429}
+_NOTHING_WRITTEN = {400, 401, 403, 404, 409, 413, 429}
 _NOTHING_WRITTEN_503 = {"busy", "stale_lock", "unavailable"}
 
 

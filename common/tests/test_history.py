@@ -19,6 +19,8 @@ def answered(status, body):
     (409, {"error": "idempotency_conflict"}, FAILED),
     (429, {"error": "throttled"}, FAILED),
     (400, {"error": "invalid"}, FAILED),
+    (401, {"error": "not_authenticated"}, FAILED),
+    (403, {"error": "admission_refused", "reason": "missing"}, FAILED),
     (503, {"error": "busy"}, FAILED),
     (503, {"error": "stale_lock"}, FAILED),
     (503, {"error": "unavailable"}, FAILED),
