@@ -10,6 +10,7 @@ instance).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal
 import time
@@ -18,11 +19,24 @@ from dataclasses import dataclass
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.history import Recorder
 from common.strategies import STRATEGIES, Seller
+from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
 from stack.control import start_again
 from stack.servers import REDIS_SERVERS, redis_data, zookeeper_mode
 from stack.supervisor import Supervisor
+
+
+@dataclass(frozen=True)
+class OnSale:
+    """The sale a fault strikes: its sku and stock, where its admin resets it, and the
+    history it is recorded in."""
+
+    sku: str
+    stock: int
+    base_url: str
+    history: Recorder | None
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,15 @@ class Fault:
     # In a sale with a payment window: the share of payers that pay twice at once,
     # two payment intents for one order (``chaos.sale.PaymentWindow.twice``).
     pays_twice: float = 0.0
+    # It resets the sale to new terms (a payment window among them): the old sale's
+    # orders are cleared, so its 201s name orders gone, and the final read is the new
+    # sale's, with each order's status.
+    reopens: bool = False
+
+    def for_sale(self, sale: OnSale) -> Fault:
+        """The fault bound to the sale it strikes (only a fault that acts on the sale
+        itself needs it)."""
+        return self
 
     def targets(self, config: StackConfig) -> list[str]:
         raise NotImplementedError
@@ -168,6 +191,39 @@ class WebhookStorm(Fault):
                         "delay_ms": str(config.payprovider_delay_ms)})
 
 
+@dataclass(frozen=True)
+class ResetUnderLoad(Fault):
+    """The operator resets the sale to new terms while buyers buy it: as many units,
+    on sale in an hour, behind a waiting room, each order with a payment window. The
+    new sale must hold no order and answer none: a purchase that raced the reset onto
+    the old terms shows in its final read. The history records the new sale's reset
+    at the reset's answer, opening an hour after its request."""
+
+    terms: tuple[tuple[str, int], ...] = (("starts_in", 3600), ("room_rate", 1), ("payment_window_s", 300))
+    reopens: bool = True
+    sale: OnSale | None = None
+
+    def for_sale(self, sale: OnSale) -> Fault:
+        return dataclasses.replace(self, sale=sale)
+
+    def targets(self, config: StackConfig) -> list[str]:
+        return ["reset"]
+
+    def inject(self, config: StackConfig) -> list[str]:
+        terms = dict(self.terms)
+        admin = FlashsaleClient(self.sale.base_url, admin_token=config.admin_token())
+        asked = time.monotonic()
+        admin.reset(self.sale.sku, self.sale.stock, **terms)
+        if self.sale.history is not None:
+            self.sale.history.reset(self.sale.sku, self.sale.stock, window=terms["payment_window_s"],
+                                    grace=config.payment_grace_s,
+                                    opens_in=terms["starts_in"] - (time.monotonic() - asked))
+        return self.targets(config)
+
+    def heal(self, config: StackConfig, names: list[str]) -> None:
+        """Nothing to bring back: the new sale is the sale."""
+
+
 def _knobs(config: StackConfig, knobs: dict[str, str]) -> None:
     """Set the stand-in's delivery knobs (``payprovider``'s ``POST /_stand-in/knobs``)."""
     response = requests.post(f"http://127.0.0.1:{config.payprovider_port}/_stand-in/knobs", data=knobs,
@@ -217,6 +273,9 @@ FAULTS: dict[str, Fault] = {
         Killed("kill-persister", "a persister (persist1) SIGKILLed, started again 2 s later: its pending "
                "entries are read again by it or claimed by the other", down_seconds=2.0,
                servers=("persist1",)),
+        ResetUnderLoad("reset-under-load", "the operator resets the sale while buyers buy it, to as many "
+                       "units on sale in an hour, behind a waiting room, each order with a 300 s payment "
+                       "window: the new sale must hold and answer no order", down_seconds=None),
         ZooKeeperLeaderKilled("zk-leader", "the ZooKeeper leader killed, started again 2 s later "
                               "(ZK_NODES=3: the others elect a new one)", down_seconds=2.0),
     )
