@@ -60,7 +60,9 @@ from pathlib import Path
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 OUTCOMES = (OK, FAILED, UNKNOWN)
 PAID, REFUNDED = "paid", "refunded"  # what an ok payment ended in
-STATUSES = ("pending", PAID, "expired", REFUNDED)  # an order's, in a sale with a window
+# An order's, in a sale with a window (``placed``: final at its 201, no payment step,
+# which a sale with a window must never hold; a history may still show one).
+STATUSES = ("pending", PAID, "expired", REFUNDED, "placed")
 
 # Refusals that the contract says wrote nothing (docs/reference/http.md); every other
 # answer that is not an order may have taken effect.

@@ -265,7 +265,8 @@ def _set_checks(sku: str, purchases: list[Purchase], final: Final, at_end: dict[
                              negative))
     if final.orders and len(final.orders[0]) == 3:
         quantity = {op.key: op.quantity for op in purchases}
-        held = sum(quantity.get(key, 1) for key, _, status in final.orders if status in (PENDING, PAID))
+        live = (PENDING, PAID, PLACED)
+        held = sum(quantity.get(key, 1) for key, _, status in final.orders if status in live)
         paid = sum(quantity.get(key, 1) for key, _, status in final.orders if status == PAID)
         if paid > stock:
             found.append(Anomaly("oversold", sku, f"{paid} units paid for, of {stock}"))
@@ -375,7 +376,8 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
 
 # Anomalies of a final read that no state of a sale with a window can be (an order
 # acknowledged and gone among them: no order is ever deleted).
-_NO_STATE = {"unaccounted", "payment lost", "paid unpaid", "lost"}
+_NO_STATE = {"unaccounted", "payment lost", "paid unpaid", "lost", "no payment step"}
+PLACED = "placed"  # an order final at its 201: no payment step
 
 
 def _payment_checks(sku: str, pays: list[Pay], final: Final) -> list[Anomaly]:
@@ -387,6 +389,10 @@ def _payment_checks(sku: str, pays: list[Pay], final: Final) -> list[Anomaly]:
         found.append(Anomaly("payment lost", sku, f"{len(lost)} payments answered {lost[0].result} for "
                              f"orders that are not, at the end (order {lost[0].order_id}: "
                              f"{status.get(lost[0].order_id, 'gone')})", lost))
+    placed = [o for o, s in status.items() if s == PLACED]
+    if placed:
+        found.append(Anomaly("no payment step", sku, f"{len(placed)} orders final at their 201 in a sale "
+                             f"with a payment window (order {placed[0]}: placed)"))
     paying = {op.order_id for op in pays if op.outcome != FAILED}
     unpaid = [o for o, s in status.items() if s in (PAID, REFUNDED) and o not in paying]
     if unpaid:

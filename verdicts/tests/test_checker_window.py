@@ -179,3 +179,11 @@ def test_an_order_paid_without_a_payment_is_no_state_of_the_sale():
     v = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1, "paid")))
     assert v.linearizable is False
     assert [a.kind for a in v.anomalies] == ["not linearizable", "paid unpaid"]
+
+
+def test_an_order_without_a_payment_step_in_a_window_sale_is_no_state_of_it():
+    # The reset's old bug: a purchase that checked the old terms (no payment step)
+    # placed its order in the new sale, which has a window.
+    v = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1, "placed")))
+    assert v.linearizable is False
+    assert "no payment step" in [a.kind for a in v.anomalies]
