@@ -58,7 +58,12 @@ def test_a_waiter_that_times_out_while_cut_off_leaves_no_node_once_back(zk):
     link = Link(port, both_ways=True)
     holder = zk().lock("z")
     holder.acquire()
-    waiting = zk(hosts=f"127.0.0.1:{link.port}", session_timeout=10)
+    # kazoo counts the connection lost two thirds into the session (its read timeout),
+    # and the cut is released once the waiter has given up: the session must outlive
+    # that and the reconnect after it. With 10 s the margin was about 2 s, which a
+    # loaded machine spent (the session expired, and the test saw a new one); 20 s
+    # leaves about 6.
+    waiting = zk(hosts=f"127.0.0.1:{link.port}", session_timeout=20)
     # kazoo fails the waiter's requests before it tells the backend the connection is
     # lost: make that window wide, so the waiter always gives up inside it.
     waiting.client.remove_listener(waiting._on_state)
@@ -72,15 +77,17 @@ def test_a_waiter_that_times_out_while_cut_off_leaves_no_node_once_back(zk):
     while holder.contenders() < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert holder.contenders() == 2
+    session = waiting.client.client_id[0]
     link.hold()  # the waiter's timeout passes while nothing reaches the server
-    t.join(timeout=15)
-    link.release()  # back well within its 10 s session: the session and its node live on
+    t.join(timeout=40)
+    link.release()  # back within its 20 s session: the session and its node live on
     assert done == {"acquired": False}
     deadline = time.monotonic() + 10
     while holder.contenders() > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert holder.contenders() == 1  # the holder's node only
-    assert waiting.client.state == KazooState.CONNECTED and waiting.losses >= 1  # the same session
+    assert waiting.client.state == KazooState.CONNECTED and waiting.losses >= 1
+    assert waiting.client.client_id[0] == session  # the same session: the backend deleted the node
     holder.release()
     assert zk().lock("z").acquire(timeout=2)  # the next contender is not stuck behind a stray
     link.close()
