@@ -56,6 +56,9 @@ class Fault:
     # orders are cleared, so its 201s name orders gone, and the final read is the new
     # sale's, with each order's status.
     reopens: bool = False
+    # Each buyer of the first wave waits up to this long before its purchase (0: all
+    # at once), so that purchases keep coming while a slow fault strikes.
+    stagger_s: float = 0.0
 
     def for_sale(self, sale: OnSale) -> Fault:
         """The fault bound to the sale it strikes (only a fault that acts on the sale
@@ -201,6 +204,7 @@ class ResetUnderLoad(Fault):
 
     terms: tuple[tuple[str, int], ...] = (("starts_in", 3600), ("room_rate", 1), ("payment_window_s", 300))
     reopens: bool = True
+    stagger_s: float = 0.2  # a reset takes a tenth of a second or more: buyers before, during and after
     sale: OnSale | None = None
 
     def for_sale(self, sale: OnSale) -> Fault:

@@ -260,6 +260,8 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
         rng = random.Random(f"{window.seed if window else 0}-{n}")
         if n >= buyers:  # the second wave, spread out as the unpaid orders fall due
             time.sleep(rng.uniform(0, window.spread))
+        elif fault is not None and fault.stagger_s:
+            time.sleep(rng.uniform(0, fault.stagger_s))
         answer = _buy(client_now, sku, uuid.uuid4().hex, f"{BUYER_PREFIX}{n}", history)
         if answer.status == 201:
             with mutex:
