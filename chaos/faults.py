@@ -176,7 +176,7 @@ class WebhookStorm(Fault):
     event delivered two or three times, by four deliverers at once, each delivery
     held up to 1.5 s first (so copies overtake each other and their successors); and
     half the payers pay twice at once. Calm again at the sale's end (what is queued
-    is still delivered as a storm)."""
+    then is delivered one at a time, each copy still queued)."""
 
     storm: tuple[tuple[str, str], ...] = (("duplicate", "1.0"), ("copies", "3"), ("workers", "4"),
                                          ("delay_ms", "1500"))
@@ -190,7 +190,7 @@ class WebhookStorm(Fault):
         return self.targets(config)
 
     def heal(self, config: StackConfig, names: list[str]) -> None:
-        _knobs(config, {"duplicate": str(config.payprovider_duplicate), "copies": "2",
+        _knobs(config, {"duplicate": str(config.payprovider_duplicate), "copies": "2", "workers": "1",
                         "delay_ms": str(config.payprovider_delay_ms)})
 
 

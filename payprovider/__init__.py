@@ -24,5 +24,5 @@ What it keeps of Stripe's semantics:
 
 Not Stripe's: ``POST /_stand-in/knobs`` (with the API key) changes the delivery
 knobs while it runs (``duplicate``, ``copies``, ``delay_ms``, ``workers``), for a
-nemesis that turns a calm provider into a storm mid-sale.
+nemesis that turns a calm provider into a storm mid-sale and calms it again.
 """

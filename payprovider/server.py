@@ -67,6 +67,7 @@ class Provider:
         self._wake = threading.Condition(self.lock)
         self._stopped = False
         self._delivering = 0
+        self._deliverers = 0  # deliverer threads running
         self._held = False
 
     # --- the API ---------------------------------------------------------------
@@ -155,19 +156,28 @@ class Provider:
 
     def _knobs_set(self, params: dict) -> tuple[int, dict]:
         """Not Stripe's: how badly it delivers, changed while it runs (a nemesis's
-        webhook storm). Deliverers are only ever added."""
+        webhook storm, and the calm after it)."""
         try:
             changed = {name: type(getattr(self.knobs, name))(value) for name, value in params.items()
                        if name in ("duplicate", "copies", "delay_ms", "workers")}
         except ValueError as e:
             return _error(400, "invalid_request_error", str(e))
+        if changed.get("workers", 1) < 1:
+            return _error(400, "invalid_request_error", "workers must be at least 1.", param="workers")
         with self.lock:
-            more = max(0, changed.get("workers", self.knobs.workers) - self.knobs.workers)
             for name, value in changed.items():
                 setattr(self.knobs, name, value)
+            self._wake.notify_all()  # deliverers past the new count leave
+        self.deliverers_start()
+        return 200, {"object": "knobs", **vars(self.knobs)}
+
+    def deliverers_start(self) -> None:
+        """As many deliverers as ``knobs.workers`` says (those past it leave by themselves)."""
+        with self.lock:
+            more = max(0, self.knobs.workers - self._deliverers)
+            self._deliverers += more
         for _ in range(more):
             threading.Thread(target=self.deliver_forever, name="payprovider-webhooks", daemon=True).start()
-        return 200, {"object": "knobs", **vars(self.knobs)}
 
     def _refund_create(self, params: dict) -> tuple[int, dict]:
         intent = self.intents.get(params.get("payment_intent", ""))
@@ -216,11 +226,12 @@ class Provider:
         Stripe's are."""
         while True:
             with self.lock:
-                while not self._stopped and (self._held or not self._queue
-                                             or self._queue[0].due > time.monotonic()):
+                while not self._stopped and self._deliverers <= self.knobs.workers and (
+                        self._held or not self._queue or self._queue[0].due > time.monotonic()):
                     self._wake.wait(None if self._held or not self._queue
                                     else self._queue[0].due - time.monotonic())
-                if self._stopped:
+                if self._stopped or self._deliverers > self.knobs.workers:
+                    self._deliverers -= 1
                     return
                 delivery = heapq.heappop(self._queue)
                 self._delivering += 1
@@ -336,6 +347,5 @@ def serve(provider: Provider, *, host: str = "127.0.0.1", port: int = 0) -> _Ser
     server = _Server((host, port), _Handler)
     server.provider = provider
     threading.Thread(target=server.serve_forever, name="payprovider-http", daemon=True).start()
-    for _ in range(provider.knobs.workers):
-        threading.Thread(target=provider.deliver_forever, name="payprovider-webhooks", daemon=True).start()
+    provider.deliverers_start()
     return server

@@ -1,6 +1,11 @@
-"""The provider's ledger, read with Stripe's client library from the stand-in (a real
-HTTP server in this process): its lists page as Stripe's do, and each order's money
-is what its intents took and its refunds gave back."""
+"""The stand-in's API as the verdicts use it, a real HTTP server in this process: the
+provider's ledger, read with Stripe's client library (its lists page as Stripe's do,
+and each order's money is what its intents took and its refunds gave back), and the
+knobs a webhook storm turns."""
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
 
@@ -41,3 +46,54 @@ def test_a_list_refuses_a_page_size_stripe_refuses():
     provider = Provider(api_key=KEY, webhook_url=None, webhook_secret="whsec", knobs=Knobs())
     status, body = provider.handle("GET", "/v1/payment_intents", {"limit": "101"}, None)
     assert status == 400 and body["error"]["param"] == "limit"
+
+
+class _SlowEndpoint(BaseHTTPRequestHandler):
+    """A webhook endpoint that takes 0.3 s an event, counting deliveries under way."""
+
+    def do_POST(self):  # noqa: N802 (http.server's names)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with self.server.mutex:
+            self.server.now += 1
+            self.server.most = max(self.server.most, self.server.now)
+        time.sleep(0.3)
+        with self.server.mutex:
+            self.server.now -= 1
+            self.server.seen += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_storm_delivers_each_event_up_to_three_times_at_once_then_calms():
+    endpoint = ThreadingHTTPServer(("127.0.0.1", 0), _SlowEndpoint)
+    endpoint.mutex, endpoint.now, endpoint.most, endpoint.seen = threading.Lock(), 0, 0, 0
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    provider = Provider(api_key=KEY, webhook_url=f"http://127.0.0.1:{endpoint.server_address[1]}/",
+                        webhook_secret="whsec", knobs=Knobs())
+    server = serve(provider)
+    try:
+        status, knobs = provider.handle("POST", "/_stand-in/knobs", {"duplicate": "1", "copies": "3",
+                                                                     "workers": "4"}, None)
+        assert status == 200 and knobs["workers"] == 4
+        client = stripe.StripeClient(KEY, base_addresses={"api": f"http://127.0.0.1:{server.server_address[1]}"})
+        for order_id in range(4):
+            _pay(client, order_id)
+        deadline = time.monotonic() + 10
+        while not provider.idle() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 2 * 4 <= endpoint.seen <= 3 * 4  # each event two or three times
+        assert endpoint.most >= 2  # deliveries under way at once
+        provider.handle("POST", "/_stand-in/knobs", {"workers": "1", "duplicate": "0"}, None)
+        deadline = time.monotonic() + 5
+        while provider._deliverers > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert provider._deliverers == 1
+        assert provider.handle("POST", "/_stand-in/knobs", {"workers": "0"}, None)[0] == 400
+    finally:
+        server.shutdown()
+        provider.stop()
+        endpoint.shutdown()
