@@ -204,7 +204,7 @@ class ResetUnderLoad(Fault):
 
     terms: tuple[tuple[str, int], ...] = (("starts_in", 3600), ("room_rate", 1), ("payment_window_s", 300))
     reopens: bool = True
-    stagger_s: float = 0.2  # a reset takes a tenth of a second or more: buyers before, during and after
+    stagger_s: float = 0.2  # longer than a reset takes here: buyers before, during and after it
     sale: OnSale | None = None
 
     def for_sale(self, sale: OnSale) -> Fault:
