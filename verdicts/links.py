@@ -19,7 +19,7 @@ import redis
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from chaos.faults import until_batch_in_hand
+from chaos.faults import OnSale, until_batch_in_hand
 from stack.config import StackConfig
 from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
@@ -100,6 +100,10 @@ class LinkFault:
     before: Callable[[HostedApps], None] | None = None
     window: bool = False  # the sale has a payment window (an expirer and the provider's stand-in on hosts)
     hosted: HostedApps | None = None  # bound by ``on``
+    # What a sale asks of any fault (``chaos.faults.Fault``): none of these here.
+    pays_twice: float = 0.0
+    reopens: bool = False
+    stagger_s: float = 0.0
 
     @property
     def as_designed(self) -> bool:
@@ -109,6 +113,9 @@ class LinkFault:
 
     def on(self, hosted: HostedApps) -> LinkFault:
         return dataclasses.replace(self, hosted=hosted)
+
+    def for_sale(self, sale: OnSale) -> LinkFault:
+        return self
 
     def before_sale(self, config: StackConfig) -> None:
         if self.before is not None:
