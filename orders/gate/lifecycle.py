@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 
 def gate_open(*, sale: GateSale, window: SaleWindow, orders: OrdersLoaded | None = None,
-              replacing: int | None = None, staged: str = "") -> bool:
+              replacing: int | None = None, staged: str = "", stock: int | None = None) -> bool:
     """Load ``sale`` (its product's stock, its id block, its ``window``) into Redis, with
     what it takes over of the orders the product already has (a warm-up after Redis
     lost the sale, a reconciliation: ``orders``), and put the sale on the persisters'
@@ -81,7 +81,8 @@ def gate_open(*, sale: GateSale, window: SaleWindow, orders: OrdersLoaded | None
     loading; with ``replacing`` (a sale's id), only if that is the sale Redis holds of
     the product. The orders' hashes are written beforehand under names of the
     opening's own (the sale's id and ``staged``, which tells apart two processes
-    opening the same sale).
+    opening the same sale). ``stock``: what it loads, when not the sale's
+    ``loaded_stock`` (it must be of the same snapshot as ``orders``).
 
     :returns: whether it opened (False: Redis holds another sale than ``replacing``).
     """
@@ -95,8 +96,9 @@ def gate_open(*, sale: GateSale, window: SaleWindow, orders: OrdersLoaded | None
         for key, loaded in zip(staging, (orders.keys, orders.bought, orders.returns), strict=True):
             for chunk in _chunks(loaded):
                 client.hset(key, mapping=chunk)
+        units = sale.loaded_stock if stock is None else stock
         opened = gate_script(OPEN)(keys=[*k, *staging], args=[
-            sale.loaded_stock, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
+            units, sale.pk << ID_BLOCK_SHIFT, time.time(), sale.pk, GROUP, _ms(window.starts_at),
             _ms(window.ends_at), "" if replacing is None else replacing,
             "1" if sale.product.payment_window_s else "0",
             "1" if Room.objects.filter(product_id=sale.product_id).exists() else "0",

@@ -120,21 +120,26 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         # units back; one that expired before is in the stock loaded.
         segments = list(Stock.objects.filter(product=product))
         orders = orders_loaded(product)
+        if len(segments) != 1:
+            raise Busy(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
+        stock = segments[0].quantity
         if old.superseded_at is None:
-            if len(segments) != 1:
-                raise Busy(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
-            new = GateSale.objects.create(product=product, loaded_stock=segments[0].quantity)
+            new = GateSale.objects.create(product=product, loaded_stock=stock)
             old.superseded_at = timezone.now()
             old.save(update_fields=["superseded_at"])
         else:  # another superseded it; Redis may not hold its sale yet
             new = GateSale.objects.filter(product=product, pk__gt=old.pk).order_by("-pk").first()
             if new is None:
                 return None
+    # The stock and the orders of this snapshot, together: the sale's own loaded_stock
+    # is of the snapshot of the reconciler that made it, and an order may have expired
+    # since (its unit in this stock, its return marked done in these orders).
     if not gate_open(sale=new, window=SaleWindow.of(product), orders=orders, replacing=old.pk,
-                     staged=secrets.token_hex(8)):
+                     staged=secrets.token_hex(8), stock=stock):
         return None
-    done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(redis_stock),
-                      stock=new.loaded_stock)
+    if stock != new.loaded_stock:  # the sale's row says what Redis loaded
+        GateSale.objects.filter(pk=new.pk).update(loaded_stock=stock)
+    done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(redis_stock), stock=stock)
     logger.warning("reconciled the sale of %s after a failover: sale %d replaced by sale %d, stock %d "
                    "(the promoted Redis held %d: %+d), %d orders' keys loaded", sku, done.replaced, done.sale,
                    done.stock, done.redis_stock, done.stock - done.redis_stock, len(orders.keys))
