@@ -323,12 +323,12 @@ def _pay(client: FlashsaleClient, answer: DocumentedError, sku: str, history: Re
     as the same payment. Returns the price the shop asked for a unit, if it said."""
     op = history.pay(answer.user, sku, answer.order_id) if history else Pay(0, answer.user, sku,
                                                                                answer.order_id, 0)
-    if twice is not None:
-        other = ThreadPoolExecutor(1)
-        second = other.submit(_payment_sent, twice, answer)
-        other.shutdown(wait=False)
-    status, price = _payment_sent(client, answer)
-    if twice is not None:
+    if twice is None:
+        status, price = _payment_sent(client, answer)
+    else:
+        with ThreadPoolExecutor(1) as other:
+            second = other.submit(_payment_sent, twice, answer)
+            status, price = _payment_sent(client, answer)
         second_status, second_price = second.result()
         if second_status not in (402, 404, 409):
             status, price = second_status, price or second_price  # one of them may pay: watch the order
@@ -428,8 +428,8 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     # Once every return owed to the gate's Redis has had its time: the final read
     # records what it holds, and what the provider took for the orders.
     stranded = _stranded(client, sku, audit) if window else 0
+    gate = audit.get("gate") or {}
     if history:
-        gate = audit.get("gate") or {}
         money = (provider_ledger(provider, config.payments_api_key(), [row[1] for row in rows])
                  if window else None)
         history.final(sku, audit["remaining"], rows, money=money, unit_price=unit_price,
@@ -466,7 +466,6 @@ def _judge(config: StackConfig, client: FlashsaleClient, *, sku: str, strategy: 
     notes += [f"replays answered {what}: {n}" for what, n in wrong.items()]
     notes += [f"final answer {what}: {n}" for what, n in lying.items()]
     if stranded:
-        gate = audit.get("gate") or {}
         notes.append(f"the gate's Redis holds {gate.get('redis_remaining')} where MariaDB holds "
                      f"{audit['remaining']}")
     return Verdict(

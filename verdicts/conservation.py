@@ -17,7 +17,6 @@ stores hold once the sale has settled, which no answer shows:
   charged for an order that is expired, pending or refunded, none pays twice for one
   order, and a paid order is paid for. Summed, what the provider took equals the
   paid orders plus the refunds.
-
 - **A sale's terms hold.** A sale reset to open later (``opens_at``) answers no
   purchase with an order before it opens, and its final read, taken before then,
   holds no order: a purchase that raced the reset onto the old terms shows here.
