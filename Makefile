@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room verdicts
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room verdicts
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -212,14 +212,20 @@ verdicts: up  ## strategies x nemeses, every operation recorded and checked for 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
-#: install (with test packages), lint, build the docs (strict), then the suite under `python -m stack
-#: run` (`scripts/suite.sh`: the tests that drive the stack and the rest in two pytest at once, then
-#: those that fault a shared server alone): starts the stack if it is not up, stops what it started
-#: ([tests](../development/tests.md))
-test: install-test  ## lint, build the docs (strict), then the whole suite (two workers) against a stack it starts (and stops)
+#: install (with test packages), lint, build the docs (strict), then the suite with `python -m stack
+#: test`: in two lanes at once (`LANES=n`), each on a stack of its own, each running a share of the
+#: tests that drive its stack, beside them a share of the rest, then alone those that fault a server;
+#: starts the stacks it needs and stops what it started; prints each part's time and the slowest
+#: tests ([tests](../development/tests.md))
+test: install-test  ## lint, build the docs (strict), then the whole suite in two lanes, each on a stack it starts (and stops)
 	$(VENV)/bin/ruff check .
 	$(PY) -m stack docs
-	$(PY) -m stack run -- env PYTHON=$(PY) scripts/suite.sh $(PYTEST_ARGS)
+	$(PY) -m stack test $(if $(LANES),--lanes $(LANES)) -- $(PYTEST_ARGS)
+
+#: `make test` with a CPU burner beside it (one spinning process a core): the suite on a machine
+#: half as fast, where a test that assumes the machine's speed fails ([tests](../development/tests.md))
+test-slow: install-test  ## the whole suite with a CPU burner spinning on every core beside it
+	$(PY) -m stack test --burn $$(nproc) $(if $(LANES),--lanes $(LANES)) -- $(PYTEST_ARGS)
 
 #: what needs no server, in under two minutes: lint, the docs build, and the tests that start nothing
 #: (`pytest -m "not server"`; a test is `server` when it asks for the database, the stack or a lock

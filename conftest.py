@@ -75,10 +75,11 @@ SERVER_FIXTURES = {"db", "transactional_db", "django_db_setup", "stack_config", 
                    "redis_url", "zk_root", "live_server"}
 SERVER_MARKS = ("django_db", "e2e", "server")
 
-# ``make test`` runs two pytest at once (scripts/suite.sh), each with a test database
-# and Redis databases of its own (flashsale.settings.test). What cannot run beside
-# anything else goes to the first, in order (``stack``): the tests that drive the
-# stack's app instances, nginx or its watchers (they restart the instances at will).
+# Each lane of ``make test`` (stack/suite.py) runs two pytest at once on its stack,
+# each with a test database and Redis databases of its own (flashsale.settings.test).
+# What cannot run beside anything else goes to the first, in order (``stack``): the
+# tests that drive the stack's app instances, nginx or its watchers (they restart the
+# instances at will).
 # A test on servers of its own (``hosted``: stack.hosted's test hosts; the second
 # stack) needs none of them. A test that faults a server both use (``exclusive``)
 # runs after both, alone.

@@ -5,6 +5,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack status
     python -m stack down      # stop exactly what `up` started, by PID
     python -m stack run -- CMD ...   # up if needed, run CMD, down if we brought it up
+    python -m stack test [--lanes N] -- [PYTEST ARGS]   # the whole suite, in lanes (stack.suite)
     python -m stack docs      # build the documentation site that nginx serves at /docs/
     python -m stack commands  # write the commands reference's table from the Makefile
     python -m stack clean     # down, then remove the run directory and what it made outside
@@ -18,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import commands
+from . import commands, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .servers import StackError
@@ -36,6 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
     p_run = sub.add_parser("run", help="run a command with the stack up")
     p_run.add_argument("cmd", nargs=argparse.REMAINDER)
+    p_test = sub.add_parser("test", help="the whole suite, in lanes at once, each on a stack of its own")
+    p_test.add_argument("--lanes", type=int, default=2,
+                        help="stacks, each running a share of the tests (make test LANES=n; 2)")
+    p_test.add_argument("--store-durations", action="store_true",
+                        help="write this run's durations into .test_durations, which splits the tests")
+    p_test.add_argument("--burn", type=int, default=0, metavar="N",
+                        help="N processes spinning beside the suite (make test-slow: one a core)")
+    p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     config = StackConfig.from_env()
@@ -56,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(config, cmd)
+        elif args.command == "test":
+            pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+            if args.lanes < 1:
+                parser.error("--lanes must be at least 1")
+            return suite.main(pytest_args, lanes=args.lanes, store_durations=args.store_durations,
+                              burn=args.burn)
     except StackError as e:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1

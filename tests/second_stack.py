@@ -1,5 +1,7 @@
 """A second local stack for the tests that start, break and stop one: its own run
-directory and ports, so the stack the rest of the suite uses is left alone."""
+directory and ports, so the stack the rest of the suite uses is left alone. Its ports
+are that stack's plus 100 (``make test``'s lanes are 200 apart: stack.suite), so that
+each lane's second stack is apart from the others'."""
 
 from __future__ import annotations
 
@@ -10,12 +12,21 @@ from pathlib import Path
 
 from stack.config import ROOT, StackConfig
 
-PORTS = {"MYSQL_PORT": "3410", "REDIS_PORT": "6490", "ZK_PORT": "2290",
-         "NGINX_PORT": "8180", "APP_PORT": "8101", "METRICS_PORT": "9490", "PAYPROVIDER_PORT": "8170"}
+
+def ports() -> dict[str, str]:
+    shared = StackConfig.from_env()
+    ports = {"MYSQL_PORT": shared.mysql_port, "REDIS_PORT": shared.redis_port,
+             "REDIS_GATE_PORT": shared.redis_gate_port, "ZK_PORT": shared.zk_port,
+             "NGINX_PORT": shared.nginx_port, "APP_PORT": shared.app_port,
+             "METRICS_PORT": shared.metrics_port, "PAYPROVIDER_PORT": shared.payprovider_port}
+    return {name: str(port + 100) for name, port in ports.items()}
+
+
+PORTS = ports()
 
 
 def environment(run_dir: Path, **env: str) -> dict[str, str]:
-    return {**PORTS, "RUN_DIR": str(run_dir), "INSTANCES": "1", **env}
+    return {**ports(), "RUN_DIR": str(run_dir), "INSTANCES": "1", **env}
 
 
 def stack(run_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

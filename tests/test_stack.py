@@ -18,7 +18,7 @@ pytestmark = pytest.mark.server  # it starts servers of its own
 def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     up = stack(second_run_dir, "up", FLASHSALE_SERVER=server)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "nginx ready on 127.0.0.1:8180" in up.stdout and f"server={server}" in up.stdout
+    assert f"nginx ready on 127.0.0.1:{PORTS['NGINX_PORT']}" in up.stdout and f"server={server}" in up.stdout
 
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
@@ -67,4 +67,4 @@ def test_a_taken_port_is_reported_before_starting(second_run_dir):
         squatter.listen()
         up = stack(second_run_dir, "up")
     assert up.returncode == 1
-    assert "redis can't start: port 6490 is taken by another process" in up.stderr
+    assert f"redis can't start: port {PORTS['REDIS_PORT']} is taken by another process" in up.stderr

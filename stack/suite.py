@@ -1,0 +1,216 @@
+"""The whole suite, in lanes that run at once, each on a stack of its own.
+
+``make test`` runs ``python -m stack test [pytest arguments]``. Most of the suite's
+time is spent waiting on servers, so it runs in lanes at once (``--lanes``, 2):
+lane 1 on the stack the environment names (started if it is not up, stopped after if
+so), lane ``k`` on a stack of its own started for the run, its ports those of lane 1
+plus ``(k - 1) * LANE_PORT_STEP``. Each lane runs a ``k``-th share of the tests,
+shares of equal time by ``.test_durations`` (pytest-split):
+
+1. the tests that drive its stack's app instances, nginx or watchers (``stack``,
+   marked by conftest.py), one after another, since each may restart the instances;
+2. at the same time, the tests that do not, with a database, Redis databases and a
+   ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
+3. then, alone on that stack, the tests that fault a server both use or count all it
+   runs (``exclusive``).
+
+Each part's output is printed when it ends; at the end come each part's time and the
+slowest tests of the run, whose durations are also written to
+``<run dir>/suite/durations.json`` (``--store-durations`` copies them into
+``.test_durations``, which balances the lanes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import ROOT, StackConfig
+from .control import clean, down, up
+from .supervisor import Supervisor
+
+# Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
+LANE_PORT_STEP = 200
+DURATIONS = ROOT / ".test_durations"
+SLOWEST = 20
+_printing = threading.Lock()  # a part's log comes out whole, not between another's lines
+
+
+def say(text: str) -> None:
+    with _printing:
+        print(text, flush=True)
+
+
+def lane_config(config: StackConfig, lane: int) -> StackConfig:
+    """Lane 1 is ``config``; lane ``k`` has its own run directory and ports."""
+    if lane == 1:
+        return config
+    step = (lane - 1) * LANE_PORT_STEP
+    return config.replace(
+        run_dir=config.run_dir / f"lane{lane}",
+        mysql_port=config.mysql_port + step, redis_port=config.redis_port + step,
+        redis_gate_port=config.redis_gate_port + step, zk_port=config.zk_port + step,
+        nginx_port=config.nginx_port + step, app_port=config.app_port + step,
+        metrics_port=config.metrics_port + step, payprovider_port=config.payprovider_port + step)
+
+
+def lane_environment(config: StackConfig) -> dict[str, str]:
+    """What a pytest of the lane is given: the same variables StackConfig and the
+    Django settings read, so that both find the lane's servers."""
+    return {**os.environ, "RUN_DIR": str(config.run_dir), "MYSQL_PORT": str(config.mysql_port),
+            "REDIS_PORT": str(config.redis_port), "REDIS_GATE_PORT": str(config.redis_gate_port),
+            "ZK_PORT": str(config.zk_port), "NGINX_PORT": str(config.nginx_port),
+            "APP_PORT": str(config.app_port), "METRICS_PORT": str(config.metrics_port),
+            "PAYPROVIDER_PORT": str(config.payprovider_port)}
+
+
+@dataclass
+class Part:
+    """One pytest run: a share of one kind of test on one lane's stack."""
+
+    name: str
+    marks: str
+    worker: int
+    config: StackConfig
+    share: tuple[int, int]  # (group, of groups)
+    out: Path
+    status: int | None = None
+    seconds: float = 0.0
+    durations: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return self.out / f"{self.name.replace(' ', '-').replace('/', 'of')}.log"
+
+    @property
+    def durations_file(self) -> Path:
+        return self.log.with_suffix(".json")
+
+    def command(self, pytest_args: list[str]) -> list[str]:
+        group, groups = self.share
+        # pytest-split reads the committed durations to split by, and writes only
+        # this part's (--clean-durations) to the same file: a copy of them.
+        self.durations_file.write_text(DURATIONS.read_text() if DURATIONS.exists() else "{}")
+        return [sys.executable, "-m", "pytest", "-m", self.marks, "-p", "no:cacheprovider",
+                "--splits", str(groups), "--group", str(group), "--splitting-algorithm", "least_duration",
+                "--store-durations", "--clean-durations", "--durations-path", str(self.durations_file),
+                *pytest_args]
+
+    def run(self, pytest_args: list[str]) -> None:
+        env = {**lane_environment(self.config), "FLASHSALE_TEST_WORKER": str(self.worker)}
+        say(f"[suite] {self.name}: started")
+        began = time.monotonic()
+        with self.log.open("w") as log:
+            self.status = subprocess.call(self.command(pytest_args), cwd=ROOT, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT)
+        self.seconds = time.monotonic() - began
+        if self.durations_file.exists():
+            self.durations = json.loads(self.durations_file.read_text())
+        say(f"\n----- {self.name}: {self.seconds:.0f} s, {self.verdict} -----\n{self.log.read_text()}")
+
+    @property
+    def verdict(self) -> str:
+        # 5 is pytest's "no test selected": arguments that pick none of this share.
+        return {None: "not run", 0: "passed", 5: "none selected"}.get(self.status, f"failed ({self.status})")
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in (0, 5)
+
+
+def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> tuple[list[Part], Part]:
+    """The parts a lane runs at once, and the one it runs alone after them."""
+    share = (lane, lanes)
+    return ([Part(f"stack {lane}/{lanes}", "stack and not exclusive", 0, config, share, out),
+             Part(f"beside {lane}/{lanes}", "not stack and not exclusive", 1, config, share, out)],
+            Part(f"alone {lane}/{lanes}", "exclusive", 0, config, share, out))
+
+
+def run_lane(parts: list[Part], alone: Part, pytest_args: list[str]) -> None:
+    threads = [threading.Thread(target=part.run, args=(pytest_args,)) for part in parts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    alone.run(pytest_args)
+
+
+@contextmanager
+def stacks_up(configs: list[StackConfig]) -> Iterator[None]:
+    """Every lane's stack up; afterwards, down what this run started, and the lanes it
+    made removed with what they made outside their run directories."""
+    with ExitStack() as stack:
+        for lane, config in enumerate(configs, start=1):
+            if lane > 1:
+                stack.callback(clean, config)
+            elif not Supervisor(config).is_running():
+                stack.callback(down, config)
+            up(config)
+        yield
+
+
+def report(parts: list[Part], seconds: float, out: Path) -> str:
+    lanes = len({part.config.run_dir for part in parts})
+    lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
+    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in parts]
+    durations = {test: s for part in parts for test, s in part.durations.items()}
+    (out / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
+    lines.append(f"----- the {SLOWEST} slowest tests (setup, call and teardown) -----")
+    slowest = sorted(durations.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
+    lines += [f"  {s:7.1f} s  {test}" for test, s in slowest]
+    return "\n".join(lines)
+
+
+@contextmanager
+def burners(count: int) -> Iterator[list[int]]:
+    """``count`` processes that spin as long as the suite runs: on a machine of that
+    many cores, the suite gets about half of it (``make test-slow``)."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    pids = [process.pid for process in spinning]
+    say(f"[suite] {count} CPU burners beside the suite: pids {' '.join(map(str, pids))}")
+    try:
+        yield pids
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+
+
+def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
+    config = StackConfig.from_env()
+    configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
+    out = config.dir("suite")
+    began = time.monotonic()
+    with burners(burn) if burn else nullcontext(), stacks_up(configs):
+        shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
+        threads = [threading.Thread(target=run_lane, args=(parts, alone, pytest_args))
+                   for parts, alone in shares]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    parts = [part for parts, alone in shares for part in (*parts, alone)]
+    say("\n" + report(parts, time.monotonic() - began, out))
+    if store_durations:
+        kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+        kept.update(json.loads((out / "durations.json").read_text()))
+        DURATIONS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+        say(f"[suite] {DURATIONS.name}: this run's durations written in")
+    return exit_status(parts)
+
+
+def exit_status(parts: list[Part]) -> int:
+    """A failed part's status (1 for one that never ran), else 0; 5 when no part
+    selected a test."""
+    failed = [part for part in parts if part.failed]
+    if failed:
+        return max(part.status or 1 for part in failed)
+    return 0 if any(part.status == 0 for part in parts) else 5

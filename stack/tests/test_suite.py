@@ -1,0 +1,88 @@
+"""make test's lanes (stack.suite): stacks apart from each other, parts reported whole."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stack import suite
+from stack.config import StackConfig
+from tests import second_stack
+
+LANES = 4
+
+
+def listening(config: StackConfig) -> set[int]:
+    """Every loopback port a stack so configured listens on."""
+    return {config.mysql_port, config.redis_port, config.redis_gate_port, config.nginx_port,
+            config.payprovider_port, config.alertmanager_port, config.pager_port,
+            *range(config.zk_port, config.zk_port + config.zk_nodes),
+            *(config.app_port_of(name) for name in config.app_names),
+            *range(config.metrics_port, config.expirer_metrics_port + 1)}
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
+    return StackConfig.from_env()
+
+
+def test_no_two_lanes_nor_their_second_stacks_share_a_port_or_a_run_directory(config, monkeypatch):
+    stacks = []
+    for lane in (suite.lane_config(config, n) for n in range(1, LANES + 1)):
+        for name, value in suite.lane_environment(lane).items():
+            monkeypatch.setenv(name, value)  # as the lane's pytest runs
+        stacks += [lane, second_stack.config_for(lane.run_dir / "second")]
+    ports = [listening(stack) for stack in stacks]
+    for i, mine in enumerate(ports):
+        for j, theirs in enumerate(ports[i + 1:], start=i + 1):
+            assert not mine & theirs, (i, j, sorted(mine & theirs))
+    assert len({stack.run_dir for stack in stacks}) == len(stacks)
+    assert stacks[0] == config  # lane 1 is the stack the environment names
+
+
+def test_a_lanes_pytest_finds_its_stack_where_the_settings_look(config):
+    lane = suite.lane_config(config, 2)
+    env = suite.lane_environment(lane)
+    for variable, port in (("MYSQL_PORT", lane.mysql_port), ("REDIS_PORT", lane.redis_port),
+                           ("REDIS_GATE_PORT", lane.redis_gate_port), ("ZK_PORT", lane.zk_port),
+                           ("NGINX_PORT", lane.nginx_port), ("PAYPROVIDER_PORT", lane.payprovider_port)):
+        assert env[variable] == str(port)
+    assert env["RUN_DIR"] == str(lane.run_dir)
+
+
+def _part(name: str, status: int | None, seconds: float, durations: dict[str, float], tmp_path: Path):
+    part = suite.Part(name, "stack", 0, StackConfig.from_env(), (1, 2), tmp_path)
+    part.status, part.seconds, part.durations = status, seconds, durations
+    return part
+
+
+def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, tmp_path):
+    durations = {f"a.py::test_{i}": float(i) for i in range(30)}
+    parts = [_part("stack 1/2", 0, 100, dict(list(durations.items())[:15]), tmp_path),
+             _part("beside 1/2", 5, 50, dict(list(durations.items())[15:]), tmp_path),
+             _part("alone 1/2", 1, 20, {}, tmp_path)]
+    text = suite.report(parts, 170, tmp_path)
+    assert "stack 1/2" in text and "100 s  passed" in text
+    assert "none selected" in text and "failed (1)" in text
+    listed = [line.split()[-1] for line in text.splitlines()[text.splitlines().index(
+        next(line for line in text.splitlines() if "slowest" in line)) + 1:]]
+    assert listed == [f"a.py::test_{i}" for i in range(29, 29 - suite.SLOWEST, -1)]
+    assert (tmp_path / "durations.json").read_text().count("a.py::test_") == 30
+
+
+@pytest.mark.parametrize(("statuses", "expected"), [
+    ((0, 0, 5), 0), ((5, 5, 5), 5), ((0, 1, 0), 1), ((2, 0, 1), 2), ((0, None, 0), 1)])
+def test_the_suite_fails_when_any_part_fails_or_never_ran(statuses, expected, config, tmp_path):
+    parts = [_part(f"p{i}", status, 1, {}, tmp_path) for i, status in enumerate(statuses)]
+    assert suite.exit_status(parts) == expected
+
+
+def test_the_burners_spin_while_the_suite_runs_and_stop_with_it():
+    with suite.burners(2) as pids:
+        assert len(pids) == 2
+        for pid in pids:
+            os.kill(pid, 0)  # alive
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
