@@ -339,11 +339,17 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
         quantity.setdefault(op.key, op.quantity)
         first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
     created = {op.order_id: op.complete for op in purchases if op.outcome == OK and not op.replayed}
+    units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
+    status_at_end = {order_id: status for _, order_id, status in final.orders}
+    # A payment of unknown outcome for an order pending or expired at the end did
+    # nothing: had it landed, the order would be paid or refunded, which are final.
+    # Left out, it spares the search a branch and leaves the order's expiry alike
+    # with the others.
+    pays = [op for op in pays if op.outcome != FAILED and not (
+        op.outcome == UNKNOWN and status_at_end.get(op.order_id) in (PENDING, EXPIRED))]
     paying: dict[int, list[Pay]] = defaultdict(list)
     for op in pays:
-        if op.outcome != FAILED:
-            paying[op.order_id].append(op)
-    units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
+        paying[op.order_id].append(op)
     followed: set[int] = set()
     expiries: list[tuple[Step, int]] = []
     for key, order_id, status in final.orders:
@@ -363,10 +369,9 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
                               order_id, False, units=units[order_id], statused=not alone), end))
     steps = [replace(step, statused=True) if step.order_id in followed else step for step in steps]
     for op in pays:
-        if op.outcome != FAILED:
-            steps.append(Step(op, "yes" if op.outcome == OK else "maybe", op.order_id, False,
-                              units=units.get(op.order_id, 1), statused=True))
-            ends.append(op.complete if op.outcome == OK else max(final.at - 1, op.invoke))
+        steps.append(Step(op, "yes" if op.outcome == OK else "maybe", op.order_id, False,
+                          units=units.get(op.order_id, 1), statused=True))
+        ends.append(op.complete if op.outcome == OK else max(final.at - 1, op.invoke))
     steps += [step for step, _ in expiries]
     ends += [end for _, end in expiries]  # one due after its end cannot fit, and fails
     steps.append(replace(read, statuses=frozenset(followed)))
@@ -490,6 +495,9 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
         if needs[i]:
             insort(open_needs, needs[i])
 
+    # Each state and each set of them is kept once, however many cache entries hold
+    # it: a search that spends its budget stays within a few GB.
+    same: dict = {}
     states: frozenset = frozenset([init])
     linearized = 0
     cache: set[tuple[int, frozenset]] = set()
@@ -504,8 +512,9 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
                 continue
             order(entry.index)
             least = bound()
-            following = frozenset(after for state in states for after in model.step(state, step)
-                                  if after.remaining >= least)
+            following = frozenset(same.setdefault(after, after) for state in states
+                                  for after in model.step(state, step) if after.remaining >= least)
+            following = same.setdefault(following, following)
             marked = linearized | (1 << entry.index)
             if not following or (marked, following) in cache:
                 unorder(entry.index)

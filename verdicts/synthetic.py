@@ -53,15 +53,17 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
 
 
 def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
-                unknown_share: float = 0.0, unknown_payments: float = 0.0, seed: int = 0,
-                sku: str = "s") -> list:
+                unknown_share: float = 0.0, unknown_payments: float = 0.0, lost_payments: float = 0.0,
+                seed: int = 0, sku: str = "s") -> list:
     """A sale with a payment window (``window`` in the history's nanoseconds), as
     ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
     after another; each order paid with probability ``paying``, at once or as it falls
     due; each unpaid one expires at a random instant past its window; every operation
     takes effect at a random instant inside its interval, and its answer is lost
     (unknown) with probability ``unknown_share`` (a purchase) or ``unknown_payments``.
-    Linearizable by construction."""
+    An unpaid order meets, with probability ``lost_payments``, a payment that never
+    landed and whose answer was lost (a server away as it falls due). Linearizable by
+    construction."""
     rng = random.Random(seed)
     now = [1_000] * clients
     planned = []  # (instant, kind, operation)
@@ -84,12 +86,7 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
                 status[op.order_id], keys[op.order_id] = "pending", op.key
                 op.outcome, op.remaining, op.status = OK, remaining, 201
                 planned.append((point + window + rng.randint(0, window), "expire", op.order_id))
-                if rng.random() < paying:
-                    start = op.complete + (rng.randint(0, window // 2) if rng.random() < 0.5
-                                           else window + rng.randint(-window // 5, window // 5))
-                    pay = Pay(next(pay_ids), op.client, sku, op.order_id, start)
-                    pay.complete = start + rng.randint(1, 400)
-                    planned.append((rng.randint(pay.invoke, pay.complete), "pay", pay))
+                _pay_for(op, rng, next(pay_ids), window, paying, lost_payments, planned, events)
             else:
                 op.outcome, op.status, op.error = FAILED, 409, "sold_out"
             if rng.random() < unknown_share:
@@ -114,3 +111,19 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     at = max([e.complete or e.invoke for e in events] + later) + 1
     orders = sorted((keys[o], o, s) for o, s in status.items())
     return [Reset(sku, stock, 0, window=window / 1e9), *events, Final(sku, remaining, orders, at)]
+
+
+def _pay_for(op: Purchase, rng: random.Random, pay_id: int, window: int, paying: float, lost: float,
+             planned: list, events: list) -> None:
+    """A payment for the order ``op`` placed, with probability ``paying``, at once or
+    as it falls due (planned: it lands); else, with probability ``lost``, one that
+    never landed and whose answer was lost (an event now: nothing plans it)."""
+    if rng.random() < paying:
+        start = op.complete + (rng.randint(0, window // 2) if rng.random() < 0.5
+                               else window + rng.randint(-window // 5, window // 5))
+        pay = Pay(pay_id, op.client, op.sku, op.order_id, start)
+        pay.complete = start + rng.randint(1, 400)
+        planned.append((rng.randint(pay.invoke, pay.complete), "pay", pay))
+    elif lost and rng.random() < lost:  # (no draw when none are lost: the same histories as before)
+        start = op.complete + window + rng.randint(-window // 5, window // 5)
+        events.append(Pay(pay_id, op.client, op.sku, op.order_id, start, None, UNKNOWN))

@@ -122,7 +122,8 @@ def _window_history(rng: random.Random) -> tuple[int, list]:
     stock = rng.randint(1, 2)
     buyers = rng.randint(2, 5)
     reset, *ops, final = window_sale(stock=stock, buyers=buyers, clients=buyers, window=WINDOW,
-                                     unknown_share=0.2, unknown_payments=0.2, seed=rng.getrandbits(32))
+                                     unknown_share=0.2, unknown_payments=0.2, lost_payments=0.3,
+                                     seed=rng.getrandbits(32))
     if rng.random() < 0.5:  # one thing broken
         choice = rng.randrange(3)
         if choice == 0:
