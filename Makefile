@@ -212,20 +212,24 @@ verdicts: up  ## strategies x nemeses, every operation recorded and checked for 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
+# Lanes of the suite, each on a stack of its own. Two halve the stack's queue, but on two cores
+# they slow each other down, and a few tests still assume a machine that is not busy.
+LANES ?= 1
+
 #: install (with test packages), lint, build the docs (strict), then the suite with `python -m stack
-#: test`: in two lanes at once (`LANES=n`), each on a stack of its own, each running a share of the
-#: tests that drive its stack, beside them a share of the rest, then alone those that fault a server;
-#: starts the stacks it needs and stops what it started; prints each part's time and the slowest
-#: tests ([tests](../development/tests.md))
-test: install-test  ## lint, build the docs (strict), then the whole suite in two lanes, each on a stack it starts (and stops)
+#: test`: in `LANES` lanes at once (1 unless set), each on a stack of its own, each running a share
+#: of the tests that drive its stack, beside them a share of the rest, then alone those that fault a
+#: server; starts the stacks it needs and stops what it started; prints each part's time and the
+#: slowest tests ([tests](../development/tests.md))
+test: install-test  ## lint, build the docs (strict), then the whole suite against the stacks it starts (and stops)
 	$(VENV)/bin/ruff check .
 	$(PY) -m stack docs
-	$(PY) -m stack test $(if $(LANES),--lanes $(LANES)) -- $(PYTEST_ARGS)
+	$(PY) -m stack test --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: `make test` with a CPU burner beside it (one spinning process a core): the suite on a machine
 #: half as fast, where a test that assumes the machine's speed fails ([tests](../development/tests.md))
 test-slow: install-test  ## the whole suite with a CPU burner spinning on every core beside it
-	$(PY) -m stack test --burn $$(nproc) $(if $(LANES),--lanes $(LANES)) -- $(PYTEST_ARGS)
+	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: what needs no server, in under two minutes: lint, the docs build, and the tests that start nothing
 #: (`pytest -m "not server"`; a test is `server` when it asks for the database, the stack or a lock
