@@ -295,6 +295,15 @@ class StackConfig:
         creates it once the last of those has stopped (``stack.control``)."""
         return self.dir("barrier") / f"released-{self.strategy}"
 
+    def port_environment(self) -> dict[str, str]:
+        """This stack's run directory and ports as the variables ``from_env`` reads: a
+        process given them finds this stack's servers."""
+        return {"RUN_DIR": str(self.run_dir), "MYSQL_PORT": str(self.mysql_port),
+                "REDIS_PORT": str(self.redis_port), "REDIS_GATE_PORT": str(self.redis_gate_port),
+                "ZK_PORT": str(self.zk_port), "NGINX_PORT": str(self.nginx_port),
+                "APP_PORT": str(self.app_port), "METRICS_PORT": str(self.metrics_port),
+                "PAYPROVIDER_PORT": str(self.payprovider_port)}
+
     def app_environment(self, name: str) -> dict[str, str]:
         passthrough = {k: v for k, v in os.environ.items() if k.startswith(APP_PASSTHROUGH_PREFIXES)}
         return {

@@ -65,11 +65,7 @@ def lane_config(config: StackConfig, lane: int) -> StackConfig:
 def lane_environment(config: StackConfig) -> dict[str, str]:
     """What a pytest of the lane is given: the same variables StackConfig and the
     Django settings read, so that both find the lane's servers."""
-    return {**os.environ, "RUN_DIR": str(config.run_dir), "MYSQL_PORT": str(config.mysql_port),
-            "REDIS_PORT": str(config.redis_port), "REDIS_GATE_PORT": str(config.redis_gate_port),
-            "ZK_PORT": str(config.zk_port), "NGINX_PORT": str(config.nginx_port),
-            "APP_PORT": str(config.app_port), "METRICS_PORT": str(config.metrics_port),
-            "PAYPROVIDER_PORT": str(config.payprovider_port)}
+    return {**os.environ, **config.port_environment()}
 
 
 @dataclass

@@ -14,12 +14,8 @@ from stack.config import ROOT, StackConfig
 
 
 def ports() -> dict[str, str]:
-    shared = StackConfig.from_env()
-    ports = {"MYSQL_PORT": shared.mysql_port, "REDIS_PORT": shared.redis_port,
-             "REDIS_GATE_PORT": shared.redis_gate_port, "ZK_PORT": shared.zk_port,
-             "NGINX_PORT": shared.nginx_port, "APP_PORT": shared.app_port,
-             "METRICS_PORT": shared.metrics_port, "PAYPROVIDER_PORT": shared.payprovider_port}
-    return {name: str(port + 100) for name, port in ports.items()}
+    shared = StackConfig.from_env().port_environment()
+    return {name: str(int(port) + 100) for name, port in shared.items() if name != "RUN_DIR"}
 
 
 PORTS = ports()
