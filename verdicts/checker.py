@@ -338,7 +338,8 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
     for op in purchases:
         quantity.setdefault(op.key, op.quantity)
         first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
-    created = {op.order_id: op.complete for op in purchases if op.outcome == OK and not op.replayed}
+    placing = {op.order_id: op for op in purchases if op.outcome == OK and not op.replayed}
+    created = {order_id: op.complete for order_id, op in placing.items()}
     units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
     status_at_end = {order_id: status for _, order_id, status in final.orders}
     # A payment of unknown outcome for an order pending or expired at the end did
@@ -353,7 +354,10 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
     followed: set[int] = set()
     expiries: list[tuple[Step, int]] = []
     for key, order_id, status in final.orders:
-        due = first.get(key, 0) + due_ns
+        # The order was placed inside the purchase that answered 201 with it (a retry
+        # under its key may come long after the key's first try), or, placed by a
+        # purchase whose answer was lost, no sooner than the key's first try.
+        due = (placing[order_id].invoke if order_id in placing else first.get(key, 0)) + due_ns
         if status == PENDING and not paying[order_id]:
             continue  # nothing moved it: no step names it
         alone = status == EXPIRED and not paying[order_id] and created.get(order_id, due) < due

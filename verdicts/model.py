@@ -46,8 +46,8 @@ PENDING, EXPIRED = "pending", "expired"
 @dataclass(frozen=True, slots=True)
 class Expire:
     """An order's expiry, which no client sees: the checker places it anywhere from
-    ``invoke`` (its purchase's first invocation plus the window and the grace) to the
-    final read."""
+    ``invoke`` (the invocation of the purchase that placed it, or its key's first if
+    that purchase's answer was lost, plus the window and the grace) to the final read."""
     sku: str
     order_id: int
     invoke: int

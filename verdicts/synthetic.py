@@ -54,7 +54,7 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
 
 def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
                 unknown_share: float = 0.0, unknown_payments: float = 0.0, lost_payments: float = 0.0,
-                seed: int = 0, sku: str = "s") -> list:
+                busy: float = 0.0, seed: int = 0, sku: str = "s") -> list:
     """A sale with a payment window (``window`` in the history's nanoseconds), as
     ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
     after another; each order paid with probability ``paying``, at once or as it falls
@@ -62,20 +62,14 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     takes effect at a random instant inside its interval, and its answer is lost
     (unknown) with probability ``unknown_share`` (a purchase) or ``unknown_payments``.
     An unpaid order meets, with probability ``lost_payments``, a payment that never
-    landed and whose answer was lost (a server away as it falls due). Linearizable by
-    construction."""
+    landed and whose answer was lost (a server away as it falls due). With probability
+    ``busy`` a buyer's first try is refused as busy (nothing written) and the buyer
+    tries again under the same key up to a window later. Linearizable by construction."""
     rng = random.Random(seed)
-    now = [1_000] * clients
-    planned = []  # (instant, kind, operation)
-    for n in range(buyers):
-        client = n % clients
-        invoke = now[client] + rng.randint(1, 50)
-        complete = invoke + rng.randint(1, 400)
-        now[client] = complete
-        op = Purchase(n + 1, f"c{client}", sku, 1, uuid.UUID(int=rng.getrandbits(128)).hex, invoke, complete)
-        planned.append((rng.randint(invoke, complete), "buy", op))
-    remaining, order_ids, pay_ids = stock, iter(range(1, 10 * buyers)), iter(range(buyers + 1, 10**9))
-    status, keys, events, later = {}, {}, [], []
+    events: list = []
+    planned = _purchases(rng, buyers, clients, window, busy, sku, events)  # (instant, kind, operation)
+    remaining, order_ids, pay_ids = stock, iter(range(1, 10 * buyers)), iter(range(buyers + 1, 10**8))
+    status, keys, later = {}, {}, []
     while planned:
         planned.sort(key=lambda p: p[0])
         point, kind, op = planned.pop(0)
@@ -111,6 +105,29 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     at = max([e.complete or e.invoke for e in events] + later) + 1
     orders = sorted((keys[o], o, s) for o, s in status.items())
     return [Reset(sku, stock, 0, window=window / 1e9), *events, Final(sku, remaining, orders, at)]
+
+
+def _purchases(rng: random.Random, buyers: int, clients: int, window: int, busy: float, sku: str,
+               events: list) -> list:
+    """Each buyer's purchase, planned at a random instant inside its interval; a try
+    refused as busy before it, an event now."""
+    now = [1_000] * clients
+    planned = []
+    for n in range(buyers):
+        client = n % clients
+        refused = None
+        if busy and rng.random() < busy:  # (no draw when none are busy: the same histories as before)
+            invoke = now[client] + rng.randint(1, 50)
+            refused = (invoke, invoke + rng.randint(1, 50))
+            now[client] = refused[1] + rng.randint(1, window)
+        invoke = now[client] + rng.randint(1, 50)
+        complete = invoke + rng.randint(1, 400)
+        now[client] = complete
+        op = Purchase(n + 1, f"c{client}", sku, 1, uuid.UUID(int=rng.getrandbits(128)).hex, invoke, complete)
+        if refused:
+            events.append(Purchase(10**8 + n, op.client, sku, 1, op.key, *refused, FAILED, 503, "busy"))
+        planned.append((rng.randint(invoke, complete), "buy", op))
+    return planned
 
 
 def _pay_for(op: Purchase, rng: random.Random, pay_id: int, window: int, paying: float, lost: float,

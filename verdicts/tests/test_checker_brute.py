@@ -115,7 +115,7 @@ def test_the_checker_agrees_with_brute_force_on_small_histories(seed):
 WINDOW = 60  # nanoseconds, the histories' unit
 
 
-def _window_history(rng: random.Random, lost_payments: float = 0.0) -> tuple[int, list]:
+def _window_history(rng: random.Random, lost_payments: float = 0.0, busy: float = 0.0) -> tuple[int, list]:
     """A small sale with a window (``verdicts.synthetic.window_sale``: purchases, some
     orders paid, at once or as they fall due, the others expiring, some answers
     unknown), and sometimes one answer, status or the read broken."""
@@ -123,7 +123,7 @@ def _window_history(rng: random.Random, lost_payments: float = 0.0) -> tuple[int
     buyers = rng.randint(2, 5)
     reset, *ops, final = window_sale(stock=stock, buyers=buyers, clients=buyers, window=WINDOW,
                                      unknown_share=0.2, unknown_payments=0.2, lost_payments=lost_payments,
-                                     seed=rng.getrandbits(32))
+                                     busy=busy, seed=rng.getrandbits(32))
     if rng.random() < 0.5:  # one thing broken
         choice = rng.randrange(3)
         if choice == 0:
@@ -146,7 +146,12 @@ def _brute_force_window(stock: int, events: list) -> bool:
     for op in ops:
         if isinstance(op, Purchase):
             first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
-    expiries = [("expire", order_id, first[key] + WINDOW) for key, order_id, _ in final.orders]
+    # An order falls due a window after the purchase that placed it began: the one
+    # answered 201 with it, or, if none was, the key's first.
+    placed_by = {op.order_id: op.invoke for op in ops
+                 if isinstance(op, Purchase) and op.outcome == OK and not op.replayed}
+    expiries = [("expire", order_id, placed_by.get(order_id, first[key]) + WINDOW)
+                for key, order_id, _ in final.orders]
     at_end = {key: order_id for key, order_id, _ in final.orders}
     todo = [(op, op.invoke, op.complete if op.outcome != UNKNOWN else final.at - 1,
              op.outcome == UNKNOWN) for op in ops if op.outcome != FAILED or op.error == "sold_out"]
@@ -213,10 +218,17 @@ def test_the_checker_agrees_with_brute_force_when_payments_were_lost_as_orders_f
     _agrees(random.Random(2000 + seed), lost_payments=0.5)
 
 
-def _agrees(rng: random.Random, lost_payments: float = 0.0) -> None:
+@pytest.mark.parametrize("seed", range(3))
+def test_the_checker_agrees_with_brute_force_when_buyers_tried_again_after_a_busy_refusal(seed):
+    # The retry, under the same key, places the order: it falls due a window after
+    # the retry began, not after the first try.
+    _agrees(random.Random(3000 + seed), busy=0.5)
+
+
+def _agrees(rng: random.Random, lost_payments: float = 0.0, busy: float = 0.0) -> None:
     seen = set()
     for _ in range(30):
-        stock, events = _window_history(rng, lost_payments)
+        stock, events = _window_history(rng, lost_payments, busy)
         verdict = check([Reset(SKU, stock, 0, window=WINDOW / 1e9), *events]).skus[0]
         expected = _brute_force_window(stock, events)
         assert verdict.valid is expected, (stock, events, verdict.anomalies)

@@ -52,6 +52,21 @@ def test_a_unit_cannot_sell_again_before_its_order_is_due():
     assert v.window.stuck.id == 3
 
 
+def test_an_order_falls_due_a_window_after_the_try_that_placed_it():
+    # k1's first try was refused as busy at 1; its retry placed the order at 150, so
+    # the unit cannot sell again at 200 (due at 250), though 200 is a window past 1.
+    busy = buy(1, 1, 2, outcome=FAILED, error="busy")
+    early = verdict(busy, buy(2, 150, 151, order=1, remaining=0, key="k1"),
+                    buy(3, 200, 201, order=2, remaining=0),
+                    final(0, ("k1", 1, "expired"), ("k3", 2, "pending")))
+    assert early.linearizable is False
+    assert early.window.stuck.id == 3
+    due = verdict(busy, buy(2, 150, 151, order=1, remaining=0, key="k1"),
+                  buy(3, 260, 261, order=2, remaining=0),
+                  final(0, ("k1", 1, "expired"), ("k3", 2, "pending")))
+    assert due.valid, due.anomalies
+
+
 def test_an_order_expired_at_the_end_gave_its_unit_back():
     v = verdict(buy(1, 1, 2, order=1, remaining=0), final(0, ("k1", 1, "expired")))
     assert v.linearizable is False
