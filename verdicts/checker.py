@@ -499,6 +499,20 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
         if needs[i]:
             insort(open_needs, needs[i])
 
+    # A payment of a pending order, with nothing else still to order that touches its
+    # order, moves only that order's status, which nothing but the final read sees: it
+    # is ordered now, like a sold_out every state allows (below), and no other choice is
+    # tried in its place.
+    touching: dict[int, int] = defaultdict(int)
+    for i, step in enumerate(steps):
+        if isinstance(step.op, Pay | Expire):
+            touching[step.order_id] |= 1 << i
+
+    def settled(i: int, before: frozenset, marked: int) -> bool:
+        step = steps[i]
+        return (isinstance(step.op, Pay) and step.op.outcome == OK and touching[step.order_id] & ~marked == 0
+                and all(state.status_of(step.order_id) == PENDING for state in before))
+
     # Each state and each set of them is kept once, however many cache entries hold
     # it: a search that spends its budget stays within a few GB.
     same: dict = {}
@@ -532,7 +546,8 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
             # removes states, so any order that places it later works with it here.
             # (An unknown purchase may add states: not it.)
             refusal = isinstance(step.op, Purchase) and step.op.outcome == FAILED
-            calls.append((entry, states, refusal and following == states))
+            calls.append((entry, states, refusal and following == states
+                          or settled(entry.index, states, marked)))
             states, linearized = following, marked
             if entry.index in alike:
                 taken[alike[entry.index][0]] += 1
