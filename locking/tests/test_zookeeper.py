@@ -12,7 +12,7 @@ from kazoo.client import KazooClient, KazooState
 
 from common.testing import in_thread
 from locking import LockLostError, LockNotOwnedError, LockUnavailableError
-from locking.backends.zookeeper import ZooKeeperLockBackend
+from locking.backends.zookeeper import ZooKeeperLockBackend, wakeups
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
 from scenarios.more import wakeups_for_a_queue
 from scenarios.partition import Link
@@ -132,20 +132,30 @@ def test_waiter_gets_the_lock_when_the_holder_releases(zk):
     holder = zk().lock("z")
     holder.acquire()
     got = {}
+    waiter = zk()
 
     def wait():
-        lock = zk().lock("z")
-        got["acquired"] = lock.acquire(timeout=10)
+        lock = waiter.lock("z")
+        got["acquired"] = lock.acquire(timeout=30)
         got["at"] = time.monotonic()
         lock.release()
 
+    woken = wakeups("recipe")
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.3)
+    def watching() -> bool:  # the waiter watches the holder's node (kazoo's own table of watches)
+        return any(path.startswith(holder.path + "/") and watchers
+                   for path, watchers in list(waiter.client._data_watchers.items()))
+
+    deadline = time.monotonic() + 30
+    while not watching() and time.monotonic() < deadline:
+        time.sleep(0.01)
     released = time.monotonic()
     holder.release()
     t.join()
-    assert got["acquired"] and got["at"] - released < 1
+    # Woken once, by the watch on the holder's node: not by a poll, not by its timeout.
+    assert got["acquired"] and got["at"] >= released
+    assert wakeups("recipe") - woken == 1
 
 
 def test_expired_session_loses_the_lock_and_says_so(zk):
