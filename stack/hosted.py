@@ -86,6 +86,9 @@ EXPIRER = "expire1"
 EXPIRER_METRICS_PORT = 9108
 PAYPROVIDER = "pay"
 PAYPROVIDER_PORT = 8070
+# How long a server of the hosted stack may take to start before the stack gives up
+# (with its logs): a wait, not a measure, so as long as the slowest machine needs.
+STARTUP_S = 60
 
 
 def until_ready(url: str, seconds: float) -> None:
@@ -206,7 +209,7 @@ class HostedApps:
                       data_dir=logs / "zk", members="", address=zk.address)
         log4j = render(ROOT / "stack/templates/log4j.properties", logs / "zk" / "log4j.properties")
         zk.start(zookeeper_command(conf, log4j), stdout=(logs / "zk.log").open("w"), stderr=subprocess.STDOUT)
-        self._until(zookeeper_probe(ZK_PORT, zk.address), 60, "ZooKeeper not serving")
+        self._until(zookeeper_probe(ZK_PORT, zk.address), STARTUP_S, "ZooKeeper not serving")
         persister = self.net.host(PERSISTER)
         persister.start([sys.executable, "manage.py", "persist_orders", f"--name={PERSISTER}"],
                         cwd=ROOT, env=self._environment(persister, selling=False),
@@ -222,10 +225,10 @@ class HostedApps:
         if self.payments:
             self._payments(logs)  # after the instances: the provider's webhooks go to app1
         for url in self.urls:
-            self._until(http_probe(f"{url}/readyz"), 30, f"{url} not ready")
-        self._until(self._persister_connected, 30, "the persister not connected to the gate's Redis")
+            self._until(http_probe(f"{url}/readyz"), STARTUP_S, f"{url} not ready")
+        self._until(self._persister_connected, STARTUP_S, "the persister not connected to the gate's Redis")
         if self.payments:
-            self._until(http_probe(self.expirer_metrics), 30, "the expirer not serving /metrics")
+            self._until(http_probe(self.expirer_metrics), STARTUP_S, "the expirer not serving /metrics")
 
     def _payments(self, logs: Path) -> None:
         """The expirer and the provider's stand-in (whose address the instances'
@@ -265,7 +268,8 @@ class HostedApps:
                            stdout=(logs / f"{host.name}-{port}.log").open("w"), stderr=subprocess.STDOUT)
         for host in hosts:
             self._until(lambda h=host: redis.Redis(host=h.address, port=REDIS_GATE_REPLICA_PORT,
-                                                   socket_timeout=1).ping(), 10, "a gate node not answering")
+                                                   socket_timeout=1).ping(), STARTUP_S,
+                        "a gate node not answering")
         self._redis_cli("--cluster", "create", *(f"{h.address}:{REDIS_GATE_PORT}" for h in hosts),
                         "--cluster-yes")
         for i, host in enumerate(hosts):
@@ -285,7 +289,7 @@ class HostedApps:
                     if node.info("replication").get("slave0", {}).get("state") != "online":
                         raise ConnectionError(f"{host.name}: its replica is not online yet")
 
-        self._until(in_step, 30, "the gate's Cluster not in step")
+        self._until(in_step, STARTUP_S, "the gate's Cluster not in step")
 
     def _redis_cli(self, *args: str) -> None:
         done = subprocess.run([binary("redis-cli"), *args], capture_output=True, text=True, timeout=60)
@@ -363,7 +367,7 @@ class HostedApps:
                     if not any(r.get("master-link-status") == "ok" for r in asked.sentinel_slaves(service)):
                         raise ConnectionError(f"the sentinel knows no replica of {service} in sync yet")
 
-        self._until(replicas_known, 30, "no replica in sync")
+        self._until(replicas_known, STARTUP_S, "no replica in sync")
 
     def master(self, service: str = SENTINEL_SERVICE) -> Host:
         """The host of ``service``'s master (the locks' Redis by default), as the
