@@ -12,6 +12,7 @@ import secrets
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,13 +280,23 @@ class StackConfig:
                             lambda: secrets.token_urlsafe(50))
 
     def _secret(self, variable: str, path: Path, new: Callable[[], str]) -> str:
-        """The variable if set, else the file's, made with ``new()`` the first time."""
+        """The variable if set, else the file's, made with ``new()`` the first time.
+        Made whole under another name and linked into place: of two processes that
+        make it at once (the suite's parts start together), the first one's stays, and
+        no reader sees it half written."""
         if value := os.environ.get(variable):
             return value
         if not path.exists():
             self.dir()
-            path.write_text(new() + "\n")
-            path.chmod(0o600)
+            made = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            with os.fdopen(os.open(made, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                f.write(new() + "\n")
+            try:
+                os.link(made, path)
+            except FileExistsError:
+                pass
+            finally:
+                made.unlink()
         return path.read_text().strip()
 
     @property

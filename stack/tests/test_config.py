@@ -1,8 +1,12 @@
-"""The stack's directories outside its checkout: unguessable, recorded, its own."""
+"""The stack's directories outside its checkout: unguessable, recorded, its own; its
+secrets, made once."""
 
 import os
 import stat
 import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,3 +62,24 @@ def test_clean_removes_the_run_directory_and_every_outside_directory(config):
     clean(config)
     assert not any(path.exists() for path in made)
     assert not config.run_dir.exists()
+
+
+def test_a_secret_made_by_many_at_once_is_one_and_only_its_owner_reads_it(config, monkeypatch):
+    # The suite's parts start together on a fresh run directory, and each asks for
+    # the admin token: one token, whoever made it, or the apps refuse the tests' own.
+    monkeypatch.delenv("FLASHSALE_ADMIN_TOKEN", raising=False)
+    start = threading.Barrier(8)
+
+    def new() -> str:
+        time.sleep(0.05)  # every caller has found no file before the first writes one
+        return f"token-{threading.get_ident()}"
+
+    def ask(_) -> str:
+        start.wait()
+        return config._secret("FLASHSALE_ADMIN_TOKEN", config.admin_token_file, new)
+
+    with ThreadPoolExecutor(8) as pool:
+        told = set(pool.map(ask, range(8)))
+    assert told == {config.admin_token()} and len(told) == 1
+    assert stat.S_IMODE(config.admin_token_file.stat().st_mode) == 0o600
+    assert [p.name for p in config.run_dir.iterdir()] == ["admin-token"]
