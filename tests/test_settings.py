@@ -45,7 +45,8 @@ def test_every_strategy_names_a_configured_lock():
 def manage(*args: str, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production", **env})
+                          env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production",
+                               "FLASHSALE_PER_USER_LIMIT": "2", **env})
 
 
 def own_secrets() -> dict[str, str]:
@@ -81,6 +82,27 @@ def test_the_production_settings_refuse_weak_credentials_on_any_bind():
         named = name.replace("DATABASE_URL", "DB_PASSWORD")
         assert f"under the production settings while {named} is " in line
     assert manage("check", **{**own_secrets(), "DJANGO_SECRET_KEY": "x" * 32}).returncode == 0
+
+
+def test_the_production_settings_refuse_what_would_open_the_sale_to_anyone():
+    opening = [("FLASHSALE_BUYER_AUTH", "false"), ("FLASHSALE_BUYER_TOKEN_KEY", "k" * 31),
+               ("FLASHSALE_BUYER_TOKEN_KEY", "flashsale"), ("FLASHSALE_PER_USER_LIMIT", "0"),
+               ("FLASHSALE_PER_USER_LIMIT", "-1")]
+    for name, value in opening:
+        for command in (["check"], ["check", "--deploy"]):
+            result = manage(*command, **{**own_secrets(), name: value})
+            assert result.returncode != 0, (name, value)
+            [line] = [line for line in result.stderr.splitlines() if "refusing to start" in line]
+            assert f"under the production settings while {name} is " in line, line
+    # Each, said on purpose: a key of 32 characters, a derived one, no cap meant.
+    for meant in ({"FLASHSALE_BUYER_TOKEN_KEY": "k" * 32}, {"FLASHSALE_BUYER_TOKEN_KEY": ""},
+                  {"FLASHSALE_PER_USER_LIMIT": "0", "FLASHSALE_PER_USER_LIMIT_OFF": "true"}):
+        assert manage("check", **{**own_secrets(), **meant}).returncode == 0, meant
+    # Two at once: one line names both.
+    both = {"FLASHSALE_BUYER_AUTH": "false", "FLASHSALE_PER_USER_LIMIT": "0"}
+    [line] = [line for line in manage("check", **own_secrets(), **both).stderr.splitlines()
+              if "refusing to start" in line]
+    assert "FLASHSALE_BUYER_AUTH is false" in line and "; FLASHSALE_PER_USER_LIMIT is not above 0" in line
 
 
 def test_the_production_settings_refuse_a_redis_without_a_password_and_give_both_urls_one():

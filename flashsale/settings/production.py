@@ -6,7 +6,8 @@ and ``base`` leaves open for the loopback stack: credentials of its own (a secre
 and an admin token of at least 32 characters, a database password, a Redis password,
 ZooKeeper credentials; none well known),
 two trusted proxies (the terminator and nginx), cookies sent over HTTPS only, HSTS,
-and the scheme the terminator saw.
+and the scheme the terminator saw. It also refuses to start with buyers' credentials
+off, a short buyer token key, or no cap per buyer unless one is said to be meant.
 
 ``manage.py check --deploy`` reports one warning here, by design: W008, because the
 redirect from HTTP to HTTPS belongs to the terminator, which alone sees the plain
@@ -18,13 +19,19 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .base import *  # noqa: F403
 from .base import (
     DATABASES,
     FLASHSALE_ADMIN_TOKEN,
+    FLASHSALE_BUYER_AUTH,
+    FLASHSALE_BUYER_TOKEN_KEY,
     FLASHSALE_GATE_REDIS_URL,
+    FLASHSALE_PER_USER_LIMIT,
     REDIS_URL,
     REST_FRAMEWORK,
+    SECRET_MIN_LENGTH,
     WELL_KNOWN_SECRETS,
     ZOOKEEPER_AUTH,
     env,
@@ -45,6 +52,25 @@ refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN
                         "REDIS_PASSWORD": next((p for p in _redis_passwords if p in WELL_KNOWN_SECRETS),
                                                _redis_passwords[0]),
                         "ZOOKEEPER_AUTH": ZOOKEEPER_AUTH.partition(":")[2]})
+
+# What would turn the sale's rules off for everyone is refused too: buyers named by
+# the request's body, a token key short enough to find offline from one token anyone
+# can get, and no cap on what one buyer takes, unless a setting says that is meant.
+FLASHSALE_PER_USER_LIMIT_OFF = env.bool("FLASHSALE_PER_USER_LIMIT_OFF", default=False)
+_open = [why for why, is_open in (
+    ("FLASHSALE_BUYER_AUTH is false (a purchase's buyer would be whatever its body says, and "
+     "anyone could read and pay every order)", not FLASHSALE_BUYER_AUTH),
+    (f"FLASHSALE_BUYER_TOKEN_KEY is well known or shorter than {SECRET_MIN_LENGTH} characters (leave it "
+     "empty to derive it from DJANGO_SECRET_KEY)",
+     FLASHSALE_BUYER_TOKEN_KEY != "" and (FLASHSALE_BUYER_TOKEN_KEY in WELL_KNOWN_SECRETS
+                                           or len(FLASHSALE_BUYER_TOKEN_KEY) < SECRET_MIN_LENGTH)),
+    ("FLASHSALE_PER_USER_LIMIT is not above 0 (one buyer could take the whole stock): set the units one "
+     "buyer may buy, or FLASHSALE_PER_USER_LIMIT_OFF=true to say no cap is meant",
+     FLASHSALE_PER_USER_LIMIT <= 0 and not FLASHSALE_PER_USER_LIMIT_OFF),
+) if is_open]
+if _open:
+    raise ImproperlyConfigured(
+        f"refusing to start: under the production settings while {'; '.join(_open)}")
 
 # The proxies in front of the apps: the TLS terminator, then nginx. Each appends the
 # address it saw to X-Forwarded-For, so the buyer's is the second from the end; with
