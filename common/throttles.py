@@ -1,13 +1,18 @@
 """DRF throttles whose rate is a setting and whose counts live in the shared Redis
 cache, so every instance counts the same requests. When Redis cannot be reached,
-requests pass: a throttle protects the sale; it must not stop it."""
+requests pass: a throttle protects the sale; it must not stop it.
+
+What is counted per address is counted per client: an IPv4 address, or an IPv6 /64,
+the least a network hands one subscriber (whoever holds a /64 holds 2^64 addresses,
+and would otherwise have as many buckets)."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 from django.conf import settings
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from common.cache_errors import CACHE_ERRORS
 
@@ -30,9 +35,28 @@ class RateFromSettings(SimpleRateThrottle):
             return True
 
 
+def bucket(address: str) -> str:
+    """The client ``address`` counts as: itself (IPv4, or an IPv4 client of an IPv6
+    socket), else its IPv6 /64; anything else as it came."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
+
+
+def client_bucket(request) -> str:
+    """The request's client as the per-address counts see it: the address nginx saw
+    (REST_FRAMEWORK["NUM_PROXIES"]), bucketed."""
+    return bucket(BaseThrottle().get_ident(request))
+
+
 class PerAddress(RateFromSettings):
-    """Counted per client address."""
+    """Counted per client (``bucket``)."""
 
     def get_cache_key(self, request, view) -> str | None:
-        # The client's address as nginx saw it (REST_FRAMEWORK["NUM_PROXIES"]).
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        return self.cache_format % {"scope": self.scope, "ident": client_bucket(request)}

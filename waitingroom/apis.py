@@ -8,7 +8,6 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from buyers.authentication import BuyerView, buyer_name
@@ -24,6 +23,7 @@ from common.errors import (
     error_responses,
 )
 from common.fields import ClosedInputSerializer, StrictCharField
+from common.throttles import client_bucket
 from inventory.apis import SKU_PATH, sku_checked
 
 from .services import RoomTerms, place_ask
@@ -92,5 +92,5 @@ class PlaceAskApi(BuyerView, APIView):
         data = (self.BuyerInputSerializer if by_credentials else self.InputSerializer)(data=request.data)
         data.is_valid(raise_exception=True)
         buyer = buyer_name(request.user) if by_credentials else data.validated_data["user_id"]
-        place = place_ask(sku=sku_checked(sku), buyer=buyer, address=BaseThrottle().get_ident(request))
+        place = place_ask(sku=sku_checked(sku), buyer=buyer, address=client_bucket(request))
         return Response(self.OutputSerializer(place).data)

@@ -72,6 +72,17 @@ def test_new_buyers_are_throttled_per_address():
     assert codes == [201, 201, 429]
 
 
+def test_new_buyers_from_one_ipv6_64_share_its_count_and_the_next_64_has_its_own():
+    # Whoever holds a /64 holds 2^64 addresses: counted per address, each a new bucket.
+    prefix = f"2001:db8:{random.randrange(65536):x}:{random.randrange(65535):x}"  # counted afresh each run
+    with override_settings(FLASHSALE_THROTTLE_SIGN_UP="2/m"):
+        codes = [APIClient(REMOTE_ADDR=f"{prefix}::{n:x}").post("/api/buyers", {}, format="json").status_code
+                 for n in range(1, 4)]
+        next_64 = prefix.rsplit(":", 1)[0] + f":{int(prefix.rsplit(':', 1)[1], 16) + 1:x}::1"
+        other = APIClient(REMOTE_ADDR=next_64).post("/api/buyers", {}, format="json").status_code
+    assert (codes, other) == ([201, 201, 429], 201)
+
+
 def test_a_buyer_is_made_when_the_throttles_redis_cannot_be_reached():
     nowhere = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0",
                            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2}}}

@@ -267,7 +267,10 @@ def test_reset_without_valid_credentials_is_401(api, product, auth, status, erro
 @override_settings(FLASHSALE_ADMIN_FAILURES="3/m")
 def test_wrong_admin_tokens_are_throttled_per_address_and_logged_before_any_comparison(
         api, product, caplog, monkeypatch):
-    address = f"2001:db8::{uuid.uuid4().hex[:4]}"  # a counter of its own (XFF, one proxy)
+    def new_client() -> str:  # a counter of its own (XFF, one proxy): an IPv6 /64 of its own
+        return f"2001:db8:{uuid.uuid4().hex[:4]}::1"
+
+    address = new_client()
 
     def reset(token: str, client: str = address):
         api.credentials(HTTP_AUTHORIZATION=f"Token {token}", HTTP_X_FORWARDED_FOR=client)
@@ -278,14 +281,14 @@ def test_wrong_admin_tokens_are_throttled_per_address_and_logged_before_any_comp
     assert throttled.status_code == 429 and throttled.json()["error"] == "throttled"
     assert 0 < int(throttled.headers["Retry-After"]) <= 60
     assert f"admin token refused (invalid token) from {address}" in caplog.text
-    assert reset("wrong", client=f"2001:db8::{uuid.uuid4().hex[:4]}").status_code == 401  # per address
+    assert reset("wrong", client=new_client()).status_code == 401  # per address
     assert Stock.objects.get(product=product).quantity == 10
     # A spent address is answered before its token is compared, the right one included.
     compared = []
     monkeypatch.setattr("orders.auth.hmac.compare_digest", lambda a, b: compared.append(a) or a == b)
     assert reset("test-admin-token").status_code == 429
     assert compared == [] and Stock.objects.get(product=product).quantity == 10
-    assert reset("test-admin-token", client=f"2001:db8::{uuid.uuid4().hex[:4]}").status_code == 200
+    assert reset("test-admin-token", client=new_client()).status_code == 200
 
 
 @pytest.mark.django_db

@@ -88,3 +88,17 @@ def test_an_ask_while_the_rooms_redis_is_away_is_503_unavailable(room, settings)
     response = buyer("ann").post(room, {}, format="json")
     assert response.status_code == 503, response.content
     assert (response.json()["error"], response.json()["backend"]) == ("unavailable", "redis")
+
+
+def test_places_per_address_count_an_ipv6_64_as_one_address(admin_api, settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 2  # a room's bound is set as it opens
+    reset = admin_api.post("/api/admin/products/r-api/reset", {"stock": 5, "room_rate": 1}, format="json")
+    assert reset.status_code == 200, reset.json()
+
+    def ask(name: str, address: str) -> int:
+        client = buyer(name)
+        client.defaults["REMOTE_ADDR"] = address
+        return client.post("/api/products/r-api/room", {}, format="json").status_code
+
+    same_64 = [ask(f"bot-{n}", f"2001:db8:5:6::{n}") for n in range(1, 4)]
+    assert (same_64, ask("bot-4", "2001:db8:5:7::1")) == ([200, 200, 409], 200)
