@@ -7,6 +7,7 @@ the effect it checks (a 1 s timeout, a 30 s TTL), so a busy machine does not fli
 
 from __future__ import annotations
 
+import _thread
 import multiprocessing
 import os
 import signal
@@ -57,35 +58,31 @@ def test_owned_only_in_the_owning_thread_locked_everywhere(redisson):
     assert not lock.owned() and not lock.locked()
 
 
-def os_ended(thread: threading.Thread) -> None:
-    """Until the OS has ended ``thread``: join() returns once its Python side is done,
-    a moment before its stack is free, and a thread started in that moment is given
-    another stack, with another ident (as in a busy suite it was)."""
-    deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/self/task/{thread.native_id}") and time.monotonic() < deadline:
-        time.sleep(0.001)
-
-
 def a_thread_with_the_ident_of(ident: int, work):
-    """Run ``work`` in a new thread that Python gave ``ident`` (a finished thread's:
-    Python reuses them, usually at once); its result, or what it raised."""
-    outcome = {}
+    """Run ``work`` in a new thread whose ident is ``ident`` (a finished thread's), and
+    return its result, or what it raised. Python reuses the ident of a finished
+    thread, usually for the next thread it starts. In a busy process, though, another
+    thread may get that ident first, so the ident is handed to this thread outright:
+    ``threading.get_ident`` names it so in that thread alone."""
+    outcome, real, mine = {}, threading.get_ident, threading.local()
+
+    def get_ident() -> int:
+        return ident if getattr(mine, "reused", False) else real()
 
     def run():
-        if threading.get_ident() == ident:
-            try:
-                outcome["result"] = work()
-            except Exception as e:
-                outcome["result"] = e
+        mine.reused = True
+        try:
+            outcome["result"] = work()
+        except Exception as e:
+            outcome["result"] = e
 
-    for _ in range(200):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading, "get_ident", get_ident)
+        patch.setattr(_thread, "get_ident", get_ident)
         thread = threading.Thread(target=run)
         thread.start()
         thread.join()
-        os_ended(thread)  # its stack, and with it the ident, free for the next
-        if outcome:
-            return outcome["result"]
-    pytest.fail("no new thread got the finished thread's ident in 200 tries")
+    return outcome["result"]
 
 
 @pytest.mark.server  # its backends are asked for by name (getfixturevalue)
@@ -104,7 +101,6 @@ def test_a_hold_left_by_a_finished_thread_is_not_the_next_threads_with_its_ident
     thread = threading.Thread(target=acquire_and_end)
     thread.start()
     thread.join()
-    os_ended(thread)
     assert a_thread_with_the_ident_of(first["ident"], lambda: lock.acquire(blocking=False)) is False
     released = a_thread_with_the_ident_of(first["ident"], lock.release)
     assert isinstance(released, LockNotOwnedError), released
