@@ -519,40 +519,68 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
     states: frozenset = frozenset([init])
     linearized = 0
     cache: set[tuple[int, frozenset]] = set()
-    calls: list[tuple[_Node, frozenset, bool]] = []
+    calls: list[tuple[_Node, frozenset, bool, list[frozenset], int, int]] = []
     furthest, furthest_at = -1, None
-    entry = head.next
-    while head.next is not None:
-        if entry.kind == CALL:
-            step = steps[entry.index]
-            if entry.index in alike and alike[entry.index][1] != taken[alike[entry.index][0]]:
-                entry = entry.next  # an earlier one of its kind is still open: order that first
-                continue
-            order(entry.index)
-            least = bound()
-            following = frozenset(same.setdefault(after, after) for state in states
-                                  for after in model.step(state, step) if after.remaining >= least)
-            following = same.setdefault(following, following)
-            marked = linearized | (1 << entry.index)
+
+    def take(entry: _Node, options: list[frozenset]) -> bool:
+        """Order ``entry`` with the first of ``options`` (its outcomes' states) not
+        tried here before; the others are kept for when the search comes back."""
+        nonlocal states, linearized
+        marked = linearized | (1 << entry.index)
+        while options:
+            following, options = options[0], options[1:]
             if not following or (marked, following) in cache:
-                unorder(entry.index)
-                entry = entry.next
                 continue
-            if len(cache) >= budget_states:
-                return None, None, len(cache)
             cache.add((marked, following))
             # A sold_out that every state here allows (the stock is below it) is
             # ordered now, and no other choice is tried in its place: it only ever
             # removes states, so any order that places it later works with it here.
             # (An unknown purchase may add states: not it.)
+            step = steps[entry.index]
             refusal = isinstance(step.op, Purchase) and step.op.outcome == FAILED
             calls.append((entry, states, refusal and following == states
-                          or settled(entry.index, states, marked)))
+                          or settled(entry.index, states, marked), options, phase, urgent))
             states, linearized = following, marked
             if entry.index in alike:
                 taken[alike[entry.index][0]] += 1
             lift(entry)
-            entry = head.next
+            return True
+        return False
+
+    # Each point tries the operations a client saw first, and the expiries last (phase
+    # 0, then 2), since an expirer sweeps now and then, seldom at the instant an order
+    # falls due. Placed as early as it may be, each expiry would give its units back
+    # before the sold_outs of the stretch in which the expirer had not come yet, and the
+    # search would try them in every subset. When the completion reached is an
+    # expiry's, that expiry goes first (phase 1). Every operation is still tried at
+    # every point: only the order of the tries changes.
+    expiry = [isinstance(step.op, Expire) for step in steps]
+    calls_of = {n.match.index: n for n in entries if n.kind == CALL}
+    phase, urgent = 0, -1
+    entry = head.next
+    while head.next is not None:
+        if entry.kind == CALL:
+            step = steps[entry.index]
+            if (expiry[entry.index] != (phase > 0)) or (phase == 1 and entry.index != urgent):
+                entry = entry.next
+                continue
+            if entry.index in alike and alike[entry.index][1] != taken[alike[entry.index][0]]:
+                entry = entry.next  # an earlier one of its kind is still open: order that first
+                continue
+            order(entry.index)
+            options = _options(model, step, states, bound(), same)
+            if not take(entry, options):
+                unorder(entry.index)
+                entry = entry.next
+                continue
+            if len(cache) > budget_states:
+                return None, None, len(cache)
+            entry, phase = head.next, 0
+        elif phase == 0 and expiry[entry.index]:
+            phase, urgent = 1, entry.index
+            entry = calls_of[entry.index]
+        elif phase < 2:
+            entry, phase = head.next, 2
         else:
             # A completion whose operation is not ordered yet: no order gets past here
             # from this state. Remember the furthest such point, then backtrack.
@@ -562,16 +590,37 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
             while True:
                 if not calls:
                     return False, _window(steps, ends, furthest_at), len(cache)
-                entry, states, unchanged = calls.pop()
+                entry, states, unchanged, others, phase, urgent = calls.pop()
                 linearized &= ~(1 << entry.index)
-                unorder(entry.index)
                 if entry.index in alike:
                     taken[alike[entry.index][0]] -= 1
                 unlift(entry)
-                if not unchanged:
+                if others and take(entry, others):  # the same operation, its other outcome
+                    entry, phase = head.next, 0
                     break
-            entry = entry.next
+                unorder(entry.index)
+                if not unchanged:
+                    entry = entry.next
+                    break
     return True, None, len(cache)
+
+
+def _options(model: SaleModel, step: Step, states: frozenset, least: int, same: dict) -> list[frozenset]:
+    """The states ``step`` leaves ``states`` in, those below ``least`` units dropped:
+    one set, or for an expiry that may have happened (a paid order's, its payment
+    late) two, tried in turn: it did nothing, then it did. Kept as one set, each such
+    expiry open at once would double it."""
+    if isinstance(step.op, Expire) and step.effect == "maybe" and step.statused:
+        nothing, did = set(), set()
+        for state in states:
+            for after in model.step(state, step):
+                if after.remaining >= least:
+                    (nothing if after == state else did).add(same.setdefault(after, after))
+        return [same.setdefault(frozenset(nothing), frozenset(nothing)),
+                same.setdefault(frozenset(did), frozenset(did))]
+    following = frozenset(same.setdefault(after, after) for state in states
+                          for after in model.step(state, step) if after.remaining >= least)
+    return [same.setdefault(following, following)]
 
 
 def _units(step: Step) -> int:

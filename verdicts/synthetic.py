@@ -54,7 +54,7 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
 
 def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
                 unknown_share: float = 0.0, unknown_payments: float = 0.0, lost_payments: float = 0.0,
-                busy: float = 0.0, seed: int = 0, sku: str = "s") -> list:
+                busy: float = 0.0, lag: int = 0, seed: int = 0, sku: str = "s") -> list:
     """A sale with a payment window (``window`` in the history's nanoseconds), as
     ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
     after another; each order paid with probability ``paying``, at once or as it falls
@@ -64,7 +64,9 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     An unpaid order meets, with probability ``lost_payments``, a payment that never
     landed and whose answer was lost (a server away as it falls due). With probability
     ``busy`` a buyer's first try is refused as busy (nothing written) and the buyer
-    tries again under the same key up to a window later. Linearizable by construction."""
+    tries again under the same key up to a window later. The expirer takes an order
+    ``lag`` later than a window past its due (as one that sweeps now and then does).
+    Linearizable by construction."""
     rng = random.Random(seed)
     events: list = []
     planned = _purchases(rng, buyers, clients, window, busy, sku, events)  # (instant, kind, operation)
@@ -79,7 +81,7 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
                 op.order_id = next(order_ids)
                 status[op.order_id], keys[op.order_id] = "pending", op.key
                 op.outcome, op.remaining, op.status = OK, remaining, 201
-                planned.append((point + window + rng.randint(0, window), "expire", op.order_id))
+                planned.append((point + window + lag + rng.randint(0, window), "expire", op.order_id))
                 _pay_for(op, rng, next(pay_ids), window, paying, lost_payments, planned, events)
             else:
                 op.outcome, op.status, op.error = FAILED, 409, "sold_out"
