@@ -28,7 +28,9 @@ With a payment window the stock also comes back: expiries and late payments are
 operations too (``verdicts.model``). An expiry, which no client sees, is placed
 anywhere from its order's purchase plus the window and grace to the final read, as the final
 read's status allows; the bound above then counts the units expiries still to be
-ordered may return.
+ordered may return. At each point the search tries the expiries after the operations
+clients saw (an expirer sweeps now and then), and an expiry that may have happened
+(a paid order's, its payment late) as nothing first, then as done.
 
 Beside it, the O(n) checks Jepsen runs on a set (when the history has a final read):
 every acknowledged order present exactly once at the end, nothing present that no
