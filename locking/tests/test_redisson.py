@@ -75,6 +75,8 @@ def a_thread_with_the_ident_of(ident: int, work):
             outcome["result"] = work()
         except Exception as e:
             outcome["result"] = e
+        finally:
+            mine.reused = False  # threading forgets the thread by its real ident as it ends
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(threading, "get_ident", get_ident)
