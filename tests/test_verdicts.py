@@ -15,7 +15,13 @@ from common.history import UNKNOWN, Final, Purchase, read
 from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 from stack.servers import mariadb_app_connection
 from verdicts.checker import check
-from verdicts.links import CLOCK_STEP, FAILOVER_LESSON, FAILOVER_SECTION_MS, LEASE_LESSON
+from verdicts.links import (
+    CLOCK_JUMP_SECTION_MS,
+    CLOCK_STEP,
+    FAILOVER_LESSON,
+    FAILOVER_SECTION_MS,
+    LEASE_LESSON,
+)
 from verdicts.matrix import EXPIRY_PAUSE_MS, run_cell
 from verdicts.timeline import svg
 
@@ -103,8 +109,8 @@ def test_a_clock_jump_under_the_holder_is_safe_only_with_the_fencing_stamp(stack
     """Seed 003's clock jump: the locks' Redis's wall clock steps past the lease while
     a holder works; the key expires under it and the next waiter takes the lock."""
     nemesis = "clock-jump-redis" if fenced else "clock-jump-redis-unfenced"
-    with HostedApps(stack_config, section_delay_ms=200.0, fenced=fenced, environment=LEASE_LESSON,
-                    clock=True) as hosted:
+    with HostedApps(stack_config, section_delay_ms=CLOCK_JUMP_SECTION_MS, fenced=fenced,
+                    environment=LEASE_LESSON, clock=True) as hosted:
         cell = run_cell(stack_config, strategy="setnx", nemesis=nemesis, out=tmp_path, on=hosted, **LEASE)
         assert hosted.clock.offset == CLOCK_STEP  # stepped once, when it struck
     judged_as_its_half(cell, fenced, broken="lost_updates")
