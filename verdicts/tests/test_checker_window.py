@@ -214,6 +214,17 @@ def test_an_expirer_that_comes_late_costs_the_search_no_subsets_of_its_expiries(
     assert check(broken).skus[0].linearizable is False
 
 
+def test_payments_of_pending_orders_cost_the_search_no_orders_of_them():
+    # A payment that finds its order pending moves nothing any other operation sees:
+    # ordered at once, it spares the search each order of it among the others.
+    events = window_sale(stock=60, buyers=460, clients=16, lost_payments=0.3, seed=20)
+    operations = len(events) - 2
+    v = check(events, budget_states=150 * operations).skus[0]
+    assert v.linearizable is True, v.anomalies[:1]
+    broken = [*events[:-1], replace(events[-1], remaining=events[-1].remaining - 1)]
+    assert check(broken).skus[0].linearizable is False
+
+
 def test_a_payment_answered_paid_for_an_order_not_paid_at_the_end_was_lost():
     v = verdict(buy(1, 1, 2, order=1, remaining=0), pay(1, 1, 10, 20), final(0, ("k1", 1, "pending")))
     assert [a.kind for a in v.anomalies] == ["not linearizable", "payment lost"]
