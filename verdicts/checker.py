@@ -341,7 +341,6 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
         quantity.setdefault(op.key, op.quantity)
         first[op.key] = min(first.get(op.key, op.invoke), op.invoke)
     placing = {op.order_id: op for op in purchases if op.outcome == OK and not op.replayed}
-    created = {order_id: op.complete for order_id, op in placing.items()}
     units = {order_id: quantity.get(key, 1) for key, order_id, _ in final.orders}
     status_at_end = {order_id: status for _, order_id, status in final.orders}
     # A payment of unknown outcome for an order pending or expired at the end did
@@ -359,10 +358,11 @@ def _window_steps(steps: list[Step], ends: list[int], purchases: list[Purchase],
         # The order was placed inside the purchase that answered 201 with it (a retry
         # under its key may come long after the key's first try), or, placed by a
         # purchase whose answer was lost, no sooner than the key's first try.
-        due = (placing[order_id].invoke if order_id in placing else first.get(key, 0)) + due_ns
+        placed = placing.get(order_id)
+        due = (placed.invoke if placed is not None else first.get(key, 0)) + due_ns
         if status == PENDING and not paying[order_id]:
             continue  # nothing moved it: no step names it
-        alone = status == EXPIRED and not paying[order_id] and created.get(order_id, due) < due
+        alone = status == EXPIRED and not paying[order_id] and placed is not None and placed.complete < due
         if not alone:
             followed.add(order_id)
         landed = [p.complete for p in paying[order_id] if p.outcome == OK and p.result == PAID]
