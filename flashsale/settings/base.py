@@ -377,6 +377,11 @@ WELL_KNOWN_WEBHOOK_SECRETS = {"whsec_compose"}  # docker-compose.yml's, for its 
 SECRET_MIN_LENGTH = 32
 
 
+def weak_secret(value: str, min_length: int = 1) -> bool:
+    """Whether ``value`` is missing, well known or shorter than ``min_length``."""
+    return value in WELL_KNOWN_SECRETS or len(value) < min_length
+
+
 def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_password: str,
                         passwords: dict[str, str] | None = None) -> None:
     """Stop the process when a credential is missing, well known or (the token and
@@ -386,8 +391,7 @@ def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_pas
                ("DJANGO_SECRET_KEY", secret_key, SECRET_MIN_LENGTH),
                ("DB_PASSWORD", db_password, 1),
                *((name, value, 1) for name, value in (passwords or {}).items())]
-    weak = [name for name, value, min_length in checked
-            if value in WELL_KNOWN_SECRETS or len(value) < min_length]
+    weak = [name for name, value, min_length in checked if weak_secret(value, min_length)]
     if weak:
         raise ImproperlyConfigured(
             f"refusing to start: {where} while {', '.join(weak)} {'is' if len(weak) == 1 else 'are'} "

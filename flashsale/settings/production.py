@@ -36,6 +36,7 @@ from .base import (
     ZOOKEEPER_AUTH,
     env,
     refuse_weak_secrets,
+    weak_secret,
 )
 
 DEBUG = False
@@ -62,8 +63,7 @@ _open = [why for why, is_open in (
      "anyone could read and pay every order)", not FLASHSALE_BUYER_AUTH),
     (f"FLASHSALE_BUYER_TOKEN_KEY is well known or shorter than {SECRET_MIN_LENGTH} characters (leave it "
      "empty to derive it from DJANGO_SECRET_KEY)",
-     FLASHSALE_BUYER_TOKEN_KEY != "" and (FLASHSALE_BUYER_TOKEN_KEY in WELL_KNOWN_SECRETS
-                                           or len(FLASHSALE_BUYER_TOKEN_KEY) < SECRET_MIN_LENGTH)),
+     FLASHSALE_BUYER_TOKEN_KEY != "" and weak_secret(FLASHSALE_BUYER_TOKEN_KEY, SECRET_MIN_LENGTH)),
     ("FLASHSALE_PER_USER_LIMIT is not above 0 (one buyer could take the whole stock): set the units one "
      "buyer may buy, or FLASHSALE_PER_USER_LIMIT_OFF=true to say no cap is meant",
      FLASHSALE_PER_USER_LIMIT <= 0 and not FLASHSALE_PER_USER_LIMIT_OFF),
