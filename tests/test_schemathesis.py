@@ -86,15 +86,13 @@ def schemathesis(client, directory: Path, *arguments: str, env: dict[str, str]) 
 
 
 def finished(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
-    # Each run is bounded by 600 s; the suite's 300 s default would cut a slow
-    # machine's run short first.
-    run.wait(timeout=600)
-    return run.returncode, (directory / "stdout").read_text(), (directory / "stderr").read_text()
-
-
-def run_to_the_end(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
+    """The run's exit status and output once it ends; killed if it has not ended
+    when the test does."""
     try:
-        return finished(run, directory)
+        # Each run is bounded by 600 s; the suite's 300 s default would cut a slow
+        # machine's run short first.
+        run.wait(timeout=600)
+        return run.returncode, (directory / "stdout").read_text(), (directory / "stderr").read_text()
     finally:
         if run.poll() is None:
             run.kill()
@@ -129,7 +127,7 @@ def test_schemathesis_with_the_hooks_finds_nothing_and_reaches_the_sale(stack_ap
                               "FLASHSALE_SCHEMATHESIS_WINDOW_S": str(WINDOW_S),
                               "FLASHSALE_SCHEMATHESIS_ORDER_ID": str(first.json()["order_id"]),
                               "FLASHSALE_SCHEMATHESIS_ANSWERS": str(tmp_path / "answers.tsv")})
-    returncode, stdout, stderr = run_to_the_end(hooked, tmp_path / "hooked")
+    returncode, stdout, stderr = finished(hooked, tmp_path / "hooked")
     # The token is the stack's; schemathesis filters it out of what it prints.
     assert returncode == 0, stdout[-20_000:] + stderr[-5_000:]
     assert " passed" in stdout and "Missing test data" not in stdout, stdout[-5_000:]
@@ -147,7 +145,7 @@ def test_schemathesis_as_a_user_runs_it_finds_nothing(stack_apps, tmp_path, race
     404s (its warning), never failures."""
     client = stack_apps()
     plain = schemathesis(client, tmp_path / "plain", env={})
-    returncode, stdout, stderr = run_to_the_end(plain, tmp_path / "plain")
+    returncode, stdout, stderr = finished(plain, tmp_path / "plain")
     assert returncode == 0, stdout[-20_000:] + stderr[-5_000:]
     summary = stdout.split("SUMMARY")[-1]
     assert " passed" in stdout and "failed" not in summary, stdout[-5_000:]

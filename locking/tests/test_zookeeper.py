@@ -140,13 +140,13 @@ def test_waiter_gets_the_lock_when_the_holder_releases(zk):
         got["at"] = time.monotonic()
         lock.release()
 
-    woken = wakeups("recipe")
-    t = threading.Thread(target=wait)
-    t.start()
     def watching() -> bool:  # the waiter watches the holder's node (kazoo's own table of watches)
         return any(path.startswith(holder.path + "/") and watchers
                    for path, watchers in list(waiter.client._data_watchers.items()))
 
+    woken = wakeups("recipe")
+    t = threading.Thread(target=wait)
+    t.start()
     deadline = time.monotonic() + 30
     while not watching() and time.monotonic() < deadline:
         time.sleep(0.01)
