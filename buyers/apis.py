@@ -8,9 +8,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.errors import THROTTLED, CredentialsRefused, InvalidInput, UsernameTaken, error_responses
+from common.errors import (
+    THROTTLED,
+    CredentialsRefused,
+    InvalidInput,
+    SignInLocked,
+    UsernameTaken,
+    error_responses,
+)
 from common.fields import ClosedInputSerializer, StrictCharField
-from common.throttles import PerAddress
+from common.throttles import PerAddress, client_bucket
 
 from .services import BUYER_NAME_MAX_LENGTH, PASSWORD_MIN_LENGTH, buyer_create, buyer_sign_in
 
@@ -47,10 +54,11 @@ class BuyerCreateApi(APIView):
                                    trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={
-        201: TokenSerializer, **error_responses(InvalidInput, UsernameTaken, THROTTLED)})
+        201: TokenSerializer, **error_responses(InvalidInput, UsernameTaken, THROTTLED, SignInLocked)})
     def post(self, request):
         given = _input.run_validation(request.data)
-        user, issued = buyer_create(username=given.get("username"), password=given.get("password"))
+        user, issued = buyer_create(username=given.get("username"), password=given.get("password"),
+                                    client=client_bucket(request))
         return Response({"username": user.username, "token": issued.token, "expires_at": issued.expires_at},
                         status=status.HTTP_201_CREATED)
 
@@ -68,10 +76,11 @@ class TokenCreateApi(APIView):
         password = StrictCharField(min_length=1, max_length=128, trim_whitespace=False)
 
     @extend_schema(request=InputSerializer, responses={
-        200: TokenSerializer, **error_responses(InvalidInput, CredentialsRefused, THROTTLED)})
+        200: TokenSerializer, **error_responses(InvalidInput, CredentialsRefused, THROTTLED, SignInLocked)})
     def post(self, request):
         given = _sign_in.run_validation(request.data)
-        issued = buyer_sign_in(username=given["username"], password=given["password"])
+        issued = buyer_sign_in(username=given["username"], password=given["password"],
+                               client=client_bucket(request))
         return Response({"username": given["username"], "token": issued.token,
                          "expires_at": issued.expires_at})
 

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from common.errors import CredentialsRefused, InvalidInput, UsernameTaken
 
+from .lockout import sign_in_check, sign_in_failed, sign_in_succeeded
 from .tokens import Issued, token_issue
 
 # A buyer's name is the orders' user_id: as long as the orders' column allows.
@@ -25,15 +26,20 @@ PASSWORD_MIN_LENGTH = max((v.min_length for v in get_default_password_validators
 THROWAWAY_PREFIX = "buyer-"
 
 
-def buyer_create(*, username: str | None = None, password: str | None = None) -> tuple[object, Issued]:
+def buyer_create(*, username: str | None = None, password: str | None = None,
+                 client: str | None = None) -> tuple[object, Issued]:
     """A new buyer and a token for it. Without a username, a throwaway buyer
     (``buyer-<random>``) that has no password: it buys with its token (or the page's
-    session) until that expires, and never signs in again.
+    session) until that expires, and never signs in again. A taken username counts
+    as a failed sign-in of ``client`` (``buyers.lockout``): asking which names are
+    taken costs what guessing passwords does.
 
     :raises InvalidInput: the username or the password is not acceptable (why, per field).
     :raises UsernameTaken: another buyer has the username.
+    :raises SignInLocked: ``client`` is locked out (a username was given).
     """
     User = get_user_model()
+    given_name = username is not None
     if username is None:
         if password is not None:
             raise InvalidInput("a password needs a username", extra={"fields": {"username": ["required"]}})
@@ -53,6 +59,8 @@ def buyer_create(*, username: str | None = None, password: str | None = None) ->
             errors["password"] = e.messages
     if errors:
         raise InvalidInput("the buyer cannot be made", extra={"fields": errors})
+    if given_name:
+        sign_in_check(client=client)
     if password is None:
         user.set_unusable_password()
     else:
@@ -61,19 +69,27 @@ def buyer_create(*, username: str | None = None, password: str | None = None) ->
         with transaction.atomic():
             user.save()
     except IntegrityError as e:
+        if given_name:
+            sign_in_failed(client=client)
         raise UsernameTaken(f"{username} is taken") from e
     return user, token_issue(username=username)
 
 
-def buyer_sign_in(*, username: str, password: str) -> Issued:
-    """A new token for a buyer that signs in with its password.
+def buyer_sign_in(*, username: str, password: str, client: str | None) -> Issued:
+    """A new token for a buyer that signs in with its password, from ``client`` (its
+    address's bucket), unless the client or the username is locked out
+    (``buyers.lockout``).
 
     :raises CredentialsRefused: no such buyer, or not that password (the answer does
         not say which).
+    :raises SignInLocked: before the password is checked.
     """
+    sign_in_check(client=client, username=username)
     user = authenticate(username=username, password=password)
     if user is None or not user.is_active:
+        sign_in_failed(client=client, username=username)
         raise CredentialsRefused("the username and password sign no buyer in")
+    sign_in_succeeded(username=username)
     return token_issue(username=user.username)
 
 

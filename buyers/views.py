@@ -4,16 +4,21 @@ it and its CSRF token (``buyers.authentication``)."""
 
 from __future__ import annotations
 
+import functools
+
+from django.contrib import admin
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from common.errors import ApplicationError
+from common.errors import ApplicationError, SignInLocked, error_body
+from common.throttles import client_bucket
 
 from .apis import SignUpThrottle
+from .forms import SignInForm
 from .services import buyer_create
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -35,6 +40,31 @@ def _throttled(request) -> HttpResponse | None:
                         headers={"Retry-After": str(int(throttle.wait() or 60))}, content_type="text/plain")
 
 
+def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResponse:
+    """429 with Retry-After: the page again, saying how long to wait, or (no page) the
+    JSON error."""
+    if template is None:
+        response = JsonResponse(error_body(locked.code, locked.message), status=locked.status_code)
+    else:
+        error = f"{locked.message}: try again in {locked.headers['Retry-After']} s."
+        response = render(request, template, {"error": error, "next": _next(request)},
+                          status=locked.status_code)
+    for name, value in locked.headers.items():
+        response[name] = value
+    return response
+
+
+def lockout_answered(view, *, template: str | None = None):
+    """``view``, with a sign-in lockout (``buyers.forms``) answered 429."""
+    @functools.wraps(view)
+    def answered(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except SignInLocked as locked:
+            return _locked_out(request, locked, template)
+    return answered
+
+
 @require_POST
 def buyer_new(request):
     """A throwaway buyer, signed in: the demo stays one click away."""
@@ -53,7 +83,9 @@ def sign_up(request):
             return refused
         try:
             user, _ = buyer_create(username=request.POST.get("username", ""),
-                                   password=request.POST.get("password", ""))
+                                   password=request.POST.get("password", ""), client=client_bucket(request))
+        except SignInLocked as locked:
+            return _locked_out(request, locked, "buyers/sign_up.html")
         except ApplicationError as e:
             fields = e.extra.get("fields", {})
             error = "; ".join(f"{name}: {' '.join(why)}" for name, why in fields.items()) or e.message
@@ -64,5 +96,10 @@ def sign_up(request):
                   status=400 if error else 200)
 
 
-sign_in = LoginView.as_view(template_name="buyers/sign_in.html", redirect_authenticated_user=True)
+SIGN_IN_PAGE = "buyers/sign_in.html"
+sign_in = lockout_answered(LoginView.as_view(template_name=SIGN_IN_PAGE, authentication_form=SignInForm,
+                                             redirect_authenticated_user=True), template=SIGN_IN_PAGE)
 sign_out = LogoutView.as_view()
+# The admin's login, its lockout answered (its form is buyers.forms.AdminSignInForm,
+# set in buyers.admin).
+admin_sign_in = lockout_answered(admin.site.login)

@@ -145,6 +145,16 @@ class CredentialsRefused(ApplicationError):
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"}, **kwargs)
 
 
+class SignInLocked(ApplicationError):
+    """Too many failed sign-ins from this client or for this username: wait
+    Retry-After seconds; the password was not checked.
+
+    ``buyers.lockout`` counts them."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    code = "throttled"
+
+
 class LimitReached(ApplicationError):
     """The buyer already bought the most one buyer may of this product."""
 

@@ -530,6 +530,13 @@ FLASHSALE_BUYER_TOKEN_TTL_S = env.int("FLASHSALE_BUYER_TOKEN_TTL_S",
                                       default=env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600))
 # New buyers (POST /api/buyers) and sign-ins per client address; empty: off.
 FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
+# Sign-in lockout (buyers.lockout): failed sign-ins a client, and a username, may make
+# before each further one locks it out (0: not counted), from 1 s doubling up to the
+# most; failures are forgotten this long after the last.
+FLASHSALE_SIGN_IN_FREE_PER_CLIENT = env.int("FLASHSALE_SIGN_IN_FREE_PER_CLIENT", default=20)
+FLASHSALE_SIGN_IN_FREE_PER_USERNAME = env.int("FLASHSALE_SIGN_IN_FREE_PER_USERNAME", default=10)
+FLASHSALE_SIGN_IN_LOCKOUT_MAX_S = env.int("FLASHSALE_SIGN_IN_LOCKOUT_MAX_S", default=900)
+FLASHSALE_SIGN_IN_FORGET_S = env.int("FLASHSALE_SIGN_IN_FORGET_S", default=3600)
 # The page's sign-in and sign-out go back to the shop.
 LOGIN_URL = "sign-in"
 LOGIN_REDIRECT_URL = LOGOUT_REDIRECT_URL = "/"
