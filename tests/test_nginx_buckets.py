@@ -1,0 +1,127 @@
+"""nginx counts a client as the apps do (``common.throttles.bucket``): an IPv4 address
+as itself, an IPv6 address as its /64. Both on a real nginx: the template's map
+against Python's ``ipaddress`` over many addresses, and the rendered config's rates
+over addresses a trusted proxy names."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import random
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+from stack.config import ROOT
+from stack.scratch import free_port
+
+TEMPLATE = ROOT / "nginx/nginx.conf.template"
+
+
+@contextmanager
+def running_nginx(conf: Path, prefix: Path, port: int) -> Iterator[None]:
+    binary = shutil.which("nginx", path=os.environ["PATH"] + ":/usr/sbin")
+    log = prefix / "error.log"
+    server = subprocess.Popen([binary, "-c", str(conf), "-p", str(prefix), "-e", str(log)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/", headers={"Host": "localhost"}, timeout=1)
+                break
+            except requests.ConnectionError:
+                assert server.poll() is None, log.read_text() if log.exists() else "nginx exited"
+                assert time.monotonic() < deadline, "nginx did not listen"
+                time.sleep(0.05)
+        yield
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def expected(address: str) -> str:
+    """What the map should say: the IPv4 address, or the /64's first four groups as
+    nginx writes them (lowercase hex, no leading zeros)."""
+    ip = ipaddress.ip_address(address)
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 4:
+        return address
+    groups = ip.exploded.split(":")[:4]
+    return ":".join(f"{int(g, 16):x}" for g in groups)
+
+
+def addresses(rng: random.Random) -> Iterator[str]:
+    """IPv6 addresses with runs of zero groups in every place and of every length (how
+    nginx compresses them decides which of the map's lines reads them), a few
+    IPv4-mapped and IPv4 ones."""
+    yield from ("::", "::1", "1::", "2001:db8::1", "2001:db8:0:1::", "2001:db8:0:0:1::1", "fe80::1:2:3:4",
+                "::1:2:3:4:5", "0:0:0:1:2:3:4:5", "1:0:0:0:0:0:0:2", "::ffff:10.1.2.3", "10.1.2.3")
+    for _ in range(3000):
+        groups = [rng.choice((0, rng.randrange(1, 16), rng.randrange(65536))) for _ in range(8)]
+        start, length = rng.randrange(8), rng.randrange(9)
+        groups[start:start + length] = [0] * len(groups[start:start + length])
+        yield str(ipaddress.IPv6Address(b"".join(g.to_bytes(2, "big") for g in groups)))
+
+
+def test_the_map_buckets_every_ipv6_address_by_its_64_and_ipv4_by_itself(tmp_path):
+    block = re.search(r"^    map \$remote_addr \$client_bucket \{.*?^    \}$", TEMPLATE.read_text(),
+                      re.M | re.S).group(0)
+    port = free_port()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"""pid {tmp_path}/nginx.pid;
+events {{}}
+http {{
+    access_log off;
+    client_body_temp_path {tmp_path}; proxy_temp_path {tmp_path}; fastcgi_temp_path {tmp_path};
+    uwsgi_temp_path {tmp_path}; scgi_temp_path {tmp_path};
+    set_real_ip_from 127.0.0.1;
+    real_ip_header X-Client;
+{block}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "$client_bucket"; }}
+    }}
+}}
+""")
+    rng = random.Random(64)
+    with running_nginx(conf, tmp_path, port), requests.Session() as session:
+        wrong = {}
+        for address in addresses(rng):
+            seen = session.get(f"http://127.0.0.1:{port}/", headers={"X-Client": address}, timeout=5).text
+            if seen != expected(address):
+                wrong[address] = seen
+    assert wrong == {}
+
+
+def test_the_rates_count_one_64_once_and_the_next_64_apart(tmp_path):
+    port = free_port()
+    result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
+                            env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
+                                 "ERROR_LOG": str(tmp_path / "error.log"), "CACHE_ROOT": str(tmp_path / "cache"),
+                                 "UPSTREAMS": f"127.0.0.1:{free_port()}",  # nothing there: 502 within the rate
+                                 "NGINX_PORT": f"127.0.0.1:{port}", "TRUSTED_PROXIES": "127.0.0.1",
+                                 "PURCHASE_RATE": "1"})
+    assert result.returncode == 0, result.stderr
+
+    def buys(address: str, times: int) -> list[int]:
+        return [requests.post(f"http://127.0.0.1:{port}/api/orders", json={"sku": "s", "quantity": 1},
+                              headers={"Host": "localhost", "X-Forwarded-For": address},
+                              timeout=5).status_code for _ in range(times)]
+
+    prefix = f"2001:db8:{random.randrange(65536):x}:{random.randrange(65535):x}"
+    next_64 = ":".join(prefix.split(":")[:3] + [f"{int(prefix.split(':')[3], 16) + 1:x}"])
+    with running_nginx(Path(result.stdout.strip()), tmp_path, port):
+        # The rate and one second's burst, then 429: the /64's addresses share them...
+        shared = buys(f"{prefix}::1", 1) + buys(f"{prefix}:1:2:3:4", 1) + buys(f"{prefix}::ffff", 2)
+        # ...the next /64 and an IPv4 address each have their own.
+        apart = buys(f"{next_64}::1", 2) + buys("192.0.2.7", 2)
+    assert shared == [502, 502, 429, 429]
+    assert apart == [502, 502, 502, 502]
