@@ -13,6 +13,7 @@
 #   READ_RATE   10000                   every other request a second from one address
 #   SHOW_UPSTREAM 1                     X-Upstream: which instance answered
 #   TRUSTED_PROXIES "10.0.0.0/8"        a TLS terminator's addresses: the rates count its clients
+#   ADMIN_ALLOW "127.0.0.1 ::1"         addresses (CIDR) served the admin site, /admin/; the rest: 403
 #   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
 #   RACE_LISTEN 8081                    the race runner's port: its rates count each buyer's
 #                                       Authorization, not the runner's address; none unless set
@@ -40,6 +41,11 @@ if [ -n "${TRUSTED_PROXIES:-}" ]; then
   real_ip="${real_ip}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;\n"
 fi
 
+admin_allow=""
+for address in ${ADMIN_ALLOW:-127.0.0.1 ::1}; do
+  admin_allow="${admin_allow}            allow ${address};\n"
+done
+
 upstream_header=""
 if [ "${SHOW_UPSTREAM:-}" = "1" ]; then
   upstream_header='            add_header X-Upstream $upstream_addr always;'
@@ -64,11 +70,12 @@ awk -v run="$run" -v error_log="$error_log" -v listen="${NGINX_PORT:-8080}" -v s
     -v docs="${DOCS_ROOT:-/srv/docs}" \
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
-    -v real_ip="$real_ip" -v status_server="$status_server" \
+    -v real_ip="$real_ip" -v status_server="$status_server" -v admin_allow="$admin_allow" \
     -v race_listen="$race_listen" -v race_rate_client="$race_rate_client" '
   /@\{race_listen\}/ { print race_listen; next }
   /@\{race_rate_client\}/ { print race_rate_client; next }
   /@\{real_ip\}/ { printf "%s", real_ip; next }
+  /@\{admin_allow\}/ { printf "%s", admin_allow; next }
   /@\{status_server\}/ { printf "%s", status_server; next }
   /@\{upstream_servers\}/ { printf "%s", servers; next }
   /@\{upstream_header\}/ { print upstream_header; next }

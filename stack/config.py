@@ -55,6 +55,7 @@ class StackConfig:
     nginx_read_rate: int  # every other request a second from one address, likewise
     nginx_show_upstream: bool  # X-Upstream: which instance answered (for watching the round robin)
     nginx_trusted_proxies: str  # addresses (CIDR) of a TLS terminator in front: the rates count its clients
+    nginx_admin_allow: str  # addresses (CIDR) nginx serves the admin site (/admin/) to
     app_port: int  # first instance's port; instance i listens on app_port + i - 1
     metrics_port: int  # Prometheus; the exporters, nginx's status and the workers' /metrics above it
     instances: int
@@ -101,6 +102,7 @@ class StackConfig:
             nginx_read_rate=env.int("NGINX_READ_RATE", default=10_000),
             nginx_show_upstream=env.bool("NGINX_SHOW_UPSTREAM", default=False),
             nginx_trusted_proxies=env.str("NGINX_TRUSTED_PROXIES", default=""),
+            nginx_admin_allow=env.str("NGINX_ADMIN_ALLOW", default="127.0.0.1 ::1"),
             app_port=env.int("APP_PORT", default=8001),
             metrics_port=env.int("METRICS_PORT", default=9390),
             instances=env.int("INSTANCES", default=2),

@@ -363,6 +363,7 @@ def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
                   read_rate=config.nginx_read_rate,
                   upstream_header=UPSTREAM_HEADER if config.nginx_show_upstream else "",
                   real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
+                  admin_allow="\n".join(f"            allow {a};" for a in config.nginx_admin_allow.split()),
                   race_listen="", race_rate_client="",  # the stack's rates are far above a race's
                   status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
     return Server(

@@ -1,7 +1,8 @@
-"""nginx counts a client as the apps do (``common.throttles.bucket``): an IPv4 address
-as itself, an IPv6 address as its /64. Both on a real nginx: the template's map
-against Python's ``ipaddress`` over many addresses, and the rendered config's rates
-over addresses a trusted proxy names."""
+"""Who a client is to nginx, on a real nginx. It counts a client as the apps do
+(``common.throttles.bucket``): an IPv4 address as itself, an IPv6 address as its /64
+(the template's map against Python's ``ipaddress`` over many addresses, and the
+rendered config's rates over addresses a trusted proxy names). And it serves the
+admin site only to the addresses ``ADMIN_ALLOW`` names."""
 
 from __future__ import annotations
 
@@ -101,15 +102,22 @@ http {{
     assert wrong == {}
 
 
-def test_the_rates_count_one_64_once_and_the_next_64_apart(tmp_path):
-    port = free_port()
+def rendered(tmp_path: Path, port: int, **env: str) -> Path:
+    """Docker's rendering of the template (``nginx/render.sh``), trusting 127.0.0.1's
+    X-Forwarded-For, its instances nowhere: a request nginx lets through is 502."""
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
-                                 "ERROR_LOG": str(tmp_path / "error.log"), "CACHE_ROOT": str(tmp_path / "cache"),
-                                 "UPSTREAMS": f"127.0.0.1:{free_port()}",  # nothing there: 502 within the rate
-                                 "NGINX_PORT": f"127.0.0.1:{port}", "TRUSTED_PROXIES": "127.0.0.1",
-                                 "PURCHASE_RATE": "1"})
+                                 "ERROR_LOG": str(tmp_path / "error.log"),
+                                 "CACHE_ROOT": str(tmp_path / "cache"),
+                                 "UPSTREAMS": f"127.0.0.1:{free_port()}", "NGINX_PORT": f"127.0.0.1:{port}",
+                                 "TRUSTED_PROXIES": "127.0.0.1", **env})
     assert result.returncode == 0, result.stderr
+    return Path(result.stdout.strip())
+
+
+def test_the_rates_count_one_64_once_and_the_next_64_apart(tmp_path):
+    port = free_port()
+    conf = rendered(tmp_path, port, PURCHASE_RATE="1")
 
     def buys(address: str, times: int) -> list[int]:
         return [requests.post(f"http://127.0.0.1:{port}/api/orders", json={"sku": "s", "quantity": 1},
@@ -118,10 +126,30 @@ def test_the_rates_count_one_64_once_and_the_next_64_apart(tmp_path):
 
     prefix = f"2001:db8:{random.randrange(65536):x}:{random.randrange(65535):x}"
     next_64 = ":".join(prefix.split(":")[:3] + [f"{int(prefix.split(':')[3], 16) + 1:x}"])
-    with running_nginx(Path(result.stdout.strip()), tmp_path, port):
+    with running_nginx(conf, tmp_path, port):
         # The rate and one second's burst, then 429: the /64's addresses share them...
         shared = buys(f"{prefix}::1", 1) + buys(f"{prefix}:1:2:3:4", 1) + buys(f"{prefix}::ffff", 2)
         # ...the next /64 and an IPv4 address each have their own.
         apart = buys(f"{next_64}::1", 2) + buys("192.0.2.7", 2)
     assert shared == [502, 502, 429, 429]
     assert apart == [502, 502, 502, 502]
+
+
+def test_the_admin_site_is_served_to_the_allowed_addresses_only(tmp_path):
+    port = free_port()
+
+    def ask(path: str, client: str | None = None) -> requests.Response:
+        headers = {"Host": "localhost"} | ({"X-Forwarded-For": client} if client else {})
+        return requests.get(f"http://127.0.0.1:{port}{path}", headers=headers, timeout=5)
+
+    with running_nginx(rendered(tmp_path, port), tmp_path, port):
+        refused = ask("/admin/login/", "192.0.2.7")
+        by_default = [ask("/admin/login/").status_code, ask("/admin/", "::1").status_code,
+                      ask("/api/admin/races/1", "192.0.2.7").status_code, ask("/", "192.0.2.7").status_code]
+    assert refused.status_code == 403 and refused.headers["Content-Type"] == "application/json"
+    assert refused.json()["error"] == "permission_denied"
+    assert by_default == [502, 502, 502, 502]  # loopback's admin site, anyone's admin API and shop
+    (tmp_path / "nginx.pid").unlink(missing_ok=True)
+    with running_nginx(rendered(tmp_path, port, ADMIN_ALLOW="192.0.2.0/24"), tmp_path, port):
+        allowed = [ask("/admin/login/", "192.0.2.7").status_code, ask("/admin/login/").status_code]
+    assert allowed == [502, 403]
