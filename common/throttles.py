@@ -60,3 +60,37 @@ class PerAddress(RateFromSettings):
 
     def get_cache_key(self, request, view) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": client_bucket(request)}
+
+
+class FailureBudget(RateFromSettings):
+    """Failures of one subject (``ident``: an address's bucket, an order, a buyer) in
+    the rate's period. Asked before a try (``spent``, counting nothing) and told of a
+    failed one (``failed``): what succeeds never counts, so a budget stops a guesser
+    and not a user."""
+
+    def __init__(self, ident: str):
+        super().__init__()
+        self.ident = ident
+
+    def get_cache_key(self, request, view) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.ident}
+
+    def spent(self) -> bool:
+        """Whether the failures have used the budget up (Redis gone: not spent, as a
+        throttle never stops the sale). ``wait()`` after it says until when."""
+        if self.rate is None:
+            return False
+        self.key = self.get_cache_key(None, None)
+        try:
+            history = self.cache.get(self.key, [])
+        except CACHE_ERRORS as e:
+            logger.warning("%s: Redis unreachable, not throttling: %s", self.scope, e)
+            return False
+        self.now = self.timer()
+        self.history = [t for t in history if t > self.now - self.duration]
+        return len(self.history) >= self.num_requests
+
+    def failed(self) -> bool:
+        """Counts a failure; False when the budget was spent already (``wait()`` says
+        until when)."""
+        return self.allow_request(None, None)

@@ -19,6 +19,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.throttling import BaseThrottle
 
+from common.throttles import client_bucket
+
 from .throttles import AdminTokenFailureThrottle
 
 logger = logging.getLogger(__name__)
@@ -45,8 +47,8 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None  # not ours: let session authentication try
-        failures = AdminTokenFailureThrottle()
-        if failures.spent(request):
+        failures = AdminTokenFailureThrottle(client_bucket(request))
+        if failures.spent():
             raise exceptions.Throttled(wait=failures.wait())
         expected = settings.FLASHSALE_ADMIN_TOKEN
         if len(header) != 2 or not expected:
@@ -57,10 +59,10 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
 
     @staticmethod
     def _refuse(request, reason: str):
-        throttle = AdminTokenFailureThrottle()
+        throttle = AdminTokenFailureThrottle(client_bucket(request))
         logger.warning("admin token refused (%s) from %s", reason, client_address(request))
         # Counts this failure (Redis gone: refused all the same, not counted).
-        if not throttle.allow_request(request, None):
+        if not throttle.failed():
             raise exceptions.Throttled(wait=throttle.wait())
         raise exceptions.AuthenticationFailed(reason)
 

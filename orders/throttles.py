@@ -19,8 +19,7 @@ import logging
 from django.conf import settings
 
 from buyers.authentication import buyer_name
-from common.cache_errors import CACHE_ERRORS
-from common.throttles import PerAddress, RateFromSettings
+from common.throttles import FailureBudget, PerAddress, RateFromSettings
 
 logger = logging.getLogger(__name__)
 
@@ -45,25 +44,9 @@ class PurchaseAddressThrottle(PerAddress):
     rate_setting = "FLASHSALE_THROTTLE_ADDRESS"
 
 
-class AdminTokenFailureThrottle(PerAddress):
-    """Wrong admin tokens per client address: ``orders.auth`` asks it only after a
-    failure, so a right token never counts."""
+class AdminTokenFailureThrottle(FailureBudget):
+    """Wrong admin tokens per client address (``ident``: its bucket): ``orders.auth``
+    counts only a failure, so a right token never counts."""
 
     scope = "admin-token-failures"
     rate_setting = "FLASHSALE_ADMIN_FAILURES"
-
-    def spent(self, request) -> bool:
-        """Whether this address has used up its failures, counting nothing (Redis
-        gone: not spent, as a throttle never stops the sale). ``wait()`` after it
-        says until when."""
-        if self.rate is None:
-            return False
-        self.key = self.get_cache_key(request, None)
-        try:
-            history = self.cache.get(self.key, [])
-        except CACHE_ERRORS as e:
-            logger.warning("%s: Redis unreachable, not throttling: %s", self.scope, e)
-            return False
-        self.now = self.timer()
-        self.history = [t for t in history if t > self.now - self.duration]
-        return len(self.history) >= self.num_requests
