@@ -50,7 +50,7 @@ class Fault:
     # is lost with it, as the README says; the verdict reports what was lost.
     loses_redis: bool = False
     # In a sale with a payment window: the share of payers that pay twice at once,
-    # two payment intents for one order (``chaos.sale.PaymentWindow.twice``).
+    # two tries of one order's payment (``chaos.sale.PaymentWindow.twice``).
     pays_twice: float = 0.0
     # It resets the sale to new terms (a payment window among them): the old sale's
     # orders are cleared, so its 201s name orders gone, and the final read is the new

@@ -176,7 +176,7 @@ class PaymentWindow:
     spread: float = 8.0  # past a lock lease a killed expirer left held
     watch: float = 15.0  # how long a payer watches its order for the payment to land
     seed: int = 0
-    twice: float = 0.0  # share of payers that pay twice at once: two payment intents for one order
+    twice: float = 0.0  # share of payers that pay twice at once: two tries of one order's payment
 
 
 PAY_TRIES = 5  # a payment's 503 (the gate's order not in the database yet) is tried again
@@ -319,8 +319,9 @@ def _pay(client: FlashsaleClient, answer: DocumentedError, sku: str, history: Re
     order until the payment lands (paid, or refunded: too late) or ``watch`` seconds
     pass; recorded as one payment. ``twice``: a second payment of the order under a
     key of its own, sent at once through that client (a buyer who pressed Pay in two
-    tabs); the order is paid at most once and the other refunded, so it is recorded
-    as the same payment. Returns the price the shop asked for a unit, if it said."""
+    tabs); the order is charged at most once (its one intent: the other try is 409,
+    or declined), so it is recorded as the same payment. Returns the price the shop
+    asked for a unit, if it said."""
     op = history.pay(answer.user, sku, answer.order_id) if history else Pay(0, answer.user, sku,
                                                                                answer.order_id, 0)
     if twice is None:

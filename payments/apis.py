@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -29,12 +29,15 @@ from common.keys import KEY_SENT
 
 from .provider import SUCCEEDS
 from .services import payment_start, webhook_receive
+from .throttles import decline_budgets
 
 
 class OrderPayApi(BuyerView, APIView):
     """Pay an order that waits for its payment: the provider is asked at once, and
     confirms by its webhook, which moves the order to ``paid``. Follow the order
-    (``GET /api/orders/<id>``) to see it."""
+    (``GET /api/orders/<id>``) to see it. Declines are counted per order and per
+    buyer (``payments.throttles``): past their budget, 429 before the provider is
+    asked."""
 
     @extend_schema_serializer(component_name="PaymentRequest")
     class InputSerializer(ClosedInputSerializer):
@@ -68,8 +71,16 @@ class OrderPayApi(BuyerView, APIView):
         if key is not None and not KEY_SENT.fullmatch(key):
             raise InvalidInput("Idempotency-Key must be 1 to 128 visible ASCII characters")
         buyer = buyer_name(request.user) if settings.FLASHSALE_BUYER_AUTH else None
-        started = payment_start(order_id=order_id, buyer=buyer, idempotency_key=key,
-                                payment_method=serializer.validated_data["payment_method"])
+        budgets = decline_budgets(order_id=order_id, buyer=buyer)
+        if spent := [budget for budget in budgets if budget.spent()]:
+            raise exceptions.Throttled(wait=max(budget.wait() or 1 for budget in spent))
+        try:
+            started = payment_start(order_id=order_id, buyer=buyer, idempotency_key=key,
+                                    payment_method=serializer.validated_data["payment_method"])
+        except PaymentDeclined:
+            for budget in budgets:
+                budget.failed()
+            raise
         return Response(self.OutputSerializer(started).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -13,3 +13,6 @@ BATCH_IN_HAND = Gauge("flashsale_expiry_batch_orders", "Orders in the expirer's 
                       "their units not yet back everywhere (0 between batches)")
 REFUNDS = Counter("flashsale_payments_refunded", "Payments given back, by why: late (the order's units "
                   "were sold again) or other (the order paid already, or gone)", ["why"])
+REFUSED_EVENTS = Counter("flashsale_webhook_events_refused", "Signed provider events refused: the "
+                         "payment they name is not one the shop made for that order, or not for that "
+                         "amount and currency (nothing moved), by event type", ["type"])

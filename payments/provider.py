@@ -38,30 +38,49 @@ def _reset_client(*, setting, **kwargs) -> None:
 setting_changed.connect(_reset_client)
 
 
-def intent_create(*, order_id: int, amount: int, currency: str, payment_method: str,
-                  idempotency_key: str) -> stripe.PaymentIntent:
-    """A PaymentIntent for the order, confirmed at once with ``payment_method``. Asked
-    again with the same key, the provider answers the first one again.
+def intent_create(*, order_id: int, amount: int, currency: str, idempotency_key: str) -> stripe.PaymentIntent:
+    """A PaymentIntent for the order, not confirmed yet. Asked again with the same key
+    (and the same amount), the provider answers the first one again.
 
-    :raises PaymentDeclined: the card was declined (the provider sends the failure's
-        event too), or the provider refused the payment method (it does not know it).
     :raises Unavailable: the provider cannot be reached, or failed.
     """
-    params = {"amount": amount, "currency": currency, "payment_method": payment_method, "confirm": True,
-              "payment_method_types": ["card"], "metadata": {"order_id": str(order_id)}}
+    params = {"amount": amount, "currency": currency, "payment_method_types": ["card"],
+              "metadata": {"order_id": str(order_id)}}
     try:
         return _client().v1.payment_intents.create(params=params,
                                                    options={"idempotency_key": idempotency_key})
+    except stripe.StripeError as e:
+        raise Unavailable(f"the payment provider failed: {e.user_message or e}", backend="payments") from e
+
+
+def intent_confirm(*, intent_id: str, payment_method: str, idempotency_key: str) -> stripe.PaymentIntent:
+    """Pay ``intent_id`` with ``payment_method``: the first time, or again after a
+    decline. Asked again with the same key, the provider answers as the first time.
+
+    :raises PaymentDeclined: the card was declined (the provider sends the failure's
+        event too), or the provider refused the payment method (it does not know it).
+    :raises IntentSettled: the intent succeeded before (another request paid it).
+    :raises Unavailable: the provider cannot be reached, or failed.
+    """
+    try:
+        return _client().v1.payment_intents.confirm(intent_id, params={"payment_method": payment_method},
+                                                    options={"idempotency_key": idempotency_key})
     except stripe.CardError as e:
         raise PaymentDeclined(e.user_message or "the card was declined",
                               extra={"decline_code": (e.error and e.error.decline_code) or e.code}) from e
     except stripe.InvalidRequestError as e:
+        if e.code == "payment_intent_unexpected_state":
+            raise IntentSettled(intent_id) from e
         # A payment method the provider does not know (or will not take): well formed,
         # so the API's schema allows it, but no payment can be made with it.
         raise PaymentDeclined(e.user_message or "the payment provider refused the payment method",
                               extra={"decline_code": e.code or "invalid_payment_method"}) from e
     except stripe.StripeError as e:
         raise Unavailable(f"the payment provider failed: {e.user_message or e}", backend="payments") from e
+
+
+class IntentSettled(Exception):
+    """The intent cannot be confirmed again: it succeeded (or is being refunded)."""
 
 
 def refund_create(*, intent_id: str, idempotency_key: str) -> None:

@@ -46,7 +46,7 @@ from orders.models import GateSale, Order
 from . import metrics
 from .expiry import order_refunded
 from .models import Payment, WebhookEvent
-from .provider import event_verified, intent_create, refund_create
+from .provider import IntentSettled, event_verified, intent_confirm, intent_create, refund_create
 from .retake import OrderChanged, order_moved, order_retake, resale_flag
 
 logger = logging.getLogger(__name__)
@@ -87,16 +87,34 @@ def payment_start(*, order_id: int, buyer: str | None, payment_method: str,
     if order.status != Order.Status.PENDING:
         raise NotPayable(f"order {order_id} is {order.status}: it waits for no payment",
                          extra={"order_id": order_id, "status": order.status})
-    amount = order.quantity * settings.FLASHSALE_UNIT_PRICE
-    currency = settings.FLASHSALE_CURRENCY
+    payment = _order_payment(order_id=order_id, amount=order.quantity * settings.FLASHSALE_UNIT_PRICE,
+                             currency=settings.FLASHSALE_CURRENCY)
     # The provider's key names the order too: one buyer's key for two orders is two payments.
     key = f"pay {order_id} {idempotency_key or uuid.uuid4().hex}"
-    intent = intent_create(order_id=order_id, amount=amount, currency=currency, payment_method=payment_method,
-                           idempotency_key=key)
-    _payment_record(intent_id=intent.id, order_id=order_id, amount=amount, currency=currency,
+    try:
+        intent = intent_confirm(intent_id=payment.intent_id, payment_method=payment_method,
+                                idempotency_key=key)
+    except IntentSettled:
+        raise NotPayable(f"order {order_id} is paid at the provider: it is paid here when the provider's "
+                         "word comes", extra={"order_id": order_id, "status": order.status}) from None
+    return PaymentStarted(order_id=order_id, payment_intent=intent.id, status=intent.status,
+                          amount=payment.amount, currency=payment.currency)
+
+
+def _order_payment(*, order_id: int, amount: int, currency: str) -> Payment:
+    """The order's one payment at the provider (its PaymentIntent), confirmed again
+    at each try rather than made again: the one recorded, or one made now and
+    recorded before it is confirmed, so that the webhook of any payment of it finds
+    it (``webhook_receive`` refuses an intent this shop did not make for the order).
+    Two first tries at once make one intent: the provider's key names the order."""
+    payment = Payment.objects.filter(order_id=order_id).order_by("created_at", "pk").first()
+    if payment is not None:
+        return payment
+    intent = intent_create(order_id=order_id, amount=amount, currency=currency,
+                           idempotency_key=f"intent {order_id}")
+    _payment_record(intent_id=intent.id, order_id=order_id, amount=intent.amount, currency=intent.currency,
                     status=Payment.Status.STARTED)
-    return PaymentStarted(order_id=order_id, payment_intent=intent.id, status=intent.status, amount=amount,
-                          currency=currency)
+    return Payment.objects.get(pk=intent.id)
 
 
 def webhook_receive(*, payload: bytes, signature: str | None) -> str:
@@ -124,7 +142,28 @@ def webhook_receive(*, payload: bytes, signature: str | None) -> str:
                            extra={"event": event.id}) from None
     if WebhookEvent.objects.filter(pk=event.id).exists():
         return "duplicate"
+    _payment_checked(event, obj, order_id)
     return handler(event, obj, order_id)
+
+
+def _payment_checked(event, obj, order_id: int) -> None:
+    """The event's payment is one this shop made for that order, for the amount and
+    in the currency it asked (a refund's charge: of such a payment).
+
+    :raises InvalidInput: it is not (logged; nothing moves).
+    """
+    is_intent = getattr(obj, "object", None) == "payment_intent"
+    intent_id = getattr(obj, "id" if is_intent else "payment_intent", None)
+    asked = (Payment.objects.filter(pk=str(intent_id or ""), order_id=order_id)
+             .values_list("amount", "currency").first())
+    found = (getattr(obj, "amount", None), getattr(obj, "currency", None)) if is_intent else None
+    if asked is not None and (not is_intent or asked == found):
+        return
+    logger.warning("webhook: %s %s refused: payment %s of order %s is not one this shop made for it "
+                   "(asked %s, the event says %s)", event.type, event.id, intent_id, order_id, asked, found)
+    count(metrics.REFUSED_EVENTS, event.type)
+    raise InvalidInput(f"the event's payment is not one this shop made for order {order_id}, for that amount",
+                       extra={"event": event.id})
 
 
 def _succeeded(event, intent, order_id: int) -> str:

@@ -7,7 +7,10 @@ What it keeps of Stripe's semantics:
 - **The API**, as far as flashsale uses it: ``POST /v1/payment_intents`` (with
   ``confirm=true`` and a test payment method: ``pm_card_visa`` succeeds,
   ``pm_card_chargeDeclined`` is declined with a 402 ``card_error``),
-  ``GET /v1/payment_intents/<id>``, ``POST /v1/refunds``, and the lists ``GET
+  ``POST /v1/payment_intents/<id>/confirm`` (an intent that waits for a payment
+  method, a declined one again; a succeeded one is a 400
+  ``payment_intent_unexpected_state``), ``GET /v1/payment_intents/<id>``,
+  ``POST /v1/refunds``, and the lists ``GET
   /v1/payment_intents`` and ``GET /v1/refunds`` (newest first, ``limit`` and
   ``starting_after``). Form-encoded requests,
   bearer API key, JSON answers and error bodies in Stripe's shape.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import hmac
@@ -9,6 +10,7 @@ import itertools
 import json
 import logging
 import random
+import re
 import secrets
 import threading
 import time
@@ -75,6 +77,9 @@ class Provider:
     def handle(self, method: str, path: str, params: dict, key: str | None) -> tuple[int, dict]:
         route = {("POST", "/v1/payment_intents"): self._intent_create,
                  ("POST", "/v1/refunds"): self._refund_create}.get((method, path))
+        confirmed = re.fullmatch(r"/v1/payment_intents/([^/]+)/confirm", path)
+        if method == "POST" and confirmed:
+            route = functools.partial(self._intent_confirm, confirmed.group(1))
         listed = {"/v1/payment_intents": self.intents, "/v1/refunds": self.refunds}.get(path)
         if method == "GET" and listed is not None:
             return self._list(path, listed, params)
@@ -113,6 +118,26 @@ class Provider:
         method = params.get("payment_method")
         if params.get("confirm") != "true" or not method:
             return 200, dict(intent)
+        return self._charge(intent, method)
+
+    def _intent_confirm(self, intent_id: str, params: dict) -> tuple[int, dict]:
+        """Confirm an intent with a payment method: again after a decline (the intent
+        waits for another), never once it succeeded."""
+        intent = self.intents.get(intent_id)
+        if intent is None:
+            return _error(404, "invalid_request_error", f"No such payment_intent: '{intent_id}'")
+        if intent["status"] != "requires_payment_method":
+            return _error(400, "invalid_request_error", "You cannot confirm this PaymentIntent because it "
+                          f"has a status of {intent['status']}.", code="payment_intent_unexpected_state")
+        method = params.get("payment_method")
+        if not method:
+            return _error(400, "invalid_request_error", "You cannot confirm this PaymentIntent because it's "
+                          "missing a payment method.", code="payment_intent_unexpected_state")
+        return self._charge(intent, method)
+
+    def _charge(self, intent: dict, method: str) -> tuple[int, dict]:
+        """Charge ``intent`` with ``method`` (the lock is held): declined, refused, or
+        succeeded, each with its event."""
         if method == DECLINED or self.rng.random() < self.knobs.decline:
             error = {"type": "card_error", "code": "card_declined", "decline_code": "generic_decline",
                      "message": "Your card was declined.", "payment_intent": dict(intent)}

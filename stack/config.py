@@ -353,6 +353,10 @@ class StackConfig:
             "FLASHSALE_THROTTLE_ADDRESS": os.environ.get("FLASHSALE_THROTTLE_ADDRESS", ""),
             # The tests' and tools' buyers sign up from this one address too.
             "FLASHSALE_THROTTLE_SIGN_UP": os.environ.get("FLASHSALE_THROTTLE_SIGN_UP", ""),
+            # A load test's buyers may each pay many orders with a provider that
+            # declines some: declines per buyer not counted unless asked for (per
+            # order they are).
+            "FLASHSALE_PAY_DECLINES_PER_BUYER": os.environ.get("FLASHSALE_PAY_DECLINES_PER_BUYER", ""),
             # And fail to sign in from it (the schema's fuzzer, thousands of times): the
             # lockout counts per username only (0: not per client) unless asked for.
             "FLASHSALE_SIGN_IN_FREE_PER_CLIENT": os.environ.get("FLASHSALE_SIGN_IN_FREE_PER_CLIENT", "0"),

@@ -544,6 +544,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Declined payments per order and per buyer (payments.throttles), DRF rates; past
+# one, the pay endpoint answers 429 without asking the provider; empty: not counted.
+FLASHSALE_PAY_DECLINES_PER_ORDER = env.str("FLASHSALE_PAY_DECLINES_PER_ORDER", default="5/h")
+FLASHSALE_PAY_DECLINES_PER_BUYER = env.str("FLASHSALE_PAY_DECLINES_PER_BUYER", default="10/h")
 # Purchase throttles (orders.throttles), DRF rates "<n>/<s|m|h|d>"; empty: off.
 FLASHSALE_THROTTLE_USER = env.str("FLASHSALE_THROTTLE_USER", default="5/s")
 FLASHSALE_THROTTLE_ADDRESS = env.str("FLASHSALE_THROTTLE_ADDRESS", default="100/s")
