@@ -34,7 +34,7 @@ return 1"""
 # many asks, and no ask holds Redis long.
 MOST_SKIPS = 100
 
-_PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses", "used")
+_PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses", "used", "origins")
 
 
 def _keys(sku: str, parts: tuple[str, ...]) -> list[str]:

@@ -17,6 +17,7 @@
 -- KEYS[6] admitted (hash: buyer -> its admission's end, ms)
 -- KEYS[7] addresses (hash: address -> places it took this sale)
 -- KEYS[8] used (hash: buyer -> the purchase that spent its admission)
+-- KEYS[9] origins (hash: buyer -> the address its place is counted against)
 -- ARGV[1] the buyer   ARGV[2] its address ('' : not counted)   ARGV[3] '1': take a place if none
 -- ARGV[4] most skips in one ask (bounds the script's time)
 -- ARGV[5] a random fraction in [0, 1), the caller's: this place's turn, if it is taken
@@ -38,6 +39,19 @@ local rate, limit, admission = tonumber(room[1]), tonumber(room[2]), tonumber(ro
 local abandon, per_address, sale = tonumber(room[4]), tonumber(room[5]), room[6]
 local buyer = ARGV[1]
 
+-- A place skipped, or an admission run out unused, gives its address's count back:
+-- the next buyer behind that address (a NAT, an office) may take one. A place spent
+-- by a purchase keeps it.
+local function release(holder)
+  local address = redis.call('HGET', KEYS[9], holder)
+  if address then
+    redis.call('HDEL', KEYS[9], holder)
+    if redis.call('HINCRBY', KEYS[7], address, -1) <= 0 then
+      redis.call('HDEL', KEYS[7], address)
+    end
+  end
+end
+
 local position = tonumber(redis.call('HGET', KEYS[2], buyer))
 local ends = tonumber(redis.call('HGET', KEYS[6], buyer))
 if ends and redis.call('HEXISTS', KEYS[8], buyer) == 1 then
@@ -48,6 +62,7 @@ if ends and ends <= now then
   redis.call('ZREM', KEYS[5], buyer)
   redis.call('HDEL', KEYS[6], buyer)
   redis.call('HDEL', KEYS[2], buyer)
+  release(buyer)
   if ARGV[3] ~= '1' then
     return {'expired', position, 0, ends, now, sale, rate, 0, 0, 0}
   end
@@ -63,6 +78,7 @@ if not position then
       return {'bounded', 0, 0, 0, now, sale, rate, 0, 0, 0}
     end
     redis.call('HINCRBY', KEYS[7], ARGV[2], 1)
+    redis.call('HSET', KEYS[9], buyer, ARGV[2])
   end
   position = redis.call('HINCRBY', KEYS[1], 'next', 1)
   redis.call('HSET', KEYS[2], buyer, position)
@@ -79,7 +95,12 @@ redis.call('HSET', KEYS[4], buyer, now)
 local admitted, skipped = 0, 0
 local opens = tonumber(room[9] or 0)
 if now >= opens then
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)  -- admissions run out: their slots free
+  -- Admissions run out: their slots free, and their addresses' counts (unless a
+  -- purchase spent one: a spend takes its buyer out of this set).
+  for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
+    release(lapsed)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   local since = math.max(tonumber(room[8] or opens), opens)
   local credit = tonumber(room[7] or 0) + math.max(now - since, 0) * rate / 1000
   credit = math.min(credit, math.max(rate, 1))
@@ -95,6 +116,7 @@ if now >= opens then
     if now - tonumber(redis.call('HGET', KEYS[4], next) or 0) > abandon then
       redis.call('HDEL', KEYS[2], next)  -- nobody asks for it: skipped, and forgotten
       redis.call('HDEL', KEYS[4], next)
+      release(next)
       skips = skips - 1
       skipped = skipped + 1
     else

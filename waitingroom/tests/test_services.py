@@ -175,6 +175,37 @@ def test_an_address_takes_a_bounded_number_of_places(settings):
     assert place_ask(sku=sku, buyer="bot-3", address="10.0.0.10").position == 3
 
 
+def test_a_skipped_place_gives_its_addresss_count_back(settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 1  # set as the room opens
+    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place not asked for this millisecond is abandoned
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    place_ask(sku=sku, buyer="ann", address="10.0.0.1")
+    place_ask(sku=sku, buyer="bob", address="10.0.0.2")
+    with pytest.raises(PlacesBounded):  # ann's office shares her address
+        place_ask(sku=sku, buyer="cat", address="10.0.0.1")
+    moved_on()
+    assert place_ask(sku=sku, buyer="bob", address="10.0.0.2").state == "admitted"  # ann skipped
+    assert place_ask(sku=sku, buyer="cat", address="10.0.0.1").state == "waiting"
+
+
+def test_an_admission_run_out_unused_gives_its_addresss_count_back_and_a_spent_one_keeps_it(settings):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 1
+    sku = open_room(terms=RoomTerms(rate=1000, active=2, admission_s=1))
+    place_ask(sku=sku, buyer="ann", address="10.0.0.1")
+    place_ask(sku=sku, buyer="dan", address="10.0.0.4")
+    moved_on()
+    assert place_ask(sku=sku, buyer="ann", address="10.0.0.1").state == "admitted"
+    dan = place_ask(sku=sku, buyer="dan", address="10.0.0.4")
+    assert spend(sku=sku, buyer="dan", token=dan.admission, key="k-dan") is True
+    time.sleep(1.05)  # both admissions' time is up: ann's unused, dan's spent
+    place_ask(sku=sku, buyer="bob", address="10.0.0.2")  # the room moves on
+    assert place_ask(sku=sku, buyer="cat", address="10.0.0.1").state in ("waiting", "admitted")
+    with pytest.raises(PlacesBounded):
+        place_ask(sku=sku, buyer="eve", address="10.0.0.4")
+    with pytest.raises(PlacesBounded):  # ann asks again: a new place, and cat holds her address's one
+        place_ask(sku=sku, buyer="ann", address="10.0.0.1")
+
+
 def test_a_room_redis_lost_opens_again_empty_and_a_sale_without_one_has_none():
     sku = open_room()
     place_ask(sku=sku, buyer="ann")
