@@ -5,8 +5,10 @@ A token is a JWT (RFC 7519, PyJWT) signed with HMAC-SHA256 under a key derived f
 the project's ``SECRET_KEY`` (or ``FLASHSALE_BUYER_TOKEN_KEY``): its subject is the
 buyer's username, its audience this project's buyers, and it expires
 ``FLASHSALE_BUYER_TOKEN_TTL_S`` seconds after it was issued. A signed token cannot be
-withdrawn before it expires, which is why it lives an hour, not a month: a buyer
-signs in again for the next. Why not DRF SimpleJWT: its access tokens are the same
+withdrawn one by one before it expires, which is why it lives an hour, not a month:
+a buyer signs in again for the next. A buyer deactivated or deleted has all its
+tokens issued until then refused (``buyers.withdrawals``), still without a database
+read. Why not DRF SimpleJWT: its access tokens are the same
 JWT, checked the same way, but its refresh tokens, blacklist and views are more than
 a sale needs, and the purchase's shortcut (``orders.wsgi``) checks a token before
 DRF runs at all.
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 import jwt
 from django.conf import settings
 from django.utils.crypto import salted_hmac
+
+from .withdrawals import withdrawn_at
 
 ALGORITHM = "HS256"
 AUDIENCE = "flashsale:buyer"
@@ -65,9 +69,12 @@ def token_buyer(token: str) -> str:
 
     :raises TokenRefused: forged, altered, expired, or not a buyer's.
     """
-    buyer, expires = _verified(token, _key())
+    buyer, issued, expires = _verified(token, _key())
     if time.time() >= expires + LEEWAY_S:
         raise TokenRefused("Signature has expired")
+    withdrawn = withdrawn_at(buyer)
+    if withdrawn is not None and issued <= withdrawn:
+        raise TokenRefused("the buyer's tokens were withdrawn (deactivated or deleted)")
     return buyer
 
 
@@ -75,7 +82,7 @@ def token_buyer(token: str) -> str:
 # the signature is checked once a process, and each later request only its expiry.
 # Only a token whose signature and claims held is kept; a refused one is checked anew.
 @functools.lru_cache(maxsize=20_000)
-def _verified(token: str, key: bytes) -> tuple[str, int]:
+def _verified(token: str, key: bytes) -> tuple[str, int, int]:
     try:
         claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=AUDIENCE, leeway=LEEWAY_S,
                             options={"require": ["sub", "aud", "iat", "exp"]})
@@ -84,4 +91,4 @@ def _verified(token: str, key: bytes) -> tuple[str, int]:
     buyer = claims["sub"]
     if not isinstance(buyer, str) or not buyer:
         raise TokenRefused("the token names no buyer")
-    return buyer, claims["exp"]
+    return buyer, claims["iat"], claims["exp"]

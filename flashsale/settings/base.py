@@ -528,6 +528,9 @@ FLASHSALE_BUYER_AUTH = env.bool("FLASHSALE_BUYER_AUTH", default=True)
 FLASHSALE_BUYER_TOKEN_KEY = env.str("FLASHSALE_BUYER_TOKEN_KEY", default="")
 FLASHSALE_BUYER_TOKEN_TTL_S = env.int("FLASHSALE_BUYER_TOKEN_TTL_S",
                                       default=env.int("FLASHSALE_BUYER_TOKEN_TTL", default=3600))
+# How often a process reads again the buyers whose tokens were withdrawn (deactivated
+# or deleted; buyers.withdrawals): a withdrawn token is refused within this long.
+FLASHSALE_BUYER_WITHDRAWN_REFRESH_S = env.float("FLASHSALE_BUYER_WITHDRAWN_REFRESH_S", default=1.0)
 # New buyers (POST /api/buyers) and sign-ins per client address; empty: off.
 FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
 # Sign-in lockout (buyers.lockout): failed sign-ins a client, and a username, may make

@@ -31,5 +31,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 FLASHSALE_THROTTLE_USER = ""
 FLASHSALE_THROTTLE_ADDRESS = ""
 FLASHSALE_ADMIN_FAILURES = ""
+# Withdrawn buyers read from Redis at each check: each test clears it, so no process
+# copy outlives its test (buyers.withdrawals' own tests set a period).
+FLASHSALE_BUYER_WITHDRAWN_REFRESH_S = 0.0
 # The suite renders pages without running collectstatic: no manifest to look names up in.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
