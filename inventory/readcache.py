@@ -6,14 +6,20 @@ cache-aside that does, and beside a rebuild under a lock, ``scenarios.rebuilds``
   much longer. A reader that finds it stale answers with it anyway; one reader per
   freshness period (whose ``SET NX`` of a rebuild flag succeeds) loads the value and
   writes it back. Nobody waits; a reader may get a value up to one period plus one
-  load old. The product page's read uses this (``inventory.reads``).
+  load old. The product page's read and the sale's public summary use this
+  (``inventory.reads``, ``orders.selectors``).
 
-It runs on the shared cache (django-redis). A Redis that is slow or gone costs the
-load, never the answer: it falls back to it.
+It runs on the shared cache (django-redis). With no entry at all (a cold cache),
+the reader that claims the flag loads; the others wait for its entry up to
+``cold_wait_s``, then load themselves. A Redis that is slow or gone costs loads,
+never the answer, and not one per reader: each process then loads once a freshness
+period and answers its other readers with that (a single flight per process; with
+no shared store, once per process is the least).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,26 +28,38 @@ from django.core.cache import cache
 
 from common.cache_errors import CACHE_ERRORS, UNREADABLE, cache_read, cache_write
 
+COLD_POLL_S = 0.02  # how often a reader of a cold entry looks for the loader's
+
 
 class LogicalExpiry:
     def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
-                 fresh_s: Callable[[], float], keep_s: Callable[[], float] = lambda: 300):
+                 fresh_s: Callable[[], float], keep_s: Callable[[], float] = lambda: 300,
+                 cold_wait_s: float = 2.0):
         # keep_s: how long Redis keeps an entry at all, stale or not
         self.load, self.key, self.fresh_s, self.keep_s = load, key, fresh_s, keep_s
+        self.cold_wait_s = cold_wait_s
+        self._local: dict[str, tuple[Any, float]] = {}  # name -> (value, fresh until): Redis away
+        # A lock per name, of a fixed few: any name a client sends may be asked for.
+        self._flights = [threading.Lock() for _ in range(64)]
 
     def get(self, name: str) -> Any:
         key = self.key(name)
         entry = cache_read(key)
         if entry is UNREADABLE:
-            return self.load(name)
+            return self._loaded_here(name)
         if entry is not None:
             value, fresh_until = entry
             if time.time() < fresh_until or not self._rebuild_claimed(key):
                 return value
-        return self.refresh(name)
+            return self.refresh(name)
+        if self._rebuild_claimed(key):
+            return self.refresh(name)
+        return self._awaited(name, key)
 
     def refresh(self, name: str) -> Any:
-        """Load ``name`` and write it back, fresh."""
+        """Load ``name`` and write it back, fresh (this process's own copy, kept
+        while Redis is away, goes: a reset is seen at once)."""
+        self._local.pop(name, None)
         value = self.load(name)
         cache_write(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
         return value
@@ -53,3 +71,27 @@ class LogicalExpiry:
             return cache.add(f"{key}:rebuild", 1, timeout=self.fresh_s())
         except CACHE_ERRORS:
             return True
+
+    def _awaited(self, name: str, key: str) -> Any:
+        """A cold entry another reader is loading: its value once written, or (it
+        took too long, or failed) one loaded here."""
+        deadline = time.monotonic() + self.cold_wait_s
+        while time.monotonic() < deadline:
+            time.sleep(COLD_POLL_S)
+            entry = cache_read(key)
+            if entry is UNREADABLE:
+                break
+            if entry is not None:
+                return entry[0]
+        return self._loaded_here(name)
+
+    def _loaded_here(self, name: str) -> Any:
+        """The value this process loaded within the freshness period, loaded by one
+        reader at a time: the others wait for it and answer with it."""
+        with self._flights[hash(name) % len(self._flights)]:
+            value, fresh_until = self._local.get(name, (None, 0.0))
+            if time.time() < fresh_until:
+                return value
+            value = self.load(name)
+            self._local[name] = (value, time.time() + self.fresh_s())
+            return value

@@ -19,8 +19,8 @@ others answer with the copy, so the figure is at most two periods older again
 
 The reset writes the entry afresh (``product_cached_refresh``), so a new sale's
 stock and window show at once in Redis, and in every process within its local
-period. A Redis that is slow or gone costs the query, never the page: the read
-falls back to the database.
+period. A Redis that is slow or gone costs queries, never the page: the read falls
+back to the database, one query a freshness period per process.
 """
 
 from __future__ import annotations

@@ -240,7 +240,8 @@ _summaries = LogicalExpiry(load=_summary_load, key=lambda sku: f"sale-summary:{s
 def sale_summary_get(*, sku: str) -> SaleSummary:
     """The sale's public summary, from the shared cache: at most
     ``FLASHSALE_AUDIT_SUMMARY_MS`` plus one audit old, whatever the sale's size and
-    however many ask. A Redis that is slow or gone costs an audit, never the answer.
+    however many ask. A Redis that is slow or gone costs each process one audit a
+    half-period, whoever asks, never the answer.
 
     :raises NotFound: no such product (not cached: the next reader asks again).
     """
