@@ -4,8 +4,12 @@ A visitor names a panel and one of a few windows; the expressions are the panel'
 own (``dashboard.panels``), the step is the window's, and the range ends at the last
 whole step. Every instance keeps each answer in the shared cache under that end, so
 all the tabs open in one step share one answer: the first to miss it takes a fill
-flag and asks Prometheus; the others wait for its answer (a bounded time, then ask
+flag and asks Prometheus; the others wait for its answer (half the budget, then ask
 themselves). A hundred open tabs cost Prometheus what one costs.
+
+A request holds one of the workers that sell, so all of it, the wait and every
+query, fits in ``FLASHSALE_PROMETHEUS_TIMEOUT_S`` (2 s, a quarter of a purchase's
+deadline): past it, 503, and the tab asks again at its next refresh.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from .panels import PANELS, Panel
 # window (seconds) -> step (seconds): about 150 points a line, whichever is asked.
 WINDOWS = {60: 2, 300: 2, 900: 6, 3600: 24}
 DEFAULT_WINDOW = 300
-_FILL_WAIT_S = 2.0  # a fill slower than this: the waiting readers ask Prometheus themselves
 _POLL_S = 0.02
 _KEEP_S = 10  # the key carries the step's end: an entry is read only during its step
 
@@ -62,53 +65,57 @@ def panel_data_get(*, request: PanelRequest) -> dict:
 
     :raises Unavailable: Prometheus cannot be reached (or none is configured).
     """
+    budget = settings.FLASHSALE_PROMETHEUS_TIMEOUT_S
+    deadline = time.monotonic() + budget
     key = f"dashboard:{request.panel.key}:{request.window}:{request.end}"
     kept = cache_read(key)
     if kept is UNREADABLE:
-        return _ask(request)
+        return _ask(request, deadline)
     if kept is not None:
         return kept
-    if not _fill_claimed(key):
-        waited = time.monotonic() + _FILL_WAIT_S
+    if not _fill_claimed(key, budget):
+        waited = time.monotonic() + budget / 2
         while time.monotonic() < waited:
             time.sleep(_POLL_S)
             kept = cache_read(key)
             if kept is not None and kept is not UNREADABLE:
                 return kept
-    data = _ask(request)
+    data = _ask(request, deadline)
     cache_write(key, data, _KEEP_S)
     return data
 
 
-def _fill_claimed(key: str) -> bool:
+def _fill_claimed(key: str, budget: float) -> bool:
     try:
-        return cache.add(f"{key}:fill", 1, timeout=_FILL_WAIT_S)
+        return cache.add(f"{key}:fill", 1, timeout=budget)
     except CACHE_ERRORS:
         return True
 
 
-def _ask(request: PanelRequest) -> dict:
+def _ask(request: PanelRequest, deadline: float) -> dict:
     panel = request.panel
     lines = []
     for query in panel.queries:
         if panel.kind == "table":
-            result = _prometheus("query", {"query": query.expr, "time": request.end})
+            result = _prometheus("query", {"query": query.expr, "time": request.end}, deadline)
             lines += [{"metric": r["metric"], "legend": query.legend, "value": r["value"][1]} for r in result]
         else:
             result = _prometheus("query_range", {"query": query.expr, "start": request.end - request.window,
-                                                 "end": request.end, "step": request.step})
+                                                 "end": request.end, "step": request.step}, deadline)
             lines += [{"metric": r["metric"], "legend": query.legend, "values": r["values"]} for r in result]
     return {"panel": panel.key, "kind": panel.kind, "unit": panel.unit, "window": request.window,
             "step": request.step, "end": request.end, "lines": lines}
 
 
-def _prometheus(api: str, params: dict) -> list:
+def _prometheus(api: str, params: dict, deadline: float) -> list:
     base = settings.FLASHSALE_PROMETHEUS_URL
     if not base:
         raise Unavailable("no Prometheus is configured (FLASHSALE_PROMETHEUS_URL)", backend="prometheus")
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise Unavailable("Prometheus did not answer within the panel's budget", backend="prometheus")
     try:
-        response = requests.get(f"{base.rstrip('/')}/api/v1/{api}", params=params,
-                                timeout=settings.FLASHSALE_PROMETHEUS_TIMEOUT_S)
+        response = requests.get(f"{base.rstrip('/')}/api/v1/{api}", params=params, timeout=left)
         body = response.json()
     except (requests.RequestException, ValueError) as e:
         raise Unavailable(f"Prometheus did not answer: {type(e).__name__}", backend="prometheus") from e

@@ -3,6 +3,8 @@ rule or a metric the stack exports (the browser test draws them from a race)."""
 
 import json
 import re
+import socket
+import time
 
 import pytest
 import yaml
@@ -59,3 +61,31 @@ def test_a_range_ends_on_its_step_so_every_tab_in_a_step_asks_the_same():
                               for now in (1002.0, 1002.0 + step - 0.1, 1002.0 + step))
     assert first.end == later.end == 1002 and next_one.end == 1002 + step and first.step == step
     assert panel_request(key="orders", window=None, now=1001.0).window == 300
+
+
+def test_a_prometheus_that_hangs_costs_a_panel_request_its_budget_not_a_workers_seconds(client, settings):
+    """Another tab is filling the panel's answer, and Prometheus accepts and never
+    answers (stopped, or swamped: its kernel still completes each connection). The
+    request waits for the fill and asks itself, all within the budget."""
+    from django.core.cache import cache
+
+    from dashboard.data import panel_request
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(64)  # never accepted, never read
+    settings.FLASHSALE_PROMETHEUS_URL = f"http://127.0.0.1:{hung.getsockname()[1]}"
+    settings.FLASHSALE_PROMETHEUS_TIMEOUT_S = 1.0
+    window = 3600  # a 24 s step: the request below falls in the same one
+    end = panel_request(key="backlog", window=str(window)).end
+    cache.add(f"dashboard:backlog:{window}:{end}:fill", 1, timeout=5)  # the other tab's claim
+    try:
+        started = time.monotonic()
+        response = client.get(f"/dashboard/data/backlog?window={window}")
+        took = time.monotonic() - started
+    finally:
+        hung.close()
+    assert response.status_code == 503 and response.json()["backend"] == "prometheus"
+    # A bound, not a figure: before, the wait for the fill took 2 s, then a query the
+    # whole 1 s.
+    assert took < 2.0

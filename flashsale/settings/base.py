@@ -223,7 +223,9 @@ FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
 # The Prometheus the dashboard's panel data is asked of (/dashboard/data/<panel>), by
 # the server: visitors send no query of their own. Empty: the panels answer 503.
 FLASHSALE_PROMETHEUS_URL = env.str("FLASHSALE_PROMETHEUS_URL", default="")
-FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=5.0)
+# All of a panel's data request (waiting for another's fill, then its queries): it
+# holds a worker that sells, so a quarter of a purchase's deadline.
+FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=2.0)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
 # gate's backlog is read from Redis by the apps, so that it shows with the persisters
 # down; the live sales' stock and oversold units from the database; the waiting rooms'
