@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.challenges import challenge_issue
 from common.errors import (
     THROTTLED,
+    ChallengeRefused,
     CredentialsRefused,
     InvalidInput,
     SignInLocked,
@@ -19,7 +21,14 @@ from common.errors import (
 from common.fields import ClosedInputSerializer, StrictCharField
 from common.throttles import PerAddress, client_bucket
 
-from .services import BUYER_NAME_MAX_LENGTH, PASSWORD_MIN_LENGTH, buyer_create, buyer_sign_in
+from .services import (
+    BUYER_NAME_MAX_LENGTH,
+    PASSWORD_MIN_LENGTH,
+    SIGN_UP,
+    buyer_create,
+    buyer_sign_in,
+    sign_up_bits,
+)
 
 
 class SignUpThrottle(PerAddress):
@@ -37,9 +46,39 @@ class TokenSerializer(serializers.Serializer):
     expires_at = serializers.IntegerField(help_text="epoch seconds")
 
 
+@extend_schema_serializer(component_name="Challenge")
+class ChallengeSerializer(serializers.Serializer):
+    challenge = serializers.CharField(help_text="solve: a nonce such that SHA-256 of '<challenge>:<nonce>' "
+                                                "starts with `bits` zero bits; send 'Challenge-Solution: "
+                                                "<challenge>:<nonce>'")
+    bits = serializers.IntegerField(help_text="0: no work asked")
+    expires_at = serializers.IntegerField(help_text="epoch seconds")
+
+
+class SignUpChallengeApi(APIView):
+    """A proof-of-work challenge for one new buyer (``FLASHSALE_SIGN_UP_CHALLENGE_BITS``
+    zero bits; 0: none asked)."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes = [SignUpThrottle]
+
+    @extend_schema(request=None, responses={201: ChallengeSerializer, **error_responses(THROTTLED)})
+    def post(self, request):
+        issued = challenge_issue(purpose=SIGN_UP, bits=sign_up_bits())
+        return Response({"challenge": issued.token, "bits": issued.bits, "expires_at": issued.expires_at},
+                        status=status.HTTP_201_CREATED)
+
+
+SOLUTION = OpenApiParameter("Challenge-Solution", str, OpenApiParameter.HEADER, required=False,
+                            description="'<challenge>:<nonce>', when a challenge asks for work "
+                                        "(POST /api/buyers/challenge)")
+
+
 class BuyerCreateApi(APIView):
     """A new buyer: with a username and password, an account that can sign in again;
-    with neither, a throwaway buyer, good until its token expires."""
+    with neither, a throwaway buyer, good until its token expires. When new buyers
+    cost work (``FLASHSALE_SIGN_UP_CHALLENGE_BITS``), with a solved challenge."""
 
     authentication_classes: list = []
     permission_classes: list = []
@@ -53,12 +92,14 @@ class BuyerCreateApi(APIView):
         password = StrictCharField(min_length=PASSWORD_MIN_LENGTH, max_length=128, required=False,
                                    trim_whitespace=False)
 
-    @extend_schema(request=InputSerializer, responses={
-        201: TokenSerializer, **error_responses(InvalidInput, UsernameTaken, THROTTLED, SignInLocked)})
+    @extend_schema(request=InputSerializer, parameters=[SOLUTION], responses={
+        201: TokenSerializer,
+        **error_responses(InvalidInput, ChallengeRefused, UsernameTaken, THROTTLED, SignInLocked)})
     def post(self, request):
         given = _input.run_validation(request.data)
         user, issued = buyer_create(username=given.get("username"), password=given.get("password"),
-                                    client=client_bucket(request))
+                                    client=client_bucket(request),
+                                    solution=request.META.get("HTTP_CHALLENGE_SOLUTION"))
         return Response({"username": user.username, "token": issued.token, "expires_at": issued.expires_at},
                         status=status.HTTP_201_CREATED)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.password_validation import (
     MinimumLengthValidator,
@@ -13,6 +14,7 @@ from django.contrib.auth.password_validation import (
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from common.challenges import challenge_verify
 from common.errors import CredentialsRefused, InvalidInput, UsernameTaken
 
 from .lockout import sign_in_check, sign_in_failed, sign_in_succeeded
@@ -24,10 +26,16 @@ BUYER_NAME_MAX_LENGTH = 64
 PASSWORD_MIN_LENGTH = max((v.min_length for v in get_default_password_validators()
                            if isinstance(v, MinimumLengthValidator)), default=1)
 THROWAWAY_PREFIX = "buyer-"
+SIGN_UP = "sign-up"  # the purpose a new buyer's challenge names
+
+
+def sign_up_bits() -> int:
+    """The zero bits a new buyer's proof of work asks (0: none)."""
+    return settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS
 
 
 def buyer_create(*, username: str | None = None, password: str | None = None,
-                 client: str | None = None) -> tuple[object, Issued]:
+                 client: str | None = None, solution: str | None = None) -> tuple[object, Issued]:
     """A new buyer and a token for it. Without a username, a throwaway buyer
     (``buyer-<random>``) that has no password: it buys with its token (or the page's
     session) until that expires, and never signs in again. A taken username counts
@@ -37,6 +45,7 @@ def buyer_create(*, username: str | None = None, password: str | None = None,
     :raises InvalidInput: the username or the password is not acceptable (why, per field).
     :raises UsernameTaken: another buyer has the username.
     :raises SignInLocked: ``client`` is locked out (a username was given).
+    :raises ChallengeRefused: new buyers cost work, and ``solution`` does not show it.
     """
     User = get_user_model()
     given_name = username is not None
@@ -61,6 +70,7 @@ def buyer_create(*, username: str | None = None, password: str | None = None,
         raise InvalidInput("the buyer cannot be made", extra={"fields": errors})
     if given_name:
         sign_in_check(client=client)
+    challenge_verify(solution=solution, purpose=SIGN_UP, bits=sign_up_bits())
     if password is None:
         user.set_unusable_password()
     else:

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from common.errors import ApplicationError, SignInLocked, error_body
+from common.errors import ApplicationError, ChallengeRefused, SignInLocked, error_body
 from common.throttles import client_bucket
 
 from .apis import SignUpThrottle
@@ -22,6 +22,8 @@ from .forms import SignInForm
 from .services import buyer_create
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+# The page's forms carry a proof of work's solution (when one is asked) in this field.
+SOLUTION_FIELD = "challenge_solution"
 
 
 def _next(request) -> str:
@@ -70,30 +72,35 @@ def buyer_new(request):
     """A throwaway buyer, signed in: the demo stays one click away."""
     if refused := _throttled(request):
         return refused
-    user, _ = buyer_create()
+    try:
+        user, _ = buyer_create(solution=request.POST.get(SOLUTION_FIELD))
+    except ChallengeRefused as e:
+        return JsonResponse(error_body(e.code, e.message, **e.extra), status=e.status_code)
     login(request, user, backend=MODEL_BACKEND)
     return redirect(_next(request))
 
 
 def sign_up(request):
     """A buyer with a username and password, signed in."""
-    error = None
+    error, status = None, 200
     if request.method == "POST":
         if refused := _throttled(request):
             return refused
         try:
             user, _ = buyer_create(username=request.POST.get("username", ""),
-                                   password=request.POST.get("password", ""), client=client_bucket(request))
+                                   password=request.POST.get("password", ""), client=client_bucket(request),
+                                   solution=request.POST.get(SOLUTION_FIELD))
         except SignInLocked as locked:
             return _locked_out(request, locked, "buyers/sign_up.html")
         except ApplicationError as e:
             fields = e.extra.get("fields", {})
             error = "; ".join(f"{name}: {' '.join(why)}" for name, why in fields.items()) or e.message
+            status = e.status_code
         else:
             login(request, user, backend=MODEL_BACKEND)
             return redirect(_next(request))
     return render(request, "buyers/sign_up.html", {"error": error, "next": _next(request)},
-                  status=400 if error else 200)
+                  status=status if error else 200)
 
 
 SIGN_IN_PAGE = "buyers/sign_in.html"

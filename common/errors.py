@@ -155,6 +155,20 @@ class SignInLocked(ApplicationError):
     code = "throttled"
 
 
+class ChallengeRefused(ApplicationError):
+    """This door asks for proof of work first (a new account, a waiting room's place):
+    no solution, or one that does not hold (``reason``: missing, invalid,
+    other_purpose, too_easy, expired, unsolved, used). Ask for a challenge, solve it,
+    send ``Challenge-Solution``. Nothing was written."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "challenge_refused"
+
+    @classmethod
+    def because(cls, reason: str, purpose: str) -> ChallengeRefused:
+        return cls(f"proof of work for {purpose}: {reason}", extra={"reason": reason, "purpose": purpose})
+
+
 class LimitReached(ApplicationError):
     """The buyer already bought the most one buyer may of this product."""
 

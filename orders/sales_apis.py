@@ -16,6 +16,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.challenges import MOST_BITS
 from common.errors import (
     NOT_AUTHENTICATED,
     PERMISSION_DENIED,
@@ -168,6 +169,9 @@ class SaleResetApi(APIView):
         # The order it admits in: "fifo" (the default: as places were taken), or
         # "shuffled" (those taken before the sale opens in a random order, then the rest).
         room_order = serializers.ChoiceField(choices=["fifo", "shuffled"], required=False)
+        # Proof of work before a place: the zero bits a buyer's challenge asks (0, the
+        # default: none). Each bit doubles a bot's cost of a place.
+        room_challenge_bits = serializers.IntegerField(min_value=0, max_value=MOST_BITS, required=False)
 
         exclusive = (("starts_at", "starts_in"), ("ends_at", "ends_in"))
         # A strategy that keeps the stock in one counter (the gate) takes no segments:

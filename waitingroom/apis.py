@@ -10,12 +10,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from buyers.apis import SOLUTION, ChallengeSerializer
 from buyers.authentication import BuyerView, buyer_name
 from common.errors import (
     NO_BUYER,
     NO_CSRF,
     TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
+    ChallengeRefused,
     InvalidInput,
     NotFound,
     PlacesBounded,
@@ -26,10 +28,10 @@ from common.fields import ClosedInputSerializer, StrictCharField
 from common.throttles import client_bucket
 from inventory.apis import SKU_PATH, sku_checked
 
-from .services import RoomTerms, place_ask
+from .services import RoomTerms, place_ask, place_challenge
 
-# What a request may give a room beside its rate (room_<term>): its reset takes all three.
-ROOM_TERMS = ("active", "admission_s", "order")
+# What a request may give a room beside its rate (room_<term>): its reset takes all four.
+ROOM_TERMS = ("active", "admission_s", "order", "challenge_bits")
 
 
 def room_terms_refused(*terms: str) -> tuple[dict, ...]:
@@ -82,15 +84,32 @@ class PlaceAskApi(BuyerView, APIView):
     @extend_schema(
         # The deployment's shape: the schema is made in its process.
         request=BuyerInputSerializer if settings.FLASHSALE_BUYER_AUTH else InputSerializer,
-        parameters=[SKU_PATH],
+        parameters=[SKU_PATH, SOLUTION],
         responses={200: OutputSerializer,
-                   **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, PlacesBounded, Unavailable,
-                                     TOO_LARGE, UNSUPPORTED_MEDIA_TYPE)},
+                   **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, PlacesBounded,
+                                     ChallengeRefused, Unavailable, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE)},
     )
     def post(self, request, sku: str):
         by_credentials = settings.FLASHSALE_BUYER_AUTH
         data = (self.BuyerInputSerializer if by_credentials else self.InputSerializer)(data=request.data)
         data.is_valid(raise_exception=True)
         buyer = buyer_name(request.user) if by_credentials else data.validated_data["user_id"]
-        place = place_ask(sku=sku_checked(sku), buyer=buyer, address=client_bucket(request))
+        place = place_ask(sku=sku_checked(sku), buyer=buyer, address=client_bucket(request),
+                          solution=request.META.get("HTTP_CHALLENGE_SOLUTION"))
         return Response(self.OutputSerializer(place).data)
+
+
+class PlaceChallengeApi(APIView):
+    """A proof-of-work challenge for a place in the sale's waiting room, of the zero
+    bits its reset set (``room_challenge_bits``; 0: none asked). A buyer solves it
+    before its first ask and sends the solution with it."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    @extend_schema(request=None, parameters=[SKU_PATH],
+                   responses={201: ChallengeSerializer, **error_responses(NotFound)})
+    def post(self, request, sku: str):
+        issued = place_challenge(sku=sku_checked(sku))
+        return Response({"challenge": issued.token, "bits": issued.bits, "expires_at": issued.expires_at},
+                        status=201)

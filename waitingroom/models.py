@@ -21,6 +21,9 @@ class Room(models.Model):
     # then the later ones as they were taken.
     admit_order = models.CharField(max_length=8, choices=[("fifo", "fifo"), ("shuffled", "shuffled")],
                                    default="fifo")
+    # The zero bits of the proof of work a buyer shows before taking a place (0: none;
+    # common.challenges): what a bot pays for each of its thousand places.
+    challenge_bits = models.PositiveSmallIntegerField(default=0)
 
     def __str__(self) -> str:
         return (f"the room of {self.product_id}: {self.rate}/s, {self.active} active, {self.admission_s} s, "

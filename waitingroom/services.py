@@ -25,6 +25,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from common.challenges import Challenge, challenge_issue, challenge_verify
 from common.errors import AdmissionRefused, NotFound, PlacesBounded, Unavailable
 from common.metrics import count
 from inventory.models import Product
@@ -45,15 +46,16 @@ class RoomTerms:
     active: int
     admission_s: int
     order: str = "fifo"  # or "shuffled": the places taken before the opening, shuffled
+    challenge_bits: int = 0  # proof of work before a place (0: none)
 
     @classmethod
     def given(cls, *, rate: int, active: int | None = None, admission_s: int | None = None,
-              order: str | None = None) -> RoomTerms:
+              order: str | None = None, challenge_bits: int | None = None) -> RoomTerms:
         """The terms a request set, the rest by default: ten seconds' admissions
         running at once, each good for a minute, first come first admitted (the
-        order the room promises a buyer who asked first)."""
+        order the room promises a buyer who asked first), no work asked."""
         return cls(rate=rate, active=active or 10 * rate, admission_s=admission_s or 60,
-                   order=order or "fifo")
+                   order=order or "fifo", challenge_bits=challenge_bits or 0)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def _terms(room: Room) -> dict[str, int | str]:
     opens = max(_ms(starts), _ms(room.opened_at)) if starts is not None else _ms(room.opened_at)
     return dict(sale=str(_ms(room.opened_at)), opens=opens, rate=room.rate, active=room.active,
                 admission_ms=room.admission_s * 1000, abandon_ms=settings.FLASHSALE_ROOM_ABANDON_S * 1000,
-                per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS, order=room.admit_order)
+                per_address=settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS, order=room.admit_order,
+                challenge_bits=room.challenge_bits)
 
 
 def room_set(*, product: Product, terms: RoomTerms | None) -> tuple[Room | None, bool]:
@@ -93,7 +96,7 @@ def room_set(*, product: Product, terms: RoomTerms | None) -> tuple[Room | None,
         return None, bool(removed)
     room, created = Room.objects.update_or_create(product=product, defaults={
         "rate": terms.rate, "active": terms.active, "admission_s": terms.admission_s,
-        "admit_order": terms.order, "opened_at": timezone.now()})
+        "admit_order": terms.order, "challenge_bits": terms.challenge_bits, "opened_at": timezone.now()})
     return room, not created
 
 
@@ -115,18 +118,39 @@ def room_open(*, product: Product, room: Room | None, had: bool) -> None:
                           backend="redis") from e
 
 
-def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:
-    """``buyer``'s place in ``sku``'s waiting room: taken at the first ask, the same one after.
+def room_purpose(sku: str) -> str:
+    """What a place's proof of work names (``common.challenges``)."""
+    return f"room:{sku}"
+
+
+def place_challenge(*, sku: str) -> Challenge:
+    """A proof-of-work challenge for a place in ``sku``'s room, of the zero bits its
+    sale asks (0: none).
+
+    :raises NotFound: no such product, or its sale has no waiting room.
+    """
+    bits = Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
+    if bits is None:
+        raise NotFound(f"{sku}: no such sale with a waiting room", extra={"sku": sku})
+    return challenge_issue(purpose=room_purpose(sku), bits=bits)
+
+
+def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None = None) -> Place:
+    """``buyer``'s place in ``sku``'s waiting room: taken at the first ask, the same one
+    after. A room that asks for proof of work before a place takes one only with a
+    ``solution`` (``place_challenge``), spent then; a buyer's later asks need none.
 
     :raises NotFound: no such product, or its sale has no waiting room.
     :raises PlacesBounded: ``address`` took as many places in this sale as one may.
+    :raises ChallengeRefused: a new place, and ``solution`` does not show the work.
     :raises Unavailable: Redis cannot be reached.
     """
     try:
-        asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
-        if asked.state == "none":  # no room, or Redis lost it: the row says which
-            _reopened(sku)
-            asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True)
+        asked = _asked(sku=sku, buyer=buyer, address=address, proven=False)
+        if asked.state == "challenge":
+            bits = Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
+            challenge_verify(solution=solution, purpose=room_purpose(sku), bits=bits or 0)
+            asked = _asked(sku=sku, buyer=buyer, address=address, proven=True)
     except redis.RedisError as e:
         raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}", backend="redis") from e
     for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
@@ -144,6 +168,14 @@ def place_ask(*, sku: str, buyer: str, address: str = "") -> Place:
         return Place("used", asked.position, 0, None, None, None)
     return Place("waiting", asked.position, asked.ahead,
                  math.ceil(asked.ahead / asked.rate) if asked.rate else None, None, None)
+
+
+def _asked(*, sku: str, buyer: str, address: str, proven: bool) -> store.Asked:
+    asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proven=proven)
+    if asked.state == "none":  # no room, or Redis lost it: the row says which
+        _reopened(sku)
+        asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proven=proven)
+    return asked
 
 
 def _reopened(sku: str) -> None:

@@ -60,7 +60,7 @@ def spend_keys(sku: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Asked:
-    state: str  # none, outside, bounded, waiting, admitted, expired, used
+    state: str  # none, outside, bounded, challenge, waiting, admitted, expired, used
     position: int
     ahead: int  # places before this one still in the queue (some may be skipped yet)
     admission_ends_ms: int  # 0 unless admitted
@@ -87,7 +87,7 @@ def _fields(**terms: int | str) -> dict[str, int | str]:
 
 def room_write(*, sku: str, **terms: int | str) -> None:
     """A new, empty room for ``sku``'s sale (``terms``: its sale, rate, active,
-    admission_ms, abandon_ms, per_address); the old one's keys go."""
+    admission_ms, abandon_ms, per_address, order, challenge_bits); the old one's keys go."""
     keys = room_keys(sku)
     pipe = _client().pipeline(transaction=True)
     pipe.delete(*keys.values())
@@ -105,11 +105,13 @@ def room_drop(*, sku: str) -> None:
     _client().delete(*room_keys(sku).values())
 
 
-def room_ask(*, sku: str, buyer: str, address: str, join: bool) -> Asked:
+def room_ask(*, sku: str, buyer: str, address: str, join: bool, proven: bool = False) -> Asked:
+    """``buyer``'s ask (``lua/ask.lua``); ``proven``: it showed the work a new place
+    costs, if the room asks any (without it, such a room answers ``challenge``)."""
     keys = room_keys(sku)
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
         keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS,
-                                             repr(random.random())])
+                                             repr(random.random()), "1" if proven else "0"])
     return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 

@@ -89,3 +89,21 @@ def test_a_buyer_is_made_when_the_throttles_redis_cannot_be_reached():
     with override_settings(CACHES=nowhere, FLASHSALE_THROTTLE_SIGN_UP="2/m"):
         made = APIClient().post("/api/buyers", {}, format="json")
     assert made.status_code == 201  # a throttle protects the sale; it does not stop it
+
+
+def test_when_new_buyers_cost_work_one_comes_with_a_solved_challenge_used_once(client, settings):
+    from common.challenges import challenge_solve
+
+    settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS = 8
+    before = get_user_model().objects.count()
+    refused = client.post("/api/buyers", {}, format="json")
+    assert (refused.status_code, refused.json()["error"], refused.json()["reason"]) == (
+        403, "challenge_refused", "missing")
+    challenge = client.post("/api/buyers/challenge").json()
+    assert challenge["bits"] == 8 and challenge["expires_at"] > 0
+    solution = challenge_solve(challenge["challenge"], challenge["bits"])
+    made = client.post("/api/buyers", {}, format="json", HTTP_CHALLENGE_SOLUTION=solution)
+    assert made.status_code == 201
+    again = client.post("/api/buyers", {}, format="json", HTTP_CHALLENGE_SOLUTION=solution)
+    assert (again.status_code, again.json()["reason"]) == (403, "used")
+    assert get_user_model().objects.count() == before + 1

@@ -72,3 +72,18 @@ def test_new_buyers_from_the_page_are_throttled_per_address():
         first, second = Client(REMOTE_ADDR=address).post("/buyers/new"), Client(REMOTE_ADDR=address).post(
             "/buyers/new")
     assert (first.status_code, second.status_code) == (302, 429)
+
+
+def test_when_new_buyers_cost_work_the_page_sends_its_solution(settings):
+    from common.challenges import challenge_solve
+
+    settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS = 8
+    browser = Client()
+    refused = browser.post("/buyers/new")
+    assert refused.status_code == 403 and refused.json()["reason"] == "missing"
+    challenge = browser.post("/api/buyers/challenge").json()
+    solved = challenge_solve(challenge["challenge"], challenge["bits"])
+    assert browser.post("/buyers/new", {"challenge_solution": solved}).status_code == 302
+    form = browser.post("/buyers/sign-up", {"username": "erin", "password": "a long passphrase",
+                                            "challenge_solution": solved})  # used already
+    assert form.status_code == 403 and b"used" in form.content

@@ -8,7 +8,7 @@
 -- places taken before wait for it, in order, and the credit starts there. Redis's
 -- clock is the room's: one clock for every instance.
 -- KEYS[1] the room (hash: rate, active, admission_ms, abandon_ms, per_address,
---         sale, opens (ms), order ('fifo' or 'shuffled'), next, credit, at)
+--         sale, opens (ms), order ('fifo' or 'shuffled'), challenge_bits, next, credit, at)
 -- KEYS[2] places (hash: buyer -> its position)
 -- KEYS[3] the queue (zset: buyers waiting, by position; a place taken before the
 --         opening of a shuffled room, by a random fraction below every position)
@@ -22,16 +22,18 @@
 -- ARGV[4] most skips in one ask (bounds the script's time)
 -- ARGV[5] a random fraction in [0, 1), the caller's: this place's turn, if it is taken
 --         before the opening of a shuffled room
+-- ARGV[6] '1': the caller checked the proof of work a new place costs (a room with
+--         challenge_bits takes none without it)
 -- Returns {state, position, ahead, admission's end ms, now ms, sale, rate, joined, admitted, skipped}
 -- (the last three: what this ask did: 1 if it took a place, and how many it admitted
 -- and skipped), state one of
 -- 'none' (no room), 'outside' (no place, none taken), 'bounded' (the address took its
--- places), 'waiting', 'admitted', 'expired' (an admission that ran out unused), 'used'
+-- places), 'challenge' (a new place costs proof of work, not shown), 'waiting', 'admitted', 'expired' (an admission that ran out unused), 'used'
 -- (spent by a purchase).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local room = redis.call('HMGET', KEYS[1], 'rate', 'active', 'admission_ms', 'abandon_ms', 'per_address',
-                        'sale', 'credit', 'at', 'opens', 'order')
+                        'sale', 'credit', 'at', 'opens', 'order', 'challenge_bits')
 if not room[6] then
   return {'none', 0, 0, 0, now, '', 0, 0, 0, 0}
 end
@@ -73,10 +75,14 @@ if not position then
   if ARGV[3] ~= '1' then
     return {'outside', 0, 0, 0, now, sale, rate, 0, 0, 0}
   end
-  if ARGV[2] ~= '' and per_address > 0 then
-    if tonumber(redis.call('HGET', KEYS[7], ARGV[2]) or 0) >= per_address then
-      return {'bounded', 0, 0, 0, now, sale, rate, 0, 0, 0}
-    end
+  local counted = ARGV[2] ~= '' and per_address > 0
+  if counted and tonumber(redis.call('HGET', KEYS[7], ARGV[2]) or 0) >= per_address then
+    return {'bounded', 0, 0, 0, now, sale, rate, 0, 0, 0}
+  end
+  if ARGV[6] ~= '1' and tonumber(room[11] or 0) > 0 then
+    return {'challenge', 0, 0, 0, now, sale, rate, 0, 0, 0}
+  end
+  if counted then
     redis.call('HINCRBY', KEYS[7], ARGV[2], 1)
     redis.call('HSET', KEYS[9], buyer, ARGV[2])
   end

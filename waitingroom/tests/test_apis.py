@@ -102,3 +102,35 @@ def test_places_per_address_count_an_ipv6_64_as_one_address(admin_api, settings)
 
     same_64 = [ask(f"bot-{n}", f"2001:db8:5:6::{n}") for n in range(1, 4)]
     assert (same_64, ask("bot-4", "2001:db8:5:7::1")) == ([200, 200, 409], 200)
+
+
+def test_a_room_that_asks_for_work_takes_a_place_with_a_solution_and_asks_again_without(admin_api):
+    from common.challenges import challenge_solve
+
+    reset = admin_api.post("/api/admin/products/r-work/reset",
+                           {"stock": 5, "room_rate": 1, "room_challenge_bits": 8}, format="json")
+    assert reset.status_code == 200, reset.json()
+    room = "/api/products/r-work/room"
+    refused = buyer("ann").post(room, {}, format="json")
+    assert (refused.status_code, refused.json()["error"], refused.json()["reason"]) == (
+        403, "challenge_refused", "missing")
+    challenge = APIClient().post(f"{room}/challenge").json()
+    assert challenge["bits"] == 8
+    solution = challenge_solve(challenge["challenge"], challenge["bits"])
+    first = buyer("ann").post(room, {}, format="json", HTTP_CHALLENGE_SOLUTION=solution)
+    assert first.status_code == 200 and first.json()["position"] == 1
+    assert buyer("ann").post(room, {}, format="json").json()["position"] == 1  # her place: no more work
+    reused = buyer("bob").post(room, {}, format="json", HTTP_CHALLENGE_SOLUTION=solution)
+    assert (reused.status_code, reused.json()["reason"]) == (403, "used")
+    other = APIClient().post("/api/products/r-api/room/challenge")
+    assert other.status_code == 404  # no such sale with a room
+    assert Room.objects.get(product__sku="r-work").challenge_bits == 8
+
+
+def test_a_rooms_work_is_set_with_its_rate(admin_api):
+    refused = admin_api.post("/api/admin/products/r-work/reset", {"stock": 5, "room_challenge_bits": 8},
+                             format="json")
+    assert refused.status_code == 400 and "room_rate" in refused.json()["fields"]
+    too_hard = admin_api.post("/api/admin/products/r-work/reset",
+                              {"stock": 5, "room_rate": 1, "room_challenge_bits": 33}, format="json")
+    assert too_hard.status_code == 400 and "room_challenge_bits" in too_hard.json()["fields"]
