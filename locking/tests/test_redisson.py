@@ -130,7 +130,7 @@ def test_force_release_frees_it_and_wakes_a_waiter(redisson):
     time.sleep(0.2)
     assert in_thread(lock.force_release) is True
     t.join()
-    assert waited["acquired"] and waited["seconds"] < 2  # the TTL was 30 s: a message woke it
+    assert waited["acquired"] and waited["seconds"] < 10  # the TTL was 30 s: a message woke it
     assert not lock.owned()
 
 
@@ -196,7 +196,7 @@ def test_blocking_acquire_with_a_1s_timeout_returns_false_after_about_1s(redisso
     lock.acquire()
     started = time.monotonic()
     assert in_thread(lambda: lock.acquire(timeout=1)) is False
-    assert 0.95 <= time.monotonic() - started < 2.0
+    assert 0.95 <= time.monotonic() - started < 5.0  # its timeout, with a slow machine's slack
     lock.release()
 
 

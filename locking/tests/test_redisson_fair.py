@@ -151,7 +151,7 @@ def test_a_timed_out_acquire_leaves_the_line_clean(redisson_fair, redis_client):
     lock.acquire()
     started = time.monotonic()
     assert in_thread(lambda: backend.lock("f").acquire(timeout=0.5)) is False
-    assert 0.45 <= time.monotonic() - started < 2.0
+    assert 0.45 <= time.monotonic() - started < 5.0  # its timeout, with a slow machine's slack
     assert lock.waiting() == []
     assert redis_client.zcard(lock.deadlines) == 0
     lock.release()
@@ -174,7 +174,7 @@ def test_a_first_in_line_who_leaves_while_the_lock_is_free_wakes_the_next(rediss
     for t in threads:
         t.join()
     assert served == [0]
-    assert time.monotonic() - left < 2.0  # woken by the leave, not its ask 10 s later
+    assert time.monotonic() - left < 5.0  # woken by the leave, not its ask 10 s later
 
 
 def test_reentrant_and_released_as_often_as_taken(redisson_fair):

@@ -157,7 +157,7 @@ def test_a_downgrade_wakes_the_waiting_readers(redisson_rw):
     released = time.monotonic()
     rw.write.release()
     reader.join()
-    assert woken and woken[0] - released < 2  # by message: the lock's lease is 30 s
+    assert woken and woken[0] - released < 10  # by message: the lock's lease is 30 s
     rw.read.release()
 
 
@@ -169,7 +169,7 @@ def test_an_upgrade_is_refused_at_once_instead_of_waiting_for_itself(redisson_rw
         rw.write.acquire()
     with pytest.raises(LockUpgradeError):
         rw.write.acquire(blocking=False)
-    assert time.monotonic() - started < 2  # not the 10 s wait
+    assert time.monotonic() - started < 5  # not the 10 s wait
     assert rw.read.hold_count() == 1 and not rw.write.locked()  # nothing changed
     assert rw.write.waiting() == []  # never marked waiting
     rw.read.release()
@@ -306,7 +306,7 @@ def test_one_release_wakes_every_waiting_reader_by_message(redisson_rw):
     released = time.monotonic()
     rw.write.release()
     inside.wait()  # all three read at once
-    assert time.monotonic() - released < 2
+    assert time.monotonic() - released < 10  # by message: the lease is 30 s
     for thread, box in readers:
         thread.join()
         assert "error" not in box, box.get("error")

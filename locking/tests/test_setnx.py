@@ -66,7 +66,7 @@ def test_blocking_acquire_polls_until_the_wait_timeout(setnx):
     holder.acquire()
     started = time.monotonic()
     assert in_thread(lambda: backend.lock("s").acquire(timeout=1)) is False
-    assert 0.95 <= time.monotonic() - started < 2.0
+    assert 0.95 <= time.monotonic() - started < 5.0  # its timeout, with a slow machine's slack
     holder.release()
 
 

@@ -44,7 +44,7 @@ def test_a_timed_out_waiter_returns_false_and_leaves_no_node(zk):
     waiter = zk().lock("z")
     started = time.monotonic()
     assert waiter.acquire(timeout=1) is False
-    assert 0.95 <= time.monotonic() - started < 3
+    assert 0.95 <= time.monotonic() - started < 5.0  # its timeout, with a slow machine's slack
     assert holder.contenders() == 1  # the holder's node only
     holder.release()
 
