@@ -19,7 +19,7 @@ from common.throttles import client_bucket
 
 from .apis import SignUpThrottle
 from .forms import SignInForm
-from .services import buyer_create
+from .services import buyer_create, sign_up_bits
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 # The page's forms carry a proof of work's solution (when one is asked) in this field.
@@ -99,7 +99,8 @@ def sign_up(request):
         else:
             login(request, user, backend=MODEL_BACKEND)
             return redirect(_next(request))
-    return render(request, "buyers/sign_up.html", {"error": error, "next": _next(request)},
+    return render(request, "buyers/sign_up.html",
+                  {"error": error, "next": _next(request), "sign_up_bits": sign_up_bits()},
                   status=status if error else 200)
 
 

@@ -31,6 +31,9 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from .cache_errors import CACHE_ERRORS
 from .errors import ChallengeRefused
+from .work import challenge_solve, zero_bits
+
+__all__ = ["Challenge", "challenge_issue", "challenge_solve", "challenge_verify", "zero_bits"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,22 +58,6 @@ def challenge_issue(*, purpose: str, bits: int) -> Challenge:
     expires = int(time.time()) + settings.FLASHSALE_CHALLENGE_TTL_S
     token = _serializer().dumps([purpose, bits, expires, secrets.token_hex(8)])
     return Challenge(token, bits, expires)
-
-
-def zero_bits(digest: bytes) -> int:
-    """How many zero bits ``digest`` starts with."""
-    value = int.from_bytes(digest, "big")
-    return len(digest) * 8 - value.bit_length()
-
-
-def challenge_solve(token: str, bits: int) -> str:
-    """A solution of ``token`` (``<token>:<nonce>``): what a client computes, here for
-    the load tools and the tests."""
-    prefix = f"{token}:".encode()
-    nonce = 0
-    while zero_bits(hashlib.sha256(prefix + str(nonce).encode()).digest()) < bits:
-        nonce += 1
-    return f"{token}:{nonce}"
 
 
 def challenge_verify(*, solution: str | None, purpose: str, bits: int) -> None:

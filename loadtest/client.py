@@ -6,13 +6,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
+
+from common.work import challenge_solve
 
 # A kept-alive connection whose close the network lost (an nginx reload, a partition
 # that healed) fails the next request sent on it, unanswered. Reads ask again on a new
@@ -24,6 +26,27 @@ READS_AGAIN = Retry(total=2, allowed_methods=frozenset({"GET", "HEAD"}), status_
 
 # Tries of a reset answered 503, each after the answer's Retry-After.
 RESET_TRIES = 5
+
+
+def with_work(send: Callable[[dict[str, str]], requests.Response], challenge_url: str, *,
+              timeout: float = 30.0) -> requests.Response:
+    """``send(headers)``, and once more with a proof of work's solution if the door
+    asks for one (403 ``challenge_refused``): its challenge from ``challenge_url``,
+    solved here (``common.work.challenge_solve``), as a page's Web Worker would."""
+    response = send({})
+    if response.status_code != 403 or _error_of(response) != "challenge_refused":
+        return response
+    challenge = requests.post(challenge_url, timeout=timeout)
+    _raise_for_status(challenge)
+    given = challenge.json()
+    return send({"Challenge-Solution": challenge_solve(given["challenge"], given["bits"])})
+
+
+def _error_of(response: requests.Response) -> str | None:
+    try:
+        return response.json().get("error")
+    except ValueError:
+        return None
 
 
 def _raise_for_status(response: requests.Response) -> None:
@@ -51,7 +74,9 @@ class SignedUpBuyers(Mapping[str, str]):
         with self._mutex:
             token = self._tokens.get(label)
         if token is None:
-            response = requests.post(self.url, json={}, timeout=self.timeout)
+            response = with_work(lambda headers: requests.post(self.url, json={}, headers=headers,
+                                                               timeout=self.timeout),
+                                 f"{self.url}/challenge", timeout=self.timeout)
             _raise_for_status(response)
             with self._mutex:
                 token = self._tokens.setdefault(label, response.json()["token"])
@@ -176,8 +201,10 @@ class FlashsaleClient:
     def room(self, sku: str, user_id: str) -> requests.Response:
         """POST /api/products/<sku>/room: ``user_id``'s place in the sale's waiting room."""
         body, headers = self.as_buyer(user_id)
-        return self.session.post(self._url(f"/api/products/{sku}/room"), json=body, headers=headers,
-                                 timeout=self.timeout)
+        url = self._url(f"/api/products/{sku}/room")
+        return with_work(lambda more: self.session.post(url, json=body, headers=headers | more,
+                                                        timeout=self.timeout),
+                         f"{url}/challenge", timeout=self.timeout)
 
     def order_detail(self, order_id: int, user_id: str | None = None) -> requests.Response:
         """GET /api/orders/<id> as its buyer ``user_id`` (with ``tokens``, its token),

@@ -19,6 +19,7 @@ def index(request):
             "max_per_order": settings.FLASHSALE_MAX_PER_ORDER,
             # With buyers signed in, the page buys as its session's buyer (None: not signed in).
             "buyer_auth": settings.FLASHSALE_BUYER_AUTH,
+            "sign_up_bits": settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS,
             "buyer": buyer_name(request.user) if settings.FLASHSALE_BUYER_AUTH else None,
         },
     )

@@ -310,3 +310,20 @@ def test_a_sale_with_a_waiting_room_admits_the_page_then_it_buys_once(stack_apps
     stack_config.dir("screenshots")
     page.screenshot(path=str(stack_config.run_dir / "screenshots" / "page-room.png"), full_page=True)
     assert client.audit(sku)["ordered_quantity"] == 1
+
+
+def test_a_room_that_asks_for_work_gets_it_from_the_pages_worker_then_a_place(stack_apps, stack_config, page):
+    """A sale whose room asks proof of work for a new place: the page fetches the
+    room's challenge, solves it in its Web Worker (the progress shown), and asks again
+    with the solution; the room gives it a place and admits it."""
+    client = stack_apps()
+    sku = f"browser-work-{uuid.uuid4().hex[:8]}"
+    client.reset(sku, 3, strategy="atomic", room_rate=1, room_active=1, room_challenge_bits=14)
+    seen = []
+    page.on("request", lambda r: seen.append((r.url, r.headers.get("challenge-solution"))))
+    page.goto(f"{stack_config.base_url}/?sku={sku}")
+    signed_in(page, stack_config.buyer_auth)
+    expect(page.locator("#room-state")).to_contain_text("admitted", timeout=30_000)
+    asks = [solution for url, solution in seen if url.endswith(f"/api/products/{sku}/room")]
+    assert any(url.endswith(f"/api/products/{sku}/room/challenge") for url, _ in seen)
+    assert asks[0] is None and any(asks)  # refused without; given a place with one
