@@ -49,7 +49,8 @@ def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResp
         response = JsonResponse(error_body(locked.code, locked.message), status=locked.status_code)
     else:
         error = f"{locked.message}: try again in {locked.headers['Retry-After']} s."
-        response = render(request, template, {"error": error, "next": _next(request)},
+        response = render(request, template,
+                          {"error": error, "next": _next(request), "sign_up_bits": sign_up_bits()},
                           status=locked.status_code)
     for name, value in locked.headers.items():
         response[name] = value
