@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room verdicts
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -163,6 +163,13 @@ bench-window: up  ## what a payment window costs a purchase (CPU, alternating), 
 bench-room: up  ## what a waiting room costs a purchase: in-process, alternating, over the CPU an answer (wrk)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.room_cost $(BENCH_ARGS)
+
+#: `python -m benchmarks.bots`: people (one account, one place each) against a bot (hundreds of
+#: accounts, as fast as it goes) for a waiting room's places, its [proof of
+#: work](http.md#proof-of-work) off and on, alternating: the bot's share of the stock, the people's
+#: wait, and the server's CPU to check a solution (see [the waiting room](../concepts/waiting-room.md))
+bench-bots: up  ## people against a bot for a waiting room's places, the proof of work off and on
+	$(PY) -m benchmarks.bots $(BENCH_ARGS)
 
 #: `python -m benchmarks.race_watch`: the same race with the race page closed and open, alternating
 #: (does watching change it?)

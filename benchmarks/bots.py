@@ -1,0 +1,243 @@
+"""People against a bot, for the places of a sale's waiting room, with the room's
+proof of work off and on: the bot's share of the stock, the people's median wait for
+their admission, and the server's CPU to check one solution.
+
+    python -m benchmarks.bots [--rounds 2] [--stock 30] [--people 60] [--accounts 300]
+                              [--bot-threads 4] [--bits 17] [--docs]
+    (make bench-bots: starts the stack, runs this)
+
+Each round runs the sale twice, the work off and on (which first alternating from
+round to round): a product reset under ``atomic`` with a first-come waiting room
+(``RATE`` admissions a second) that opens ``OPEN_IN_S`` after the reset. **People**:
+one account and one place each, arriving evenly over the ``SPREAD_S`` before the
+opening; each solves its place's challenge once (in Python here, as the load tools
+do; the page's Web Worker is in the same range). **The bot**: ``--accounts``
+accounts, asked for places from the reset on by ``--bot-threads`` threads as fast as
+they go, each place's challenge solved first. Everyone asks again every ``POLL_S``
+until admitted, then buys one unit. The work is solved in processes (the people's
+``--people-cores``, the bot's one per thread), so neither waits on this process's
+interpreter lock: both share the machine's cores with the stack, as a bot's CPU is
+what it pays for.
+
+The server's CPU a check: ``challenge_verify`` on solved challenges in one process
+with the stack's settings (its one ``SET NX`` in the cache's Redis included; Redis's
+own CPU not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from common.work import challenge_solve
+from loadtest.buyers import buyer_tokens
+from loadtest.client import FlashsaleClient
+from loadtest.measured import recorded
+from stack.config import ROOT, StackConfig
+
+RATE = 20  # admissions a second
+OPEN_IN_S = 4.0  # the sale (and its room's admissions) opens this long after the reset
+SPREAD_S = 3.0  # the people arrive over the first this many seconds
+POLL_S = 0.5  # how often a place is asked for again
+SALE_S = 60.0  # a sale still selling after this long is ended
+
+
+@dataclass
+class Sale:
+    """What one sale's people and bot got."""
+
+    work: bool
+    bot_places_before_opening: int = 0
+    bot_units: int = 0
+    people_units: int = 0
+    people_waits: list[float] = field(default_factory=list)  # arrival to admission, s, of those admitted
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def _place(client: FlashsaleClient, sku: str, buyer: str) -> dict | None:
+    response = client.room(sku, buyer)
+    return response.json() if response.status_code == 200 else None
+
+
+def _bought(client: FlashsaleClient, sku: str, buyer: str, admission: str) -> bool:
+    return client.order(sku, 1, buyer, admission=admission).status_code == 201
+
+
+def person(base: str, tokens: dict, sku: str, buyer: str, arrives: float, sale: Sale, over: threading.Event,
+           solve):
+    client = FlashsaleClient(base, tokens=tokens, solve=solve)
+    over.wait(max(arrives - time.monotonic(), 0))
+    arrived = time.monotonic()
+    while not over.is_set():
+        place = _place(client, sku, buyer)
+        if place is not None and place["state"] == "admitted":
+            waited = time.monotonic() - arrived
+            got = _bought(client, sku, buyer, place["admission"])
+            with sale.lock:
+                sale.people_waits.append(waited)
+                sale.people_units += got
+            return
+        if place is not None and place["state"] == "used":
+            return
+        over.wait(POLL_S)
+
+
+def bot(base: str, tokens: dict, sku: str, accounts: list[str], opens: float, sale: Sale,
+        over: threading.Event, solve):
+    """One of the bot's threads: a place for each of its accounts, as fast as it
+    goes (each with its work), then round after round of asks for those not yet
+    admitted; each admitted one buys."""
+    client = FlashsaleClient(base, tokens=tokens, solve=solve)
+    waiting, placed = set(accounts), set()
+    for account in itertools.cycle(accounts):
+        if over.is_set() or not waiting:
+            return
+        if account not in waiting:
+            continue
+        place = _place(client, sku, account)
+        if place is None:
+            continue
+        if account not in placed:
+            placed.add(account)
+            if time.monotonic() < opens:
+                with sale.lock:
+                    sale.bot_places_before_opening += 1
+        if place["state"] == "admitted":
+            waiting.remove(account)
+            got = _bought(client, sku, account, place["admission"])
+            with sale.lock:
+                sale.bot_units += got
+        elif place["state"] == "used":
+            waiting.remove(account)
+
+
+def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict) -> Sale:
+    admin = FlashsaleClient.for_stack(config)
+    sku = f"bench-bots-{uuid.uuid4().hex[:8]}"
+    admin.reset(sku, args.stock, strategy="atomic", starts_in=int(OPEN_IN_S), room_rate=RATE,
+                room_active=2 * RATE, room_challenge_bits=args.bits if work else 0)
+    started = time.monotonic()
+    opens = started + OPEN_IN_S
+    sale, over = Sale(work=work), threading.Event()
+    tokens = people | bots
+    # Solved in processes, not in this one's threads (which share one interpreter
+    # lock): each person's device, and the bot's, work beside each other.
+    with ProcessPoolExecutor(args.people_cores) as devices, ProcessPoolExecutor(args.bot_threads) as rig:
+        threads = [threading.Thread(target=person, args=(
+            config.base_url, tokens, sku, buyer, started + SPREAD_S * n / len(people), sale, over,
+            solver(devices))) for n, buyer in enumerate(people)]
+        accounts, share = list(bots), args.bot_threads
+        threads += [threading.Thread(target=bot, args=(
+            config.base_url, tokens, sku, accounts[n::share], opens, sale, over, solver(rig)))
+            for n in range(share)]
+        for thread in threads:
+            thread.start()
+        while time.monotonic() < started + SALE_S:
+            time.sleep(POLL_S)
+            with sale.lock:
+                if sale.bot_units + sale.people_units >= args.stock:
+                    break
+        over.set()
+        for thread in threads:
+            thread.join()
+    return sale
+
+
+def solver(pool: ProcessPoolExecutor):
+    return lambda token, bits: pool.submit(challenge_solve, token, bits).result()
+
+
+def verify_cpu_us(config: StackConfig, checks: int) -> float:
+    """The server's CPU a check, µs, in a process with the stack's settings."""
+    env = {**os.environ, **config.app_environment("bench-bots")}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bots", "--verify-only", str(checks)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def _verify_only(checks: int) -> None:
+    import django
+
+    django.setup()
+    from common.challenges import challenge_issue, challenge_solve, challenge_verify
+
+    solutions = [challenge_solve(challenge_issue(purpose="bench", bits=8).token, 8) for _ in range(checks)]
+    challenge_verify(solution=solutions.pop(), purpose="bench", bits=8)  # connected, warmed
+    started = time.process_time()
+    for solution in solutions:
+        challenge_verify(solution=solution, purpose="bench", bits=8)
+    print((time.process_time() - started) / len(solutions) * 1e6)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--stock", type=int, default=30)
+    parser.add_argument("--people", type=int, default=60)
+    parser.add_argument("--accounts", type=int, default=300, help="the bot's")
+    parser.add_argument("--bot-threads", type=int, default=4, help="the bot's, each with a process to solve")
+    parser.add_argument("--people-cores", type=int, default=4,
+                        help="processes the people's work is solved in (their devices, on this machine)")
+    parser.add_argument("--bits", type=int, default=17, help="the room's proof of work, when on")
+    parser.add_argument("--checks", type=int, default=5000, help="solutions checked for the CPU a check")
+    parser.add_argument("--verify-only", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--docs", action="store_true",
+                        help="also write the report to docs/results/measured/bots.md, for the docs")
+    args = parser.parse_args(argv)
+    if args.verify_only:
+        _verify_only(args.verify_only)
+        return 0
+    command = "python -m benchmarks.bots " + shlex.join(sys.argv[1:] if argv is None else argv)
+    config = StackConfig.from_env()
+    run = uuid.uuid4().hex[:6]
+    people = buyer_tokens(config, prefix=f"bots-{run}-person-", count=args.people)
+    bots = buyer_tokens(config, prefix=f"bots-{run}-bot-", count=args.accounts)
+    sales = []
+    for n in range(args.rounds):
+        for work in ((False, True) if n % 2 == 0 else (True, False)):
+            sales.append(one_sale(config, args, work=work, people=people, bots=bots))
+            print(json.dumps({"work": work, "bot": sales[-1].bot_units, "people": sales[-1].people_units}),
+                  file=sys.stderr)
+    cpu_us = verify_cpu_us(config, args.checks)
+
+    def row(work: bool) -> str:
+        these = [s for s in sales if s.work is work]
+        share = statistics.median(s.bot_units / max(s.bot_units + s.people_units, 1) for s in these)
+        waits = [statistics.median(s.people_waits) for s in these if s.people_waits]
+        wait = f"{statistics.median(waits):.1f}" if waits else "–"
+        each = ", ".join(f"{s.bot_units}/{s.people_units}" for s in these)
+        early = statistics.median(s.bot_places_before_opening for s in these)
+        return (f"| {'on, ' + str(args.bits) + ' bits' if work else 'off'} | {early:.0f} | **{share:.0%}** | "
+                f"{statistics.median(s.people_units for s in these):.0f} | {wait} | {each} |")
+
+    with recorded("bots", command, write=args.docs):
+        print(f"`{command}` ({os.cpu_count()} cores shared by the stack, the people and the bot)\n")
+        print(f"A sale of {args.stock} units behind a first-come waiting room ({RATE} admissions a second, "
+              f"opening {OPEN_IN_S:g} s after its reset); {args.people} people (one account and one place "
+              f"each, arriving over the first {SPREAD_S:g} s) against a bot ({args.accounts} accounts, "
+              f"{args.bot_threads} threads asking from the reset on); {args.rounds} sales each way, "
+              "medians:\n")
+        print("| the room's proof of work | the bot's places before the opening | the bot's share of the "
+              "stock | people who bought | people's wait for admission, s | each sale, units bot/people |\n"
+              "|---|---:|---:|---:|---:|---|")
+        print(row(False))
+        print(row(True))
+        print(f"\nThe server's CPU to check a solution: **{cpu_us:.0f} µs** (`challenge_verify`, "
+              f"{args.checks:,} checks in one process, its `SET NX` included).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
