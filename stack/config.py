@@ -357,6 +357,9 @@ class StackConfig:
             # declines some: declines per buyer not counted unless asked for (per
             # order they are).
             "FLASHSALE_PAY_DECLINES_PER_BUYER": os.environ.get("FLASHSALE_PAY_DECLINES_PER_BUYER", ""),
+            # Hundreds of them, in Python: new buyers cost no work unless asked for
+            # (a waiting room's places do when its reset says so).
+            "FLASHSALE_SIGN_UP_CHALLENGE_BITS": os.environ.get("FLASHSALE_SIGN_UP_CHALLENGE_BITS", "0"),
             # And fail to sign in from it (the schema's fuzzer, thousands of times): the
             # lockout counts per username only (0: not per client) unless asked for.
             "FLASHSALE_SIGN_IN_FREE_PER_CLIENT": os.environ.get("FLASHSALE_SIGN_IN_FREE_PER_CLIENT", "0"),

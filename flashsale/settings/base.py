@@ -537,8 +537,8 @@ FLASHSALE_BUYER_WITHDRAWN_REFRESH_S = env.float("FLASHSALE_BUYER_WITHDRAWN_REFRE
 FLASHSALE_THROTTLE_SIGN_UP = env.str("FLASHSALE_THROTTLE_SIGN_UP", default="30/m")
 # Proof of work (common.challenges): the zero bits a new account's challenge asks (0:
 # none; a waiting room's is its sale's, set by its reset), and how long a challenge is
-# good for.
-FLASHSALE_SIGN_UP_CHALLENGE_BITS = env.int("FLASHSALE_SIGN_UP_CHALLENGE_BITS", default=0)
+# good for. 16 bits: about 65,000 hashes, well under a second in the page's worker.
+FLASHSALE_SIGN_UP_CHALLENGE_BITS = env.int("FLASHSALE_SIGN_UP_CHALLENGE_BITS", default=16)
 FLASHSALE_CHALLENGE_TTL_S = env.int("FLASHSALE_CHALLENGE_TTL_S", default=120)
 # Sign-in lockout (buyers.lockout): failed sign-ins a client, and a username, may make
 # before each further one locks it out (0: not counted), from 1 s doubling up to the
