@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,9 @@ from stack.config import ROOT, StackConfig
 from stack.control import clean
 from stack.scratch import free_port
 from stack.servers import PROMETHEUS_QUERY_LIMITS, nginx
+
+from .nginx_scratch import rendered as nginx_rendered
+from .nginx_scratch import running_nginx
 
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "expirer",
                 "payprovider", "nginx", "locust-master", "prometheus", "grafana", "alertmanager", "pager"}
@@ -217,27 +219,8 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
 def test_on_the_race_port_the_rates_count_each_buyer_not_the_runners_address(tmp_path):
     """RACE_LISTEN (the Kubernetes race runner's port): one address, many buyers."""
     port, race = free_port(), free_port()
-    result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
-                            env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
-                                 "ERROR_LOG": str(tmp_path / "error.log"),
-                                 "CACHE_ROOT": str(tmp_path / "cache"),
-                                 "UPSTREAMS": f"127.0.0.1:{free_port()}",  # nothing there: 502 past the rate
-                                 "NGINX_PORT": f"127.0.0.1:{port}", "RACE_LISTEN": f"127.0.0.1:{race}",
-                                 "PURCHASE_RATE": "1"})
-    assert result.returncode == 0, result.stderr
-    binary = shutil.which("nginx", path=os.environ["PATH"] + ":/usr/sbin")
-    server = subprocess.Popen([binary, "-c", result.stdout.strip(), "-p", str(tmp_path),
-                               "-e", str(tmp_path / "error.log")], stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                requests.get(f"http://127.0.0.1:{race}/healthz", headers={"Host": "localhost"}, timeout=1)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline and server.poll() is None
-                time.sleep(0.05)
-
+    conf = nginx_rendered(tmp_path, port, RACE_LISTEN=f"127.0.0.1:{race}", PURCHASE_RATE="1")
+    with running_nginx(conf, tmp_path, port):
         def buys(at: int, buyer: str) -> list[int]:
             return [requests.post(f"http://127.0.0.1:{at}/api/orders", json={"sku": "s", "quantity": 1},
                                   headers={"Host": "localhost", "Authorization": f"Bearer {buyer}"},
@@ -247,9 +230,6 @@ def test_on_the_race_port_the_rates_count_each_buyer_not_the_runners_address(tmp
         assert [buys(race, buyer) for buyer in ("t1", "t2", "t3")] == [[502, 502, 429]] * 3
         # ...and per address on the buyers' port, where the three share one bucket.
         assert buys(port, "t4") + buys(port, "t5") == [502, 502, 429, 429, 429, 429]
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_dockerfile_passes_hadolint():

@@ -7,44 +7,18 @@ admin site only to the addresses ``ADMIN_ALLOW`` names."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import re
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import requests
 
 from stack.config import ROOT
 from stack.scratch import free_port
 
+from .nginx_scratch import rendered, running_nginx
+
 TEMPLATE = ROOT / "nginx/nginx.conf.template"
-
-
-@contextmanager
-def running_nginx(conf: Path, prefix: Path, port: int) -> Iterator[None]:
-    binary = shutil.which("nginx", path=os.environ["PATH"] + ":/usr/sbin")
-    log = prefix / "error.log"
-    server = subprocess.Popen([binary, "-c", str(conf), "-p", str(prefix), "-e", str(log)],
-                              stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                requests.get(f"http://127.0.0.1:{port}/", headers={"Host": "localhost"}, timeout=1)
-                break
-            except requests.ConnectionError:
-                assert server.poll() is None, log.read_text() if log.exists() else "nginx exited"
-                assert time.monotonic() < deadline, "nginx did not listen"
-                time.sleep(0.05)
-        yield
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def expected(address: str) -> str:
@@ -102,22 +76,9 @@ http {{
     assert wrong == {}
 
 
-def rendered(tmp_path: Path, port: int, **env: str) -> Path:
-    """Docker's rendering of the template (``nginx/render.sh``), trusting 127.0.0.1's
-    X-Forwarded-For, its instances nowhere: a request nginx lets through is 502."""
-    result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
-                            env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
-                                 "ERROR_LOG": str(tmp_path / "error.log"),
-                                 "CACHE_ROOT": str(tmp_path / "cache"),
-                                 "UPSTREAMS": f"127.0.0.1:{free_port()}", "NGINX_PORT": f"127.0.0.1:{port}",
-                                 "TRUSTED_PROXIES": "127.0.0.1", **env})
-    assert result.returncode == 0, result.stderr
-    return Path(result.stdout.strip())
-
-
 def test_the_rates_count_one_64_once_and_the_next_64_apart(tmp_path):
     port = free_port()
-    conf = rendered(tmp_path, port, PURCHASE_RATE="1")
+    conf = rendered(tmp_path, port, TRUSTED_PROXIES="127.0.0.1", PURCHASE_RATE="1")
 
     def buys(address: str, times: int) -> list[int]:
         return [requests.post(f"http://127.0.0.1:{port}/api/orders", json={"sku": "s", "quantity": 1},
@@ -142,7 +103,7 @@ def test_the_admin_site_is_served_to_the_allowed_addresses_only(tmp_path):
         headers = {"Host": "localhost"} | ({"X-Forwarded-For": client} if client else {})
         return requests.get(f"http://127.0.0.1:{port}{path}", headers=headers, timeout=5)
 
-    with running_nginx(rendered(tmp_path, port), tmp_path, port):
+    with running_nginx(rendered(tmp_path, port, TRUSTED_PROXIES="127.0.0.1"), tmp_path, port):
         refused = ask("/admin/login/", "192.0.2.7")
         by_default = [ask("/admin/login/").status_code, ask("/admin/", "::1").status_code,
                       ask("/api/admin/races/1", "192.0.2.7").status_code, ask("/", "192.0.2.7").status_code]
@@ -150,6 +111,7 @@ def test_the_admin_site_is_served_to_the_allowed_addresses_only(tmp_path):
     assert refused.json()["error"] == "permission_denied"
     assert by_default == [502, 502, 502, 502]  # loopback's admin site, anyone's admin API and shop
     (tmp_path / "nginx.pid").unlink(missing_ok=True)
-    with running_nginx(rendered(tmp_path, port, ADMIN_ALLOW="192.0.2.0/24"), tmp_path, port):
+    with running_nginx(rendered(tmp_path, port, TRUSTED_PROXIES="127.0.0.1", ADMIN_ALLOW="192.0.2.0/24"),
+                       tmp_path, port):
         allowed = [ask("/admin/login/", "192.0.2.7").status_code, ask("/admin/login/").status_code]
     assert allowed == [502, 403]
