@@ -108,7 +108,7 @@ class PlaceChallengeApi(APIView):
     permission_classes: list = []
 
     @extend_schema(request=None, parameters=[SKU_PATH],
-                   responses={201: ChallengeSerializer, **error_responses(NotFound)})
+                   responses={201: ChallengeSerializer, **error_responses(InvalidInput, NotFound)})
     def post(self, request, sku: str):
         issued = place_challenge(sku=sku_checked(sku))
         return Response({"challenge": issued.token, "bits": issued.bits, "expires_at": issued.expires_at},
