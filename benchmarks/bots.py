@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import multiprocessing
 import os
 import shlex
 import statistics
@@ -125,15 +126,19 @@ def bot(base: str, tokens: dict, sku: str, accounts: list[str], opens: float, sa
 def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict) -> Sale:
     admin = FlashsaleClient.for_stack(config)
     sku = f"bench-bots-{uuid.uuid4().hex[:8]}"
-    admin.reset(sku, args.stock, strategy="atomic", starts_in=int(OPEN_IN_S), room_rate=RATE,
-                room_active=2 * RATE, room_challenge_bits=args.bits if work else 0)
-    started = time.monotonic()
-    opens = started + OPEN_IN_S
     sale, over = Sale(work=work), threading.Event()
     tokens = people | bots
     # Solved in processes, not in this one's threads (which share one interpreter
     # lock): each person's device, and the bot's, work beside each other.
-    with ProcessPoolExecutor(args.people_cores) as devices, ProcessPoolExecutor(args.bot_threads) as rig:
+    spawn = multiprocessing.get_context("spawn")  # not a fork of this process's threads
+    with (ProcessPoolExecutor(args.people_cores, mp_context=spawn) as devices,
+          ProcessPoolExecutor(args.bot_threads, mp_context=spawn) as rig):
+        for pool, size in ((devices, args.people_cores), (rig, args.bot_threads)):
+            list(pool.map(challenge_solve, ["warm-up"] * size, [1] * size))  # started before the sale
+        admin.reset(sku, args.stock, strategy="atomic", starts_in=int(OPEN_IN_S), room_rate=RATE,
+                    room_active=2 * RATE, room_challenge_bits=args.bits if work else 0)
+        started = time.monotonic()
+        opens = started + OPEN_IN_S
         threads = [threading.Thread(target=person, args=(
             config.base_url, tokens, sku, buyer, started + SPREAD_S * n / len(people), sale, over,
             solver(devices))) for n, buyer in enumerate(people)]
