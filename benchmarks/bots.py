@@ -13,11 +13,13 @@ one account and one place each, arriving evenly over the ``SPREAD_S`` before the
 opening; each solves its place's challenge once (in Python here, as the load tools
 do; the page's Web Worker is in the same range). **The bot**: ``--accounts``
 accounts, asked for places from the reset on by ``--bot-threads`` threads as fast as
-they go, each place's challenge solved first. Everyone asks again every ``POLL_S``
-until admitted, then buys one unit. The work is solved in processes (the people's
-``--people-cores``, the bot's one per thread), so neither waits on this process's
-interpreter lock: both share the machine's cores with the stack, as a bot's CPU is
-what it pays for.
+they go, each place's challenge solved first, while ``WATCHERS`` threads of its own
+ask again for the places taken, as often as they can, and buy with each admission.
+People ask again every ``POLL_S`` until admitted, then buy one unit. The work is
+solved in processes (the people's ``--people-cores``, the bot's one per thread), so
+neither waits on this process's interpreter lock: both share the machine's cores
+with the stack, so the people's devices here are slower than a crowd's own, and the
+bot's rig is what this machine has to spare.
 
 The server's CPU a check: ``challenge_verify`` on solved challenges in one process
 with the stack's settings (its one ``SET NX`` in the cache's Redis included; Redis's
@@ -27,10 +29,10 @@ own CPU not).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import multiprocessing
 import os
+import queue
 import shlex
 import statistics
 import subprocess
@@ -52,6 +54,7 @@ OPEN_IN_S = 4.0  # the sale (and its room's admissions) opens this long after th
 SPREAD_S = 3.0  # the people arrive over the first this many seconds
 POLL_S = 0.5  # how often a place is asked for again
 SALE_S = 60.0  # a sale still selling after this long is ended
+WATCHERS = 4  # the bot's threads asking again for its places (no work: one request each)
 
 
 @dataclass
@@ -95,32 +98,38 @@ def person(base: str, tokens: dict, sku: str, buyer: str, arrives: float, sale: 
 
 
 def bot(base: str, tokens: dict, sku: str, accounts: list[str], opens: float, sale: Sale,
-        over: threading.Event, solve):
-    """One of the bot's threads: a place for each of its accounts, as fast as it
-    goes (each with its work), then round after round of asks for those not yet
-    admitted; each admitted one buys."""
+        over: threading.Event, solve, placed: queue.Queue):
+    """One of the bot's takers: a place for each of its accounts, as fast as it goes
+    (each with its work), handed to the bot's watcher."""
     client = FlashsaleClient(base, tokens=tokens, solve=solve)
-    waiting, placed = set(accounts), set()
-    for account in itertools.cycle(accounts):
-        if over.is_set() or not waiting:
+    for account in accounts:
+        if over.is_set():
             return
-        if account not in waiting:
-            continue
-        place = _place(client, sku, account)
-        if place is None:
-            continue
-        if account not in placed:
-            placed.add(account)
+        if _place(client, sku, account) is not None:
+            placed.put(account)
             if time.monotonic() < opens:
                 with sale.lock:
                     sale.bot_places_before_opening += 1
-        if place["state"] == "admitted":
+
+
+def bot_watcher(base: str, tokens: dict, sku: str, sale: Sale, over: threading.Event, placed: queue.Queue):
+    """The bot's watcher: asks again for every place its takers took, one cheap request
+    each (a place needs no more work), and buys with each admission as it comes."""
+    client = FlashsaleClient(base, tokens=tokens)
+    waiting: list[str] = []
+    while not over.is_set():
+        while not placed.empty():
+            waiting.append(placed.get())
+        for account in list(waiting):
+            place = _place(client, sku, account)
+            if place is None or place["state"] == "waiting":
+                continue
             waiting.remove(account)
-            got = _bought(client, sku, account, place["admission"])
-            with sale.lock:
-                sale.bot_units += got
-        elif place["state"] == "used":
-            waiting.remove(account)
+            if place["state"] == "admitted":
+                got = _bought(client, sku, account, place["admission"])
+                with sale.lock:
+                    sale.bot_units += got
+        over.wait(POLL_S / 5 if waiting else 0.05)
 
 
 def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict) -> Sale:
@@ -142,10 +151,13 @@ def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict)
         threads = [threading.Thread(target=person, args=(
             config.base_url, tokens, sku, buyer, started + SPREAD_S * n / len(people), sale, over,
             solver(devices))) for n, buyer in enumerate(people)]
-        accounts, share = list(bots), args.bot_threads
+        accounts, share, placed = list(bots), args.bot_threads, queue.Queue()
         threads += [threading.Thread(target=bot, args=(
-            config.base_url, tokens, sku, accounts[n::share], opens, sale, over, solver(rig)))
+            config.base_url, tokens, sku, accounts[n::share], opens, sale, over, solver(rig), placed))
             for n in range(share)]
+        threads += [threading.Thread(target=bot_watcher, args=(config.base_url, tokens, sku, sale, over,
+                                                               placed))
+                    for _ in range(WATCHERS)]
         for thread in threads:
             thread.start()
         while time.monotonic() < started + SALE_S:
