@@ -51,7 +51,8 @@ def test_the_map_buckets_every_ipv6_address_by_its_64_and_ipv4_by_itself(tmp_pat
                       re.M | re.S).group(0)
     port = free_port()
     conf = tmp_path / "nginx.conf"
-    conf.write_text(f"""pid {tmp_path}/nginx.pid;
+    conf.write_text(f"""daemon off;
+pid {tmp_path}/nginx.pid;
 events {{}}
 http {{
     access_log off;
