@@ -8,7 +8,7 @@ flag and asks Prometheus; the others wait for its answer (half the budget, then 
 themselves). A hundred open tabs cost Prometheus what one costs.
 
 A request holds one of the workers that sell, so all of it, the wait and every
-query, fits in ``FLASHSALE_PROMETHEUS_TIMEOUT_S`` (2 s, a quarter of a purchase's
+query, fits in ``FLASHSALE_PROMETHEUS_TIMEOUT_S`` (2 s, well under a purchase's
 deadline): past it, 503, and the tab asks again at its next refresh.
 """
 

@@ -224,7 +224,7 @@ FLASHSALE_METRICS = env.bool("FLASHSALE_METRICS", default=True)
 # the server: visitors send no query of their own. Empty: the panels answer 503.
 FLASHSALE_PROMETHEUS_URL = env.str("FLASHSALE_PROMETHEUS_URL", default="")
 # All of a panel's data request (waiting for another's fill, then its queries): it
-# holds a worker that sells, so a quarter of a purchase's deadline.
+# holds a worker that sells, so well under a purchase's deadline.
 FLASHSALE_PROMETHEUS_TIMEOUT_S = env.float("FLASHSALE_PROMETHEUS_TIMEOUT_S", default=2.0)
 # What /metrics reads when Prometheus scrapes, besides what the workers counted: the
 # gate's backlog is read from Redis by the apps, so that it shows with the persisters
