@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from common.throttles import client_bucket
 
-from .lockout import sign_in_check, sign_in_failed, sign_in_succeeded
+from .lockout import sign_in_attempt
 
 
 class LockoutMixin:
@@ -21,15 +21,8 @@ class LockoutMixin:
         username = self.cleaned_data.get("username")
         if username is None or not self.cleaned_data.get("password"):
             return super().clean()  # Django refuses it without hashing anything
-        client = client_bucket(self.request)
-        sign_in_check(client=client, username=username)
-        try:
-            cleaned = super().clean()
-        except ValidationError:
-            sign_in_failed(client=client, username=username)
-            raise
-        sign_in_succeeded(username=username)
-        return cleaned
+        with sign_in_attempt(client=client_bucket(self.request), username=username, refused=ValidationError):
+            return super().clean()
 
 
 class SignInForm(LockoutMixin, AuthenticationForm):

@@ -27,6 +27,7 @@ import logging
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.core.cache import cache
@@ -93,3 +94,18 @@ def sign_in_succeeded(*, username: str) -> None:
         cache.delete_many([k for key, _ in _subjects(None, username) for k in (key, f"{key}:until")])
     except CACHE_ERRORS as e:
         logger.warning("sign-in lockout: Redis unreachable, failures not forgotten: %s", e)
+
+
+@contextmanager
+def sign_in_attempt(*, client: str | None, username: str,
+                    refused: type[Exception] | tuple[type[Exception], ...]) -> Iterator[None]:
+    """One try at a door: refused at once while locked out (``sign_in_check``); a
+    ``refused`` raised inside counts as a failure; leaving without one forgets the
+    username's failures."""
+    sign_in_check(client=client, username=username)
+    try:
+        yield
+    except refused:
+        sign_in_failed(client=client, username=username)
+        raise
+    sign_in_succeeded(username=username)

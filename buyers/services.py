@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from common.challenges import challenge_verify
 from common.errors import CredentialsRefused, InvalidInput, UsernameTaken
 
-from .lockout import sign_in_check, sign_in_failed, sign_in_succeeded
+from .lockout import sign_in_attempt, sign_in_check, sign_in_failed
 from .tokens import Issued, token_issue
 
 # A buyer's name is the orders' user_id: as long as the orders' column allows.
@@ -94,12 +94,10 @@ def buyer_sign_in(*, username: str, password: str, client: str | None) -> Issued
         not say which).
     :raises SignInLocked: before the password is checked.
     """
-    sign_in_check(client=client, username=username)
-    user = authenticate(username=username, password=password)
-    if user is None or not user.is_active:
-        sign_in_failed(client=client, username=username)
-        raise CredentialsRefused("the username and password sign no buyer in")
-    sign_in_succeeded(username=username)
+    with sign_in_attempt(client=client, username=username, refused=CredentialsRefused):
+        user = authenticate(username=username, password=password)
+        if user is None or not user.is_active:
+            raise CredentialsRefused("the username and password sign no buyer in")
     return token_issue(username=user.username)
 
 
