@@ -48,9 +48,9 @@ class TokenSerializer(serializers.Serializer):
 
 @extend_schema_serializer(component_name="Challenge")
 class ChallengeSerializer(serializers.Serializer):
-    challenge = serializers.CharField(help_text="solve: a nonce such that SHA-256 of '<challenge>:<nonce>' "
-                                                "starts with `bits` zero bits; send 'Challenge-Solution: "
-                                                "<challenge>:<nonce>'")
+    challenge = serializers.CharField(
+        source="token", help_text="solve: a nonce such that SHA-256 of '<challenge>:<nonce>' starts with "
+                                  "`bits` zero bits; send 'Challenge-Solution: <challenge>:<nonce>'")
     bits = serializers.IntegerField(help_text="0: no work asked")
     expires_at = serializers.IntegerField(help_text="epoch seconds")
 
@@ -66,8 +66,7 @@ class SignUpChallengeApi(APIView):
     @extend_schema(request=None, responses={201: ChallengeSerializer, **error_responses(THROTTLED)})
     def post(self, request):
         issued = challenge_issue(purpose=SIGN_UP, bits=sign_up_bits())
-        return Response({"challenge": issued.token, "bits": issued.bits, "expires_at": issued.expires_at},
-                        status=status.HTTP_201_CREATED)
+        return Response(ChallengeSerializer(issued).data, status=status.HTTP_201_CREATED)
 
 
 SOLUTION = OpenApiParameter("Challenge-Solution", str, OpenApiParameter.HEADER, required=False,

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from common.errors import ApplicationError, ChallengeRefused, SignInLocked, error_body
+from common.errors import ApplicationError, ChallengeRefused, SignInLocked, error_response
 from common.throttles import client_bucket
 
 from .apis import SignUpThrottle
@@ -42,16 +42,21 @@ def _throttled(request) -> HttpResponse | None:
                         headers={"Retry-After": str(int(throttle.wait() or 60))}, content_type="text/plain")
 
 
+def _json_error(error: ApplicationError) -> JsonResponse:
+    """``error`` in the API's JSON shape, as ``common.errors`` answers it."""
+    answer = error_response(error)
+    return JsonResponse(answer.body, status=answer.status, headers=answer.headers)
+
+
 def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResponse:
     """429 with Retry-After: the page again, saying how long to wait, or (no page) the
     JSON error."""
     if template is None:
-        response = JsonResponse(error_body(locked.code, locked.message), status=locked.status_code)
-    else:
-        error = f"{locked.message}: try again in {locked.headers['Retry-After']} s."
-        response = render(request, template,
-                          {"error": error, "next": _next(request), "sign_up_bits": sign_up_bits()},
-                          status=locked.status_code)
+        return _json_error(locked)
+    error = f"{locked.message}: try again in {locked.headers['Retry-After']} s."
+    response = render(request, template,
+                      {"error": error, "next": _next(request), "sign_up_bits": sign_up_bits()},
+                      status=locked.status_code)
     for name, value in locked.headers.items():
         response[name] = value
     return response
@@ -76,7 +81,7 @@ def buyer_new(request):
     try:
         user, _ = buyer_create(solution=request.POST.get(SOLUTION_FIELD))
     except ChallengeRefused as e:
-        return JsonResponse(error_body(e.code, e.message, **e.extra), status=e.status_code)
+        return _json_error(e)
     login(request, user, backend=MODEL_BACKEND)
     return redirect(_next(request))
 

@@ -110,6 +110,4 @@ class PlaceChallengeApi(APIView):
     @extend_schema(request=None, parameters=[SKU_PATH],
                    responses={201: ChallengeSerializer, **error_responses(InvalidInput, NotFound)})
     def post(self, request, sku: str):
-        issued = place_challenge(sku=sku_checked(sku))
-        return Response({"challenge": issued.token, "bits": issued.bits, "expires_at": issued.expires_at},
-                        status=201)
+        return Response(ChallengeSerializer(place_challenge(sku=sku_checked(sku))).data, status=201)

@@ -129,7 +129,7 @@ def place_challenge(*, sku: str) -> Challenge:
 
     :raises NotFound: no such product, or its sale has no waiting room.
     """
-    bits = Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
+    bits = _room_bits(sku)
     if bits is None:
         raise NotFound(f"{sku}: no such sale with a waiting room", extra={"sku": sku})
     return challenge_issue(purpose=room_purpose(sku), bits=bits)
@@ -148,7 +148,7 @@ def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None =
     try:
         asked = _asked(sku=sku, buyer=buyer, address=address, proven=False)
         if asked.state == "challenge":
-            bits = Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
+            bits = _room_bits(sku)
             challenge_verify(solution=solution, purpose=room_purpose(sku), bits=bits or 0)
             asked = _asked(sku=sku, buyer=buyer, address=address, proven=True)
     except redis.RedisError as e:
@@ -168,6 +168,11 @@ def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None =
         return Place("used", asked.position, 0, None, None, None)
     return Place("waiting", asked.position, asked.ahead,
                  math.ceil(asked.ahead / asked.rate) if asked.rate else None, None, None)
+
+
+def _room_bits(sku: str) -> int | None:
+    """The zero bits a place in ``sku``'s room costs; None: no such room."""
+    return Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
 
 
 def _asked(*, sku: str, buyer: str, address: str, proven: bool) -> store.Asked:
