@@ -112,9 +112,8 @@ def _order_payment(*, order_id: int, amount: int, currency: str) -> Payment:
         return payment
     intent = intent_create(order_id=order_id, amount=amount, currency=currency,
                            idempotency_key=f"intent {order_id}")
-    _payment_record(intent_id=intent.id, order_id=order_id, amount=intent.amount, currency=intent.currency,
-                    status=Payment.Status.STARTED)
-    return Payment.objects.get(pk=intent.id)
+    return _payment_record(intent_id=intent.id, order_id=order_id, amount=intent.amount,
+                           currency=intent.currency, status=Payment.Status.STARTED)
 
 
 def webhook_receive(*, payload: bytes, signature: str | None) -> str:
@@ -339,13 +338,16 @@ def _intent_record(intent, order_id: int, status: str) -> None:
                     status=status)
 
 
-def _payment_record(*, intent_id: str, order_id: int, amount: int, currency: str, status: str) -> None:
+def _payment_record(*, intent_id: str, order_id: int, amount: int, currency: str, status: str) -> Payment:
+    """The intent's payment, recorded (its status moved forward if it was); the
+    object's own status as read before the move."""
     payment, created = Payment.objects.get_or_create(
         intent_id=intent_id, defaults={"order_id": order_id, "amount": amount, "currency": currency,
                                        "status": status})
     if not created:
         behind = [s for s, rank in _RANK.items() if rank < _RANK[status]]
         Payment.objects.filter(pk=intent_id, status__in=behind).update(status=status)
+    return payment
 
 
 def order_pay(*, order_id: int) -> str:
