@@ -63,6 +63,7 @@ def test_a_range_ends_on_its_step_so_every_tab_in_a_step_asks_the_same():
     assert panel_request(key="orders", window=None, now=1001.0).window == 300
 
 
+@pytest.mark.server  # the shared cache holds the other tab's claim
 def test_a_prometheus_that_hangs_costs_a_panel_request_its_budget_not_a_workers_seconds(client, settings):
     """Another tab is filling the panel's answer, and Prometheus accepts and never
     answers (stopped, or swamped: its kernel still completes each connection). The
