@@ -8,6 +8,12 @@ check, and the most states the search cached. The first rows are the histories a
 failover leaves: one product, 32 overlapping buyers, 5 % of the answers lost, no
 final read (the sale's end never read back). ``--plain`` checks those again without
 the stock's bound on the search (what it prunes), with the same budget.
+
+The second table is sales with a payment window (``window_sale``: 460 buyers, stock
+60, half the orders paid, the rest expiring and selling again) whose payments are
+held up to a share of the window before they land, as a webhook storm holds them:
+each one that lands after its order fell due leaves an expiry that may or may not
+have happened.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import statistics
 import sys
 import time
 
+from common.history import OK, Pay, Purchase
 from loadtest.measured import recorded
 from verdicts.checker import check
-from verdicts.synthetic import concurrent_sale
+from verdicts.synthetic import concurrent_sale, window_sale
 
 BUDGET = 2_000_000  # states: the checker's default
 # (operations, buyers, stock, unknown share, final read)
@@ -46,6 +53,26 @@ def _row(operations: int, buyers: int, stock: int, unknown: float, final: bool, 
             f"| {max(states):,} | {answers} |")
 
 
+WINDOW = 5_000  # the window sales' window, in their nanoseconds
+HELD = [0, 1_000, 2_000, 5_000]  # how long a payment may be held up before it lands
+
+
+def _window_row(held: int, *, seeds: int) -> str:
+    states, verdicts, late = [], [], []
+    for seed in range(seeds):
+        events = window_sale(stock=60, buyers=460, clients=16, window=WINDOW, held=held, seed=seed)
+        placed = {e.order_id: e.invoke for e in events if isinstance(e, Purchase) and e.outcome == OK}
+        late.append(sum(isinstance(e, Pay) and e.outcome == OK and e.complete > placed[e.order_id] + WINDOW
+                        for e in events))
+        sku = check(events, budget_states=BUDGET).skus[0]
+        states.append(sku.searched)
+        verdicts.append(sku.linearizable)
+    said = {True: "linearizable", False: "NOT linearizable", None: "budget spent"}
+    answers = ", ".join(f"{said[v]}: {verdicts.count(v)}" for v in (True, None, False) if verdicts.count(v))
+    return (f"| {held / WINDOW:.0%} | {statistics.median(late):.0f} | {statistics.median(states):,.0f} "
+            f"| {max(states):,} | {answers} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m benchmarks.checker",
@@ -64,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             # Without the bound, the 10,000-operation rows take minutes a history.
             for pruned in (True, False) if args.plain and row[0] <= 5_000 else (True,):
                 print(_row(*row, seeds=args.seeds, pruned=pruned), flush=True)
+        print("\nSales with a payment window, payments held up: 460 buyers, stock 60, the same seeds.\n")
+        print("| held up to (of the window) | paid after due (median) | median states | most states "
+              "| verdicts |\n|---:|---:|---:|---:|---|")
+        for held in HELD:
+            print(_window_row(held, seeds=args.seeds), flush=True)
     return 0
 
 

@@ -29,8 +29,15 @@ operations too (``verdicts.model``). An expiry, which no client sees, is placed
 anywhere from its order's purchase plus the window and grace to the final read, as the final
 read's status allows; the bound above then counts the units expiries still to be
 ordered may return. At each point the search tries the expiries after the operations
-clients saw (an expirer sweeps now and then), and an expiry that may have happened
-(a paid order's, its payment late) as nothing first, then as done.
+clients saw (an expirer sweeps now and then). An expiry that may have happened (a
+paid order's, its payment late) either came before the payment, which then took the
+units back, or after it, and did nothing: one that did nothing before it is the same
+as one after it, so that is not tried apart (``verdicts.model``).
+
+The stock has a ceiling too: a sold_out still to order needs fewer units than it
+asked for, and a 201 still to order exactly what it answered plus its own, and
+before either only the purchases and payments invoked by then can take any. A state
+with more units than that, an expiry ordered too soon, is dropped as it is made.
 
 Beside it, the O(n) checks Jepsen runs on a set (when the history has a final read):
 every acknowledged order present exactly once at the end, nothing present that no
@@ -43,6 +50,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Event, Final, Pay, Purchase, Reset
@@ -483,9 +491,14 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
     returns = [step.units if isinstance(step.op, Expire) else 0 for step in steps]
     open_units, open_returns = sum(units), sum(returns)
     open_needs = sorted(n for n in needs if n)
+    # Only where units come back: a stock that only goes down is settled by the floor.
+    ceiling = _Ceiling(steps, ends, model.segments) if pruned and any(returns) else None
 
-    def bound() -> int:
-        return max(open_units, open_needs[-1] if open_needs else 0) - open_returns
+    def bound() -> Callable[[SaleState], bool]:
+        least = max(open_units, open_needs[-1] if open_needs else 0) - open_returns
+        most = ceiling.most() if ceiling is not None else None
+        most = most if most is not None else 1 << 62
+        return lambda state: least <= state.remaining <= most
 
     def order(i: int) -> None:
         nonlocal open_units, open_returns
@@ -493,6 +506,8 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
         open_returns -= returns[i]
         if needs[i]:
             del open_needs[bisect_left(open_needs, needs[i])]
+        if ceiling is not None:
+            ceiling.order(i)
 
     def unorder(i: int) -> None:
         nonlocal open_units, open_returns
@@ -500,6 +515,8 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
         open_returns += returns[i]
         if needs[i]:
             insort(open_needs, needs[i])
+        if ceiling is not None:
+            ceiling.unorder(i)
 
     # A payment of a pending order, with nothing else still to order that touches its
     # order, moves only that order's status, which nothing but the final read sees: it
@@ -563,7 +580,7 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
     while head.next is not None:
         if entry.kind == CALL:
             step = steps[entry.index]
-            if (expiry[entry.index] != (phase > 0)) or (phase == 1 and entry.index != urgent):
+            if expiry[entry.index] != (phase > 0) or (phase == 1 and entry.index != urgent):
                 entry = entry.next
                 continue
             if entry.index in alike and alike[entry.index][1] != taken[alike[entry.index][0]]:
@@ -607,22 +624,104 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
     return True, None, len(cache)
 
 
-def _options(model: SaleModel, step: Step, states: frozenset, least: int, same: dict) -> list[frozenset]:
-    """The states ``step`` leaves ``states`` in, those below ``least`` units dropped:
+def _options(model: SaleModel, step: Step, states: frozenset, fits: Callable[[SaleState], bool],
+             same: dict) -> list[frozenset]:
+    """The states ``step`` leaves ``states`` in, those without the units that ``fits``
+    (at least what is still to take, at most what a refusal ahead allows) dropped:
     one set, or for an expiry that may have happened (a paid order's, its payment
-    late) two, tried in turn: it did nothing, then it did. Kept as one set, each such
-    expiry open at once would double it."""
+    late) two, tried in turn: the states in which it did nothing (its order paid
+    already), then those in which it did. Kept as one set, each such expiry open at
+    once would double it."""
     if isinstance(step.op, Expire) and step.effect == "maybe" and step.statused:
         nothing, did = set(), set()
         for state in states:
             for after in model.step(state, step):
-                if after.remaining >= least:
+                if fits(after):
                     (nothing if after == state else did).add(same.setdefault(after, after))
         return [same.setdefault(frozenset(nothing), frozenset(nothing)),
                 same.setdefault(frozenset(did), frozenset(did))]
     following = frozenset(same.setdefault(after, after) for state in states
-                          for after in model.step(state, step) if after.remaining >= least)
+                          for after in model.step(state, step) if fits(after))
     return [same.setdefault(following, following)]
+
+
+class _Ceiling:
+    """The most units a state may have: a sold_out still to order needs fewer than its
+    quantity left just before it, and a 201 still to order answered r needs r + q
+    (one segment). Till then only what is ordered before it takes units: purchases
+    and payments invoked by its completion. So the stock now is at most that need
+    plus what those may take; an expiry done too soon, whose units nothing takes
+    before a sold_out, is dropped when it is made, not after every order of the
+    operations between them. Each operation the search orders leaves these sums."""
+
+    def __init__(self, steps: list[Step], ends: list[int], segments: int):
+        by_invoke = sorted(range(len(steps)), key=lambda i: _invoked(steps[i]))
+        self.rank = {i: r for r, i in enumerate(by_invoke)}
+        invokes = [_invoked(steps[i]) for i in by_invoke]
+        expiring = {step.order_id for step in steps if isinstance(step.op, Expire)}
+        self.takes = [_takes(step, expiring) for step in steps]
+        self.tree = [0] * (len(steps) + 1)  # a Fenwick tree of the open takes, by invocation
+        for i, took in enumerate(self.takes):
+            self._add(self.rank[i], took)
+        self.cap: dict[int, int] = {}
+        self.reach: dict[int, int] = {}
+        for i, step in enumerate(steps):
+            op = step.op
+            if not isinstance(op, Purchase) or op.replayed:
+                continue
+            if op.outcome == FAILED:
+                self.cap[i] = op.quantity - 1
+            elif step.effect == "yes" and op.outcome == OK and op.remaining is not None and segments == 1:
+                self.cap[i] = op.remaining + op.quantity
+            else:
+                continue
+            self.reach[i] = bisect_left(invokes, ends[i] + 1)
+        self.pins = sorted((ends[i], i) for i in self.cap)
+        self.ends = ends
+
+    def _add(self, at: int, units: int) -> None:
+        at += 1
+        while at < len(self.tree):
+            self.tree[at] += units
+            at += at & -at
+
+    def _sum(self, upto: int) -> int:  # of the first ``upto`` by invocation
+        total = 0
+        while upto > 0:
+            total += self.tree[upto]
+            upto -= upto & -upto
+        return total
+
+    def order(self, i: int) -> None:
+        if self.takes[i]:
+            self._add(self.rank[i], -self.takes[i])
+        if i in self.cap:
+            del self.pins[bisect_left(self.pins, (self.ends[i], i))]
+
+    def unorder(self, i: int) -> None:
+        if self.takes[i]:
+            self._add(self.rank[i], self.takes[i])
+        if i in self.cap:
+            insort(self.pins, (self.ends[i], i))
+
+    def most(self) -> int | None:
+        """The bound of the pin that completes first (the tightest, mostly), or None
+        with none open."""
+        if not self.pins:
+            return None
+        i = self.pins[0][1]
+        return self.cap[i] + self._sum(self.reach[i]) - self.takes[i]
+
+
+def _takes(step: Step, expiring: set[int]) -> int:
+    """The units a step may take: a purchase that may have placed an order, a
+    payment that may take its order back (one that may expire first)."""
+    op = step.op
+    if isinstance(op, Purchase):
+        return op.quantity if step.effect in ("yes", "maybe") and not op.replayed else 0
+    if isinstance(op, Pay) and step.order_id in expiring:
+        return 0 if op.outcome == OK and op.result == REFUNDED else step.units
+    return 0
 
 
 def _units(step: Step) -> int:

@@ -154,8 +154,11 @@ class SaleModel:
             return [SaleState(state.remaining + step.units, state.orders, state.statuses)]
         status = state.status_of(step.op.order_id)
         if status == PENDING:
-            returned = state.moved(step.op.order_id, EXPIRED, step.units)
-            return [returned] if step.effect == "yes" else [state, returned]
+            # Even an expiry that may not have happened: had it done nothing here, it is
+            # the same as one ordered after the payment (its interval ends at that
+            # payment's completion), where it does nothing by the rule below. Trying both
+            # here would double the search for every such expiry still open.
+            return [state.moved(step.op.order_id, EXPIRED, step.units)]
         if status == PAID and step.effect == "maybe":
             return [state]  # paid in time: the expirer's conditional move finds it paid
         return []  # not placed yet, or its units returned already

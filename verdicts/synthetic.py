@@ -54,7 +54,7 @@ def concurrent_sale(*, stock: int, operations: int, clients: int, seed: int = 0,
 
 def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, paying: float = 0.5,
                 unknown_share: float = 0.0, unknown_payments: float = 0.0, lost_payments: float = 0.0,
-                busy: float = 0.0, lag: int = 0, seed: int = 0, sku: str = "s") -> list:
+                busy: float = 0.0, lag: int = 0, held: int = 0, seed: int = 0, sku: str = "s") -> list:
     """A sale with a payment window (``window`` in the history's nanoseconds), as
     ``concurrent_sale`` makes one: ``buyers`` purchases from ``clients`` buyers one
     after another; each order paid with probability ``paying``, at once or as it falls
@@ -66,7 +66,8 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     ``busy`` a buyer's first try is refused as busy (nothing written) and the buyer
     tries again under the same key up to a window later. The expirer takes an order
     ``lag`` later than a window past its due (as one that sweeps now and then does).
-    Linearizable by construction."""
+    A payment is held up to ``held`` before it lands (a provider's delivery held up:
+    paid as it falls due, it then lands late). Linearizable by construction."""
     rng = random.Random(seed)
     events: list = []
     planned = _purchases(rng, buyers, clients, window, busy, sku, events)  # (instant, kind, operation)
@@ -82,7 +83,7 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
                 status[op.order_id], keys[op.order_id] = "pending", op.key
                 op.outcome, op.remaining, op.status = OK, remaining, 201
                 planned.append((point + window + lag + rng.randint(0, window), "expire", op.order_id))
-                _pay_for(op, rng, next(pay_ids), window, paying, lost_payments, planned, events)
+                _pay_for(op, rng, next(pay_ids), window, paying, lost_payments, held, planned, events)
             else:
                 op.outcome, op.status, op.error = FAILED, 409, "sold_out"
             if rng.random() < unknown_share:
@@ -133,7 +134,7 @@ def _purchases(rng: random.Random, buyers: int, clients: int, window: int, busy:
 
 
 def _pay_for(op: Purchase, rng: random.Random, pay_id: int, window: int, paying: float, lost: float,
-             planned: list, events: list) -> None:
+             held: int, planned: list, events: list) -> None:
     """A payment for the order ``op`` placed, with probability ``paying``, at once or
     as it falls due (planned: it lands); else, with probability ``lost``, one that
     never landed and whose answer was lost (an event now: nothing plans it)."""
@@ -141,7 +142,7 @@ def _pay_for(op: Purchase, rng: random.Random, pay_id: int, window: int, paying:
         start = op.complete + (rng.randint(0, window // 2) if rng.random() < 0.5
                                else window + rng.randint(-window // 5, window // 5))
         pay = Pay(pay_id, op.client, op.sku, op.order_id, start)
-        pay.complete = start + rng.randint(1, 400)
+        pay.complete = start + rng.randint(1, 400) + (rng.randint(0, held) if held else 0)
         planned.append((rng.randint(pay.invoke, pay.complete), "pay", pay))
     elif lost and rng.random() < lost:  # (no draw when none are lost: the same histories as before)
         start = op.complete + window + rng.randint(-window // 5, window // 5)
