@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from django.http import HttpResponse, JsonResponse
+
+from .errors import ApplicationError, error_response
 from .requestlog import request_named
 
 
@@ -47,3 +50,22 @@ def stamp_arrival(response, arrived: float):
     timing = response.headers.get("Server-Timing")
     response.headers["Server-Timing"] = f"{timing}, {stamp}" if timing else stamp
     return response
+
+
+class ApplicationErrorMiddleware:
+    """A page's business error (``common.errors``) answered as the API answers it:
+    its status, its headers and the JSON shape, where Django would answer 500. The
+    API's views answer theirs themselves (DRF's exception handler); this is for the
+    rest: the admin's, the shop's forms. Last in the chain: the view's own."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exc: Exception) -> HttpResponse | None:
+        answer = error_response(exc) if isinstance(exc, ApplicationError) else None
+        if answer is None:
+            return None
+        return JsonResponse(answer.body, status=answer.status, headers=answer.headers)

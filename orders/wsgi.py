@@ -69,6 +69,7 @@ MIRRORED_MIDDLEWARE = (
     "django.contrib.auth.middleware.AuthenticationMiddleware",  # left out: no user read
     "django.contrib.messages.middleware.MessageMiddleware",  # left out: no messages
     "django.middleware.clickjacking.XFrameOptionsMiddleware",  # X-Frame-Options
+    "common.middleware.ApplicationErrorMiddleware",  # error_response, as the shortcut answers
 )
 
 

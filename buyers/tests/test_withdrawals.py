@@ -1,15 +1,19 @@
 """A buyer deactivated or deleted: its tokens refused at the next purchase, on the
 real Redis, without a database read; tokens issued after it is made active again
-buy."""
+buy. With the cache's Redis away, the change is refused (503) and nothing changes."""
 
 import time
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from buyers import withdrawals
 from buyers.tokens import TokenRefused, token_buyer, token_issue
+from common.errors import Unavailable
+from stack.scratch import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +59,30 @@ def test_the_check_reads_no_row_and_redis_once_a_period(django_assert_num_querie
     withdrawals.buyer_withdraw(username="cat")  # this process knows at once; others within the period
     with pytest.raises(TokenRefused):
         token_buyer(token)
+
+
+def cache_away():
+    """The shared cache pointed at a port nothing listens on: the real client, refused."""
+    nowhere = {"default": {**settings.CACHES["default"], "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
+    return override_settings(CACHES={**settings.CACHES, **nowhere})
+
+
+def test_a_deactivation_with_the_cache_away_is_refused_and_changes_nothing():
+    dee = get_user_model().objects.create_user("dee")
+    dee.is_active = False
+    with cache_away(), pytest.raises(Unavailable, match="dee is not deactivated"):
+        dee.save()
+    assert get_user_model().objects.get(username="dee").is_active
+
+
+def test_a_deletion_in_the_admin_with_the_cache_away_answers_503_and_deletes_nothing(client):
+    staff = get_user_model().objects.create_superuser("root", password="a long passphrase")
+    eve = get_user_model().objects.create_user("eve")
+    client.force_login(staff)
+    with cache_away():
+        response = client.post(f"/admin/auth/user/{eve.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 503
+    assert response.json()["error"] == "unavailable"
+    assert get_user_model().objects.filter(username="eve").exists()
+    response = client.post(f"/admin/auth/user/{eve.pk}/delete/", {"post": "yes"})  # the cache back
+    assert response.status_code == 302 and not get_user_model().objects.filter(username="eve").exists()
