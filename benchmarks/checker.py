@@ -24,10 +24,9 @@ import statistics
 import sys
 import time
 
-from common.history import OK, Pay, Purchase
 from loadtest.measured import recorded
 from verdicts.checker import check
-from verdicts.synthetic import concurrent_sale, window_sale
+from verdicts.synthetic import concurrent_sale, paid_after_due, window_sale
 
 BUDGET = 2_000_000  # states: the checker's default
 # (operations, buyers, stock, unknown share, final read)
@@ -46,11 +45,14 @@ def _row(operations: int, buyers: int, stock: int, unknown: float, final: bool, 
         seconds.append(time.perf_counter() - started)
         states.append(sku.searched)
         verdicts.append(sku.linearizable)
-    said = {True: "linearizable", False: "NOT linearizable", None: "budget spent"}
-    answers = ", ".join(f"{said[v]}: {verdicts.count(v)}" for v in (True, None, False) if verdicts.count(v))
     return (f"| {operations:,} | {buyers} | {stock:,} | {unknown:.0%} | {'yes' if final else 'no'} "
             f"| {'with' if pruned else 'without'} | {statistics.median(seconds):.2f} | {max(seconds):.2f} "
-            f"| {max(states):,} | {answers} |")
+            f"| {max(states):,} | {_tally(verdicts)} |")
+
+
+def _tally(verdicts: list) -> str:
+    said = {True: "linearizable", False: "NOT linearizable", None: "budget spent"}
+    return ", ".join(f"{said[v]}: {verdicts.count(v)}" for v in (True, None, False) if verdicts.count(v))
 
 
 WINDOW = 5_000  # the window sales' window, in their nanoseconds
@@ -61,16 +63,12 @@ def _window_row(held: int, *, seeds: int) -> str:
     states, verdicts, late = [], [], []
     for seed in range(seeds):
         events = window_sale(stock=60, buyers=460, clients=16, window=WINDOW, held=held, seed=seed)
-        placed = {e.order_id: e.invoke for e in events if isinstance(e, Purchase) and e.outcome == OK}
-        late.append(sum(isinstance(e, Pay) and e.outcome == OK and e.complete > placed[e.order_id] + WINDOW
-                        for e in events))
+        late.append(paid_after_due(events, WINDOW))
         sku = check(events, budget_states=BUDGET).skus[0]
         states.append(sku.searched)
         verdicts.append(sku.linearizable)
-    said = {True: "linearizable", False: "NOT linearizable", None: "budget spent"}
-    answers = ", ".join(f"{said[v]}: {verdicts.count(v)}" for v in (True, None, False) if verdicts.count(v))
     return (f"| {held / WINDOW:.0%} | {statistics.median(late):.0f} | {statistics.median(states):,.0f} "
-            f"| {max(states):,} | {answers} |")
+            f"| {max(states):,} | {_tally(verdicts)} |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,7 @@ every unit either left or held by one pending or paid order.
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_left, insort
 from collections import defaultdict
@@ -496,8 +497,7 @@ def _search(  # noqa: C901 (the backtracking search: its branches are the algori
 
     def bound() -> Callable[[SaleState], bool]:
         least = max(open_units, open_needs[-1] if open_needs else 0) - open_returns
-        most = ceiling.most() if ceiling is not None else None
-        most = most if most is not None else 1 << 62
+        most = ceiling.most() if ceiling is not None else math.inf
         return lambda state: least <= state.remaining <= most
 
     def order(i: int) -> None:
@@ -704,11 +704,11 @@ class _Ceiling:
         if i in self.cap:
             insort(self.pins, (self.ends[i], i))
 
-    def most(self) -> int | None:
-        """The bound of the pin that completes first (the tightest, mostly), or None
-        with none open."""
+    def most(self) -> float:
+        """The bound of the pin that completes first (the tightest, mostly); no bound
+        (infinity) with none open."""
         if not self.pins:
-            return None
+            return math.inf
         i = self.pins[0][1]
         return self.cap[i] + self._sum(self.reach[i]) - self.takes[i]
 

@@ -110,6 +110,14 @@ def window_sale(*, stock: int, buyers: int, clients: int, window: int = 5_000, p
     return [Reset(sku, stock, 0, window=window / 1e9), *events, Final(sku, remaining, orders, at)]
 
 
+def paid_after_due(events: list, window: int) -> int:
+    """How many payments in ``events`` landed after their order fell due: each leaves
+    an expiry that may or may not have happened before it."""
+    placed = {e.order_id: e.invoke for e in events if isinstance(e, Purchase) and e.outcome == OK}
+    return sum(isinstance(e, Pay) and e.outcome == OK and e.complete > placed[e.order_id] + window
+               for e in events)
+
+
 def _purchases(rng: random.Random, buyers: int, clients: int, window: int, busy: float, sku: str,
                events: list) -> list:
     """Each buyer's purchase, planned at a random instant inside its interval; a try

@@ -9,7 +9,7 @@ import pytest
 
 from common.history import FAILED, OK, PAID, REFUNDED, UNKNOWN, Final, Pay, Purchase, Reset
 from verdicts.checker import check
-from verdicts.synthetic import window_sale
+from verdicts.synthetic import paid_after_due, window_sale
 
 SKU = "s"
 WINDOW_NS = 100  # the window, in the histories' nanoseconds
@@ -233,10 +233,7 @@ def test_payments_held_up_past_their_due_cost_the_search_no_subsets_of_their_exp
     # ceiling on the units, the search spends far more than this budget on these seeds.
     events = window_sale(stock=60, buyers=460, clients=16, held=held, seed=seed)
     operations = len(events) - 2
-    placed = {e.order_id: e.invoke for e in events if isinstance(e, Purchase) and e.outcome == OK}
-    late = [e for e in events if isinstance(e, Pay) and e.outcome == OK
-            and e.complete > placed[e.order_id] + 5_000]
-    assert len(late) >= 5
+    assert paid_after_due(events, 5_000) >= 5
     v = check(events, budget_states=20 * operations).skus[0]
     assert v.linearizable is True, v.anomalies[:1]
     for broken in ([*events[:-1], replace(events[-1], remaining=events[-1].remaining + 1)],
