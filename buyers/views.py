@@ -9,12 +9,12 @@ import functools
 from django.contrib import admin
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from common.errors import ApplicationError, ChallengeRefused, SignInLocked, error_response
+from common.errors import ApplicationError, ChallengeRefused, SignInLocked, error_json
 from common.throttles import client_bucket
 
 from .apis import SignUpThrottle
@@ -42,17 +42,11 @@ def _throttled(request) -> HttpResponse | None:
                         headers={"Retry-After": str(int(throttle.wait() or 60))}, content_type="text/plain")
 
 
-def _json_error(error: ApplicationError) -> JsonResponse:
-    """``error`` in the API's JSON shape, as ``common.errors`` answers it."""
-    answer = error_response(error)
-    return JsonResponse(answer.body, status=answer.status, headers=answer.headers)
-
-
 def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResponse:
     """429 with Retry-After: the page again, saying how long to wait, or (no page) the
     JSON error."""
     if template is None:
-        return _json_error(locked)
+        return error_json(locked)
     error = f"{locked.message}: try again in {locked.headers['Retry-After']} s."
     response = render(request, template,
                       {"error": error, "next": _next(request), "sign_up_bits": sign_up_bits()},
@@ -81,7 +75,7 @@ def buyer_new(request):
     try:
         user, _ = buyer_create(solution=request.POST.get(SOLUTION_FIELD))
     except ChallengeRefused as e:
-        return _json_error(e)
+        return error_json(e)
     login(request, user, backend=MODEL_BACKEND)
     return redirect(_next(request))
 

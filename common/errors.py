@@ -315,6 +315,21 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     return Response(answer.body, status=answer.status, headers=answer.headers)
 
 
+def _answer(exc: ApplicationError) -> ErrorResponse:
+    if exc.__cause__ is not None and exc.status_code >= 500:
+        # What failed underneath (hosts, ports, users) is the operator's to read,
+        # never the client's.
+        logger.warning("%s %s: %s (%s: %s)", exc.status_code, exc.code, exc.message,
+                       type(exc.__cause__).__name__, exc.__cause__)
+    return ErrorResponse(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
+
+
+def error_json(error: ApplicationError) -> JsonResponse:
+    """``error`` in the API's JSON shape, for a plain Django view (no DRF)."""
+    answer = _answer(error)
+    return JsonResponse(answer.body, status=answer.status, headers=answer.headers)
+
+
 def error_response(exc: Exception) -> ErrorResponse | None:
     """The answer to ``exc`` (``exception_handler`` makes it a DRF ``Response``);
     None for an unexpected one: Django's 500 handler answers it."""
@@ -322,12 +337,7 @@ def error_response(exc: Exception) -> ErrorResponse | None:
         # Any view's; the purchase says more, in its own words (order_create).
         exc = database_failure(exc, then="retry") or exc
     if isinstance(exc, ApplicationError):
-        if exc.__cause__ is not None and exc.status_code >= 500:
-            # What failed underneath (hosts, ports, users) is the operator's to read,
-            # never the client's.
-            logger.warning("%s %s: %s (%s: %s)", exc.status_code, exc.code, exc.message,
-                           type(exc.__cause__).__name__, exc.__cause__)
-        return ErrorResponse(error_body(exc.code, exc.message, **exc.extra), exc.status_code, exc.headers)
+        return _answer(exc)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.APIException):

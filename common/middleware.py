@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 
-from .errors import ApplicationError, error_response
+from .errors import ApplicationError, error_json
 from .requestlog import request_named
 
 
@@ -65,7 +65,4 @@ class ApplicationErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exc: Exception) -> HttpResponse | None:
-        answer = error_response(exc) if isinstance(exc, ApplicationError) else None
-        if answer is None:
-            return None
-        return JsonResponse(answer.body, status=answer.status, headers=answer.headers)
+        return error_json(exc) if isinstance(exc, ApplicationError) else None
