@@ -21,9 +21,11 @@ neither waits on this process's interpreter lock: both share the machine's cores
 with the stack, so the people's devices here are slower than a crowd's own, and the
 bot's rig is what this machine has to spare.
 
-The server's CPU a check: ``challenge_verify`` on solved challenges in one process
-with the stack's settings (its one ``SET NX`` in the cache's Redis included; Redis's
-own CPU not).
+The server's CPU a check, in one process with the stack's settings: the solution read
+(``challenge_read``: its signature and hash), and a new buyer's whole place asked in
+a room with work and in one without (``place_ask``), the app's CPU and Redis's
+(``INFO cpu``) a place, the difference: the work's single use is a ``SET NX`` in the
+room's own script, on the call the ask makes anyway.
 """
 
 from __future__ import annotations
@@ -175,26 +177,65 @@ def solver(pool: ProcessPoolExecutor):
     return lambda token, bits: pool.submit(challenge_solve, token, bits).result()
 
 
-def verify_cpu_us(config: StackConfig, checks: int) -> float:
-    """The server's CPU a check, µs, in a process with the stack's settings."""
+@dataclass(frozen=True)
+class CheckCost:
+    """What a place with work costs beyond one without, µs an ask."""
+
+    read_us: float  # the app: the solution read (signature, hash)
+    ask_us: float  # the app: the whole ask, with a proof against without
+    redis_us: float  # Redis: the ask's script, with a proof (its SET NX) against without
+
+
+def check_cost(config: StackConfig, checks: int) -> CheckCost:
+    """Measured in a process with the stack's settings (``_check_only``)."""
     env = {**os.environ, **config.app_environment("bench-bots")}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.bots", "--verify-only", str(checks)],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bots", "--check-only", str(checks)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    return CheckCost(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _verify_only(checks: int) -> None:
+def _check_only(checks: int) -> None:
     import django
 
     django.setup()
-    from common.challenges import challenge_issue, challenge_solve, challenge_verify
+    from common.challenges import challenge_issue, challenge_read
+    from common.gateredis import gate_redis
+    from orders.reset import sale_reset
+    from waitingroom.services import RoomTerms, place_ask, room_purpose
 
-    solutions = [challenge_solve(challenge_issue(purpose="bench", bits=8).token, 8) for _ in range(checks)]
-    challenge_verify(solution=solutions.pop(), purpose="bench", bits=8)  # connected, warmed
+    def redis_cpu_s() -> float:
+        cpu = gate_redis().info("cpu")
+        return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+
+    def asks(sku: str, solutions: list) -> tuple[float, float]:
+        """Each solution (None: no work) a new buyer's place; the app's and Redis's CPU
+        an ask, µs."""
+        place_ask(sku=sku, buyer="warm-up", solution=solutions.pop())  # connected, scripts loaded
+        app, server = time.process_time(), redis_cpu_s()
+        for solution in solutions:
+            place_ask(sku=sku, buyer=uuid.uuid4().hex, solution=solution)
+        return ((time.process_time() - app) / len(solutions) * 1e6,
+                (redis_cpu_s() - server) / len(solutions) * 1e6)
+
+    run = uuid.uuid4().hex[:6]
+    plain, work = f"bench-check-{run}-plain", f"bench-check-{run}-work"
+    for sku, bits in ((plain, 0), (work, 8)):
+        sale_reset(sku=sku, stock=1, strategy="atomic", room=RoomTerms.given(rate=1, challenge_bits=bits))
+    solutions = [challenge_solve(challenge_issue(purpose=room_purpose(work), bits=8).token, 8)
+                 for _ in range(checks)]
     started = time.process_time()
     for solution in solutions:
-        challenge_verify(solution=solution, purpose="bench", bits=8)
-    print((time.process_time() - started) / len(solutions) * 1e6)
+        challenge_read(solution=solution, purpose=room_purpose(work))
+    read_us = (time.process_time() - started) / len(solutions) * 1e6
+    # Alternating tenths, so that neither side has the quieter moments to itself.
+    tenth = max(checks // 10, 2)
+    plain_asks, work_asks = [], []
+    for start in range(0, checks, tenth):
+        plain_asks.append(asks(plain, [None] * tenth))
+        work_asks.append(asks(work, solutions[start:start + tenth]))
+    more = [(w[0] - p[0], w[1] - p[1]) for w, p in zip(work_asks, plain_asks, strict=True)]
+    print(json.dumps({"read_us": read_us, "ask_us": statistics.mean(m[0] for m in more),
+                      "redis_us": statistics.mean(m[1] for m in more)}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,13 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--people-cores", type=int, default=4,
                         help="processes the people's work is solved in (their devices, on this machine)")
     parser.add_argument("--bits", type=int, default=17, help="the room's proof of work, when on")
-    parser.add_argument("--checks", type=int, default=5000, help="solutions checked for the CPU a check")
-    parser.add_argument("--verify-only", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--checks", type=int, default=5000,
+                        help="places asked with work (and as many without), for the CPU a check")
+    parser.add_argument("--check-only", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/bots.md, for the docs")
     args = parser.parse_args(argv)
-    if args.verify_only:
-        _verify_only(args.verify_only)
+    if args.check_only:
+        _check_only(args.check_only)
         return 0
     command = "python -m benchmarks.bots " + shlex.join(sys.argv[1:] if argv is None else argv)
     config = StackConfig.from_env()
@@ -227,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             sales.append(one_sale(config, args, work=work, people=people, bots=bots))
             print(json.dumps({"work": work, "bot": sales[-1].bot_units, "people": sales[-1].people_units}),
                   file=sys.stderr)
-    cpu_us = verify_cpu_us(config, args.checks)
+    cost = check_cost(config, args.checks)
 
     def row(work: bool) -> str:
         these = [s for s in sales if s.work is work]
@@ -251,8 +293,11 @@ def main(argv: list[str] | None = None) -> int:
               "|---|---:|---:|---:|---:|---|")
         print(row(False))
         print(row(True))
-        print(f"\nThe server's CPU to check a solution: **{cpu_us:.0f} µs** (`challenge_verify`, "
-              f"{args.checks:,} checks in one process, its `SET NX` included).")
+        print(f"\nWhat checking a place's work costs the server, µs a place ({args.checks:,} places in "
+              "rooms with work and without, the difference):\n\n"
+              "| the app: the solution read (signature, hash) | the app: the whole ask | "
+              "Redis: the ask's script |\n|---:|---:|---:|\n"
+              f"| {cost.read_us:.0f} | **{cost.ask_us:.0f}** | {cost.redis_us:.0f} |")
     return 0
 
 

@@ -8,13 +8,15 @@ client finds a nonce such that SHA-256 of ``<token>:<nonce>`` starts with that m
 zero bits (about 2^bits hashes: 2^16 is a few tens of milliseconds in a browser's
 Web Worker, hundreds of thousands of them a bot's CPU-seconds) and sends
 ``<token>:<nonce>`` with its request. Checking it costs the server one HMAC and one
-hash, and one ``SET NX`` in the shared cache that makes each solution good once.
+hash, and one ``SET NX`` that makes each solution good once.
 
 A solution is refused (``ChallengeRefused``, 403 ``challenge_refused``, its
 ``reason``) when missing, forged or altered, of another purpose, easier than the
-door now asks, past its end, short of its zero bits, or used before. When the
-cache's Redis cannot be reached, a solution is not checked for reuse (logged): the
-door stays open to those who did the work.
+door now asks, past its end, short of its zero bits, or used before. The work is read
+without I/O (``challenge_read``); its single use is a ``SET NX``: in the shared cache
+(``challenge_verify``: when that Redis cannot be reached, a solution is not checked
+for reuse, logged, and the door stays open to those who did the work), or in the
+script of the door's own state (the waiting room's ask), at no extra round trip.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from .cache_errors import CACHE_ERRORS
 from .errors import ChallengeRefused
 from .work import challenge_solve, zero_bits
 
-__all__ = ["Challenge", "challenge_issue", "challenge_solve", "challenge_verify", "zero_bits"]
+__all__ = ["Challenge", "Proof", "challenge_issue", "challenge_read", "challenge_solve", "challenge_verify",
+           "zero_bits"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +63,23 @@ def challenge_issue(*, purpose: str, bits: int) -> Challenge:
     return Challenge(token, bits, expires)
 
 
-def challenge_verify(*, solution: str | None, purpose: str, bits: int) -> None:
-    """Accept ``solution`` for ``purpose`` at ``bits`` (0: nothing asked), once.
+@dataclass(frozen=True)
+class Proof:
+    """A solution's work, checked offline (``challenge_read``): what is left is to
+    spend it once (``spend``, a key its ``challenge_id`` names, ``ttl_s`` long)."""
+
+    bits: int
+    challenge_id: str
+    ttl_s: int
+
+
+def challenge_read(*, solution: str | None, purpose: str) -> Proof:
+    """The work ``solution`` shows for ``purpose``: signed here, for that purpose,
+    unexpired, solved to its bits. No I/O: whether it is easier than the door asks
+    and whether it was used before are the caller's to decide.
 
     :raises ChallengeRefused: with why (``reason``).
     """
-    if bits <= 0:
-        return
     if not solution or ":" not in solution:
         raise ChallengeRefused.because("missing", purpose)
     token, _, nonce = solution.rpartition(":")
@@ -76,15 +89,29 @@ def challenge_verify(*, solution: str | None, purpose: str, bits: int) -> None:
         raise ChallengeRefused.because("invalid", purpose) from None
     if given_purpose != purpose:
         raise ChallengeRefused.because("other_purpose", purpose)
-    if not isinstance(given_bits, int) or given_bits < bits:
-        raise ChallengeRefused.because("too_easy", purpose)
+    if not isinstance(given_bits, int) or not isinstance(challenge_id, str):
+        raise ChallengeRefused.because("invalid", purpose)
     left = expires - time.time() if isinstance(expires, int | float) else -1
     if left <= 0:
         raise ChallengeRefused.because("expired", purpose)
     if len(nonce) > 20 or zero_bits(hashlib.sha256(solution.encode()).digest()) < given_bits:
         raise ChallengeRefused.because("unsolved", purpose)
+    return Proof(given_bits, challenge_id, int(left) + 1)
+
+
+def challenge_verify(*, solution: str | None, purpose: str, bits: int) -> None:
+    """Accept ``solution`` for ``purpose`` at ``bits`` (0: nothing asked), once: its
+    use marked in the shared cache.
+
+    :raises ChallengeRefused: with why (``reason``).
+    """
+    if bits <= 0:
+        return
+    proof = challenge_read(solution=solution, purpose=purpose)
+    if proof.bits < bits:
+        raise ChallengeRefused.because("too_easy", purpose)
     try:
-        fresh = cache.add(f"challenge:{challenge_id}", 1, timeout=int(left) + 1)
+        fresh = cache.add(f"challenge:{proof.challenge_id}", 1, timeout=proof.ttl_s)
     except CACHE_ERRORS as e:
         logger.warning("challenges: Redis unreachable, a solution not checked for reuse: %s", e)
         return

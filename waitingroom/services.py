@@ -25,8 +25,8 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from common.challenges import Challenge, challenge_issue, challenge_verify
-from common.errors import AdmissionRefused, NotFound, PlacesBounded, Unavailable
+from common.challenges import Challenge, Proof, challenge_issue, challenge_read
+from common.errors import AdmissionRefused, ChallengeRefused, NotFound, PlacesBounded, Unavailable
 from common.metrics import count
 from inventory.models import Product
 
@@ -145,14 +145,15 @@ def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None =
     :raises ChallengeRefused: a new place, and ``solution`` does not show the work.
     :raises Unavailable: Redis cannot be reached.
     """
+    proof, refused = _proof(solution, room_purpose(sku))
     try:
-        asked = _asked(sku=sku, buyer=buyer, address=address, proven=False)
-        if asked.state == "challenge":
-            bits = _room_bits(sku)
-            challenge_verify(solution=solution, purpose=room_purpose(sku), bits=bits or 0)
-            asked = _asked(sku=sku, buyer=buyer, address=address, proven=True)
+        asked = _asked(sku=sku, buyer=buyer, address=address, proof=proof)
     except redis.RedisError as e:
         raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}", backend="redis") from e
+    if asked.state == "challenge":
+        raise refused or ChallengeRefused.because("too_easy", room_purpose(sku))
+    if asked.state == "spent":
+        raise ChallengeRefused.because("used", room_purpose(sku))
     for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
                             (metrics.SKIPPED, asked.skipped)):
         if amount:
@@ -175,11 +176,21 @@ def _room_bits(sku: str) -> int | None:
     return Room.objects.filter(product__sku=sku).values_list("challenge_bits", flat=True).first()
 
 
-def _asked(*, sku: str, buyer: str, address: str, proven: bool) -> store.Asked:
-    asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proven=proven)
+def _proof(solution: str | None, purpose: str) -> tuple[Proof | None, ChallengeRefused | None]:
+    """The work ``solution`` shows, read without I/O, or why it shows none: said only
+    if the room asks for work of a new place (a returning buyer needs none). The room's
+    script compares it with the room's bits and spends it, in the ask's one call."""
+    try:
+        return challenge_read(solution=solution, purpose=purpose), None
+    except ChallengeRefused as e:
+        return None, e
+
+
+def _asked(*, sku: str, buyer: str, address: str, proof: Proof | None) -> store.Asked:
+    asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proof=proof)
     if asked.state == "none":  # no room, or Redis lost it: the row says which
         _reopened(sku)
-        asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proven=proven)
+        asked = store.room_ask(sku=sku, buyer=buyer, address=address, join=True, proof=proof)
     return asked
 
 

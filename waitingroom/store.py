@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.challenges import Proof
 from common.gateredis import gate_redis, sku_tag
 from common.scripts import script_on
 
@@ -60,7 +61,7 @@ def spend_keys(sku: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Asked:
-    state: str  # none, outside, bounded, challenge, waiting, admitted, expired, used
+    state: str  # none, outside, bounded, challenge, spent, waiting, admitted, expired, used
     position: int
     ahead: int  # places before this one still in the queue (some may be skipped yet)
     admission_ends_ms: int  # 0 unless admitted
@@ -105,13 +106,15 @@ def room_drop(*, sku: str) -> None:
     _client().delete(*room_keys(sku).values())
 
 
-def room_ask(*, sku: str, buyer: str, address: str, join: bool, proven: bool = False) -> Asked:
-    """``buyer``'s ask (``lua/ask.lua``); ``proven``: it showed the work a new place
-    costs, if the room asks any (without it, such a room answers ``challenge``)."""
-    keys = room_keys(sku)
+def room_ask(*, sku: str, buyer: str, address: str, join: bool, proof: Proof | None = None) -> Asked:
+    """``buyer``'s ask (``lua/ask.lua``). ``proof``: the work it showed, checked
+    offline (``common.challenges.challenge_read``); a room that asks for work takes a
+    new place only with enough of it (else ``challenge``), and one place a proof
+    (else ``spent``)."""
+    keys = [*_keys(sku, _PARTS), _keys(sku, (f"proof:{proof.challenge_id if proof else ''}",))[0]]
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
-        keys=[keys[p] for p in _PARTS], args=[buyer, address, "1" if join else "0", MOST_SKIPS,
-                                             repr(random.random()), "1" if proven else "0"])
+        keys=keys, args=[buyer, address, "1" if join else "0", MOST_SKIPS, repr(random.random()),
+                         proof.bits if proof else 0, proof.ttl_s if proof else 1])
     return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 

@@ -18,17 +18,20 @@
 -- KEYS[7] addresses (hash: address -> places it took this sale)
 -- KEYS[8] used (hash: buyer -> the purchase that spent its admission)
 -- KEYS[9] origins (hash: buyer -> the address its place is counted against)
+-- KEYS[10] the proof's mark (string, set once: a solution takes one place)
 -- ARGV[1] the buyer   ARGV[2] its address ('' : not counted)   ARGV[3] '1': take a place if none
 -- ARGV[4] most skips in one ask (bounds the script's time)
 -- ARGV[5] a random fraction in [0, 1), the caller's: this place's turn, if it is taken
 --         before the opening of a shuffled room
--- ARGV[6] '1': the caller checked the proof of work a new place costs (a room with
---         challenge_bits takes none without it)
+-- ARGV[6] the zero bits of the proof of work the caller checked (0: none shown); a
+--         room with more challenge_bits takes no place without it
+-- ARGV[7] seconds the proof's mark is kept (till the proof's end)
 -- Returns {state, position, ahead, admission's end ms, now ms, sale, rate, joined, admitted, skipped}
 -- (the last three: what this ask did: 1 if it took a place, and how many it admitted
 -- and skipped), state one of
 -- 'none' (no room), 'outside' (no place, none taken), 'bounded' (the address took its
--- places), 'challenge' (a new place costs proof of work, not shown), 'waiting', 'admitted', 'expired' (an admission that ran out unused), 'used'
+-- places), 'challenge' (a new place costs more proof of work than shown), 'spent' (the proof
+-- took a place before), 'waiting', 'admitted', 'expired' (an admission that ran out unused), 'used'
 -- (spent by a purchase).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -79,8 +82,14 @@ if not position then
   if counted and tonumber(redis.call('HGET', KEYS[7], ARGV[2]) or 0) >= per_address then
     return {'bounded', 0, 0, 0, now, sale, rate, 0, 0, 0}
   end
-  if ARGV[6] ~= '1' and tonumber(room[11] or 0) > 0 then
-    return {'challenge', 0, 0, 0, now, sale, rate, 0, 0, 0}
+  local bits = tonumber(room[11] or 0)
+  if bits > 0 then
+    if tonumber(ARGV[6]) < bits then
+      return {'challenge', 0, 0, 0, now, sale, rate, 0, 0, 0}
+    end
+    if not redis.call('SET', KEYS[10], '1', 'NX', 'EX', ARGV[7]) then
+      return {'spent', 0, 0, 0, now, sale, rate, 0, 0, 0}
+    end
   end
   if counted then
     redis.call('HINCRBY', KEYS[7], ARGV[2], 1)

@@ -14,12 +14,13 @@ from django.utils import timezone
 from itsdangerous import Signer
 from prometheus_client import REGISTRY
 
-from common.errors import AdmissionRefused, NotFound, PlacesBounded
+from common.challenges import challenge_issue, challenge_solve
+from common.errors import AdmissionRefused, ChallengeRefused, NotFound, PlacesBounded
 from common.gateredis import gate_redis
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from waitingroom.metrics import RoomCollector
-from waitingroom.services import RoomTerms, admission_checked, admission_spend, place_ask
+from waitingroom.services import RoomTerms, admission_checked, admission_spend, place_ask, room_purpose
 from waitingroom.store import room_keys
 from waitingroom.tokens import LEEWAY_S, admission_read, admission_token
 
@@ -173,6 +174,34 @@ def test_an_address_takes_a_bounded_number_of_places(settings):
         place_ask(sku=sku, buyer="bot-3", address="10.0.0.9")
     assert place_ask(sku=sku, buyer="bot-1", address="10.0.0.9").position == 1  # its own, asked again
     assert place_ask(sku=sku, buyer="bot-3", address="10.0.0.10").position == 3
+
+
+def _solved(sku: str, bits: int) -> str:
+    return challenge_solve(challenge_issue(purpose=room_purpose(sku), bits=bits).token, bits)
+
+
+def test_a_rooms_work_is_checked_and_spent_in_the_asks_one_call(settings, django_assert_num_queries):
+    settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 1
+    sku = open_room(terms=RoomTerms.given(rate=1, challenge_bits=6))
+    for solution, reason in ((None, "missing"), ("x" * 40 + ":1", "invalid"),
+                             (_solved("r-other", 6), "other_purpose"), (_solved(sku, 3), "too_easy")):
+        with pytest.raises(ChallengeRefused) as refused:
+            place_ask(sku=sku, buyer="ann", address="10.0.0.1", solution=solution)
+        assert refused.value.extra["reason"] == reason
+    solution = _solved(sku, 6)
+    with django_assert_num_queries(0):  # the room's bits are its script's to compare
+        assert place_ask(sku=sku, buyer="ann", address="10.0.0.1", solution=solution).position == 1
+    # Her place again, whatever she sends: a returning buyer needs no work.
+    assert place_ask(sku=sku, buyer="ann", address="10.0.0.1", solution="stale:1").position == 1
+    with pytest.raises(ChallengeRefused) as refused:
+        place_ask(sku=sku, buyer="bob", address="10.0.0.2", solution=solution)
+    assert refused.value.extra["reason"] == "used"
+    # A place refused for its address spends no work: the same solution takes one
+    # from another.
+    carl = _solved(sku, 6)
+    with pytest.raises(PlacesBounded):
+        place_ask(sku=sku, buyer="carl", address="10.0.0.1", solution=carl)
+    assert place_ask(sku=sku, buyer="carl", address="10.0.0.3", solution=carl).position == 2
 
 
 def test_a_skipped_place_gives_its_addresss_count_back(settings):
