@@ -29,17 +29,21 @@ pytestmark = pytest.mark.django_db
 # Admissions come as fast as asks find them (credit for a thousand a second), so that
 # the active bound decides who is admitted, not the clock.
 FAST = RoomTerms(rate=1000, active=2, admission_s=60)
-OPENS_IN = 0.05  # the sale opens this long after its reset: the asks before it queue
+# The sale opens this long after its reset: the asks before it queue, however slow the
+# machine, until a test opens it (``moved_on``).
+OPENS_IN = 3600
 
 
-def open_room(sku: str = "r-1", terms: RoomTerms = FAST) -> str:
+def open_room(sku: str = "r-1", terms: RoomTerms = FAST, opens_in: float = OPENS_IN) -> str:
     sale_reset(sku=sku, stock=10, strategy="atomic", room=terms,
-               starts_at=timezone.now() + timedelta(seconds=OPENS_IN))
+               starts_at=timezone.now() + timedelta(seconds=opens_in))
     return sku
 
 
-def moved_on() -> None:
-    time.sleep(OPENS_IN + 0.01)  # past the opening: the next ask has credit to admit with
+def moved_on(sku: str) -> None:
+    """The room's opening moved to now, as if its hour had passed: the next ask has a
+    second's credit to admit with (the room's clock is Redis's, so its record moves)."""
+    gate_redis().hset(room_keys(sku)["room"], "opens", 0)
 
 
 def spend(*, sku: str, buyer: str, token: str | None, key: str) -> bool:
@@ -65,7 +69,7 @@ def test_nobody_is_admitted_before_the_sale_opens_and_the_first_come_first_after
     for buyer in ("ann", "bob"):
         assert place_ask(sku=sku, buyer=buyer).state == "waiting"
     assert place_ask(sku=sku, buyer="ann").state == "waiting"  # a thousand a second, but not open yet
-    moved_on()
+    moved_on(sku)
     assert place_ask(sku=sku, buyer="bob").state == "waiting"  # ann came first
     assert place_ask(sku=sku, buyer="ann").state == "admitted"
 
@@ -91,7 +95,7 @@ def test_places_are_admitted_in_order_while_the_active_bound_has_room():
     sku = open_room()
     for buyer in ("ann", "bob", "cat"):
         place_ask(sku=sku, buyer=buyer)
-    moved_on()
+    moved_on(sku)
     cat = place_ask(sku=sku, buyer="cat")
     assert (cat.state, cat.ahead, cat.admission) == ("waiting", 0, None)  # ann and bob hold both slots
     ann = place_ask(sku=sku, buyer="ann")
@@ -101,7 +105,7 @@ def test_places_are_admitted_in_order_while_the_active_bound_has_room():
     assert ann.admission_expires_at == admitted.expires_at
     # ann buys: her slot frees, and cat's next ask admits her.
     spend(sku=sku, buyer="ann", token=ann.admission, key="k-ann")
-    moved_on()
+    moved_on(sku)
     assert place_ask(sku=sku, buyer="cat").state == "admitted"
     assert place_ask(sku=sku, buyer="ann").state == "used"
 
@@ -111,7 +115,7 @@ def test_a_place_nobody_asks_for_is_skipped_and_forgotten(settings):
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     place_ask(sku=sku, buyer="ann")
     place_ask(sku=sku, buyer="bob")
-    moved_on()
+    moved_on(sku)
     assert place_ask(sku=sku, buyer="bob").state == "admitted"  # ann's turn came; she was gone
     back = place_ask(sku=sku, buyer="ann")
     assert (back.state, back.position) == ("waiting", 3)  # at the back now
@@ -121,7 +125,7 @@ def test_an_admission_unused_in_its_time_frees_its_slot():
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=1))
     place_ask(sku=sku, buyer="ann")
     place_ask(sku=sku, buyer="bob")
-    moved_on()
+    moved_on(sku)
     ann = place_ask(sku=sku, buyer="ann")
     assert ann.state == "admitted" and place_ask(sku=sku, buyer="bob").state == "waiting"
     time.sleep(1.05)
@@ -136,7 +140,7 @@ def test_an_admission_unused_in_its_time_frees_its_slot():
 def test_an_admission_buys_once_for_its_buyer_and_its_sale():
     sku = open_room()
     place_ask(sku=sku, buyer="ann")
-    moved_on()
+    moved_on(sku)
     token = place_ask(sku=sku, buyer="ann").admission
 
     def reason(**changes) -> str:
@@ -212,7 +216,7 @@ def test_a_skipped_place_gives_its_addresss_count_back(settings):
     place_ask(sku=sku, buyer="bob", address="10.0.0.2")
     with pytest.raises(PlacesBounded):  # ann's office shares her address
         place_ask(sku=sku, buyer="cat", address="10.0.0.1")
-    moved_on()
+    moved_on(sku)
     assert place_ask(sku=sku, buyer="bob", address="10.0.0.2").state == "admitted"  # ann skipped
     assert place_ask(sku=sku, buyer="cat", address="10.0.0.1").state == "waiting"
 
@@ -222,7 +226,7 @@ def test_an_admission_run_out_unused_gives_its_addresss_count_back_and_a_spent_o
     sku = open_room(terms=RoomTerms(rate=1000, active=2, admission_s=1))
     place_ask(sku=sku, buyer="ann", address="10.0.0.1")
     place_ask(sku=sku, buyer="dan", address="10.0.0.4")
-    moved_on()
+    moved_on(sku)
     assert place_ask(sku=sku, buyer="ann", address="10.0.0.1").state == "admitted"
     dan = place_ask(sku=sku, buyer="dan", address="10.0.0.4")
     assert spend(sku=sku, buyer="dan", token=dan.admission, key="k-dan") is True
@@ -257,12 +261,13 @@ def test_places_admissions_skips_and_refusals_are_counted(settings):
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     place_ask(sku=sku, buyer="ann")
     place_ask(sku=sku, buyer="bob")
-    moved_on()
+    moved_on(sku)
     place_ask(sku=sku, buyer="bob")  # skips ann, admits bob
     assert {name: counted(name) - before[name] for name in before} == {"places": 2, "admissions": 1,
                                                                        "skipped": 1}
+    open_now = open_room(sku="r-open", opens_in=0)
     with pytest.raises(AdmissionRefused):
-        order_create(sku=sku, quantity=1, user_id="cat", idempotency_key="k-cat")
+        order_create(sku=open_now, quantity=1, user_id="cat", idempotency_key="k-cat")
     assert counted("refused", reason="missing") == refused + 1
 
 
@@ -270,7 +275,7 @@ def test_the_live_rooms_places_waiting_and_admissions_running_are_gauged():
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     for buyer in ("ann", "bob", "cat"):
         place_ask(sku=sku, buyer=buyer)
-    moved_on()
+    moved_on(sku)
     place_ask(sku=sku, buyer="bob")  # admits ann: one running, two waiting
     gauges = {family.name: family.samples[0].value for family in RoomCollector().collect()}
     assert gauges == {"flashsale_room_waiting": 2, "flashsale_room_active": 1}
