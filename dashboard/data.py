@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 import requests
 from django.conf import settings
-from django.core.cache import cache
 
-from common.cache_errors import CACHE_ERRORS, UNREADABLE, cache_read, cache_write
+from common.cache_errors import UNREADABLE, cache_awaited, cache_claimed, cache_read, cache_write
 from common.errors import InvalidInput, NotFound, Unavailable
 
 from .panels import PANELS, Panel
@@ -30,7 +29,6 @@ from .panels import PANELS, Panel
 # window (seconds) -> step (seconds): about 150 points a line, whichever is asked.
 WINDOWS = {60: 2, 300: 2, 900: 6, 3600: 24}
 DEFAULT_WINDOW = 300
-_POLL_S = 0.02
 _KEEP_S = 10  # the key carries the step's end: an entry is read only during its step
 
 
@@ -73,23 +71,11 @@ def panel_data_get(*, request: PanelRequest) -> dict:
         return _ask(request, deadline)
     if kept is not None:
         return kept
-    if not _fill_claimed(key, budget):
-        waited = time.monotonic() + budget / 2
-        while time.monotonic() < waited:
-            time.sleep(_POLL_S)
-            kept = cache_read(key)
-            if kept is not None and kept is not UNREADABLE:
-                return kept
+    if not cache_claimed(key, budget) and (kept := cache_awaited(key, wait_s=budget / 2)) is not None:
+        return kept
     data = _ask(request, deadline)
     cache_write(key, data, _KEEP_S)
     return data
-
-
-def _fill_claimed(key: str, budget: float) -> bool:
-    try:
-        return cache.add(f"{key}:fill", 1, timeout=budget)
-    except CACHE_ERRORS:
-        return True
 
 
 def _ask(request: PanelRequest, deadline: float) -> dict:

@@ -4,7 +4,7 @@ cache-aside that does, and beside a rebuild under a lock, ``scenarios.rebuilds``
 
 - ``LogicalExpiry``: the entry carries the moment it stops being fresh and lives
   much longer. A reader that finds it stale answers with it anyway; one reader per
-  freshness period (whose ``SET NX`` of a rebuild flag succeeds) loads the value and
+  freshness period (whose ``SET NX`` of a fill flag succeeds) loads the value and
   writes it back. Nobody waits; a reader may get a value up to one period plus one
   load old. The product page's read and the sale's public summary use this
   (``inventory.reads``, ``orders.selectors``).
@@ -24,9 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.core.cache import cache
-
-from common.cache_errors import CACHE_ERRORS, UNREADABLE, cache_read, cache_write
+from common.cache_errors import UNREADABLE, cache_awaited, cache_claimed, cache_read, cache_write
 
 COLD_POLL_S = 0.02  # how often a reader of a cold entry looks for the loader's
 
@@ -49,12 +47,15 @@ class LogicalExpiry:
             return self._loaded_here(name)
         if entry is not None:
             value, fresh_until = entry
-            if time.time() < fresh_until or not self._rebuild_claimed(key):
+            if time.time() < fresh_until or not cache_claimed(key, self.fresh_s()):
                 return value
             return self.refresh(name)
-        if self._rebuild_claimed(key):
+        if cache_claimed(key, self.fresh_s()):
             return self.refresh(name)
-        return self._awaited(name, key)
+        # Cold: another reader is loading; its value once written, or (it took too
+        # long, or failed) one loaded here.
+        entry = cache_awaited(key, wait_s=self.cold_wait_s, poll_s=COLD_POLL_S)
+        return entry[0] if entry is not None else self._loaded_here(name)
 
     def refresh(self, name: str) -> Any:
         """Load ``name`` and write it back, fresh (this process's own copy, kept
@@ -63,27 +64,6 @@ class LogicalExpiry:
         value = self.load(name)
         cache_write(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
         return value
-
-    def _rebuild_claimed(self, key: str) -> bool:
-        """Whether this reader is the one to rebuild a stale entry: one per period;
-        the flag lives as long as the period, so a rebuilder that died frees it."""
-        try:
-            return cache.add(f"{key}:rebuild", 1, timeout=self.fresh_s())
-        except CACHE_ERRORS:
-            return True
-
-    def _awaited(self, name: str, key: str) -> Any:
-        """A cold entry another reader is loading: its value once written, or (it
-        took too long, or failed) one loaded here."""
-        deadline = time.monotonic() + self.cold_wait_s
-        while time.monotonic() < deadline:
-            time.sleep(COLD_POLL_S)
-            entry = cache_read(key)
-            if entry is UNREADABLE:
-                break
-            if entry is not None:
-                return entry[0]
-        return self._loaded_here(name)
 
     def _loaded_here(self, name: str) -> Any:
         """The value this process loaded within the freshness period, loaded by one

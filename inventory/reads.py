@@ -5,7 +5,7 @@ one of them used to be a query. Here the answer is kept in Redis with a **logica
 expiry** (``inventory.readcache.LogicalExpiry``): the entry carries the moment it
 stops being fresh (``FLASHSALE_PRODUCT_FRESH_MS``, 500 ms), and lives much longer
 than that. A reader that finds it stale still answers with it, and one reader at a
-time (the one whose ``SET NX`` of the rebuild flag succeeds) reads the row again and
+time (the one whose ``SET NX`` of the fill flag succeeds) reads the row again and
 writes it back. So the stock figure is at most the freshness plus one rebuild
 behind the database, a
 hot product costs one query per freshness period across all instances, and nobody
