@@ -77,6 +77,9 @@ class StackConfig:
     expiry_pause_ms: float = 0.0  # the expirer's pause with a batch in hand (the verdicts widen it)
     payment_grace_s: float = 5.0  # FLASHSALE_PAYMENT_GRACE_S, which a buyer racing the expirer needs
     payprovider_decline: float = 0.0  # share of payments declined whatever the card
+    # A new buyer's proof of work (FLASHSALE_SIGN_UP_CHALLENGE_BITS): none unless asked
+    # for, since the load tools make hundreds of buyers, in Python.
+    sign_up_challenge_bits: int = 0
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -125,6 +128,7 @@ class StackConfig:
             expiry_pause_ms=env.float("FLASHSALE_EXPIRY_PAUSE_MS", default=0.0),
             payment_grace_s=env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0),
             payprovider_decline=env.float("PAYPROVIDER_DECLINE", default=0.0),
+            sign_up_challenge_bits=env.int("FLASHSALE_SIGN_UP_CHALLENGE_BITS", default=0),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -359,7 +363,7 @@ class StackConfig:
             "FLASHSALE_PAY_DECLINES_PER_BUYER": os.environ.get("FLASHSALE_PAY_DECLINES_PER_BUYER", ""),
             # Hundreds of them, in Python: new buyers cost no work unless asked for
             # (a waiting room's places do when its reset says so).
-            "FLASHSALE_SIGN_UP_CHALLENGE_BITS": os.environ.get("FLASHSALE_SIGN_UP_CHALLENGE_BITS", "0"),
+            "FLASHSALE_SIGN_UP_CHALLENGE_BITS": str(self.sign_up_challenge_bits),
             # And fail to sign in from it (the schema's fuzzer, thousands of times): the
             # lockout counts per username only (0: not per client) unless asked for.
             "FLASHSALE_SIGN_IN_FREE_PER_CLIENT": os.environ.get("FLASHSALE_SIGN_IN_FREE_PER_CLIENT", "0"),

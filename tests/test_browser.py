@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -327,3 +328,29 @@ def test_a_room_that_asks_for_work_gets_it_from_the_pages_worker_then_a_place(st
     asks = [solution for url, solution in seen if url.endswith(f"/api/products/{sku}/room")]
     assert any(url.endswith(f"/api/products/{sku}/room/challenge") for url, _ in seen)
     assert asks[0] is None and any(asks)  # refused without; given a place with one
+
+
+def test_with_sign_up_work_on_both_sign_up_forms_solve_it_in_the_worker_then_sign_in(stack_apps, stack_config,
+                                                                                    page):
+    """A new buyer costs proof of work (FLASHSALE_SIGN_UP_CHALLENGE_BITS): the sign-up
+    page's form and the shop page's "continue as a new buyer" each fetch the challenge,
+    solve it in the Web Worker, and post the solution with the form: signed in."""
+    stack_apps(sign_up_challenge_bits=12)
+    posted = []
+    page.on("request", lambda r: r.method == "POST" and posted.append((r.url, r.post_data or "")))
+    page.goto(f"{stack_config.base_url}/buyers/sign-up")
+    page.fill("#username", f"worker-{uuid.uuid4().hex[:8]}")
+    page.fill("#password", "a long enough passphrase")
+    page.click("#sign-up")
+    page.wait_for_url(f"{stack_config.base_url}/**", timeout=30_000)
+    expect(page.locator("#sign-out")).to_be_visible()
+    forms = [parse_qs(data) for url, data in posted if url.endswith("/buyers/sign-up")]
+    assert any(url.endswith("/api/buyers/challenge") for url, _ in posted)
+    assert len(forms) == 1 and ":" in forms[0]["challenge_solution"][0]  # the work done before the form went
+    page.click("#sign-out")
+    page.goto(f"{stack_config.base_url}/")
+    page.click("#new-buyer")
+    expect(page.locator("#new-buyer-work")).to_contain_text("proof of work")
+    expect(page.locator("#sign-out")).to_be_visible(timeout=30_000)
+    news = [parse_qs(data) for url, data in posted if url.endswith("/buyers/new")]
+    assert len(news) == 1 and ":" in news[0]["challenge_solution"][0]
