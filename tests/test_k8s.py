@@ -140,9 +140,19 @@ print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
 """
 
 
+_SETTINGS: dict[tuple, dict] = {}  # each environment's, loaded once a run: a Python process each
+
+
 def settings_of(env: dict[str, str]) -> dict:
     """The settings a process of exactly this environment gets; AssertionError with
     Django's complaint when they refuse to load (a required setting missing)."""
+    key = tuple(sorted(env.items()))
+    if key not in _SETTINGS:
+        _SETTINGS[key] = _loaded_settings(env)
+    return _SETTINGS[key]
+
+
+def _loaded_settings(env: dict[str, str]) -> dict:
     with tempfile.TemporaryDirectory() as private:
         # The pod's /tmp is its own; this machine's is shared: its metrics go elsewhere.
         if "PROMETHEUS_MULTIPROC_DIR" in env:
