@@ -163,37 +163,74 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
              f"their purchases until the last of the old has stopped")
     else:
         config.released_file.touch()
-    if not rolling or not _running(sup, "nginx") or not running:
-        _replace(sup, config, replaced)
-        _released(config, before, switch)
-        _start(sup, config, [app(config, name) for name in new])
-        return
-    # The second half keeps serving while the first restarts; without an unchanged
-    # instance to serve meanwhile, at least one (a lone instance cannot: it restarts
-    # with its requests failing).
-    keep = [] if steady else replaced[(len(replaced) + 1) // 2:]
-    first = [name for name in replaced if name not in keep]
-    if first and len(first) < len(running):
-        _nginx_send_to(sup, config, [name for name in running if name not in first])
-    _replace(sup, config, first)
-    starting = [name for name in new if name not in steady and name not in keep]
-    _start(sup, config, [app(config, name) for name in starting])
-    if keep:
-        _nginx_send_to(sup, config, [name for name in new if name in steady or name in starting])
-        _replace(sup, config, keep)
-    _released(config, before, switch)
+    leaving = switch and "gate" in before and config.strategy != "gate"
+    with _barrier(config, leaving) as barrier:
+        if not rolling or not _running(sup, "nginx") or not running:
+            _replace(sup, config, replaced)
+            barrier.release()
+            _start(sup, config, [app(config, name) for name in new])
+            return
+        # The second half keeps serving while the first restarts; without an unchanged
+        # instance to serve meanwhile, at least one (a lone instance cannot: it restarts
+        # with its requests failing).
+        keep = [] if steady else replaced[(len(replaced) + 1) // 2:]
+        first = [name for name in replaced if name not in keep]
+        if first and len(first) < len(running):
+            _nginx_send_to(sup, config, [name for name in running if name not in first])
+        _replace(sup, config, first)
+        starting = [name for name in new if name not in steady and name not in keep]
+        _start(sup, config, [app(config, name) for name in starting])
+        if keep:
+            _nginx_send_to(sup, config, [name for name in new if name in steady or name in starting])
+            barrier.holding()
+            _replace(sup, config, keep)
+        barrier.release()
     _start(sup, config, [app(config, name) for name in keep if name in new])
 
 
-def _released(config: StackConfig, before: set[str], switch: bool) -> None:
-    """The barrier lifted, once no instance of the old strategy runs: leaving the gate,
-    after its sales of the products that follow the default are written and closed."""
-    if not switch:
-        return
-    if "gate" in before and config.strategy != "gate":
-        _manage(config, "gate_leave")
-    config.released_file.touch()
-    _say(f"strategy {config.strategy}: purchases released")
+class _Barrier:
+    """The new strategy's barrier (``orders.barrier``): ``holding()`` once nginx sends
+    purchases to its held instances, ``release()`` once no instance of the old
+    strategy runs. Leaving the gate, its sales of the products that follow the default
+    are written and closed first (``manage.py gate_leave``), by a command started
+    before the hold and waiting for its cue: the held purchases do not wait for Django
+    to start."""
+
+    def __init__(self, config: StackConfig, leave: subprocess.Popen | None, cue: Path):
+        self.config, self.leave, self.cue = config, leave, cue
+        self.held: float | None = None
+
+    def holding(self) -> None:
+        self.held = time.monotonic()
+
+    def release(self) -> None:
+        if self.leave is not None:
+            self.cue.touch()
+            said, _ = self.leave.communicate()
+            if self.leave.returncode:
+                raise StackError(f"gate_leave failed:\n{said}")
+        if not self.config.released_file.exists():
+            self.config.released_file.touch()
+            held = f", held {time.monotonic() - self.held:.1f} s" if self.held is not None else ""
+            _say(f"strategy {self.config.strategy}: purchases released{held}")
+
+
+@contextmanager
+def _barrier(config: StackConfig, leaving: bool) -> Iterator[_Barrier]:
+    """A switch's ``_Barrier``; ``leaving`` the gate, its ``gate_leave`` started now."""
+    cue = config.dir("barrier") / "gate-stopped"
+    cue.unlink(missing_ok=True)
+    env = {**os.environ, **config.app_environment("migrate")}
+    leave = subprocess.Popen([sys.executable, "manage.py", "gate_leave", "--after", str(cue)], cwd=ROOT,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True) if leaving else None
+    try:
+        yield _Barrier(config, leave, cue)
+    finally:
+        if leave is not None and leave.poll() is None:
+            leave.kill()  # a switch that failed before its release: the command is ours
+            leave.wait()
+        cue.unlink(missing_ok=True)
 
 
 def _start_front(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[str, str]],

@@ -1,5 +1,8 @@
 """``manage.py gate_leave``: hand the gate's sales of the default's products to the database."""
 
+import time
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import ApplicationError
@@ -14,8 +17,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--within", type=float, default=60.0,
                             help="seconds the persisters have to write them (default 60)")
+        parser.add_argument("--after", type=Path, metavar="FILE",
+                            help="first wait (as long again) until FILE exists: started before the last "
+                                 "instance under the gate stops, the command is ready when it has")
 
-    def handle(self, *args, within, **options):
+    def handle(self, *args, within, after, **options):
+        if after is not None:
+            deadline = time.monotonic() + within
+            while not after.exists():
+                if time.monotonic() > deadline:
+                    raise CommandError(f"{after} not there within {within:g} s: nothing handed over")
+                time.sleep(0.01)
         try:
             skus = gate_leave(within=within)
         except ApplicationError as e:

@@ -1,0 +1,35 @@
+"""``manage.py gate_leave``: the gate's sales of the default's products handed to the
+database, and (``--after``) only once the stack's cue says no instance sells under
+the gate any more: the command starts before the last one stops, and waits."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from orders.gate.lifecycle import gate_listed
+from orders.reset import sale_reset
+
+from .test_gate import buy, persist
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@override_settings(FLASHSALE_STRATEGY="gate")
+def test_the_gates_sales_are_handed_over_only_once_its_cue_is_there(tmp_path, capsys):
+    sale_reset(sku="sku-1", stock=5)
+    buy("k1")
+    persist()
+    cue = tmp_path / "gate-stopped"
+    with pytest.raises(CommandError, match="not there within"):
+        call_command("gate_leave", after=cue, within=0.2)
+    assert gate_listed() == ["sku-1"]  # nothing handed over without the cue
+    timer = threading.Timer(0.3, cue.touch)
+    timer.start()
+    call_command("gate_leave", after=cue, within=5)
+    timer.join()
+    assert "handed to the database: sku-1" in capsys.readouterr().out
+    assert gate_listed() == []
