@@ -44,7 +44,7 @@ end
 return {ARGV[2], redis.call('INCR', KEYS[1])}
 """
 COUNTER = "test:pipeline:runs"
-PAUSE_MS = 300  # the first batch held this long; the others come within the first 100 ms
+HELD_MS = 10_000  # the most Redis holds the first batch while the others come
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +69,12 @@ def gate_client():
     client.close()
 
 
-def run_together(pipeline: ScriptPipeline, calls: list[tuple[int, str]], *, pause: redis.Redis,
-                 then=None) -> list:
+def run_together(pipeline: ScriptPipeline, calls: list[tuple[int, str]], *, pause: redis.Redis) -> list:
     """Each call (spin ms, name) from a thread of its own, started in order while
-    Redis is paused: the first goes alone, the rest wait and go together. ``then``,
-    if given, is sent from one more thread after them: Redis runs it once the first
-    has run (it resumes paused clients in the order they came), before the rest are
-    sent. Each thread's reply, or the error it raised."""
+    Redis holds every script (``CLIENT PAUSE WRITE``): the first goes alone, the rest
+    wait in the pipeline, in order, and go together once it is answered. Redis lets go
+    once they all wait, however long starting them took. Each thread's reply, or the
+    error it raised."""
     results: list = [None] * len(calls)
 
     def one(i: int) -> None:
@@ -85,13 +84,17 @@ def run_together(pipeline: ScriptPipeline, calls: list[tuple[int, str]], *, paus
         except Exception as e:  # noqa: BLE001 - the test reads each thread's error
             results[i] = e
 
-    pause.execute_command("CLIENT", "PAUSE", PAUSE_MS, "ALL")
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
-    if then is not None:
-        threads.append(threading.Thread(target=then))
-    for thread in threads:
-        thread.start()
-        time.sleep(0.01)  # in this order
+    pause.execute_command("CLIENT", "PAUSE", HELD_MS, "WRITE")  # EVALSHA and SCRIPT FLUSH are writes
+    try:
+        for i, thread in enumerate(threads):
+            thread.start()
+            # The first: out (nothing left waiting); each later one: in line behind it.
+            deadline = time.monotonic() + HELD_MS / 1000
+            while not (pipeline._out and len(pipeline._waiting) == i) and time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        pause.execute_command("CLIENT", "UNPAUSE")
     for thread in threads:
         thread.join(10)
     assert not any(thread.is_alive() for thread in threads), "a purchase was left waiting"
@@ -155,13 +158,18 @@ def test_when_redis_cannot_be_reached_every_purchase_is_told_nothing_was_sent():
 
 def test_a_batch_redis_does_not_know_the_script_of_is_loaded_and_sent_again_once(gate_client):
     sizes: list[int] = []
-    pipeline = ScriptPipeline(gate_client.register_script(COUNTING), sent=sizes.append)
-    assert pipeline.run([COUNTER], [0, "known"]).value == ["known", 1]
     flusher = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL)
-    flusher.ping()  # connected before the pause: its flush is held in line behind the first batch
-    # Forgotten (as by a restart without persistence) after the first batch ran, before the second.
-    results = run_together(pipeline, [(0, f"p{i}") for i in range(5)], pause=gate_client,
-                           then=flusher.script_flush)
+
+    def sent(size: int) -> None:
+        sizes.append(size)
+        if len(sizes) == 2:
+            # Forgotten (as by a restart without persistence) after the first batch ran,
+            # before the second is sent: told of a batch, the pipeline has not sent the next.
+            flusher.script_flush()
+
+    pipeline = ScriptPipeline(gate_client.register_script(COUNTING), sent=sent)
+    assert pipeline.run([COUNTER], [0, "known"]).value == ["known", 1]
+    results = run_together(pipeline, [(0, f"p{i}") for i in range(5)], pause=gate_client)
     flusher.close()
     assert [reply[0] for reply in results] == [f"p{i}" for i in range(5)]
     assert sizes == [1, 1, 4, 4]  # the second batch refused whole, then sent again once loaded

@@ -38,12 +38,14 @@ def test_two_products_in_one_process_each_take_their_own_path():
     # 16 buyers of each at once, interleaved: the same threads, the same moment.
     outcomes = run_at_once(lambda i: buy("weak" if i % 2 else "strong", user=f"u{i}"), 32)
     weak, strong = sale_audit(sku="weak"), sale_audit(sku="strong")
-    # none: every buyer read a positive stock inside the 20 ms window and wrote back
-    # its own decrement.
+    # none: buyers that read a positive stock inside the same 20 ms window each wrote
+    # back their own decrement (how many did is the machine's: the weak product's
+    # refusals are not counted).
     assert weak.strategy == "none" and weak.lost_updates > 0 and not weak.consistent, weak
     assert strong.strategy == "atomic", strong
     assert (strong.orders, strong.oversold, strong.lost_updates, strong.consistent) == (5, 0, 0, True), strong
-    assert sum(type(o).__name__ == "SoldOut" for o in outcomes) == 11  # the strong product's refusals
+    refused = [type(o).__name__ for i, o in enumerate(outcomes) if i % 2 == 0 and o is not None]
+    assert refused == ["SoldOut"] * 11  # the strong product's refusals, and nothing else
     assert set(Order.objects.filter(product__sku="weak").values_list("strategy", flat=True)) == {"none"}
     assert set(Order.objects.filter(product__sku="strong").values_list("strategy", flat=True)) == {"atomic"}
 

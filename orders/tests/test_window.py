@@ -60,13 +60,21 @@ def test_before_the_start_a_purchase_is_refused_with_no_query_no_lock_and_no_wri
 
 
 def test_the_sale_opens_on_its_second_and_closes_on_its_end(strategy):
-    sale_reset(sku="sku-1", stock=5, starts_at=in_seconds(0.6), ends_at=in_seconds(1.4))
+    # The window as wide as this machine needs: four times what a reset and a
+    # purchase took here just now (at least 0.4 s), before it and within it.
+    started = time.monotonic()
+    sale_reset(sku="sku-1", stock=5)
+    buy("k0", user="u0")
+    span = max(0.4, 4 * (time.monotonic() - started))
+    starts = time.time() + span
+    sale_reset(sku="sku-1", stock=5, starts_at=datetime.fromtimestamp(starts, UTC),
+               ends_at=datetime.fromtimestamp(starts + span, UTC))
     with pytest.raises(NotStarted):
         buy("k1")
-    time.sleep(0.8)
+    time.sleep(max(starts - time.time(), 0) + span / 4)
     first = buy("k1")
     assert not first.replayed
-    time.sleep(0.8)
+    time.sleep(max(starts + span - time.time(), 0) + 0.05)
     with CaptureQueriesContext(connection) as queries, pytest.raises(Ended) as caught:
         buy("k2", user="u2")
     assert len(queries) == 0 and caught.value.extra["ends_at"].endswith("Z")
