@@ -27,13 +27,16 @@ nsenter, and nftables.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import itertools
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -170,9 +173,26 @@ class Host:
             "}\n" + "".join(f"add rule inet nemesis {hook} {rule}\n" for hook, rule in rules)))
 
 
+# Held while a Net picks its /24 and takes its address in this machine's namespace:
+# two processes picking at once (the suite's lanes) would otherwise pick the same one,
+# and this namespace would route it to one of their bridges only.
+SUBNET_LOCK = Path("/tmp/flashsale-test-hosts.lock")
+
+
+@contextmanager
+def _subnets_picked_alone() -> Iterator[None]:
+    with open(SUBNET_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _free_subnet(*, start: int) -> str:
     """A /24 of 10.200.0.0/14 that no address of this machine's namespace is in,
-    looked for from ``start`` on (so two runs on one machine do not meet)."""
+    looked for from ``start`` on; under ``_subnets_picked_alone``, with the address
+    taken before it is let go."""
     taken = set()
     for line in _run(["ip", "-o", "-4", "addr", "show"]).splitlines():
         address = line.split()[3]
@@ -195,8 +215,8 @@ class Net:
     def __init__(self, subnet: str | None = None):
         number = next(self._made)
         self.tag = f"{os.getpid():x}{number:x}"[-12:]
-        self.prefix = subnet or _free_subnet(start=os.getpid() + number)
-        self.local = f"{self.prefix}.1"
+        self.subnet, self.start = subnet, os.getpid() + number
+        self.prefix = self.local = ""  # once open
         self.local_link = f"fsr{self.tag}"
         self.hosts: dict[str, Host] = {}
         self.switch: subprocess.Popen | None = None
@@ -221,7 +241,10 @@ class Net:
             self._switch(["ip", "link", "add", "local0", "type", "veth", "peer", "name", self.local_link,
                           "netns", str(os.getpid())])
             self._switch(["ip", "link", "set", "local0", "master", "br0", "up"])
-            _run(["ip", "addr", "add", f"{self.local}/24", "dev", self.local_link])
+            with _subnets_picked_alone():
+                self.prefix = self.subnet or _free_subnet(start=self.start)
+                self.local = f"{self.prefix}.1"
+                _run(["ip", "addr", "add", f"{self.local}/24", "dev", self.local_link])
             _run(["ip", "link", "set", self.local_link, "up"])
         except BaseException:
             self.close()
