@@ -166,8 +166,8 @@ bench-room: up  ## what a waiting room costs a purchase: in-process, alternating
 
 #: `python -m benchmarks.bots`: people (one account, one place each) against a bot (hundreds of
 #: accounts, as fast as it goes) for a waiting room's places, its [proof of
-#: work](http.md#proof-of-work) off and on, alternating: the bot's share of the stock, the people's
-#: wait, and the server's CPU to check a solution (see [the waiting room](../concepts/waiting-room.md))
+#: work](http.md#proof-of-work) off and at two difficulties, in turn: the bot's share of the stock, the
+#: people's wait, and the server's CPU to check a solution (see [the waiting room](../concepts/waiting-room.md))
 bench-bots: up  ## people against a bot for a waiting room's places, the proof of work off and on
 	$(PY) -m benchmarks.bots $(BENCH_ARGS)
 

@@ -3,23 +3,22 @@ proof of work off and on: the bot's share of the stock, the people's median wait
 their admission, and the server's CPU to check one solution.
 
     python -m benchmarks.bots [--rounds 2] [--stock 30] [--people 60] [--accounts 300]
-                              [--bot-threads 4] [--bits 17] [--docs]
+                              [--bot-threads 4] [--bits 16 20] [--checks 5000] [--docs]
     (make bench-bots: starts the stack, runs this)
 
-Each round runs the sale twice, the work off and on (which first alternating from
-round to round): a product reset under ``atomic`` with a first-come waiting room
+Each round runs the sale with the work off and at each ``--bits`` (in turn, the order
+reversed from round to round): a product reset under ``atomic`` with a first-come waiting room
 (``RATE`` admissions a second) that opens ``OPEN_IN_S`` after the reset. **People**:
 one account and one place each, arriving evenly over the ``SPREAD_S`` before the
-opening; each solves its place's challenge once (in Python here, as the load tools
-do; the page's Web Worker is in the same range). **The bot**: ``--accounts``
-accounts, asked for places from the reset on by ``--bot-threads`` threads as fast as
-they go, each place's challenge solved first, while ``WATCHERS`` threads of its own
-ask again for the places taken, as often as they can, and buy with each admission.
-People ask again every ``POLL_S`` until admitted, then buy one unit. The work is
-solved in processes (the people's ``--people-cores``, the bot's one per thread), so
-neither waits on this process's interpreter lock: both share the machine's cores
-with the stack, so the people's devices here are slower than a crowd's own, and the
-bot's rig is what this machine has to spare.
+opening. Each person's device solves her place's challenge for her alone: the
+people's solutions are solved before the sale, one core each, and a person who is
+asked for work waits as long as her solution took (its CPU time) before she sends it.
+**The bot**: ``--accounts`` accounts, asked for places from the reset on by
+``--bot-threads`` threads as fast as they go, each place's challenge solved first, in
+a process per thread on this machine's cores, which the stack shares (its rig is what
+the machine has to spare), while ``WATCHERS`` threads of its own ask again for the
+places taken, as often as they can, and buy with each admission. People ask again
+every ``POLL_S`` until admitted, then buy one unit.
 
 The server's CPU a check, in one process with the stack's settings: the solution read
 (``challenge_read``: its signature and hash), and a new buyer's whole place asked in
@@ -45,6 +44,8 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+import requests
+
 from common.work import challenge_solve
 from loadtest.buyers import buyer_tokens
 from loadtest.client import FlashsaleClient
@@ -63,7 +64,7 @@ WATCHERS = 4  # the bot's threads asking again for its places (no work: one requ
 class Sale:
     """What one sale's people and bot got."""
 
-    work: bool
+    bits: int  # the room's proof of work (0: none)
     bot_places_before_opening: int = 0
     bot_units: int = 0
     people_units: int = 0
@@ -134,25 +135,31 @@ def bot_watcher(base: str, tokens: dict, sku: str, sale: Sale, over: threading.E
         over.wait(POLL_S / 5 if waiting else 0.05)
 
 
-def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict) -> Sale:
+def one_sale(config: StackConfig, args, *, bits: int, people: dict, bots: dict) -> Sale:
     admin = FlashsaleClient.for_stack(config)
     sku = f"bench-bots-{uuid.uuid4().hex[:8]}"
-    sale, over = Sale(work=work), threading.Event()
+    sale, over = Sale(bits=bits), threading.Event()
     tokens = people | bots
     # Solved in processes, not in this one's threads (which share one interpreter
     # lock): each person's device, and the bot's, work beside each other.
     spawn = multiprocessing.get_context("spawn")  # not a fork of this process's threads
-    with (ProcessPoolExecutor(args.people_cores, mp_context=spawn) as devices,
+    with (ProcessPoolExecutor(os.cpu_count(), mp_context=spawn) as devices,
           ProcessPoolExecutor(args.bot_threads, mp_context=spawn) as rig):
-        for pool, size in ((devices, args.people_cores), (rig, args.bot_threads)):
+        for pool, size in ((devices, os.cpu_count()), (rig, args.bot_threads)):
             list(pool.map(challenge_solve, ["warm-up"] * size, [1] * size))  # started before the sale
+        presolved = queue.Queue()
+        if bits:
+            admin.reset(sku, args.stock, strategy="atomic", starts_in=3600, room_rate=RATE,
+                        room_challenge_bits=bits)
+            for solved in on_their_devices(devices, config.base_url, sku, len(people)):
+                presolved.put(solved)
         admin.reset(sku, args.stock, strategy="atomic", starts_in=int(OPEN_IN_S), room_rate=RATE,
-                    room_active=2 * RATE, room_challenge_bits=args.bits if work else 0)
+                    room_active=2 * RATE, room_challenge_bits=bits)
         started = time.monotonic()
         opens = started + OPEN_IN_S
         threads = [threading.Thread(target=person, args=(
             config.base_url, tokens, sku, buyer, started + SPREAD_S * n / len(people), sale, over,
-            solver(devices))) for n, buyer in enumerate(people)]
+            device(presolved))) for n, buyer in enumerate(people)]
         accounts, share, placed = list(bots), args.bot_threads, queue.Queue()
         threads += [threading.Thread(target=bot, args=(
             config.base_url, tokens, sku, accounts[n::share], opens, sale, over, solver(rig), placed))
@@ -175,6 +182,30 @@ def one_sale(config: StackConfig, args, *, work: bool, people: dict, bots: dict)
 
 def solver(pool: ProcessPoolExecutor):
     return lambda token, bits: pool.submit(challenge_solve, token, bits).result()
+
+
+def on_their_devices(pool: ProcessPoolExecutor, base: str, sku: str, people: int) -> list[tuple[str, float]]:
+    """A solution for each person, of a challenge of the room's (any of its challenges
+    takes a place, once), with the CPU seconds it took: each solved on a core alone
+    before the sale, as each person's own device solves hers."""
+    challenges = [requests.post(f"{base}/api/products/{sku}/room/challenge", timeout=10).json()
+                  for _ in range(people)]
+    return list(pool.map(_timed_solve, [c["challenge"] for c in challenges], [c["bits"] for c in challenges]))
+
+
+def _timed_solve(token: str, bits: int) -> tuple[str, float]:
+    started = time.process_time()
+    solution = challenge_solve(token, bits)
+    return solution, time.process_time() - started
+
+
+def device(presolved: queue.Queue):
+    """A person's device: it takes as long as her solution took to solve, and gives it."""
+    def solve(token: str, bits: int) -> str:
+        solution, took = presolved.get_nowait()
+        time.sleep(took)
+        return solution
+    return solve
 
 
 @dataclass(frozen=True)
@@ -246,9 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--people", type=int, default=60)
     parser.add_argument("--accounts", type=int, default=300, help="the bot's")
     parser.add_argument("--bot-threads", type=int, default=4, help="the bot's, each with a process to solve")
-    parser.add_argument("--people-cores", type=int, default=4,
-                        help="processes the people's work is solved in (their devices, on this machine)")
-    parser.add_argument("--bits", type=int, default=17, help="the room's proof of work, when on")
+    parser.add_argument("--bits", type=int, nargs="+", default=[16, 20],
+                        help="the room's proof of work in the sales with work, one row each")
     parser.add_argument("--checks", type=int, default=5000,
                         help="places asked with work (and as many without), for the CPU a check")
     parser.add_argument("--check-only", type=int, help=argparse.SUPPRESS)
@@ -265,34 +295,36 @@ def main(argv: list[str] | None = None) -> int:
     bots = buyer_tokens(config, prefix=f"bots-{run}-bot-", count=args.accounts)
     sales = []
     for n in range(args.rounds):
-        for work in ((False, True) if n % 2 == 0 else (True, False)):
-            sales.append(one_sale(config, args, work=work, people=people, bots=bots))
-            print(json.dumps({"work": work, "bot": sales[-1].bot_units, "people": sales[-1].people_units}),
+        each = [0, *args.bits]
+        for bits in each if n % 2 == 0 else each[::-1]:
+            sales.append(one_sale(config, args, bits=bits, people=people, bots=bots))
+            print(json.dumps({"bits": bits, "bot": sales[-1].bot_units, "people": sales[-1].people_units}),
                   file=sys.stderr)
     cost = check_cost(config, args.checks)
 
-    def row(work: bool) -> str:
-        these = [s for s in sales if s.work is work]
+    def row(bits: int) -> str:
+        these = [s for s in sales if s.bits == bits]
         share = statistics.median(s.bot_units / max(s.bot_units + s.people_units, 1) for s in these)
         waits = [statistics.median(s.people_waits) for s in these if s.people_waits]
         wait = f"{statistics.median(waits):.1f}" if waits else "–"
         each = ", ".join(f"{s.bot_units}/{s.people_units}" for s in these)
         early = statistics.median(s.bot_places_before_opening for s in these)
-        return (f"| {'on, ' + str(args.bits) + ' bits' if work else 'off'} | {early:.0f} | **{share:.0%}** | "
+        return (f"| {f'{bits} bits' if bits else 'off'} | {early:.0f} | **{share:.0%}** | "
                 f"{statistics.median(s.people_units for s in these):.0f} | {wait} | {each} |")
 
     with recorded("bots", command, write=args.docs):
         print(f"`{command}` ({os.cpu_count()} cores shared by the stack, the people and the bot)\n")
         print(f"A sale of {args.stock} units behind a first-come waiting room ({RATE} admissions a second, "
               f"opening {OPEN_IN_S:g} s after its reset); {args.people} people (one account and one place "
-              f"each, arriving over the first {SPREAD_S:g} s) against a bot ({args.accounts} accounts, "
-              f"{args.bot_threads} threads asking from the reset on); {args.rounds} sales each way, "
+              f"each, arriving over the first {SPREAD_S:g} s, each solving on a device of her own) against a "
+              f"bot ({args.accounts} accounts, {args.bot_threads} threads asking from the reset on, solving "
+              f"on this machine); {args.rounds} sale(s) each way, "
               "medians:\n")
         print("| the room's proof of work | the bot's places before the opening | the bot's share of the "
               "stock | people who bought | people's wait for admission, s | each sale, units bot/people |\n"
               "|---|---:|---:|---:|---:|---|")
-        print(row(False))
-        print(row(True))
+        for bits in (0, *args.bits):
+            print(row(bits))
         print(f"\nWhat checking a place's work costs the server, µs a place ({args.checks:,} places in "
               "rooms with work and without, the difference):\n\n"
               "| the app: the solution read (signature, hash) | the app: the whole ask | "
