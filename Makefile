@@ -219,12 +219,11 @@ verdicts: up  ## strategies x nemeses, every operation recorded and checked for 
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
-# Lanes of the suite, each on a stack of its own. Two halve the stack's queue, but on two cores
-# they slow each other down, and a few tests still assume a machine that is not busy.
-LANES ?= 1
+# Lanes of the suite, each on a stack of its own: two halve the stack's queue (LANES=1: one stack).
+LANES ?= 2
 
 #: install (with test packages), lint, build the docs (strict), then the suite with `python -m stack
-#: test`: in `LANES` lanes at once (1 unless set), each on a stack of its own, each running a share
+#: test`: in `LANES` lanes at once (2 unless set), each on a stack of its own, each running a share
 #: of the tests that drive its stack, beside them a share of the rest, then alone those that fault a
 #: server; starts the stacks it needs and stops what it started; prints each part's time and the
 #: slowest tests ([tests](../development/tests.md))
