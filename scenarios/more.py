@@ -13,6 +13,7 @@ from loadtest.round_trips import CountingConnection, round_trips
 from locking.backends import zookeeper
 from locking.backends.zookeeper import ZooKeeperLockBackend
 from locking.teaching.zookeeper_herd import HerdEffectZooKeeperLockBackend
+from locking.teaching.zookeeper_herd import watching as herd_watching
 
 from .base import Half, Outcome, Scenario
 from .context import Context
@@ -25,9 +26,19 @@ class Drained:
     released: list[float]  # the holder's release and each waiter's
 
 
-def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float) -> Drained:
+def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float,
+                settled: Callable[[object, int], bool] | None = None) -> Drained:
     """``waiters`` threads queue behind a holder; once all wait, the holder lets go
-    and each takes the lock once, holding it ``hold`` seconds."""
+    and each takes the lock once, holding it ``hold`` seconds, and (with ``settled``)
+    until ``settled(lock, n)`` says the n still waiting wait again, however long
+    that takes this machine."""
+
+    def held(lock, waiting: int) -> None:
+        time.sleep(hold)
+        deadline = time.monotonic() + 30
+        while settled is not None and not settled(lock, waiting) and time.monotonic() < deadline:
+            time.sleep(0.005)
+
     name = f"queue-{waiters}-{uuid.uuid4().hex[:6]}"
     holder = backend.lock(name)
     holder.acquire()
@@ -40,7 +51,7 @@ def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float) 
         ready.wait()
         assert lock.acquire(timeout=60)
         acquired.append(time.monotonic())
-        time.sleep(hold)
+        held(lock, waiters - len(acquired))
         released.append(time.monotonic())
         lock.release()
 
@@ -49,6 +60,7 @@ def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float) 
         t.start()
     ready.wait()
     time.sleep(0.5)  # every waiter is waiting (watching, subscribed or polling)
+    held(holder, waiters)
     before = counter()
     released.append(time.monotonic())
     holder.release()
@@ -59,8 +71,10 @@ def drain_queue(backend, waiters: int, counter: Callable[[], int], hold: float) 
 
 def wakeups_for_a_queue(backend, kind: str, waiters: int) -> int:
     """Watch wake-ups while a queue drains, each holder keeping the lock long
-    enough (0.1 s) for the others to watch again."""
-    return drain_queue(backend, waiters, lambda: zookeeper.wakeups(kind), hold=0.1).counted
+    enough (0.1 s; the herd's, until every waiter left watches again) for the others
+    to watch again."""
+    settled = (lambda lock, waiting: herd_watching(lock) >= waiting) if kind == "herd" else None
+    return drain_queue(backend, waiters, lambda: zookeeper.wakeups(kind), hold=0.1, settled=settled).counted
 
 
 def s11_herd_effect(ctx: Context) -> Outcome:

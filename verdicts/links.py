@@ -59,11 +59,13 @@ FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT_S": "1",
                    "FLASHSALE_PURCHASE_DEADLINE_S": "20", "DB_IDLE_TRANSACTION_TIMEOUT_S": "30"}
 THROUGH_A_FAILOVER = 8.0
 # The failover's cut must fall between app1's read and its write, and it comes later
-# than the other lessons' (two partitions, after the holder is seen): in a 200 ms
-# section a busy machine can delay it past the write, which then holds the row through
-# the failover, and the unfenced half sells safely by accident. A 600 ms section, and the
-# holder seen 100 ms in, leave the cut hundreds of milliseconds on either side.
-FAILOVER_SECTION_MS = 600.0
+# than the other lessons' (two partitions, after the holder is seen): a busy machine
+# can delay it past the write, which then holds the row through the failover, and the
+# unfenced half sells safely by accident. A 1,200 ms section, and the holder seen
+# 100 ms in, leave the cut a second, however slowly this machine starts its commands.
+# The write, sent about 1.1 s after the cut, is retransmitted 7.3 s after it (before
+# the heal at 8 s: lost) and lands 13.7 s after it, inside the purchase's 20 s.
+FAILOVER_SECTION_MS = 1200.0
 FAILOVER_HELD = 0.1
 # The gate's failover: the primary cut off from its replica before the sale's first
 # purchase (the gate sells a small stock in less time than a strike at an order takes

@@ -8,7 +8,8 @@ waiter watches only its predecessor) costs one per release. ``wakeups("herd")``
 counts them.
 
 Otherwise correct (ephemeral node, freed when the session ends): the defect is
-cost under contention, not mutual exclusion.
+cost under contention, not mutual exclusion. ``watching(lock)`` says how many of
+this process's waiters watch a lock's node now: the herd its release wakes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from ..backends.zookeeper import ZooKeeperLockBackend, count_wakeup
 from ..base import BaseLock
 from ..exceptions import LockNotOwnedError
+
+_watching: dict[str, int] = {}  # node path -> this process's waiters watching it now
+_watching_mutex = threading.Lock()
+
+
+def _watch_counted(path: str, change: int) -> None:
+    with _watching_mutex:
+        _watching[path] = _watching.get(path, 0) + change
+
+
+def watching(lock: HerdEffectZooKeeperLock) -> int:
+    """How many of this process's waiters watch ``lock``'s node now."""
+    with _watching_mutex:
+        return _watching.get(lock.path, 0)
 
 
 class HerdEffectZooKeeperLock(BaseLock):
@@ -54,8 +69,12 @@ class HerdEffectZooKeeperLock(BaseLock):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
-            if not woken.wait(left):
-                return False
+            _watch_counted(self.path, 1)
+            try:
+                if not woken.wait(left):
+                    return False
+            finally:
+                _watch_counted(self.path, -1)
 
     def do_release(self) -> None:
         if not self._held:
