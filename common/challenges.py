@@ -66,7 +66,8 @@ def challenge_issue(*, purpose: str, bits: int) -> Challenge:
 @dataclass(frozen=True)
 class Proof:
     """A solution's work, checked offline (``challenge_read``): what is left is to
-    spend it once (``spend``, a key its ``challenge_id`` names, ``ttl_s`` long)."""
+    mark it used once (a ``SET NX`` of a key its ``challenge_id`` names, kept
+    ``ttl_s``, till the challenge's end)."""
 
     bits: int
     challenge_id: str

@@ -7,6 +7,7 @@ names a server."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -140,19 +141,15 @@ print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
 """
 
 
-_SETTINGS: dict[tuple, dict] = {}  # each environment's, loaded once a run: a Python process each
-
-
 def settings_of(env: dict[str, str]) -> dict:
     """The settings a process of exactly this environment gets; AssertionError with
     Django's complaint when they refuse to load (a required setting missing)."""
-    key = tuple(sorted(env.items()))
-    if key not in _SETTINGS:
-        _SETTINGS[key] = _loaded_settings(env)
-    return _SETTINGS[key]
+    return _loaded_settings(tuple(sorted(env.items())))
 
 
-def _loaded_settings(env: dict[str, str]) -> dict:
+@functools.cache  # each environment's once a run: loading them is a Python process each
+def _loaded_settings(items: tuple[tuple[str, str], ...]) -> dict:
+    env = dict(items)
     with tempfile.TemporaryDirectory() as private:
         # The pod's /tmp is its own; this machine's is shared: its metrics go elsewhere.
         if "PROMETHEUS_MULTIPROC_DIR" in env:

@@ -111,7 +111,7 @@ def room_ask(*, sku: str, buyer: str, address: str, join: bool, proof: Proof | N
     offline (``common.challenges.challenge_read``); a room that asks for work takes a
     new place only with enough of it (else ``challenge``), and one place a proof
     (else ``spent``)."""
-    keys = [*_keys(sku, _PARTS), _keys(sku, (f"proof:{proof.challenge_id if proof else ''}",))[0]]
+    keys = _keys(sku, (*_PARTS, f"proof:{proof.challenge_id if proof else ''}"))
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
         keys=keys, args=[buyer, address, "1" if join else "0", MOST_SKIPS, repr(random.random()),
                          proof.bits if proof else 0, proof.ttl_s if proof else 1])
