@@ -11,8 +11,11 @@ shares of equal time by ``.test_durations`` (pytest-split):
    marked by conftest.py), one after another, since each may restart the instances;
 2. at the same time, the tests that do not, with a database, Redis databases and a
    ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
-3. then, alone on that stack, the tests that fault a server both use or count all it
-   runs (``exclusive``).
+3. alone on that stack, the tests that fault a server both use or count all it runs
+   (``exclusive``): after 1 and 2, or, in odd lanes of a run of more than one, before
+   them. The exclusive tests mostly wait on faults and timeouts, and the machine is
+   busy with the others' load: run first in one lane, they wait while another lane
+   loads the machine instead of while nothing does.
 
 Each part's output is printed when it ends; at the end come each part's time and the
 slowest tests of the run, whose durations are also written to
@@ -39,6 +42,11 @@ from .supervisor import Supervisor
 
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
+# How long the suite's stacks remember a product's strategy (StackConfig's
+# STRATEGY_MEMORY_S) unless told: a reset that changes a strategy answers only after
+# it, and the suite (its schema fuzzer above all) makes hundreds of them. The rule is
+# the same at any length; the apps' default is what their own tests run under.
+STRATEGY_MEMORY_S = "0.25"
 DURATIONS = ROOT / ".test_durations"
 SLOWEST = 20
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
@@ -130,13 +138,22 @@ def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> tuple[l
             Part(f"alone {lane}/{lanes}", "exclusive", 0, config, share, out))
 
 
-def run_lane(parts: list[Part], alone: Part, pytest_args: list[str]) -> None:
+def alone_first(lane: int, lanes: int) -> bool:
+    """Whether the lane runs its exclusive tests before the others (see the module's
+    docstring): odd lanes of a run of more than one."""
+    return lanes > 1 and lane % 2 == 1
+
+
+def run_lane(parts: list[Part], alone: Part, pytest_args: list[str], *, alone_first: bool = False) -> None:
+    if alone_first:
+        alone.run(pytest_args)
     threads = [threading.Thread(target=part.run, args=(pytest_args,)) for part in parts]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    alone.run(pytest_args)
+    if not alone_first:
+        alone.run(pytest_args)
 
 
 @contextmanager
@@ -181,14 +198,16 @@ def burners(count: int) -> Iterator[list[int]]:
 
 
 def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
+    os.environ.setdefault("STRATEGY_MEMORY_S", STRATEGY_MEMORY_S)  # the lanes' pytests inherit it
     config = StackConfig.from_env()
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
     began = time.monotonic()
     with burners(burn) if burn else nullcontext(), stacks_up(configs):
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
-        threads = [threading.Thread(target=run_lane, args=(parts, alone, pytest_args))
-                   for parts, alone in shares]
+        threads = [threading.Thread(target=run_lane, args=(parts, alone, pytest_args),
+                                    kwargs={"alone_first": alone_first(lane, lanes)})
+                   for lane, (parts, alone) in enumerate(shares, start=1)]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -86,3 +86,23 @@ def test_the_burners_spin_while_the_suite_runs_and_stop_with_it():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+class _Recorded:
+    """A part that says when it ran."""
+
+    def __init__(self, name: str, ran: list[str]):
+        self.name, self._ran = name, ran
+
+    def run(self, pytest_args: list[str]) -> None:
+        self._ran.append(self.name)
+
+
+@pytest.mark.parametrize(("lane", "lanes", "first"), [(1, 1, False), (1, 2, True), (2, 2, False),
+                                                      (3, 3, True), (2, 4, False)])
+def test_odd_lanes_of_many_run_their_exclusive_tests_first_the_others_last(lane, lanes, first):
+    ran = []
+    suite.run_lane([_Recorded("stack", ran), _Recorded("beside", ran)], _Recorded("alone", ran), [],
+                   alone_first=suite.alone_first(lane, lanes))
+    assert (ran[0] == "alone") is first and (ran[-1] == "alone") is not first
+    assert sorted(ran) == ["alone", "beside", "stack"]
