@@ -82,7 +82,7 @@ class StackConfig:
     sign_up_challenge_bits: int = 0
     # How long the instances remember a product's strategy (FLASHSALE_STRATEGY_MEMORY_S),
     # which a reset that changes it waits out; None: the instances' setting. The
-    # suite's stacks take a quarter of a second (stack.suite).
+    # suite's stacks set theirs (stack.suite.STRATEGY_MEMORY_S).
     strategy_memory_s: float | None = None
 
     @classmethod
