@@ -40,7 +40,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, written, wrk
+from .gate import STOCK, Run, warm_up_s, written, wrk
 from .metrics_cost import alternating, load_table, parsed
 
 SPREAD = 50
@@ -55,7 +55,7 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """The wrk rows once, against the apps as they run now."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=tokens)
-    warm = dict(seconds=2, connections=args.connections, meter=meter, tokens=tokens)
+    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter, tokens=tokens)
     runs = {}
     sku = f"bench-buyers-gate-{tag}-0"
     admin.reset(sku, STOCK, strategy="gate")

@@ -59,7 +59,7 @@ from stack.supervisor import Supervisor
 
 from . import gate_script
 from .cpu import ROLES, CpuMeter
-from .gate import STOCK, Run, closed, wrk, wrk_buyers
+from .gate import STOCK, Run, closed, warm_up_s, wrk, wrk_buyers
 
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
@@ -136,7 +136,8 @@ def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     for strategy in strategies:
         sku = _products(admin, f"hot-{strategy}", 1, strategy) + "0"
         buyers = wrk_buyers(config)
-        wrk("warm-up", base, sku=sku, seconds=2, connections=args.connections, meter=meter, tokens=buyers)
+        wrk("warm-up", base, sku=sku, seconds=warm_up_s(args.seconds), connections=args.connections,
+            meter=meter, tokens=buyers)
         loaded = wrk(strategy, base, sku=sku, seconds=args.seconds, connections=args.connections, meter=meter,
                      tokens=buyers)
         quiet = wrk(strategy, base, sku=sku, seconds=min(args.seconds, 3), connections=QUIET, meter=meter,
@@ -154,8 +155,8 @@ def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     runs = {}
     for strategy in strategies:
         prefix = _products(admin, f"spread-{strategy}", PRODUCTS, strategy)
-        wrk("warm-up", base, sku=f"{prefix}0", skus=PRODUCTS, seconds=2, connections=args.connections,
-            meter=meter, tokens=wrk_buyers(config))
+        wrk("warm-up", base, sku=f"{prefix}0", skus=PRODUCTS, seconds=warm_up_s(args.seconds),
+            connections=args.connections, meter=meter, tokens=wrk_buyers(config))
         runs[strategy] = wrk(strategy, base, sku=f"{prefix}0", skus=PRODUCTS, seconds=args.seconds,
                              connections=args.connections, meter=meter, tokens=wrk_buyers(config))
         if strategy == "gate":

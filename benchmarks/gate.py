@@ -135,6 +135,16 @@ def _ms(value: str) -> float:
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
+# A warm-up before a measured run (the instances may have just restarted): as long as
+# the run, at most this.
+WARM_UP_S = 2.0
+
+
+def warm_up_s(seconds: float) -> float:
+    """How long the warm-up before a run of ``seconds`` lasts."""
+    return min(WARM_UP_S, seconds)
+
+
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
         quantity: int = 1, skus: int = 1, tokens: Path | None = None) -> Run:
     """A wrk run: GET ``url``, or with ``sku`` purchases of it (``<prefix>0``), or
@@ -192,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
-            warm = dict(seconds=2, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
+            warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
+                        tokens=wrk_buyers(config))
             wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", section_delay_ms=0.0)

@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, written, wrk, wrk_buyers
+from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
 
 SPREAD = 50
 # In-process rows (benchmarks.purchase_cpu) and the wrk rows they are measured beside.
@@ -56,7 +56,8 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """Every wrk row once, against the apps as they run now; ``tag`` keeps its products apart."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = dict(seconds=2, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
+    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
+                tokens=wrk_buyers(config))
     runs = {}
     wrk("warm-up", config.base_url + "/api/ping", **warm)
     runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)

@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter, alternated, paired
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, written, wrk, wrk_buyers
+from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
 
 ROWS = [("gate", "gate, waiting room")]
 
@@ -50,7 +50,8 @@ def under_load(config: StackConfig, args) -> list[Run]:
     for n in range(args.wrk_rounds):
         sku = f"bench-room-gate-{os.getpid()}-{n}-0"
         admin.reset(sku, STOCK, strategy="gate")
-        wrk("warm-up", base, sku=sku, seconds=2, connections=args.connections, meter=meter, tokens=tokens)
+        wrk("warm-up", base, sku=sku, seconds=warm_up_s(args.seconds), connections=args.connections,
+            meter=meter, tokens=tokens)
         runs.append(wrk("gate, hot", base, sku=sku, seconds=args.seconds, connections=args.connections,
                         meter=meter, tokens=tokens))
         written(admin, sku, args.seconds)  # the persisters done before the next run shares the cores

@@ -52,7 +52,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, written, wrk, wrk_buyers
+from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
 
 SPREAD = 50
 ALONE = "gate, hot, scripts alone"  # FLASHSALE_GATE_PIPELINE=false: a round trip a purchase
@@ -68,7 +68,8 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
     """Each row of ``only`` once, against the apps as they run now; ``tag`` keeps
     each run's products apart."""
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = dict(seconds=2, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
+    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
+                tokens=wrk_buyers(config))
     base = config.base_url + "/"
     runs: dict[str, Run] = {}
     if "ping" in only:
