@@ -188,22 +188,30 @@ def _brute_force_window(stock: int, events: list) -> bool:
         status[order_id] = "pending"
         return left - 1, status
 
-    def search(todo, left, status) -> bool:
-        if not todo:
+    # Every order is tried; a state (what is left to place, the stock left, the
+    # statuses) that led nowhere once is not searched again.
+    dead = set()
+
+    def search(rest: frozenset, left, status) -> bool:
+        if not rest:
             return left == final.remaining and status == {o: s for _, o, s in final.orders}
-        earliest_end = min(end for _, _, end, _ in todo)
-        for i, (op, invoke, _, optional) in enumerate(todo):
+        state = (rest, left, frozenset(status.items()))
+        if state in dead:
+            return False
+        earliest_end = min(todo[i][2] for i in rest)
+        for i in rest:
+            op, invoke, _, optional = todo[i]
             if invoke > earliest_end:
                 continue  # something completed before it began must come first
-            rest = todo[:i] + todo[i + 1:]
             after = apply(op, left, status)
-            if after is not None and search(rest, *after):
+            if after is not None and search(rest - {i}, *after):
                 return True
-            if optional and search(rest, left, status):
+            if optional and search(rest - {i}, left, status):
                 return True
+        dead.add(state)
         return False
 
-    return search(todo, stock, {})
+    return search(frozenset(range(len(todo))), stock, {})
 
 
 @pytest.mark.parametrize("seed", range(20))
