@@ -103,7 +103,10 @@ class Part:
         # pytest-split reads the committed durations to split by, and writes only
         # this part's (--clean-durations) to the same file: a copy of them.
         self.durations_file.write_text(DURATIONS.read_text() if DURATIONS.exists() else "{}")
-        return [sys.executable, "-m", "pytest", "-m", self.marks, "-p", "no:cacheprovider",
+        # The checkout's configuration named: pytest would otherwise look for one above
+        # the durations file, which sits in the run directory, wherever RUN_DIR puts it.
+        return [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-m", self.marks,
+                "-p", "no:cacheprovider",
                 "--splits", str(groups), "--group", str(group), "--splitting-algorithm", "least_duration",
                 "--store-durations", "--clean-durations", "--durations-path", str(self.durations_file),
                 *pytest_args]

@@ -1,6 +1,7 @@
 """make test's lanes (stack.suite): stacks apart from each other, parts reported whole."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,19 @@ def test_odd_lanes_of_many_run_their_exclusive_tests_first_the_others_last(lane,
                    alone_first=suite.alone_first(lane, lanes))
     assert (ran[0] == "alone") is first and (ran[-1] == "alone") is not first
     assert sorted(ran) == ["alone", "beside", "stack"]
+
+
+def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_path, monkeypatch):
+    """Its durations file lies in the run directory, which RUN_DIR may put outside the
+    checkout: pytest still takes the checkout's configuration, not one it finds there."""
+    monkeypatch.setenv("RUN_DIR", str(tmp_path / "elsewhere"))
+    out = tmp_path / "elsewhere" / "suite"
+    out.mkdir(parents=True)
+    part = suite.Part("beside 1/1", "not server", 1, StackConfig.from_env(), (1, 1), out)
+    # No path given, as make test gives none; and none of this pytest's settings: the
+    # configuration found says which tests and which Django settings.
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS")}
+    done = subprocess.run(part.command(["--collect-only", "-q", "-k", "wherever_its_run_directory"]),
+                          cwd=suite.ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "stack/tests/test_suite.py::test_a_part_collects_this_checkouts_tests" in done.stdout
