@@ -80,10 +80,6 @@ class StackConfig:
     # A new buyer's proof of work (FLASHSALE_SIGN_UP_CHALLENGE_BITS): none unless asked
     # for, since the load tools make hundreds of buyers, in Python.
     sign_up_challenge_bits: int = 0
-    # How long the instances remember a product's strategy (FLASHSALE_STRATEGY_MEMORY_S),
-    # which a reset that changes it waits out; None: the instances' setting. The
-    # suite's stacks set theirs (stack.suite.STRATEGY_MEMORY_S).
-    strategy_memory_s: float | None = None
 
     @classmethod
     def from_env(cls) -> StackConfig:
@@ -133,7 +129,6 @@ class StackConfig:
             payment_grace_s=env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0),
             payprovider_decline=env.float("PAYPROVIDER_DECLINE", default=0.0),
             sign_up_challenge_bits=env.int("FLASHSALE_SIGN_UP_CHALLENGE_BITS", default=0),
-            strategy_memory_s=env.float("STRATEGY_MEMORY_S", default=None),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
@@ -374,8 +369,6 @@ class StackConfig:
             "FLASHSALE_SIGN_IN_FREE_PER_CLIENT": os.environ.get("FLASHSALE_SIGN_IN_FREE_PER_CLIENT", "0"),
             # And their crowds ask a waiting room for places from it: no bound (0).
             "FLASHSALE_ROOM_PLACES_PER_ADDRESS": os.environ.get("FLASHSALE_ROOM_PLACES_PER_ADDRESS", "0"),
-            **({"FLASHSALE_STRATEGY_MEMORY_S": str(self.strategy_memory_s)}
-               if self.strategy_memory_s is not None else {}),
         }
 
     def persister_environment(self, name: str) -> dict[str, str]:

@@ -42,11 +42,6 @@ from .supervisor import Supervisor
 
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
-# How long the suite's stacks remember a product's strategy (StackConfig's
-# STRATEGY_MEMORY_S) unless told: a reset that changes a strategy answers only after
-# it, and the suite (its schema fuzzer above all) makes hundreds of them. The rule is
-# the same at any length; the apps' default is what their own tests run under.
-STRATEGY_MEMORY_S = "0.25"
 DURATIONS = ROOT / ".test_durations"
 SLOWEST = 20
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
@@ -201,7 +196,6 @@ def burners(count: int) -> Iterator[list[int]]:
 
 
 def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
-    os.environ.setdefault("STRATEGY_MEMORY_S", STRATEGY_MEMORY_S)  # the lanes' pytests inherit it
     config = StackConfig.from_env()
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")

@@ -83,14 +83,3 @@ def test_a_secret_made_by_many_at_once_is_one_and_only_its_owner_reads_it(config
     assert told == {config.admin_token()} and len(told) == 1
     assert stat.S_IMODE(config.admin_token_file.stat().st_mode) == 0o600
     assert [p.name for p in config.run_dir.iterdir()] == ["admin-token"]
-
-
-def test_the_strategy_memory_reaches_the_instances_only_when_the_stack_is_told_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
-    monkeypatch.delenv("STRATEGY_MEMORY_S", raising=False)
-    monkeypatch.setenv("FLASHSALE_STRATEGY_MEMORY_S", "2")  # an operator's own, passed through
-    assert StackConfig.from_env().app_environment("app1")["FLASHSALE_STRATEGY_MEMORY_S"] == "2"
-    monkeypatch.setenv("STRATEGY_MEMORY_S", "0.25")
-    told = StackConfig.from_env()
-    assert told.strategy_memory_s == 0.25
-    assert told.app_environment("app1")["FLASHSALE_STRATEGY_MEMORY_S"] == "0.25"
