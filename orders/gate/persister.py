@@ -203,12 +203,27 @@ class Persister:
         self.stop = stop or threading.Event()
         self.alive = alive  # touched at every round: a liveness probe sees the write loop turn
         self.redis = gate_redis()
-        self.redis.ping()  # connected from the start: the stack's readiness probe looks for it
-        if moved := gate_list_upgrade():
-            logger.info("persister %s: %d sales moved onto the persisters' list from its earlier form",
-                        self.name, moved)
+        self._list_upgraded()
         self._dead_letter = self.redis.register_script(_DEAD_LETTER)
         self._claimed_at = self._memory_read_at = self._failovers_read_at = -math.inf
+
+    def _list_upgraded(self) -> None:
+        """Connected (the stack's readiness probe looks for this persister's
+        connection) and the list's earlier form moved, once the gate's Redis takes
+        writes: one starting, or whose replicas are not yet in step under
+        ``min-replicas-to-write`` (NOREPLICAS), is waited for as a failed round is."""
+        while not self.stop.is_set():
+            try:
+                self.redis.ping()
+                moved = gate_list_upgrade()
+            except redis.RedisError as e:
+                logger.warning("persister %s: Redis, as it starts: %s; trying again", self.name, e)
+                self.stop.wait(0.5)
+                continue
+            if moved:
+                logger.info("persister %s: %d sales moved onto the persisters' list from its earlier form",
+                            self.name, moved)
+            return
 
     def run(self) -> None:
         logger.info("persister %s: reading the gate streams (batches of %d)", self.name, self.batch)
