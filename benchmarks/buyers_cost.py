@@ -55,7 +55,7 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """The wrk rows once, against the apps as they run now."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=tokens)
-    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter, tokens=tokens)
+    warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
     runs = {}
     sku = f"bench-buyers-gate-{tag}-0"
     admin.reset(sku, STOCK, strategy="gate")

@@ -202,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
-            warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
-                        tokens=wrk_buyers(config))
+            warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
             wrk("warm-up", config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", section_delay_ms=0.0)

@@ -56,8 +56,7 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """Every wrk row once, against the apps as they run now; ``tag`` keeps its products apart."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
-                tokens=wrk_buyers(config))
+    warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
     runs = {}
     wrk("warm-up", config.base_url + "/api/ping", **warm)
     runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)

@@ -68,8 +68,7 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
     """Each row of ``only`` once, against the apps as they run now; ``tag`` keeps
     each run's products apart."""
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = dict(seconds=warm_up_s(args.seconds), connections=args.connections, meter=meter,
-                tokens=wrk_buyers(config))
+    warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
     base = config.base_url + "/"
     runs: dict[str, Run] = {}
     if "ping" in only:
