@@ -16,11 +16,17 @@ help:  ## list the targets
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+# mysqlclient builds against MariaDB's client headers: named here, not as a compiler's error.
+HEADERS := pkg-config --exists libmariadb 2>/dev/null || { echo "mysqlclient builds against \
+	libmariadb-dev and pkg-config: make install installs them (apt, as root)"; exit 1; }
+
 $(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	@$(HEADERS)
 	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements.txt
 	touch $@
 
 $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	@$(HEADERS)
 	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.txt
 	touch $(VENV)/.runtime $@
 
@@ -237,13 +243,15 @@ test: install-test  ## lint, build the docs (strict), then the whole suite again
 test-slow: install-test  ## the whole suite with a CPU burner spinning on every core beside it
 	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 
-#: what needs no server, in under two minutes: lint, the docs build, and the tests that start nothing
-#: (`pytest -m "not server"`; a test is `server` when it asks for the database, the stack or a lock
-#: server, or says it starts servers of its own)
-check: install-test  ## what needs no server, in under two minutes: lint, the docs build, the tests that start nothing
+#: what needs no server, no root and no Debian package beyond the headers the virtualenv builds
+#: against, in under two minutes: lint, the docs build, and the tests that start nothing
+#: (`pytest -m "not server and not system"`; a test is `server` when it asks for the database, the
+#: stack or a lock server, or says it starts servers of its own; `system` when it runs a program
+#: from a Debian package that `make test` installs)
+check: $(VENV)/.dev  ## lint, the docs build, the tests that start nothing: no server, no root, no apt
 	$(VENV)/bin/ruff check .
 	$(PY) -m stack docs
-	$(PY) -m pytest -m "not server" -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not server and not system" -q $(PYTEST_ARGS)
 
 #: write this reference's table from the Makefile (`python -m stack commands`), then build this
 #: documentation with MkDocs (strict) outside the checkout; the stack's nginx serves it at `/docs/`

@@ -69,8 +69,9 @@ def stack_apps(stack_config):
 
 # What reaches a server of the stack: a test that asks for one of these fixtures
 # (itself or through another) or carries one of these marks is marked ``server``.
-# ``make check`` runs the others with no stack up, so a test that needs a server and
-# says nothing of it fails there.
+# ``make check`` runs the others with no stack up (and none marked ``system``: they run
+# a program from a Debian package), so a test that needs a server and says nothing of
+# it fails there.
 SERVER_FIXTURES = {"db", "transactional_db", "django_db_setup", "stack_config", "stack_apps",
                    "redis_url", "zk_root", "live_server"}
 SERVER_MARKS = ("django_db", "e2e", "server")

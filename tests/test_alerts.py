@@ -32,6 +32,7 @@ def test_every_alert_has_a_unit_test_that_sees_it_fire():
     assert alerts and alerts == fired, alerts ^ fired
 
 
+@pytest.mark.system
 def test_the_compose_files_alertmanager_config_checks():
     checked = amtool("check-config", str(ROOT / "monitoring/alertmanager-compose.yml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr

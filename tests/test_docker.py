@@ -51,6 +51,7 @@ def compose() -> dict:
     return rendered()
 
 
+@pytest.mark.system
 def test_the_services_of_the_topology(compose):
     assert set(compose["services"]) == LONG_RUNNING | EXPORTERS | {"migrate", "locust-worker"}
     assert compose["services"]["db"]["image"].startswith(("mariadb:", "mysql:"))
@@ -60,6 +61,7 @@ def test_the_services_of_the_topology(compose):
     assert compose["services"]["locust-worker"]["command"][-2:] == ["--master-host", "locust-master"]
 
 
+@pytest.mark.system
 def test_prometheus_sends_its_alerts_to_the_alertmanager_that_pages_the_pager(compose):
     prometheus = yaml.safe_load((ROOT / "monitoring/prometheus-compose.yml").read_text())
     targets = [target for manager in prometheus["alerting"]["alertmanagers"]
@@ -77,6 +79,7 @@ def published(compose: dict) -> dict[str, list[str]]:
             for name, svc in compose["services"].items()}
 
 
+@pytest.mark.system
 def test_ports_nginx_8080_and_locust_8089_on_loopback_only_by_default(compose):
     ports = published(compose)
     assert ports["nginx"] == ["127.0.0.1:8080:8080/tcp"]
@@ -85,6 +88,7 @@ def test_ports_nginx_8080_and_locust_8089_on_loopback_only_by_default(compose):
     assert not any(ports[name] for name in ports if name not in ("nginx", "locust-master", "grafana"))
 
 
+@pytest.mark.system
 def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
     compose = rendered(NGINX_BIND="0.0.0.0")
     assert published(compose)["nginx"] == ["0.0.0.0:8080:8080/tcp"]
@@ -103,12 +107,14 @@ def test_no_well_known_credential_reaches_an_app_published_beyond_loopback():
         assert env["FLASHSALE_PAYMENTS_WEBHOOK_SECRET"] in settings.WELL_KNOWN_WEBHOOK_SECRETS
 
 
+@pytest.mark.system
 def test_every_long_running_service_has_a_health_check(compose):
     for name in LONG_RUNNING:
         check = compose["services"][name].get("healthcheck", {})
         assert check.get("test") and not check.get("disable"), name
 
 
+@pytest.mark.system
 def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     for name in ("app1", "app2"):
         depends = compose["services"][name]["depends_on"]
@@ -125,6 +131,7 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
                              "app2": {"condition": "service_healthy"}}
 
 
+@pytest.mark.system
 def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose):
     migrate, nginx = compose["services"]["migrate"], compose["services"]["nginx"]
     assert "collectstatic --noinput" in migrate["command"][-1]
@@ -136,6 +143,7 @@ def test_static_files_are_collected_once_into_a_volume_that_nginx_serves(compose
     assert "collectstatic" in (ROOT / "Dockerfile").read_text()  # the image carries them too
 
 
+@pytest.mark.system
 def test_two_persisters_write_the_gate_whose_redis_is_its_own_and_never_evicts(compose):
     persister = compose["services"]["persister"]
     assert persister["command"][:3] == ["python", "manage.py", "persist_orders"]
@@ -153,6 +161,7 @@ def test_two_persisters_write_the_gate_whose_redis_is_its_own_and_never_evicts(c
     assert cache[cache.index("--maxmemory-policy") + 1] == "volatile-lru" and "--maxmemory" in cache
 
 
+@pytest.mark.system
 def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):
     text = (ROOT / "docker-compose.yml").read_text()
     assert text.count("${FLASHSALE_STRATEGY:-atomic}") == 1  # one place, shared by every app service
@@ -163,6 +172,7 @@ def test_the_strategy_is_one_variable_named_as_in_the_local_stack(compose):
     assert "FLASHSALE_STRATEGY=" in (ROOT / ".env.example").read_text()
 
 
+@pytest.mark.system
 def test_the_server_is_one_variable_named_as_in_the_local_stack():
     assert (ROOT / "docker-compose.yml").read_text().count("${FLASHSALE_SERVER:-gunicorn}") == 1
     for server in ("", "granian"):
@@ -172,6 +182,7 @@ def test_the_server_is_one_variable_named_as_in_the_local_stack():
     assert "FLASHSALE_SERVER=" in (ROOT / ".env.example").read_text()
 
 
+@pytest.mark.system
 def test_load_test_services_are_behind_a_profile(compose):
     for name in ("locust-master", "locust-worker"):
         assert compose["services"][name]["profiles"] == ["loadtest"]
@@ -183,6 +194,7 @@ def nginx_t(conf: Path, prefix: Path) -> subprocess.CompletedProcess:
                            capture_output=True, text=True)
 
 
+@pytest.mark.system
 def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     config = StackConfig.from_env().replace(run_dir=tmp_path)
     try:
@@ -198,6 +210,7 @@ def test_nginx_config_of_the_local_launcher_is_valid(tmp_path):
     assert "location @too_large {" in text and "@@" not in text  # nginx's named locations
 
 
+@pytest.mark.system
 def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     # Docker's service names only resolve inside its network: check the same
     # template with loopback addresses in their place.
@@ -216,6 +229,7 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     assert check.returncode == 0, check.stderr
 
 
+@pytest.mark.server  # it starts an nginx of its own
 def test_on_the_race_port_the_rates_count_each_buyer_not_the_runners_address(tmp_path):
     """RACE_LISTEN (the Kubernetes race runner's port): one address, many buyers."""
     port, race = free_port(), free_port()
@@ -248,6 +262,7 @@ def test_dockerfile_runs_as_non_root_from_a_pinned_base_without_secrets():
     assert "migrate" not in re.findall(r"^CMD .*", text, flags=re.M)[0]  # migrations: once, in compose
 
 
+@pytest.mark.system
 def test_the_race_runner_sends_its_buyers_to_the_stacks_own_nginx(compose):
     racer = compose["services"]["racer"]
     assert racer["command"][:4] == ["python", "manage.py", "run_races", "--name=racer"]
@@ -256,6 +271,7 @@ def test_the_race_runner_sends_its_buyers_to_the_stacks_own_nginx(compose):
     assert "deploy" not in racer  # one: one race at a time
 
 
+@pytest.mark.system
 def test_every_process_is_scraped_as_the_local_stack_scrapes_it(compose, tmp_path):
     """The compose Prometheus: the local stack's jobs and rules, and a config promtool
     accepts; every app instance keeps its workers' metrics in one directory, and every

@@ -11,12 +11,15 @@ import random
 import re
 from collections.abc import Iterator
 
+import pytest
 import requests
 
 from stack.config import ROOT
 from stack.scratch import free_port
 
 from .nginx_scratch import rendered, running_nginx
+
+pytestmark = pytest.mark.server  # each test starts an nginx of its own
 
 TEMPLATE = ROOT / "nginx/nginx.conf.template"
 

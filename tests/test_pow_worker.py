@@ -16,6 +16,8 @@ from stack.config import ROOT
 
 from .test_browser import CHROMIUM_ARGS
 
+pytestmark = pytest.mark.system  # Debian's Chromium
+
 WORKER = (ROOT / "orders/static/orders/pow-worker.js").read_text()
 
 

@@ -121,6 +121,7 @@ def test_the_code_is_read_for_the_programs_it_runs():
         assert expected in programs, f"the code no longer shows running {expected}: is the reading broken?"
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("program", sorted(invoked()))
 def test_every_program_the_code_runs_is_installed_by_make_test(program):
     where = ", ".join(invoked()[program][:3])
