@@ -12,7 +12,8 @@ from urllib.parse import parse_qs
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from stack.control import docs
+from stack.control import docs, start_again
+from stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 
@@ -249,7 +250,18 @@ def test_a_race_behind_waiting_rooms_shows_each_queue_draining_at_its_rate(stack
         assert max(waiting) > 0, lane["room"]  # a queue formed, and drained
 
 
-def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page):
+@pytest.fixture
+def race_ended_after(stack_config):
+    """The race a test starts ends with the test: the runner, stopped, stops its
+    buyers (the race reads "failed") and is started again, so that the race's load
+    does not run on under the tests after it."""
+    yield
+    Supervisor(stack_config).stop("racer")
+    start_again(stack_config, ["racer"])  # and ready for the next race
+
+
+def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page,
+                                                                        race_ended_after):
     """/dashboard, opened from the race page while a race runs: each panel drew what
     the apps asked Prometheus for it (the lock waits: the race has setnx and
     zookeeper), the page sent no query of its own, and nothing it asked left the stack."""
