@@ -228,13 +228,14 @@ lint: install-test  ## ruff
 # Lanes of the suite, each on a stack of its own: two halve the stack's queue (LANES=1: one stack).
 LANES ?= 2
 
-#: install (with test packages), lint, build the docs (strict), then the suite with `python -m stack
+#: install (with test packages), lint, the type checker, build the docs (strict), then the suite with `python -m stack
 #: test`: in `LANES` lanes at once (2 unless set), each on a stack of its own, each running a share
 #: of the tests that drive its stack, beside them a share of the rest, then alone those that fault a
 #: server; starts the stacks it needs and stops what it started; prints each part's time and the
 #: slowest tests ([tests](../development/tests.md))
-test: install-test  ## lint, build the docs (strict), then the whole suite against the stacks it starts (and stops)
+test: install-test  ## lint, types, the docs (strict), then the whole suite against the stacks it starts (and stops)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
 	$(PY) -m stack docs
 	$(PY) -m stack test --lanes $(LANES) -- $(PYTEST_ARGS)
 
@@ -244,12 +245,14 @@ test-slow: install-test  ## the whole suite with a CPU burner spinning on every 
 	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: what needs no server, no root and no Debian package beyond the headers the virtualenv builds
-#: against, in under two minutes: lint, the docs build, and the tests that start nothing
+#: against, in under two minutes: lint, the type checker (mypy, `pyproject.toml`), the docs build,
+#: and the tests that start nothing
 #: (`pytest -m "not server and not system"`; a test is `server` when it asks for the database, the
 #: stack or a lock server, or says it starts servers of its own; `system` when it runs a program
 #: from a Debian package that `make test` installs)
-check: $(VENV)/.dev  ## lint, the docs build, the tests that start nothing: no server, no root, no apt
+check: $(VENV)/.dev  ## lint, types, the docs build, the tests that start nothing: no server, no root, no apt
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
 	$(PY) -m stack docs
 	$(PY) -m pytest -m "not server and not system" -q $(PYTEST_ARGS)
 
