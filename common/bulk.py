@@ -36,7 +36,7 @@ def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence
     if not rows:
         return
     meta = model._meta
-    named = [meta.get_field(name) for name in fields]
+    named = [_column_field(model, name) for name in fields]
     rest = [field for field in meta.concrete_fields
             if field not in named and not isinstance(field, models.AutoField)]
     connection = connections[router.db_for_write(model)]
@@ -45,7 +45,7 @@ def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence
     adapted = [i for i, field in enumerate(named) if isinstance(field, models.DateTimeField)]
     adapt = connection.ops.adapt_datetimefield_value
     values = [_values(row, adapted, adapt, constant) for row in rows]
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in [*named, *rest])
+    columns = ", ".join(connection.ops.quote_name(_column(field)) for field in [*named, *rest])
     placeholders = ", ".join(["%s"] * (len(named) + len(rest)))
     sql = f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES ({placeholders})"
     with connection.cursor() as cursor:
@@ -53,6 +53,19 @@ def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence
             cursor.execute(sql, values[0])  # and logged as the one statement it is
         else:
             cursor.executemany(sql, values)
+
+
+def _column_field(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):  # the far side of a relation
+        raise ValueError(f"{model.__name__}.{name} is no column")
+    return field
+
+
+def _column(field: models.Field) -> str:
+    if field.column is None:
+        raise ValueError(f"{field.name} is no column")
+    return field.column
 
 
 def _default(field: models.Field, connection):

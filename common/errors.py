@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 class ApplicationError(Exception):
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     code = "error"
     # Seconds after which a retry may succeed (the Retry-After header); None: it won't.
     retry_after: int | None = None
@@ -342,10 +342,10 @@ def error_response(exc: Exception) -> ErrorResponse | None:
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.APIException):
         headers = {}
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(math.ceil(exc.wait))  # whole seconds, never 0 too early
+        if auth_header := getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = auth_header
+        if wait := getattr(exc, "wait", None):
+            headers["Retry-After"] = str(math.ceil(wait))  # whole seconds, never 0 too early
         if exc.status_code == status.HTTP_400_BAD_REQUEST:
             # Malformed JSON (ParseError) and failed validation are both "invalid".
             extra = {"fields": exc.detail} if isinstance(exc, exceptions.ValidationError) else {}

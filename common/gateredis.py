@@ -6,6 +6,7 @@ its room's share a hash tag (``sku_tag``): one Cluster slot, one script."""
 from __future__ import annotations
 
 import threading
+from typing import cast
 from urllib.parse import urlparse
 
 import redis
@@ -22,7 +23,7 @@ _client: redis.Redis | None = None
 _client_mutex = threading.Lock()
 
 
-class _Identified:
+class _Identified(redis.connection.AbstractConnection):
     """A connection that learns, as it connects, which Redis server it reached: its
     run id, new at every start of a server. A sale remembers the primary that holds
     it (``primary`` in its hash); a script run on another server (a replica promoted,
@@ -55,24 +56,28 @@ def gate_redis() -> redis.Redis:
     global _client
     with _client_mutex:
         if _client is None:
-            # Named after the process, so CLIENT LIST shows who is connected (the
-            # stack's readiness probe of a persister looks for its name).
-            options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
-                           decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
-            url = settings.FLASHSALE_GATE_REDIS_URL
-            if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-                _client = redis.RedisCluster.from_url(url, connection_class=IdentifiedConnection, **options)
-            elif settings.FLASHSALE_GATE_REDIS_SENTINELS:
-                parsed = urlparse(url)
-                sentinels = redis.sentinel.Sentinel(
-                    settings.FLASHSALE_GATE_REDIS_SENTINELS,
-                    sentinel_kwargs=dict(socket_timeout=1, socket_connect_timeout=1))
-                _client = sentinels.master_for(
-                    settings.FLASHSALE_GATE_REDIS_SENTINEL_SERVICE, db=int(parsed.path.strip("/") or 0),
-                    password=parsed.password, connection_class=_SentinelConnection, **options)
-            else:
-                _client = redis.Redis.from_url(url, connection_class=IdentifiedConnection, **options)
+            _client = _connected()
         return _client
+
+
+def _connected() -> redis.Redis:
+    # Named after the process, so CLIENT LIST shows who is connected (the stack's
+    # readiness probe of a persister looks for its name).
+    options = dict(retry=Retry(NoBackoff(), 0), socket_connect_timeout=1, socket_timeout=2,
+                   decode_responses=True, client_name=settings.FLASHSALE_INSTANCE)
+    url = settings.FLASHSALE_GATE_REDIS_URL
+    if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+        # Typed as the Redis it stands in for: what the gate sends, both answer.
+        return cast(redis.Redis, redis.RedisCluster.from_url(url, connection_class=IdentifiedConnection,
+                                                             **options))
+    if settings.FLASHSALE_GATE_REDIS_SENTINELS:
+        parsed = urlparse(url)
+        sentinels = redis.sentinel.Sentinel(settings.FLASHSALE_GATE_REDIS_SENTINELS,
+                                            sentinel_kwargs=dict(socket_timeout=1, socket_connect_timeout=1))
+        return sentinels.master_for(
+            settings.FLASHSALE_GATE_REDIS_SENTINEL_SERVICE, db=int(parsed.path.strip("/") or 0),
+            password=parsed.password, connection_class=_SentinelConnection, **options)
+    return redis.Redis.from_url(url, connection_class=IdentifiedConnection, **options)
 
 
 @receiver(setting_changed)

@@ -244,10 +244,10 @@ def _event(raw: dict) -> Event:
             raise ValueError("an ok purchase names its order_id")
         return _timed(op, "purchase")
     if kind == "pay":
-        op = Pay(**raw)
-        if (op.outcome == OK) != (op.result in (PAID, REFUNDED)):
+        pay = Pay(**raw)
+        if (pay.outcome == OK) != (pay.result in (PAID, REFUNDED)):
             raise ValueError(f"an ok payment, and only one, says its result ({PAID} or {REFUNDED})")
-        return _timed(op, "payment")
+        return _timed(pay, "payment")
     if kind == "reset":
         return Reset(**raw)
     if kind == "final":

@@ -3,6 +3,7 @@ with its own database connection, as concurrent requests would."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,7 +51,7 @@ def run_at_once(fn: Callable[[int], Any], n: int) -> list[BaseException | None]:
         barrier.wait()
         return fn(i)
 
-    started = [start_thread(lambda i=i: call(i)) for i in range(n)]
+    started = [start_thread(functools.partial(call, i)) for i in range(n)]
     for thread, _ in started:
         thread.join()
     return [box.get("error") for _, box in started]

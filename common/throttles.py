@@ -23,6 +23,9 @@ class RateFromSettings(SimpleRateThrottle):
     """Its rate the setting ``rate_setting`` names (DRF's ``"<n>/<s|m|h|d>"``; empty: off)."""
 
     rate_setting = ""
+    # Set by SimpleRateThrottle from the rate (None while it is off); its stubs omit them.
+    num_requests: int | None
+    duration: int | None
 
     def get_rate(self) -> str | None:
         return getattr(settings, self.rate_setting) or None
@@ -78,7 +81,7 @@ class FailureBudget(RateFromSettings):
     def spent(self) -> bool:
         """Whether the failures have used the budget up (Redis gone: not spent, as a
         throttle never stops the sale). ``wait()`` after it says until when."""
-        if self.rate is None:
+        if self.num_requests is None or self.duration is None:  # no rate: off
             return False
         self.key = self.get_cache_key(None, None)
         try:

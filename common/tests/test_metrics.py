@@ -124,7 +124,7 @@ def test_a_process_tree_is_read_from_proc_its_reaped_childrens_cpu_included():
 def test_the_requests_in_flight_are_written_at_the_flush():
     from common.metrics import request_ended, request_started
 
-    def in_flight() -> float:
+    def in_flight() -> float | None:
         return REGISTRY.get_sample_value("flashsale_requests_in_flight")
 
     request_started()
