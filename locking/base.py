@@ -85,16 +85,17 @@ class BaseLock:
         ``blocking=False`` tries once. ``timeout=-1`` waits for the lock's
         ``wait_timeout`` (forever when that is ``None``); another value overrides it.
         """
+        wait: float | None = timeout
         if not blocking:
             if timeout != -1:
                 raise ValueError("can't specify a timeout for a non-blocking call")
         elif timeout == -1:
-            timeout = self.wait_timeout
+            wait = self.wait_timeout
         elif timeout < 0:
             raise ValueError("timeout value must be a non-negative number or -1")
         asked = time.perf_counter()
         try:
-            got = self.do_acquire(blocking=blocking, timeout=timeout if blocking else None)
+            got = self.do_acquire(blocking=blocking, timeout=wait if blocking else None)
         except self.unavailable as e:
             self._counted(metrics.ACQUISITIONS, "unavailable")
             raise LockUnavailableError(f"the server of lock {self.name!r} cannot be reached: {e}",

@@ -243,6 +243,7 @@ class MySQLLock(BaseLock):
         if held.counts:
             return
         atomic, held.atomic = held.atomic, None
+        assert atomic is not None  # entered with the first name this thread holds
         try:
             atomic.__exit__(None, None, None)  # COMMIT (or the rollback): work and release at once
         except DatabaseError as e:
@@ -354,7 +355,7 @@ class MySQLLockBackend(BaseLockBackend):
     """OPTIONS: ``using`` (the database alias, "default"), ``wait_timeout`` seconds
     (rounded up to whole seconds: innodb_lock_wait_timeout's unit)."""
 
-    lock_class = InsertLock
+    lock_class: type[_RowsMadeOnce] = InsertLock
     server = "database"  # the stock's own: a readiness check asks it anyway
 
     def __init__(self, alias: str, options: dict[str, Any]):

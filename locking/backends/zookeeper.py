@@ -102,25 +102,26 @@ class ZooKeeperLock(BaseLock):
         if self._recipe is None:
             identifier = f"{os.getpid()}:{threading.get_ident()}"
             self._recipe = CountingLock(client, self.path, identifier=identifier)
+        recipe = self._recipe
         losses = self.backend.losses
         try:
             # On a timeout kazoo deletes the waiter's node before raising.
-            acquired = self._recipe.acquire(blocking=blocking, timeout=timeout)
+            acquired = recipe.acquire(blocking=blocking, timeout=timeout)
         except LockTimeout:
             acquired = False
         except KazooException:
-            self._give_up()
+            self._give_up(recipe)
             raise
         if acquired:
             self._losses_at_acquire = losses
         else:
-            self._give_up()
+            self._give_up(recipe)
         return acquired
 
-    def _give_up(self) -> None:
+    def _give_up(self, recipe: CountingLock) -> None:
         """After a failed acquisition: make sure no node of this contender stays,
         and take a fresh recipe (a fresh node prefix) for the next attempt."""
-        recipe, self._recipe = self._recipe, None
+        self._recipe = None
         self.backend.forget_contender(recipe.path, recipe.prefix)
 
     def do_release(self) -> None:
@@ -245,9 +246,9 @@ class ZooKeeperLockBackend(BaseLockBackend):
             self.connected.set()
             with self._strays_mutex:
                 strays = bool(self._strays)
-            if strays and self._client is not None:
+            if strays and (client := self._client) is not None:
                 # Not on kazoo's event thread: a request from there would wait on itself.
-                self._client.handler.spawn(self._sweep)
+                client.handler.spawn(self._sweep, client)
 
     def forget_contender(self, path: str, prefix: str) -> None:
         """Delete the node(s) a contender that gave up may have left under ``path``;
@@ -257,13 +258,12 @@ class ZooKeeperLockBackend(BaseLockBackend):
         # kazoo's own flag, not ``connected``: kazoo fails the requests in flight
         # (this contender's among them) before it tells the listeners of the loss, and a
         # request made in between would wait for the next connection.
-        if self._client is not None and self._client.connected:
-            self._sweep()
+        if (client := self._client) is not None and client.connected:
+            self._sweep(client)
 
-    def _sweep(self) -> None:
+    def _sweep(self, client: KazooClient) -> None:
         with self._strays_mutex:
             strays = list(self._strays)
-        client = self._client
         # A request answers or fails within the session timeout while connected; one
         # made just as the connection drops would wait for the next, so bound it.
         patience = self.session_timeout

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import cast
 
 import redis
 
@@ -34,6 +35,8 @@ class NaiveSetnxLock:
                  between_get_and_del: Callable[[], None] = lambda: None):
         if release not in ("del", "get_then_del"):
             raise ValueError(f"unknown release {release!r}")
+        if separate_expire and ttl_ms is None:
+            raise ValueError("separate_expire sets a ttl: ttl_ms is needed")
         self.client = client
         self.key = key
         self.ttl_ms = ttl_ms
@@ -50,7 +53,7 @@ class NaiveSetnxLock:
             if not self.client.setnx(self.key, self.token):
                 return False
             self.between_set_and_expire()  # a crash here leaves the key forever
-            self.client.pexpire(self.key, self.ttl_ms)
+            self.client.pexpire(self.key, cast(int, self.ttl_ms))  # set with separate_expire
             return True
         if self.ttl_ms is None:
             return bool(self.client.setnx(self.key, self.token))

@@ -90,5 +90,6 @@ class HerdEffectZooKeeperLock(BaseLock):
 
 
 class HerdEffectZooKeeperLockBackend(ZooKeeperLockBackend):
-    def lock(self, name: str) -> HerdEffectZooKeeperLock:
+    # Another lock on the same session, not a ZooKeeperLock: only the session is shared.
+    def lock(self, name: str) -> HerdEffectZooKeeperLock:  # type: ignore[override]
         return HerdEffectZooKeeperLock(name, backend=self, wait_timeout=self.wait_timeout)

@@ -37,7 +37,10 @@ def line_up(backend, n: int, served: list, *, hold: float = 0.01, timeout: float
             lock.release()
 
         threads.append(start_thread(wait)[0])
-        wait_until(lambda i=i: len(head.waiting()) == ahead + i + 1)
+        def queued(n: int = ahead + i + 1) -> bool:
+            return len(head.waiting()) == n
+
+        wait_until(queued)
     return threads
 
 

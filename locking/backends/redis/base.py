@@ -85,6 +85,7 @@ class RedisLockBackend(BaseLockBackend):
         connection = dict(socket_timeout=socket_timeout, socket_connect_timeout=min(2.0, socket_timeout),
                           health_check_interval=30,
                           retry=Retry(NoBackoff(), 0), max_connections=max_connections)
+        self._sentinel: redis.sentinel.Sentinel | None = None
         if sentinels:
             asking = {"socket_timeout": 1, "socket_connect_timeout": 1}
             self._sentinel = redis.sentinel.Sentinel([tuple(s) for s in sentinels], sentinel_kwargs=asking)
@@ -92,7 +93,6 @@ class RedisLockBackend(BaseLockBackend):
             self._db = parse_url(url).get("db", 0)
             self.client = self._sentinel.master_for(service, db=self._db, **connection)
         else:
-            self._sentinel = None
             pool = redis.ConnectionPool.from_url(url, connection_class=connection_class, **connection)
             self.client = redis.Redis(connection_pool=pool)
         # register_script runs EVALSHA and falls back to loading the script (SCRIPT

@@ -66,6 +66,7 @@ def process_id() -> str:
 
 class RedissonLock(BaseLock):
     unavailable = UNREACHABLE
+    channel: str  # set by the locks whose waiters ask again at each message (_wait_asking)
 
     def __init__(self, name: str, *, backend: RedissonLockBackend, lease_ms: int | None = None,
                  wait_timeout: float | None = None):
@@ -97,7 +98,7 @@ class RedissonLock(BaseLock):
     def _lease(self) -> int:
         return self.lease_ms if self.lease_ms is not None else self.backend.watchdog.timeout_ms
 
-    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
+    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int | None]:
         """Run the acquire script once: (1, fencing token) or (0, the lock's TTL).
         (``waiting`` is for the fair lock's line: this lock's answer says who holds
         it whatever the asker means to do.)"""
@@ -293,9 +294,9 @@ class RedissonLockBackend(RedisLockBackend):
     """OPTIONS: ``url``, ``key_prefix``, ``lease_ms`` (None: watchdog),
     ``watchdog_timeout_ms`` (30000), ``wait_timeout`` seconds."""
 
-    lock_class = RedissonLock
-    scripts = ("redisson_acquire", "redisson_release", "redisson_renew", "redisson_force_release",
-               "redisson_wake", "redisson_list")
+    lock_class: type[RedissonLock] = RedissonLock
+    scripts: tuple[str, ...] = ("redisson_acquire", "redisson_release", "redisson_renew",
+                                "redisson_force_release", "redisson_wake", "redisson_list")
     renew_script = "redisson_renew"
 
     def __init__(self, alias: str, options: dict[str, Any]):

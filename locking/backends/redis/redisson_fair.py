@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 class RedissonFairLock(RedissonLock):
     addressed = True  # a release names the first in line
+    backend: RedissonFairLockBackend
 
     def __init__(self, name: str, *, backend: RedissonFairLockBackend, **options: Any):
         super().__init__(name, backend=backend, **options)
@@ -62,7 +63,7 @@ class RedissonFairLock(RedissonLock):
         process) does not cost it its place."""
         return self.backend.waiter_timeout_ms / 3 / 1000
 
-    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int]:
+    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int | None]:
         return self.backend.script["redisson_fair_acquire"](
             keys=[self.key, self.fence_key, self.line, self.deadlines, self.channel],
             args=[self._lease, holder, self.backend.waiter_timeout_ms, int(waiting)])

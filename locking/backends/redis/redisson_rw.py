@@ -56,6 +56,7 @@ class _Half(RedissonLock):
     """What the read and the write lock share: the keys, the wait, the release."""
 
     mode = ""  # "r" or "w": the holder's hash field is "<mode>:<holder>"
+    backend: RedissonReadWriteLockBackend
 
     def __init__(self, name: str, *, backend: RedissonReadWriteLockBackend, **options: Any):
         super().__init__(name, backend=backend, **options)
@@ -105,7 +106,7 @@ class _Half(RedissonLock):
 class RedissonReadLock(_Half):
     mode = "r"
 
-    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, None]:
+    def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int | None]:
         return self.backend.script["rw_read_acquire"](
             keys=self._keys(), args=[self._lease, holder, EVERYONE, self.backend.writer_timeout_ms])
 

@@ -66,7 +66,8 @@ class SetnxLock(BaseLock):
         """One attempt: the fencing token if taken (and, with ``replicas``,
         acknowledged by that many replicas), else None."""
         acquire = self.backend.script["setnx_acquire"]
-        keys, args = [self.key, self.fence_key], [token, self.ttl_ms]
+        keys = [self.key, self.fence_key]
+        args: list[str | int] = [token, self.ttl_ms]
         if not self.replicas:
             return acquire(keys=keys, args=args)
         # WAIT counts the writes of its own connection: it must follow the SET on

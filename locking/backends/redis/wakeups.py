@@ -115,7 +115,7 @@ class Wakeups:
     def _reset(self) -> None:
         # Also after a fork: the parent's listener thread and connection are not ours.
         self._pid = os.getpid()
-        self._pubsub = None
+        self._pubsub: redis.client.PubSub | None = None
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._subscriptions: dict[str, Subscription] = {}
@@ -144,17 +144,18 @@ class Wakeups:
             if self._pubsub is None:
                 self._pubsub = self.client.pubsub()
                 self._pubsub.subscribe(self.standing_channel)
+            pubsub = self._pubsub
             sub = self._subscriptions.get(channel)
             if sub is None:
                 sub = self._subscriptions[channel] = Subscription(listing)
                 if listing is not None:
                     self._forwards[channel] = listing.forward
-                self._pubsub.subscribe(channel)
+                pubsub.subscribe(channel)
             sub.waiters += 1
             if address is not None:
                 sub.expect(address)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._listen, args=(self._pubsub, self._stopped),
+                self._thread = threading.Thread(target=self._listen, args=(pubsub, self._stopped),
                                                 name="lock-wakeups", daemon=True)
                 self._thread.start()
             return sub
@@ -166,11 +167,12 @@ class Wakeups:
             sub.waiters -= 1
             if sub.waiters == 0 and self._subscriptions.get(channel) is sub:
                 del self._subscriptions[channel]
-                if sub.listed:
+                if sub.listed and sub.listing is not None:
                     # Off the list first: a release then no longer picks this process.
                     # If this fails, the first release that finds nobody listening
                     # here drops it (wake_one.lua).
                     self._quietly(sub.listing.leave, f"leaving the waiting list of {channel}")
+                assert self._pubsub is not None  # set while any channel is subscribed
                 try:
                     self._pubsub.unsubscribe(channel)
                 except redis.RedisError as e:  # the listener's reconnect resubscribes what is left
