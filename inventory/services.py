@@ -6,7 +6,7 @@ import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -225,6 +225,7 @@ def stock_deduct(
 
     _ledger_append(product, [(segment, share, operation_flag, order_reference, before, after)
                              for segment, share, before, after in taken])
+    assert held_since is not None  # a deduction of a unit or more wrote a row
     return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
 
 
@@ -310,7 +311,13 @@ def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, in
                 [(product.pk, *row, settings.FLASHSALE_INSTANCE, kind) for row in rows])
 
 
-def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: random.Random = random) -> list[list[int]]:
+class _Random(Protocol):
+    """What the plan asks of its random numbers: the random module or a seeded Random."""
+
+    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
+
+
+def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: _Random = random) -> list[list[int]]:
     """The groups of segments a purchase of ``quantity`` tries, in order, from a
     plain read of the product's ``segments``: first every segment that has enough
     alone, starting at a random one so buyers spread over the segments; when none

@@ -44,8 +44,11 @@ def intent_create(*, order_id: int, amount: int, currency: str, idempotency_key:
 
     :raises Unavailable: the provider cannot be reached, or failed.
     """
-    params = {"amount": amount, "currency": currency, "payment_method_types": ["card"],
-              "metadata": {"order_id": str(order_id)}}
+    # The typed params of this stripe release no longer list payment_method_types; the
+    # request is left as the stand-in was built against (card only).
+    params: stripe.params.PaymentIntentCreateParams = {  # type: ignore[typeddict-unknown-key]
+        "amount": amount, "currency": currency, "payment_method_types": ["card"],
+        "metadata": {"order_id": str(order_id)}}
     try:
         return _client().v1.payment_intents.create(params=params,
                                                    options={"idempotency_key": idempotency_key})

@@ -345,7 +345,7 @@ def _payment_record(*, intent_id: str, order_id: int, amount: int, currency: str
         intent_id=intent_id, defaults={"order_id": order_id, "amount": amount, "currency": currency,
                                        "status": status})
     if not created:
-        behind = [s for s, rank in _RANK.items() if rank < _RANK[status]]
+        behind = [s for s, rank in _RANK.items() if rank < _RANK[Payment.Status(status)]]
         Payment.objects.filter(pk=intent_id, status__in=behind).update(status=status)
     return payment
 

@@ -94,6 +94,7 @@ class PlaceAskApi(BuyerView, APIView):
         data = (self.BuyerInputSerializer if by_credentials else self.InputSerializer)(data=request.data)
         data.is_valid(raise_exception=True)
         buyer = buyer_name(request.user) if by_credentials else data.validated_data["user_id"]
+        assert buyer is not None  # IsBuyer lets only a buyer in
         place = place_ask(sku=sku_checked(sku), buyer=buyer, address=client_bucket(request),
                           solution=request.META.get("HTTP_CHALLENGE_SOLUTION"))
         return Response(self.OutputSerializer(place).data)

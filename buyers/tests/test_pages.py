@@ -25,7 +25,9 @@ def signed_in():
 
 def buyer_on_the_page(browser: Client) -> str | None:
     page = browser.get("/?sku=page-1").content.decode()
-    return json.loads(re.search(r'<script id="buyer-data"[^>]*>(.*?)</script>', page).group(1))
+    found = re.search(r'<script id="buyer-data"[^>]*>(.*?)</script>', page)
+    assert found, page
+    return json.loads(found.group(1))
 
 
 def test_continue_as_a_new_buyer_signs_in_one_click_and_buys_with_the_session_and_its_csrf_token():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.conf import settings
@@ -33,7 +33,7 @@ CORRECT = ["atomic", "optimistic", "setnx", "redisson", "zookeeper", "mysql", "m
 WINDOW_S = 60
 
 
-def later() -> timezone.datetime:
+def later() -> datetime:
     """A moment past every window opened now, and its grace: each pending order is due."""
     return timezone.now() + timedelta(seconds=WINDOW_S + settings.FLASHSALE_PAYMENT_GRACE_S + 1)
 

@@ -46,9 +46,8 @@ def buy(user: str) -> int:
 
 
 def pay(order_id: int, method: str = "pm_card_visa", key: str | None = None):
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     return Client().post(f"/api/orders/{order_id}/pay", {"payment_method": method},
-                         content_type="application/json", **headers)
+                         content_type="application/json", headers={"Idempotency-Key": key} if key else None)
 
 
 def status_of(order_id: int) -> str:
@@ -124,8 +123,8 @@ def test_a_failure_delivered_after_the_success_changes_nothing(provider, sale):
 
 
 def _post(body: str, signature: str | None):
-    extra = {} if signature is None else {"HTTP_STRIPE_SIGNATURE": signature}
-    return Client().post("/api/payments/webhook", data=body, content_type="application/json", **extra)
+    return Client().post("/api/payments/webhook", data=body, content_type="application/json",
+                         headers=None if signature is None else {"Stripe-Signature": signature})
 
 
 @pytest.mark.django_db(transaction=True)

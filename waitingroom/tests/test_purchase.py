@@ -29,7 +29,7 @@ def admitted(sku: str, buyer: str) -> str:
     place_ask(sku=sku, buyer=buyer)
     time.sleep(0.005)  # past Redis's millisecond: credit to admit with
     place = place_ask(sku=sku, buyer=buyer)
-    assert place.state == "admitted", place
+    assert place.state == "admitted" and place.admission is not None, place
     return place.admission
 
 
