@@ -30,13 +30,14 @@ class Deduction(enum.StrEnum):
 
 
 class Seller(enum.StrEnum):
-    """Who sells: the one decision ``orders.purchase.order_create`` makes per purchase."""
+    """Who sells a product's stock, and so who holds its every move: taken, given
+    back, taken again."""
 
     # Lock, transaction, deduct, commit, release: the order is in the database when
     # the buyer hears 201.
     TRANSACTION = "transaction"
     # One Redis script takes the unit and appends the order to a stream; a persister
-    # writes it to the database in batches (``orders.gate``: its ``sale`` and ``persister``).
+    # writes it to the database in batches (``orders.gate``: its ``lifecycle`` and ``persister``).
     GATE = "gate"
 
 

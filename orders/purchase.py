@@ -35,7 +35,7 @@ from .gate.sell import GateCold, gate_sell
 from .idempotency import request_fingerprint
 from .resolve import strategy_confirmed, strategy_resolve
 from .results import OrderResult, Timings
-from .transaction.sell import sell_in_transaction
+from .transaction.sell import transaction_sell
 
 
 def order_create(
@@ -86,7 +86,7 @@ def order_create(
                                       strategy=strategy)
         admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
         try:
-            return sell_in_transaction(**purchase, admitted=admitted, strategy=strategy, segments=segments)
+            return transaction_sell(**purchase, admitted=admitted, strategy=strategy, segments=segments)
         except (Busy, Unavailable, DatabaseError):
             # No decision of the sale's, and nothing written: an unkeyed purchase
             # cannot spend its admission again under its key (the gate's script spends

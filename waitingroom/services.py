@@ -241,7 +241,7 @@ def admission_spend(*, sku: str, buyer: str, admission: Admission | None, key: s
     if admission is None:
         return False
     try:
-        spent = store.admission_spend(sku=sku, buyer=buyer, sale=admission.sale, key=key)
+        spent = store.admission_use(sku=sku, buyer=buyer, sale=admission.sale, key=key)
     except redis.RedisError as e:
         raise Unavailable(f"{sku}: the waiting room's Redis cannot be reached: {e}", backend="redis") from e
     if spent == "none":

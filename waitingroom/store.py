@@ -118,7 +118,7 @@ def room_ask(*, sku: str, buyer: str, address: str, join: bool, proof: Proof | N
     return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 
-def admission_spend(*, sku: str, buyer: str, sale: str, key: str) -> str:
+def admission_use(*, sku: str, buyer: str, sale: str, key: str) -> str:
     """Spend ``buyer``'s admission for the purchase ``key``: 'ok', or why not (``lua/use.lua``)."""
     return _script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key])
 

@@ -52,7 +52,7 @@ from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
 
 
-def sell_in_transaction(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
+def transaction_sell(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
                          deadline: float, admitted: bool, strategy: StrategySpec,
                          segments: list[Stock] | None) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns."""
