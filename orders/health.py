@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import cast
 
 import MySQLdb
 import redis
@@ -75,7 +76,9 @@ def _gate_redis() -> None:
     if _gate is None:
         options = dict(socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT, retry=Retry(NoBackoff(), 0))
         if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-            _gate = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
+            # Typed as the Redis it stands in for: a PING, both answer.
+            cluster = redis.RedisCluster.from_url(settings.FLASHSALE_GATE_REDIS_URL, **options)
+            _gate = cast(redis.Redis, cluster)
         else:
             _gate = redis.Redis.from_url(settings.FLASHSALE_GATE_REDIS_URL, max_connections=4, **options)
     _gate.ping()

@@ -51,8 +51,8 @@ def purchase_counted(*, sku: object, body: object, status: int, arrived: float |
         code = answer = "replayed"
     else:
         answer = "refused"
-        code = body.get("error") if isinstance(body, dict) else None
-        code = code if isinstance(code, str) else f"http_{status}"
+        error = body.get("error") if isinstance(body, dict) else None
+        code = error if isinstance(error, str) else f"http_{status}"
     strategy = body.get("strategy") if status in (200, 201) and isinstance(body, dict) else None
     if not isinstance(strategy, str):
         known = strategy_remembered(sku) if isinstance(sku, str) else None

@@ -20,7 +20,7 @@ from inventory.models import StockFlow
 from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
-from .gate.lifecycle import GateTally, OrderStatus, gate_order_get, gate_tally
+from .gate.lifecycle import OrderStatus, gate_order_get, gate_tally
 from .gate.store import ID_BLOCK_SHIFT
 from .models import GateSale, Order
 
@@ -33,6 +33,7 @@ def order_status_get(*, order_id: int, buyer: str | None = None) -> OrderStatus:
     :raises NotFound: neither has it, or it is another buyer's (the answer is the same).
     """
     order = Order.objects.select_related("product").filter(pk=order_id).first()
+    found: OrderStatus | None
     if order is not None:
         found = OrderStatus(order_id=order.pk, sku=order.product.sku, quantity=order.quantity,
                             strategy=order.strategy, instance=order.instance, status="confirmed",
@@ -45,11 +46,22 @@ def order_status_get(*, order_id: int, buyer: str | None = None) -> OrderStatus:
 
 
 @dataclass(frozen=True)
-class GateAudit(GateTally):
-    """The three places a gate sale lives, reconciled: Redis, its stream, MySQL."""
+class GateAudit:
+    """The three places a gate sale lives, reconciled: Redis, its stream, MySQL.
+    Redis's counts are ``GateTally``'s, each None when Redis lost the sale."""
 
+    loaded: int  # the stock Redis was loaded with
+    redis_remaining: int | None = None
+    accepted: int | None = None
+    accepted_quantity: int | None = None
+    unacknowledged: int | None = None
+    undelivered: int | None = None
+    dead_lettered: int | None = None
+    last_delivered: str | None = None
+    returned: int | None = None
+    retaken: int | None = None
     persisted: int = 0  # orders of this sale in MySQL
-    backlog: int = 0  # accepted, neither persisted nor dead-lettered yet
+    backlog: int | None = None  # accepted, neither persisted nor dead-lettered yet
     # From accepted (the stream entry's time) to written (the row's), over the
     # persisted orders, in ms; None before the first is written.
     confirm_p50_ms: float | None = None

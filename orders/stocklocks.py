@@ -39,10 +39,13 @@ def locks_acquired(lock: BaseLock, names: dict[int, str], *, strategy: StrategyS
         raise Busy(f"stock lock for {sku} not acquired within its wait timeout")
     if not settings.FLASHSALE_FENCING:
         return None
-    tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
-    if None in tokens.values():
-        return None
-    return {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    fences = {}
+    for segment, name in names.items():
+        token = lock.fence_of(name)
+        if token is None:  # a lock that issues none: nothing to fence with
+            return None
+        fences[segment] = Fence(source=strategy.name, token=token)
+    return fences
 
 
 def lock_release(lock: BaseLock, *, written: Order | None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 import environ
@@ -435,7 +436,7 @@ FLASHSALE_ZK_SESSION_TIMEOUT_S = env.float("FLASHSALE_ZK_SESSION_TIMEOUT_S",
 
 # One alias per lock; each strategy names the one that guards its stock
 # (common.strategies), and those that take none share "null".
-LOCKING = {
+LOCKING: dict[str, dict[str, Any]] = {
     "null": {"BACKEND": "locking.backends.null.NullLockBackend"},
     "local": {
         "BACKEND": "locking.backends.local.LocalLockBackend",

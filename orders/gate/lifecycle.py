@@ -276,8 +276,8 @@ class GateTally:
     last_delivered: str | None = None  # the persisters' group's last entry read (None: no group yet)
     # Units expired orders gave back to Redis's stock, and of those, units late
     # payments took out again (payments): stock = loaded - accepted + returned - retaken.
-    returned: int | None = 0
-    retaken: int | None = 0
+    returned: int = 0
+    retaken: int = 0
 
 
 def gate_tally(*, sku: str) -> GateTally | None:

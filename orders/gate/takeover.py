@@ -38,7 +38,9 @@ def orders_loaded(product: Product) -> OrdersLoaded:
     Call it in the transaction that reads the stock the sale loads: an expiry that
     commits between the two reads would leave its units in neither or in both."""
     after = flows_after(product=product)
-    records, bought, returns = {}, {}, {}
+    records: dict[str, str] = {}
+    bought: dict[str, int] = {}
+    returns: dict[str, str] = {}
     for order in Order.objects.filter(product=product):
         records[order.idempotency_key] = replay_record(
             fingerprint=request_fingerprint(sku=product.sku, quantity=order.quantity, user_id=order.user_id),
