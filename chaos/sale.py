@@ -143,15 +143,17 @@ def _until_healthy(config: StackConfig, seconds: float = 60, urls: list[str] | N
     client = FlashsaleClient(config.base_url, timeout=2)
     deadline = time.monotonic() + seconds
     in_a_row = 0
+    seen: object = None  # the last answer, or why there was none: what the error names
     while in_a_row < 2 * config.instances:
         if time.monotonic() > deadline:
-            raise RuntimeError("the stack did not come back healthy within a minute")
+            raise RuntimeError(f"the stack did not come back healthy within {seconds:g} s "
+                               f"(/healthz last: {seen})")
         try:
             body = client.healthz()
-            backends = body.get("backends") or {}
+            backends = seen = body.get("backends") or {}
             healthy = bool(backends) and all(state == "ok" for state in backends.values())
-        except (requests.RequestException, ValueError):
-            healthy = False
+        except (requests.RequestException, ValueError) as e:
+            seen, healthy = f"{type(e).__name__}: {e}", False
         in_a_row = in_a_row + 1 if healthy else 0
         if not healthy:
             time.sleep(0.2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -154,14 +155,24 @@ def run_lane(parts: list[Part], alone: Part, pytest_args: list[str], *, alone_fi
         alone.run(pytest_args)
 
 
+def logs_kept(config: StackConfig, into: Path) -> None:
+    """A lane's server logs, copied out of its run directory before that goes: what a
+    failed test's servers said stays readable (``<run dir>/suite/lane<k>-logs``)."""
+    logs = config.run_dir / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, into / f"{config.run_dir.name}-logs", dirs_exist_ok=True)
+
+
 @contextmanager
-def stacks_up(configs: list[StackConfig]) -> Iterator[None]:
+def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
     """Every lane's stack up; afterwards, down what this run started, and the lanes it
-    made removed with what they made outside their run directories."""
+    made removed with what they made outside their run directories, their logs kept
+    in ``out``."""
     with ExitStack() as stack:
         for lane, config in enumerate(configs, start=1):
             if lane > 1:
                 stack.callback(clean, config)
+                stack.callback(logs_kept, config, out)  # first: the callbacks run last to first
             elif not Supervisor(config).is_running():
                 stack.callback(down, config)
             up(config)
@@ -200,7 +211,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
     began = time.monotonic()
-    with burners(burn) if burn else nullcontext(), stacks_up(configs):
+    with burners(burn) if burn else nullcontext(), stacks_up(configs, out):
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         threads = [threading.Thread(target=run_lane, args=(parts, alone, pytest_args),
                                     kwargs={"alone_first": alone_first(lane, lanes)})

@@ -4,6 +4,7 @@ balancer keeps every instance of a deployment whose strategy never uses it."""
 import pytest
 import requests
 
+from stack.control import start_again
 from stack.supervisor import Supervisor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # ZooKeeper stopped
@@ -30,7 +31,7 @@ def test_readyz_keeps_an_instance_whose_strategy_needs_no_zookeeper_while_it_is_
             assert _probe(atomic, "/livez").status_code == 200
         assert atomic.order(sku, 1, "u1").status_code == 201  # and it sells
     finally:
-        supervisor.start("zookeeper")
+        start_again(stack_config, ["zookeeper"])  # and ready, before the next test asks for it
 
 
 def test_readyz_drops_an_instance_whose_strategy_needs_zookeeper_while_it_is_stopped(
@@ -46,4 +47,4 @@ def test_readyz_drops_an_instance_whose_strategy_needs_zookeeper_while_it_is_sto
             assert ready.json()["backends"] == {"database": "ok", "zookeeper": "down"}
             assert _probe(zookeeper, "/livez").status_code == 200  # alive: not to be restarted
     finally:
-        supervisor.start("zookeeper")
+        start_again(stack_config, ["zookeeper"])  # and ready, before the next test asks for it

@@ -58,6 +58,18 @@ def _part(name: str, status: int | None, seconds: float, durations: dict[str, fl
     return part
 
 
+def test_a_lanes_logs_are_kept_out_of_its_run_directory_before_it_goes(config, tmp_path):
+    lane = suite.lane_config(config, 2)
+    (lane.run_dir / "logs").mkdir(parents=True)
+    (lane.run_dir / "logs" / "zookeeper.log").write_text("what it said\n")
+    out = tmp_path / "suite"
+    out.mkdir()
+    suite.logs_kept(lane, out)
+    assert (out / "lane2-logs" / "zookeeper.log").read_text() == "what it said\n"
+    suite.logs_kept(suite.lane_config(config, 3), out)  # a lane that made no logs: nothing
+    assert sorted(p.name for p in out.iterdir()) == ["lane2-logs"]
+
+
 def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, tmp_path):
     durations = {f"a.py::test_{i}": float(i) for i in range(30)}
     parts = [_part("stack 1/2", 0, 100, dict(list(durations.items())[:15]), tmp_path),
