@@ -37,6 +37,12 @@ def locks_acquired(lock: BaseLock, names: dict[int, str], *, strategy: StrategyS
         raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
     if not acquired:
         raise Busy(f"stock lock for {sku} not acquired within its wait timeout")
+    return lock_fences(lock, names, strategy=strategy)
+
+
+def lock_fences(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec) -> dict[int, Fence] | None:
+    """The fences a holder of ``lock`` writes with, one per segment of ``names``:
+    None when fencing is off or the lock issues no token for one of them."""
     if not settings.FLASHSALE_FENCING:
         return None
     fences = {}

@@ -47,7 +47,7 @@ from ..quota import quota_open, quota_take
 from ..resolve import strategy_confirmed
 from ..results import OrderResult, Timings
 from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
-from ..stocklocks import lock_name, lock_release, outcome_unknown_error
+from ..stocklocks import lock_fences, lock_name, lock_release, outcome_unknown_error
 from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
 
@@ -235,11 +235,7 @@ def _group_bought(*, product: Product, strategy: StrategySpec, group: list[int],
         raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout",
                    extra={"strategy": strategy.name})
     granted = time.perf_counter()
-    fences = None
-    if settings.FLASHSALE_FENCING:
-        tokens = {segment: lock.fence_of(name) for segment, name in names.items()}
-        if None not in tokens.values():
-            fences = {segment: Fence(source=strategy.name, token=token) for segment, token in tokens.items()}
+    fences = lock_fences(lock, names, strategy=strategy)
     try:
         if strategy.one_trip and len(group) == 1:
             order, deducted = purchase_call(product=product, segment=group[0], quantity=quantity,
