@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from races.services import QUEUE
+from stack.control import start_again
 from stack.supervisor import Supervisor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1260)]
@@ -38,7 +39,7 @@ def racer_stopped(stack_config):
     finally:
         with redis.Redis(port=stack_config.redis_port) as stack_redis:
             stack_redis.delete(QUEUE)
-        supervisor.start("racer")
+        start_again(stack_config, ["racer"])  # and ready, before the next test asks for a race
 
 
 # Each operation gets the credentials its security names (the admin's token, a buyer's
