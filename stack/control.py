@@ -168,7 +168,9 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
         if not rolling or not _running(sup, "nginx") or not running:
             _replace(sup, config, replaced)
             barrier.release()
-            _start(sup, config, [app(config, name) for name in new])
+            # With the processes beside them (those replaced for the new config): all
+            # boot at once, none needs another ready to start.
+            _start(sup, config, [*(app(config, name) for name in new), *workers(config)])
             return
         # The second half keeps serving while the first restarts; without an unchanged
         # instance to serve meanwhile, at least one (a lone instance cannot: it restarts

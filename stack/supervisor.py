@@ -177,9 +177,19 @@ class Supervisor:
         if self.info(name)["statename"] not in RUNNING_STATES:
             self.rpc.startProcess(f"{name}:{name}", False)
 
-    def stop(self, name: str) -> None:
+    def stop(self, name: str, timeout: float = 90) -> None:
         if self.info(name)["statename"] in RUNNING_STATES:
-            self.rpc.stopProcess(f"{name}:{name}", True)
+            self.rpc.stopProcess(f"{name}:{name}", False)
+            self._until_stopped([name], timeout)
+
+    def _until_stopped(self, names: list[str], timeout: float) -> None:
+        # Polled: supervisord answers a stop that waits only at its next loop, up to
+        # a second after the process has gone.
+        deadline = time.monotonic() + timeout
+        while any(self.info(name)["statename"] in RUNNING_STATES | {"STOPPING"} for name in names):
+            if time.monotonic() > deadline:
+                raise StackError(f"{', '.join(names)} did not stop within {timeout:.0f} s")
+            time.sleep(0.05)
 
     def signal_group(self, name: str, signum: int) -> int:
         """Send ``signum`` to the process group of program ``name`` (supervisord
@@ -235,18 +245,15 @@ class Supervisor:
         stop signal) rather than one after another."""
         for name in names:
             self.rpc.stopProcessGroup(name, False)
-        deadline = time.monotonic() + timeout
-        while any(self.info(name)["statename"] in RUNNING_STATES | {"STOPPING"} for name in names):
-            if time.monotonic() > deadline:
-                raise StackError(f"{', '.join(names)} did not stop within {timeout:.0f} s")
-            time.sleep(0.05)
+        self._until_stopped(names, timeout)
         for name in names:
             self.rpc.removeProcessGroup(name)
             self.rpc.addProcessGroup(name)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, timeout: float = 90) -> None:
         """Stop program ``name`` (its stop signal: a graceful stop) and forget it."""
-        self.rpc.stopProcessGroup(name, True)
+        self.rpc.stopProcessGroup(name, False)
+        self._until_stopped([name], timeout)
         self.rpc.removeProcessGroup(name)
 
 
