@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from common.errors import Busy, InvalidInput, Unavailable, database_failure
-from common.strategies import Seller, StrategySpec
+from common.strategies import Seller
 from inventory.selectors import product_get
 from waitingroom.services import admission_checked, admission_spend, admission_unspend
 
@@ -34,7 +34,7 @@ from .barrier import barrier_pass
 from .gate.sell import GateCold, gate_sell
 from .idempotency import request_fingerprint
 from .resolve import strategy_confirmed, strategy_resolve
-from .results import OrderResult, Timings
+from .results import OrderResult, Purchase, Timings
 from .transaction.sell import transaction_sell
 
 
@@ -76,24 +76,24 @@ def order_create(
     # so that the same purchase retried spends it again; the sale says whether it
     # needs one.
     checked = admission_checked(sku=sku, buyer=user_id, token=admission)
-    key = idempotency_key or f"auto-{uuid.uuid4().hex}"
-    purchase = dict(sku=sku, quantity=quantity, user_id=user_id, idempotency_key=idempotency_key,
-                    deadline=deadline)
     try:
         strategy, segments = strategy_resolve(sku)
+        purchase = Purchase(sku=sku, quantity=quantity, buyer=user_id,
+                            key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=bool(idempotency_key),
+                            fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id),
+                            deadline=deadline, admission=checked, strategy=strategy)
         if strategy.seller is Seller.GATE:  # its sale's script spends it
-            return _sell_through_gate(**purchase, key=key, admission=checked.sale if checked else "",
-                                      strategy=strategy)
-        admitted = admission_spend(sku=sku, buyer=user_id, admission=checked, key=key)
+            return _sell_through_gate(purchase)
+        admitted = admission_spend(sku=sku, buyer=user_id, admission=purchase.admission, key=purchase.key)
         try:
-            return transaction_sell(**purchase, admitted=admitted, strategy=strategy, segments=segments)
+            return transaction_sell(purchase, admitted=admitted, segments=segments)
         except (Busy, Unavailable, DatabaseError):
             # No decision of the sale's, and nothing written: an unkeyed purchase
             # cannot spend its admission again under its key (the gate's script spends
             # it with its decision alone). A keyed one can, and another request with
             # its key, still under way, may be the one that buys with it: it stays spent.
-            if admitted and idempotency_key is None:
-                admission_unspend(sku=sku, buyer=user_id, key=key)
+            if admitted and not purchase.keyed:
+                admission_unspend(sku=sku, buyer=user_id, key=purchase.key)
             raise
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
@@ -106,23 +106,17 @@ def order_create(
         raise answer from e
 
 
-def _sell_through_gate(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                       deadline: float, key: str, admission: str, strategy: StrategySpec) -> OrderResult:
+def _sell_through_gate(purchase: Purchase) -> OrderResult:
     """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
-    database hears of the order from a persister, after the answer. ``key``: the
-    purchase's (made for it without one); ``admission``: the room's sale the buyer's
-    admission names ("": none); ``strategy``: the gate, as the purchase resolved it."""
+    database hears of the order from a persister, after the answer."""
     try:
-        sold = gate_sell(sku=sku, quantity=quantity, user_id=user_id, key=key,
-                         keyed=idempotency_key is not None,
-                         fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id),
-                         admission=admission)
+        sold = gate_sell(purchase)
     except GateCold:
         # No sale in Redis: the product's row says whether it has one (Redis lost it)
         # or was reset under another strategy meanwhile (NotFound: no such product).
-        strategy_confirmed(sku, product_get(sku=sku).strategy, strategy)
+        strategy_confirmed(purchase.sku, product_get(sku=purchase.sku).strategy, purchase.strategy)
         raise
-    return OrderResult(order_id=sold.order_id, sku=sku, quantity=sold.quantity, strategy="gate",
-                       instance=sold.instance, status="accepted", remaining=sold.remaining,
-                       replayed=sold.replayed,
+    return OrderResult(order_id=sold.order_id, sku=purchase.sku, quantity=sold.quantity,
+                       strategy=purchase.strategy.name, instance=sold.instance, status="accepted",
+                       remaining=sold.remaining, replayed=sold.replayed,
                        timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))

@@ -1,10 +1,30 @@
-"""What a purchase answers, whichever seller made it."""
+"""What a purchase asks (``Purchase``) and answers (``OrderResult``), whichever
+seller makes it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.strategies import StrategySpec
+from waitingroom.tokens import Admission
+
 from .models import Order
+
+
+@dataclass(frozen=True)
+class Purchase:
+    """One purchase as the door made it (``orders.purchase``), once: each seller, and
+    each step below it, reads it and changes none of it."""
+
+    sku: str
+    quantity: int
+    buyer: str  # the buyer's user id
+    key: str  # the buyer's idempotency key, or one made for this purchase alone
+    keyed: bool  # whether the buyer sent the key (and so may send it again)
+    fingerprint: str  # what a request with the same key must agree on
+    deadline: float  # time.monotonic() past which the purchase commits nothing
+    admission: Admission | None  # the waiting room's, checked at the door (None: none sent)
+    strategy: StrategySpec  # the strategy the sale runs under, as the door resolved it
 
 
 @dataclass(frozen=True)

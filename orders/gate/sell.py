@@ -26,6 +26,7 @@ from common.requestlog import request_id_current
 from waitingroom.services import admission_refused_error
 from waitingroom.store import spend_keys
 
+from ..results import Purchase
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
 from .pipeline import Replied, ScriptPipeline, fresh
@@ -165,11 +166,10 @@ class GateSold:
     script_ms: float  # the script's round trip: the longest the stock could have been held
 
 
-def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, fingerprint: str,
-              admission: str = "") -> GateSold:
-    """Run the sale's script for one purchase; ``admission``: the room's sale the
-    buyer's admission names (its signature checked), "" without one. The script
-    spends it, for a sale with a waiting room.
+def gate_sell(purchase: Purchase) -> GateSold:
+    """Run the sale's script for one purchase. With an admission (the room's sale it
+    names, its signature checked at the door), the script spends it, for a sale with
+    a waiting room.
 
     :raises AdmissionRefused: the sale has a waiting room, and the admission does not
         buy (none, another sale's, not admitted, expired, spent on another purchase).
@@ -186,6 +186,8 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
     """
     # A purchase with an admission runs the script even so, which spends it: its slot
     # in the room frees, and the room admits the next buyer to be told sold out.
+    sku, quantity, key, keyed = purchase.sku, purchase.quantity, purchase.key, purchase.keyed
+    admission = purchase.admission.sale if purchase.admission else ""
     if not admission and _remembered_sold_out(sku, key=key, keyed=keyed):
         raise SoldOut.short_of(sku, quantity, 0)
     started = time.perf_counter()
@@ -194,7 +196,7 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
         # The room's keys only with an admission: without one the script reads none.
         keys = [*gate_keys(sku), *spend_keys(sku)] if admission else list(gate_keys(sku))
         reply, reached = _sell(keys=keys, args=[
-            key, fingerprint, quantity, user_id, settings.FLASHSALE_INSTANCE,
+            key, purchase.fingerprint, quantity, purchase.buyer, settings.FLASHSALE_INSTANCE,
             settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
             admission, request_id_current()])
     except redis.RedisError as e:
@@ -219,12 +221,12 @@ def gate_sell(*, sku: str, quantity: int, user_id: str, key: str, keyed: bool, f
                         instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
     if verdict == "replay":
         known, order_id, remaining, bought, instance = reply[1].split(" ", 4)
-        if known != fingerprint:
+        if known != purchase.fingerprint:
             raise IdempotencyConflict("this Idempotency-Key was used with a different request",
                                       extra={"order_id": int(order_id)})
         return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
                         instance=instance, replayed=True, script_ms=script_ms)
-    raise _refusal_error(reply, sku=sku, quantity=quantity, user_id=user_id)
+    raise _refusal_error(reply, sku=sku, quantity=quantity, user_id=purchase.buyer)
 
 
 def _refusal_error(reply: list, *, sku: str, quantity: int, user_id: str) -> Exception:

@@ -37,6 +37,7 @@ from inventory.models import Product
 from inventory.services import Deducted
 
 from ..models import Order
+from ..results import Purchase
 
 
 def past_deadline_error(sku: str) -> Busy:
@@ -57,20 +58,20 @@ class _Reply(NamedTuple):
 _CALL = f"CALL flashsale_purchase({', '.join(['%s'] * 14)})"
 
 
-def purchase_call(*, product: Product, segment: int, quantity: int, user_id: str, key: str, strategy: str,
-                  deadline: float) -> tuple[Order, Deducted]:
-    """Place the order and take ``quantity`` from ``segment`` in one ``CALL``.
+def purchase_call(purchase: Purchase, *, product: Product, segment: int) -> tuple[Order, Deducted]:
+    """Place the purchase's order and take its quantity from ``segment`` in one ``CALL``.
 
     :raises SoldOut: the segment has less than ``quantity``; nothing was written.
     :raises LimitReached: the buyer's limit has no room; nothing was written.
     :raises SaleReplaced: a reset replaced ``product``'s sale (its ``sale`` as read)
         meanwhile; nothing was written.
-    :raises Busy: past ``deadline`` (``time.monotonic()``); nothing was written.
+    :raises Busy: past the purchase's deadline; nothing was written.
     :raises OutcomeUnknown: the connection died during the call.
     :raises IntegrityError: the key has an order already; nothing was written.
     """
     stall_point("start")  # fault injection: before the stock is touched
-    budget_us = int((deadline - time.monotonic()) * 1_000_000)
+    quantity, user_id, key, strategy = purchase.quantity, purchase.buyer, purchase.key, purchase.strategy.name
+    budget_us = int((purchase.deadline - time.monotonic()) * 1_000_000)
     if budget_us <= 0:
         raise past_deadline_error(product.sku)
     connection = transaction.get_connection()

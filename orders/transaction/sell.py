@@ -15,7 +15,6 @@ purchase, not the stock.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -40,30 +39,26 @@ from ..idempotency import (
     key_claimed_or_replay,
     key_freed_or_replay,
     replay_by_key,
-    request_fingerprint,
 )
 from ..models import Order
 from ..quota import quota_open, quota_take
 from ..resolve import strategy_confirmed
-from ..results import OrderResult, Timings
+from ..results import OrderResult, Purchase, Timings
 from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import lock_fences, lock_name, lock_release, outcome_unknown_error
 from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
 
 
-def transaction_sell(*, sku: str, quantity: int, user_id: str, idempotency_key: str | None,
-                         deadline: float, admitted: bool, strategy: StrategySpec,
-                         segments: list[Stock] | None) -> OrderResult:
-    """The locked transaction's purchase: the order is in the database when it returns."""
-    fingerprint = request_fingerprint(sku=sku, quantity=quantity, user_id=user_id)
-    if idempotency_key:
-        key = idempotency_key
-        known = key_claimed_or_replay(key=key, fingerprint=fingerprint)
+def transaction_sell(purchase: Purchase, *, admitted: bool, segments: list[Stock] | None) -> OrderResult:
+    """The locked transaction's purchase: the order is in the database when it returns.
+    ``admitted``: the buyer's admission was spent on it; ``segments``: the sale's, as
+    the door's resolve read them (None: read here)."""
+    sku, quantity, strategy, key = purchase.sku, purchase.quantity, purchase.strategy, purchase.key
+    if purchase.keyed:
+        known = key_claimed_or_replay(key=key, fingerprint=purchase.fingerprint)
         if known is not None:
             return known  # a replay is answered even after the sale sold out
-    else:
-        key = f"auto-{uuid.uuid4().hex}"  # every unkeyed request is its own operation
 
     state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
     sale = None  # the sale whose rows the purchase reads (Product.sale)
@@ -71,47 +66,46 @@ def transaction_sell(*, sku: str, quantity: int, user_id: str, idempotency_key: 
         segments, state = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
                                         segments=segments, admitted=admitted)
         sale = segments[0].product.sale
-        placed = _groups_tried(segments=segments, strategy=strategy, quantity=quantity, user_id=user_id,
-                               key=key, deadline=deadline)
+        placed = _groups_tried(purchase, segments=segments)
     except IntegrityError:
         # The Redis flag was gone (expired, flushed) and an earlier request with
         # this key had committed: the unique key refused the second order.
-        known = replay_by_key(key=key, fingerprint=fingerprint)
+        known = replay_by_key(key=key, fingerprint=purchase.fingerprint)
         if known is None:
             raise
         return known
     except OutcomeUnknown as e:
-        if idempotency_key and e.order_id is None:
-            flag_unsettled(key=key, fingerprint=fingerprint)  # a retry asks the database at once
-        elif idempotency_key:
+        if purchase.keyed and e.order_id is None:
+            flag_unsettled(key=key, fingerprint=purchase.fingerprint)  # a retry asks the database at once
+        elif purchase.keyed:
             # A flag that names the order: a retry asks the database whether it landed.
-            flag_complete(key=key, fingerprint=fingerprint, order_id=e.order_id)
+            flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=e.order_id)
         raise
     except BaseException as e:
-        known = _refused(e, sku=sku, strategy=strategy, state=state, sale=sale, deadline=deadline,
-                         key=key if idempotency_key else None, fingerprint=fingerprint)
+        known = _refused(e, purchase=purchase, state=state, sale=sale)
         if known is None:
             raise
         return known
     if placed.product_left == 0:
         sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
-    if idempotency_key:
-        flag_complete(key=key, fingerprint=fingerprint, order_id=placed.order.pk)
+    if purchase.keyed:
+        flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=placed.order.pk)
     return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
 
 
-def _refused(e: BaseException, *, sku: str, strategy: StrategySpec, state: SaleState, sale: int | None,
-             deadline: float, key: str | None, fingerprint: str) -> OrderResult | None:
+def _refused(e: BaseException, *, purchase: Purchase, state: SaleState, sale: int | None,
+             ) -> OrderResult | None:
     """A refusal's aftermath: the sale numbered ``sale`` (None: its rows were not
-    read) marked sold out when it says so, and the buyer's ``key`` (None: unkeyed)
-    freed or settled (``key_freed_or_replay``); the answer of an earlier request with
-    the key, if there is one to give instead."""
+    read) marked sold out when it says so, and a keyed purchase's key freed or settled
+    (``key_freed_or_replay``); the answer of an earlier request with the key, if
+    there is one to give instead."""
     if isinstance(e, SoldOut) and e.extra.get("remaining") == 0 and not state.sold_out and sale is not None:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
-    if key is None:
+        sale_state_sold_out(sku=purchase.sku, strategy=purchase.strategy.name, sale=sale,
+                            returns=state.returns)
+    if not purchase.keyed:
         return None
-    return key_freed_or_replay(e, key=key, fingerprint=fingerprint, flags_complete=state.flags_complete,
-                               deadline=deadline)
+    return key_freed_or_replay(e, key=purchase.key, fingerprint=purchase.fingerprint,
+                               flags_complete=state.flags_complete, deadline=purchase.deadline)
 
 
 def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: StrategySpec,
@@ -190,21 +184,19 @@ class _Placed(NamedTuple):
     timings: Timings
 
 
-def _groups_tried(*, segments: list[Stock], strategy: StrategySpec, quantity: int, user_id: str, key: str,
-                  deadline: float) -> _Placed:
+def _groups_tried(purchase: Purchase, *, segments: list[Stock]) -> _Placed:
     """Take the stock from the groups of segments the plan names, in turn: a group
     that ran dry since the plan's read falls over to the next. Sold out only when
     no combination of segments can serve the quantity."""
-    product = segments[0].product
-    quota_open(product=product, user_id=user_id)
+    product, quantity = segments[0].product, purchase.quantity
+    quota_open(product=product, user_id=purchase.buyer)
     for round_ in range(PLAN_ROUNDS):
         if round_:
             segments = _segments_planned(product.sku, None)
         for group in stock_plan(segments, quantity):
             try:
-                order, deducted, timings = _group_bought(product=product, strategy=strategy, group=group,
-                                                         count=len(segments), quantity=quantity,
-                                                         user_id=user_id, key=key, deadline=deadline)
+                order, deducted, timings = _group_bought(purchase, product=product, group=group,
+                                                         count=len(segments))
             except SoldOut as e:
                 refused, last = group, e  # the group ran dry since the read: the next one
                 continue
@@ -220,9 +212,10 @@ def _groups_tried(*, segments: list[Stock], strategy: StrategySpec, quantity: in
     raise SoldOut.short_of(product.sku, quantity, available)
 
 
-def _group_bought(*, product: Product, strategy: StrategySpec, group: list[int], count: int, quantity: int,
-                  user_id: str, key: str, deadline: float) -> tuple[Order, Deducted, Timings]:
+def _group_bought(purchase: Purchase, *, product: Product, group: list[int], count: int,
+                  ) -> tuple[Order, Deducted, Timings]:
     """One try of the plan's: lock the group's segments, write the purchase, commit, release."""
+    strategy = purchase.strategy
     names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)
     asked = time.perf_counter()
@@ -238,13 +231,10 @@ def _group_bought(*, product: Product, strategy: StrategySpec, group: list[int],
     fences = lock_fences(lock, names, strategy=strategy)
     try:
         if strategy.one_trip and len(group) == 1:
-            order, deducted = purchase_call(product=product, segment=group[0], quantity=quantity,
-                                            user_id=user_id, key=key, strategy=strategy.name,
-                                            deadline=deadline)
+            order, deducted = purchase_call(purchase, product=product, segment=group[0])
         else:
-            order, deducted = _transaction_committed(product=product, quantity=quantity, user_id=user_id,
-                                                     key=key, strategy=strategy, lock=lock, group=group,
-                                                     fences=fences, deadline=deadline)
+            order, deducted = _transaction_committed(purchase, product=product, lock=lock, group=group,
+                                                     fences=fences)
     except BaseException:
         lock_release(lock, written=None)
         raise
@@ -257,11 +247,11 @@ def _group_bought(*, product: Product, strategy: StrategySpec, group: list[int],
                                     hold_ms=(given_up - held_since) * 1000)
 
 
-def _transaction_committed(*, product: Product, quantity: int, user_id: str, key: str,
-                           strategy: StrategySpec, lock: BaseLock, group: list[int],
-                           fences: dict[int, Fence] | None, deadline: float) -> tuple[Order, Deducted]:
+def _transaction_committed(purchase: Purchase, *, product: Product, lock: BaseLock, group: list[int],
+                           fences: dict[int, Fence] | None) -> tuple[Order, Deducted]:
     """The purchase transaction, retried while an optimistic write finds the stock
     changed (each attempt a new transaction, so it reads fresh data)."""
+    quantity, key, strategy = purchase.quantity, purchase.key, purchase.strategy
     retries = 0
     while True:
         committing = False
@@ -271,8 +261,8 @@ def _transaction_committed(*, product: Product, quantity: int, user_id: str, key
             # back all of it, the holding included, and two statements fewer run
             # under the lock.
             with transaction.atomic(savepoint=not lock.commits_work):
-                quota_take(product=product, user_id=user_id, quantity=quantity)
-                order = Order.objects.create(user_id=user_id, product=product, quantity=quantity,
+                quota_take(product=product, user_id=purchase.buyer, quantity=quantity)
+                order = Order.objects.create(user_id=purchase.buyer, product=product, quantity=quantity,
                                              idempotency_key=key, instance=settings.FLASHSALE_INSTANCE,
                                              strategy=strategy.name, retries=retries,
                                              request_id=request_id_current(),
@@ -287,7 +277,7 @@ def _transaction_committed(*, product: Product, quantity: int, user_id: str, key
                     fences=fences,
                 )
                 lock.ensure_held()  # the last moment to find out before commit
-                if time.monotonic() > deadline:
+                if time.monotonic() > purchase.deadline:
                     # Paused or starved past the deadline: nginx has answered 504 for
                     # this request and its client has moved on; an order committed
                     # now would be one nobody was told of.

@@ -19,6 +19,7 @@ from orders.models import Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from waitingroom.services import RoomTerms, place_ask
+from waitingroom.store import room_keys
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +65,18 @@ def test_only_an_admitted_buyer_buys_and_only_once(strategy):
     with pytest.raises(AdmissionRefused) as refused:  # the sale is new: her admission was the last one's
         order_create(sku=sku, quantity=1, user_id="ann", idempotency_key="k-3", admission=token)
     assert refused.value.extra["reason"] == "stale"
+
+
+@pytest.mark.parametrize("strategy", ["atomic", "setnx"])
+def test_an_unkeyed_purchase_spends_its_admission_under_the_key_its_order_has(strategy):
+    """The key made for a purchase sent without one is made once, at the door: the
+    admission is spent under the key the order is written with."""
+    sku = f"room-unkeyed-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy, room=RoomTerms(rate=1000, active=5, admission_s=60))
+    bought = order_create(sku=sku, quantity=1, user_id="ann", admission=admitted(sku, "ann"))
+    key = Order.objects.get(pk=bought.order_id).idempotency_key
+    assert key.startswith("auto-")
+    assert gate_redis().hget(room_keys(sku)["used"], "ann") == key
 
 
 @pytest.mark.parametrize("strategy", ["atomic", "setnx"])
