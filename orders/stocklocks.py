@@ -1,9 +1,13 @@
-"""The stock locks of a purchase: their names, and their release after the
-transaction, where a failure may decide what the buyer hears."""
+"""The stock locks of a sale: their names, their holding around the work that moves
+the stock (a purchase, an expiry's or a refund's return, a late payment's units
+taken again), and their release after it, where a failure may decide what the
+caller hears."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 
@@ -22,22 +26,67 @@ def lock_name(sku: str, segment: int, segments: int) -> str:
     return f"stock:{sku}" if segments == 1 else f"stock:{sku}:{segment}"
 
 
-def locks_acquired(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec,
-                   sku: str) -> dict[int, Fence] | None:
-    """Acquire ``lock`` (the stock locks of ``names``, segment -> lock name) for work
-    beside the purchases (a return, a late payment's units): the fences to write with,
-    one per segment, when fencing is on and the lock issues them.
+class CommitFailed(Exception):  # noqa: N818 (what happened to the work, not a fault of the caller's)
+    """The release of a lock whose release is the commit (the MySQL locks) failed
+    after the work: rolled back, or (``unknown``) nobody here knows whether it
+    committed. The holder says what that means to its caller."""
 
-    :raises Unavailable: the lock's server cannot be reached.
-    :raises Busy: not acquired within its wait timeout.
+    def __init__(self, lock: BaseLock, cause: Exception):
+        super().__init__(f"{lock}: the commit, the lock's release, failed ({cause})")
+        self.unknown = not isinstance(cause, LockReleaseError) or isinstance(cause, LockCommitUnknownError)
+
+
+class Holding:
+    """What the block of ``stock_locks_held`` writes with (``fences``, one per
+    segment, or None), and what it tells the release (``committed``)."""
+
+    def __init__(self, fences: dict[int, Fence] | None):
+        self.fences = fences
+        self.work_done = False
+
+    def committed(self) -> None:
+        """The block's work has committed, or, under a lock whose release is the
+        commit, is to commit with the release: a failed release is the caller's news."""
+        self.work_done = True
+
+
+@contextmanager
+def stock_locks_held(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec,
+                     sku: str) -> Iterator[Holding]:
+    """Hold ``lock`` (the stock locks of ``names``, segment -> lock name) for the block,
+    then release it, whatever happened there: after a failure, the failure is what
+    the caller hears (a failed release is logged); after the block's work committed
+    (``Holding.committed``), a failed release that was the commit raises
+    ``CommitFailed``, and any other is logged (the work is decided, and the lock's
+    lease or session frees it).
+
+    :raises Unavailable: the lock's server cannot be reached; nothing was written.
+    :raises Busy: not acquired within its wait timeout; nothing was written.
+    :raises CommitFailed: see above.
     """
     try:
         acquired = lock.acquire()
     except LockUnavailableError as e:
-        raise Unavailable("the stock lock's server cannot be reached", backend=strategy.name) from e
+        raise Unavailable("the stock lock's server cannot be reached; nothing was written",
+                          backend=strategy.name) from e
     if not acquired:
-        raise Busy(f"stock lock for {sku} not acquired within its wait timeout")
-    return lock_fences(lock, names, strategy=strategy)
+        raise Busy(f"stock lock for {sku} not acquired within its wait timeout",
+                   extra={"strategy": strategy.name})
+    try:
+        holding = Holding(lock_fences(lock, names, strategy=strategy))
+        yield holding
+    except BaseException:
+        try:
+            lock.release()
+        except Exception as e:
+            _release_failed(lock, e, committed=False)
+        raise
+    try:
+        lock.release()
+    except Exception as e:
+        if holding.work_done and lock.commits_work:
+            raise CommitFailed(lock, e) from e
+        _release_failed(lock, e, committed=holding.work_done)
 
 
 def lock_fences(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec) -> dict[int, Fence] | None:
@@ -54,40 +103,19 @@ def lock_fences(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec
     return fences
 
 
-def lock_release(lock: BaseLock, *, written: Order | None) -> None:
-    """Release after the transaction ended (``written``: the order it committed, or
-    for a lock whose release commits, is about to; ``None`` after a failure). A lock
-    that was no longer ours changes nothing now: after a commit, say so loudly
-    (mutual exclusion may have been broken); after a failure, the failure is what
-    the caller needs to hear. A lock whose release is the commit (the MySQL locks)
-    failing to release means the purchase was rolled back, or, if the connection
-    died during the COMMIT, that nobody here knows: that the buyer must hear. Any
-    other failure to release (the lock's server gone) changes nothing already
-    decided: logged, not raised."""
-    try:
-        lock.release()
-    except Exception as e:
-        if written is not None and lock.commits_work:
-            if isinstance(e, LockReleaseError) and not isinstance(e, LockCommitUnknownError):
-                raise Busy("the purchase was rolled back as its lock was released; nothing was written",
-                           extra={"lock": lock.name}) from e
-            # The release was the commit, and it did not say it committed: only the
-            # database knows now.
-            raise outcome_unknown_error(written) from e
-        _release_failed(lock, e, committed=written is not None)
-
-
 def _release_failed(lock: BaseLock, e: Exception, *, committed: bool) -> None:
+    """A release that failed and changes nothing already decided: said in the log. A
+    lock no longer ours after the work committed may have let another holder in."""
     if isinstance(e, LockReleaseError):
-        logger.info("%s: release failed after a failed purchase: %s", lock, e)
+        logger.info("%s: release failed after failed work: %s", lock, e)
     elif isinstance(e, LockError):
         if committed:
-            logger.warning("%s was not held at release, after the purchase committed: %s", lock, e)
+            logger.warning("%s was not held at release, after the work committed: %s", lock, e)
         else:
-            logger.info("%s was not held at release, after a failed purchase: %s", lock, e)
+            logger.info("%s was not held at release, after failed work: %s", lock, e)
     else:
         # The lock's server went away (a Redis or ZooKeeper connection error). The
-        # purchase's outcome is decided already, and the buyer must hear that, not
+        # work's outcome is decided already, and the caller must hear that, not
         # this: the lease (or the session) frees the lock on its own.
         logger.error("%s: release failed (%s: %s); the lock frees itself when its lease ends",
                      lock, type(e).__name__, e)

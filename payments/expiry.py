@@ -52,7 +52,7 @@ from locking import get_locks
 from orders.gate.returns import Owed, gate_return
 from orders.models import BuyerQuota, GateSale, Order
 from orders.salestate import sale_state_returned
-from orders.stocklocks import lock_name, locks_acquired
+from orders.stocklocks import CommitFailed, lock_name, stock_locks_held
 
 from . import metrics
 from .retake import resale_flag
@@ -179,20 +179,23 @@ def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: 
     lock = get_locks(names.values(), alias=strategy.lock)
     if not lock.commits_work:
         _read_committed()
-    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
     units = 0
     try:
-        with transaction.atomic(savepoint=not lock.commits_work), _in_hand() as hand:
-            claimed = take()
-            if claimed:
-                _quotas_free(product, claimed)
-                units = _units_return(product, claimed, fences, refunded=refunded)
-                hand(len(claimed))
-                lock.ensure_held()
-    except BaseException:
-        _release(lock)
-        raise
-    _release(lock, strict=refunded)  # after the commit (or, for a lock whose release commits, it)
+        with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
+            with transaction.atomic(savepoint=not lock.commits_work), _in_hand() as hand:
+                claimed = take()
+                if claimed:
+                    _quotas_free(product, claimed)
+                    units = _units_return(product, claimed, held.fences, refunded=refunded)
+                    hand(len(claimed))
+                    lock.ensure_held()
+            held.committed()  # or, for a lock whose release commits, about to be
+    except CommitFailed as e:
+        if refunded:  # the provider delivers again
+            raise Busy(str(e)) from e
+        # Decided already: rolled back or unknown. Either way the orders' statuses
+        # say which, and the next pass takes whatever is still due.
+        logger.warning("%s", e)
     if claimed:
         _state_returned(product.sku)
         _counted(strategy.name, len(claimed), units, refunded=refunded)
@@ -365,20 +368,6 @@ def _units_return(product: Product, claimed: list[tuple], fences: dict[int, Fenc
                                      order_reference=reference))
     stock_return(product=product, returned=returned, fences=fences)
     return sum(r.quantity for r in returned)
-
-
-def _release(lock, *, strict: bool = False) -> None:
-    try:
-        lock.release()
-    except Exception as e:
-        if strict and lock.commits_work:
-            # The release was the COMMIT: rolled back, or nobody here knows. The
-            # caller's client asks again (the provider delivers again).
-            raise Busy(f"{lock}: the commit, the lock's release, failed ({e})") from e
-        # Decided already: committed, or (a lock whose release commits) rolled back
-        # or unknown. Either way the orders' statuses say which, and the next pass
-        # takes whatever is still due.
-        logger.warning("%s: release after an expiry batch failed: %s", lock, e)
 
 
 # The skus whose last return this process could not count in the sale's state: until

@@ -5,7 +5,6 @@ the payment; and the order's one conditional move."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from django.conf import settings
@@ -20,11 +19,9 @@ from inventory.services import stock_deduct, stock_plan
 from locking import get_locks
 from orders.models import Order
 from orders.quota import quota_open, quota_take
-from orders.stocklocks import lock_name, locks_acquired
+from orders.stocklocks import CommitFailed, lock_name, stock_locks_held
 
 from . import metrics
-
-logger = logging.getLogger(__name__)
 
 
 class OrderChanged(Exception):
@@ -63,42 +60,27 @@ def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,
     names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
     quota_open(product=product, user_id=order.user_id)
     lock = get_locks(names.values(), alias=strategy.lock)
-    fences = locks_acquired(lock, names, strategy=strategy, sku=product.sku)
     try:
-        for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
-            try:
-                outcome = _retake(order, product, strategy, fences, claim, then)
-                lock.ensure_held()
-                break
-            except StockChanged:
-                continue
-        else:
-            raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
-    except BaseException:
-        _released_after_failure(lock)
-        raise
-    try:
-        lock.release()
-    except Exception as e:
-        if lock.commits_work:
-            # The release was the COMMIT (the MySQL locks): rolled back, or nobody
-            # here knows. The webhook answers 503, and the provider delivers again:
-            # the event's claim makes a payment that did land count once.
-            raise Busy(f"{product.sku}: the late payment's commit, its lock's release, failed ({e}); "
-                       "the provider delivers again") from e
-        logger.warning("%s: release after a late payment failed: %s", lock, e)
+        with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
+            for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
+                try:
+                    outcome = _retake(order, product, strategy, held.fences, claim, then)
+                    lock.ensure_held()
+                    break
+                except StockChanged:
+                    continue
+            else:
+                raise Busy(f"{product.sku}: stock kept changing while a late payment took its units")
+            held.committed()
+    except CommitFailed as e:
+        # Rolled back, or nobody here knows. The webhook answers 503, and the provider
+        # delivers again: the event's claim makes a payment that did land count once.
+        raise Busy(f"{product.sku}: the late payment's commit, its lock's release, failed; "
+                   "the provider delivers again") from e
     if outcome == "paid_late":
         count(metrics.PAID, order.strategy)
         count(metrics.LATE, "paid")
     return outcome
-
-
-def _released_after_failure(lock) -> None:
-    """Release after a failed late payment: its failure is what the caller hears."""
-    try:
-        lock.release()
-    except Exception as e:
-        logger.warning("%s: release after a failed late payment failed: %s", lock, e)
 
 
 def _retake(order: Order, product: Product, strategy, fences, claim, then) -> str | None:

@@ -22,14 +22,14 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged, Unavailable
+from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged
 from common.memory import ProcessMemory
 from common.requestlog import request_id_current
 from common.strategies import StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
 from inventory.services import Deducted, Fence, stock_deduct, stock_plan
-from locking import BaseLock, LockLostError, LockUnavailableError, get_locks
+from locking import BaseLock, LockLostError, get_locks
 from waitingroom.selectors import room_of
 from waitingroom.services import admission_refused_error
 
@@ -45,7 +45,7 @@ from ..quota import quota_open, quota_take
 from ..resolve import strategy_confirmed
 from ..results import OrderResult, Purchase, Timings
 from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
-from ..stocklocks import lock_fences, lock_name, lock_release, outcome_unknown_error
+from ..stocklocks import CommitFailed, lock_name, outcome_unknown_error, stock_locks_held
 from ..window import SaleWindow
 from .procedure import past_deadline_error, purchase_call
 
@@ -219,28 +219,24 @@ def _group_bought(purchase: Purchase, *, product: Product, group: list[int], cou
     names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)
     asked = time.perf_counter()
+    order = None
     try:
-        acquired = lock.acquire()
-    except LockUnavailableError as e:
-        raise Unavailable("the stock lock's server cannot be reached; nothing was written",
-                          backend=strategy.name) from e
-    if not acquired:
-        raise Busy(f"stock lock for {product.sku} not acquired within its wait timeout",
-                   extra={"strategy": strategy.name})
-    granted = time.perf_counter()
-    fences = lock_fences(lock, names, strategy=strategy)
-    try:
-        if strategy.one_trip and len(group) == 1:
-            order, deducted = purchase_call(purchase, product=product, segment=group[0])
-        else:
-            order, deducted = _transaction_committed(purchase, product=product, lock=lock, group=group,
-                                                     fences=fences)
-    except BaseException:
-        lock_release(lock, written=None)
-        raise
-    # Committed (or, for a lock whose release commits, about to be); only now may
-    # the next holder read the stock.
-    lock_release(lock, written=order)
+        with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
+            granted = time.perf_counter()
+            if strategy.one_trip and len(group) == 1:
+                order, deducted = purchase_call(purchase, product=product, segment=group[0])
+            else:
+                order, deducted = _transaction_committed(purchase, product=product, lock=lock, group=group,
+                                                         fences=held.fences)
+            # Committed (or, for a lock whose release commits, about to be); only
+            # after the release may the next holder read the stock.
+            held.committed()
+    except CommitFailed as e:
+        assert order is not None  # the work was done
+        if e.unknown:
+            raise outcome_unknown_error(order) from e
+        raise Busy("the purchase was rolled back as its lock was released; nothing was written",
+                   extra={"lock": lock.name}) from e
     given_up = time.perf_counter()
     held_since = granted if lock.exclusive else deducted.row_held_since
     return order, deducted, Timings(lock_wait_ms=(granted - asked) * 1000,
