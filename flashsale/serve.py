@@ -46,7 +46,8 @@ def server_name(environ: Mapping[str, str] = os.environ) -> str:
     return name
 
 
-def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path,
+# Past six parameters: the server's command-line knobs, each a flag of it.
+def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path,  # noqa: PLR0913
             name: str | None = None, grace: int = GRACE_SECONDS) -> list[str]:
     """The server's command line for these knobs; ``grace``: seconds a stopping worker
     finishes what it serves before it is killed."""

@@ -148,12 +148,19 @@ def _conditional_take(product: Product, segment: int, quantity: int) -> tuple[li
     return [(segment, quantity, after + quantity, after)], held_since
 
 
+class Operation(NamedTuple):
+    """What moves the stock, as the ledger's rows name it: its flag (the purchase's
+    idempotency key, or another operation's) and the order it is for."""
+
+    flag: str
+    order_reference: str
+
+
 def stock_deduct(
     *,
     product: Product,
     quantity: int,
-    operation_flag: str,
-    order_reference: str,
+    operation: Operation,
     deduction: Deduction,
     segments: Sequence[int] = (0,),
     fences: Mapping[int, Fence] | None = None,
@@ -223,7 +230,7 @@ def stock_deduct(
             held_since = held_since or time.perf_counter()
             taken.append((segment, share, before, before - share))
 
-    _ledger_append(product, [(segment, share, operation_flag, order_reference, before, after)
+    _ledger_append(product, [(segment, share, *operation, before, after)
                              for segment, share, before, after in taken])
     assert held_since is not None  # a deduction of a unit or more wrote a row
     return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
@@ -339,7 +346,8 @@ def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: _Random = rando
 
 
 @transaction.atomic
-def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+# Past six parameters: a sale's terms, each a field of the reset API.
+def product_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,  # noqa: PLR0913
                   starts_at: datetime | None = None, ends_at: datetime | None = None,
                   strategy: str = "", payment_window_s: int = 0, new: bool = False) -> Product:
     """Create the product or put it back to ``stock`` units with an empty ledger,

@@ -36,7 +36,8 @@ from .window import SaleWindow
 logger = logging.getLogger(__name__)
 
 
-def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,
+# Past six parameters: a sale's terms, each a field of the reset API.
+def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int | None = None,  # noqa: PLR0913
                starts_at: datetime | None = None, ends_at: datetime | None = None,
                strategy: str | None = None, payment_window_s: int = 0,
                room: RoomTerms | None = None) -> Product:
@@ -122,7 +123,8 @@ def _reset_rows_tried(*, sku: str, **terms) -> _Reset:
 
 
 @transaction.atomic
-def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,
+# Past six parameters: a sale's terms, each a field of the reset API.
+def _reset_rows(*, sku: str, stock: int, name: str | None, segments: int | None, gated: bool,  # noqa: PLR0913
                 starts_at: datetime | None, ends_at: datetime | None, strategy: str | None,
                 payment_window_s: int, room: RoomTerms | None) -> _Reset:
     """The reset's rows, in one transaction: the sale's orders and quotas gone, the

@@ -15,7 +15,7 @@ from common.metrics import count
 from common.strategies import strategy_of
 from inventory.models import Product
 from inventory.selectors import segments_get
-from inventory.services import stock_deduct, stock_plan
+from inventory.services import Operation, stock_deduct, stock_plan
 from locking import get_locks
 from orders.models import Order
 from orders.quota import quota_open, quota_take
@@ -94,7 +94,7 @@ def _retake(order: Order, product: Product, strategy, fences, claim, then) -> st
             for group in stock_plan(segments_get(sku=product.sku), order.quantity):
                 try:
                     stock_deduct(product=product, quantity=order.quantity,
-                                 operation_flag=resale_flag(order.pk), order_reference=str(order.pk),
+                                 operation=Operation(resale_flag(order.pk), str(order.pk)),
                                  deduction=strategy.deduction, segments=group, fences=fences)
                     break
                 except SoldOut:

@@ -27,7 +27,7 @@ def s16_release_before_commit(ctx: Context) -> Outcome:
     from common.strategies import Deduction
     from common.testing import run_at_once
     from inventory.models import Stock, StockFlow
-    from inventory.services import product_reset, stock_deduct
+    from inventory.services import Operation, product_reset, stock_deduct
 
     def sale(release_early: bool) -> dict:
         sku = f"s16-{uuid.uuid4().hex[:8]}"
@@ -41,8 +41,8 @@ def s16_release_before_commit(ctx: Context) -> Outcome:
             try:
                 with transaction.atomic():
                     try:
-                        stock_deduct(product=product, quantity=1, operation_flag=f"{sku}-{i}",
-                                     order_reference=str(i), deduction=Deduction.READ_MODIFY_WRITE)
+                        stock_deduct(product=product, quantity=1, operation=Operation(f"{sku}-{i}", str(i)),
+                                     deduction=Deduction.READ_MODIFY_WRITE)
                     except SoldOut:
                         return
                     finally:

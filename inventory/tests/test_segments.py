@@ -14,7 +14,7 @@ from inventory.faults import stalled
 from inventory.limits import MAX_SEGMENTS
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Fence, product_reset, stock_deduct, stock_plan
+from inventory.services import Fence, Operation, product_reset, stock_deduct, stock_plan
 from inventory.tests.ledger import ledger_of
 
 
@@ -73,7 +73,7 @@ def test_a_reset_without_a_count_takes_the_setting_and_a_new_count_replaces_the_
 
 def take(product, quantity, group, deduction, fences=None, flag="op-1"):
     with transaction.atomic():
-        return stock_deduct(product=product, quantity=quantity, operation_flag=flag, order_reference=flag,
+        return stock_deduct(product=product, quantity=quantity, operation=Operation(flag, flag),
                             deduction=deduction, segments=group, fences=fences)
 
 

@@ -7,7 +7,7 @@ from common.errors import NotFound
 from common.strategies import Deduction
 from inventory.models import Stock
 from inventory.selectors import product_get, segments_get, stock_audit
-from inventory.services import product_reset, stock_deduct
+from inventory.services import Operation, product_reset, stock_deduct
 from inventory.tests.ledger import ledger_of
 
 
@@ -16,8 +16,8 @@ def sold_three(product_factory):
     product = product_factory(stock=5)
     with transaction.atomic():
         for n, q in enumerate([1, 2]):
-            stock_deduct(product=product, quantity=q, operation_flag=f"op-{n}",
-                         order_reference=str(n), deduction=Deduction.CONDITIONAL_UPDATE)
+            stock_deduct(product=product, quantity=q, operation=Operation(f"op-{n}", str(n)),
+                         deduction=Deduction.CONDITIONAL_UPDATE)
     return product
 
 

@@ -11,7 +11,7 @@ from common.testing import run_at_once, start_thread
 from inventory.faults import stalled
 from inventory.models import Stock, StockFlow
 from inventory.selectors import stock_audit
-from inventory.services import Deducted, Fence, product_reset, stock_deduct
+from inventory.services import Deducted, Fence, Operation, product_reset, stock_deduct
 from inventory.tests.ledger import ledger_of
 
 
@@ -23,8 +23,8 @@ def deduct(product, quantity, flag, deduction, fence=None) -> int:
 def deducted(product, quantity, flag, deduction, fence=None) -> Deducted:
     """One deduction from segment 0 (fenced with ``fence``, if given)."""
     with transaction.atomic():
-        return stock_deduct(product=product, quantity=quantity, operation_flag=flag,
-                            order_reference=flag, deduction=deduction,
+        return stock_deduct(product=product, quantity=quantity, operation=Operation(flag, flag),
+                            deduction=deduction,
                             fences=None if fence is None else {0: fence})
 
 
@@ -171,7 +171,7 @@ def test_the_same_operation_flag_cannot_be_recorded_twice(product_factory, deduc
 def test_deduct_outside_a_transaction_is_refused(product_factory):
     product = product_factory()
     with pytest.raises(RuntimeError, match="transaction.atomic"):
-        stock_deduct(product=product, quantity=1, operation_flag="x", order_reference="x",
+        stock_deduct(product=product, quantity=1, operation=Operation("x", "x"),
                      deduction=Deduction.READ_MODIFY_WRITE)
 
 
@@ -241,7 +241,7 @@ def test_a_deduction_is_as_few_statements_as_the_database_allows(product_factory
                                                                    statements):
     product = product_factory(stock=10)
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        deducted = stock_deduct(product=product, quantity=3, operation_flag="op-1", order_reference="1",
+        deducted = stock_deduct(product=product, quantity=3, operation=Operation("op-1", "1"),
                                 deduction=deduction, fences=None if fence is None else {0: fence})
     assert [q["sql"].split()[0] for q in queries.captured_queries] == statements
     assert deducted.remaining == 7

@@ -29,7 +29,8 @@ import redis
 
 
 class NaiveSetnxLock:
-    def __init__(self, client: redis.Redis, key: str, *, ttl_ms: int | None = None,
+    # Past six parameters: each a defect a scenario switches on.
+    def __init__(self, client: redis.Redis, key: str, *, ttl_ms: int | None = None,  # noqa: PLR0913
                  separate_expire: bool = False, release: str = "del",
                  between_set_and_expire: Callable[[], None] = lambda: None,
                  between_get_and_del: Callable[[], None] = lambda: None):

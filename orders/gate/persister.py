@@ -192,9 +192,10 @@ class Persister:
     and under load a persister that reads as soon as one entry comes spends it on
     batches of a few."""
 
-    def __init__(self, name: str | None = None, *, batch: int | None = None, claim_idle_ms: int | None = None,
-                 block_ms: int = 100, linger_ms: int | None = None, stop: threading.Event | None = None,
-                 alive: Path | None = None):
+    # Past six parameters: each an option of manage.py persist_orders.
+    def __init__(self, name: str | None = None, *, batch: int | None = None,  # noqa: PLR0913
+                 claim_idle_ms: int | None = None, block_ms: int = 100, linger_ms: int | None = None,
+                 stop: threading.Event | None = None, alive: Path | None = None):
         self.name = name or default_name()
         self.batch = batch or settings.FLASHSALE_GATE_BATCH
         self.linger_ms = settings.FLASHSALE_GATE_LINGER_MS if linger_ms is None else linger_ms

@@ -28,7 +28,7 @@ from common.requestlog import request_id_current
 from common.strategies import StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
-from inventory.services import Deducted, Fence, stock_deduct, stock_plan
+from inventory.services import Deducted, Fence, Operation, stock_deduct, stock_plan
 from locking import BaseLock, LockLostError, get_locks
 from waitingroom.selectors import room_of
 from waitingroom.services import admission_refused_error
@@ -266,8 +266,7 @@ def _transaction_committed(purchase: Purchase, *, product: Product, lock: BaseLo
                 deducted = stock_deduct(
                     product=product,
                     quantity=quantity,
-                    operation_flag=key,
-                    order_reference=str(order.pk),
+                    operation=Operation(key, str(order.pk)),
                     deduction=strategy.deduction,
                     segments=group,
                     fences=fences,

@@ -29,7 +29,8 @@ from .base import UNREACHABLE, RedisLockBackend
 class SetnxLock(BaseLock):
     unavailable = UNREACHABLE
 
-    def __init__(self, name: str, *, backend: SetnxLockBackend, ttl_ms: int = 10_000,
+    # Past six parameters: the lock's options (settings.LOCKING), by name.
+    def __init__(self, name: str, *, backend: SetnxLockBackend, ttl_ms: int = 10_000,  # noqa: PLR0913
                  retry_interval: float = 0.02, replicas: int = 0, replica_timeout_ms: int = 100,
                  wait_timeout: float | None = None):
         super().__init__(name, wait_timeout=wait_timeout)
