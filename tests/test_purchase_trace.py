@@ -1,0 +1,89 @@
+"""The README's "one purchase, file by file" is the path a purchase takes. One purchase
+a path (the gate, ``atomic``, a lock: ``setnx``) is sent through the WSGI application
+the instances serve, in this process, against the lane's MariaDB and Redis, with a
+profiler hook (``sys.setprofile``) noting each of the shop's modules it enters; in the
+order it first enters them, they are exactly the modules the README's walk names for
+that path. ``common/`` and ``locking/`` serve every path and are left out of both."""
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import RequestFactory
+
+from buyers.tokens import token_issue
+from orders.reset import sale_reset
+from orders.wsgi import PurchaseWSGIHandler
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ("common/", "locking/")
+
+
+def named(text: str) -> list[str]:
+    """The modules ``text`` names in bold (``**`orders/purchase.py`**``), first mention first."""
+    modules = re.findall(r"\*\*`([\w/]+\.py)`\*\*", text)
+    return list(dict.fromkeys(m for m in modules if not m.startswith(SHARED)))
+
+
+def walks() -> dict[str, list[str]]:
+    """Each path's modules as the README's walk names them: the steps every purchase
+    starts with, the path's own (not what a persister does "later"), the ending. The
+    lock path is ``atomic``'s step 3 and its own step 4, as its text says."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### One purchase, file by file")[1].split("\nA product has one segment")[0]
+    start, rest = section.split("**The gate**", 1)
+    gate, rest = rest.split("**`atomic` on one segment**", 1)
+    atomic, rest = rest.split("**Every other strategy**", 1)
+    locked, end = rest.split("**Every purchase ends**", 1)
+    gate = re.sub(r"\n4\. Later,.*?(?=\n\n|\Z)", "", gate, flags=re.S)
+    atomic_step_3 = atomic.split("\n4. ")[0]
+    return {"gate": named(start + gate + end), "atomic": named(start + atomic + end),
+            "setnx": named(start + atomic_step_3 + locked + end)}
+
+
+def entered(call) -> list[str]:
+    """The shop's modules ``call`` enters, first entry first."""
+    seen: dict[str, None] = {}
+    here = Path(__file__).resolve()
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        path = Path(frame.f_code.co_filename)
+        if path.suffix == ".py" and path.is_relative_to(ROOT) and ".venv" not in path.parts and path != here:
+            module = str(path.relative_to(ROOT))
+            if not module.startswith(SHARED):
+                seen.setdefault(module)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return list(seen)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["gate", "atomic", "setnx"])
+def test_one_purchase_enters_the_modules_the_readme_names_in_that_order(strategy):
+    get_user_model().objects.create_user("ann", password="a long passphrase")
+    token = token_issue(username="ann", now=time.time()).token
+    sku = f"trace-{strategy}"
+    sale_reset(sku=sku, stock=5, strategy=strategy)
+    handler = PurchaseWSGIHandler()
+    answers = []
+
+    def buy(key: str) -> None:
+        environ = RequestFactory().generic(
+            "POST", "/api/orders", json.dumps({"sku": sku, "quantity": 1}), content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key, HTTP_AUTHORIZATION=f"Bearer {token}").environ
+        body = b"".join(handler(environ, lambda status, headers, exc_info=None: answers.append(status)))
+        assert answers[-1].startswith("201"), (answers[-1], body)
+
+    buy("warm-up")  # imports, the URLconf, connections, the sale's script loaded
+    modules = entered(lambda: buy("traced"))
+    assert modules == walks()[strategy]
