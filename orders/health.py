@@ -37,8 +37,10 @@ from django_redis import get_redis_connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from common.strategies import Seller, strategy_get
+from common.strategies import strategy_get
 from locking.handler import locks
+
+from .sellers import seller_of
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +101,14 @@ def _cache_redis() -> None:
 
 def _ready_checks() -> dict[str, Callable[[], None]]:
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
-    if strategy.seller is Seller.GATE:
-        return {"redis-gate": _gate_redis, "redis": _cache_redis}
-    checks = {"database": _database.check}
-    if (lock := _lock_server(strategy.lock)) is not None:
-        checks[lock[0]] = lock[1]
+    named: dict[str, Callable[[], None]] = {"redis-gate": _gate_redis, "redis": _cache_redis,
+                                            "database": _database.check}
+    checks = {}
+    for server in seller_of(strategy).needs:
+        if server != "lock":
+            checks[server] = named[server]
+        elif (lock := _lock_server(strategy.lock)) is not None:
+            checks[lock[0]] = lock[1]
     return checks
 
 

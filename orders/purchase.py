@@ -3,7 +3,8 @@
 ``order_create`` validates, waits while the deployment switches strategy
 (``orders.barrier``), then makes the purchase's one decision: which strategy
 the product's sale runs under (``orders.resolve``: the sale's state in Redis,
-else the product's row). Then one of two sellers:
+else the product's row). The purchase, made once (``orders.results.Purchase``),
+goes to that strategy's seller (``orders.sellers``):
 
 - **the transaction** (every strategy but the gate, ``orders.transaction``): the
   order and the stock's deduction commit in one database transaction, under the
@@ -26,16 +27,13 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from common.errors import Busy, InvalidInput, Unavailable, database_failure
-from common.strategies import Seller
-from inventory.selectors import product_get
-from waitingroom.services import admission_checked, admission_spend, admission_unspend
+from waitingroom.services import admission_checked
 
 from .barrier import barrier_pass
-from .gate.sell import GateCold, gate_sell
 from .idempotency import request_fingerprint
-from .resolve import strategy_confirmed, strategy_resolve
-from .results import OrderResult, Purchase, Timings
-from .transaction.sell import transaction_sell
+from .resolve import strategy_resolve
+from .results import OrderResult, Purchase
+from .sellers import seller_of
 
 
 def order_create(
@@ -82,19 +80,7 @@ def order_create(
                             key=idempotency_key or f"auto-{uuid.uuid4().hex}", keyed=bool(idempotency_key),
                             fingerprint=request_fingerprint(sku=sku, quantity=quantity, user_id=user_id),
                             deadline=deadline, admission=checked, strategy=strategy)
-        if strategy.seller is Seller.GATE:  # its sale's script spends it
-            return _sell_through_gate(purchase)
-        admitted = admission_spend(sku=sku, buyer=user_id, admission=purchase.admission, key=purchase.key)
-        try:
-            return transaction_sell(purchase, admitted=admitted, segments=segments)
-        except (Busy, Unavailable, DatabaseError):
-            # No decision of the sale's, and nothing written: an unkeyed purchase
-            # cannot spend its admission again under its key (the gate's script spends
-            # it with its decision alone). A keyed one can, and another request with
-            # its key, still under way, may be the one that buys with it: it stays spent.
-            if admitted and not purchase.keyed:
-                admission_unspend(sku=sku, buyer=user_id, key=purchase.key)
-            raise
+        return seller_of(strategy).sell(purchase, segments)
     except DatabaseError as e:
         answer = database_failure(e, then="nothing was written")
         if answer is None:
@@ -104,19 +90,3 @@ def order_create(
             # thread opens a new connection, once the server is back.
             transaction.get_connection().close()
         raise answer from e
-
-
-def _sell_through_gate(purchase: Purchase) -> OrderResult:
-    """The gate's purchase: one script in Redis decides (``orders.gate.sell``); the
-    database hears of the order from a persister, after the answer."""
-    try:
-        sold = gate_sell(purchase)
-    except GateCold:
-        # No sale in Redis: the product's row says whether it has one (Redis lost it)
-        # or was reset under another strategy meanwhile (NotFound: no such product).
-        strategy_confirmed(purchase.sku, product_get(sku=purchase.sku).strategy, purchase.strategy)
-        raise
-    return OrderResult(order_id=sold.order_id, sku=purchase.sku, quantity=sold.quantity,
-                       strategy=purchase.strategy.name, instance=sold.instance, status="accepted",
-                       remaining=sold.remaining, replayed=sold.replayed,
-                       timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))

@@ -14,7 +14,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 
 from common.database_errors import database_deadlocked
 from common.errors import InvalidInput, NotFound, Unavailable
-from common.strategies import Seller, UnknownStrategy, strategy_of
+from common.strategies import UnknownStrategy, strategy_of
 from inventory.models import Product
 from inventory.reads import product_cached_refresh
 from inventory.selectors import product_get
@@ -30,6 +30,7 @@ from .gate.lifecycle import (
 from .idempotency import flags_forget
 from .models import BuyerQuota, GateSale, Order
 from .salestate import sale_state_forget, sale_state_open
+from .sellers import seller_of
 from .watch import sale_watched
 from .window import SaleWindow
 
@@ -63,7 +64,7 @@ def sale_reset(*, sku: str, stock: int, name: str | None = None, segments: int |
     # In whole milliseconds, as the gate's script keeps them: one window everywhere.
     starts_at, ends_at = (t and t.replace(microsecond=t.microsecond // 1000 * 1000)
                           for t in (starts_at, ends_at))
-    gated = own.seller is Seller.GATE
+    gated = seller_of(own).in_redis
     if gated and (segments or 1) > 1:
         raise InvalidInput("the gate keeps a product's stock in one Redis counter: segments are for the "
                            "strategies that lock the database's stock rows",

@@ -15,7 +15,7 @@ from django.db.models import Count, Q, Sum
 from common.errors import NotFound
 from common.keys import key_sent
 from common.memory import ProcessMemory
-from common.strategies import Seller, strategy_of
+from common.strategies import strategy_of
 from inventory.models import StockFlow
 from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
@@ -23,6 +23,7 @@ from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audi
 from .gate.lifecycle import OrderStatus, gate_order_get, gate_tally
 from .gate.store import ID_BLOCK_SHIFT
 from .models import GateSale, Order
+from .sellers import seller_of
 
 
 def order_status_get(*, order_id: int, buyer: str | None = None) -> OrderStatus:
@@ -92,7 +93,7 @@ class SaleAudit(StockAudit):
 def _gate_audit(product) -> GateAudit | None:
     tally = gate_tally(sku=product.sku)
     sale = GateSale.objects.filter(product=product).order_by("-pk").first()
-    if sale is None or (tally is None and strategy_of(product.strategy).seller is not Seller.GATE):
+    if sale is None or (tally is None and not seller_of(strategy_of(product.strategy)).in_redis):
         return None  # never sold through the gate, or since reset to another strategy
     first, past = sale.pk << ID_BLOCK_SHIFT, (sale.pk + 1) << ID_BLOCK_SHIFT  # the sale's ids
     if tally is None:

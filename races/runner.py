@@ -35,11 +35,10 @@ from redis.exceptions import LockError, RedisError
 
 from buyers.services import buyers_make
 from common.history import Recorder
-from common.strategies import Seller, strategy_get
-from inventory.selectors import product_stock_get
+from common.strategies import strategy_get
 from orders.figures import percentile
-from orders.gate.lifecycle import gate_tally
 from orders.selectors import SaleAudit, order_keys, sale_audit
+from orders.sellers import seller_of
 from waitingroom.selectors import room_counts
 
 from .services import now_iso, race_end, race_lease, race_save
@@ -341,10 +340,7 @@ class RaceStopped(Exception):  # noqa: N818 (an ending, not an error of the runn
 
 def _stock_left(lane: _Lane) -> int:
     """What the product's sale has left now, where its seller keeps it."""
-    if strategy_get(lane.strategy).seller is Seller.GATE:
-        tally = gate_tally(sku=lane.sku)
-        return tally.redis_remaining if tally is not None else 0
-    return product_stock_get(sku=lane.sku).stock
+    return seller_of(strategy_get(lane.strategy)).stock_left(lane.sku)
 
 
 # How long the end of a race waits for the gate's persisters to write what it accepted.

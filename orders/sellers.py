@@ -1,0 +1,100 @@
+"""The seller table: what each seller does with a sale's stock, for the code that
+acts on a sale without caring which seller holds it.
+
+A strategy names its seller (``common.strategies``): the locked transaction
+(``orders.transaction``) or the gate (``orders.gate``). The purchase, the reset, the
+audit, the probes and the race runner ask ``seller_of(strategy)`` here, instead of
+telling the sellers apart themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import DatabaseError
+
+from common.errors import Busy, Unavailable
+from common.strategies import Seller, StrategySpec
+from inventory.models import Stock
+from inventory.selectors import product_get, product_stock_get
+from waitingroom.services import admission_spend, admission_unspend
+
+from .gate.lifecycle import gate_tally
+from .gate.sell import GateCold, gate_sell
+from .resolve import strategy_confirmed
+from .results import OrderResult, Purchase, Timings
+from .transaction.sell import transaction_sell
+
+
+@dataclass(frozen=True)
+class StockSeller:
+    """One seller's row of the table."""
+
+    seller: Seller
+    # The purchase's sale, by this seller; the segments as the door read them (None:
+    # not read, or a seller that keeps no rows).
+    sell: Callable[[Purchase, list[Stock] | None], OrderResult]
+    # What a sale under it has left now, where it keeps the stock.
+    stock_left: Callable[[str], int]
+    # Whether its sales live in the gate's Redis: a reset closes and opens them there,
+    # and an audit without Redis's tally has lost it.
+    in_redis: bool
+    # The servers its purchases need, as the probes name them ("lock": the strategy's
+    # lock's server, if it has one).
+    needs: tuple[str, ...]
+
+
+def _sell_through_gate(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
+    """One script in Redis decides (``orders.gate.sell``), and spends the admission
+    with its decision; the database hears of the order from a persister, after the
+    answer."""
+    try:
+        sold = gate_sell(purchase)
+    except GateCold:
+        # No sale in Redis: the product's row says whether it has one (Redis lost it)
+        # or was reset under another strategy meanwhile (NotFound: no such product).
+        strategy_confirmed(purchase.sku, product_get(sku=purchase.sku).strategy, purchase.strategy)
+        raise
+    return OrderResult(order_id=sold.order_id, sku=purchase.sku, quantity=sold.quantity,
+                       strategy=purchase.strategy.name, instance=sold.instance, status="accepted",
+                       remaining=sold.remaining, replayed=sold.replayed,
+                       timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))
+
+
+def _sell_in_transaction(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
+    """The admission spent under the purchase's key, then the locked transaction
+    (``orders.transaction.sell``): the order is in the database when it returns."""
+    admitted = admission_spend(sku=purchase.sku, buyer=purchase.buyer, admission=purchase.admission,
+                               key=purchase.key)
+    try:
+        return transaction_sell(purchase, admitted=admitted, segments=segments)
+    except (Busy, Unavailable, DatabaseError):
+        # No decision of the sale's, and nothing written: an unkeyed purchase cannot
+        # spend its admission again under its key (the gate's script spends it with
+        # its decision alone). A keyed one can, and another request with its key,
+        # still under way, may be the one that buys with it: it stays spent.
+        if admitted and not purchase.keyed:
+            admission_unspend(sku=purchase.sku, buyer=purchase.buyer, key=purchase.key)
+        raise
+
+
+def _gate_stock_left(sku: str) -> int:
+    tally = gate_tally(sku=sku)
+    return tally.redis_remaining if tally is not None else 0
+
+
+def _rows_stock_left(sku: str) -> int:
+    return product_stock_get(sku=sku).stock
+
+
+SELLERS: dict[Seller, StockSeller] = {
+    Seller.TRANSACTION: StockSeller(Seller.TRANSACTION, sell=_sell_in_transaction,
+                                    stock_left=_rows_stock_left, in_redis=False, needs=("database", "lock")),
+    Seller.GATE: StockSeller(Seller.GATE, sell=_sell_through_gate, stock_left=_gate_stock_left,
+                             in_redis=True, needs=("redis-gate", "redis")),
+}
+
+
+def seller_of(strategy: StrategySpec) -> StockSeller:
+    return SELLERS[strategy.seller]
