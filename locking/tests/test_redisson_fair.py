@@ -121,9 +121,6 @@ def test_a_dead_waiter_is_dropped_after_its_timeout_and_the_next_is_served(redis
     try:
         wait_until(lambda: len(lock.waiting()) == 1, timeout=30)
         dead = lock.waiting()[0]
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.wait()
-        killed = time.monotonic()
         got = {}
 
         def next_in_line():
@@ -132,9 +129,14 @@ def test_a_dead_waiter_is_dropped_after_its_timeout_and_the_next_is_served(redis
             got["after"] = time.monotonic() - killed
             mine.release()
 
+        # In line behind it while it still asks: killed first, it could be dropped
+        # before this one joins on a slow machine, and the line would never be two.
         thread = start_thread(next_in_line)[0]
         wait_until(lambda: len(lock.waiting()) == 2)
-        assert lock.waiting()[0] == dead  # first in line, and gone
+        assert lock.waiting()[0] == dead  # first in line
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+        killed = time.monotonic()  # and now gone
         lock.release()
         thread.join()
         # Nobody wakes for the dead: the live waiter's own asks drop it once it has
