@@ -35,3 +35,12 @@ def quota_take(*, product: Product, user_id: str, quantity: int) -> None:
     room = BuyerQuota.objects.filter(product=product, user_id=user_id, bought__lte=limit - quantity)
     if not room.update(bought=F("bought") + quantity):
         raise LimitReached.of(product.sku, user_id, limit)
+
+
+def quota_free(*, product: Product, units: dict[str, int]) -> None:
+    """Give each buyer's limit back the units of their orders that went back to the
+    sale (expired, refunded): a buyer whose order expired may buy again. Buyers in
+    sorted order, so two batches that share buyers take their rows in one order."""
+    for user_id in sorted(units):
+        (BuyerQuota.objects.filter(product=product, user_id=user_id, bought__gte=units[user_id])
+         .update(bought=F("bought") - units[user_id]))

@@ -39,39 +39,28 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from common.database_errors import database_deadlocked
 from common.errors import Busy, Unavailable
 from common.metrics import count
 from common.strategies import Seller, strategy_of
-from inventory.models import Product, Stock, StockFlow
-from inventory.services import Fence, Returned, stock_return
+from inventory.models import Product, Stock
 from locking import get_locks
 from orders.gate.returns import Owed, gate_return
-from orders.models import BuyerQuota, GateSale, Order
+from orders.giveback import read_committed, units_return
+from orders.models import GateSale, Order
+from orders.quota import quota_free
 from orders.salestate import sale_state_returned
 from orders.stocklocks import CommitFailed, lock_name, stock_locks_held
 
 from . import metrics
-from .retake import resale_flag
 
 logger = logging.getLogger(__name__)
 
 # Tries of a batch that InnoDB picked as a deadlock's victim.
 BATCH_ATTEMPTS = 3
-
-
-def refund_flag(order_id: int) -> str:
-    """The ledger's operation flag for the return of a refunded paid order's units."""
-    return f"refund {order_id}"
-
-
-def return_flag(order_id: int) -> str:
-    """The ledger's operation flag for the return of an order's units. A space, which
-    no Idempotency-Key holds (visible ASCII only), keeps it apart from every sale's."""
-    return f"return {order_id}"
 
 
 @dataclass
@@ -178,7 +167,7 @@ def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: 
     names = {segment: lock_name(product.sku, segment, len(segments)) for segment in segments}
     lock = get_locks(names.values(), alias=strategy.lock)
     if not lock.commits_work:
-        _read_committed()
+        read_committed()
     units = 0
     try:
         with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
@@ -186,7 +175,7 @@ def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: 
                 claimed = take()
                 if claimed:
                     _quotas_free(product, claimed)
-                    units = _units_return(product, claimed, held.fences, refunded=refunded)
+                    units = units_return(product, claimed, held.fences, refunded=refunded)
                     hand(len(claimed))
                     lock.ensure_held()
             held.committed()  # or, for a lock whose release commits, about to be
@@ -200,15 +189,6 @@ def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: 
         _state_returned(product.sku)
         _counted(strategy.name, len(claimed), units, refunded=refunded)
     return len(claimed), units
-
-
-def _read_committed() -> None:
-    """The next transaction on this connection under READ COMMITTED: the claim then
-    locks the due orders only, not the gap where purchases insert new ones."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")  # the next one only
 
 
 def _claimed(product: Product, *, now: datetime, batch: int) -> list[tuple]:
@@ -245,11 +225,11 @@ def _gate_units_back(product: Product, *, take: Callable[[], list[tuple]], refun
     conditional decrements, and Redis decides the sale. Redis unreachable after the
     commit: the units are owed to it; each pass gives an expiry's again, and the
     sweep gives every one's."""
-    _read_committed()
+    read_committed()
     with _in_hand() as hand:
         with transaction.atomic():
             claimed = take()
-            units = _units_return(product, claimed, fences=None, refunded=refunded) if claimed else 0
+            units = units_return(product, claimed, fences=None, refunded=refunded) if claimed else 0
         if claimed:
             hand(len(claimed))  # moved in the database, not yet back in Redis
             owed = [Owed(pk, quantity, user_id) for pk, user_id, quantity, _ in claimed]
@@ -338,36 +318,10 @@ def _counted(strategy: str, orders: int, units: int, *, refunded: bool = False) 
 
 
 def _quotas_free(product: Product, claimed: list[tuple]) -> None:
-    """Give the buyers' per-user limit back the expired orders' units: a buyer whose
-    order expired may buy again. Buyers in sorted order, so two batches that share
-    buyers take their rows in one order."""
     units: dict[str, int] = defaultdict(int)
     for _, user_id, quantity, _ in claimed:
         units[user_id] += quantity
-    for user_id in sorted(units):
-        (BuyerQuota.objects.filter(product=product, user_id=user_id, bought__gte=units[user_id])
-         .update(bought=F("bought") - units[user_id]))
-
-
-def _units_return(product: Product, claimed: list[tuple], fences: dict[int, Fence] | None, *,
-                  refunded: bool = False) -> int:
-    """Return each order's units to the segments the sale rows holding them took them
-    from: a late payment's (``resale <id>``) if it has them, else its purchase's (a
-    sale's flag is its order's key)."""
-    order_of = {key: pk for pk, _, _, key in claimed} | {resale_flag(pk): pk for pk, *_ in claimed}
-    taken = list(StockFlow.objects.filter(product=product, kind=StockFlow.Kind.SALE,
-                                          operation_flag__in=order_of)
-                 .values_list("operation_flag", "order_reference", "segment", "quantity"))
-    resold = {order_of[flag] for flag, *_ in taken if flag == resale_flag(order_of[flag])}
-    flag_of = refund_flag if refunded else return_flag
-    returned = []
-    for flag, reference, segment, quantity in taken:
-        order = order_of[flag]
-        if (flag == resale_flag(order)) == (order in resold):  # the rows that hold its units now
-            returned.append(Returned(segment=segment, quantity=quantity, operation_flag=flag_of(order),
-                                     order_reference=reference))
-    stock_return(product=product, returned=returned, fences=fences)
-    return sum(r.quantity for r in returned)
+    quota_free(product=product, units=units)
 
 
 # The skus whose last return this process could not count in the sale's state: until

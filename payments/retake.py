@@ -17,27 +17,12 @@ from inventory.models import Product
 from inventory.selectors import segments_get
 from inventory.services import Operation, stock_deduct, stock_plan
 from locking import get_locks
+from orders.giveback import OrderChanged, order_moved, resale_flag
 from orders.models import Order
 from orders.quota import quota_open, quota_take
 from orders.stocklocks import CommitFailed, lock_name, stock_locks_held
 
 from . import metrics
-
-
-class OrderChanged(Exception):
-    """The order's status changed between the read and the conditional move: the
-    transaction is rolled back and the event dispatched again."""
-
-
-def order_moved(order_id: int, before: str, after: str) -> bool:
-    """The order's one conditional move: whatever moved it first, this one matches nothing."""
-    return bool(Order.objects.filter(pk=order_id, status=before).update(status=after))
-
-
-def resale_flag(order_id: int) -> str:
-    """The ledger's operation flag of a late payment's units, taken again (a space:
-    no Idempotency-Key holds one)."""
-    return f"resale {order_id}"
 
 
 def order_retake(*, order: Order, claim: Callable[[], bool] = lambda: True,

@@ -41,13 +41,14 @@ from inventory.models import Stock
 from inventory.services import Decided, stock_record_decided
 from orders.gate.lifecycle import gate_order_get
 from orders.gate.returns import Owed, gate_retake
+from orders.giveback import OrderChanged, order_moved, resale_flag
 from orders.models import GateSale, Order
 
 from . import metrics
 from .expiry import order_refunded
 from .models import Payment, WebhookEvent
 from .provider import IntentSettled, event_verified, intent_confirm, intent_create, refund_create
-from .retake import OrderChanged, order_moved, order_retake, resale_flag
+from .retake import order_retake
 
 logger = logging.getLogger(__name__)
 

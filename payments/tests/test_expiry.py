@@ -17,12 +17,13 @@ from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut, Unavailab
 from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
 from locking.backends.mysql import side_connection
+from orders.giveback import return_flag
 from orders.models import Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
-from payments.expiry import expiry_pass, orders_expire, return_flag
+from payments.expiry import expiry_pass, orders_expire
 from payments.retake import order_retake
 from payments.services import order_pay
 

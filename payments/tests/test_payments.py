@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from common.errors import SoldOut
 from inventory.models import StockFlow
+from orders.giveback import resale_flag
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.selectors import sale_audit
@@ -22,7 +23,6 @@ from orders.tests.test_gate import persist
 from payments.expiry import orders_expire
 from payments.models import Payment, WebhookEvent
 from payments.provider import refund_create
-from payments.retake import resale_flag
 
 from .conftest import WEBHOOK_SECRET, delivered
 
