@@ -36,19 +36,16 @@ from common.errors import (
     NotPayable,
 )
 from common.metrics import count
-from common.strategies import Seller, strategy_of
-from inventory.models import Stock
-from inventory.services import Decided, stock_record_decided
-from orders.gate.lifecycle import gate_order_get
-from orders.gate.returns import Owed, gate_retake
-from orders.giveback import OrderChanged, order_moved, resale_flag
-from orders.models import GateSale, Order
+from common.strategies import strategy_of
+from orders.giveback import OrderChanged, order_moved
+from orders.models import Order
+from orders.selectors import order_status_get
+from orders.sellers import seller_of
 
 from . import metrics
 from .expiry import order_refunded
 from .models import Payment, WebhookEvent
 from .provider import IntentSettled, event_verified, intent_confirm, intent_create, refund_create
-from .retake import order_retake
 
 logger = logging.getLogger(__name__)
 
@@ -75,15 +72,16 @@ def payment_start(*, order_id: int, buyer: str | None, payment_method: str,
     """
     order = Order.objects.filter(pk=order_id).first()
     if order is None:
-        accepted = gate_order_get(order_id=order_id)
-        if accepted is not None and (buyer is None or accepted.user_id == buyer):
-            if accepted.status != "accepted":  # dead-lettered: no persister will write it
-                raise NotPayable(f"order {order_id} is {accepted.status}: it waits for no payment",
-                                 extra={"order_id": order_id, "status": accepted.status})
-            # Accepted by the gate, not written yet: a persister writes it in milliseconds.
-            raise Busy(f"order {order_id} is on its way to the database: pay in a moment",
-                       extra={"order_id": order_id})
-    if order is None or buyer is not None and order.user_id != buyer:
+        # Not in the database: one the gate accepted, on its way there? (NotFound: no.)
+        found = order_status_get(order_id=order_id, buyer=buyer)
+        if found.status not in ("accepted", "confirmed"):  # dead-lettered: no persister will write it
+            raise NotPayable(f"order {order_id} is {found.status}: it waits for no payment",
+                             extra={"order_id": order_id, "status": found.status})
+        # Accepted by the gate, not written yet (or written just now): a persister
+        # writes it in milliseconds.
+        raise Busy(f"order {order_id} is on its way to the database: pay in a moment",
+                   extra={"order_id": order_id})
+    if buyer is not None and order.user_id != buyer:
         raise NotFound(f"no order {order_id}", extra={"order_id": order_id})
     if order.status != Order.Status.PENDING:
         raise NotPayable(f"order {order_id} is {order.status}: it waits for no payment",
@@ -197,61 +195,18 @@ def _paid_in_time(event, intent, order: Order) -> str:
 
 
 def _paid_late(event, intent, order: Order) -> str:
-    """A payment for an expired order: take its units again, as a purchase of the
-    sale would, or refund it."""
-    if strategy_of(order.product.strategy).seller is Seller.GATE:
-        return _gate_paid_late(event, intent, order)
-    outcome = order_retake(order=order, claim=lambda: _event_claimed(event),
-                           then=lambda: _intent_record(intent, order.pk, Payment.Status.SUCCEEDED))
+    """A payment for an expired order: its units taken again by the sale's seller, as
+    a purchase of the sale would take them, in the transaction that claims the event
+    and records the payment; or, the sale having no room, the payment refunded."""
+    outcome = seller_of(strategy_of(order.product.strategy)).take_again(
+        order, claim=lambda: _event_claimed(event),
+        then=lambda: _intent_record(intent, order.pk, Payment.Status.SUCCEEDED))
     if outcome is None:
-        return _refunded(event, intent, order.pk, why="its units were sold again", late=True)
+        return _refunded(event, intent, order.pk, why="the sale has no room for its units", late=True)
+    if outcome == "paid_late":
+        count(metrics.PAID, order.strategy)
+        count(metrics.LATE, "paid")
     return outcome
-
-
-def _gate_paid_late(event, intent, order: Order) -> str:
-    """A late payment under the gate, in one transaction: the database claims the
-    event and moves the order ``expired`` → ``paid`` first, and locks the gate sale's
-    row (as a rebuild and every persister's batch lock it); then Redis takes the units
-    again (it decides the sale; its marker makes a repeated call do nothing); then the
-    stock row and a ``resale`` row in the ledger. So a delivery that finds the event
-    handled or the order moved touches nothing in Redis, and a rebuild reads the order
-    either expired with its units in the stock it loads (before this commits) or
-    paid without them (after)."""
-    product = order.product
-    try:
-        with transaction.atomic():
-            if not _event_claimed(event):
-                return "duplicate"
-            if not order_moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
-                raise OrderChanged
-            sales = list(GateSale.objects.select_for_update()
-                         .filter(product=product, superseded_at__isnull=True).values_list("pk", flat=True))
-            taken = gate_retake(sku=product.sku, order=Owed(order.pk, order.quantity, order.user_id))
-            if taken.outcome in ("sold_out", "limit", "cold"):
-                raise _Refused(taken.outcome)
-            if taken.sale not in sales:
-                # Redis still holds a sale a rebuild replaced (it opens the new one
-                # after its commit): what it took there goes with it. Again, later.
-                raise Busy(f"{product.sku}: the gate's sale is being rebuilt; the provider delivers again")
-            left = taken.left
-            if left is None:  # the units never came back to Redis: the database's figures
-                left = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
-                left -= order.quantity
-            resale = resale_flag(order.pk)
-            stock_record_decided(product=product, decided=[
-                Decided(quantity=order.quantity, operation_flag=resale, order_reference=str(order.pk),
-                        quantity_before=left + order.quantity, quantity_after=left)])
-            _intent_record(intent, order.pk, Payment.Status.SUCCEEDED)
-    except _Refused as refused:
-        return _refunded(event, intent, order.pk, why=f"the gate's sale answered {refused}", late=True)
-    count(metrics.PAID, order.strategy)
-    count(metrics.LATE, "paid")
-    return "paid_late"
-
-
-class _Refused(Exception):
-    """The gate's sale refused a late payment's units (its answer): nothing of the
-    payment's transaction stands, and the payment is refunded."""
 
 
 def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> str:

@@ -161,9 +161,10 @@ def s22_expiry_by_id_races_a_payment(ctx: Context) -> Outcome:
 
 
 def s23_late_payment_without_the_stock(ctx: Context) -> Outcome:
+    from common.strategies import strategy_of
     from orders.models import Order
+    from orders.sellers import seller_of
     from payments.expiry import orders_expire
-    from payments.retake import order_retake
 
     def sale(recheck: bool) -> dict:
         sku, orders = _sold_out_sale(f"s23-{'fixed' if recheck else 'naive'}")
@@ -174,7 +175,7 @@ def s23_late_payment_without_the_stock(ctx: Context) -> Outcome:
         for order_id in late:
             if recheck:
                 order = Order.objects.select_related("product").get(pk=order_id)
-                if order_retake(order=order) is None:
+                if seller_of(strategy_of(order.product.strategy)).take_again(order) is None:
                     Order.objects.filter(pk=order_id, status="expired").update(status="refunded")
                     refunded += 1
             else:  # codingXiaxw/seckill#41: the payment marks the order paid, whatever became of its units

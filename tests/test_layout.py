@@ -80,3 +80,18 @@ def test_no_module_imports_another_modules_private_name():
                 found += [f"{path.relative_to(ROOT)}: {alias.name}" for alias in node.names
                           if alias.name.startswith("_")]
     assert len(list(_modules())) > 100 and not found, found
+
+
+def test_the_shop_reaches_the_sellers_rooms_only_through_the_seller_table():
+    """The sellers' rooms (``orders.gate``, ``orders.transaction``) are ``orders``'
+    own: the packages above it ask ``orders.sellers`` for a sale's stock moves (the
+    payments' give-back and take-again, the races' stock), never a room itself."""
+    rooms = (["orders", "gate"], ["orders", "transaction"])
+    found = []
+    for path in _modules([package for package in APPS if package != "orders"] + ["flashsale"]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)}: {name}" for name in named
+                      if name.split(".")[:2] in rooms]
+    assert len(list(_modules(["payments"]))) > 5 and not found, found

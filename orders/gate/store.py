@@ -31,7 +31,7 @@ class GateKeys(NamedTuple):
     stream: str  # the order intents, read by the persisters' group
     dead: str  # the intents the persisters could not write, with the reason
     # order id -> "returned" (its units back in stock: it expired unpaid) or "retaken"
-    # (paid late: its units out again, or never given back); payments.expiry
+    # (paid late: its units out again, or never given back); returns.py
     returns: str
 
 

@@ -23,8 +23,8 @@ from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
+from orders.transaction.giveback import transaction_take_again
 from payments.expiry import expiry_pass, orders_expire
-from payments.retake import order_retake
 from payments.services import order_pay
 
 # Every strategy that sells in a transaction and is correct: a return beside its
@@ -222,11 +222,11 @@ def test_a_late_payment_whose_commit_fails_as_its_lock_releases_is_not_said_paid
 
     monkeypatch.setattr(wrapper, "_commit", the_database_goes_down)
     with pytest.raises((Busy, OutcomeUnknown, Unavailable)):
-        order_retake(order=Order.objects.select_related("product").get(pk=order_id))
+        transaction_take_again(Order.objects.select_related("product").get(pk=order_id))
     monkeypatch.undo()  # back up
     wrapper.close()
     assert Order.objects.get(pk=order_id).status == "expired" and Stock.objects.get().quantity == 2
     # The provider delivers again: now it is paid, once.
     order = Order.objects.select_related("product").get(pk=order_id)
-    assert order_retake(order=order) == "paid_late"
+    assert transaction_take_again(order) == "paid_late"
     assert Order.objects.get(pk=order_id).status == "paid" and Stock.objects.get().quantity == 1

@@ -14,14 +14,14 @@ from django.utils import timezone
 
 from common.errors import SoldOut, Unavailable
 from inventory.models import Stock, StockFlow
-from orders.gate.returns import Owed, gate_retake, gate_return
+from orders.gate.returns import Owed, _owed, gate_owed_sweep, gate_retake, gate_return
 from orders.gate.store import gate_keys, gate_redis
 from orders.models import Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
-from payments.expiry import _owed, gate_owed_sweep, orders_expire
+from payments.expiry import orders_expire
 from payments.services import order_pay
 
 WINDOW_S = 60
@@ -94,7 +94,7 @@ def test_units_owed_while_redis_was_out_of_reach_are_given_back_later(gate_sale,
         raise Unavailable("the gate's Redis cannot be reached", backend="redis")
 
     with monkeypatch.context() as patched:
-        patched.setattr("payments.expiry.gate_return", unreachable)
+        patched.setattr("orders.gate.returns.gate_return", unreachable)
         assert orders_expire(now=later()).orders == 2  # MariaDB moved: expired, stock back
     assert Stock.objects.get().quantity == 4 and redis_sale()["stock"] == "2"
     assert set(_owed["sku-1"]) == set(Order.objects.values_list("pk", flat=True))
@@ -110,7 +110,7 @@ def test_units_owed_while_redis_was_out_of_reach_are_given_back_later(gate_sale,
 def test_an_expirer_that_stopped_before_redis_is_made_good_by_the_sweep(gate_sale, monkeypatch):
     buy(1)
     persist()
-    monkeypatch.setattr("payments.expiry._owe", lambda sku, orders: None)  # it stops after its commit
+    monkeypatch.setattr("orders.gate.returns._owe", lambda sku, orders: None)  # it stops after its commit
     orders_expire(now=later())
     monkeypatch.undo()
     assert redis_sale()["stock"] == "3"
@@ -132,7 +132,7 @@ def test_a_late_payment_takes_the_units_again_while_redis_has_them(gate_sale):
 def test_a_late_payment_before_the_return_reached_redis_keeps_its_units(gate_sale, monkeypatch):
     order_id = buy(1)
     persist()
-    monkeypatch.setattr("payments.expiry._owe", lambda sku, orders: None)
+    monkeypatch.setattr("orders.gate.returns._owe", lambda sku, orders: None)
     orders_expire(now=later())
     monkeypatch.undo()
     assert gate_retake(sku="sku-1", order=Owed(order_id, 1, "u1"))[:2] == ("kept", None)

@@ -23,17 +23,16 @@ from django.utils import timezone
 from common.errors import SoldOut
 from common.testing import start_thread
 from inventory.models import Stock
-from orders.gate import reconcile
+from orders.gate import reconcile, returns
 from orders.gate.reconcile import gate_failed_over
-from orders.gate.returns import Owed, gate_retake
+from orders.gate.returns import Owed, gate_owed_sweep, gate_retake
 from orders.gate.store import gate_keys, gate_redis
 from orders.models import GateSale, Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
 from orders.selectors import sale_audit
 from orders.tests.test_gate import persist
-from payments import services
-from payments.expiry import gate_owed_sweep, orders_expire
+from payments.expiry import orders_expire
 from payments.tests.conftest import delivered
 from stack.scratch import start_redis
 
@@ -141,7 +140,7 @@ def test_a_late_payment_under_way_as_the_sale_is_rebuilt_leaves_redis_and_the_da
     assert pay(order_id).status_code == 202
     provider.webhook_url = url
     assert orders_expire(now=later()).orders == 1
-    retook, go, real = threading.Event(), threading.Event(), services.gate_retake
+    retook, go, real = threading.Event(), threading.Event(), returns.gate_retake
 
     def retake_then_wait(**kwargs):
         taken = real(**kwargs)
@@ -149,7 +148,7 @@ def test_a_late_payment_under_way_as_the_sale_is_rebuilt_leaves_redis_and_the_da
         go.wait(10)
         return taken
 
-    monkeypatch.setattr(services, "gate_retake", retake_then_wait)
+    monkeypatch.setattr(returns, "gate_retake", retake_then_wait)
     rebuilding, written = threading.Event(), reconcile.gate_written
 
     def written_then_say(**kwargs):
