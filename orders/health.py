@@ -99,14 +99,21 @@ def _cache_redis() -> None:
     get_redis_connection("default").ping()  # its own timeouts: a second to connect, two to answer
 
 
+def _database_check() -> None:
+    _database.check()  # the one kept connection, as it is now
+
+
+# The servers a seller's purchases need, by the names its row gives them, and their checks.
+_SERVER_CHECKS: dict[str, Callable[[], None]] = {"redis-gate": _gate_redis, "redis": _cache_redis,
+                                                 "database": _database_check}
+
+
 def _ready_checks() -> dict[str, Callable[[], None]]:
     strategy = strategy_get(settings.FLASHSALE_STRATEGY)
-    named: dict[str, Callable[[], None]] = {"redis-gate": _gate_redis, "redis": _cache_redis,
-                                            "database": _database.check}
     checks = {}
     for server in seller_of(strategy).needs:
         if server != "lock":
-            checks[server] = named[server]
+            checks[server] = _SERVER_CHECKS[server]
         elif (lock := _lock_server(strategy.lock)) is not None:
             checks[lock[0]] = lock[1]
     return checks
