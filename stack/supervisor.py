@@ -180,16 +180,7 @@ class Supervisor:
     def stop(self, name: str, timeout: float = 90) -> None:
         if self.info(name)["statename"] in RUNNING_STATES:
             self.rpc.stopProcess(f"{name}:{name}", False)
-            self._until_stopped([name], timeout)
-
-    def _until_stopped(self, names: list[str], timeout: float) -> None:
-        # Polled: supervisord answers a stop that waits only at its next loop, up to
-        # a second after the process has gone.
-        deadline = time.monotonic() + timeout
-        while any(self.info(name)["statename"] in RUNNING_STATES | {"STOPPING"} for name in names):
-            if time.monotonic() > deadline:
-                raise StackError(f"{', '.join(names)} did not stop within {timeout:.0f} s")
-            time.sleep(0.05)
+            self.wait_stopped(name, timeout=timeout)
 
     def signal_group(self, name: str, signum: int) -> int:
         """Send ``signum`` to the process group of program ``name`` (supervisord
@@ -221,12 +212,14 @@ class Supervisor:
             for name in names:
                 self.signal_group(name, signal.SIGCONT)
 
-    def wait_stopped(self, name: str, timeout: float = 10) -> None:
-        """Until supervisord has seen program ``name`` exit (after a signal killed it)."""
+    def wait_stopped(self, *names: str, timeout: float = 10) -> None:
+        """Until supervisord has seen each program in ``names`` exit (a stop, or a
+        signal that killed it). Polled: supervisord answers a stop that waits only at
+        its next loop, up to a second after the process has gone."""
         deadline = time.monotonic() + timeout
-        while self.info(name)["statename"] in RUNNING_STATES:
+        while any(self.info(name)["statename"] in RUNNING_STATES | {"STOPPING"} for name in names):
             if time.monotonic() > deadline:
-                raise StackError(f"{name} is still running {timeout:.0f} s after it was signalled")
+                raise StackError(f"{', '.join(names)} still running {timeout:.0f} s after the stop or signal")
             time.sleep(0.05)
 
     def reread(self) -> tuple[list[str], list[str], list[str]]:
@@ -245,7 +238,7 @@ class Supervisor:
         stop signal) rather than one after another."""
         for name in names:
             self.rpc.stopProcessGroup(name, False)
-        self._until_stopped(names, timeout)
+        self.wait_stopped(*names, timeout=timeout)
         for name in names:
             self.rpc.removeProcessGroup(name)
             self.rpc.addProcessGroup(name)
@@ -253,7 +246,7 @@ class Supervisor:
     def remove(self, name: str, timeout: float = 90) -> None:
         """Stop program ``name`` (its stop signal: a graceful stop) and forget it."""
         self.rpc.stopProcessGroup(name, False)
-        self._until_stopped([name], timeout)
+        self.wait_stopped(name, timeout=timeout)
         self.rpc.removeProcessGroup(name)
 
 
