@@ -23,7 +23,7 @@ _client: redis.Redis | None = None
 _client_mutex = threading.Lock()
 
 
-class _Identified(redis.connection.AbstractConnection):
+class Identified(redis.connection.AbstractConnection):
     """A connection that learns, as it connects, which Redis server it reached: its
     run id, new at every start of a server. A sale remembers the primary that holds
     it (``primary`` in its hash); a script run on another server (a replica promoted,
@@ -41,11 +41,11 @@ class _Identified(redis.connection.AbstractConnection):
                                if line.startswith("run_id:")), "")
 
 
-class IdentifiedConnection(_Identified, redis.Connection):
+class IdentifiedConnection(Identified, redis.Connection):
     pass
 
 
-class _SentinelConnection(_Identified, redis.sentinel.SentinelManagedConnection):
+class _SentinelConnection(Identified, redis.sentinel.SentinelManagedConnection):
     pass
 
 

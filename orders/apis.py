@@ -73,9 +73,11 @@ def _received_at(request) -> float | None:
     return min(received, time.time()) if math.isfinite(received) else None
 
 
-def _server_timing(timings: Timings) -> dict[str, str]:
+def _server_timing(timings: Timings | None) -> dict[str, str]:
     # The W3C Server-Timing header: the load tools read the lock wait and the hold
     # time of every purchase from it, as measured here, not guessed from outside.
+    if timings is None:  # a replay: nothing was timed
+        return {}
     return {"Server-Timing": f"lock-wait;dur={timings.lock_wait_ms:.3f}, hold;dur={timings.hold_ms:.3f}"}
 
 

@@ -39,8 +39,12 @@ def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
         return known, None
     read = time.monotonic()
     state = sale_state_get(sku=sku)
-    segments = None if state.opened is not None else segments_get(sku=sku)
-    strategy = strategy_of(state.strategy if segments is None else segments[0].product.strategy)
+    segments: list[Stock] | None = None
+    if state.opening is not None:
+        strategy = strategy_of(state.opening.strategy)
+    else:
+        segments = segments_get(sku=sku)
+        strategy = strategy_of(segments[0].product.strategy)
     _strategies.put(sku, strategy, since=read)
     return strategy, segments
 

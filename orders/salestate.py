@@ -56,32 +56,34 @@ SOLD_OUT = Counter("flashsale_sales_sold_out", "Sales sold out (their last unit 
 
 
 @dataclass(frozen=True)
+class Opening:
+    """What the reset wrote with the sale's opening, one key."""
+
+    at: float  # when (epoch seconds)
+    window: SaleWindow
+    strategy: str  # the product's own strategy ("": the deployment's)
+    room: bool  # the sale has a waiting room: its purchases need an admission (waitingroom)
+    sale: int  # the sale it describes (Product.sale)
+
+
+@dataclass(frozen=True)
 class SaleState:
     sold_out: bool
-    # When the reset wrote the state (epoch seconds); None when the state was lost, or
-    # Redis could not be read: then the flags vouch for nothing.
-    opened: float | None
-    # The sale's window as the reset wrote it; None with ``opened``.
-    window: SaleWindow | None = None
-    # The product's own strategy as the reset wrote it ("": the deployment's); None
-    # with ``opened``: then the product's row says.
-    strategy: str | None = None
-    # Whether the sale has a waiting room: its purchases need an admission (``waitingroom``).
-    room: bool = False
+    # The opening as the reset wrote it; None when the state was lost, or Redis could
+    # not be read: then the flags vouch for nothing, and the product's row says.
+    opening: Opening | None
     # Returns of stock to the sale so far (``sale_state_returned``): what a sold-out
     # mark written now must name.
     returns: int = 0
-    # The sale the state describes (``Product.sale``); None with ``opened``.
-    sale: int | None = None
 
     @property
     def flags_complete(self) -> bool:
         """Every order of this sale has its flag in Redis: a key claimed afresh has none."""
-        return (self.opened is not None and not flags_unwritten()
-                and time.time() - self.opened < settings.FLASHSALE_IDEMPOTENCY_TTL_S)
+        return (self.opening is not None and not flags_unwritten()
+                and time.time() - self.opening.at < settings.FLASHSALE_IDEMPOTENCY_TTL_S)
 
 
-LOST = SaleState(sold_out=False, opened=None)
+LOST = SaleState(sold_out=False, opening=None)
 
 
 # Three keys, read in one MGET: the reset alone writes "opened", so nothing written
@@ -111,16 +113,14 @@ def sale_state_get(*, sku: str) -> SaleState:
     state = values.get(opened_key)
     # A state in another shape (written before the sale's number rode with it) vouches
     # for nothing, and says nothing.
-    opened, window, strategy, room, sale = (state if isinstance(state, tuple) and len(state) == 5
-                                            else (None, None, None, False, None))
+    opening = Opening(*state) if isinstance(state, tuple) and len(state) == 5 else None
     returns = values.get(returns_key, 0)
     # A mark names the sale it is of: with a state, it must be the state's (a purchase
     # of the sale before a reset may land its mark after the reset cleared it).
     mark = values.get(sold_out_key)
-    sold_out = (isinstance(mark, tuple) and mark[1] == returns and (sale is None or mark[0] == sale)
-                and settings.FLASHSALE_SOLD_OUT_FAST_PATH)
-    return SaleState(sold_out=sold_out, opened=opened, window=window, strategy=strategy, room=room,
-                     returns=returns, sale=sale)
+    sold_out = (isinstance(mark, tuple) and mark[1] == returns
+                and (opening is None or mark[0] == opening.sale) and settings.FLASHSALE_SOLD_OUT_FAST_PATH)
+    return SaleState(sold_out=sold_out, opening=opening, returns=returns)
 
 
 def sale_state_open(*, sku: str, sale: int, window: SaleWindow, strategy: str, room: bool = False) -> bool:

@@ -149,7 +149,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     if settings.FLASHSALE_BUYER_AUTH:
         buyer = _bearer(request)
         purchase = plain_purchase(_plain_json(request), by_credentials=True) if buyer else None
-        if purchase is not None:
+        if buyer and purchase is not None:
             request.user = TokenBuyer(buyer)  # what the buyer's throttle reads, as on DRF's Request
             purchase = {**purchase, "user_id": buyer}
     else:
@@ -158,6 +158,7 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
         return None
     name = request_named(request)
     request.data = purchase  # what the throttles read, as on DRF's Request
+    answer: tuple[dict, int, dict[str, str]] | None
     try:
         shortcut.view.check_throttles(request)  # DRF's own: 429 with the longest wait
         answer = purchase_answer(request, purchase)

@@ -54,7 +54,9 @@ class LaneSerializer(serializers.Serializer):
     orders = serializers.IntegerField()
     sold_out = serializers.IntegerField()  # 409 sold_out answers
     busy = serializers.IntegerField()  # 503 answers
-    errors = serializers.IntegerField()  # any other answer, or none
+    # Any other answer, or none. (DRF's metaclass takes a declared field off the class:
+    # it does not hide the serializer's own ``errors``.)
+    errors = serializers.IntegerField()  # type: ignore[assignment]
     oversold = serializers.IntegerField()
     lost_updates = serializers.IntegerField()
     consistent = serializers.BooleanField(allow_null=True)  # null until the audit at the end

@@ -176,7 +176,7 @@ class ScriptPipeline:
         return self._connection
 
 
-def fresh(connection: redis.Connection) -> None:
+def fresh(connection: redis.connection.AbstractConnection) -> None:
     """Drop the connection if Redis closed it since its last command (a restart): a
     command sent on it would fail with a lost reply, "outcome unknown", though it
     never ran. The pool checks its connections the same way before it lends one."""

@@ -19,7 +19,7 @@ from common.errors import (
     SoldOut,
     Unavailable,
 )
-from common.gateredis import unreachable
+from common.gateredis import Identified, unreachable
 from common.memory import ProcessMemory
 from common.metrics import observe_later
 from common.requestlog import request_id_current
@@ -83,12 +83,15 @@ def _sell_alone(script, *, keys: list[str], args: list) -> Replied:
     connection = getattr(_threads, "connection", None)
     if connection is None or _threads.client is not client:
         connection = client.connection_pool.make_connection()
+        if not isinstance(connection, Identified):  # the script needs the server's id
+            raise TypeError(f"the gate's Redis client makes {type(connection).__name__}s, not "
+                            "identified ones (common.gateredis)")
         _threads.connection, _threads.client = connection, client
     fresh(connection)
     return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
 
 
-def _exchange(connection: redis.Connection, script, *, keys: list[str], args: list) -> Replied:
+def _exchange(connection: Identified, script, *, keys: list[str], args: list) -> Replied:
     """The script, given the id of the server ``connection`` reached, and its WAIT if
     asked, in one write; their replies read. A connection that cannot be made sent
     nothing (its error says "connecting to"). Any failure but a script's error reply
@@ -321,6 +324,7 @@ def _remember_sold_out(sku: str) -> None:
         _sold_out.pop(sku)
         return
     _, opened, ends_in_ms, *keys = reply
+    held: frozenset[str] | None
     if keys:
         held = frozenset(keys[0])
     else:  # this sale's keys, as read before, or too many

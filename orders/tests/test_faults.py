@@ -67,7 +67,7 @@ def test_a_sold_out_mark_written_after_redis_lost_its_data_does_not_vouch_for_th
     assert before.flags_complete
     cache.clear()  # lost, while a purchase that read the mark before is still on its way
     # ...and it sells the last unit
-    sale_state_sold_out(sku="sku-1", strategy="atomic", sale=before.sale, returns=0)
+    sale_state_sold_out(sku="sku-1", strategy="atomic", sale=before.opening.sale, returns=0)
     mark = sale_state_get(sku="sku-1")
     assert mark.sold_out and not mark.flags_complete
 

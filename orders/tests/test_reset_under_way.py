@@ -109,8 +109,8 @@ def test_a_reset_that_cannot_write_the_sales_state_is_503_and_resets_nothing(mon
     monkeypatch.undo()
     assert caught.value.status_code == 503 and caught.value.extra["backend"] == "redis"
     product = Product.objects.get(sku="sku-1")
-    assert (product.sale, product.starts_at, product.payment_window_s) == (before.sale, None, 0)
+    assert (product.sale, product.starts_at, product.payment_window_s) == (before.opening.sale, None, 0)
     assert Order.objects.count() == 1 and sum(Stock.objects.values_list("quantity", flat=True)) == 4
     # No state names a sale that did not commit: the next purchase reads the rows.
-    assert sale_state_get(sku="sku-1").opened is None
+    assert sale_state_get(sku="sku-1").opening is None
     assert not order_create(sku="sku-1", quantity=1, user_id="u2", idempotency_key="k2").replayed

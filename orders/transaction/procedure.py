@@ -97,15 +97,23 @@ def purchase_call(purchase: Purchase, *, product: Product, segment: int) -> tupl
                              "was placed is unknown; retry with the same Idempotency-Key to learn it",
                              order_id=None) from e
     if reply.outcome == "sold_out":
-        raise SoldOut.short_of(product.sku, quantity, reply.remaining)
+        raise SoldOut.short_of(product.sku, quantity, _given(reply.remaining, "remaining"))
     if reply.outcome == "replaced":
         raise SaleReplaced.of(product.sku)
     if reply.outcome == "limit_reached":
         raise LimitReached.of(product.sku, user_id, settings.FLASHSALE_PER_USER_LIMIT)
     expires_at = reply.expires_at and reply.expires_at.replace(tzinfo=UTC)
-    order = Order(pk=reply.order_id, user_id=user_id, product=product, quantity=quantity, idempotency_key=key,
+    order = Order(pk=_given(reply.order_id, "order_id"), user_id=user_id, product=product, quantity=quantity,
+                  idempotency_key=key,
                   instance=settings.FLASHSALE_INSTANCE, strategy=strategy, retries=0,
                   status=Order.Status.PENDING if expires_at else Order.Status.PLACED, expires_at=expires_at,
                   request_id=request)
     held_since = time.perf_counter() - reply.held_us / 1e6
-    return order, Deducted(remaining=reply.remaining, row_held_since=held_since)
+    return order, Deducted(remaining=_given(reply.remaining, "remaining"), row_held_since=held_since)
+
+
+def _given(value: int | None, field: str) -> int:
+    # The procedure gives it with this outcome: its absence is the procedure's bug.
+    if value is None:
+        raise RuntimeError(f"flashsale_purchase's reply has no {field} for its outcome")
+    return value

@@ -77,7 +77,7 @@ def transaction_sell(purchase: Purchase, *, admitted: bool, segments: list[Stock
     except OutcomeUnknown as e:
         if purchase.keyed and e.order_id is None:
             flag_unsettled(key=key, fingerprint=purchase.fingerprint)  # a retry asks the database at once
-        elif purchase.keyed:
+        elif purchase.keyed and e.order_id is not None:
             # A flag that names the order: a retry asks the database whether it landed.
             flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=e.order_id)
         raise
@@ -127,16 +127,16 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     :raises AdmissionRefused: the sale has a waiting room, and no admission was spent.
     :raises SoldOut: the sale's state says it sold out.
     """
-    if state.opened is not None:
-        strategy_confirmed(sku, state.strategy, strategy)
-        state.window.check(sku=sku, now=time.time())
-        if state.room and not admitted:
+    if (opening := state.opening) is not None:
+        strategy_confirmed(sku, opening.strategy, strategy)
+        opening.window.check(sku=sku, now=time.time())
+        if opening.room and not admitted:
             raise admission_refused_error(sku=sku)
     if state.sold_out:
         raise SoldOut(f"{sku}: sold out", extra={"sku": sku, "requested": quantity, "remaining": 0})
     segments = segments or _segments_planned(sku, state)
     product = segments[0].product
-    if state.opened is None or state.sale != product.sale:
+    if opening is None or opening.sale != product.sale:
         strategy_confirmed(sku, product.strategy, strategy)
         SaleWindow.of(product).check(sku=sku, now=time.time())
         if not admitted and room_of(product=product):
@@ -165,7 +165,7 @@ def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
     whose tries all failed reads afresh (``state`` None). The product's id and
     segments change only with a reset, a new sale, and stock rises only with a
     return, which the state counts: one read per sale, return and process serves."""
-    sale = (state.opened, state.returns) if state is not None and state.opened is not None else None
+    sale = (state.opening.at, state.returns) if state is not None and state.opening is not None else None
     known = _planned.get(sku)
     if sale is not None and known is not None and known[0] == sale:
         return known[1]

@@ -175,7 +175,7 @@ def test_a_sold_out_mark_from_before_a_return_says_nothing():
     buy(1)
     assert sale_state_get(sku="sku-1").sold_out
     orders_expire(now=later())  # ...a return commits and counts itself...
-    sale_state_sold_out(sku="sku-1", strategy="atomic", sale=before.sale,
+    sale_state_sold_out(sku="sku-1", strategy="atomic", sale=before.opening.sale,
                         returns=before.returns)  # ...then its mark lands
     assert not sale_state_get(sku="sku-1").sold_out
     assert buy(2).order_id
