@@ -20,7 +20,7 @@ from common.errors import Busy, LimitReached, SoldOut, StockChanged
 from common.strategies import StrategySpec, strategy_of
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
-from inventory.services import Fence, Operation, stock_deduct, stock_plan
+from inventory.services import Fence, Operation, stock_deduct
 from locking import get_locks
 
 from ..giveback import OrderChanged, order_moved, read_committed, resale_flag, units_return
@@ -28,6 +28,7 @@ from ..models import Order
 from ..quota import quota_free, quota_open, quota_take
 from ..salestate import sale_state_returned
 from ..stocklocks import CommitFailed, lock_name, stock_locks_held
+from .plan import plan_tried
 
 logger = logging.getLogger(__name__)
 
@@ -103,29 +104,45 @@ def transaction_owed_pay() -> None:
 
 def transaction_take_again(order: Order, *, claim: Callable[[], bool] = lambda: True,
                            then: Callable[[], None] = lambda: None) -> str | None:
-    """Take an expired order's units out of the stock again (its payment came late):
-    under the sale's stock locks, its buyer's quota counted again, the strategy's own
-    deduction (a ``sale`` row flagged ``resale <order id>``), and ``expired`` →
-    ``paid``, in one transaction that also runs ``claim`` first (False: the payment
-    was recorded before; nothing is done) and ``then`` last.
+    """Take an expired order's units out of the stock again (its payment came late),
+    as a purchase of the sale would take them (``plan_tried``: each group of segments
+    the plan names, under its locks): its buyer's quota counted again, the
+    strategy's own deduction (a ``sale`` row flagged ``resale <order id>``), and
+    ``expired`` → ``paid``, in one transaction that also runs ``claim`` first (False:
+    the payment was recorded before; nothing is done) and ``then`` last.
 
     :returns: ``paid_late``; ``duplicate`` (``claim`` said so); None when the stock or
         the buyer's limit has no room (nothing written: the payment is to be refunded).
     :raises OrderChanged: the order is no longer expired.
-    :raises Busy, Unavailable: the lock was not had; or its release, the commit of a
+    :raises Busy, Unavailable: a lock was not had; or its release, the commit of a
         MySQL lock, failed (rolled back, or not known: the event's next delivery tells).
     """
     product = order.product
-    strategy = strategy_of(product.strategy)
-    segments = segments_get(sku=product.sku)
-    names = {s.segment: lock_name(product.sku, s.segment, len(segments)) for s in segments}
     quota_open(product=product, user_id=order.user_id)
+    try:
+        return plan_tried(segments_get(sku=product.sku), order.quantity,
+                          attempt=lambda group, count: _group_retaken(order, group, count, claim, then),
+                          reread=lambda: segments_get(sku=product.sku)).done
+    except (SoldOut, LimitReached):
+        return None
+
+
+def _group_retaken(order: Order, group: list[int], count: int, claim: Callable[[], bool],
+                   then: Callable[[], None]) -> str:
+    """One try of the plan's: lock the group's segments, take the units, commit, release.
+
+    :raises SoldOut: the group has no room (rolled back: the next group).
+    :raises LimitReached: the buyer's limit has no room (rolled back).
+    """
+    product = order.product
+    strategy = strategy_of(product.strategy)
+    names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)
     try:
         with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
             for _ in range(settings.FLASHSALE_OPTIMISTIC_RETRIES + 1):
                 try:
-                    outcome = _retake(order, product, strategy, held.fences, claim, then)
+                    outcome = _retaken(order, strategy, group, held.fences, claim, then)
                     lock.ensure_held()
                     break
                 except StockChanged:
@@ -141,26 +158,16 @@ def transaction_take_again(order: Order, *, claim: Callable[[], bool] = lambda: 
     return outcome
 
 
-def _retake(order: Order, product: Product, strategy: StrategySpec, fences: dict[int, Fence] | None,
-            claim: Callable[[], bool], then: Callable[[], None]) -> str | None:
-    try:
-        with transaction.atomic():
-            if not claim():
-                return "duplicate"
-            if not order_moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
-                raise OrderChanged
-            quota_take(product=product, user_id=order.user_id, quantity=order.quantity)
-            for group in stock_plan(segments_get(sku=product.sku), order.quantity):
-                try:
-                    stock_deduct(product=product, quantity=order.quantity,
-                                 operation=Operation(resale_flag(order.pk), str(order.pk)),
-                                 deduction=strategy.deduction, segments=group, fences=fences)
-                    break
-                except SoldOut:
-                    continue
-            else:
-                raise SoldOut(f"{product.sku}: no room for a late payment")
-            then()
-    except (SoldOut, LimitReached):
-        return None
+def _retaken(order: Order, strategy: StrategySpec, group: list[int], fences: dict[int, Fence] | None,
+             claim: Callable[[], bool], then: Callable[[], None]) -> str:
+    with transaction.atomic():
+        if not claim():
+            return "duplicate"
+        if not order_moved(order.pk, Order.Status.EXPIRED, Order.Status.PAID):
+            raise OrderChanged
+        quota_take(product=order.product, user_id=order.user_id, quantity=order.quantity)
+        stock_deduct(product=order.product, quantity=order.quantity,
+                     operation=Operation(resale_flag(order.pk), str(order.pk)),
+                     deduction=strategy.deduction, segments=group, fences=fences)
+        then()
     return "paid_late"

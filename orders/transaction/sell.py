@@ -28,7 +28,7 @@ from common.requestlog import request_id_current
 from common.strategies import StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import segments_get
-from inventory.services import Deducted, Fence, Operation, stock_deduct, stock_plan
+from inventory.services import Deducted, Fence, Operation, stock_deduct
 from locking import BaseLock, LockLostError, get_locks
 from waitingroom.selectors import room_of
 from waitingroom.services import admission_refused_error
@@ -47,6 +47,7 @@ from ..results import OrderResult, Purchase, Timings
 from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import CommitFailed, lock_name, outcome_unknown_error, stock_locks_held
 from ..window import SaleWindow
+from .plan import plan_tried
 from .procedure import past_deadline_error, purchase_call
 
 
@@ -146,11 +147,6 @@ def _sale_checked(*, sku: str, quantity: int, state: SaleState, strategy: Strate
     return segments, state
 
 
-# Rounds of planning a purchase of a segmented product: the plan comes from a plain
-# read, and each round re-reads after every group it named ran dry meanwhile.
-PLAN_ROUNDS = 3
-
-
 # sku -> (the sale as its state names it: its opening and its count of returns; and
 # its segments as this process last read them): the plan's read, once per sale and
 # process, for a minute at most.
@@ -185,31 +181,16 @@ class _Placed(NamedTuple):
 
 
 def _groups_tried(purchase: Purchase, *, segments: list[Stock]) -> _Placed:
-    """Take the stock from the groups of segments the plan names, in turn: a group
-    that ran dry since the plan's read falls over to the next. Sold out only when
-    no combination of segments can serve the quantity."""
-    product, quantity = segments[0].product, purchase.quantity
+    """Take the stock from the groups of segments the plan names (``plan_tried``)."""
+    product = segments[0].product
     quota_open(product=product, user_id=purchase.buyer)
-    for round_ in range(PLAN_ROUNDS):
-        if round_:
-            segments = _segments_planned(product.sku, None)
-        for group in stock_plan(segments, quantity):
-            try:
-                order, deducted, timings = _group_bought(purchase, product=product, group=group,
-                                                         count=len(segments))
-            except SoldOut as e:
-                refused, last = group, e  # the group ran dry since the read: the next one
-                continue
-            others = sum(s.quantity for s in segments if s.segment not in group)
-            return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
-        if len(refused) == len(segments):
-            raise last  # every segment, counted under its lock: this is the product's answer
-    # Rounds out: the read says what is left (at most that: stock only falls in a sale).
-    available = sum(s.quantity for s in segments_get(sku=product.sku))
-    if available >= quantity:
-        raise Busy(f"{product.sku}: the segments ran dry under every try; the stock is still there",
-                   extra={"sku": product.sku})
-    raise SoldOut.short_of(product.sku, quantity, available)
+    taken = plan_tried(segments, purchase.quantity,
+                       attempt=lambda group, count: _group_bought(purchase, product=product, group=group,
+                                                                  count=count),
+                       reread=lambda: _segments_planned(product.sku, None))
+    order, deducted, timings = taken.done
+    others = sum(s.quantity for s in taken.segments if s.segment not in taken.group)
+    return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
 
 
 def _group_bought(purchase: Purchase, *, product: Product, group: list[int], count: int,
