@@ -20,7 +20,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from common.history import Recorder
-from common.strategies import STRATEGIES, Seller
+from common.strategies import STRATEGIES
 from loadtest.client import FlashsaleClient
 from stack.config import StackConfig
 from stack.control import start_again
@@ -313,4 +313,4 @@ def expected_loss(strategy: str, fault: str) -> bool:
     """A sale that loses what it promised, as its design says it may: the gate's
     accepted orders live only in Redis until a persister writes them, so a Redis that
     comes back without its data loses them (and the sale, until it is warmed again)."""
-    return fault in FAULTS and FAULTS[fault].loses_redis and STRATEGIES[strategy].seller is Seller.GATE
+    return fault in FAULTS and FAULTS[fault].loses_redis and STRATEGIES[strategy].gated

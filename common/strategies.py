@@ -54,6 +54,13 @@ class StrategySpec:
     seller: Seller = Seller.TRANSACTION
 
     @property
+    def gated(self) -> bool:
+        """Whether its sales live in the gate's Redis (``orders.gate``), decided there
+        and written to the database afterwards. (What else a seller does:
+        ``orders.sellers``.)"""
+        return self.seller is Seller.GATE
+
+    @property
     def segmented(self) -> bool:
         """Whether a product's stock may be split into segments (seed 004): they let
         several lock holders in at once. The gate keeps one counter in Redis."""

@@ -3,6 +3,7 @@ importing only those below it and none of the lab; no module grows past a size a
 reader holds; and no module reaches into another's private names."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,3 +96,15 @@ def test_the_shop_reaches_the_sellers_rooms_only_through_the_seller_table():
             found += [f"{path.relative_to(ROOT)}: {name}" for name in named
                       if name.split(".")[:2] in rooms]
     assert len(list(_modules(["payments"]))) > 5 and not found, found
+
+
+def test_the_sellers_are_told_apart_in_the_two_tables_alone():
+    """Which seller holds a sale is the strategy's row (``common.strategies``) and
+    what that seller does is the seller table's (``orders.sellers``): every other
+    module, tests included, asks them (``spec.gated``, ``seller_of(spec)``)."""
+    tables = {"common/strategies.py", "orders/sellers.py"}
+    told = re.compile(r"Seller\.(GATE|TRANSACTION)\b")
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(ROOT.glob("[!.]*/**/*.py"))
+             if str(path.relative_to(ROOT)) not in tables and "site-packages" not in path.parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if told.search(line)]
+    assert not found, found

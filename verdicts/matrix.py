@@ -25,7 +25,7 @@ from chaos.faults import FAULTS, WINDOW_FAULTS, expected_loss
 from chaos.sale import PaymentWindow, sale_under_fault
 from chaos.sale import Verdict as EndState
 from common.history import FAILED, OK, Purchase, Recorder
-from common.strategies import STRATEGIES, Seller
+from common.strategies import STRATEGIES
 from stack.config import StackConfig
 from stack.hosted import HostedApps
 
@@ -43,7 +43,7 @@ EXPIRY_PAUSE_MS = 1000.0  # the expirer's pause with a batch in hand, where kill
 REDIS_LOCKS = {"setnx", "redisson", "redisson-fair"}  # the lock aliases kept in Redis
 
 # Faults that strike a server only some strategies use: elsewhere the sale is calm.
-ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
+ONLY_FOR = {"kill-persister": lambda spec: spec.gated,
             "zk-leader": lambda spec: spec.lock == "zookeeper",
             # The lesson on leases: the Redis locks, whose holder can outlive its lease.
             "partition-holder-db": lambda spec: spec.lock == "setnx",
@@ -53,14 +53,14 @@ ONLY_FOR = {"kill-persister": lambda spec: spec.seller is Seller.GATE,
             "failover-redis-holder-unfenced": lambda spec: spec.lock == "setnx",
             "clock-jump-redis": lambda spec: spec.lock == "setnx",
             "clock-jump-redis-unfenced": lambda spec: spec.lock == "setnx",
-            "partition-persister-db": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-redis": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-redis-unreplicated": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-shard": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-shard-unreplicated": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-redis-pending": lambda spec: spec.seller is Seller.GATE,
-            "failover-gate-shard-pending": lambda spec: spec.seller is Seller.GATE,
-            "restart-redis-pending": lambda spec: spec.seller is Seller.GATE or spec.lock in REDIS_LOCKS}
+            "partition-persister-db": lambda spec: spec.gated,
+            "failover-gate-redis": lambda spec: spec.gated,
+            "failover-gate-redis-unreplicated": lambda spec: spec.gated,
+            "failover-gate-shard": lambda spec: spec.gated,
+            "failover-gate-shard-unreplicated": lambda spec: spec.gated,
+            "failover-gate-redis-pending": lambda spec: spec.gated,
+            "failover-gate-shard-pending": lambda spec: spec.gated,
+            "restart-redis-pending": lambda spec: spec.gated or spec.lock in REDIS_LOCKS}
 
 
 def default_plan(strategies: list[str]) -> list[tuple[str, str]]:

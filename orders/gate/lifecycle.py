@@ -43,7 +43,7 @@ from django.conf import settings
 from django.db import transaction
 
 from common.errors import Busy, InvalidInput, NotFound, Unavailable
-from common.strategies import Seller, strategy_of
+from common.strategies import strategy_of
 from inventory.models import Stock
 from inventory.selectors import product_get, segments_get
 from waitingroom.models import Room
@@ -332,7 +332,7 @@ def gate_warm(*, sku: str) -> GateSale:
     settled = time.monotonic() + settings.FLASHSALE_GATE_SOLD_OUT_MEMORY_S
     segments = segments_get(sku=sku)
     strategy = strategy_of(segments[0].product.strategy)
-    if strategy.seller is not Seller.GATE:
+    if not strategy.gated:
         raise InvalidInput(f"{sku} sells under {strategy.name}: it does not sell through the gate")
     if len(segments) > 1:
         raise InvalidInput(f"{sku} has {len(segments)} stock segments: reset it under the gate instead")
