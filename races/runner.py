@@ -188,7 +188,8 @@ class RaceRun:
     def _ask(self, session: requests.Session, lane: _Lane, buyer: str) -> dict | None:
         """``buyer``'s place in ``lane``'s waiting room; None: no place to read (a
         busy or failed answer, asked again; or, as a 409, none to be had)."""
-        body, headers = {}, {}
+        body: dict[str, object] = {}
+        headers: dict[str, str] = {}
         self._auth(buyer, body, headers)
         try:
             response = session.post(f"{self.target}/api/products/{lane.sku}/room", json=body,
@@ -208,7 +209,8 @@ class RaceRun:
         self._auth(buyer, body, headers)
         if admission is not None:
             headers["Admission"] = admission
-        op = self.history.invoke(buyer, lane.sku, 1, key) if self.history else None
+        history = self.history
+        op = history.invoke(buyer, lane.sku, 1, key) if history else None
         sent = time.perf_counter()
         try:
             response = session.post(url, json=body, headers=headers, timeout=REQUEST_TIMEOUT_S)
@@ -218,12 +220,12 @@ class RaceRun:
             except ValueError:
                 answer = {}
             error = answer.get("error") if status == 409 and isinstance(answer, dict) else None
-            if op:
-                op.answered(status, answer if isinstance(answer, dict) else {}, self.history.now())
+            if op and history:
+                op.answered(status, answer if isinstance(answer, dict) else {}, history.now())
         except requests.RequestException as e:
             status, error = 0, None
-            if op:
-                op.unanswered(self.history.now(), type(e).__name__)
+            if op and history:
+                op.unanswered(history.now(), type(e).__name__)
         done = time.perf_counter()
         with self._mutex:
             lane.heard(status, error, (done - sent) * 1000, done - self.started)
