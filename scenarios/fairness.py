@@ -10,11 +10,15 @@ import redis
 from .base import Half, Outcome, Scenario
 from .context import Context
 
-HOLD = 0.02  # the re-acquirer's hold, seconds
-# How much later every command of the far buyer reaches Redis: five holds, so that a
-# re-acquirer slowed by a loaded machine still asks again first.
+# How much later every command of the far buyer reaches Redis.
 FAR = 0.1
-BUYER_WAIT = 1.5  # the buyer's wait timeout, seconds
+# The re-acquirer's hold, seconds: five of the far buyer's commands, so that each ask
+# it sends on a release's message (or at the start, or after subscribing) lands while
+# the re-acquirer holds the lock again. Asked again at once after a release, the lock
+# is free only for the near client's next round trip; with a short hold, a loaded
+# machine that delays that round trip lets a far ask land in the gap now and then.
+HOLD = 0.5
+BUYER_WAIT = 3.0  # the buyer's wait timeout, seconds: six holds
 # Commands before a waiter is in the fair lock's line: a try, its subscription, its
 # try in line (RedissonLock.do_acquire).
 TO_THE_LINE = 3
@@ -29,9 +33,9 @@ class FarConnection(redis.Connection):
 
 
 def starved_or_served(near, far) -> dict:
-    """A re-acquirer next to Redis takes the lock, holds it 20 ms, lets go and asks
-    again at once, for as long as the far buyer waits; the buyer asks once, with a
-    1.5 s wait timeout, while the lock is held."""
+    """A re-acquirer next to Redis takes the lock, holds it ``HOLD``, lets go and
+    asks again at once, for as long as the far buyer waits; the buyer asks once, with
+    a ``BUYER_WAIT`` timeout, just after the re-acquirer took the lock."""
     stop, held = threading.Event(), threading.Event()
     acquisitions = []
 
@@ -88,5 +92,5 @@ SCENARIOS = [
              "is woken by the release, asks, and finds the lock taken again, every time, "
              "until its wait runs out. Redisson's fair lock keeps a line: only the first in "
              "line may take it. You will see one buyer wait behind a re-acquirer that holds "
-             "the lock 20 ms at a time, under each lock.", s18_unfair_lock_starves_a_far_buyer),
+             "the lock half a second at a time, under each lock.", s18_unfair_lock_starves_a_far_buyer),
 ]
