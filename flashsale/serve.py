@@ -58,6 +58,11 @@ def command(server: str, *, bind: str, workers: int, threads: int, bin_dir: Path
         return [str(bin_dir / "gunicorn"), APPLICATION, "--config=python:flashsale.gunicorn",
                 f"--bind={bind}", *([f"--name={name}"] if name else []),
                 "--worker-class=gthread", f"--workers={workers}", f"--threads={threads}",
+                # Django and the project imported once, in the master, before the
+                # workers fork: a worker starts in milliseconds, not the second an
+                # import costs each. What a worker must not share is made after the
+                # fork by its own check of the PID (connections, clients, threads).
+                "--preload",
                 "--timeout=60", f"--graceful-timeout={grace}", f"--keep-alive={IDLE_SECONDS + 15}",
                 "--error-logfile=-", "--log-level=warning"]
     if server == "granian":

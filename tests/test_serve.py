@@ -25,7 +25,7 @@ def test_each_server_gets_the_same_knobs():
     gunicorn = command("gunicorn", bind="127.0.0.1:8001", workers=3, threads=4, bin_dir=BIN, name="app1")
     assert gunicorn[:2] == [str(BIN / "gunicorn"), "flashsale.wsgi:application"]
     assert {"--bind=127.0.0.1:8001", "--workers=3", "--threads=4", "--worker-class=gthread",
-            "--name=app1"} <= set(gunicorn)
+            "--name=app1", "--preload"} <= set(gunicorn)
     granian = command("granian", bind="0.0.0.0:8000", workers=3, threads=4, bin_dir=BIN)
     assert granian[0] == str(BIN / "granian") and "flashsale.wsgi:application" in granian
     assert {"--interface=wsgi", "--host=0.0.0.0", "--port=8000", "--workers=3", "--blocking-threads=4",
