@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -121,13 +122,13 @@ def transaction_take_again(order: Order, *, claim: Callable[[], bool] = lambda: 
     quota_open(product=product, user_id=order.user_id)
     try:
         return plan_tried(segments_get(sku=product.sku), order.quantity,
-                          attempt=lambda group, count: _group_retaken(order, group, count, claim, then),
+                          attempt=partial(_group_retaken, order, claim=claim, then=then),
                           reread=lambda: segments_get(sku=product.sku)).done
     except (SoldOut, LimitReached):
         return None
 
 
-def _group_retaken(order: Order, group: list[int], count: int, claim: Callable[[], bool],
+def _group_retaken(order: Order, *, group: list[int], count: int, claim: Callable[[], bool],
                    then: Callable[[], None]) -> str:
     """One try of the plan's: lock the group's segments, take the units, commit, release.
 

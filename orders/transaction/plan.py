@@ -6,7 +6,7 @@ late payment's units taken again both take their stock through it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from common.errors import Busy, SoldOut
 from inventory.models import Stock
@@ -14,10 +14,18 @@ from inventory.selectors import segments_get
 from inventory.services import stock_plan
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 # Rounds of planning a move of a segmented product's stock: the plan comes from a
 # plain read, and each round re-reads after every group it named ran dry meanwhile.
 PLAN_ROUNDS = 3
+
+
+class Attempt(Protocol[T_co]):
+    """One try of the plan's: lock ``group``'s segments (of ``count``), move the stock,
+    commit; SoldOut when the group has too little (rolled back)."""
+
+    def __call__(self, *, group: list[int], count: int) -> T_co: ...
 
 
 class Taken(NamedTuple, Generic[T]):
@@ -29,9 +37,9 @@ class Taken(NamedTuple, Generic[T]):
     segments: list[Stock]
 
 
-def plan_tried(segments: list[Stock], quantity: int, *, attempt: Callable[[list[int], int], T],
+def plan_tried(segments: list[Stock], quantity: int, *, attempt: Attempt[T],
                reread: Callable[[], list[Stock]]) -> Taken[T]:
-    """Call ``attempt(group, segment_count)`` for each group of ``segments`` the plan
+    """Call ``attempt(group=..., count=...)`` for each group of ``segments`` the plan
     names, until one does not raise ``SoldOut`` (it locks the group, moves the stock,
     commits: a SoldOut rolled it back). Sold out only when no combination of
     segments can serve the quantity; ``reread`` reads the segments afresh for the
@@ -47,7 +55,7 @@ def plan_tried(segments: list[Stock], quantity: int, *, attempt: Callable[[list[
             segments = reread()
         for group in stock_plan(segments, quantity):
             try:
-                return Taken(attempt(group, len(segments)), group, segments)
+                return Taken(attempt(group=group, count=len(segments)), group, segments)
             except SoldOut as e:
                 refused, last = group, e  # the group ran dry since the read: the next one
         if len(refused) == len(segments):
