@@ -274,16 +274,20 @@ def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
         # Someone must be asking for the lock too, or nobody takes it while the holder
         # still works and the lesson shows nothing: with a 1 s wait, every waiter may be
         # between its tries. Not this holder then, the next one (at most 5 s).
+        # And the holder found must still hold the lock as the clock steps: on a loaded
+        # machine the looking takes long enough for it to finish its section first,
+        # and a step under nobody shows nothing.
         deadline, seen = time.monotonic() + 5, None
         while time.monotonic() < deadline:
             _held_a_while(lambda: _setnx_holder(client))
             holder = _setnx_holder(client)
-            if holder is not None and holder != seen and _someone_asks(client):
+            if holder is not None and holder != seen and _someone_asks(client) \
+                    and _setnx_holder(client) == holder:
                 break
             seen = holder
+        hosted.clock.step(CLOCK_STEP)
     finally:
         client.close()
-    hosted.clock.step(CLOCK_STEP)
 
 
 def _someone_asks(client: redis.Redis) -> bool:
