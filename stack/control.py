@@ -280,9 +280,8 @@ def _conf_applied(sup: Supervisor) -> set[str]:
     for name in removed:
         if not _is_app(name):
             sup.remove(name)
-    for name in changed:
-        if not _is_app(name):
-            sup.replace(name)
+    # Stopped at once: each waits out its own graceful stop, not the others' too.
+    sup.replace_all([name for name in changed if not _is_app(name)])
     for name in added:
         sup.rpc.addProcessGroup(name)
     if replaced := [name for name in changed + added if not _is_app(name)]:

@@ -228,14 +228,9 @@ class Supervisor:
         [[added, changed, removed]] = self.rpc.reloadConfig()
         return added, changed, removed
 
-    def replace(self, name: str) -> None:
-        """Stop program ``name`` and take up its definition from the config as re-read."""
-        self.remove(name)
-        self.rpc.addProcessGroup(name)
-
     def replace_all(self, names: list[str], timeout: float = 90) -> None:
-        """``replace`` for several programs, stopped at once (each by its graceful
-        stop signal) rather than one after another."""
+        """Stop programs ``names`` at once (each by its graceful stop signal, not one
+        after another) and take up their definitions from the config as re-read."""
         for name in names:
             self.rpc.stopProcessGroup(name, False)
         self.wait_stopped(*names, timeout=timeout)

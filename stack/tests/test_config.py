@@ -83,3 +83,19 @@ def test_a_secret_made_by_many_at_once_is_one_and_only_its_owner_reads_it(config
     assert told == {config.admin_token()} and len(told) == 1
     assert stat.S_IMODE(config.admin_token_file.stat().st_mode) == 0o600
     assert [p.name for p in config.run_dir.iterdir()] == ["admin-token"]
+
+
+def test_a_purchase_knob_restarts_the_apps_alone_and_a_strategy_the_expirer_too(config):
+    """What supervisord restarts follows each program's environment: a knob only the
+    purchase reads leaves the processes beside the apps running."""
+    try:
+        knobs = config.replace(section_delay_ms=5.0, server="granian", buyer_auth=not config.buyer_auth,
+                               fast_path=not config.fast_path)
+        assert knobs.app_environment("app1") != config.app_environment("app1")
+        assert knobs.expirer_environment() == config.expirer_environment()
+        assert knobs.persister_environment("persist1") == config.persister_environment("persist1")
+        other = config.replace(strategy="setnx" if config.strategy != "setnx" else "atomic")
+        assert other.expirer_environment() != config.expirer_environment()
+        assert other.persister_environment("persist1") == config.persister_environment("persist1")
+    finally:
+        clean(config)
