@@ -105,7 +105,7 @@ def pytest_collection_modifyitems(items):
 
 
 # What stops, signals or replaces a server through supervisord.
-FAULTING = ("stop", "signal_group", "kill", "replace", "replace_all", "remove", "shutdown")
+FAULTING = ("stop", "signal_group", "kill", "replace_all", "remove", "shutdown")
 
 
 @pytest.fixture(autouse=True)
