@@ -6,6 +6,7 @@ its room's share a hash tag (``sku_tag``): one Cluster slot, one script."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import cast
 from urllib.parse import urlparse
 
@@ -88,6 +89,18 @@ def _forget_client(*, setting, **kwargs):
             _client = None
             scripts_forget()
 
+
+# Its client decodes every reply (``decode_responses``), which redis-py's annotations
+# cannot say: they give each reply as bytes or str. These name what the reply is.
+
+def text(reply: bytes | str) -> str:
+    """A reply of the gate's Redis, which is text."""
+    return cast(str, reply)
+
+
+def fields(reply: Mapping[bytes | str, bytes | str] | None) -> dict[str, str] | None:
+    """A hash or a stream entry's fields, read from the gate's Redis (None: gone)."""
+    return cast(dict[str, str] | None, reply)
 
 
 def sku_tag(sku: str) -> str:

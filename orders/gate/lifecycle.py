@@ -36,13 +36,16 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import redis
 from django.conf import settings
 from django.db import transaction
+from redis.typing import EncodableT, FieldT
 
 from common.errors import Busy, InvalidInput, NotFound, Unavailable
+from common.gateredis import fields, text
 from common.strategies import strategy_of
 from inventory.models import Stock
 from inventory.selectors import product_get, segments_get
@@ -93,7 +96,8 @@ def gate_open(*, sale: GateSale, window: SaleWindow, orders: OrdersLoaded | None
     client = gate_redis()
     try:
         client.delete(*staging)
-        for key, loaded in zip(staging, (orders.keys, orders.bought, orders.returns), strict=True):
+        tables: tuple[Mapping[str, str | int], ...] = (orders.keys, orders.bought, orders.returns)
+        for key, loaded in zip(staging, tables, strict=True):
             for chunk in _chunks(loaded):
                 client.hset(key, mapping=chunk)
         units = sale.loaded_stock if stock is None else stock
@@ -139,7 +143,7 @@ def gate_close(*, sku: str, required: bool) -> float:
 
 def gate_listed() -> list[str]:
     """The products on the persisters' list, in order."""
-    return sorted(gate_redis().hkeys(SALES))
+    return sorted(text(sku) for sku in gate_redis().hkeys(SALES))
 
 
 def gate_list_upgrade() -> int:
@@ -152,7 +156,8 @@ def gate_list_upgrade() -> int:
     """
     client = gate_redis()
     moved = 0
-    for sku in client.smembers(OLD_LIST):
+    for member in client.smembers(OLD_LIST):
+        sku = text(member)
         sale = client.hget(gate_keys(sku).sale, "block")
         if sale is not None:
             moved += client.hsetnx(SALES, sku, sale)
@@ -209,7 +214,7 @@ def _ms(epoch: float | None) -> str:
     return "" if epoch is None else str(round(epoch * 1000))
 
 
-def _chunks(mapping: dict, size: int = 1000):
+def _chunks(mapping: Mapping[str, str | int], size: int = 1000) -> Iterator[dict[FieldT, EncodableT]]:
     items = list(mapping.items())
     for start in range(0, len(items), size):
         yield dict(items[start:start + size])
@@ -250,16 +255,16 @@ def gate_order_get(*, order_id: int) -> OrderStatus | None:
         where = client.hget(k.orders, str(order_id))
         if where is None:
             return None
-        status, _, entry_id = where.rpartition(" ")
+        status, _, entry_id = text(where).rpartition(" ")
         entries = client.xrange(k.stream, entry_id, entry_id)
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
-    if not entries:
-        return None
-    fields = entries[0][1]
-    return OrderStatus(order_id=order_id, sku=sale.product.sku, quantity=int(fields["quantity"]),
-                       strategy="gate", instance=fields["instance"],
-                       status="dead_lettered" if status == "dead" else "accepted", user_id=fields["user"])
+    entry = fields(entries[0][1]) if entries else None
+    if not entry:
+        return None  # deleted from the stream since
+    return OrderStatus(order_id=order_id, sku=sale.product.sku, quantity=int(entry["quantity"]),
+                       strategy="gate", instance=entry["instance"],
+                       status="dead_lettered" if status == "dead" else "accepted", user_id=entry["user"])
 
 
 @dataclass(frozen=True)

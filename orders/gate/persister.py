@@ -33,17 +33,19 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import redis
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, transaction
+from redis.typing import KeyT, StreamIdT
 
 from common.bulk import rows_insert
 from common.errors import Busy, SoldOut, Unavailable
+from common.gateredis import text
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
@@ -54,6 +56,11 @@ from .reconcile import gate_failed_over, gate_reconcile
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
 logger = logging.getLogger(__name__)
+
+
+# A stream's entries as the gate's client reads them: an entry deleted from the stream
+# since it was delivered has no fields.
+Entries = list[tuple[str, dict[str, str] | None]]
 
 
 class Intent(NamedTuple):
@@ -137,7 +144,7 @@ def _write(intents: list[Intent]) -> Written:
     blocks = {intent.order_id >> ID_BLOCK_SHIFT for intent in intents}
     sales = {sale.pk: sale for sale in GateSale.objects.select_for_update().select_related("product")
              .filter(pk__in=blocks, superseded_at__isnull=True)}
-    live = []
+    live: list[Intent] = []
     for intent in intents:
         (live if intent.order_id >> ID_BLOCK_SHIFT in sales else outcome.closed).append(intent)
     existing = set(Order.objects.filter(pk__in=[i.order_id for i in live]).values_list("pk", flat=True))
@@ -322,25 +329,31 @@ class Persister:
         the streams live in different slots, one call per stream (and a pause when
         none had anything, in place of the blocking wait)."""
         if not settings.FLASHSALE_GATE_REDIS_CLUSTER:
-            replies = self.redis.xreadgroup(GROUP, self.name, dict.fromkeys(streams, start),
-                                            count=self.batch, block=self.block_ms if block else None)
+            wait = self.block_ms if block else None
+            replies = self._read_group(dict.fromkeys(streams, start), block_ms=wait)
         else:
-            replies = [reply for stream in streams for reply in
-                       self.redis.xreadgroup(GROUP, self.name, {stream: start}, count=self.batch)]
+            replies = [reply for stream in streams for reply in self._read_group({stream: start})]
             if block and not any(entries for _, entries in replies):
                 self.stop.wait(self.block_ms / 1000)
-        return [(stream, entries) for stream, entries in replies or [] if entries]
+        return [(stream, entries) for stream, entries in replies if entries]
+
+    def _read_group(self, streams: dict[KeyT, StreamIdT],
+                    block_ms: int | None = None) -> list[tuple[str, Entries]]:
+        replies = self.redis.xreadgroup(GROUP, self.name, streams, count=self.batch, block=block_ms)
+        # Decoded, as every reply of the gate's client (common.gateredis).
+        return cast(list[tuple[str, Entries]], replies or [])
 
     def _claim(self, stream: str, sku: str) -> int:
         done, start = 0, "0-0"
         while True:
             try:
-                start, entries, *_ = self.redis.xautoclaim(stream, GROUP, self.name, self.claim_idle_ms,
-                                                           start_id=start, count=self.batch)
+                claimed = self.redis.xautoclaim(stream, GROUP, self.name, self.claim_idle_ms,
+                                                start_id=start, count=self.batch)
             except redis.ResponseError as e:
                 if "NOGROUP" not in str(e):
                     raise
                 return done
+            start, entries = text(claimed[0]), cast(Entries, claimed[1])
             if entries:
                 logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
                                len(entries), sku)
@@ -348,9 +361,11 @@ class Persister:
             if start == "0-0":
                 return done
 
-    def _handle(self, sku: str, entries: Iterable[tuple[str, dict[str, str] | None]]) -> int:
+    def _handle(self, sku: str, entries: Entries) -> int:
         keys = gate_keys(sku)
-        intents, dead, ids = [], [], []
+        intents: list[Intent] = []
+        ids: list[str] = []
+        dead: list[tuple[str, str | int, Mapping[str, object], str]] = []  # entry, order, its fields, why
         for entry_id, fields in entries:
             ids.append(entry_id)
             if not fields:
@@ -368,10 +383,10 @@ class Persister:
             dead.append((intent.entry_id, intent.order_id, intent._asdict(), reason))
         # One line an order, named for the request that placed it: a buyer's purchase
         # followed from nginx's line to the write that confirmed it, or did not.
-        for entry_id, order, fields, reason in dead:
+        for entry_id, order, letter, reason in dead:
             logger.error("persister %s: dead-lettered order %s of %s (entry %s): %s", self.name, order, sku,
-                         entry_id, reason, extra={"request_id": fields.get("request") or None})
-            flat = [str(part) for pair in fields.items() for part in pair]
+                         entry_id, reason, extra={"request_id": letter.get("request") or None})
+            flat = [str(part) for pair in letter.items() for part in pair]
             self._dead_letter(keys=[keys.orders, keys.dead], args=[str(order), entry_id, reason, *flat])
         self.redis.xack(keys.stream, GROUP, *ids)  # only now: everything above is committed
         _counted(outcome, dead=len(dead))

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import redis
+from redis.connection import ConnectionInterface
 
 
 class Replied(NamedTuple):
@@ -67,9 +68,12 @@ class ScriptPipeline:
         self._script = script
         self._sent = sent  # told each batch's size, once its replies are in
         self._wait = wait  # (replicas, timeout in ms) for the WAIT after each batch; None: none
-        self._client = script.registered_client
+        client = script.registered_client
+        if not isinstance(client, redis.Redis):  # a Cluster sells per node (orders.gate.sell)
+            raise TypeError("a script pipeline runs on one Redis, not a Cluster")
+        self._client = client
         self._pid = os.getpid()
-        self._connection: redis.Connection | None = None
+        self._connection: ConnectionInterface | None = None
         self._mutex = threading.Lock()
         self._waiting: list[_Purchase] = []
         self._out = False  # a batch is being sent or read
@@ -168,7 +172,7 @@ class ScriptPipeline:
             purchase.error = None
         self._exchange(unknown, loaded=True)
 
-    def _fresh_connection(self) -> redis.Connection:
+    def _fresh_connection(self) -> ConnectionInterface:
         """The process's connection, checked as ``fresh`` says."""
         if self._connection is None:
             self._connection = self._client.connection_pool.make_connection()
@@ -176,7 +180,7 @@ class ScriptPipeline:
         return self._connection
 
 
-def fresh(connection: redis.connection.AbstractConnection) -> None:
+def fresh(connection: ConnectionInterface) -> None:
     """Drop the connection if Redis closed it since its last command (a restart): a
     command sent on it would fail with a lost reply, "outcome unknown", though it
     never ran. The pool checks its connections the same way before it lends one."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 from django.conf import settings
@@ -38,6 +39,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.errors import Busy, Unavailable
+from common.gateredis import text
 from inventory.models import Stock
 
 from ..models import GateSale
@@ -66,12 +68,13 @@ def _servers(skus: list[str]) -> dict[str, str]:
     if not settings.FLASHSALE_GATE_REDIS_CLUSTER:
         run_id = client.info("server")["run_id"]
         return dict.fromkeys(skus, run_id)
+    cluster = cast(redis.RedisCluster, client)  # typed as the Redis it stands in for (gate_redis)
     ids: dict[str, str] = {}
     by_node: dict[str, str] = {}
     for sku in skus:
-        node = client.get_node_from_key(gate_keys(sku).sale)
+        node = cluster.get_node_from_key(gate_keys(sku).sale)
         if node.name not in by_node:
-            by_node[node.name] = client.get_redis_connection(node).info("server")["run_id"]
+            by_node[node.name] = cluster.get_redis_connection(node).info("server")["run_id"]
         ids[sku] = by_node[node.name]
     return ids
 
@@ -107,11 +110,14 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         block, redis_stock = gate_redis().hmget(k.sale, "block", "stock")
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
+    if block is None or redis_stock is None:
+        return None  # Redis holds no sale of it (since the failover was seen)
+    block_id = int(text(block))
     gate_written(skus=[sku], within=within)
     with transaction.atomic():
         # Locked as every persister's batch of the sale locks it: the batches in flight
         # commit first, and none after this writes an order of the old sale.
-        old = GateSale.objects.select_for_update().select_related("product").filter(pk=block).first()
+        old = GateSale.objects.select_for_update().select_related("product").filter(pk=block_id).first()
         if old is None:
             return None  # the product was reset meanwhile: the reset's sale is another
         product = old.product
@@ -128,9 +134,10 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
             old.superseded_at = timezone.now()
             old.save(update_fields=["superseded_at"])
         else:  # another superseded it; Redis may not hold its sale yet
-            new = GateSale.objects.filter(product=product, pk__gt=old.pk).order_by("-pk").first()
-            if new is None:
+            newer = GateSale.objects.filter(product=product, pk__gt=old.pk).order_by("-pk").first()
+            if newer is None:
                 return None
+            new = newer
     # The stock and the orders of this snapshot, together: the sale's own loaded_stock
     # is of the snapshot of the reconciler that made it, and an order may have expired
     # since (its unit in this stock, its return marked done in these orders).
@@ -139,7 +146,7 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         return None
     if stock != new.loaded_stock:  # the sale's row says what Redis loaded
         GateSale.objects.filter(pk=new.pk).update(loaded_stock=stock)
-    done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(redis_stock), stock=stock)
+    done = Reconciled(sku=sku, replaced=old.pk, sale=new.pk, redis_stock=int(text(redis_stock)), stock=stock)
     logger.warning("reconciled the sale of %s after a failover: sale %d replaced by sale %d, stock %d "
                    "(the promoted Redis held %d: %+d), %d orders' keys loaded", sku, done.replaced, done.sale,
                    done.stock, done.redis_stock, done.stock - done.redis_stock, len(orders.keys))

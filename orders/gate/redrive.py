@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import cast
 
 from .persister import Intent, intents_write
 from .store import gate_keys, gate_redis
@@ -20,7 +21,9 @@ class Redriven:
     written: list[int] = field(default_factory=list)  # now in MySQL
     already: list[int] = field(default_factory=list)  # were in MySQL already (written by hand, or twice)
     closed: list[int] = field(default_factory=list)  # of a sale since reset: nothing to write
-    refused: dict[int, str] = field(default_factory=dict)  # still refused, and why: left dead-lettered
+    # Still refused, and why: left dead-lettered (a letter without an intent: by the
+    # order its entry names, else by its own id).
+    refused: dict[int | str, str] = field(default_factory=dict)
 
 
 def dead_letters_redrive(*, sku: str) -> Redriven:
@@ -38,7 +41,8 @@ def dead_letters_redrive(*, sku: str) -> Redriven:
     keys = gate_keys(sku)
     client = gate_redis()
     outcome = Redriven()
-    for letter_id, fields in client.xrange(keys.dead):
+    letters = cast(list[tuple[str, dict[str, str]]], client.xrange(keys.dead))  # decoded: common.gateredis
+    for letter_id, fields in letters:
         try:
             intent = _dead_intent(fields)
         except ValueError as e:
@@ -71,10 +75,10 @@ def _dead_intent(fields: dict[str, str]) -> Intent:
     """
     if "order_id" not in fields:
         return Intent.parse(fields["entry"], fields)
-    ints = {"order_id", "quantity", "before", "after"}
-    fields = {"request": "", **fields}  # a letter older than the field has none
     try:
-        return Intent(**{name: int(fields[name]) if name in ints else fields[name]
-                         for name in Intent._fields})
+        return Intent(entry_id=fields["entry_id"], order_id=int(fields["order_id"]), key=fields["key"],
+                      user_id=fields["user_id"], quantity=int(fields["quantity"]),
+                      before=int(fields["before"]), after=int(fields["after"]), instance=fields["instance"],
+                      request=fields.get("request", ""))  # a letter older than the field has none
     except (KeyError, ValueError) as e:
         raise ValueError(f"a dead letter without its intent: {fields!r}") from e
