@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.challenges import challenge_issue
+from common.challenges import Challenge, challenge_issue
 from common.errors import (
     THROTTLED,
     ChallengeRefused,
@@ -40,14 +43,14 @@ class SignUpThrottle(PerAddress):
 
 
 @extend_schema_serializer(component_name="BuyerToken")
-class TokenSerializer(serializers.Serializer):
+class TokenSerializer(serializers.Serializer[dict[str, Any]]):  # the answer the views build
     username = serializers.CharField()
     token = serializers.CharField()
     expires_at = serializers.IntegerField(help_text="epoch seconds")
 
 
 @extend_schema_serializer(component_name="Challenge")
-class ChallengeSerializer(serializers.Serializer):
+class ChallengeSerializer(serializers.Serializer[Challenge]):
     challenge = serializers.CharField(
         source="token", help_text="solve: a nonce such that SHA-256 of '<challenge>:<nonce>' starts with "
                                   "`bits` zero bits; send 'Challenge-Solution: <challenge>:<nonce>'")
@@ -59,12 +62,12 @@ class SignUpChallengeApi(APIView):
     """A proof-of-work challenge for one new buyer (``FLASHSALE_SIGN_UP_CHALLENGE_BITS``
     zero bits; 0: none asked)."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
+    authentication_classes = ()
+    permission_classes = ()
     throttle_classes = [SignUpThrottle]
 
     @extend_schema(request=None, responses={201: ChallengeSerializer, **error_responses(THROTTLED)})
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         issued = challenge_issue(purpose=SIGN_UP, bits=sign_up_bits())
         return Response(ChallengeSerializer(issued).data, status=status.HTTP_201_CREATED)
 
@@ -79,8 +82,8 @@ class BuyerCreateApi(APIView):
     with neither, a throwaway buyer, good until its token expires. When new buyers
     cost work (``FLASHSALE_SIGN_UP_CHALLENGE_BITS``), with a solved challenge."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
+    authentication_classes = ()
+    permission_classes = ()
     throttle_classes = [SignUpThrottle]
 
     @extend_schema_serializer(component_name="BuyerRequest")
@@ -94,7 +97,7 @@ class BuyerCreateApi(APIView):
     @extend_schema(request=InputSerializer, parameters=[SOLUTION], responses={
         201: TokenSerializer,
         **error_responses(InvalidInput, ChallengeRefused, UsernameTaken, THROTTLED, SignInLocked)})
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         given = _input.run_validation(request.data)
         user, issued = buyer_create(username=given.get("username"), password=given.get("password"),
                                     client=client_bucket(request),
@@ -106,8 +109,8 @@ class BuyerCreateApi(APIView):
 class TokenCreateApi(APIView):
     """A new token for a buyer that signs in with its password."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
+    authentication_classes = ()
+    permission_classes = ()
     throttle_classes = [SignUpThrottle]
 
     @extend_schema_serializer(component_name="SignInRequest")
@@ -117,7 +120,7 @@ class TokenCreateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={
         200: TokenSerializer, **error_responses(InvalidInput, CredentialsRefused, THROTTLED, SignInLocked)})
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         given = _sign_in.run_validation(request.data)
         issued = buyer_sign_in(username=given["username"], password=given["password"],
                                client=client_bucket(request))

@@ -4,12 +4,20 @@ read without a database query; the shop page signs its buyer in with a session
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
-from rest_framework.authentication import SessionAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from .tokens import TokenRefused, token_buyer
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
 
 
 class TokenBuyer:
@@ -19,7 +27,7 @@ class TokenBuyer:
     is_active = True
     is_staff = False
 
-    def __init__(self, username: str):
+    def __init__(self, username: str) -> None:
         self.username = username
 
     def __str__(self) -> str:
@@ -29,14 +37,14 @@ class TokenBuyer:
 class BuyerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[TokenBuyer, None] | None:
         try:
             buyer = bearer_buyer(authentication.get_authorization_header(request).decode("latin-1"))
         except TokenRefused as e:
             raise exceptions.AuthenticationFailed(f"the buyer's token is refused: {e}") from e
         return None if buyer is None else (TokenBuyer(buyer), None)  # None: a session may say who it is
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         # Makes DRF answer 401 (not 403) to a request with no credentials.
         return self.keyword
 
@@ -47,7 +55,7 @@ class BuyerTokenScheme(OpenApiAuthenticationExtension):
     target_class = BuyerTokenAuthentication
     name = "buyerToken"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
                 "description": "a buyer's token: `POST /api/buyers` or `POST /api/buyers/token`"}
 
@@ -68,15 +76,16 @@ def bearer_buyer(header: str) -> str | None:
     return token_buyer(parts[1])
 
 
-def buyer_name(user) -> str | None:
+def buyer_name(user: Any) -> str | None:
     """The buyer's name of an authenticated request's user, or None (nobody)."""
-    return user.username if getattr(user, "is_authenticated", False) else None
+    # request.user: a TokenBuyer, the session's User, or AnonymousUser.
+    return str(user.username) if getattr(user, "is_authenticated", False) else None
 
 
 class IsBuyer(permissions.BasePermission):
     """A buyer's credentials: a bearer token, or the page's session."""
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return buyer_name(request.user) is not None
 
 
@@ -86,8 +95,8 @@ class BuyerView:
     (DRF checks the session's CSRF token), and nobody else; without it, no credentials
     are read, and the body names the buyer."""
 
-    def get_authenticators(self):
+    def get_authenticators(self) -> list[BaseAuthentication]:
         return [BuyerTokenAuthentication(), SessionAuthentication()] if settings.FLASHSALE_BUYER_AUTH else []
 
-    def get_permissions(self):
+    def get_permissions(self) -> list[BasePermission]:
         return [IsBuyer()] if settings.FLASHSALE_BUYER_AUTH else []

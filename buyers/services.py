@@ -6,6 +6,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import (
     MinimumLengthValidator,
     get_default_password_validators,
@@ -31,11 +32,11 @@ SIGN_UP = "sign-up"  # the purpose a new buyer's challenge names
 
 def sign_up_bits() -> int:
     """The zero bits a new buyer's proof of work asks (0: none)."""
-    return settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS
+    return int(settings.FLASHSALE_SIGN_UP_CHALLENGE_BITS)
 
 
 def buyer_create(*, username: str | None = None, password: str | None = None,
-                 client: str | None = None, solution: str | None = None) -> tuple[object, Issued]:
+                 client: str | None = None, solution: str | None = None) -> tuple[User, Issued]:
     """A new buyer and a token for it. Without a username, a throwaway buyer
     (``buyer-<random>``) that has no password: it buys with its token (or the page's
     session) until that expires, and never signs in again. A taken username counts

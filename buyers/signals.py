@@ -7,6 +7,7 @@ row's write fail after the withdrawal, the buyer signs in again: nothing is lost
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db.models.signals import pre_delete, pre_save
 from django.dispatch import receiver
 
@@ -25,7 +26,7 @@ def _withdrawn(username: str, change: str) -> None:
 
 
 @receiver(pre_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="buyers-withdraw-on-deactivate")
-def _deactivating(sender, instance, **kwargs) -> None:
+def _deactivating(sender: type[User], instance: User, **kwargs: object) -> None:
     # A row saved inactive again (its name edited, say) withdraws again: harmless, an
     # inactive buyer is issued no token.
     if not instance._state.adding and not instance.is_active:
@@ -33,5 +34,5 @@ def _deactivating(sender, instance, **kwargs) -> None:
 
 
 @receiver(pre_delete, sender=settings.AUTH_USER_MODEL, dispatch_uid="buyers-withdraw-on-delete")
-def _deleting(sender, instance, **kwargs) -> None:
+def _deleting(sender: type[User], instance: User, **kwargs: object) -> None:
     _withdrawn(instance.get_username(), "deleted")

@@ -5,11 +5,12 @@ it and its CSRF token (``buyers.authentication``)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from django.contrib import admin
 from django.contrib.auth import login
 from django.contrib.auth.views import LoginView, LogoutView
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -26,7 +27,7 @@ MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 SOLUTION_FIELD = "challenge_solution"
 
 
-def _next(request) -> str:
+def _next(request: HttpRequest) -> str:
     """Where to go back to: the page's own ``next``, or the shop."""
     target = request.POST.get("next") or request.GET.get("next") or "/"
     allowed = url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
@@ -34,7 +35,7 @@ def _next(request) -> str:
     return target if allowed else "/"
 
 
-def _throttled(request) -> HttpResponse | None:
+def _throttled(request: HttpRequest) -> HttpResponse | None:
     throttle = SignUpThrottle()
     if throttle.allow_request(request, None):
         return None
@@ -42,7 +43,7 @@ def _throttled(request) -> HttpResponse | None:
                         headers={"Retry-After": str(int(throttle.wait() or 60))}, content_type="text/plain")
 
 
-def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResponse:
+def _locked_out(request: HttpRequest, locked: SignInLocked, template: str | None) -> HttpResponse:
     """429 with Retry-After: the page again, saying how long to wait, or (no page) the
     JSON error."""
     if template is None:
@@ -56,10 +57,11 @@ def _locked_out(request, locked: SignInLocked, template: str | None) -> HttpResp
     return response
 
 
-def lockout_answered(view, *, template: str | None = None):
+def lockout_answered(view: Callable[..., HttpResponseBase], *,
+                     template: str | None = None) -> Callable[..., HttpResponseBase]:
     """``view``, with a sign-in lockout (``buyers.forms``) answered 429."""
     @functools.wraps(view)
-    def answered(request, *args, **kwargs):
+    def answered(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
         try:
             return view(request, *args, **kwargs)
         except SignInLocked as locked:
@@ -68,7 +70,7 @@ def lockout_answered(view, *, template: str | None = None):
 
 
 @require_POST
-def buyer_new(request):
+def buyer_new(request: HttpRequest) -> HttpResponseBase:
     """A throwaway buyer, signed in: the demo stays one click away."""
     if refused := _throttled(request):
         return refused
@@ -80,7 +82,7 @@ def buyer_new(request):
     return redirect(_next(request))
 
 
-def sign_up(request):
+def sign_up(request: HttpRequest) -> HttpResponseBase:
     """A buyer with a username and password, signed in."""
     error, status = None, 200
     if request.method == "POST":

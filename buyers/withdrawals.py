@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import cast
 
+import redis
 from django.conf import settings
 from django_redis import get_redis_connection
 
@@ -34,8 +36,9 @@ _copy: dict[str, float] = {}
 _read_at = float("-inf")
 
 
-def _redis():
-    return get_redis_connection("default")
+def _redis() -> redis.Redis:
+    client: redis.Redis = get_redis_connection("default")  # unannotated there
+    return client
 
 
 def buyer_withdraw(*, username: str, at: float | None = None) -> None:
@@ -60,8 +63,10 @@ def withdrawn_at(username: str) -> float | None:
             if now - _read_at >= settings.FLASHSALE_BUYER_WITHDRAWN_REFRESH_S:
                 try:
                     since = time.time() - settings.FLASHSALE_BUYER_TOKEN_TTL_S - MARGIN_S
-                    _copy = {name.decode(): at for name, at in
-                             _redis().zrangebyscore(KEY, since, "+inf", withscores=True)}
+                    # The cache's client does not decode: names as bytes, with their scores.
+                    read = cast(list[tuple[bytes, float]],
+                                _redis().zrangebyscore(KEY, since, "+inf", withscores=True))
+                    _copy = {name.decode(): at for name, at in read}
                 except CACHE_ERRORS as e:
                     logger.warning("withdrawn buyers: Redis unreachable, the last copy stands: %s", e)
                 _read_at = now

@@ -10,7 +10,7 @@ class CommonConfig(AppConfig):
     name = "common"
     verbose_name = "What every app shares"
 
-    def ready(self):
+    def ready(self) -> None:
         from .strategies import UnknownStrategy, strategy_get
 
         # At start-up, not at the first purchase: a typo in the deployment's strategy

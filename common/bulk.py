@@ -16,13 +16,15 @@ validation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.db import connections, models, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 
-def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence[tuple]) -> None:
+def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert ``rows``, each a tuple of values for ``fields`` (field names; a
     foreign key's value is the related row's id). Values are ints, strings, None or
     aware datetimes. A field left out gets its default, or now if it is
@@ -55,20 +57,20 @@ def rows_insert(model: type[models.Model], fields: Sequence[str], rows: Sequence
             cursor.executemany(sql, values)
 
 
-def _column_field(model: type[models.Model], name: str) -> models.Field:
+def _column_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
     field = model._meta.get_field(name)
     if not isinstance(field, models.Field):  # the far side of a relation
         raise ValueError(f"{model.__name__}.{name} is no column")
     return field
 
 
-def _column(field: models.Field) -> str:
+def _column(field: models.Field[Any, Any]) -> str:
     if field.column is None:
         raise ValueError(f"{field.name} is no column")
     return field.column
 
 
-def _default(field: models.Field, connection):
+def _default(field: models.Field[Any, Any], connection: BaseDatabaseWrapper) -> Any:
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
         return connection.ops.adapt_datetimefield_value(timezone.now())
     if not field.has_default() and not field.null:
@@ -76,7 +78,8 @@ def _default(field: models.Field, connection):
     return field.get_db_prep_save(field.get_default(), connection)
 
 
-def _values(row: tuple, adapted: list[int], adapt, constant: list) -> list:
+def _values(row: tuple[Any, ...], adapted: list[int], adapt: Callable[[Any], Any],
+            constant: list[Any]) -> list[Any]:
     """One row's parameters: its values, the datetimes among them adapted, then the
     left-out fields'."""
     values = [*row, *constant]

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
@@ -32,7 +32,7 @@ class ApplicationError(Exception):
     retry_after: int | None = None
 
     def __init__(self, message: str, *, extra: dict[str, Any] | None = None,
-                 headers: dict[str, str] | None = None, retry_after: int | None = None):
+                 headers: dict[str, str] | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.extra = extra or {}
@@ -108,7 +108,7 @@ class Unavailable(ApplicationError):
     code = "unavailable"
     retry_after = 1
 
-    def __init__(self, message: str, *, backend: str, **kwargs):
+    def __init__(self, message: str, *, backend: str, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.extra.setdefault("backend", backend)
 
@@ -122,7 +122,7 @@ class OutcomeUnknown(ApplicationError):
     code = "outcome_unknown"
     retry_after = 1
 
-    def __init__(self, message: str, *, order_id: int | None, **kwargs):
+    def __init__(self, message: str, *, order_id: int | None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         # The order the commit carried, if it landed (not in the body); None when not known.
         self.order_id = order_id
@@ -141,7 +141,7 @@ class CredentialsRefused(ApplicationError):
     status_code = status.HTTP_401_UNAUTHORIZED
     code = "authentication_failed"
 
-    def __init__(self, message: str, **kwargs):
+    def __init__(self, message: str, **kwargs: Any) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"}, **kwargs)
 
 
@@ -305,7 +305,7 @@ class ErrorResponse(NamedTuple):
     headers: dict[str, str]
 
 
-def exception_handler(exc: Exception, context: dict) -> Response | None:
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's EXCEPTION_HANDLER: business errors and DRF's own, one shape. Like DRF's
     own handler, it marks an open atomic request for rollback before answering."""
     answer = error_response(exc)
@@ -367,9 +367,9 @@ def database_failure(exc: DatabaseError, *, then: str) -> ApplicationError | Non
     return None
 
 
-def handler404(request, exception=None):
+def handler404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse(error_body("not_found", "no such page"), status=404)
 
 
-def handler500(request):
+def handler500(request: HttpRequest) -> JsonResponse:
     return JsonResponse(error_body("server_error", "internal server error"), status=500)

@@ -7,12 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from itertools import combinations
+from typing import TYPE_CHECKING, Any
 
 from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from .strategies import STRATEGY_NAMES
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
+    from drf_spectacular.utils import Direction
 
 # DRF refuses a NUL in any text (ProhibitNullCharactersValidator); as a regular
 # expression the same rule reaches the schema as ``pattern``, so a client (and
@@ -28,14 +33,14 @@ class StrictCharField(serializers.CharField):
     counts as blank), neither of which the schema's ``type: string, minLength: 1``
     says. A NUL is refused, as DRF does, and the schema says that too."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
         self.validators = [
             _NO_NUL if isinstance(v, ProhibitNullCharactersValidator) else v for v in self.validators
         ]
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -45,7 +50,7 @@ class StrategyField(serializers.ChoiceField):
     """A strategy's name (``common.strategies``); a wrong one is refused with the
     list of the known ones."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         known = ", ".join(STRATEGY_NAMES)
         super().__init__(choices=STRATEGY_NAMES, error_messages={
             "invalid_choice": f'"{{input}}" is not a strategy; choose one of: {known}'}, **kwargs)
@@ -57,7 +62,7 @@ class MomentField(serializers.DateTimeField):
     hold, or the first: for a sale's window, "never" and "always" either way, where
     DRF would refuse a moment the schema's ``format: date-time`` allows."""
 
-    def enforce_timezone(self, value):
+    def enforce_timezone(self, value: datetime) -> datetime:
         try:
             return super().enforce_timezone(value)
         except serializers.ValidationError:
@@ -67,7 +72,7 @@ class MomentField(serializers.DateTimeField):
             return edge.replace(tzinfo=UTC)
 
 
-class ClosedInputSerializer(serializers.Serializer):
+class ClosedInputSerializer(serializers.Serializer[Any]):
     """A request body that refuses a key it does not know, 400 ``invalid`` naming it:
     a client's typo (``"qty"``) is an error, not a default. The schema says so
     (``additionalProperties: false``, from ``ClosedInputSchema``).
@@ -79,9 +84,9 @@ class ClosedInputSerializer(serializers.Serializer):
     service keeps it."""
 
     exclusive: tuple[tuple[str, ...], ...] = ()
-    refused: tuple[dict, ...] = ()
+    refused: tuple[dict[str, Any], ...] = ()
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> Any:
         if isinstance(data, Mapping):
             unknown = sorted(str(key) for key in data if key not in self.fields)
             if unknown:
@@ -102,7 +107,7 @@ class ClosedInputSchema(OpenApiSerializerExtension):
     target_class = ClosedInputSerializer
     match_subclasses = True
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema = {**schema, "additionalProperties": False}
         refused = [*({"required": list(pair)} for group in self.target.exclusive

@@ -33,7 +33,7 @@ class Identified(redis.connection.AbstractConnection):
 
     server_id = ""
 
-    def on_connect_check_health(self, check_health: bool = True):
+    def on_connect_check_health(self, check_health: bool = True) -> None:
         super().on_connect_check_health(check_health)
         self.send_command("INFO", "server", check_health=False)
         info = self.read_response()
@@ -75,14 +75,15 @@ def _connected() -> redis.Redis:
         parsed = urlparse(url)
         sentinels = redis.sentinel.Sentinel(settings.FLASHSALE_GATE_REDIS_SENTINELS,
                                             sentinel_kwargs=dict(socket_timeout=1, socket_connect_timeout=1))
-        return sentinels.master_for(
+        master: redis.Redis = sentinels.master_for(
             settings.FLASHSALE_GATE_REDIS_SENTINEL_SERVICE, db=int(parsed.path.strip("/") or 0),
             password=parsed.password, connection_class=_SentinelConnection, **options)
+        return master
     return redis.Redis.from_url(url, connection_class=IdentifiedConnection, **options)
 
 
 @receiver(setting_changed)
-def _forget_client(*, setting, **kwargs):
+def _forget_client(*, setting: str, **kwargs: object) -> None:
     global _client
     if setting.startswith("FLASHSALE_GATE_REDIS"):
         with _client_mutex:
@@ -101,6 +102,16 @@ def text(reply: bytes | str) -> str:
 def fields(reply: Mapping[bytes | str, bytes | str] | None) -> dict[str, str] | None:
     """A hash or a stream entry's fields, read from the gate's Redis (None: gone)."""
     return cast(dict[str, str] | None, reply)
+
+
+# A stream's entries: (id, fields), where an entry deleted from the stream since it
+# was delivered to a consumer has no fields.
+Entries = list[tuple[str, dict[str, str] | None]]
+
+
+def stream_entries(reply: object) -> Entries:
+    """A stream's entries, read from the gate's Redis (XRANGE's, XAUTOCLAIM's; none: [])."""
+    return cast(Entries, reply or [])
 
 
 def sku_tag(sku: str) -> str:

@@ -56,6 +56,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 OUTCOMES = (OK, FAILED, UNKNOWN)
@@ -91,7 +92,7 @@ class Purchase:
     replayed: bool = False
     type: str = field(default="purchase", init=False)
 
-    def answered(self, status: int, body: dict, complete: int) -> None:
+    def answered(self, status: int, body: dict[str, Any], complete: int) -> None:
         """Classify an HTTP answer by the contract (docs/reference/http.md)."""
         self.complete, self.status = complete, status
         self.error = body.get("error") if isinstance(body, dict) else None
@@ -158,18 +159,24 @@ class Reset:
     type: str = field(default="reset", init=False)
 
 
+# A final order: (key, order_id), or (key, order_id, status) in a sale with a window.
+FinalOrder = tuple[str, int] | tuple[str, int, str]
+# The provider's ledger for one order: (order_id, charged, refunded), in minor units.
+Charge = tuple[int, int, int]
+
+
 @dataclass
 class Final:
     sku: str
     remaining: int
-    orders: list[tuple]  # (key, order_id), or (key, order_id, status) in a sale with a window
+    orders: list[FinalOrder]
     at: int
     # The gate's own count of what is left (its Redis), where the gate sells: it must
     # be ``remaining`` once every return and late payment has reached it.
     gate_remaining: int | None = None
     # The provider's ledger, where orders are paid: what it took for each order and
     # gave back, ``[[order_id, charged, refunded], ...]`` in minor units, and a unit's price.
-    money: list[tuple] | None = None
+    money: list[Charge] | None = None
     unit_price: int | None = None
     type: str = field(default="final", init=False)
 
@@ -217,10 +224,13 @@ class Recorder:
             self.events.append(op)
         return op
 
-    def final(self, sku: str, remaining: int, orders: Iterable[tuple], *, gate_remaining: int | None = None,
-              money: Iterable[tuple] | None = None, unit_price: int | None = None) -> None:
-        self._add(Final(sku, remaining, [tuple(o) for o in orders], self.now(), gate_remaining,
-                        None if money is None else [tuple(m) for m in money], unit_price))
+    def final(self, sku: str, remaining: int, orders: Iterable[Iterable[Any]], *,
+              gate_remaining: int | None = None, money: Iterable[Iterable[int]] | None = None,
+              unit_price: int | None = None) -> None:
+        """``orders`` and ``money`` as ``Final`` holds them, in any sequence (a JSON list)."""
+        kept = [cast(FinalOrder, tuple(o)) for o in orders]
+        ledger = None if money is None else [cast(Charge, tuple(m)) for m in money]
+        self._add(Final(sku, remaining, kept, self.now(), gate_remaining, ledger, unit_price))
 
     def write(self, path: Path) -> Path:
         write(path, self.events)
@@ -234,7 +244,7 @@ def write(path: Path, events: Iterable[Event]) -> None:
             f.write(json.dumps(asdict(event), separators=(",", ":")) + "\n")
 
 
-def _event(raw: dict) -> Event:
+def _event(raw: dict[str, Any]) -> Event:
     kind = raw.pop("type", None)
     if kind in ("purchase", "pay") and raw.get("outcome") not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
@@ -267,7 +277,7 @@ def _timed(op: Purchase | Pay, what: str) -> Purchase | Pay:
     return op
 
 
-def _final_order(raw: list) -> tuple:
+def _final_order(raw: list[Any]) -> FinalOrder:
     if len(raw) == 2:
         return str(raw[0]), int(raw[1])
     if len(raw) == 3 and raw[2] in STATUSES:
@@ -275,9 +285,10 @@ def _final_order(raw: list) -> tuple:
     raise ValueError(f"a final order is [key, order_id] or [key, order_id, status of {', '.join(STATUSES)}]")
 
 
-def _charge(raw: list) -> tuple:
+def _charge(raw: list[Any]) -> Charge:
     if len(raw) == 3 and all(isinstance(n, int) and n >= 0 for n in raw):
-        return tuple(raw)
+        order_id, charged, refunded = raw
+        return order_id, charged, refunded
     raise ValueError("a final money entry is [order_id, charged, refunded], whole numbers of at least 0")
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -27,7 +27,7 @@ from django.dispatch import receiver
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_memories: weakref.WeakSet[ProcessMemory] = weakref.WeakSet()
+_memories: weakref.WeakSet[ProcessMemory[Any, Any]] = weakref.WeakSet()
 
 
 class ProcessMemory(Generic[K, V]):
@@ -95,5 +95,5 @@ def forget_everything() -> None:
 
 
 @receiver(setting_changed)
-def _forget_on_setting_changed(**kwargs) -> None:
+def _forget_on_setting_changed(**kwargs: object) -> None:
     forget_everything()

@@ -22,7 +22,10 @@ import multiprocessing.util
 import os
 import threading
 import time
+from argparse import ArgumentParser
 from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -38,17 +41,22 @@ from prometheus_client import (
     multiprocess,
     start_http_server,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 
-class _WorkersCollector(multiprocess.MultiProcessCollector):
-    """Every worker's file, but one a worker is creating this instant: it exists
-    empty until sized, and read so it fails the whole scrape (500). Nothing in it
-    yet, nothing lost."""
+class _WorkersCollector:
+    """Every worker's file in ``path``, as prometheus-client's ``MultiProcessCollector``
+    reads them, but one a worker is creating this instant: it exists empty until
+    sized, and read so it fails the whole scrape (500). Nothing in it yet, nothing lost."""
 
-    def collect(self):
-        files = glob.glob(os.path.join(self._path, "*.db"))
-        return self.merge([path for path in files if _sized(path)], accumulate=True)
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def collect(self) -> Iterable[Metric]:
+        files = glob.glob(os.path.join(self.path, "*.db"))
+        merged: Iterable[Metric] = multiprocess.MultiProcessCollector.merge(
+            [path for path in files if _sized(path)], accumulate=True)
+        return merged
 
 
 def _sized(path: str) -> bool:
@@ -64,9 +72,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     instances' own ports for Prometheus to scrape; nginx does not pass ``/metrics``
     on, so nothing outside the stack reads it."""
     timings_flush()  # this worker's; the others' are at most FLUSH_EVERY old
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if workers := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         counted = CollectorRegistry()
-        _WorkersCollector(counted)
+        counted.register(_WorkersCollector(workers))
         # The server's processes: this worker's parent, the server's master, and its children.
         counted.register(InstanceCollector(os.getppid()))
     else:
@@ -77,6 +85,14 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
                         content_type=CONTENT_TYPE_LATEST)
 
 
+class NamedCollector(Protocol):
+    """A collector of ``FLASHSALE_METRICS_COLLECTORS``: named in ``flashsale_collector_up``."""
+
+    name: str
+
+    def collect(self) -> Iterable[Metric]: ...
+
+
 class SourcesRead:
     """The collectors that read a source at the scrape (Redis, the database), and
     ``flashsale_collector_up``: 1 for each that read it, 0 for one that could not.
@@ -84,10 +100,10 @@ class SourcesRead:
     quiet exactly when their source fails: the rules watch this gauge instead. Any
     failure counts (logged), so that no scrape fails on a collector's."""
 
-    def __init__(self, collectors: list):
+    def __init__(self, collectors: list[NamedCollector]) -> None:
         self.collectors = collectors
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("flashsale_collector_up", "Whether the collector read its source at this "
                                "scrape (0: its series are missing from it)", labels=["collector"])
         for collector in self.collectors:
@@ -110,10 +126,10 @@ class InstanceCollector:
     the master has reaped too (their ``cutime``), so it only falls when a worker
     ends and is not yet reaped."""
 
-    def __init__(self, master: int):
+    def __init__(self, master: int) -> None:
         self.master = master
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         try:
             cpu, rss, processes = instance_usage(self.master)
         except OSError as e:  # the master gone (the instance stopping), or no /proc
@@ -171,7 +187,7 @@ def instance_usage(master: int) -> tuple[float, int, int]:
 # --- a process of its own: a persister, the race runner ---------------------------
 
 
-def metrics_arguments(parser) -> None:
+def metrics_arguments(parser: ArgumentParser) -> None:
     """A management command's ``--metrics-port`` and ``--metrics-address``: where a
     process outside gunicorn serves its own /metrics (``metrics_served``)."""
     parser.add_argument("--metrics-port", type=int, default=None,

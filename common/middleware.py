@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from .errors import ApplicationError, error_json
 from .requestlog import request_named
+
+R = TypeVar("R", bound=HttpResponseBase)
+# Where a request carries when it arrived (epoch seconds), beside the server's own keys.
+ARRIVED = "flashsale.arrived"
 
 
 class RequestIdMiddleware:
     """Name the request for the log lines it causes (``common.requestlog``) and answer
     with the name (``X-Request-ID``). First in the chain: every line is named."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         name = request_named(request)
         response = self.get_response(request)
         response["X-Request-ID"] = name
@@ -34,15 +40,15 @@ class ArrivalStampMiddleware:
     ``X-Request-Start`` has milliseconds only, and a sale has many arrivals in each.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
-        arrived = request.arrived = time.time()  # also for the views' metrics
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        arrived = request.META[ARRIVED] = time.time()  # also for the views' metrics
         return stamp_arrival(self.get_response(request), arrived)
 
 
-def stamp_arrival(response, arrived: float):
+def stamp_arrival(response: R, arrived: float) -> R:
     """Add ``arrived`` (epoch seconds) to ``response``'s ``Server-Timing``, last. The
     purchase's shortcut (``orders.wsgi``), which answers before this middleware, stamps
     its answers with it too."""
@@ -58,11 +64,11 @@ class ApplicationErrorMiddleware:
     API's views answer theirs themselves (DRF's exception handler); this is for the
     rest: the admin's, the shop's forms. Last in the chain: the view's own."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request, exc: Exception) -> HttpResponse | None:
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         return error_json(exc) if isinstance(exc, ApplicationError) else None

@@ -3,7 +3,11 @@ in it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 
 class SingleFormatNegotiation(DefaultContentNegotiation):
@@ -15,7 +19,9 @@ class SingleFormatNegotiation(DefaultContentNegotiation):
     before: a body that is not JSON stays a 415. The schema view, with its JSON and
     YAML renderers, negotiates as DRF does."""
 
-    def select_renderer(self, request, renderers, format_suffix=None):
-        if len(renderers) == 1:
+    def select_renderer(self, request: Request, renderers: Iterable[BaseRenderer],
+                        format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
+        if isinstance(renderers, Sequence) and len(renderers) == 1:  # DRF passes its list
             return renderers[0], renderers[0].media_type
-        return super().select_renderer(request, renderers, format_suffix)
+        chosen: tuple[BaseRenderer, str] = super().select_renderer(request, renderers, format_suffix)
+        return chosen

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import IO, Any
+
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
@@ -12,7 +15,8 @@ class JSONParser(parsers.JSONParser):
     RecursionError and a 500. DRF already turns every other undecodable body (not
     JSON, not UTF-8) into a parse error."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any], media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> dict[str, Any]:
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError:

@@ -16,12 +16,16 @@ import logging
 import re
 import uuid
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 _current: ContextVar[str | None] = ContextVar("request_id", default=None)
 _WELL_FORMED = re.compile(r"[0-9A-Za-z-]{1,64}")
 
 
-def request_named(request) -> str:
+def request_named(request: HttpRequest) -> str:
     """Name ``request`` for the log lines its thread writes from now on, and return the
     name. Not undone when the request ends: Django logs a 5xx answer after the last
     middleware returned, and the thread's next request names itself anew."""

@@ -3,12 +3,13 @@ source when it is made, and a hot path should not pay for that each call."""
 
 from __future__ import annotations
 
+import redis
 from redis.commands.core import Script
 
 _handles: dict[tuple[int, str], Script] = {}
 
 
-def script_on(client, source: str) -> Script:
+def script_on(client: redis.Redis, source: str) -> Script:
     """``source``'s handle on ``client``, made at its first use."""
     handle = _handles.get((id(client), source))
     if handle is None:

@@ -13,14 +13,14 @@ from typing import Any
 from django.db import connection
 
 
-def start_thread(fn: Callable[[], Any], *, daemon: bool = False) -> tuple[threading.Thread, dict]:
+def start_thread(fn: Callable[[], Any], *, daemon: bool = False) -> tuple[threading.Thread, dict[str, Any]]:
     """Start ``fn`` in a thread; its outcome lands in the returned dict as "value"
     or "error". The thread's database connection, if it opened one, is closed.
     ``daemon``: for a call that may never return when the code under test is wrong,
     so that the test fails instead of the run hanging."""
-    box: dict = {}
+    box: dict[str, Any] = {}
 
-    def run():
+    def run() -> None:
         try:
             box["value"] = fn()
         except BaseException as e:
@@ -47,7 +47,7 @@ def run_at_once(fn: Callable[[int], Any], n: int) -> list[BaseException | None]:
     barrier; return each call's exception, or None where it returned."""
     barrier = threading.Barrier(n)
 
-    def call(i):
+    def call(i: int) -> Any:
         barrier.wait()
         return fn(i)
 
@@ -63,7 +63,7 @@ def held_elsewhere(make_lock: Callable[[], Any]) -> Iterator[None]:
     lock ``make_lock()`` returns; it releases it on the way out."""
     holding, done = threading.Event(), threading.Event()
 
-    def hold():
+    def hold() -> None:
         lock = make_lock()
         assert lock.acquire(timeout=10)
         holding.set()

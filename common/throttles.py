@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import cast
 
 from django.conf import settings
+from django.http import HttpRequest
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+from rest_framework.views import APIView
 
 from common.cache_errors import CACHE_ERRORS
 
@@ -30,9 +34,11 @@ class RateFromSettings(SimpleRateThrottle):
     def get_rate(self) -> str | None:
         return getattr(settings, self.rate_setting) or None
 
-    def allow_request(self, request, view) -> bool:
+    # Also asked outside a DRF view: by a Django view (a page's sign-up), and with no
+    # request at all by a budget (FailureBudget), whose key names its subject.
+    def allow_request(self, request: Request | HttpRequest | None, view: APIView | None) -> bool:
         try:
-            return super().allow_request(request, view)
+            return super().allow_request(request, view)  # type: ignore[arg-type]
         except CACHE_ERRORS as e:
             logger.warning("%s: Redis unreachable, not throttling: %s", self.scope, e)
             return True
@@ -52,16 +58,16 @@ def bucket(address: str) -> str:
     return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
-def client_bucket(request) -> str:
+def client_bucket(request: Request | HttpRequest) -> str:
     """The request's client as the per-address counts see it: the address nginx saw
     (REST_FRAMEWORK["NUM_PROXIES"]), bucketed."""
-    return bucket(BaseThrottle().get_ident(request))
+    return bucket(BaseThrottle().get_ident(cast(Request, request)))  # it reads META alone, which both have
 
 
 class PerAddress(RateFromSettings):
     """Counted per client (``bucket``)."""
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": client_bucket(request)}
 
 
@@ -71,11 +77,11 @@ class FailureBudget(RateFromSettings):
     failed one (``failed``): what succeeds never counts, so a budget stops a guesser
     and not a user."""
 
-    def __init__(self, ident: str):
+    def __init__(self, ident: str) -> None:
         super().__init__()
         self.ident = ident
 
-    def get_cache_key(self, request, view) -> str:
+    def get_cache_key(self, request: Request | None, view: APIView | None) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.ident}
 
     def spent(self) -> bool:

@@ -4,9 +4,11 @@ selector, and answer; errors leave through ``common.errors.exception_handler``."
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -30,9 +32,9 @@ def sku_checked(sku: str) -> str:
 
 class ProductDetailApi(APIView):
     # Public, and read by the crowd before a sale: no session looked up.
-    authentication_classes: list = []
+    authentication_classes = ()
     @extend_schema_serializer(component_name="Product")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[ProductStock]):
         sku = serializers.CharField()
         name = serializers.CharField()
         stock = serializers.IntegerField()
@@ -48,7 +50,7 @@ class ProductDetailApi(APIView):
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
-    def get(self, request, sku: str):
+    def get(self, request: Request, sku: str) -> Response:
         # nginx filling its own product cache asks for the row itself (see
         # nginx.conf.template): its entry is the only cache in front of the database then.
         # META, not ``request.headers``: that one is built from every header on first
@@ -59,7 +61,7 @@ class ProductDetailApi(APIView):
 
 
 @lru_cache(maxsize=1024)
-def _product_answer(product: ProductStock) -> dict:
+def _product_answer(product: ProductStock) -> dict[str, Any]:
     """The product's answer. Kept per product value: under a crowd the same cached
     value is asked for thousands of times a second, and DRF builds a serializer's
     fields afresh for each instance (a deepcopy; its share of the read's time is in

@@ -22,42 +22,44 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Generic, TypeVar, cast
 
 from common.cache_errors import UNREADABLE, cache_awaited, cache_claimed, cache_read, cache_write
 
 COLD_POLL_S = 0.02  # how often a reader of a cold entry looks for the loader's
 
+T = TypeVar("T")
 
-class LogicalExpiry:
-    def __init__(self, *, load: Callable[[str], Any], key: Callable[[str], str],
+
+class LogicalExpiry(Generic[T]):
+    def __init__(self, *, load: Callable[[str], T], key: Callable[[str], str],
                  fresh_s: Callable[[], float], keep_s: Callable[[], float] = lambda: 300,
-                 cold_wait_s: float = 2.0):
+                 cold_wait_s: float = 2.0) -> None:
         # keep_s: how long Redis keeps an entry at all, stale or not
         self.load, self.key, self.fresh_s, self.keep_s = load, key, fresh_s, keep_s
         self.cold_wait_s = cold_wait_s
-        self._local: dict[str, tuple[Any, float]] = {}  # name -> (value, fresh until): Redis away
+        self._local: dict[str, tuple[T, float]] = {}  # name -> (value, fresh until): Redis away
         # A lock per name, of a fixed few: any name a client sends may be asked for.
         self._flights = [threading.Lock() for _ in range(64)]
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> T:
         key = self.key(name)
         entry = cache_read(key)
         if entry is UNREADABLE:
             return self._loaded_here(name)
         if entry is not None:
-            value, fresh_until = entry
+            value, fresh_until = entry  # what refresh wrote: load's value
             if time.time() < fresh_until or not cache_claimed(key, self.fresh_s()):
-                return value
+                return cast(T, value)
             return self.refresh(name)
         if cache_claimed(key, self.fresh_s()):
             return self.refresh(name)
         # Cold: another reader is loading; its value once written, or (it took too
         # long, or failed) one loaded here.
         entry = cache_awaited(key, wait_s=self.cold_wait_s, poll_s=COLD_POLL_S)
-        return entry[0] if entry is not None else self._loaded_here(name)
+        return cast(T, entry[0]) if entry is not None else self._loaded_here(name)
 
-    def refresh(self, name: str) -> Any:
+    def refresh(self, name: str) -> T:
         """Load ``name`` and write it back, fresh (this process's own copy, kept
         while Redis is away, goes: a reset is seen at once)."""
         self._local.pop(name, None)
@@ -65,13 +67,13 @@ class LogicalExpiry:
         cache_write(self.key(name), (value, time.time() + self.fresh_s()), self.keep_s())
         return value
 
-    def _loaded_here(self, name: str) -> Any:
+    def _loaded_here(self, name: str) -> T:
         """The value this process loaded within the freshness period, loaded by one
         reader at a time: the others wait for it and answer with it."""
         with self._flights[hash(name) % len(self._flights)]:
-            value, fresh_until = self._local.get(name, (None, 0.0))
-            if time.time() < fresh_until:
-                return value
+            known = self._local.get(name)
+            if known is not None and time.time() < known[1]:
+                return known[0]
             value = self.load(name)
             self._local[name] = (value, time.time() + self.fresh_s())
             return value

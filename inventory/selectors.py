@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, Q, Sum
+from django.db.models.expressions import Col
 
 from common.errors import NotFound
 from common.strategies import strategy_of
@@ -39,6 +43,12 @@ def segments_get(*, sku: str) -> list[Stock]:
     return segments
 
 
+# What turns a column's value into the field's: the backend's converters, then the
+# field's, each called as (value, expression, connection).
+_Converter = Callable[[Any, Col, BaseDatabaseWrapper], Any]
+_Converters = list[tuple[Col, list[_Converter]]]
+
+
 class _SegmentsRead:
     """``Stock.objects.select_related("product").filter(product__sku=sku)
     .order_by("segment")``, its SQL built once from the models' fields, its rows made
@@ -48,13 +58,18 @@ class _SegmentsRead:
 
     _product_fields = [f.attname for f in Product._meta.concrete_fields]
 
-    def __init__(self):
-        self._built: dict[str, tuple[str, list, list]] = {}  # by database alias
+    def __init__(self) -> None:
+        self._built: dict[str, tuple[str, _Converters, list[str]]] = {}  # by database alias
 
-    def _build(self, connection) -> tuple[str, list, list]:
-        quote = connection.ops.quote_name
+    def _build(self, connection: BaseDatabaseWrapper) -> tuple[str, _Converters, list[str]]:
+        def quote(column: str | None) -> str:
+            if column is None:  # a concrete field has one
+                raise TypeError("a field without a column")
+            return connection.ops.quote_name(column)
+
         stock, product = Stock._meta, Product._meta
-        columns, converters = [], []
+        columns: list[str] = []
+        converters: _Converters = []
         for alias, meta in (("s", stock), ("p", product)):
             for field in meta.concrete_fields:
                 columns.append(f"{alias}.{quote(field.column)}")
@@ -90,7 +105,7 @@ class _SegmentsRead:
         return segments
 
 
-def _converted(value, col, converters, connection):
+def _converted(value: Any, col: Col, converters: list[_Converter], connection: BaseDatabaseWrapper) -> Any:
     for convert in converters:
         value = convert(value, col, connection)
     return value
@@ -150,7 +165,7 @@ class StockAudit:
     segments_remaining: tuple[int, ...] = ()  # what each segment has left, in segment order
     returned_quantity: int = 0  # units the ledger says went back on sale (expired orders')
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

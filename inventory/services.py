@@ -10,7 +10,7 @@ from typing import NamedTuple, Protocol
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Func, PositiveIntegerField
+from django.db.models import F, Func, PositiveIntegerField, QuerySet
 
 from common.bulk import rows_insert
 from common.errors import SaleReplaced, SoldOut, StaleLock, StockChanged
@@ -48,7 +48,7 @@ class _LastInsertId(Func):
 
 def _last_insert_id() -> int:
     """The value the last statement's ``_LastInsertId`` handed back."""
-    return transaction.get_connection().connection.insert_id()
+    return int(transaction.get_connection().connection.insert_id())
 
 
 def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
@@ -80,7 +80,7 @@ def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
     return _last_insert_id()
 
 
-def _sale_rows(product: Product, segment: int):
+def _sale_rows(product: Product, segment: int) -> QuerySet[Stock]:
     """The segment's row of ``product``'s sale as the caller read it (``Product.sale``):
     none once a reset made a new sale of the product. Every write of a purchase goes
     through it, so a purchase that checked the old sale's terms takes nothing from
@@ -127,7 +127,7 @@ def _shares(available: dict[int, int], quantity: int) -> dict[int, int]:
     return shares
 
 
-def _conditional_take(product: Product, segment: int, quantity: int) -> tuple[list[tuple], float]:
+def _conditional_take(product: Product, segment: int, quantity: int) -> tuple[list[tuple[int, ...]], float]:
     """One segment's conditional UPDATE: what it took ((segment, quantity, before,
     after)), and since when it holds the row.
 
@@ -321,7 +321,7 @@ def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, in
 class _Random(Protocol):
     """What the plan asks of its random numbers: the random module or a seeded Random."""
 
-    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
+    def randrange(self, stop: int, /) -> int: ...
 
 
 def stock_plan(segments: Sequence[Stock], quantity: int, *, rng: _Random = random) -> list[list[int]]:

@@ -11,7 +11,10 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from types import TracebackType
 from typing import Any
+
+from prometheus_client import Counter
 
 from . import metrics
 from .exceptions import LockLostError, LockNotAcquiredError, LockNotOwnedError, LockUnavailableError
@@ -26,11 +29,10 @@ _thread = threading.local()
 def thread_token() -> str:
     """A random id for the calling thread, never a finished thread's: how a lock
     names the thread that holds it."""
-    try:
-        return _thread.token
-    except AttributeError:
-        _thread.token = uuid.uuid4().hex[:12]
-        return _thread.token
+    token: str | None = getattr(_thread, "token", None)
+    if token is None:
+        token = _thread.token = uuid.uuid4().hex[:12]
+    return token
 
 
 class Deadline:
@@ -139,10 +141,10 @@ class BaseLock:
     def _holds(self) -> list[float]:
         """When the calling thread's holds of this lock began, the latest last (a
         reentrant lock is held several times over)."""
-        by_thread = self.__dict__.setdefault("_holds_by_thread", {})
+        by_thread: dict[str, list[float]] = self.__dict__.setdefault("_holds_by_thread", {})
         return by_thread.setdefault(thread_token(), [])
 
-    def _counted(self, counter, *labels: str) -> None:
+    def _counted(self, counter: Counter, *labels: str) -> None:
         if self.exclusive:
             metrics.count(counter, self.backend_alias, *labels)
 
@@ -196,7 +198,8 @@ class BaseLock:
             f"could not acquire lock within {self.wait_timeout}s", lock_name=self.name
         )
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.release()
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -24,12 +25,12 @@ from .exceptions import InvalidLockBackendError
 
 
 class LockHandler:
-    def __init__(self):
+    def __init__(self) -> None:
         self._backends: dict[str, BaseLockBackend] = {}
         self._mutex = threading.Lock()
 
     @property
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, dict[str, Any]]:
         return getattr(settings, "LOCKING", {})
 
     def __getitem__(self, alias: str) -> BaseLockBackend:
@@ -54,7 +55,8 @@ class LockHandler:
             raise InvalidLockBackendError(
                 f"LOCKING[{alias!r}]: could not import BACKEND: {e}"
             ) from e
-        return backend_cls(alias, params.get("OPTIONS", {}))
+        backend: BaseLockBackend = backend_cls(alias, params.get("OPTIONS", {}))
+        return backend
 
     def reset(self) -> None:
         with self._mutex:
@@ -82,7 +84,7 @@ def _named(lock: BaseLock, alias: str) -> BaseLock:
     return lock
 
 
-def _reset_on_setting_changed(*, setting, **kwargs):
+def _reset_on_setting_changed(*, setting: str, **kwargs: object) -> None:
     # So override_settings(LOCKING=...) in a test builds fresh backends.
     if setting == "LOCKING":
         locks.reset()

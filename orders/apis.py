@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.http import HttpRequest
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -16,7 +19,8 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
 )
 from rest_framework import permissions, serializers, status
-from rest_framework.authentication import SessionAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -45,6 +49,7 @@ from common.errors import (
 )
 from common.fields import ClosedInputSerializer, StrictCharField
 from common.keys import KEY_SENT, key_scoped
+from common.middleware import ARRIVED
 from inventory.limits import SKU_MAX_LENGTH
 
 from .auth import AdminTokenAuthentication
@@ -55,12 +60,15 @@ from .results import OrderResult, Timings
 from .selectors import order_status_get
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
 
+if TYPE_CHECKING:
+    from rest_framework.permissions import _SupportsHasPermission
+
 USER_ID_MAX_LENGTH = 64
 
 _IDEMPOTENCY_KEY = KEY_SENT
 
 
-def _received_at(request) -> float | None:
+def _received_at(request: Request | HttpRequest) -> float | None:
     """When nginx received the request (``X-Request-Start: t=<epoch seconds>``, which
     nginx writes over anything a client sent); never later than now, None without it."""
     # META, not ``request.headers`` (built from every header on first use): the
@@ -84,7 +92,9 @@ def _server_timing(timings: Timings | None) -> dict[str, str]:
 ORDER_STATUSES = ("accepted", "confirmed", "dead_lettered")
 
 
-class OrderSerializer(serializers.Serializer):
+# Of an OrderResult, or an OrderStatus (OrderDetailSerializer); Any, since its field
+# ``instance`` (the app's) stands where the stubs type the serializer's own.
+class OrderSerializer(serializers.Serializer[Any]):
     """An order as its buyer sees it."""
 
     order_id = serializers.IntegerField()
@@ -113,7 +123,7 @@ class QuantityField(serializers.IntegerField):
 
 
 class IsBuyerOrStaff(permissions.BasePermission):
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return buyer_name(request.user) is not None or bool(getattr(request.user, "is_staff", False))
 
 
@@ -125,6 +135,7 @@ class OrderCreateApi(BuyerView, APIView):
     # with the same answer (orders.wsgi): the sale's hot path. This view answers
     # the rest, and every purchase while the shortcut is off.
     throttle_classes = [PurchaseAddressThrottle, PurchaseUserThrottle]
+    purchase_sku: str | None = None  # the purchase's, once its body is read: the metrics' label
 
     @extend_schema_serializer(component_name="PurchaseRequest")
     class InputSerializer(ClosedInputSerializer):
@@ -144,7 +155,7 @@ class OrderCreateApi(BuyerView, APIView):
         sku = StrictCharField(min_length=1, max_length=SKU_MAX_LENGTH)
         quantity = QuantityField()
 
-        def to_internal_value(self, data):
+        def to_internal_value(self, data: object) -> Any:
             if isinstance(data, dict) and "user_id" in data:
                 raise serializers.ValidationError(
                     {"user_id": ["the buyer is the one the credentials name: leave user_id out"]})
@@ -176,26 +187,27 @@ class OrderCreateApi(BuyerView, APIView):
                               TOO_LARGE, NO_INSTANCE, TIMED_OUT),
         },
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         if settings.FLASHSALE_BUYER_AUTH:
             purchase = (plain_purchase(request.data, by_credentials=True)
                         or _buyer_input.run_validation(request.data))
             purchase = {**purchase, "user_id": buyer_name(request.user)}
         else:
             purchase = plain_purchase(request.data) or _purchase_input.run_validation(request.data)
-        request.purchase_sku = purchase["sku"]  # for the metrics' label, below
+        self.purchase_sku = purchase["sku"]  # for the metrics' label, below
         body, code, headers = purchase_answer(request, purchase)
         return Response(body, status=code, headers=headers)
 
-    def finalize_response(self, request, response, *args, **kwargs):
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
         # Every answer of this view, a refusal raised before post() (a throttle) too.
         response = super().finalize_response(request, response, *args, **kwargs)
-        purchase_counted(sku=getattr(request, "purchase_sku", None), body=response.data,
-                         status=response.status_code, arrived=getattr(request, "arrived", None))
+        purchase_counted(sku=self.purchase_sku, body=response.data,
+                         status=response.status_code, arrived=request.META.get(ARRIVED))
         return response
 
 
-def purchase_answer(request, purchase: dict) -> tuple[dict, int, dict[str, str]]:
+def purchase_answer(request: Request | HttpRequest, purchase: dict[str, Any],
+                    ) -> tuple[dict[str, Any], int, dict[str, str]]:
     """The purchase's answer (body, status, headers) to a validated ``purchase``: the
     view's and the purchase's shortcut's (``orders.wsgi``) alike.
 
@@ -226,7 +238,7 @@ _BUYER_FIELDS = frozenset(_buyer_input.fields)
 _PURCHASE_OUTPUT = tuple(OrderCreateApi.OutputSerializer._declared_fields)
 
 
-def plain_purchase(data, *, by_credentials: bool = False) -> dict | None:
+def plain_purchase(data: object, *, by_credentials: bool = False) -> dict[str, Any] | None:
     """The purchase's fields, when ``data`` is the plain shape the serializer takes
     as it is: these three keys, ``sku`` and ``user_id`` ASCII strings of lengths it
     allows without a NUL, ``quantity`` an integer; ``by_credentials`` (the buyer is
@@ -241,7 +253,7 @@ def plain_purchase(data, *, by_credentials: bool = False) -> dict | None:
     return data if by_credentials or _plain_text(data["user_id"], USER_ID_MAX_LENGTH) else None
 
 
-def _plain_text(value, max_length: int) -> bool:
+def _plain_text(value: object, max_length: int) -> bool:
     # ASCII has no surrogates, which the serializer also refuses.
     return type(value) is str and 0 < len(value) <= max_length and value.isascii() and "\x00" not in value
 
@@ -251,16 +263,16 @@ class OrderDetailApi(APIView):
     With ``FLASHSALE_BUYER_AUTH``, its buyer's only (and the admin's): to anyone else
     it is not found, so that ids cannot be walked."""
 
-    def get_authenticators(self):
+    def get_authenticators(self) -> list[BaseAuthentication]:
         if settings.FLASHSALE_BUYER_AUTH:
             return [BuyerTokenAuthentication(), AdminTokenAuthentication(), SessionAuthentication()]
         return super().get_authenticators()
 
-    def get_permissions(self):
+    def get_permissions(self) -> Sequence[_SupportsHasPermission]:  # the stubs' name for a permission
         return [IsBuyerOrStaff()] if settings.FLASHSALE_BUYER_AUTH else super().get_permissions()
 
     @extend_schema(responses={200: OrderDetailSerializer, **error_responses(NO_BUYER, NotFound, Unavailable)})
-    def get(self, request, order_id: int):
+    def get(self, request: Request, order_id: int) -> Response:
         mine = settings.FLASHSALE_BUYER_AUTH and not request.user.is_staff
         order = order_status_get(order_id=order_id, buyer=buyer_name(request.user) if mine else None)
         return Response(OrderDetailSerializer(order).data)

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import hmac
 import logging
+from typing import TYPE_CHECKING, NoReturn
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
 
 from common.throttles import client_bucket
 
 from .throttles import AdminTokenFailureThrottle
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +49,7 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
 
     keyword = "Token"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[AdminTokenUser, None] | None:
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None  # not ours: let session authentication try
@@ -58,7 +64,7 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
         return AdminTokenUser(), None
 
     @staticmethod
-    def _refuse(request, reason: str):
+    def _refuse(request: Request, reason: str) -> NoReturn:
         throttle = AdminTokenFailureThrottle(client_bucket(request))
         logger.warning("admin token refused (%s) from %s", reason, client_address(request))
         # Counts this failure (Redis gone: refused all the same, not counted).
@@ -66,7 +72,7 @@ class AdminTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.Throttled(wait=throttle.wait())
         raise exceptions.AuthenticationFailed(reason)
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         # Makes DRF answer 401 (not 403) to a request with no credentials.
         return self.keyword
 
@@ -78,19 +84,19 @@ class AdminTokenScheme(OpenApiAuthenticationExtension):
     target_class = AdminTokenAuthentication
     name = "adminToken"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Token <FLASHSALE_ADMIN_TOKEN>`: the stack writes it to "
                                ".run/admin-token"}
 
 
-def client_address(request) -> str:
+def client_address(request: Request) -> str:
     """The client's address as the first trusted proxy saw it (REST_FRAMEWORK's
     NUM_PROXIES), as the throttles count it."""
     return BaseThrottle().get_ident(request)
 
 
-def log_admin_action(request, action: str, **details) -> None:
+def log_admin_action(request: Request, action: str, **details: object) -> None:
     """One line per admin action: what, with what, by whom, from where."""
     told = " ".join(f"{name}={value!r}" for name, value in details.items())
     client = client_address(request)
@@ -100,5 +106,5 @@ def log_admin_action(request, action: str, **details) -> None:
 
 
 class IsStaff(permissions.BasePermission):
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return bool(request.user and request.user.is_authenticated and request.user.is_staff)

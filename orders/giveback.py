@@ -12,6 +12,9 @@ from inventory.services import Fence, Returned, stock_return
 
 from .models import Order
 
+# An order claimed to give its units back: (id, buyer, quantity, key), as its row holds them.
+Claimed = tuple[int, str, int, str]
+
 
 class OrderChanged(Exception):
     """The order's status changed between the read and the conditional move: the
@@ -49,7 +52,7 @@ def read_committed() -> None:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")  # the next one only
 
 
-def units_return(product: Product, claimed: list[tuple], fences: dict[int, Fence] | None, *,
+def units_return(product: Product, claimed: list[Claimed], fences: dict[int, Fence] | None, *,
                  refunded: bool = False) -> int:
     """Return each order's units to the segments the sale rows holding them took them
     from: a late payment's (``resale <id>``) if it has them, else its purchase's (a

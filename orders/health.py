@@ -31,7 +31,7 @@ import MySQLdb
 import redis
 from django.conf import settings
 from django.db import connections
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.utils.module_loading import import_string
 from django_redis import get_redis_connection
 from redis.backoff import NoBackoff
@@ -51,9 +51,9 @@ class _KeptDatabase:
     """One connection to the database per process, for the checks alone: Django's
     own would wait for a frozen server as long as the kernel lets it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._connection = None
+        self._connection: MySQLdb.Connection | None = None
 
     def check(self) -> None:
         with self._mutex:
@@ -143,15 +143,15 @@ def _documented(checks: dict[str, Callable[[], None]]) -> JsonResponse:
     return JsonResponse(body, status=200 if all(v == "ok" for v in backends.values()) else 503)
 
 
-def livez(request):
+def livez(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"instance": settings.FLASHSALE_INSTANCE})
 
 
-def readyz(request):
+def readyz(request: HttpRequest) -> JsonResponse:
     return _documented(_ready_checks())
 
 
-def healthz(request):
+def healthz(request: HttpRequest) -> JsonResponse:
     return _documented(_every_check())
 
 

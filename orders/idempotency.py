@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -61,7 +62,7 @@ def _cache_key(key: str) -> str:
 
 
 # Flags of completed orders that Redis refused, by cache key; written before the next claim.
-_unwritten: dict[str, dict] = {}
+_unwritten: dict[str, dict[str, Any]] = {}
 _unwritten_mutex = threading.Lock()
 
 # What the flags' fast path went through (a replay is the purchase's own answer:
@@ -76,7 +77,7 @@ EVENTS = Counter(
 )
 
 
-def _claim(fingerprint: str) -> dict:
+def _claim(fingerprint: str) -> dict[str, Any]:
     """A claim of a key by a request starting now (its flag while it is in flight)."""
     return {"fingerprint": fingerprint, "order_id": None, "since": time.time()}
 

@@ -1,4 +1,5 @@
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import models
 
@@ -62,7 +63,7 @@ class Order(models.Model):
         return f"order {self.pk}: {self.quantity} x {self.product_id} for {self.user_id}"
 
     @classmethod
-    def terms(cls, product: Product, placed_at: datetime) -> dict:
+    def terms(cls, product: Product, placed_at: datetime) -> dict[str, Any]:
         """The status and expiry of an order of ``product`` placed at ``placed_at``:
         pending until the sale's payment window passes, or final at once without one."""
         if not product.payment_window_s:

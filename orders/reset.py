@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
@@ -104,7 +105,7 @@ RESET_ATTEMPTS = 3
 _Reset = tuple[Product, list[str], GateSale | None, str | None, tuple[Room | None, bool]]
 
 
-def _reset_rows_tried(*, sku: str, **terms) -> _Reset:
+def _reset_rows_tried(*, sku: str, **terms: Any) -> _Reset:
     """``_reset_rows``, done again while it is a deadlock's victim."""
     for attempt in range(1, RESET_ATTEMPTS + 1):
         try:

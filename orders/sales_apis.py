@@ -5,6 +5,7 @@ leave through ``common.errors.exception_handler``."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import (
@@ -13,6 +14,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -38,10 +40,10 @@ from waitingroom.apis import ROOM_TERMS, room_terms_popped, room_terms_refused
 
 from .auth import AdminTokenAuthentication, IsStaff, log_admin_action
 from .reset import sale_reset
-from .selectors import sale_audit_recent, sale_summary_get
+from .selectors import GateAudit, SaleAudit, SaleSummary, sale_audit_recent, sale_summary_get
 
 
-class GateAuditSerializer(serializers.Serializer):
+class GateAuditSerializer(serializers.Serializer[GateAudit]):
     """The gate's side of a sale: Redis, its stream and MySQL, reconciled."""
 
     # Redis's counts are null when Redis lost the sale (redis_lost): nobody knows them.
@@ -76,7 +78,7 @@ class SaleAuditApi(APIView):
     permission_classes = [IsStaff]
 
     @extend_schema_serializer(component_name="SaleAudit")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[SaleAudit]):
         sku = serializers.CharField()
         initial_stock = serializers.IntegerField()
         remaining = serializers.IntegerField()
@@ -102,7 +104,7 @@ class SaleAuditApi(APIView):
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(
                        InvalidInput, NotFound, NOT_AUTHENTICATED, PERMISSION_DENIED)})
-    def get(self, request, sku: str):
+    def get(self, request: Request, sku: str) -> Response:
         audit = sale_audit_recent(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
 
@@ -112,10 +114,10 @@ class SaleSummaryApi(APIView):
     at most ``FLASHSALE_AUDIT_SUMMARY_MS`` plus one audit old (``as_of`` says when)."""
 
     # Public, and read by the page after every purchase: no session looked up.
-    authentication_classes: list = []
+    authentication_classes = ()
 
     @extend_schema_serializer(component_name="SaleSummary")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[SaleSummary]):
         sku = serializers.CharField()
         initial_stock = serializers.IntegerField()
         orders = serializers.IntegerField()
@@ -126,7 +128,7 @@ class SaleSummaryApi(APIView):
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
-    def get(self, request, sku: str):
+    def get(self, request: Request, sku: str) -> Response:
         return Response(self.OutputSerializer(sale_summary_get(sku=sku_checked(sku))).data)
 
 
@@ -182,7 +184,7 @@ class SaleResetApi(APIView):
                     "properties": {"strategy": {"enum": unsegmented}, "segments": {"minimum": 2}}},
                    *room_terms_refused(*ROOM_TERMS))
 
-        def validate(self, attrs):
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             if (room := room_terms_popped(attrs)) is not None:
                 attrs["room"] = room
             now = timezone.now()
@@ -199,7 +201,7 @@ class SaleResetApi(APIView):
                    **error_responses(InvalidInput, NOT_AUTHENTICATED, PERMISSION_DENIED, THROTTLED,
                                      UNSUPPORTED_MEDIA_TYPE, TOO_LARGE, Busy, Unavailable)},
     )
-    def post(self, request, sku: str):
+    def post(self, request: Request, sku: str) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         sale_reset(sku=sku_checked(sku), **serializer.validated_data)

@@ -10,13 +10,13 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from common.errors import NotFound
 from common.keys import key_sent
 from common.memory import ProcessMemory
 from common.strategies import strategy_of
-from inventory.models import StockFlow
+from inventory.models import Product, StockFlow
 from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
@@ -90,7 +90,7 @@ class SaleAudit(StockAudit):
     orders_by_status: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _gate_audit(product) -> GateAudit | None:
+def _gate_audit(product: Product) -> GateAudit | None:
     tally = gate_tally(sku=product.sku)
     sale = GateSale.objects.filter(product=product).order_by("-pk").first()
     if sale is None or (tally is None and not seller_of(strategy_of(product.strategy)).in_redis):
@@ -132,7 +132,7 @@ def _confirm_times(product_id: int, first_id: int, past_id: int) -> tuple[int, f
     return n, p50 / 1000, p99 / 1000
 
 
-def _gate_lost(sale: GateSale, of_sale) -> GateAudit:
+def _gate_lost(sale: GateSale, of_sale: QuerySet[Order]) -> GateAudit:
     """The gate's side of a sale whose keys Redis no longer holds, from MySQL's record
     of it: what it was loaded with and what of it was written. The rest's fate is
     unknown (sold and lost, or never sold), and the sale reconciles only when none is."""
@@ -157,7 +157,7 @@ _LEDGER_MATCH = """
     WHERE f.product_id = %s AND CAST(f.order_reference AS BINARY) = CAST(o.id AS BINARY)"""
 
 
-def _ledger_match(product, orders: int) -> LedgerMatch:
+def _ledger_match(product: Product, orders: int) -> LedgerMatch:
     with connection.cursor() as cursor:
         cursor.execute(_LEDGER_MATCH.format(flows=StockFlow._meta.db_table, orders=Order._meta.db_table),
                        [product.pk])

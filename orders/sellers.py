@@ -25,6 +25,7 @@ from waitingroom.services import admission_spend, admission_unspend
 from .gate.lifecycle import gate_tally
 from .gate.returns import gate_give_back, gate_owed_pay, gate_owed_sweep, gate_take_again
 from .gate.sell import GateCold, gate_sell
+from .giveback import Claimed
 from .models import Order
 from .resolve import strategy_confirmed
 from .results import OrderResult, Purchase, Timings
@@ -33,7 +34,7 @@ from .transaction.sell import transaction_sell
 
 
 class GiveBack(Protocol):
-    def __call__(self, product: Product, *, take: Callable[[], list[tuple]], refunded: bool,
+    def __call__(self, product: Product, *, take: Callable[[], list[Claimed]], refunded: bool,
                  hand: Callable[[int], None]) -> tuple[int, int]: ...
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from buyers.authentication import buyer_name
 from common.throttles import FailureBudget, PerAddress, RateFromSettings
@@ -28,7 +30,7 @@ class PurchaseUserThrottle(RateFromSettings):
     scope = "purchase-user"
     rate_setting = "FLASHSALE_THROTTLE_USER"
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         if settings.FLASHSALE_BUYER_AUTH:
             user_id = buyer_name(getattr(request, "user", None))  # the credentials' buyer
         else:

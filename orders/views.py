@@ -1,6 +1,7 @@
 """The browser page: one product, live stock, a Buy button, the audit."""
 
 from django.conf import settings
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
@@ -8,7 +9,7 @@ from buyers.authentication import buyer_name
 
 
 @ensure_csrf_cookie
-def index(request):
+def index(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "orders/index.html",

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django_redis import get_redis_connection
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from common.cache_errors import CACHE_ERRORS
 from common.memory import ProcessMemory
@@ -94,7 +96,7 @@ def live_figures() -> dict[str, Figures]:
         stock = cursor.fetchall()
         cursor.execute(_ORDERS.format(**names), skus)
         orders = cursor.fetchall()
-    by_product: dict[int, list[tuple]] = {}
+    by_product: dict[int, list[list[Any]]] = {}
     for product_id, *row in orders:
         by_product.setdefault(product_id, []).append(row)
     figures: dict[str, Figures] = {}
@@ -123,7 +125,7 @@ class SaleWatchCollector:
 
     name = "sales"
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         figures = _read.get("all")
         if figures is None:
             figures = live_figures()

@@ -28,12 +28,13 @@ shortcut to the answers Django's path gives: status, body and every header.
 from __future__ import annotations
 
 import time
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, RequestDataTooBig
 from django.core.handlers.exception import response_for_exception
 from django.core.handlers.wsgi import WSGIHandler
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import reverse
@@ -91,7 +92,7 @@ class PurchaseWSGIHandler(WSGIHandler):
         it mirrors (``MIRRORED_MIDDLEWARE``).
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         if settings.FLASHSALE_PURCHASE_SHORTCUT and (drift := shortcut_drift()):
             raise ImproperlyConfigured(
                 f"MIDDLEWARE differs from what the purchase's shortcut mirrors ({drift}): a purchase "
@@ -99,19 +100,19 @@ class PurchaseWSGIHandler(WSGIHandler):
                 "MIRRORED_MIDDLEWARE, or set FLASHSALE_PURCHASE_SHORTCUT=false.")
         super().__init__(*args, **kwargs)
 
-    def get_response(self, request):
+    def get_response(self, request: HttpRequest) -> HttpResponseBase:
         request_started()
         try:
             return self._answer(request)
         finally:
             request_ended()
 
-    def _answer(self, request):
+    def _answer(self, request: HttpRequest) -> HttpResponseBase:
         response = purchase_shortcut(request, self._shortcut)
         if response is None:
             return super().get_response(request)
         # What Django's get_response does around its chain.
-        response._resource_closers.append(request.close)
+        response._resource_closers.append(request.close)  # type: ignore[attr-defined]  # unstubbed
         if response.status_code >= 400:
             log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
         return response
@@ -125,7 +126,7 @@ class _Shortcut:
     """What the shortcut needs, built once a process: the purchase's path, its view's
     renderer and headers, and the middleware whose work on an answer it repeats."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.path = reverse("order-create")
         self.view = OrderCreateApi()
         [renderer_class] = OrderCreateApi.renderer_classes
@@ -135,32 +136,35 @@ class _Shortcut:
         self.frames = XFrameOptionsMiddleware(_never)
 
 
-def _never(request):
+def _never(request: HttpRequest) -> NoReturn:
     raise AssertionError("the shortcut calls its middleware's hooks only")
 
 
-def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
+def purchase_shortcut(request: HttpRequest, shortcut: _Shortcut) -> HttpResponse | None:
     """The answer to a plain JSON purchase, as Django's path would give it; None for
     any other request (Django's path answers it)."""
     if (request.method != "POST" or request.path_info != shortcut.path
             or not settings.FLASHSALE_PURCHASE_SHORTCUT):
         return None
     arrived = time.time()
+    # DRF's throttles read the buyer and the body off a DRF Request (``user``, ``data``):
+    # set on Django's, which stands for it.
+    drf: Any = request
     if settings.FLASHSALE_BUYER_AUTH:
         buyer = _bearer(request)
         purchase = plain_purchase(_plain_json(request), by_credentials=True) if buyer else None
         if buyer and purchase is not None:
-            request.user = TokenBuyer(buyer)  # what the buyer's throttle reads, as on DRF's Request
+            drf.user = TokenBuyer(buyer)
             purchase = {**purchase, "user_id": buyer}
     else:
         purchase = plain_purchase(_plain_json(request))
     if purchase is None or not _allowed(request, shortcut):
         return None
     name = request_named(request)
-    request.data = purchase  # what the throttles read, as on DRF's Request
-    answer: tuple[dict, int, dict[str, str]] | None
+    drf.data = purchase
+    answer: tuple[dict[str, Any], int, dict[str, str]] | None
     try:
-        shortcut.view.check_throttles(request)  # DRF's own: 429 with the longest wait
+        shortcut.view.check_throttles(drf)  # DRF's own: 429 with the longest wait
         answer = purchase_answer(request, purchase)
         response = _rendered(shortcut, *answer)
     except Exception as exc:
@@ -178,7 +182,8 @@ def purchase_shortcut(request, shortcut: _Shortcut) -> HttpResponse | None:
     return stamp_arrival(response, arrived)
 
 
-def _rendered(shortcut: _Shortcut, body, status: int, headers: dict[str, str]) -> HttpResponse:
+def _rendered(shortcut: _Shortcut, body: dict[str, Any], status: int,
+              headers: dict[str, str]) -> HttpResponse:
     """The view's answer, as DRF's ``Response`` renders and finalizes it."""
     response = HttpResponse(shortcut.renderer.render(body, shortcut.renderer.media_type), status=status,
                             content_type=shortcut.renderer.media_type)
@@ -187,12 +192,12 @@ def _rendered(shortcut: _Shortcut, body, status: int, headers: dict[str, str]) -
     return response
 
 
-def _plain_json(request) -> object:
+def _plain_json(request: HttpRequest) -> object:
     """The body's value, for a UTF-8 JSON body that decodes as DRF's parser decodes
     it (no NaN or Infinity); else None."""
     if request.content_type != "application/json":
         return None
-    if request.content_params.get("charset", "utf-8").lower() not in _UTF8:
+    if (request.content_params or {}).get("charset", "utf-8").lower() not in _UTF8:
         return None
     try:
         return json.loads(request.body.decode("utf-8"))
@@ -200,7 +205,7 @@ def _plain_json(request) -> object:
         return None  # Django's path says what is wrong, in its words
 
 
-def _bearer(request) -> str | None:
+def _bearer(request: HttpRequest) -> str | None:
     """The buyer a valid ``Authorization: Bearer`` token names; None for anything
     else (no header, another scheme, a refused token: Django's path answers it)."""
     try:
@@ -209,7 +214,7 @@ def _bearer(request) -> str | None:
         return None
 
 
-def _allowed(request, shortcut: _Shortcut) -> bool:
+def _allowed(request: HttpRequest, shortcut: _Shortcut) -> bool:
     """Whether the middleware lets the request through to a view: its host is an
     allowed one (CommonMiddleware asks), and it needs no HTTPS redirect."""
     try:

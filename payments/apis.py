@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -28,7 +29,7 @@ from common.fields import ClosedInputSerializer
 from common.keys import KEY_SENT
 
 from .provider import SUCCEEDS
-from .services import payment_start, webhook_receive
+from .services import PaymentStarted, payment_start, webhook_receive
 from .throttles import decline_budgets
 
 
@@ -46,7 +47,7 @@ class OrderPayApi(BuyerView, APIView):
         payment_method = serializers.RegexField(r"^pm_[A-Za-z0-9_]{1,60}$", required=False, default=SUCCEEDS)
 
     @extend_schema_serializer(component_name="PaymentStarted")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[PaymentStarted]):
         order_id = serializers.IntegerField()
         payment_intent = serializers.CharField()
         # The provider's word on the payment; the order moves when its webhook comes.
@@ -64,7 +65,7 @@ class OrderPayApi(BuyerView, APIView):
                    **error_responses(InvalidInput, NO_BUYER, PaymentDeclined, NO_CSRF, NotFound, NotPayable,
                                      TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, THROTTLED, Busy, Unavailable)},
     )
-    def post(self, request, order_id: int):
+    def post(self, request: Request, order_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = request.META.get("HTTP_IDEMPOTENCY_KEY")
@@ -89,9 +90,9 @@ class PaymentWebhookApi(APIView):
     becomes paid. Open to anyone; what is not signed with the endpoint's secret is
     refused."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
-    throttle_classes: list = []  # the provider's deliveries are not a client's requests
+    authentication_classes = ()
+    permission_classes = ()
+    throttle_classes = ()  # the provider's deliveries are not a client's requests
 
     @extend_schema(
         request={"application/json": {"type": "object", "description": "A provider event (Stripe's shape)."}},
@@ -101,6 +102,6 @@ class PaymentWebhookApi(APIView):
         responses={200: OpenApiResponse(description="Handled, or handled before (a second delivery)."),
                    **error_responses(InvalidInput, TOO_LARGE, Busy, Unavailable)},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         outcome = webhook_receive(payload=request.body, signature=request.META.get("HTTP_STRIPE_SIGNATURE"))
         return Response({"received": True, "outcome": outcome})

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +34,7 @@ from common.errors import Busy, Unavailable
 from common.metrics import count
 from common.strategies import strategy_of
 from inventory.models import Product
+from orders.giveback import Claimed
 from orders.models import Order
 from orders.sellers import SELLERS, seller_of
 
@@ -124,9 +125,9 @@ def order_refunded(*, order: Order, claim: Callable[[], bool]) -> str:
     :raises Busy, Unavailable: the stock locks were not had, or their release (the
         commit, under the MySQL locks) failed: the provider delivers again.
     """
-    claimed: dict = {}
+    claimed: dict[str, bool] = {}
 
-    def take() -> list[tuple]:
+    def take() -> list[Claimed]:
         claimed["event"] = claim()
         return _paid_claimed(order.pk) if claimed["event"] else []
 
@@ -134,7 +135,7 @@ def order_refunded(*, order: Order, claim: Callable[[], bool]) -> str:
     return "refunded" if orders else "not_paid" if claimed["event"] else "duplicate"
 
 
-def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: bool = False,
+def _units_back(product: Product, *, take: Callable[[], list[Claimed]], refunded: bool = False,
                 ) -> tuple[int, int]:
     """Move the orders ``take`` claims, in the transaction it runs in, and give their
     units back to the sale by its seller (``orders.sellers``): (orders, units).
@@ -148,7 +149,7 @@ def _units_back(product: Product, *, take: Callable[[], list[tuple]], refunded: 
     return orders, units
 
 
-def _claimed(product: Product, *, now: datetime, batch: int) -> list[tuple]:
+def _claimed(product: Product, *, now: datetime, batch: int) -> list[Claimed]:
     """Claim up to ``batch`` due orders of ``product`` (``FOR UPDATE SKIP LOCKED``: none
     another expirer holds) and move them ``pending`` → ``expired``, in the caller's
     transaction: (id, buyer, quantity, key) each."""
@@ -164,7 +165,7 @@ def _claimed(product: Product, *, now: datetime, batch: int) -> list[tuple]:
     return claimed
 
 
-def _paid_claimed(order_id: int) -> list[tuple]:
+def _paid_claimed(order_id: int) -> list[Claimed]:
     """Claim the order if it is paid, and move it ``paid`` → ``refunded``, in the
     caller's transaction: as ``_claimed`` (one or none)."""
     claimed = list(Order.objects.select_for_update().filter(pk=order_id, status=Order.Status.PAID)
@@ -175,7 +176,7 @@ def _paid_claimed(order_id: int) -> list[tuple]:
 
 
 @contextmanager
-def _in_hand():
+def _in_hand() -> Iterator[Callable[[int], None]]:
     """Yields ``hand(orders)``, called once a batch is claimed and before its units are
     back everywhere: it sets the expirer's gauge, and pauses there
     ``FLASHSALE_EXPIRY_PAUSE_MS`` (0: not at all; the verdicts widen it to kill an

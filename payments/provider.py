@@ -30,7 +30,7 @@ def _client() -> stripe.StripeClient:
                                max_network_retries=2)
 
 
-def _reset_client(*, setting, **kwargs) -> None:
+def _reset_client(*, setting: str, **kwargs: object) -> None:
     if setting.startswith("FLASHSALE_PAYMENTS_"):
         _client.cache_clear()
 
@@ -116,7 +116,8 @@ def event_verified(payload: bytes, signature: str | None) -> stripe.Event:
         raise Unavailable("payments are not configured: FLASHSALE_PAYMENTS_WEBHOOK_SECRET is empty",
                           backend="payments")
     try:
-        return stripe.Webhook.construct_event(payload, signature, secret)
+        event: stripe.Event = stripe.Webhook.construct_event(payload, signature, secret)  # unannotated there
+        return event
     except stripe.SignatureVerificationError as e:
         raise InvalidInput(f"the webhook's signature does not verify: {e.user_message or e}") from e
     except (ValueError, UnicodeDecodeError) as e:

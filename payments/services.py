@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -46,6 +48,9 @@ from . import metrics
 from .expiry import order_refunded
 from .models import Payment, WebhookEvent
 from .provider import IntentSettled, event_verified, intent_confirm, intent_create, refund_create
+
+if TYPE_CHECKING:
+    import stripe
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +149,7 @@ def webhook_receive(*, payload: bytes, signature: str | None) -> str:
     return handler(event, obj, order_id)
 
 
-def _payment_checked(event, obj, order_id: int) -> None:
+def _payment_checked(event: stripe.Event, obj: Any, order_id: int) -> None:
     """The event's payment is one this shop made for that order, for the amount and
     in the currency it asked (a refund's charge: of such a payment).
 
@@ -164,7 +169,7 @@ def _payment_checked(event, obj, order_id: int) -> None:
                        extra={"event": event.id})
 
 
-def _succeeded(event, intent, order_id: int) -> str:
+def _succeeded(event: stripe.Event, intent: stripe.PaymentIntent, order_id: int) -> str:
     for _ in range(3):
         order = Order.objects.select_related("product").filter(pk=order_id).first()
         try:
@@ -183,7 +188,7 @@ def _succeeded(event, intent, order_id: int) -> str:
     raise Busy(f"order {order_id} kept changing while its payment was recorded; the provider delivers again")
 
 
-def _paid_in_time(event, intent, order: Order) -> str:
+def _paid_in_time(event: stripe.Event, intent: stripe.PaymentIntent, order: Order) -> str:
     with transaction.atomic():
         if not _event_claimed(event):
             return "duplicate"
@@ -194,7 +199,7 @@ def _paid_in_time(event, intent, order: Order) -> str:
     return "paid"
 
 
-def _paid_late(event, intent, order: Order) -> str:
+def _paid_late(event: stripe.Event, intent: stripe.PaymentIntent, order: Order) -> str:
     """A payment for an expired order: its units taken again by the sale's seller, as
     a purchase of the sale would take them, in the transaction that claims the event
     and records the payment; or, the sale having no room, the payment refunded."""
@@ -209,7 +214,8 @@ def _paid_late(event, intent, order: Order) -> str:
     return outcome
 
 
-def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> str:
+def _refunded(event: stripe.Event, intent: stripe.PaymentIntent, order_id: int, *, why: str,
+              late: bool = False) -> str:
     """Give the payment back, then record it: a refund the provider did not take
     leaves nothing recorded, so the event's next delivery tries again (the refund's
     key makes the provider's side once)."""
@@ -226,11 +232,11 @@ def _refunded(event, intent, order_id: int, *, why: str, late: bool = False) -> 
     return "refunded"
 
 
-def _failed(event, intent, order_id: int) -> str:
+def _failed(event: stripe.Event, intent: stripe.PaymentIntent, order_id: int) -> str:
     return _recorded(event, intent, order_id, Payment.Status.FAILED, "failed")
 
 
-def _charge_refunded(event, charge, order_id: int) -> str:
+def _charge_refunded(event: stripe.Event, charge: stripe.Charge, order_id: int) -> str:
     """A refund at the provider. Of the payment that paid the order, in full (the
     shop's operator refunded it): the order is ``refunded`` and its units go back on
     sale once. Of any other (one this endpoint refunded, or a partial refund):
@@ -257,7 +263,8 @@ def _charge_refunded(event, charge, order_id: int) -> str:
     return "refund_recorded"
 
 
-def _recorded(event, intent, order_id: int, status: str, outcome: str) -> str:
+def _recorded(event: stripe.Event, intent: stripe.PaymentIntent, order_id: int, status: str,
+              outcome: str) -> str:
     with transaction.atomic():
         if not _event_claimed(event):
             return "duplicate"
@@ -265,14 +272,15 @@ def _recorded(event, intent, order_id: int, status: str, outcome: str) -> str:
     return outcome
 
 
-_HANDLERS = {
+# Each given the event's object: a PaymentIntent or a Charge, as the event's type says.
+_HANDLERS: dict[str, Callable[[stripe.Event, Any, int], str]] = {
     "payment_intent.succeeded": _succeeded,
     "payment_intent.payment_failed": _failed,
     "charge.refunded": _charge_refunded,
 }
 
 
-def _event_claimed(event) -> bool:
+def _event_claimed(event: stripe.Event) -> bool:
     """Record the event in the caller's transaction; False if it was recorded before
     (a second delivery): the caller changes nothing."""
     try:
@@ -289,7 +297,7 @@ _RANK = {Payment.Status.STARTED: 0, Payment.Status.FAILED: 1, Payment.Status.SUC
          Payment.Status.REFUNDED: 3}
 
 
-def _intent_record(intent, order_id: int, status: str) -> None:
+def _intent_record(intent: stripe.PaymentIntent, order_id: int, status: str) -> None:
     _payment_record(intent_id=intent.id, order_id=order_id, amount=intent.amount, currency=intent.currency,
                     status=status)
 

@@ -4,9 +4,12 @@ admission once it comes). Errors leave through ``common.errors.exception_handler
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -28,19 +31,19 @@ from common.fields import ClosedInputSerializer, StrictCharField
 from common.throttles import client_bucket
 from inventory.apis import SKU_PATH, sku_checked
 
-from .services import RoomTerms, place_ask, place_challenge
+from .services import Place, RoomTerms, place_ask, place_challenge
 
 # What a request may give a room beside its rate (room_<term>): its reset takes all four.
 ROOM_TERMS = ("active", "admission_s", "order", "challenge_bits")
 
 
-def room_terms_refused(*terms: str) -> tuple[dict, ...]:
+def room_terms_refused(*terms: str) -> tuple[dict[str, Any], ...]:
     """As JSON Schema, the bodies refused: a room's term without its rate (no room to
     set it on)."""
     return tuple({"required": [f"room_{term}"], "not": {"required": ["room_rate"]}} for term in terms)
 
 
-def room_terms_popped(attrs: dict) -> RoomTerms | None:
+def room_terms_popped(attrs: dict[str, Any]) -> RoomTerms | None:
     """A request's ``room_*`` keys, taken out of ``attrs``: the room they set, the rest
     by default (``RoomTerms.given``), or None without a rate.
 
@@ -72,7 +75,7 @@ class PlaceAskApi(BuyerView, APIView):
         """The place of the buyer the credentials name: an empty object."""
 
     @extend_schema_serializer(component_name="Place")
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(serializers.Serializer[Place]):
         state = serializers.ChoiceField(choices=["waiting", "admitted", "used"])
         position = serializers.IntegerField()  # 1 for the first to ask
         ahead = serializers.IntegerField()  # places before this one still waiting
@@ -89,7 +92,7 @@ class PlaceAskApi(BuyerView, APIView):
                    **error_responses(InvalidInput, NO_BUYER, NO_CSRF, NotFound, PlacesBounded,
                                      ChallengeRefused, Unavailable, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE)},
     )
-    def post(self, request, sku: str):
+    def post(self, request: Request, sku: str) -> Response:
         by_credentials = settings.FLASHSALE_BUYER_AUTH
         data = (self.BuyerInputSerializer if by_credentials else self.InputSerializer)(data=request.data)
         data.is_valid(raise_exception=True)
@@ -105,10 +108,10 @@ class PlaceChallengeApi(APIView):
     bits its reset set (``room_challenge_bits``; 0: none asked). A buyer solves it
     before its first ask and sends the solution with it."""
 
-    authentication_classes: list = []
-    permission_classes: list = []
+    authentication_classes = ()
+    permission_classes = ()
 
     @extend_schema(request=None, parameters=[SKU_PATH],
                    responses={201: ChallengeSerializer, **error_responses(InvalidInput, NotFound)})
-    def post(self, request, sku: str):
+    def post(self, request: Request, sku: str) -> Response:
         return Response(ChallengeSerializer(place_challenge(sku=sku_checked(sku))).data, status=201)

@@ -1,5 +1,6 @@
 """The waiting room's metrics (no labels but a refusal's reason: never a sku or a buyer)."""
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.utils import timezone
@@ -28,7 +29,7 @@ class RoomCollector:
 
     name = "rooms"
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         waiting, active = rooms_counted()
         yield GaugeMetricFamily("flashsale_room_waiting", "Places waiting in the live sales' waiting rooms "
                                 "(abandoned ones not yet skipped included)", value=waiting)

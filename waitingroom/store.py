@@ -16,8 +16,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
+from redis.commands.core import Script
+from redis.typing import EncodableT, FieldT
+
 from common.challenges import Proof
-from common.gateredis import gate_redis, sku_tag
+from common.gateredis import gate_redis, sku_tag, text
 from common.scripts import script_on
 
 LUA = Path(__file__).resolve().parent / "lua"
@@ -74,16 +78,19 @@ class Asked:
     skipped: int = 0
 
 
-def _client():
+def _client() -> redis.Redis:
     return gate_redis()
 
 
-def _script(source: str):
+def _script(source: str) -> Script:
     return script_on(_client(), source)
 
 
-def _fields(**terms: int | str) -> dict[str, int | str]:
-    return {**terms, "next": 0, "credit": 0}
+def _fields(**terms: int | str) -> dict[FieldT, EncodableT]:
+    fields: dict[FieldT, EncodableT] = {}
+    fields.update(terms)
+    fields.update(next=0, credit=0)  # a new room's queue starts at its head
+    return fields
 
 
 def room_write(*, sku: str, **terms: int | str) -> None:
@@ -120,7 +127,7 @@ def room_ask(*, sku: str, buyer: str, address: str, join: bool, proof: Proof | N
 
 def admission_use(*, sku: str, buyer: str, sale: str, key: str) -> str:
     """Spend ``buyer``'s admission for the purchase ``key``: 'ok', or why not (``lua/use.lua``)."""
-    return _script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key])
+    return text(_script(_USE)(keys=spend_keys(sku), args=[buyer, sale, key]))
 
 
 # A purchase's spend undone: the admission buys again, as long as it runs (its slot

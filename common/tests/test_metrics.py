@@ -84,15 +84,12 @@ def test_a_scrape_skips_the_file_a_worker_is_creating(tmp_path):
     written.close()
     (tmp_path / "counter_2.db").touch()  # the other worker's, being created
     with pytest.raises(struct.error):  # as prometheus_client reads it
-        generate_latest(_registry(multiprocess.MultiProcessCollector, tmp_path))
-    scraped = generate_latest(_registry(_WorkersCollector, tmp_path)).decode()
-    assert "flashsale_test_total 3.0" in scraped
-
-
-def _registry(collector, path) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    collector(registry, path=str(path))
-    return registry
+        plain = CollectorRegistry()
+        multiprocess.MultiProcessCollector(plain, path=str(tmp_path))
+        generate_latest(plain)
+    ours = CollectorRegistry()
+    ours.register(_WorkersCollector(str(tmp_path)))
+    assert "flashsale_test_total 3.0" in generate_latest(ours).decode()
 
 
 def test_a_process_tree_is_read_from_proc_its_reaped_childrens_cpu_included():

@@ -9,6 +9,7 @@ S1). That is the point of shipping it.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ..base import BaseLock, BaseLockBackend, thread_token
 from ..exceptions import LockNotOwnedError
@@ -19,7 +20,7 @@ _locks: dict[str, threading.Lock] = {}
 
 
 class LocalLock(BaseLock):
-    def __init__(self, name: str, **kwargs):
+    def __init__(self, name: str, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self._lock = _locks.setdefault(name, threading.Lock())
         self._owner: str | None = None

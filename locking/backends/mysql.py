@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 from MySQLdb.constants import ER
 
 from ..base import BaseLock, BaseLockBackend, Deadline
@@ -50,7 +51,7 @@ DEADLOCK_BACKOFF_BASE = 0.002
 DEADLOCK_BACKOFF_CAP = 0.1
 
 
-def wait_at_most(cursor, using: str, deadline: Deadline) -> None:
+def wait_at_most(cursor: CursorWrapper, using: str, deadline: Deadline) -> None:
     """Make the session wait for row locks until ``deadline`` at most (whole seconds,
     the variable's unit). The value stays for the session's later statements too (the
     purchase's own, which should not wait longer either), and is remembered on the
@@ -65,7 +66,7 @@ def wait_at_most(cursor, using: str, deadline: Deadline) -> None:
 
 
 @contextmanager
-def side_connection(using: str) -> Iterator:
+def side_connection(using: str) -> Iterator[CursorWrapper]:
     """A cursor on a connection of its own, in autocommit, outside this thread's
     transaction and unaffected by it."""
     side = connections[using].copy()
@@ -84,7 +85,7 @@ class _Holdings(threading.local):
     """Per thread: names held and how often, the transaction holding them, and the
     id of each name's claim row (``InsertLock``)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.atomic: transaction.Atomic | None = None
         self.claims: dict[str, int] = {}
@@ -105,10 +106,10 @@ class MySQLLock(BaseLock):
 
     # --- mechanism, per strategy ------------------------------------------------
 
-    def take(self, cursor, name: str) -> None:
+    def take(self, cursor: CursorWrapper, name: str) -> None:
         raise NotImplementedError("subclasses of MySQLLock must provide a take() method")
 
-    def give_back(self, cursor, name: str) -> None:
+    def give_back(self, cursor: CursorWrapper, name: str) -> None:
         """Undo ``take`` before the commit, if it left anything behind."""
 
     def prepare(self, names: list[str]) -> None:
@@ -273,7 +274,7 @@ class _RowsMadeOnce(MySQLLock):
     _known: set[tuple[str, str]]
     row_sql = ""  # INSERT IGNORE of one name's row
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._known = set()
 
@@ -301,11 +302,11 @@ class InsertLock(_RowsMadeOnce):
     table = LockClaim._meta.db_table
     row_sql = f"INSERT IGNORE INTO {table} (name, slot) VALUES (%s, {LockClaim.FLOOR})"
 
-    def take(self, cursor, name: str) -> None:
+    def take(self, cursor: CursorWrapper, name: str) -> None:
         cursor.execute(f"INSERT INTO {self.table} (name, slot) VALUES (%s, {LockClaim.CLAIM})", [name])
         self.backend.holdings.claims[name] = cursor.lastrowid
 
-    def give_back(self, cursor, name: str) -> None:
+    def give_back(self, cursor: CursorWrapper, name: str) -> None:
         # By its primary key: the row's own lock, which the holder has. Found by name,
         # the DELETE would also lock the claims of earlier holders that InnoDB keeps
         # delete-marked until purge, with the gaps before them, where this name's
@@ -323,14 +324,14 @@ class InsertLock(_RowsMadeOnce):
             placeholders = ",".join(["%s"] * len(self.names))
             cursor.execute(f"SELECT COUNT(*) FROM {self.table} WHERE slot = {LockClaim.CLAIM} "
                            f"AND name IN ({placeholders})", self.names)
-            return cursor.fetchone()[0] > 0
+            return bool(cursor.fetchone()[0] > 0)
 
 
 class ForUpdateLock(_RowsMadeOnce):
     table = LockRow._meta.db_table
     row_sql = f"INSERT IGNORE INTO {table} (name) VALUES (%s)"
 
-    def take(self, cursor, name: str) -> None:
+    def take(self, cursor: CursorWrapper, name: str) -> None:
         cursor.execute(f"SELECT id FROM {self.table} WHERE name = %s FOR UPDATE", [name])
         if cursor.fetchone() is None:  # the table was emptied since we created it
             raise _RowMissing(name)

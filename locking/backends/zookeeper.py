@@ -41,6 +41,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent
 from kazoo.recipe.lock import Lock as KazooLock
 from kazoo.security import make_digest_acl
 
@@ -62,15 +63,15 @@ def wakeups(kind: str) -> int:
         return _wakeups.get(kind, 0)
 
 
-class CountingLock(KazooLock):
+class CountingLock(KazooLock):  # type: ignore[misc]  # kazoo ships no types
     """kazoo's recipe, counting each time a waiter is woken by its predecessor's watch.
     The backend, not the recipe, deletes the node of a contender that gave up."""
 
-    def _watch_predecessor(self, event):
+    def _watch_predecessor(self, event: WatchedEvent) -> None:
         count_wakeup("recipe")
         super()._watch_predecessor(event)
 
-    def _best_effort_cleanup(self):
+    def _best_effort_cleanup(self) -> None:
         # kazoo waits on this cleanup without a bound, and a request made while the
         # connection is down waits for the next one: an acquire with a timeout would
         # last as long as the cut. ZooKeeperLockBackend.forget_contender does it instead.
@@ -106,7 +107,7 @@ class ZooKeeperLock(BaseLock):
         losses = self.backend.losses
         try:
             # On a timeout kazoo deletes the waiter's node before raising.
-            acquired = recipe.acquire(blocking=blocking, timeout=timeout)
+            acquired: bool = recipe.acquire(blocking=blocking, timeout=timeout)
         except LockTimeout:
             acquired = False
         except KazooException:

@@ -19,6 +19,7 @@ import time
 from urllib.parse import quote
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from ..backends.zookeeper import ZooKeeperLockBackend, count_wakeup
 from ..base import BaseLock
@@ -60,7 +61,7 @@ class HerdEffectZooKeeperLock(BaseLock):
                 return False
             woken = threading.Event()
 
-            def on_change(event, woken=woken):
+            def on_change(event: WatchedEvent, woken: threading.Event = woken) -> None:
                 count_wakeup("herd")
                 woken.set()
 

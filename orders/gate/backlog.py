@@ -9,7 +9,12 @@ the ``max`` over them, not the sum. Never by sku: summed over the sales.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import redis
 from prometheus_client.core import GaugeMetricFamily
+
+from common.gateredis import stream_entries, text
 
 from .lifecycle import GateTally, gate_listed, gate_tally
 from .store import GROUP, gate_keys, gate_redis
@@ -23,7 +28,7 @@ class GateBacklogCollector:
 
     name = "gate_backlog"
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         listed = gate_listed()
         tallied = [(sku, tally) for sku in listed if (tally := gate_tally(sku=sku)) is not None]
         tallies = [tally for _, tally in tallied]
@@ -53,20 +58,22 @@ class GateBacklogCollector:
             "flashsale_gate_oldest_unwritten_seconds": (
                 "How long the oldest order not yet written has waited since accepted (0: none)", waited),
         }
-        for name, (text, value) in gauges.items():
-            yield GaugeMetricFamily(name, text, value=value)
+        for name, (documentation, value) in gauges.items():
+            yield GaugeMetricFamily(name, documentation, value=value)
 
 
-def oldest_unwritten_ms(client, sku: str, tally: GateTally) -> int | None:
+def oldest_unwritten_ms(client: redis.Redis, sku: str, tally: GateTally) -> int | None:
     """When the oldest order of ``sku``'s sale not yet written was accepted (ms on
     Redis's clock: its stream entry's id): the oldest a persister holds
     unacknowledged, or else the first no persister has read (after the group's last
     delivered, as ``tally`` read it). None: none waits, and Redis is not asked."""
     stream = gate_keys(sku).stream
-    ids = []
+    ids: list[str] = []
     if tally.unacknowledged:
-        ids.append(client.xpending(stream, GROUP)["min"])
+        held = client.xpending(stream, GROUP)["min"]
+        if held is not None:  # None: acknowledged since the tally was read
+            ids.append(text(held))
     if tally.undelivered:
         after = f"({tally.last_delivered}" if tally.last_delivered else "-"
-        ids += [entry for entry, _ in client.xrange(stream, min=after, max="+", count=1)]
+        ids += [entry for entry, _ in stream_entries(client.xrange(stream, min=after, max="+", count=1))]
     return min(int(entry.partition("-")[0]) for entry in ids) if ids else None

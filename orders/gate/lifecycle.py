@@ -38,6 +38,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -308,7 +309,7 @@ def gate_tally(*, sku: str) -> GateTally | None:
     )
 
 
-def _undelivered(group: dict | None, last_generated: str | None, accepted: int) -> int:
+def _undelivered(group: dict[str, Any] | None, last_generated: str | None, accepted: int) -> int:
     """The stream's entries the persisters' group has not been delivered yet."""
     if group is None:
         return accepted

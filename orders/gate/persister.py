@@ -45,7 +45,7 @@ from redis.typing import KeyT, StreamIdT
 
 from common.bulk import rows_insert
 from common.errors import Busy, SoldOut, Unavailable
-from common.gateredis import text
+from common.gateredis import Entries, stream_entries, text
 from inventory.services import Decided, stock_record_decided
 
 from ..models import GateSale, Order
@@ -56,11 +56,6 @@ from .reconcile import gate_failed_over, gate_reconcile
 from .store import GROUP, ID_BLOCK_SHIFT, gate_keys, gate_redis, lua_source
 
 logger = logging.getLogger(__name__)
-
-
-# A stream's entries as the gate's client reads them: an entry deleted from the stream
-# since it was delivered has no fields.
-Entries = list[tuple[str, dict[str, str] | None]]
 
 
 class Intent(NamedTuple):
@@ -260,7 +255,7 @@ class Persister:
         memory = self.redis.info("memory")
         if not memory.get("maxmemory"):
             return None
-        full = memory["used_memory"] / memory["maxmemory"]
+        full: float = memory["used_memory"] / memory["maxmemory"]
         if full >= MEMORY_ALARM:
             logger.error("persister %s: the gate's Redis is %.0f%% full (%s of maxmemory %s, noeviction): "
                          "past 100%% it refuses purchases", self.name, full * 100,
@@ -314,7 +309,7 @@ class Persister:
             except (Busy, Unavailable) as e:  # tried again next round
                 logger.info("persister %s: %s failed over, not reconciled yet: %s", self.name, sku, e)
 
-    def _read_round(self, streams: dict[str, str]) -> list:
+    def _read_round(self, streams: dict[str, str]) -> list[tuple[str, Entries]]:
         """This consumer's own pending entries first (a batch that failed), then new ones."""
         return self._read(streams, "0") or self._read(streams, ">", block=True)
 
@@ -324,7 +319,7 @@ class Persister:
         except redis.ResponseError:  # no such stream
             return False
 
-    def _read(self, streams: dict[str, str], start: str, *, block: bool = False) -> list:
+    def _read(self, streams: dict[str, str], start: str, *, block: bool = False) -> list[tuple[str, Entries]]:
         """XREADGROUP over every stream: one call on one Redis; on a cluster, where
         the streams live in different slots, one call per stream (and a pause when
         none had anything, in place of the blocking wait)."""
@@ -353,7 +348,7 @@ class Persister:
                 if "NOGROUP" not in str(e):
                     raise
                 return done
-            start, entries = text(claimed[0]), cast(Entries, claimed[1])
+            start, entries = text(claimed[0]), stream_entries(claimed[1])
             if entries:
                 logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
                                len(entries), sku)

@@ -51,7 +51,7 @@ class _Purchase:
 
     __slots__ = ("command", "reply", "replicas", "error", "answered", "woken")
 
-    def __init__(self, command: tuple):
+    def __init__(self, command: tuple[Any, ...]) -> None:
         self.command = command
         self.reply: Any = None
         self.replicas: int | None = None
@@ -82,7 +82,7 @@ class ScriptPipeline:
         """Made in this process (a forked worker makes its own)."""
         return self._pid == os.getpid()
 
-    def run(self, keys: list[str], args: list) -> Replied:
+    def run(self, keys: list[str], args: list[Any]) -> Replied:
         """The script's reply to ``keys`` and ``args`` and the replicas it reached, or
         its error (a ``redis.RedisError``, as the client raises it)."""
         purchase = _Purchase(("EVALSHA", self._script.sha, len(keys), *keys, *args))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import cast
+
+from common.gateredis import stream_entries
 
 from .persister import Intent, intents_write
 from .store import gate_keys, gate_redis
@@ -41,8 +42,9 @@ def dead_letters_redrive(*, sku: str) -> Redriven:
     keys = gate_keys(sku)
     client = gate_redis()
     outcome = Redriven()
-    letters = cast(list[tuple[str, dict[str, str]]], client.xrange(keys.dead))  # decoded: common.gateredis
-    for letter_id, fields in letters:
+    for letter_id, fields in stream_entries(client.xrange(keys.dead)):
+        if fields is None:
+            continue  # XRANGE gives none such: only a consumer's pending entries lose theirs
         try:
             intent = _dead_intent(fields)
         except ValueError as e:

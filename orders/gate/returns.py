@@ -18,12 +18,13 @@ from typing import NamedTuple
 import redis
 from django.conf import settings
 from django.db import transaction
+from redis.typing import EncodableT
 
 from common.errors import Busy, Unavailable
 from inventory.models import Product, Stock
 from inventory.services import Decided, stock_record_decided
 
-from ..giveback import OrderChanged, order_moved, read_committed, resale_flag, units_return
+from ..giveback import Claimed, OrderChanged, order_moved, read_committed, resale_flag, units_return
 from ..models import GateSale, Order
 from .store import RETAKE, RETURN, gate_keys, gate_redis, gate_script
 
@@ -51,17 +52,17 @@ def gate_return(*, sku: str, orders: Iterable[Owed], refunded: bool = False) -> 
     k = gate_keys(sku)
     script = gate_script(RETURN)
     owed = list(orders)
-    calls = [dict(keys=[k.sale, k.returns, k.bought],
-                  args=[order.order_id, order.quantity, order.user_id, "refunded" if refunded else "expired"])
+    calls: list[tuple[list[str], list[EncodableT]]] = [([k.sale, k.returns, k.bought],
+              [order.order_id, order.quantity, order.user_id, "refunded" if refunded else "expired"])
              for order in owed]
     try:
         if settings.FLASHSALE_GATE_REDIS_CLUSTER:
             # A Cluster's pipeline refuses scripts: one call each, on the sale's node.
-            replies = [script(**call) for call in calls]
+            replies = [script(keys=keys, args=args) for keys, args in calls]
         else:
             with gate_redis().pipeline(transaction=False) as pipe:
-                for call in calls:
-                    script(**call, client=pipe)
+                for keys, args in calls:
+                    script(keys=keys, args=args, client=pipe)
                 replies = pipe.execute()
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached to give units back", backend="redis") from e
@@ -98,7 +99,7 @@ def gate_retake(*, sku: str, order: Owed) -> Retaken:
     return Retaken(reply[0], int(reply[1]) if reply[0] == "retaken" else None, int(reply[2]))
 
 
-def gate_give_back(product: Product, *, take: Callable[[], list[tuple]], refunded: bool,
+def gate_give_back(product: Product, *, take: Callable[[], list[Claimed]], refunded: bool,
                    hand: Callable[[int], None]) -> tuple[int, int]:
     """The database first (the orders ``take`` claims moved, their units back in the
     stock row, a return row each), then Redis's stock (``gate_return``), whose

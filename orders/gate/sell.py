@@ -8,9 +8,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from django.conf import settings
+from redis.commands.core import Script
 
 from common.errors import (
     IdempotencyConflict,
@@ -47,7 +49,7 @@ def _replicas_waited() -> tuple[int, int] | None:
     return settings.FLASHSALE_GATE_REPLICAS, settings.FLASHSALE_GATE_REPLICA_WAIT_MS
 
 
-def _sell(*, keys: list[str], args: list) -> Replied:
+def _sell(*, keys: list[str], args: list[Any]) -> Replied:
     """The sale's script, run as the client runs a script (by its hash, loaded first
     if Redis does not know it) but without the client's pool, its retry wrapper and
     its script object on the way, which were a large share of an accepted purchase's
@@ -64,7 +66,7 @@ def _sell(*, keys: list[str], args: list) -> Replied:
     return _sell_alone(script, keys=keys, args=args)
 
 
-def _pipeline(script) -> ScriptPipeline:
+def _pipeline(script: Script) -> ScriptPipeline:
     """The process's batches of the script, on the current client."""
     pipeline = _pipelines.get(id(script.registered_client))
     if pipeline is None or not pipeline.belongs_here():
@@ -76,22 +78,28 @@ def _pipeline(script) -> ScriptPipeline:
     return pipeline
 
 
-def _sell_alone(script, *, keys: list[str], args: list) -> Replied:
+def _sell_alone(script: Script, *, keys: list[str], args: list[Any]) -> Replied:
     """The script in a round trip of its own, on this thread's connection (its WAIT,
     if asked, in the same write)."""
     client = script.registered_client  # the process's client, as gate_redis() has it
+    if not isinstance(client, redis.Redis):
+        raise TypeError("a Redis Cluster sells on the product's node (_sell_on_cluster)")
     connection = getattr(_threads, "connection", None)
     if connection is None or _threads.client is not client:
-        connection = client.connection_pool.make_connection()
-        if not isinstance(connection, Identified):  # the script needs the server's id
-            raise TypeError(f"the gate's Redis client makes {type(connection).__name__}s, not "
-                            "identified ones (common.gateredis)")
+        connection = _identified(client.connection_pool.make_connection())
         _threads.connection, _threads.client = connection, client
     fresh(connection)
     return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
 
 
-def _exchange(connection: Identified, script, *, keys: list[str], args: list) -> Replied:
+def _identified(connection: object) -> Identified:
+    if not isinstance(connection, Identified):  # the script needs the server's id
+        raise TypeError(f"the gate's Redis client makes {type(connection).__name__}s, not "
+                        "identified ones (common.gateredis)")
+    return connection
+
+
+def _exchange(connection: Identified, script: Script, *, keys: list[str], args: list[Any]) -> Replied:
     """The script, given the id of the server ``connection`` reached, and its WAIT if
     asked, in one write; their replies read. A connection that cannot be made sent
     nothing (its error says "connecting to"). Any failure but a script's error reply
@@ -135,17 +143,20 @@ def _once_loaded(exchange: Callable[[], Replied], loader: redis.Redis) -> Replie
         return exchange()
 
 
-def _sell_on_cluster(script, *, keys: list[str], args: list) -> Replied:
+def _sell_on_cluster(script: Script, *, keys: list[str], args: list[Any]) -> Replied:
     """On a Redis Cluster, on a connection to the product's node, as ``_sell_alone``
     sends it. A node that no longer holds the product's slot (a failover moved it)
     runs nothing: the client learns the new layout, and the purchase is told Redis
     could not take it."""
     cluster = script.registered_client
+    if not isinstance(cluster, redis.RedisCluster):
+        raise TypeError("one Redis sells on its own connection (_sell_alone)")
     node = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))  # every key in its slot
     pool = node.connection_pool
     connection = pool.get_connection()
     try:
-        return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), node)
+        identified = _identified(connection)
+        return _once_loaded(lambda: _exchange(identified, script, keys=keys, args=args), node)
     except _MOVED as e:  # it ran nothing there
         cluster.nodes_manager.initialize()
         raise redis.ConnectionError(f"connecting to the product's node: {type(e).__name__} {e}") from e
@@ -232,7 +243,7 @@ def gate_sell(purchase: Purchase) -> GateSold:
     raise _refusal_error(reply, sku=sku, quantity=quantity, user_id=purchase.buyer)
 
 
-def _refusal_error(reply: list, *, sku: str, quantity: int, user_id: str) -> Exception:
+def _refusal_error(reply: list[Any], *, sku: str, quantity: int, user_id: str) -> Exception:
     """The error the script's refusal ``reply`` says (a sold-out one remembered, when
     it holds for good)."""
     verdict = reply[0]
@@ -255,7 +266,7 @@ def _refusal_error(reply: list, *, sku: str, quantity: int, user_id: str) -> Exc
                     "`manage.py gate_warm`", backend="gate")
 
 
-def _unreplicated(reply: list, *, reached: int, replicas: int) -> None:
+def _unreplicated(reply: list[Any], *, reached: int, replicas: int) -> None:
     """A script's answer that did not reach ``replicas`` replicas in time: a failover
     now could take it back, so it is not given. An order accepted (or replayed) may
     hold or not: its key learns which. A refusal took nothing.

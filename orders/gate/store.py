@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from common.gateredis import gate_redis, sku_tag
+from redis.commands.core import Script
+
+from common.gateredis import gate_redis as gate_redis  # the room's client, named here for the room
+from common.gateredis import sku_tag
 from common.scripts import script_on
 from waitingroom.store import SPEND_LUA
 
@@ -60,6 +63,6 @@ RETURN = lua_source("return")  # an expired order's units back in stock, once
 RETAKE = lua_source("retake")  # a late payment's units out again, once
 
 
-def gate_script(source: str):
+def gate_script(source: str) -> Script:
     """The script's handle on the current client, made once (it hashes the source)."""
     return script_on(gate_redis(), source)

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from common.metrics import SourcesRead
-from orders.gate.backlog import GateBacklogCollector
+from orders.gate.backlog import GateBacklogCollector, oldest_unwritten_ms
 from orders.gate.lifecycle import gate_tally
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.reset import sale_reset
@@ -57,6 +57,20 @@ def test_the_oldest_unwritten_order_ages_while_nobody_writes_it_read_or_not():
     assert gauges()["flashsale_gate_oldest_unwritten_seconds"] >= 1.2
     persist()  # claims them once idle
     assert gauges()["flashsale_gate_oldest_unwritten_seconds"] == 0
+
+
+def test_a_batch_acknowledged_between_the_tally_and_the_age_read_is_no_failed_scrape():
+    """The tally says a persister holds entries; it acknowledges them before the age
+    is read (a scrape racing a persister's commit): nothing waits, and the scrape
+    reads the other gauges too instead of failing the collector."""
+    sale_reset(sku="sku-1", stock=10)
+    buy("k0", user="u0")
+    stream = gate_keys("sku-1").stream
+    [(_, [(entry, _)])] = gate_redis().xreadgroup(GROUP, "racing", {stream: ">"}, count=10)
+    tally = gate_tally(sku="sku-1")
+    assert tally is not None and tally.unacknowledged == 1
+    gate_redis().xack(stream, GROUP, entry)  # the persister's commit, after the tally
+    assert oldest_unwritten_ms(gate_redis(), "sku-1", tally) is None
 
 
 def test_a_group_that_read_everything_has_nothing_undelivered_whatever_redis_lag_says():

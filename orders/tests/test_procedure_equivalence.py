@@ -8,11 +8,11 @@ import random
 import re
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.http import HttpRequest
 from django.test import override_settings
 
 from common.errors import ApplicationError
@@ -58,7 +58,9 @@ def _sale(sku: str, purchases, *, stock: int, window_s: int) -> dict:
     product = product_reset(sku=sku, stock=stock, segments=1, payment_window_s=window_s)
     answers = []
     for n, (user, quantity, key) in enumerate(purchases):
-        request_named(SimpleNamespace(META={"HTTP_X_REQUEST_ID": f"request-{n}"}))  # as nginx names it
+        request = HttpRequest()
+        request.META["HTTP_X_REQUEST_ID"] = f"request-{n}"  # as nginx names it
+        request_named(request)
         try:
             answers.append(_answer(order_create(sku=sku, quantity=quantity, user_id=user,
                                                 idempotency_key=f"{sku}:{key}")))

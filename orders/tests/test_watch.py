@@ -17,7 +17,7 @@ from orders.watch import LIVE, LIVE_SECONDS, SaleWatchCollector, _read
 pytestmark = pytest.mark.django_db
 
 
-def gauges() -> dict[tuple[str, str, str], float]:
+def gauges() -> dict[tuple[str, ...], float]:  # (the gauge, its labels)
     _read.clear()  # what a process read lately: read afresh
     return {(family.name, *sample.labels.values()): sample.value
             for family in SaleWatchCollector().collect() for sample in family.samples}

@@ -24,7 +24,7 @@ from inventory.selectors import segments_get
 from inventory.services import Fence, Operation, stock_deduct
 from locking import get_locks
 
-from ..giveback import OrderChanged, order_moved, read_committed, resale_flag, units_return
+from ..giveback import Claimed, OrderChanged, order_moved, read_committed, resale_flag, units_return
 from ..models import Order
 from ..quota import quota_free, quota_open, quota_take
 from ..salestate import sale_state_returned
@@ -34,7 +34,7 @@ from .plan import plan_tried
 logger = logging.getLogger(__name__)
 
 
-def transaction_give_back(product: Product, *, take: Callable[[], list[tuple]], refunded: bool,
+def transaction_give_back(product: Product, *, take: Callable[[], list[Claimed]], refunded: bool,
                           hand: Callable[[int], None]) -> tuple[int, int]:
     """Under the sale's stock locks, in one transaction: the orders ``take`` claims
     (and moves), their buyers' limits freed, their units back in the segments that
@@ -54,7 +54,7 @@ def transaction_give_back(product: Product, *, take: Callable[[], list[tuple]], 
     if not lock.commits_work:
         read_committed()
     units = 0
-    claimed: list[tuple] = []
+    claimed: list[Claimed] = []
     try:
         with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
             with transaction.atomic(savepoint=not lock.commits_work):
@@ -76,7 +76,7 @@ def transaction_give_back(product: Product, *, take: Callable[[], list[tuple]], 
     return len(claimed), units
 
 
-def _quotas_free(product: Product, claimed: list[tuple]) -> None:
+def _quotas_free(product: Product, claimed: list[Claimed]) -> None:
     units: dict[str, int] = defaultdict(int)
     for _, user_id, quantity, _ in claimed:
         units[user_id] += quantity

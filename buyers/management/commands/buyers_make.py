@@ -2,8 +2,9 @@
 
 import time
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from buyers.services import buyers_make
 from common.errors import ApplicationError
@@ -14,13 +15,13 @@ class Command(BaseCommand):
             "one line per buyer to FILE: its name, a tab, its bearer token. Buyers made before are kept and "
             "given new tokens.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("count", type=int)
         parser.add_argument("--out", required=True, help="the file to write (name<TAB>token a line)")
         parser.add_argument("--prefix", default="load-buyer-")
         parser.add_argument("--hours", type=float, default=1.0, help="how long the tokens last")
 
-    def handle(self, *args, count, out, prefix, hours, **options):
+    def handle(self, *args: str, count: int, out: str, prefix: str, hours: float, **options: Any) -> None:
         if count < 1:
             raise CommandError("make at least one buyer")
         started = time.perf_counter()

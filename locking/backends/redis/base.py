@@ -47,6 +47,18 @@ def lua(name: str) -> str:
     return "\n".join((LUA_DIR / f"{part}.lua").read_text() for part in parts)
 
 
+# A script's reply, as the Lua above returns it: a number or nil, or a pair of them.
+
+def reply_number(reply: Any) -> int | None:
+    return None if reply is None else int(reply)
+
+
+def reply_pair(reply: Any) -> tuple[int, int | None]:
+    """An acquire's reply: (1, its fencing token) or (0, the lock's TTL)."""
+    got, value = reply
+    return int(got), reply_number(value)
+
+
 class RedisLockBackend(BaseLockBackend):
     """
     OPTIONS: ``url`` (redis://host:port/db), ``key_prefix`` (default

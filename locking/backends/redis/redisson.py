@@ -36,7 +36,7 @@ import redis
 
 from ...base import BaseLock, Deadline, thread_token
 from ...exceptions import LockNotOwnedError
-from .base import UNREACHABLE, RedisLockBackend
+from .base import UNREACHABLE, RedisLockBackend, reply_number, reply_pair
 from .wakeups import ANYONE, Listing, Wakeups
 from .watchdog import Watchdog
 
@@ -102,8 +102,8 @@ class RedissonLock(BaseLock):
         """Run the acquire script once: (1, fencing token) or (0, the lock's TTL).
         (``waiting`` is for the fair lock's line: this lock's answer says who holds
         it whatever the asker means to do.)"""
-        return self.backend.script["redisson_acquire"](keys=[self.key, self.fence_key],
-                                                       args=[self._lease, holder])
+        return reply_pair(self.backend.script["redisson_acquire"](keys=[self.key, self.fence_key],
+                                                                  args=[self._lease, holder]))
 
     def _try_acquire(self, holder: str, *, waiting: bool = False) -> int | None:
         """One attempt: None if acquired, else the lock's remaining TTL in ms.
@@ -259,10 +259,10 @@ class RedissonLock(BaseLock):
 
     def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         """Run the release script once: None (not held), 0 (holds remain), 1 (released)."""
-        return self.backend.script["redisson_release"](
+        return reply_number(self.backend.script["redisson_release"](
             keys=[self.key, latch, self.waiting_key],
             args=[self._lease, holder, UNLOCK_LATCH_MS, int(retry), self.channel_prefix, UNLOCK_MESSAGE,
-                  int(self.lease_ms is not None)])
+                  int(self.lease_ms is not None)]))
 
     def locked(self) -> bool:
         return bool(self.backend.client.exists(self.key))
@@ -281,7 +281,7 @@ class RedissonLock(BaseLock):
 
     def ttl_ms(self) -> int:
         """The lock's remaining time to live in ms; -2 when free."""
-        return self.backend.client.pttl(self.key)
+        return int(self.backend.client.pttl(self.key))
 
     def force_release(self) -> bool:
         """Delete the lock whoever holds it and wake a waiter; True if it was held."""
@@ -309,7 +309,8 @@ class RedissonLockBackend(RedisLockBackend):
 
     def holder_round(self, key: str) -> int:
         """How many holds of ``key`` this thread abandoned (a release that failed)."""
-        return getattr(self._rounds, "by_key", {}).get(key, 0)
+        by_key: dict[str, int] = getattr(self._rounds, "by_key", {})
+        return by_key.get(key, 0)
 
     def retire_holder(self, key: str) -> None:
         by_key = self._rounds.__dict__.setdefault("by_key", {})

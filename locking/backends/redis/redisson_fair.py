@@ -40,6 +40,7 @@ from typing import Any
 
 import redis
 
+from .base import reply_number, reply_pair
 from .redisson import UNLOCK_LATCH_MS, RedissonLock, RedissonLockBackend
 
 logger = logging.getLogger(__name__)
@@ -64,9 +65,9 @@ class RedissonFairLock(RedissonLock):
         return self.backend.waiter_timeout_ms / 3 / 1000
 
     def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int | None]:
-        return self.backend.script["redisson_fair_acquire"](
+        return reply_pair(self.backend.script["redisson_fair_acquire"](
             keys=[self.key, self.fence_key, self.line, self.deadlines, self.channel],
-            args=[self._lease, holder, self.backend.waiter_timeout_ms, int(waiting)])
+            args=[self._lease, holder, self.backend.waiter_timeout_ms, int(waiting)]))
 
     def do_acquire(self, *, blocking: bool, timeout: float | None) -> bool:
         # A blocking acquire joins the line with its first ask: its arrival is then.
@@ -83,9 +84,9 @@ class RedissonFairLock(RedissonLock):
             logger.warning("leaving the line of %s failed: %s", self.name, e)
 
     def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
-        return self.backend.script["redisson_fair_release"](
+        return reply_number(self.backend.script["redisson_fair_release"](
             keys=[self.key, latch, self.line, self.deadlines, self.channel],
-            args=[self._lease, holder, UNLOCK_LATCH_MS, int(retry)])
+            args=[self._lease, holder, UNLOCK_LATCH_MS, int(retry)]))
 
     def force_release(self) -> bool:
         """Delete the lock whoever holds it and wake the first in line; True if it was held."""

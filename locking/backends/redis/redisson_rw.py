@@ -46,6 +46,7 @@ from typing import Any
 import redis
 
 from ...exceptions import LockUpgradeError
+from .base import reply_number, reply_pair
 from .redisson import UNLOCK_LATCH_MS, RedissonLock, RedissonLockBackend
 from .wakeups import EVERYONE
 
@@ -83,9 +84,9 @@ class _Half(RedissonLock):
     def _release_script(self, holder: str, latch: str, *, retry: bool) -> int | None:
         """None (no hold of this mode), 0 (the holder still holds the lock), 1 (it
         holds nothing of it any more)."""
-        return self.backend.script["rw_release"](
+        return reply_number(self.backend.script["rw_release"](
             keys=[self.key, self.readers, self.channel, latch],
-            args=[self.mode, holder, self._lease, EVERYONE, UNLOCK_LATCH_MS, int(retry)])
+            args=[self.mode, holder, self._lease, EVERYONE, UNLOCK_LATCH_MS, int(retry)]))
 
     def hold_count(self) -> int:
         """How many times this thread holds this half (0 when it doesn't)."""
@@ -107,8 +108,8 @@ class RedissonReadLock(_Half):
     mode = "r"
 
     def _acquire_script(self, holder: str, *, waiting: bool) -> tuple[int, int | None]:
-        return self.backend.script["rw_read_acquire"](
-            keys=self._keys(), args=[self._lease, holder, EVERYONE, self.backend.writer_timeout_ms])
+        return reply_pair(self.backend.script["rw_read_acquire"](
+            keys=self._keys(), args=[self._lease, holder, EVERYONE, self.backend.writer_timeout_ms]))
 
     def locked(self) -> bool:
         """Whether anyone holds a read hold."""
@@ -139,7 +140,7 @@ class RedissonWriteLock(_Half):
             logger.warning("unmarking a writer of %s failed: %s", self.name, e)
 
     def locked(self) -> bool:
-        return self.backend.client.hget(self.key, "mode") == b"write"
+        return bool(self.backend.client.hget(self.key, "mode") == b"write")
 
     def waiting(self) -> list[str]:
         """The writers marked waiting for it (for scenarios and tests)."""

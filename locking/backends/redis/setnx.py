@@ -23,7 +23,7 @@ import uuid
 
 from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
-from .base import UNREACHABLE, RedisLockBackend
+from .base import UNREACHABLE, RedisLockBackend, reply_number
 
 
 class SetnxLock(BaseLock):
@@ -70,7 +70,7 @@ class SetnxLock(BaseLock):
         keys = [self.key, self.fence_key]
         args: list[str | int] = [token, self.ttl_ms]
         if not self.replicas:
-            return acquire(keys=keys, args=args)
+            return reply_number(acquire(keys=keys, args=args))
         # WAIT counts the writes of its own connection: it must follow the SET on
         # the same one, which a pipeline guarantees (and it saves a round trip).
         pipe = self.backend.client.pipeline(transaction=False)
@@ -80,7 +80,7 @@ class SetnxLock(BaseLock):
         if fence is not None and acknowledged < self.replicas:
             self.backend.script["compare_and_delete"](keys=[self.key], args=[token])
             return None
-        return fence
+        return reply_number(fence)
 
     def do_release(self) -> None:
         token = self.token

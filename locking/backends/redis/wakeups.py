@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
+from redis.client import PubSub
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ class Wakeups:
                 self._pubsub.close()
             self._reset()
 
-    def _listen(self, pubsub, stopped: threading.Event) -> None:
+    def _listen(self, pubsub: PubSub, stopped: threading.Event) -> None:
         while not stopped.is_set():
             try:
                 message = pubsub.get_message(timeout=0.5)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import Any
 
 import redis
 from redis.commands.core import Script
@@ -35,11 +36,12 @@ class Watchdog:
         self._pid = os.getpid()
         # (key, holder) -> the renewal script's keys and its arguments after the lease
         # and holder (a read-write lock renews two keys, and may wake waiters).
-        self._watched: dict[tuple[str, str], tuple[list[str], tuple]] = {}
+        self._watched: dict[tuple[str, str], tuple[list[str], tuple[Any, ...]]] = {}
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
-    def watch(self, key: str, holder: str, *, keys: list[str] | None = None, args: tuple = ()) -> None:
+    def watch(self, key: str, holder: str, *, keys: list[str] | None = None,
+              args: tuple[Any, ...] = ()) -> None:
         """Renew ``key`` for ``holder``; the script gets ``keys`` (default ``[key]``)
         and, after the lease and the holder, ``args``."""
         with self._mutex:

@@ -2,8 +2,9 @@
 
 import time
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_leave
@@ -14,14 +15,14 @@ class Command(BaseCommand):
             "persisters have written the gate's sales of the products that follow the default, then close "
             "them in Redis (`make up` does this at a switch away from the gate).")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--within", type=float, default=60.0,
                             help="seconds the persisters have to write them (default 60)")
         parser.add_argument("--after", type=Path, metavar="FILE",
                             help="first wait (as long again) until FILE exists: started before the last "
                                  "instance under the gate stops, the command is ready when it has")
 
-    def handle(self, *args, within, after, **options):
+    def handle(self, *args: str, within: float, after: Path | None, **options: Any) -> None:
         if after is not None:
             deadline = time.monotonic() + within
             while not after.exists():

@@ -1,6 +1,8 @@
 """``manage.py gate_reconcile [SKU ...]``: rebuild gate sales after their Redis failed over."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_listed
@@ -13,12 +15,12 @@ class Command(BaseCommand):
             "MySQL holds is sold again. Without SKU, every listed sale that failed over. The persisters do "
             "this by themselves; running it again changes nothing.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("skus", nargs="*", metavar="SKU")
         parser.add_argument("--within", type=float, default=30.0,
                             help="seconds to wait for the persisters to write each sale's stream")
 
-    def handle(self, *args, skus, within, **options):
+    def handle(self, *args: str, skus: list[str], within: float, **options: Any) -> None:
         try:
             skus = skus or gate_failed_over(gate_listed())
             for sku in skus:

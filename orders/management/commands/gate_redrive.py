@@ -1,6 +1,8 @@
 """``manage.py gate_redrive SKU``: write a gate sale's dead-lettered orders again."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.errors import ApplicationError
 from orders.gate.redrive import dead_letters_redrive
@@ -11,10 +13,10 @@ class Command(BaseCommand):
             "buyers heard 201) again, once the cause is fixed. An order already in MySQL is not "
             "written twice; one still refused stays dead-lettered, with the reason. Exits 1 if any is.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("sku")
 
-    def handle(self, *args, sku, **options):
+    def handle(self, *args: str, sku: str, **options: Any) -> None:
         try:
             outcome = dead_letters_redrive(sku=sku)
         except ApplicationError as e:

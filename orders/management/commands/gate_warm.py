@@ -1,6 +1,8 @@
 """``manage.py gate_warm SKU``: open a gate sale of what the database has left."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_warm
@@ -11,10 +13,10 @@ class Command(BaseCommand):
             "with its orders' Idempotency-Keys: after Redis lost the sale. Wait until the audit's backlog "
             "is 0 first: what Redis accepted and MySQL has not written is sold again otherwise.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("sku")
 
-    def handle(self, *args, sku, **options):
+    def handle(self, *args: str, sku: str, **options: Any) -> None:
         try:
             sale = gate_warm(sku=sku)
         except ApplicationError as e:

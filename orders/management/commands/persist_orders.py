@@ -3,8 +3,9 @@
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from common.metrics import metrics_arguments, metrics_served
 from orders.gate.consumers import consumer_leave
@@ -14,7 +15,7 @@ from orders.gate.persister import Persister
 class Command(BaseCommand):
     help = "Write the orders the gate accepted to MySQL, in batches, until SIGTERM or SIGINT."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", default=None,
                             help="this consumer's name in the group (default: host-pid); a restarted "
                                  "persister under its old name reads its own pending entries first")
@@ -31,7 +32,8 @@ class Command(BaseCommand):
                                  "that sees the loop turn (default: none)")
         metrics_arguments(parser)
 
-    def handle(self, *args, name, batch, claim_idle_ms, linger_ms, alive_file, **options):
+    def handle(self, *args: str, name: str | None, batch: int | None, claim_idle_ms: int | None,  # noqa: PLR0913
+               linger_ms: int | None, alive_file: Path | None, **options: Any) -> None:
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

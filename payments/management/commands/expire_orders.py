@@ -4,9 +4,10 @@ import logging
 import signal
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from common.errors import Busy
 from common.metrics import metrics_arguments, metrics_served
@@ -24,7 +25,7 @@ class Command(BaseCommand):
     help = ("Move unpaid orders past their payment window to expired and return their units to the "
             "sale, every interval, until SIGTERM or SIGINT; any number may run at once.")
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="one pass, then leave")
         parser.add_argument("--batch", type=int, default=None,
                             help="most orders per transaction (default: FLASHSALE_EXPIRY_BATCH)")
@@ -32,7 +33,8 @@ class Command(BaseCommand):
                             help="seconds between passes (default: FLASHSALE_EXPIRY_INTERVAL_S)")
         metrics_arguments(parser)
 
-    def handle(self, *args, once, batch, interval, **options):
+    def handle(self, *args: str, once: bool, batch: int | None, interval: float | None,
+               **options: Any) -> None:
         interval = settings.FLASHSALE_EXPIRY_INTERVAL_S if interval is None else interval
         if once:
             done = orders_expire(batch=batch)
