@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from common.gateredis import stream_entries
 
-from .persister import Intent, intents_write
+from .intents import Intent, intents_write
 from .store import gate_keys, gate_redis
 
 logger = logging.getLogger(__name__)

@@ -35,8 +35,9 @@ from inventory.models import Stock, StockFlow
 from orders.gate import sell as sell_module
 from orders.gate import store
 from orders.gate.consumers import consumer_leave
+from orders.gate.intents import Intent, intents_write
 from orders.gate.lifecycle import gate_listed, gate_unlist_finished, gate_warm
-from orders.gate.persister import Intent, Persister, intents_write
+from orders.gate.persister import Persister
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import Order
 from orders.purchase import order_create
