@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -20,6 +20,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import permissions, serializers, status
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -59,9 +60,6 @@ from .purchase import order_create
 from .results import OrderResult, Timings
 from .selectors import order_status_get
 from .throttles import PurchaseAddressThrottle, PurchaseUserThrottle
-
-if TYPE_CHECKING:
-    from rest_framework.permissions import _SupportsHasPermission
 
 USER_ID_MAX_LENGTH = 64
 
@@ -268,8 +266,11 @@ class OrderDetailApi(APIView):
             return [BuyerTokenAuthentication(), AdminTokenAuthentication(), SessionAuthentication()]
         return super().get_authenticators()
 
-    def get_permissions(self) -> Sequence[_SupportsHasPermission]:  # the stubs' name for a permission
-        return [IsBuyerOrStaff()] if settings.FLASHSALE_BUYER_AUTH else super().get_permissions()
+    def get_permissions(self) -> Sequence[BasePermission]:
+        if settings.FLASHSALE_BUYER_AUTH:
+            return [IsBuyerOrStaff()]
+        # The settings' classes (DEFAULT_PERMISSION_CLASSES), each a BasePermission.
+        return cast(Sequence[BasePermission], super().get_permissions())
 
     @extend_schema(responses={200: OrderDetailSerializer, **error_responses(NO_BUYER, NotFound, Unavailable)})
     def get(self, request: Request, order_id: int) -> Response:
