@@ -50,8 +50,10 @@ def strategy_resolve(sku: str) -> tuple[StrategySpec, list[Stock] | None]:
 
 
 def strategy_remembered(sku: str) -> str | None:
-    """``sku``'s strategy as this process resolved it lately, asking nobody (None: not lately)."""
-    known = _strategies.get(sku)
+    """``sku``'s strategy as this process last resolved it, asking nobody (None: never,
+    or forgotten): a refusal's metrics label. Past the memory too: a purchase that
+    resolved it and then waited longer for a lock is answered under that strategy."""
+    known = _strategies.last(sku)
     return None if known is None else known.name
 
 

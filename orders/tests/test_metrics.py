@@ -8,7 +8,9 @@ from django.test import override_settings
 from prometheus_client import REGISTRY
 
 from common.metrics import timings_flush
+from common.strategies import strategy_get
 from orders.metrics import purchase_counted
+from orders.resolve import _strategies
 
 
 def counted(strategy: str, code: str) -> float:
@@ -44,6 +46,17 @@ def test_an_answer_is_timed_from_its_arrival_by_strategy_and_whether_it_was_an_o
     assert {k: timed(*k) - v for k, v in before.items()} == {
         ("setnx", "created", "0.25"): 1, ("setnx", "created", "0.1"): 0, ("setnx", "created", "+Inf"): 1,
         ("unresolved", "refused", "+Inf"): 1}
+
+
+def test_a_refusal_after_a_wait_longer_than_the_memory_keeps_its_strategy():
+    """A purchase resolved its sale's strategy, then waited for a lock past the
+    process's memory of it (``FLASHSALE_STRATEGY_MEMORY_S``), and is refused: its
+    answer is counted under that strategy, not as unresolved."""
+    _strategies.put("waited", strategy_get("setnx"), seconds=0.0)  # resolved, and already past
+    assert _strategies.get("waited") is None
+    before = counted("setnx", "busy"), counted("unresolved", "busy")
+    purchase_counted(sku="waited", body={"error": "busy"}, status=503, arrived=None)
+    assert (counted("setnx", "busy"), counted("unresolved", "busy")) == (before[0] + 1, before[1])
 
 
 @override_settings(FLASHSALE_METRICS=False)
