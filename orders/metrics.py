@@ -2,8 +2,9 @@
 product's sale runs under and the answer's code (``common.metrics`` serves them).
 
 Counted in the view and in the WSGI shortcut alike (``orders.wsgi``): a middleware
-would never see the shortcut's answers. An answer that came before the strategy was
-resolved (a malformed body, a throttle, an unknown product) is ``unresolved``.
+would never see the shortcut's answers. A refusal is counted under the strategy this
+process last resolved for the product; one that came before any was (a malformed
+body, a throttle, an unknown product) is ``unresolved``.
 """
 
 from __future__ import annotations
