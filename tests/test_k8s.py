@@ -544,3 +544,44 @@ def test_each_process_reaches_what_its_settings_name_and_nothing_else(overlay):
     # The payment provider, outside: the processes that pay or refund, on HTTPS only.
     assert {c for c in named if ("internet", 443) in _egress(docs, c)} == {"app", "expirer"}
     assert not any(pair[0] == "internet" and pair[1] != 443 for c in named for pair in _egress(docs, c))
+
+
+def test_no_apply_sets_the_count_of_pods_an_autoscaler_owns(overlay):
+    """A Deployment's ``replicas`` is applied again by every ``kubectl apply -k``: one
+    an autoscaler owns would drop to it mid-sale, below the sale's pre-scaled floor."""
+    _, docs = overlay
+    deployments = of_kind(docs, "Deployment")
+    autoscalers = of_kind(docs, "HorizontalPodAutoscaler").values()
+    owned = [hpa["spec"]["scaleTargetRef"]["name"] for hpa in autoscalers]
+    assert owned
+    assert [name for name in owned if "replicas" in deployments[name]["spec"]] == []
+
+
+def test_mariadb_never_looks_a_client_up(overlay):
+    _, docs = overlay
+    [container] = of_kind(docs, "StatefulSet")["mariadb"]["spec"]["template"]["spec"]["containers"]
+    assert "--skip-name-resolve" in container["args"]
+
+
+def test_a_gate_node_that_waits_for_its_peers_is_not_killed_meanwhile():
+    """The cluster's start step waits up to RESOLVE_SECONDS for its peers' names before
+    redis-server loads its AOF; liveness (every 10 s) would kill it long before, and
+    every restarted node would crash-loop. The startup probe's budget covers the wait
+    and a minute of loading."""
+    docs = render(K8S / "overlays" / "production")
+    [node] = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    script = (K8S / "overlays" / "production" / "redis-gate-start.sh").read_text()
+    waits = int(re.search(r"\$\{RESOLVE_SECONDS:-(\d+)\}", script).group(1))
+    startup = node["startupProbe"]
+    budget = startup.get("initialDelaySeconds", 0) + startup["periodSeconds"] * startup["failureThreshold"]
+    assert budget >= waits + 60, (budget, waits)
+    assert node["livenessProbe"]  # which runs only once the startup probe has passed
+
+
+def test_one_gate_shard_down_leaves_the_others_selling():
+    """``cluster-require-full-coverage yes`` (Redis's default) stops every shard once
+    one slot has no primary; the README promises a shard's loss costs its products."""
+    docs = render(K8S / "overlays" / "production")
+    [node] = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    args = node["args"]
+    assert args[args.index("--cluster-require-full-coverage") + 1] == "no"
