@@ -135,6 +135,7 @@ for alias, lock in settings.LOCKING.items():
         name, _, port = host.rpartition(":")
         found.append((f"LOCKING[{alias}]", name, int(port)))
 print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
+                  "init_command": database["OPTIONS"].get("init_command", ""),
                   "allowed_hosts": settings.ALLOWED_HOSTS,
                   "gate_cluster": settings.FLASHSALE_GATE_REDIS_CLUSTER,
                   "gate_replicas": settings.FLASHSALE_GATE_REPLICAS}))
@@ -585,3 +586,23 @@ def test_one_gate_shard_down_leaves_the_others_selling():
     [node] = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
     args = node["args"]
     assert args[args.index("--cluster-require-full-coverage") + 1] == "no"
+
+
+def test_a_migration_behind_a_long_transaction_gives_up_instead_of_stalling_the_sale(overlay):
+    """An ALTER waiting for a table's metadata lock holds every later query of the
+    table behind it, purchases included; MariaDB lets it wait a day. The migrations'
+    Job waits seconds, then fails and is tried again, and the Job as a whole has a
+    deadline: a release's rollout never hangs on it."""
+    _, docs = overlay
+    [(name, job)] = [(name, job) for name, job in of_kind(docs, "Job").items()
+                     if name.startswith("flashsale-migrate-")]
+    assert 0 < job["spec"]["activeDeadlineSeconds"] <= 3600
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    loaded = settings_of(environment(docs, container, name))
+    metadata_wait = r"(?<!innodb_)lock_wait_timeout = (\d+)"  # not the row lock's wait
+    waits = re.search(metadata_wait, loaded["init_command"])
+    assert waits is not None and 0 < int(waits.group(1)) <= 30, loaded["init_command"]
+    # The apps keep the server's: they run no DDL.
+    [app] = of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]["containers"]
+    apps = settings_of(environment(docs, app, "flashsale-app-0"))
+    assert re.search(metadata_wait, apps["init_command"]) is None

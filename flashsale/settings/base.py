@@ -199,6 +199,11 @@ FLASHSALE_LOCK_WAIT_TIMEOUT_S = env.float("FLASHSALE_LOCK_WAIT_TIMEOUT_S",
 DB_IDLE_TRANSACTION_TIMEOUT_S = env.int(
     "DB_IDLE_TRANSACTION_TIMEOUT_S",
     default=env.int("DB_IDLE_TRANSACTION_TIMEOUT", default=int(FLASHSALE_LOCK_WAIT_TIMEOUT_S) + 1))
+# How long a statement waits for a table's metadata lock (MariaDB's lock_wait_timeout,
+# a day unless set; 0: the server's). The migrations' Job sets it short: an ALTER that
+# waits behind a long transaction makes every later query of the table wait behind
+# it, the sale's included, so it gives up and is retried instead.
+DB_LOCK_WAIT_TIMEOUT_S = env.int("DB_LOCK_WAIT_TIMEOUT_S", default=0)
 # Ids MySQL hands out are odd (auto_increment_increment 2, offset 1): the gate's
 # order ids, allocated in Redis before their row exists, are even (orders.gate), and
 # an explicit id never pushes MySQL's counter onto one the gate will still hand out.
@@ -206,7 +211,8 @@ DATABASES["default"]["OPTIONS"]["init_command"] = "SET SESSION " + ", ".join(
     [f"innodb_lock_wait_timeout = {math.ceil(FLASHSALE_LOCK_WAIT_TIMEOUT_S)}",
      "auto_increment_increment = 2", "auto_increment_offset = 1"]
     + ([f"idle_transaction_timeout = {DB_IDLE_TRANSACTION_TIMEOUT_S}"]
-       if DB_IDLE_TRANSACTION_TIMEOUT_S else []))
+       if DB_IDLE_TRANSACTION_TIMEOUT_S else [])
+    + ([f"lock_wait_timeout = {DB_LOCK_WAIT_TIMEOUT_S}"] if DB_LOCK_WAIT_TIMEOUT_S else []))
 # How often an optimistic purchase redoes its transaction after finding the stock
 # changed before answering 503 busy.
 FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=10)
