@@ -1,5 +1,4 @@
-"""A persister's place in the gate streams' consumer group: the heartbeat its liveness
-probe reads, and its leaving.
+"""A persister's place in the gate streams' consumer group: its leaving.
 
 A consumer stays in a stream's group after its process ends: a persister named for
 its pod (Kubernetes) or its host and PID leaves one behind at every rollout, and the
@@ -12,8 +11,6 @@ them after ``FLASHSALE_GATE_CLAIM_IDLE_MS``: deleting it would drop them unwritt
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 import redis
 
@@ -21,16 +18,6 @@ from .lifecycle import gate_listed
 from .store import GROUP, gate_keys
 
 logger = logging.getLogger(__name__)
-
-
-def heartbeat(path: Path | None) -> None:
-    """Mark ``path`` as touched now (None: nothing to mark): the write loop went round."""
-    if path is None:
-        return
-    try:
-        os.utime(path)
-    except FileNotFoundError:
-        path.touch()
 
 
 def consumer_leave(client: redis.Redis, name: str) -> tuple[int, int]:

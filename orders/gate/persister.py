@@ -43,9 +43,9 @@ from redis.typing import KeyT, StreamIdT
 
 from common.errors import Busy, Unavailable
 from common.gateredis import Entries, stream_entries, text
+from common.liveness import heartbeat
 
 from . import metrics
-from .consumers import heartbeat
 from .intents import Intent, Written, intents_write
 from .lifecycle import gate_list_upgrade, gate_listed, gate_unlist_finished
 from .reconcile import gate_failed_over, gate_reconcile
