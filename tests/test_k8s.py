@@ -318,7 +318,7 @@ def test_the_probes_ask_endpoints_that_exist_with_a_host_that_is_served(overlay)
         env = environment(docs, container, pod_name="x-0")
         allowed = env["DJANGO_ALLOWED_HOSTS"].split(",")
         for probe in _probes(container):
-            if "exec" in probe:  # a persister's write loop: the file it touches at every round
+            if "exec" in probe:  # a loop's heartbeat: the file it touches at every turn
                 alive = next(arg.split("=", 1)[1] for arg in container["command"]
                              if arg.startswith("--alive-file="))
                 assert alive in probe["exec"]["command"][-1]
@@ -606,3 +606,15 @@ def test_a_migration_behind_a_long_transaction_gives_up_instead_of_stalling_the_
     [app] = of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]["containers"]
     apps = settings_of(environment(docs, app, "flashsale-app-0"))
     assert re.search(metadata_wait, apps["init_command"]) is None
+
+
+def test_a_loop_that_stops_turning_is_not_alive_though_its_metrics_answer(overlay):
+    """The persisters' and the expirer's liveness reads the file their loop touches at
+    every turn (``--alive-file``, ``common.liveness``): their metrics thread answers
+    while the loop is stuck."""
+    _, docs = overlay
+    for name in ("flashsale-persister", "flashsale-expirer"):
+        [container] = of_kind(docs, "Deployment")[name]["spec"]["template"]["spec"]["containers"]
+        [alive] = [arg.split("=", 1)[1] for arg in container["command"] if arg.startswith("--alive-file=")]
+        probe = container["livenessProbe"]
+        assert "httpGet" not in probe and f"find {alive} -mmin" in probe["exec"]["command"][-1], name

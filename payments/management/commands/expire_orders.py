@@ -4,12 +4,14 @@ import logging
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from common.errors import Busy
+from common.liveness import heartbeat
 from common.metrics import metrics_arguments, metrics_served
 from orders.barrier import barrier_pass
 from payments.expiry import expiry_pass, orders_expire
@@ -31,10 +33,13 @@ class Command(BaseCommand):
                             help="most orders per transaction (default: FLASHSALE_EXPIRY_BATCH)")
         parser.add_argument("--interval", type=float, default=None,
                             help="seconds between passes (default: FLASHSALE_EXPIRY_INTERVAL_S)")
+        parser.add_argument("--alive-file", type=Path, default=None,
+                            help="touch this file at every turn of the loop, for a liveness probe that "
+                                 "sees the loop turn (default: none)")
         metrics_arguments(parser)
 
     def handle(self, *args: str, once: bool, batch: int | None, interval: float | None,
-               **options: Any) -> None:
+               alive_file: Path | None, **options: Any) -> None:
         interval = settings.FLASHSALE_EXPIRY_INTERVAL_S if interval is None else interval
         if once:
             done = orders_expire(batch=batch)
@@ -47,6 +52,7 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch in hand, then leave
         while not stop.is_set():
+            heartbeat(alive_file)  # a pass that fails (the database away) still turns the loop
             try:
                 # Returns follow the deployment's strategy: none while an old one may
                 # still sell (orders.barrier).
