@@ -32,7 +32,7 @@ class Command(BaseCommand):
                                  "that sees the loop turn (default: none)")
         metrics_arguments(parser)
 
-    def handle(self, *args: str, name: str | None, batch: int | None, claim_idle_ms: int | None,  # noqa: PLR0913
+    def handle(self, *args: str, name: str | None, batch: int | None, claim_idle_ms: int | None,
                linger_ms: int | None, alive_file: Path | None, **options: Any) -> None:
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
