@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -618,3 +619,23 @@ def test_a_loop_that_stops_turning_is_not_alive_though_its_metrics_answer(overla
         [alive] = [arg.split("=", 1)[1] for arg in container["command"] if arg.startswith("--alive-file=")]
         probe = container["livenessProbe"]
         assert "httpGet" not in probe and f"find {alive} -mmin" in probe["exec"]["command"][-1], name
+
+
+def test_zookeepers_liveness_asks_the_server_and_it_answers(overlay, stack_config):
+    """``ruok`` (on the four-letter words' list), not a TCP connect, which a wedged
+    server still accepts. The probe's own command, run against the stack's ZooKeeper,
+    passes; against a port where nothing listens, it fails."""
+    _, docs = overlay
+    [node] = of_kind(docs, "StatefulSet")["zookeeper"]["spec"]["template"]["spec"]["containers"]
+    words = next(e["value"] for e in node["env"] if e["name"] == "ZOO_4LW_COMMANDS_WHITELIST").split(",")
+    command = node["livenessProbe"]["exec"]["command"]
+    assert "ruok" in words and "printf ruok" in command[-1]
+
+    def probe(port: int) -> int:
+        script = command[-1].replace("/dev/tcp/127.0.0.1/2181", f"/dev/tcp/127.0.0.1/{port}")
+        return subprocess.run([*command[:-1], script], timeout=10).returncode
+
+    assert probe(stack_config.zk_port) == 0
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        assert probe(unused.getsockname()[1]) != 0
