@@ -188,7 +188,10 @@ def test_each_overlay_renders_and_every_object_is_valid_for_the_pinned_kubernete
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as e:
                 pytest.fail(f"{name}: {doc['kind']}/{doc['metadata']['name']} against {version}: {e.message}")
-    assert {doc["metadata"].get("namespace") for doc in docs if doc["kind"] != "Namespace"} == {"flashsale"}
+    cluster_scoped = {"Namespace", "PriorityClass"}
+    namespaced = [doc for doc in docs if doc["kind"] not in cluster_scoped]
+    assert {doc["metadata"].get("namespace") for doc in namespaced} == {"flashsale"}
+    assert all("namespace" not in doc["metadata"] for doc in docs if doc["kind"] in cluster_scoped)
 
 
 def test_the_manifests_pass_yamllint():
@@ -639,3 +642,22 @@ def test_zookeepers_liveness_asks_the_server_and_it_answers(overlay, stack_confi
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         assert probe(unused.getsockname()[1]) != 0
+
+
+def test_a_full_node_gives_up_the_background_first_and_the_data_stores_last(overlay):
+    """PriorityClasses: the data stores above the selling tier, which is above the rest
+    (the expirer, the race runner, the Jobs: the default, 0); neither is the cluster's
+    default."""
+    _, docs = overlay
+    classes = {name: doc["value"] for name, doc in of_kind(docs, "PriorityClass").items()
+               if not doc.get("globalDefault")}
+    tiers = {"flashsale-data": {"mariadb", "redis", "redis-gate", "zookeeper"},
+             "flashsale-sale": {"flashsale-app", "flashsale-nginx", "flashsale-persister"}}
+    assert classes.keys() == tiers.keys() and classes["flashsale-data"] > classes["flashsale-sale"] > 0
+    found = {}
+    for kind in ("Deployment", "StatefulSet"):
+        for name, doc in of_kind(docs, kind).items():
+            found[name] = doc["spec"]["template"]["spec"].get("priorityClassName")
+    for tier, names in tiers.items():
+        assert {name: found[name] for name in names} == dict.fromkeys(names, tier)
+    assert {name for name, tier in found.items() if tier is None} >= {"flashsale-expirer", "flashsale-racer"}
