@@ -661,3 +661,20 @@ def test_a_full_node_gives_up_the_background_first_and_the_data_stores_last(over
     for tier, names in tiers.items():
         assert {name: found[name] for name in names} == dict.fromkeys(names, tier)
     assert {name for name, tier in found.items() if tier is None} >= {"flashsale-expirer", "flashsale-racer"}
+
+
+def test_production_spreads_what_sells_over_the_zones():
+    """A zone lost takes a share of the apps, nginx, the persisters, the gate's nodes
+    and ZooKeeper's servers, never all of one: each prefers an even spread over
+    ``topology.kubernetes.io/zone`` (a preference, so that a cluster in one zone still
+    schedules), among its own pods."""
+    docs = render(K8S / "overlays" / "production")
+    workloads = {**of_kind(docs, "Deployment"), **of_kind(docs, "StatefulSet")}
+    for name in ("flashsale-app", "flashsale-nginx", "flashsale-persister", "redis-gate", "zookeeper"):
+        template = workloads[name]["spec"]["template"]
+        zoned = [c for c in template["spec"].get("topologySpreadConstraints", [])
+                 if c["topologyKey"] == "topology.kubernetes.io/zone"]
+        assert len(zoned) == 1, name
+        [spread] = zoned
+        assert spread["maxSkew"] == 1 and spread["whenUnsatisfiable"] == "ScheduleAnyway", name
+        assert spread["labelSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items(), name
