@@ -678,3 +678,17 @@ def test_production_spreads_what_sells_over_the_zones():
         [spread] = zoned
         assert spread["maxSkew"] == 1 and spread["whenUnsatisfiable"] == "ScheduleAnyway", name
         assert spread["labelSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items(), name
+
+
+def test_every_job_goes_once_finished_so_that_a_later_apply_makes_it_anew(overlay):
+    """A Job's template cannot change: one still there fails every later apply that
+    changes it (a new image). Each is named for its release or removed once finished,
+    and the gate's join, run again, leaves a formed cluster as it is."""
+    _, docs = overlay
+    for name, job in of_kind(docs, "Job").items():
+        assert 0 < job["spec"]["ttlSecondsAfterFinished"] <= 86400, name
+    join = of_kind(docs, "Job").get("redis-gate-join")
+    if join is not None:
+        script = join["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+        formed = script.index("cluster_state:ok")
+        assert "exit 0" in script[formed:script.index("--cluster create")]
