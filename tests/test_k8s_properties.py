@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
 from collections.abc import Callable
 
 import pytest
@@ -277,10 +278,44 @@ def test_production_lists_every_image_where_a_release_pins_it(production):
 
 
 def test_the_migration_job_is_named_for_the_release_it_migrates_to(rendered):
-    """A Job's template cannot change: the next release's apply creates its own."""
+    """A Job's template cannot change: the next release's apply creates its own. The
+    release is the overlay's (``flashsale-release``), the app image's tag by custom."""
     overlay, docs = rendered
+    version = of_kind(docs, "ConfigMap")["flashsale-release"]["data"]["version"]
     (job,) = [name for name in of_kind(docs, "Job") if name.startswith("flashsale-migrate")]
-    assert job == f"flashsale-migrate-{_built(overlay).rpartition(':')[2]}"
+    assert job == f"flashsale-migrate-{version}"
+    assert version == _built(overlay).rpartition(":")[2]
+
+
+# A Job's name: a DNS subdomain (RFC 1123), at most 253 characters.
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@pytest.mark.parametrize("reference", [
+    {"newName": "registry.example.com:5000/flashsale-app", "newTag": "1.0.0"},
+    {"newName": "registry.example.com/flashsale-app", "digest": "sha256:" + "ab" * 32},
+    {"newName": "registry.example.com:5000/flashsale-app", "newTag": "1.0.0",
+     "digest": "sha256:" + "cd" * 32},
+])
+def test_the_migration_jobs_name_holds_whatever_form_the_image_takes(reference, tmp_path):
+    """Pinned by digest (as the README's release step says), or from a registry on its
+    own port, the image's reference has more colons: the Job's name stays the
+    release's, and a name Kubernetes takes."""
+    import yaml
+
+    tree = tmp_path / "k8s"
+    shutil.copytree(K8S, tree)
+    kustomization = tree / "overlays" / "production" / "kustomization.yaml"
+    config = yaml.safe_load(kustomization.read_text())
+    [app] = [image for image in config["images"] if image["name"] == IMAGE]
+    app.clear()
+    app.update({"name": IMAGE, **reference})
+    kustomization.write_text(yaml.safe_dump(config, sort_keys=False))
+    docs = render(tree / "overlays" / "production")
+    (job,) = [name for name in of_kind(docs, "Job") if name.startswith("flashsale-migrate")]
+    assert job == "flashsale-migrate-1.0.0" and DNS_SUBDOMAIN.fullmatch(job) and len(job) <= 253
+    image = _container(docs, "Deployment", "flashsale-app", "app")["image"]
+    assert image.startswith(reference["newName"])
 
 
 def _container(docs: list[dict], kind: str, name: str, container: str | None = None) -> dict:
