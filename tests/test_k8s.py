@@ -692,3 +692,21 @@ def test_every_job_goes_once_finished_so_that_a_later_apply_makes_it_anew(overla
         script = join["spec"]["template"]["spec"]["containers"][0]["command"][-1]
         formed = script.index("cluster_state:ok")
         assert "exit 0" in script[formed:script.index("--cluster create")]
+
+
+# What one buyer's address may send a second through every nginx pod at once: the
+# manifests' per-pod rates times the pods (the small overlay loosens them for load
+# tests from one address).
+ADDRESS_RATES = {"PURCHASE_RATE": 20, "READ_RATE": 100}
+
+
+@pytest.mark.parametrize("where", ["base", "overlays/production"])
+def test_an_addresss_rate_is_divided_over_the_nginx_pods_that_each_count_it(where):
+    """Each nginx pod keeps its own count, and the Service spreads one address's
+    requests over the pods: a per-pod rate of the whole would let each address have
+    it once per pod."""
+    docs = render(K8S / where)
+    rates = of_kind(docs, "ConfigMap")["flashsale-nginx"]["data"]
+    pods = of_kind(docs, "Deployment")["flashsale-nginx"]["spec"]["replicas"]
+    for name, whole in ADDRESS_RATES.items():
+        assert whole <= int(rates[name]) * pods <= whole * 1.1, (where, name, rates[name], pods)
