@@ -1,13 +1,12 @@
 """``manage.py expire_orders`` as it runs beside the apps: its loop's heartbeat."""
 
+import signal
 import threading
 import time
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
-
-from payments.management.commands import expire_orders
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,8 +16,7 @@ def test_a_running_expirer_touches_its_alive_file_at_every_turn(tmp_path, monkey
     loop that stops turning is seen, though the metrics thread still answers."""
     alive = tmp_path / "alive"
     handlers = {}  # the command's SIGTERM handler, called here instead of a signal
-    monkeypatch.setattr(expire_orders.signal, "signal",
-                        lambda signum, handler: handlers.setdefault(signum, handler))
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
     touched: list[int] = []
 
     def watch() -> None:
@@ -27,9 +25,9 @@ def test_a_running_expirer_touches_its_alive_file_at_every_turn(tmp_path, monkey
             if alive.exists() and (not touched or alive.stat().st_mtime_ns != touched[-1]):
                 touched.append(alive.stat().st_mtime_ns)
             time.sleep(0.005)
-        while expire_orders.signal.SIGTERM not in handlers and time.monotonic() < deadline:
+        while signal.SIGTERM not in handlers and time.monotonic() < deadline:
             time.sleep(0.005)
-        handlers[expire_orders.signal.SIGTERM](expire_orders.signal.SIGTERM, None)
+        handlers[signal.SIGTERM](signal.SIGTERM, None)
         connection.close()
 
     watcher = threading.Thread(target=watch)
