@@ -137,6 +137,7 @@ for alias, lock in settings.LOCKING.items():
         found.append((f"LOCKING[{alias}]", name, int(port)))
 print(json.dumps({"module": settings.SETTINGS_MODULE, "endpoints": found,
                   "init_command": database["OPTIONS"].get("init_command", ""),
+                  "purchase_deadline_s": settings.FLASHSALE_PURCHASE_DEADLINE_S,
                   "allowed_hosts": settings.ALLOWED_HOSTS,
                   "gate_cluster": settings.FLASHSALE_GATE_REDIS_CLUSTER,
                   "gate_replicas": settings.FLASHSALE_GATE_REPLICAS}))
@@ -710,3 +711,16 @@ def test_an_addresss_rate_is_divided_over_the_nginx_pods_that_each_count_it(wher
     pods = of_kind(docs, "Deployment")["flashsale-nginx"]["spec"]["replicas"]
     for name, whole in ADDRESS_RATES.items():
         assert whole <= int(rates[name]) * pods <= whole * 1.1, (where, name, rates[name], pods)
+
+
+def test_a_pod_saturated_at_the_opening_is_not_killed_for_it(overlay):
+    """The apps' liveness asks the request threads, which an opening fills: a probe
+    waits behind purchases, each done within the purchase deadline. It must wait
+    longer than that, and fail for a minute, before the kubelet kills the pod."""
+    _, docs = overlay
+    [app] = [c for c in of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]["containers"]
+             if c["name"] == "app"]
+    deadline = settings_of(environment(docs, app, "flashsale-app-0"))["purchase_deadline_s"]
+    live = app["livenessProbe"]
+    assert live["timeoutSeconds"] > deadline
+    assert live["periodSeconds"] * live["failureThreshold"] >= 60
