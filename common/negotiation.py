@@ -3,7 +3,7 @@ in it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
@@ -19,9 +19,11 @@ class SingleFormatNegotiation(DefaultContentNegotiation):
     before: a body that is not JSON stays a 415. The schema view, with its JSON and
     YAML renderers, negotiates as DRF does."""
 
-    def select_renderer(self, request: Request, renderers: Iterable[BaseRenderer],
+    # A Sequence where DRF's types say Iterable: DRF passes its list of renderers (and an
+    # isinstance against the ABC would cost every request more than the rest of this).
+    def select_renderer(self, request: Request, renderers: Sequence[BaseRenderer],  # type: ignore[override]
                         format_suffix: str | None = None) -> tuple[BaseRenderer, str]:
-        if isinstance(renderers, Sequence) and len(renderers) == 1:  # DRF passes its list
+        if len(renderers) == 1:
             return renderers[0], renderers[0].media_type
         chosen: tuple[BaseRenderer, str] = super().select_renderer(request, renderers, format_suffix)
         return chosen

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 from django.conf import settings
@@ -81,22 +81,18 @@ def _pipeline(script: Script) -> ScriptPipeline:
 def _sell_alone(script: Script, *, keys: list[str], args: list[Any]) -> Replied:
     """The script in a round trip of its own, on this thread's connection (its WAIT,
     if asked, in the same write)."""
-    client = script.registered_client  # the process's client, as gate_redis() has it
-    if not isinstance(client, redis.Redis):
-        raise TypeError("a Redis Cluster sells on the product's node (_sell_on_cluster)")
+    # The process's client, as gate_redis() has it: one Redis (_sell sends a Cluster's
+    # purchases to _sell_on_cluster).
+    client = cast(redis.Redis, script.registered_client)
     connection = getattr(_threads, "connection", None)
     if connection is None or _threads.client is not client:
-        connection = _identified(client.connection_pool.make_connection())
+        connection = client.connection_pool.make_connection()
+        if not isinstance(connection, Identified):  # the script needs the server's id
+            raise TypeError(f"the gate's Redis client makes {type(connection).__name__}s, not "
+                            "identified ones (common.gateredis)")
         _threads.connection, _threads.client = connection, client
     fresh(connection)
     return _once_loaded(lambda: _exchange(connection, script, keys=keys, args=args), client)
-
-
-def _identified(connection: object) -> Identified:
-    if not isinstance(connection, Identified):  # the script needs the server's id
-        raise TypeError(f"the gate's Redis client makes {type(connection).__name__}s, not "
-                        "identified ones (common.gateredis)")
-    return connection
 
 
 def _exchange(connection: Identified, script: Script, *, keys: list[str], args: list[Any]) -> Replied:
@@ -148,14 +144,13 @@ def _sell_on_cluster(script: Script, *, keys: list[str], args: list[Any]) -> Rep
     sends it. A node that no longer holds the product's slot (a failover moved it)
     runs nothing: the client learns the new layout, and the purchase is told Redis
     could not take it."""
-    cluster = script.registered_client
-    if not isinstance(cluster, redis.RedisCluster):
-        raise TypeError("one Redis sells on its own connection (_sell_alone)")
+    cluster = cast(redis.RedisCluster, script.registered_client)  # _sell sends only a Cluster's here
     node = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))  # every key in its slot
     pool = node.connection_pool
     connection = pool.get_connection()
+    # Of the client's connection class (common.gateredis): it knows its server's id.
+    identified = cast(Identified, connection)
     try:
-        identified = _identified(connection)
         return _once_loaded(lambda: _exchange(identified, script, keys=keys, args=args), node)
     except _MOVED as e:  # it ran nothing there
         cluster.nodes_manager.initialize()
