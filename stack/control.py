@@ -123,10 +123,12 @@ def _nginx_workers(master: int) -> list[psutil.Process]:
     return workers
 
 
-def _replace(sup: Supervisor, config: StackConfig, names: list[str]) -> None:
+def _replace(sup: Supervisor, config: StackConfig, names: list[str], *, quick: bool = False) -> None:
     """Stop ``names`` (gracefully, all at once) and take up their new definitions;
-    those no longer in ``config`` are gone."""
-    sup.replace_all([name for name in names if name in config.app_names])
+    those no longer in ``config`` are gone. ``quick`` (gunicorn's, for a caller that
+    sends them nothing): stopped at once by SIGQUIT, not after the 2 s a graceful stop
+    lingers on each idle connection a client keeps to it (Prometheus's scrapes)."""
+    sup.replace_all([name for name in names if name in config.app_names], quick="QUIT" if quick else None)
     for name in names:
         if name not in config.app_names:
             sup.remove(name)
@@ -166,7 +168,10 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
     leaving = switch and "gate" in before and config.strategy != "gate"
     with _barrier(config, leaving) as barrier:
         if not rolling or not _running(sup, "nginx") or not running:
-            _replace(sup, config, replaced)
+            # granian's workers outlive a quick stop of their master: gracefully.
+            quick = not rolling and all(earlier[name].get("FLASHSALE_SERVER") == "gunicorn"
+                                        for name in replaced)
+            _replace(sup, config, replaced, quick=quick)
             barrier.release()
             # With the processes beside them (those replaced for the new config): all
             # boot at once, none needs another ready to start.

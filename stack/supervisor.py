@@ -228,11 +228,16 @@ class Supervisor:
         [[added, changed, removed]] = self.rpc.reloadConfig()
         return added, changed, removed
 
-    def replace_all(self, names: list[str], timeout: float = 90) -> None:
+    def replace_all(self, names: list[str], timeout: float = 90, *, quick: str | None = None) -> None:
         """Stop programs ``names`` at once (each by its graceful stop signal, not one
-        after another) and take up their definitions from the config as re-read."""
+        after another; or by signal ``quick``, for a caller that knows they serve
+        nothing) and take up their definitions from the config as re-read."""
         for name in names:
-            self.rpc.stopProcessGroup(name, False)
+            if quick and self.info(name)["statename"] in RUNNING_STATES:
+                # autorestart=false: supervisord notes the exit and starts nothing.
+                self.rpc.signalProcessGroup(name, quick)
+            else:
+                self.rpc.stopProcessGroup(name, False)
         self.wait_stopped(*names, timeout=timeout)
         for name in names:
             self.rpc.removeProcessGroup(name)
