@@ -1,7 +1,9 @@
 """Fixtures shared by every app's tests. The suite talks to the real MariaDB and
 Redis of the local stack (``make test`` starts it); nothing here is a fake."""
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -12,6 +14,7 @@ from orders.gate.store import gate_redis
 from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.servers import infrastructure
+from stack.suite import APPS_ASKED, apps_asked, apps_order
 from stack.supervisor import Supervisor
 
 
@@ -57,14 +60,35 @@ def stack_config() -> StackConfig:
 
 
 @pytest.fixture(scope="session")
-def stack_apps(stack_config):
+def _apps_in_use(stack_config):
+    with apps_as_needed(stack_config, rolling=False) as use:
+        yield use
+
+
+@pytest.fixture(scope="session")
+def _apps_asked():
+    """What each test asked of the app instances; written where ``python -m stack
+    test`` says, which keeps it in ``.test_apps`` to order the next runs by."""
+    asked: dict[str, str] = {}
+    yield asked
+    if out := os.environ.get("FLASHSALE_TEST_APPS_OUT"):
+        Path(out).write_text(json.dumps(asked, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.fixture
+def stack_apps(stack_config, _apps_in_use, _apps_asked, request):
     """``stack_apps(strategy=..., instances=..., ...)`` restarts the stack's app
     instances so configured (only when that is not what runs) and returns an API
-    client for them through nginx; at the end they are put back as started. Between
-    two tests nothing sells, so the instances restart all at once, not half at a time;
-    a test that switches while it sells asks for that (``rolling=True``)."""
-    with apps_as_needed(stack_config, rolling=False) as use:
-        yield lambda **changes: FlashsaleClient.for_stack(use(**changes))
+    client for them through nginx; at the end of the run they are put back as
+    started. Between two tests nothing sells, so the instances restart all at once
+    (and stop at once), not half at a time; a test that switches while it sells asks
+    for that (``rolling=True``)."""
+    def use(**changes):
+        asked = {name: value for name, value in changes.items() if name != "rolling"}
+        _apps_asked.setdefault(request.node.nodeid, apps_asked(stack_config, asked))
+        return FlashsaleClient.for_stack(_apps_in_use(**changes))
+
+    return use
 
 
 # What reaches a server of the stack: a test that asks for one of these fixtures
@@ -102,6 +126,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.server)
         if drives_the_stack(item):
             item.add_marker(pytest.mark.stack)
+    # Grouped by what they ask of the app instances: fewer restarts (stack.suite).
+    asked = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+    order = apps_order([item.nodeid for item in items], asked)
+    items.sort(key=lambda item: order[item.nodeid])
 
 
 # What stops, signals or replaces a server through supervisord.

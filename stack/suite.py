@@ -21,6 +21,11 @@ Each part's output is printed when it ends; at the end come each part's time and
 slowest tests of the run, whose durations are also written to
 ``<run dir>/suite/durations.json`` (``--store-durations`` copies them into
 ``.test_durations``, which balances the lanes).
+
+The stack's tests run grouped by what they ask of the app instances (a strategy, a
+server, a knob: ``stack_apps(...)``), as the last stored run recorded it in
+``.test_apps`` (``--store-durations`` writes that too): each switch restarts the
+instances, and in the order the files list them the tests switched back and forth.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .config import ROOT, StackConfig
@@ -44,6 +49,9 @@ from .supervisor import Supervisor
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
 DURATIONS = ROOT / ".test_durations"
+APPS_ASKED = ROOT / ".test_apps"
+# What a test that asks nothing of the app instances is grouped with: as started.
+AS_STARTED = "{}"
 SLOWEST = 20
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
 
@@ -72,6 +80,24 @@ def lane_environment(config: StackConfig) -> dict[str, str]:
     return {**os.environ, **config.port_environment()}
 
 
+def apps_asked(base: StackConfig, changes: Mapping[str, object]) -> str:
+    """What a test asked of the app instances: the fields of its lane's configuration
+    it changes, as a JSON object (``AS_STARTED`` for none)."""
+    wanted = base.replace(**changes)
+    return json.dumps({f.name: str(getattr(wanted, f.name)) for f in fields(base)
+                       if getattr(wanted, f.name) != getattr(base, f.name)}, sort_keys=True)
+
+
+def apps_order(tests: Sequence[str], asked: Mapping[str, str]) -> dict[str, int]:
+    """Each test's place when the tests run grouped by what they ask of the app
+    instances: those that ask for them as started first, then each other group where
+    its first test stood; within a group, as listed."""
+    groups = list(dict.fromkeys([AS_STARTED, *(asked.get(test, AS_STARTED) for test in tests)]))
+    rank = {group: i for i, group in enumerate(groups)}
+    ordered = sorted(range(len(tests)), key=lambda i: (rank[asked.get(tests[i], AS_STARTED)], i))
+    return {tests[i]: place for place, i in enumerate(ordered)}
+
+
 @dataclass
 class Part:
     """One pytest run: a share of one kind of test on one lane's stack."""
@@ -85,6 +111,7 @@ class Part:
     status: int | None = None
     seconds: float = 0.0
     durations: dict[str, float] = field(default_factory=dict)
+    asked: dict[str, str] = field(default_factory=dict)
 
     @property
     def log(self) -> Path:
@@ -93,6 +120,11 @@ class Part:
     @property
     def durations_file(self) -> Path:
         return self.log.with_suffix(".json")
+
+    @property
+    def apps_file(self) -> Path:
+        """Where its pytest writes what each test asked of the app instances (conftest.py)."""
+        return self.log.with_suffix(".apps.json")
 
     def command(self, pytest_args: list[str]) -> list[str]:
         group, groups = self.share
@@ -108,7 +140,9 @@ class Part:
                 *pytest_args]
 
     def run(self, pytest_args: list[str]) -> None:
-        env = {**lane_environment(self.config), "FLASHSALE_TEST_WORKER": str(self.worker)}
+        env = {**lane_environment(self.config), "FLASHSALE_TEST_WORKER": str(self.worker),
+               "FLASHSALE_TEST_APPS_OUT": str(self.apps_file)}
+        self.apps_file.unlink(missing_ok=True)
         say(f"[suite] {self.name}: started")
         began = time.monotonic()
         with self.log.open("w") as log:
@@ -117,6 +151,8 @@ class Part:
         self.seconds = time.monotonic() - began
         if self.durations_file.exists():
             self.durations = json.loads(self.durations_file.read_text())
+        if self.apps_file.exists():
+            self.asked = json.loads(self.apps_file.read_text())
         say(f"\n----- {self.name}: {self.seconds:.0f} s, {self.verdict} -----\n{self.log.read_text()}")
 
     @property
@@ -226,7 +262,10 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
         kept.update(json.loads((out / "durations.json").read_text()))
         DURATIONS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
-        say(f"[suite] {DURATIONS.name}: this run's durations written in")
+        asked = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+        asked.update({test: key for part in parts for test, key in part.asked.items()})
+        APPS_ASKED.write_text(json.dumps(asked, indent=1, sort_keys=True) + "\n")
+        say(f"[suite] {DURATIONS.name}, {APPS_ASKED.name}: this run's durations and apps written in")
     return exit_status(parts)
 
 
