@@ -29,8 +29,16 @@ _UNITS = {"k": 1 << 10, "m": MIB, "g": 1 << 30, "ki": 1 << 10, "mi": MIB, "gi": 
 
 
 def _bytes(value: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([a-zA-Z]*)", value).groups()
+    found = re.fullmatch(r"(\d+)([a-zA-Z]*)", value)
+    assert found is not None, value
+    number, unit = found.groups()
     return int(number) * _UNITS.get(unit.lower(), 1)
+
+
+def _flag(name: str, line: str) -> int:
+    found = re.search(rf"--{name}=(\d+)", line)
+    assert found is not None, (name, line)
+    return int(found.group(1))
 
 
 def _mariadb(docs: list[dict]) -> dict:
@@ -50,9 +58,7 @@ def _per_pod(command: list[str]) -> int:
     database on one more; a management command's loop and its metrics, two."""
     line = " ".join(command)
     if "flashsale.serve" in line:
-        workers = int(re.search(r"--workers=(\d+)", line).group(1))
-        threads = int(re.search(r"--threads=(\d+)", line).group(1))
-        return workers * (threads + 1)
+        return _flag("workers", line) * (_flag("threads", line) + 1)
     return 2 if "manage.py" in line else 0
 
 
