@@ -311,6 +311,10 @@ def up(config: StackConfig) -> None:
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config, earlier, changed)
     _start(sup, config, watchers(config))
+    # Their files written again above (the rules, the routes) are read again: a running
+    # stack's `make up` applies an edit of them, which supervisord's config never names.
+    for name in ("prometheus", "alertmanager"):
+        sup.rpc.signalProcess(name, "HUP")
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"server={config.server} section_delay_ms={config.section_delay_ms:g}")
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")

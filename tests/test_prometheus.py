@@ -16,6 +16,7 @@ import yaml
 
 from dashboard.panels import PANELS
 from stack.config import ROOT
+from stack.control import up
 from stack.supervisor import Supervisor
 
 from .test_metrics import scraped
@@ -49,6 +50,26 @@ def test_the_config_and_the_rules_load(stack_config):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     checked = promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_running_stacks_up_has_prometheus_and_alertmanager_read_their_files_again(stack_config):
+    """An edited rule or route reaches them through `make up`, which writes their files
+    anew: supervisord's config names neither file, so nothing else would restart them."""
+    def reloaded() -> dict[str, float]:
+        found = {}
+        for name, port in (("prometheus", stack_config.prometheus_port),
+                           ("alertmanager", stack_config.alertmanager_port)):
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            (line,) = [line for line in text.splitlines()
+                       if line.startswith(f"{name}_config_last_reload_success_timestamp_seconds ")]
+            found[name] = float(line.split()[1])
+        return found
+
+    before = reloaded()
+    time.sleep(1.1)  # the timestamps are in whole seconds
+    up(stack_config)
+    after = reloaded()
+    assert all(after[name] > before[name] for name in before), (before, after)
 
 
 def test_every_process_of_the_stack_is_scraped(stack_config):
