@@ -68,8 +68,9 @@ def test_a_running_stacks_up_has_prometheus_and_alertmanager_read_their_files_ag
     before = reloaded()
     time.sleep(1.1)  # the timestamps are in whole seconds
     up(stack_config)
-    after = reloaded()
-    assert all(after[name] > before[name] for name in before), (before, after)
+    # Each reloads when its loop takes the signal, after up() returns.
+    assert eventually(lambda: all(reloaded()[name] > before[name] for name in before), seconds=20), \
+        (before, reloaded())
 
 
 def test_every_process_of_the_stack_is_scraped(stack_config):
