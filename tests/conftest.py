@@ -1,4 +1,5 @@
-"""End-to-end fixtures beyond the root conftest's ``stack_apps``: a second stack."""
+"""End-to-end fixtures beyond the root conftest's ``stack_apps``: a second stack; the
+production overlay rendered."""
 
 from __future__ import annotations
 
@@ -20,3 +21,12 @@ def second_run_dir(tmp_path):
 def reconnect_afterwards():
     yield
     connections.close_all()  # the suite's own connections, should MariaDB have restarted under them
+
+
+@pytest.fixture(scope="session")
+def production() -> list[dict]:
+    """The production overlay, rendered once for the checks that plant a fault in a
+    copy of it (test_k8s_properties.py, test_k8s_database.py)."""
+    from .test_k8s import K8S, render
+
+    return render(K8S / "overlays" / "production")

@@ -139,11 +139,6 @@ def _plant_budget(docs):
 PLANTED = {"connections": _plant_connections, "memory": _plant_memory, "budget": _plant_budget}
 
 
-@pytest.fixture(scope="module")
-def production() -> list[dict]:
-    return render(K8S / "overlays" / "production")
-
-
 @pytest.mark.parametrize("check", CHECKS)
 def test_a_planted_fault_of_each_kind_is_caught(production, check):
     docs = copy.deepcopy(production)

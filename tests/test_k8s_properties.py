@@ -388,11 +388,6 @@ PLANTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def production() -> list[dict]:
-    return render(K8S / "overlays" / "production")
-
-
 @pytest.mark.parametrize("check", CHECKS)
 def test_a_planted_fault_of_each_kind_is_caught(production, check):
     docs = copy.deepcopy(production)
