@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -220,6 +220,13 @@ chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAU
 #: see [Verdicts](../guides/verdicts.md)
 verdicts: up  ## strategies x nemeses, every operation recorded and checked for linearizability: reports/<time>/verdicts/
 	$(PY) -m verdicts run $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(NEMESES),--nemeses $(NEMESES)) $(VERDICTS_ARGS)
+
+#: `python -m stack restore-drill`: the stack's database dumped with the nightly backup's options, restored
+#: into a scratch MariaDB and compared with the source, table by table (rows, checksum), the stored
+#: procedures and the units of orders, ledger, stock and payments; fails on any difference
+#: (`DRILL_ARGS=--database NAME`); see [Kubernetes: backups](../guides/kubernetes.md#backups)
+restore-drill: up  ## dump the database as the nightly backup does, restore it into a scratch server, compare
+	$(PY) -m stack restore-drill $(DRILL_ARGS)
 
 #: `ruff check .` with the project's rules (`pyproject.toml`)
 lint: install-test  ## ruff

@@ -9,6 +9,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack docs      # build the documentation site that nginx serves at /docs/
     python -m stack commands  # write the commands reference's table from the Makefile
     python -m stack clean     # down, then remove the run directory and what it made outside
+    python -m stack restore-drill [--database NAME]  # dump, restore into a scratch server, compare
 
 Switch strategy by running `up` again with another FLASHSALE_STRATEGY: only the app
 instances restart (``reconfigure`` does the same from Python).
@@ -22,7 +23,8 @@ import sys
 from . import commands, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
-from .servers import StackError
+from .drill import restore_drill
+from .servers import APP_DATABASE, StackError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
     sub.add_parser("commands", help="write the commands reference's table from the Makefile")
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
+    p_drill = sub.add_parser("restore-drill", help="dump the database as the nightly backup does, restore it "
+                             "into a scratch MariaDB and compare the copy with the source (stack.drill)")
+    p_drill.add_argument("--database", default=APP_DATABASE)
     p_run = sub.add_parser("run", help="run a command with the stack up")
     p_run.add_argument("cmd", nargs=argparse.REMAINDER)
     p_test = sub.add_parser("test", help="the whole suite, in lanes at once, each on a stack of its own")
@@ -62,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                   + ("written from the Makefile" if commands.write() else "already as the Makefile says"))
         elif args.command == "clean":
             clean(config)
+        elif args.command == "restore-drill":
+            drill = restore_drill(config, args.database)
+            print(drill.report())
+            return 1 if drill.differences else 0
         elif args.command == "run":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(config, cmd)
