@@ -37,7 +37,9 @@ IMAGE = "flashsale-app"
 # The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
 SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD",
                                  "REDIS_PASSWORD", "ZOOKEEPER_AUTH"),
-           "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",)}
+           "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",),
+           "flashsale-backup-store": ("BACKUP_REMOTE", *(f"RCLONE_CONFIG_OFFSITE_{key}" for key in (
+               "TYPE", "PROVIDER", "ENDPOINT", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY")))}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
+from stack.drill import DUMP_OPTIONS
+
 from .test_k8s import IMAGE, K8S, OVERLAYS, of_kind, pod_specs, render
 
 # What an HTTP liveness probe must not ask: the endpoints that ask the backends. A
@@ -164,25 +166,33 @@ def cluster_settings_left_to_the_base(docs: list[dict]) -> list[str]:
     return found
 
 
-def test_the_database_is_dumped_nightly_onto_a_volume_of_its_own(rendered):
+def test_the_database_is_dumped_nightly_and_the_dump_leaves_the_cluster(rendered):
     """The backup reaches the database (its policy), as the flashsale user with the
-    secret's password off its command line, and writes to a claim that exists."""
+    secret's password off its command line, dumps with the options the restore drill
+    checks on the stack (``stack.drill.DUMP_OPTIONS``), then copies the dump to object
+    storage outside the cluster, the one place besides the database its policy lets
+    it reach (HTTPS)."""
     _, docs = rendered
     job = of_kind(docs, "CronJob")["mariadb-backup"]["spec"]
     template = job["jobTemplate"]["spec"]["template"]
-    (container,) = template["spec"]["containers"]
-    script = container["command"][-1]
-    assert "mariadb-dump --host=mariadb --user=flashsale --single-transaction --routines" in script
+    (dump,) = template["spec"]["initContainers"]
+    script = dump["command"][-1]
+    command = re.search(r"mariadb-dump (.*?) flashsale \|", script)
+    assert command, script
+    options = command.group(1).split()
+    assert {"--host=mariadb", "--user=flashsale", *DUMP_OPTIONS, "--master-data=2"} == set(options)
     assert "pipefail" in script and "--password" not in script
-    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]} == {
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in dump["env"]} == {
         "MYSQL_PWD": "MARIADB_PASSWORD"}
-    (claim,) = [v["persistentVolumeClaim"]["claimName"] for v in template["spec"]["volumes"]
-                if "persistentVolumeClaim" in v]
-    assert claim in of_kind(docs, "PersistentVolumeClaim")
-    policy = of_kind(docs, "NetworkPolicy")["mariadb-from-flashsale"]["spec"]["ingress"]
-    label = template["metadata"]["labels"]["app.kubernetes.io/component"]
-    assert any(s.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/component") == label
-               for rule in policy for s in rule["from"])
+    (ship,) = template["spec"]["containers"]
+    assert ship["image"].split(":")[0].endswith("rclone/rclone")
+    assert ship["args"][:3] == ["copy", "/backup", "$(BACKUP_REMOTE)"] and "--immutable" in ship["args"]
+    assert {"secretRef": {"name": "flashsale-backup-store"}} in ship["envFrom"]
+    # Nothing it writes stays in the cluster: the dump's volume goes with the pod.
+    assert all("persistentVolumeClaim" not in v for v in template["spec"]["volumes"])
+    from .test_k8s import _egress
+
+    assert _egress(docs, "mariadb-backup") == {("mariadb", 3306), ("internet", 443)}
 
 
 def redis_without_a_password(docs: list[dict]) -> list[str]:
@@ -219,6 +229,25 @@ def gate_redis_answering_before_its_disk(docs: list[dict]) -> list[str]:
     return found
 
 
+# How long the binary log must reach back: to the last good dump, which the backup's
+# alert lets be 26 hours old, with a week's margin for dumps that failed unseen.
+BINLOG_KEPT_S = 7 * 86_400
+
+
+def database_without_a_way_back(docs: list[dict]) -> list[str]:
+    """MariaDB writes every row change to its binary log, flushed at each commit and
+    kept past the dumps it would replay from: a dump's position (``--master-data``)
+    and the log after it bring the database back to any moment since."""
+    for statefulset in ("mariadb",):
+        (container,) = of_kind(docs, "StatefulSet")[statefulset]["spec"]["template"]["spec"]["containers"]
+        args = dict(arg.removeprefix("--").partition("=")[::2] for arg in container["args"])
+        kept = int(args.get("binlog-expire-logs-seconds", "0"))
+        if not (args.get("log-bin") and args.get("binlog-format") == "ROW" and args.get("sync-binlog") == "1"
+                and args.get("server-id") and kept >= BINLOG_KEPT_S):
+            return [f"{statefulset}: {container['args']}"]
+    return []
+
+
 def _built(overlay: str) -> str:
     """The app image the overlay names (its kustomization's images entry, or the base's)."""
     import yaml
@@ -242,6 +271,7 @@ CHECKS: dict[str, Callable[[list[dict]], list[str]]] = {
     "the cluster's own settings are the overlay's": cluster_settings_left_to_the_base,
     "every Redis asks for the secret's password": redis_without_a_password,
     "the gate's Redis answers only what is on its disk": gate_redis_answering_before_its_disk,
+    "the database keeps the binary log a recovery replays": database_without_a_way_back,
 }
 
 
@@ -373,6 +403,11 @@ def _plant_everysec(docs):
     args[args.index("--appendfsync") + 1] = "everysec"
 
 
+def _plant_no_binlog(docs):
+    args = _container(docs, "StatefulSet", "mariadb")["args"]
+    args[:] = [arg for arg in args if not arg.startswith("--log-bin")]
+
+
 PLANTED = {
     "liveness asks no backend": _plant_liveness,
     "every StatefulSet's serviceName is a headless Service": _plant_service,
@@ -385,6 +420,7 @@ PLANTED = {
     "the cluster's own settings are the overlay's": _plant_base_settings,
     "every Redis asks for the secret's password": _plant_open_redis,
     "the gate's Redis answers only what is on its disk": _plant_everysec,
+    "the database keeps the binary log a recovery replays": _plant_no_binlog,
 }
 
 
