@@ -9,8 +9,10 @@ RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --require-hashes -r /tmp/requirements.txt
 
 FROM python:3.11-slim-bookworm
+# mtail: the edge's exporter (compose's edge-exporter runs this image), which counts
+# the purchases' answers in the log lines nginx sends it (monitoring/nginx.mtail).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmariadb3 \
+    && apt-get install -y --no-install-recommends libmariadb3 mtail \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 flashsale
 COPY --from=build /opt/venv /opt/venv

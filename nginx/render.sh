@@ -17,6 +17,8 @@
 #   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
 #   RACE_LISTEN 8081                    the race runner's port: its rates count each buyer's
 #                                       Authorization, not the runner's address; none unless set
+#   EDGE_SYSLOG 127.0.0.1:5140          each request's log line also as a datagram there, for the
+#                                       edge's exporter (mtail); none unless set
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,6 +66,11 @@ if [ -n "${RACE_LISTEN:-}" ]; then
   race_rate_client="        ${RACE_LISTEN##*:} \$http_authorization;"
 fi
 
+edge_log=""
+if [ -n "${EDGE_SYSLOG:-}" ]; then
+  edge_log="    access_log syslog:server=${EDGE_SYSLOG},tag=edge,nohostname json_line;"
+fi
+
 error_log=${ERROR_LOG:-/dev/stderr}
 
 awk -v run="$run" -v error_log="$error_log" -v listen="${NGINX_PORT:-8080}" -v servers="$servers" -v static="${STATIC_ROOT:-/srv/static}" \
@@ -71,9 +78,10 @@ awk -v run="$run" -v error_log="$error_log" -v listen="${NGINX_PORT:-8080}" -v s
     -v cache="${CACHE_ROOT:-/tmp/nginx-cache}" -v hosts="$hosts" -v names="${SERVER_NAMES:-localhost 127.0.0.1}" \
     -v purchases="${PURCHASE_RATE:-10000}" -v reads="${READ_RATE:-10000}" -v upstream_header="$upstream_header" \
     -v real_ip="$real_ip" -v status_server="$status_server" -v admin_allow="$admin_allow" \
-    -v race_listen="$race_listen" -v race_rate_client="$race_rate_client" '
+    -v race_listen="$race_listen" -v race_rate_client="$race_rate_client" -v edge_log="$edge_log" '
   /@\{race_listen\}/ { print race_listen; next }
   /@\{race_rate_client\}/ { print race_rate_client; next }
+  /@\{edge_log\}/ { print edge_log; next }
   /@\{real_ip\}/ { printf "%s", real_ip; next }
   /@\{admin_allow\}/ { printf "%s", admin_allow; next }
   /@\{status_server\}/ { printf "%s", status_server; next }

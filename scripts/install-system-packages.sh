@@ -24,6 +24,7 @@ done
 packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-dev pkg-config
           prometheus prometheus-redis-exporter prometheus-mysqld-exporter prometheus-nginx-exporter
           prometheus-alertmanager   # routes the alerts to the pager (stack/templates/alertmanager.yml)
+          mtail               # counts the purchases' answers in nginx's access log (monitoring/nginx.mtail)
           iproute2 nftables   # the test hosts of `make verdicts`: namespaces, veth, their links broken
           libfaketime         # ... and the clock jump of its clock-jump-redis (stack/clock.py)
           git)                # the measured figures name their commit (loadtest/measured.py)

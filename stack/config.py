@@ -162,7 +162,8 @@ class StackConfig:
 
     # Prometheus and what it scrapes besides the app instances, on loopback ports from
     # metrics_port up: Prometheus itself, the exporters of Redis, MariaDB and nginx,
-    # nginx's stub_status, the race runner, then one port per persister.
+    # nginx's stub_status, the race runner, then one port per persister; below it,
+    # Alertmanager, the pager, the edge's exporter and the port it reads nginx's lines on.
     @property
     def prometheus_port(self) -> int:
         return self.metrics_port
@@ -170,7 +171,7 @@ class StackConfig:
     @property
     def exporter_ports(self) -> dict[str, int]:
         base = self.metrics_port
-        return {"redis": base + 1, "mysqld": base + 2, "nginx": base + 3}
+        return {"redis": base + 1, "mysqld": base + 2, "nginx": base + 3, "edge": base - 3}
 
     # Below it: where the alerts go, Alertmanager, and the pager it notifies.
     @property
@@ -180,6 +181,10 @@ class StackConfig:
     @property
     def pager_port(self) -> int:
         return self.metrics_port - 2
+
+    @property
+    def edge_syslog_port(self) -> int:  # UDP: nginx's log lines to the edge's exporter
+        return self.metrics_port - 4
 
     @property
     def nginx_status_port(self) -> int:

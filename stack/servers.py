@@ -345,6 +345,10 @@ def real_ip_lines(proxies: list[str]) -> str:
     return f"{trusted}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;"
 
 
+# Each request's log line as a datagram to the edge's exporter (nginx/render.sh's EDGE_SYSLOG).
+EDGE_LOG = "    access_log syslog:server={syslog},tag=edge,nohostname json_line;"
+
+
 def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
     """nginx, its config written with the instances it sends requests to: ``admitted``,
     or every instance of ``config``."""
@@ -365,6 +369,7 @@ def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
                   real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
                   admin_allow="\n".join(f"            allow {a};" for a in config.nginx_admin_allow.split()),
                   race_listen="", race_rate_client="",  # the stack's rates are far above a race's
+                  edge_log=EDGE_LOG.format(syslog=f"127.0.0.1:{config.edge_syslog_port}"),
                   status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
     return Server(
         name="nginx",
@@ -394,7 +399,8 @@ def prometheus(config: StackConfig) -> Server:
                   expirer_port=config.expirer_metrics_port,
                   redis_port=config.redis_port, redis_gate_port=config.redis_gate_port,
                   redis_exporter_port=ports["redis"], mysqld_exporter_port=ports["mysqld"],
-                  nginx_exporter_port=ports["nginx"], prometheus_port=config.prometheus_port,
+                  nginx_exporter_port=ports["nginx"], edge_exporter_port=ports["edge"],
+                  prometheus_port=config.prometheus_port,
                   alertmanager_port=config.alertmanager_port)
     port = config.prometheus_port
     return Server(
@@ -453,7 +459,8 @@ EXPORTER_DB_USER = EXPORTER_DB_PASSWORD = "exporter"
 
 def exporters(config: StackConfig) -> list[Server]:
     """Prometheus' exporters of the stack's Redis servers (the gate's streams too),
-    MariaDB (its row-lock waits: the hot row's signal) and nginx (stub_status)."""
+    MariaDB (its row-lock waits: the hot row's signal), nginx (stub_status) and the
+    edge (the purchases' answers in nginx's access log)."""
     ports = config.exporter_ports
     d = config.dir("exporters")
     my_cnf = d / "mysqld-exporter.cnf"
@@ -485,6 +492,18 @@ def exporters(config: StackConfig) -> list[Server]:
                      f"-web.listen-address=127.0.0.1:{ports['nginx']}"],
             port=ports["nginx"],
             probe=http_probe(f"http://127.0.0.1:{ports['nginx']}/metrics"),
+            priority=40,
+        ),
+        # The purchases' answers as nginx gave them (stub_status counts no status codes):
+        # mtail reads the access log's lines that nginx sends it as datagrams, as in a
+        # cluster's nginx pod (deploy/k8s).
+        Server(
+            name="edge-exporter",
+            command=[binary("mtail"), f"--progs={ROOT / 'monitoring/nginx.mtail'}",
+                     f"--logs=udp://127.0.0.1:{config.edge_syslog_port}", "--address=127.0.0.1",
+                     f"--port={ports['edge']}", "--emit_prog_label=false", "--logtostderr"],
+            port=ports["edge"],
+            probe=http_probe(f"http://127.0.0.1:{ports['edge']}/metrics"),
             priority=40,
         ),
     ]

@@ -16,6 +16,7 @@ import yaml
 
 from pager.server import Pager, serve
 from stack.config import ROOT
+from stack.control import reconfigure
 from stack.servers import render
 from stack.supervisor import Supervisor
 
@@ -221,3 +222,38 @@ def test_on_the_stack_a_page_holds_back_the_warning_of_its_cause_and_the_heartbe
     # alert again every minute (its resend delay), Alertmanager on a fresh stack
     # perhaps only then.
     assert eventually(lambda: ("heartbeat", "FlashsaleWatchdog") in reached(), seconds=90), reached()
+
+
+@pytest.mark.e2e
+def test_with_every_app_stopped_the_edge_counts_the_failed_purchases(stack_apps, stack_config):
+    """The apps' figures say nothing of a purchase that never reached one; the edge's
+    (mtail on nginx's access log) count each answer nginx gave, its 5xx as failed."""
+    client = stack_apps()
+    query = f"http://127.0.0.1:{stack_config.prometheus_port}/api/v1/query"
+
+    def edge(codes: str) -> float:
+        result = requests.get(query, timeout=5, params={
+            "query": f'sum(flashsale_edge_purchases_total{{code=~"{codes}"}}) or vector(0)'}).json()
+        return float(result["data"]["result"][0]["value"][1])
+
+    sku = f"edge-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=20)
+    buyers = ["before", "after", *(f"away-{i}" for i in range(10))]
+    for buyer in buyers:
+        client.as_buyer(buyer)  # signed up while the apps answer
+    sold, failed = edge("201"), edge("5..")
+    assert client.order(sku, 1, "before").status_code == 201
+    # At least: a test before this one may still be finishing its requests.
+    assert eventually(lambda: edge("201") >= sold + 1, seconds=30, every=0.5)
+    supervisor = Supervisor(stack_config)
+    try:
+        for name in stack_config.app_names:
+            supervisor.stop(name)
+        answers = [client.order(sku, 1, f"away-{i}") for i in range(10)]
+        assert all(500 <= answer.status_code < 600 for answer in answers), [a.status_code for a in answers]
+        assert eventually(lambda: edge("5..") >= failed + 10, seconds=30, every=0.5)
+    finally:
+        reconfigure(stack_config)  # starts the instances again and waits until they answer
+    sold = edge("201")
+    assert client.order(sku, 1, "after").status_code == 201
+    assert eventually(lambda: edge("201") >= sold + 1, seconds=30, every=0.5)

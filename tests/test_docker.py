@@ -27,7 +27,7 @@ from .nginx_scratch import running_nginx
 LONG_RUNNING = {"db", "redis", "redis-gate", "zookeeper", "app1", "app2", "persister", "racer", "expirer",
                 "payprovider", "nginx", "locust-master", "prometheus", "grafana", "alertmanager", "pager"}
 # Images of the exporter alone, no shell for a health check: Prometheus' `up` is theirs.
-EXPORTERS = {"redis-exporter", "mysqld-exporter", "nginx-exporter"}
+EXPORTERS = {"redis-exporter", "mysqld-exporter", "nginx-exporter", "edge-exporter"}
 
 
 # What the compose file reads from the environment: the suite's own (a lane's
@@ -130,7 +130,11 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     assert "migrate" not in migrate["depends_on"]
     nginx_depends = compose["services"]["nginx"]["depends_on"]
     assert nginx_depends == {"app1": {"condition": "service_healthy"},
-                             "app2": {"condition": "service_healthy"}}
+                             "app2": {"condition": "service_healthy"},
+                             # the name its log lines go to, looked up when it starts
+                             "edge-exporter": {"condition": "service_started"}}
+    assert compose["services"]["nginx"]["environment"]["EDGE_SYSLOG"] == "edge-exporter:5140"
+    assert "--logs=udp://0.0.0.0:5140" in compose["services"]["edge-exporter"]["command"]
 
 
 @pytest.mark.system
@@ -219,11 +223,12 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
                                  "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080",
-                                 "STATUS_LISTEN": "127.0.0.1:9113"})
+                                 "STATUS_LISTEN": "127.0.0.1:9113", "EDGE_SYSLOG": "127.0.0.1:5140"})
     assert result.returncode == 0, result.stderr
     conf = Path(result.stdout.strip())
     text = conf.read_text()
     assert "listen 8080;" in text and "@{" not in text
+    assert "access_log syslog:server=127.0.0.1:5140,tag=edge,nohostname json_line;" in text
     assert "location @too_large {" in text and "@@" not in text
     assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
     assert "listen 127.0.0.1:9113;" in text and "stub_status;" in text

@@ -23,7 +23,8 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
-    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter", "alertmanager", "pager")
+    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter", "edge-exporter",
+                "alertmanager", "pager")
     for name in ("mariadb", "redis", "redis-gate", "zookeeper", "app1", "nginx", "racer", "expirer",
                  "payprovider", *config.persister_names, *watchers):
         assert f"\n{name}" in status.stdout
@@ -32,8 +33,8 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
     pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
     # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
     # by default), the expirer, the race runner, the payment provider's stand-in,
-    # Prometheus and three exporters, Alertmanager and the pager, and supervisord.
-    assert len(pids) == 16 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # Prometheus and four exporters, Alertmanager and the pager, and supervisord.
+    assert len(pids) == 17 + config.persisters and all(pid_alive(pid) for pid in pids)
     app = psutil.Process(sup.info("app1")["pid"])
     assert server in " ".join(app.cmdline())
     workers = [child.pid for child in app.children(recursive=True)]  # the server's workers
