@@ -378,8 +378,13 @@ def test_nginx_is_the_projects_configuration_in_front_of_the_apps_service(overla
     app_env = environment(docs, of_kind(docs, "Deployment")["flashsale-app"]["spec"]["template"]["spec"]
                           ["containers"][0], pod_name="x-0")
     assert ingress["host"] in app_env["DJANGO_ALLOWED_HOSTS"].split(",")
-    backend = ingress["http"]["paths"][0]["backend"]["service"]
-    assert backend == {"name": "flashsale-nginx", "port": {"name": "http"}}
+    # Everything to nginx; the purchase on a path of its own, whose answers the
+    # controller's metrics count apart (the edge's objective, rules-kubernetes.yml).
+    paths = {p["path"]: (p["pathType"], p["backend"]["service"]) for p in ingress["http"]["paths"]}
+    nginx = {"name": "flashsale-nginx", "port": {"name": "http"}}
+    assert paths == {"/": ("Prefix", nginx), "/api/orders": ("Exact", nginx)}
+    rules = (ROOT / "monitoring/rules-kubernetes.yml").read_text()
+    assert rules.count('ingress="flashsale", path="/api/orders", method="POST"') == 8
 
 
 def test_every_service_selects_pods_that_have_its_ports(overlay):
