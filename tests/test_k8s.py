@@ -500,8 +500,24 @@ def test_a_sale_is_scaled_ahead_by_raising_the_autoscalers_floor(overlay):
         floors[name] = json.loads(args[args.index("--patch") + 1])["spec"]["minReplicas"]
         assert pod["serviceAccountName"] == "sale-scale"
     assert floors["sale-scale-back"] == hpa["minReplicas"] < floors["sale-scale-ahead"] <= hpa["maxReplicas"]
-    [rule] = of_kind(docs, "Role")["sale-scale"]["rules"]
-    assert rule["resourceNames"] == ["flashsale-app"] and set(rule["verbs"]) == {"get", "patch"}
+    scaling, budgets = of_kind(docs, "Role")["sale-scale"]["rules"]
+    assert scaling["resourceNames"] == ["flashsale-app"] and set(scaling["verbs"]) == {"get", "patch"}
+    assert budgets["resources"] == ["poddisruptionbudgets"] and set(budgets["verbs"]) == {"get", "patch"}
+    # The data stores of one pod (in production): a drain moves them outside a sale
+    # (their budgets let one go) and waits through one (ahead closes them, back opens).
+    one_pod = {name for name, s in of_kind(render(K8S / "overlays/production"), "StatefulSet").items()
+               if name in DATA_STORES and s["spec"].get("replicas", 1) == 1}
+    assert one_pod == set(budgets["resourceNames"]) == {"mariadb", "redis"}
+    pdbs = of_kind(docs, "PodDisruptionBudget")
+    for name, allowed in (("sale-scale-ahead", 0), ("sale-scale-back", 1)):
+        patched = {}
+        for container in jobs[name]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][1:]:
+            kind, store = container["args"][1:3]
+            assert kind == "poddisruptionbudget", container["args"]
+            patched[store] = json.loads(container["args"][container["args"].index("--patch") + 1])
+        assert patched == {store: {"spec": {"maxUnavailable": allowed}} for store in one_pod}, name
+    assert all(pdbs[store]["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {
+        "app.kubernetes.io/name": "flashsale", "app.kubernetes.io/component": store}}} for store in one_pod)
 
 
 def test_zookeeper_is_an_ensemble_whose_servers_are_its_pods(overlay):

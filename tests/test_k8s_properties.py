@@ -48,7 +48,7 @@ def statefulsets_without_their_headless_service(docs: list[dict]) -> list[str]:
 
 def workloads_without_a_budget(docs: list[dict]) -> list[str]:
     """Every workload of more than one pod (or scaled by an autoscaler), and the
-    database, whose one pod a drain must not take unannounced."""
+    database and the cache's Redis, whose one pod a sale's Jobs keep from a drain."""
     scaled = {a["spec"]["scaleTargetRef"]["name"] for a in of_kind(docs, "HorizontalPodAutoscaler").values()}
     budgets = [b["spec"]["selector"]["matchLabels"] for b in of_kind(docs, "PodDisruptionBudget").values()]
     found = []
@@ -56,7 +56,7 @@ def workloads_without_a_budget(docs: list[dict]) -> list[str]:
         if doc["kind"] not in ("Deployment", "StatefulSet"):
             continue
         name, spec = doc["metadata"]["name"], doc["spec"]
-        if spec.get("replicas", 1) > 1 or name in scaled or name == "mariadb":
+        if spec.get("replicas", 1) > 1 or name in scaled or name in ("mariadb", "redis"):
             labels = spec["template"]["metadata"]["labels"]
             if not any(selector.items() <= labels.items() for selector in budgets):
                 found.append(name)
