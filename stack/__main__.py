@@ -10,6 +10,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack commands  # write the commands reference's table from the Makefile
     python -m stack clean     # down, then remove the run directory and what it made outside
     python -m stack restore-drill [--database NAME]  # dump, restore into a scratch server, compare
+    python -m stack prometheusrule  # write the cluster's PrometheusRule from the rule files
 
 Switch strategy by running `up` again with another FLASHSALE_STRATEGY: only the app
 instances restart (``reconfigure`` does the same from Python).
@@ -19,12 +20,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from . import commands, suite
+from . import commands, prometheusrule, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .drill import restore_drill
 from .servers import APP_DATABASE, StackError
+
+# What acts on the stack and says nothing back; what writes a file from another.
+ACTIONS: dict[str, Callable[[StackConfig], None]] = {"up": up, "down": down, "docs": docs, "clean": clean}
+WRITERS: dict[str, tuple[Path, Callable[[], bool], str]] = {
+    "commands": (commands.PAGE, commands.write, "the Makefile"),
+    "prometheusrule": (prometheusrule.TARGET, prometheusrule.write, "the rule files"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="state, PID and health of every server")
     sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
     sub.add_parser("commands", help="write the commands reference's table from the Makefile")
+    sub.add_parser("prometheusrule", help="write deploy/k8s/monitoring's PrometheusRule from the rule files")
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
     p_drill = sub.add_parser("restore-drill", help="dump the database as the nightly backup does, restore it "
                              "into a scratch MariaDB and compare the copy with the source (stack.drill)")
@@ -54,19 +65,14 @@ def main(argv: list[str] | None = None) -> int:
 
     config = StackConfig.from_env()
     try:
-        if args.command == "up":
-            up(config)
-        elif args.command == "down":
-            down(config)
+        if args.command in ACTIONS:
+            ACTIONS[args.command](config)
+        elif args.command in WRITERS:
+            target, write, source = WRITERS[args.command]
+            print(f"[stack] {target.relative_to(commands.ROOT)}: "
+                  + (f"written from {source}" if write() else f"already up to date with {source}"))
         elif args.command == "status":
             return status(config)
-        elif args.command == "docs":
-            docs(config)
-        elif args.command == "commands":
-            print(f"[stack] {commands.PAGE.relative_to(commands.ROOT)}: "
-                  + ("written from the Makefile" if commands.write() else "already as the Makefile says"))
-        elif args.command == "clean":
-            clean(config)
         elif args.command == "restore-drill":
             drill = restore_drill(config, args.database)
             print(drill.report())
@@ -84,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -202,7 +202,7 @@ def test_the_manifests_pass_yamllint():
     files = sorted(K8S.rglob("*.yaml"))
     assert len(files) > 10
     problems = [f"{path.relative_to(ROOT)}:{p.line}: {p.desc}" for path in files
-                for p in linter.run(path.read_text(), conf, str(path))]
+                for p in linter.run(path.read_text(), conf, str(path.relative_to(K8S)))]
     assert problems == []
 
 
@@ -262,7 +262,7 @@ def test_a_failover_or_a_drained_node_cannot_take_back_a_gate_order():
     docs = render(K8S / "overlays" / "production")
     pod = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]
     labels = pod["metadata"]["labels"]
-    (container,) = pod["spec"]["containers"]
+    container, _exporter = pod["spec"]["containers"]
     args = container["args"]
     assert args[args.index("--min-replicas-to-write") + 1] == "1"
     assert int(args[args.index("--min-replicas-max-lag") + 1]) <= 10
@@ -600,7 +600,7 @@ def test_a_gate_node_that_waits_for_its_peers_is_not_killed_meanwhile():
     every restarted node would crash-loop. The startup probe's budget covers the wait
     and a minute of loading."""
     docs = render(K8S / "overlays" / "production")
-    [node] = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
     script = (K8S / "overlays" / "production" / "redis-gate-start.sh").read_text()
     waits = int(re.search(r"\$\{RESOLVE_SECONDS:-(\d+)\}", script).group(1))
     startup = node["startupProbe"]
@@ -613,7 +613,7 @@ def test_one_gate_shard_down_leaves_the_others_selling():
     """``cluster-require-full-coverage yes`` (Redis's default) stops every shard once
     one slot has no primary; the README promises a shard's loss costs its products."""
     docs = render(K8S / "overlays" / "production")
-    [node] = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
     args = node["args"]
     assert args[args.index("--cluster-require-full-coverage") + 1] == "no"
 
