@@ -13,6 +13,10 @@ from .store import room_counts
 PLACES = Counter("flashsale_room_places", "Places taken in sales' waiting rooms (a buyer that asks "
                  "again after its admission ran out, or its place was skipped, takes a new one)")
 ADMISSIONS = Counter("flashsale_room_admissions", "Places admitted by sales' waiting rooms")
+# Every ask, a place's first and each later one: the room moves on as buyers ask, so
+# asks with no admission among them is a room that stalled (FlashsaleRoomStalled).
+ASKS = Counter("flashsale_room_asks", "Asks for a place in sales' waiting rooms, answered (a place's first "
+               "ask and each later one)")
 SKIPPED = Counter("flashsale_room_skipped", "Places skipped at their turn: their holder stopped asking")
 REFUSED = Counter("flashsale_room_refused", "Purchases refused for want of an admission that buys, by "
                   "reason", ["reason"])

@@ -154,8 +154,8 @@ def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None =
         raise refused or ChallengeRefused.because("too_easy", room_purpose(sku))
     if asked.state == "spent":
         raise ChallengeRefused.because("used", room_purpose(sku))
-    for counter, amount in ((metrics.PLACES, asked.joined), (metrics.ADMISSIONS, asked.admitted),
-                            (metrics.SKIPPED, asked.skipped)):
+    for counter, amount in ((metrics.ASKS, 1), (metrics.PLACES, asked.joined),
+                            (metrics.ADMISSIONS, asked.admitted), (metrics.SKIPPED, asked.skipped)):
         if amount:
             count(counter, amount=amount)
     if asked.state == "bounded":

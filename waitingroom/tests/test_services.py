@@ -255,7 +255,7 @@ def test_places_admissions_skips_and_refusals_are_counted(settings):
     def counted(name: str, **labels) -> float:
         return REGISTRY.get_sample_value(f"flashsale_room_{name}_total", labels) or 0.0
 
-    before = {name: counted(name) for name in ("places", "admissions", "skipped")}
+    before = {name: counted(name) for name in ("asks", "places", "admissions", "skipped")}
     refused = counted("refused", reason="missing")
     settings.FLASHSALE_ROOM_ABANDON_S = 0
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
@@ -263,8 +263,8 @@ def test_places_admissions_skips_and_refusals_are_counted(settings):
     place_ask(sku=sku, buyer="bob")
     moved_on(sku)
     place_ask(sku=sku, buyer="bob")  # skips ann, admits bob
-    assert {name: counted(name) - before[name] for name in before} == {"places": 2, "admissions": 1,
-                                                                       "skipped": 1}
+    assert {name: counted(name) - before[name] for name in before} == {"asks": 3, "places": 2,
+                                                                       "admissions": 1, "skipped": 1}
     open_now = open_room(sku="r-open", opens_in=0)
     with pytest.raises(AdmissionRefused):
         order_create(sku=open_now, quantity=1, user_id="cat", idempotency_key="k-cat")
