@@ -43,6 +43,27 @@ SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
 
 
+# Each reader of sizes its own units: Kubernetes' quantities (Ki, Mi, Gi binary; k, M,
+# G decimal; case-sensitive), Redis's (kb, mb, gb binary; k, m, g decimal: redis.conf's
+# own notes), MariaDB's options and the JVM's -Xmx (K, M, G binary).
+UNITS = {
+    "kubernetes": {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "k": 10**3, "M": 10**6, "G": 10**9},
+    "redis": {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "k": 10**3, "m": 10**6, "g": 10**9},
+    "mariadb": {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30},
+    "java": {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30},
+}
+
+
+def size_bytes(value: str, of: str) -> int:
+    """``value`` (``"2gb"``, ``"4352Mi"``, ``"256M"``) in bytes, as ``of`` reads it."""
+    found = re.fullmatch(r"(\d+)([a-zA-Z]*)", value)
+    assert found is not None, value
+    number, unit = found.groups()
+    unit = unit if of == "kubernetes" else unit.lower()
+    assert unit == "" or unit in UNITS[of], (value, of)
+    return int(number) * UNITS[of].get(unit, 1)
+
+
 def render(directory: Path) -> list[dict]:
     # No kubeconfig and a proxy that goes nowhere: kustomize reads files, and anything
     # that tried a server would fail here rather than reach one.

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from .test_k8s import K8S, OVERLAYS, of_kind, render
+from .test_k8s import K8S, OVERLAYS, of_kind, render, size_bytes
 
 MIB = 1 << 20
 # What one connection may hold at once, MariaDB 10.11's defaults: its thread's stack
@@ -25,16 +25,6 @@ POOL_OVERHEAD = 0.1
 FIXED = 384 * MIB
 # Connections beyond the processes': an operator's client, a dump, the exporter.
 SPARE = 10
-_UNITS = {"k": 1 << 10, "m": MIB, "g": 1 << 30, "ki": 1 << 10, "mi": MIB, "gi": 1 << 30}
-
-
-def _bytes(value: str) -> int:
-    found = re.fullmatch(r"(\d+)([a-zA-Z]*)", value)
-    assert found is not None, value
-    number, unit = found.groups()
-    return int(number) * _UNITS.get(unit.lower(), 1)
-
-
 def _flag(name: str, line: str) -> int:
     found = re.search(rf"--{name}=(\d+)", line)
     assert found is not None, (name, line)
@@ -87,14 +77,15 @@ def connections_short(docs: list[dict]) -> list[str]:
 
 
 def memory_needed(container: dict) -> int:
-    pool = _bytes(_setting(container, "innodb-buffer-pool-size"))
+    pool = size_bytes(_setting(container, "innodb-buffer-pool-size"), "mariadb")
     connections = int(_setting(container, "max-connections"))
     return int(pool * (1 + POOL_OVERHEAD)) + connections * PER_CONNECTION + FIXED
 
 
 def memory_short(docs: list[dict]) -> list[str]:
     container = _mariadb(docs)
-    needed, limit = memory_needed(container), _bytes(container["resources"]["limits"]["memory"])
+    needed = memory_needed(container)
+    limit = size_bytes(container["resources"]["limits"]["memory"], "kubernetes")
     return [] if needed <= limit else [
         f"needs {needed // MIB} MiB (the pool and {POOL_OVERHEAD:.0%} more, "
         f"{_setting(container, 'max-connections')} x {PER_CONNECTION // MIB} MiB, "

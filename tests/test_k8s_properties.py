@@ -14,7 +14,7 @@ import pytest
 
 from stack.drill import DUMP_OPTIONS
 
-from .test_k8s import IMAGE, K8S, OVERLAYS, of_kind, pod_specs, render
+from .test_k8s import IMAGE, K8S, OVERLAYS, of_kind, pod_specs, render, size_bytes
 
 # What an HTTP liveness probe must not ask: the endpoints that ask the backends. A
 # backend that is down is no reason to restart a process that answers (/livez is).
@@ -77,15 +77,6 @@ def containers_without_the_security_context(docs: list[dict]) -> list[str]:
     return found
 
 
-_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "k": 1000, "m": 1000**2, "g": 1000**3,
-          "ki": 1024, "mi": 1024**2, "gi": 1024**3}
-
-
-def _bytes(value: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([a-zA-Z]*)", value).groups()
-    return int(number) * _UNITS.get(unit.lower(), 1)
-
-
 def redis_past_its_share_of_the_limit(docs: list[dict]) -> list[str]:
     found = []
     for name, statefulset in of_kind(docs, "StatefulSet").items():
@@ -93,8 +84,8 @@ def redis_past_its_share_of_the_limit(docs: list[dict]) -> list[str]:
             args = container.get("args", [])
             if "--maxmemory" not in args:
                 continue
-            limit = _bytes(container["resources"]["limits"]["memory"])
-            if 2 * _bytes(args[args.index("--maxmemory") + 1]) + REDIS_BESIDES > limit:
+            limit = size_bytes(container["resources"]["limits"]["memory"], "kubernetes")
+            if 2 * size_bytes(args[args.index("--maxmemory") + 1], "redis") + REDIS_BESIDES > limit:
                 found.append(f"{name}: maxmemory {args[args.index('--maxmemory') + 1]} of a "
                              f"{container['resources']['limits']['memory']} limit")
     return found
@@ -148,8 +139,8 @@ def jvms_past_their_share_of_the_limit(docs: list[dict]) -> list[str]:
                 continue
             flags = {e["name"]: e.get("value", "") for e in container.get("env", [])}.get("JVMFLAGS", "")
             heap = re.search(r"-Xmx(\d+[kmgKMG])", flags)
-            limit = _bytes(container["resources"]["limits"]["memory"])
-            if heap is None or _bytes(heap[1].lower() + "i") > limit / 2:
+            limit = size_bytes(container["resources"]["limits"]["memory"], "kubernetes")
+            if heap is None or size_bytes(heap[1], "java") > limit / 2:
                 found.append(f"{doc['metadata']['name']}: {flags or 'no heap set'}")
     return found
 
