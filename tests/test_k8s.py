@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from yamllint import linter
 
 from flashsale.serve import arguments as serve_arguments
 from stack.config import ROOT
+
+from .test_prometheus import eventually
 
 K8S = ROOT / "deploy" / "k8s"
 OVERLAYS = ("small", "production")
@@ -770,3 +773,66 @@ def test_a_pod_saturated_at_the_opening_is_not_killed_for_it(overlay):
     live = app["livenessProbe"]
     assert live["timeoutSeconds"] > deadline
     assert live["periodSeconds"] * live["failureThreshold"] >= 60
+
+
+def _gate_node(docs: list[dict]) -> dict:
+    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    return node
+
+
+@pytest.mark.server  # it starts Redis servers of its own
+def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_primarys_data():
+    """Readiness is a PING no more: the probe's own command, run against a scratch
+    Redis Cluster, passes on its primaries and its linked replicas, and fails on a
+    replica whose primary is gone and on a node whose cluster has no slots."""
+    from stack.scratch import redis_cluster, start_redis
+
+    command = _gate_node(render(K8S / "overlays" / "production"))["readinessProbe"]["exec"]["command"]
+
+    def ready(port: int) -> bool:
+        script = command[-1].replace("redis-cli", f"redis-cli -p {port}")
+        return subprocess.run([*command[:-1], script], timeout=10).returncode == 0
+
+    with redis_cluster(masters=3, replicas=1) as servers:
+        primaries, replicas = servers[:3], servers[3:]
+        assert eventually(lambda: all(ready(s.port) for s in servers), seconds=30)
+        replica = next(r for r in replicas
+                       if r.client().info("replication")["master_port"] == primaries[0].port)
+        primaries[0].crash()
+        assert not ready(replica.port)  # its link is down until it is promoted
+    alone = start_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    try:
+        assert alone.client().cluster("info")["cluster_state"] == "fail" and not ready(alone.port)
+    finally:
+        alone.stop()
+
+
+def test_a_gate_replicas_backlog_holds_what_its_primary_writes_before_it_refuses(stack_apps, stack_config):
+    """A primary waits for a replica (min-replicas-to-write) only min-replicas-max-lag
+    seconds, then refuses purchases: what it writes meanwhile, at its shard's measured
+    ceiling (docs/results/measured/capacity.md), must fit its backlog, or a replica
+    back from a short absence needs a full resync, during which its primary refuses
+    purchases. A purchase's bytes are measured here: the gate's append-only file grows
+    by what replication carries (the script's effects)."""
+    import redis
+
+    args = _gate_node(render(K8S / "overlays" / "production"))["args"]
+    backlog = size_bytes(args[args.index("--repl-backlog-size") + 1], "redis")
+    lag_s = int(args[args.index("--min-replicas-max-lag") + 1])
+    measured = (ROOT / "docs/results/measured/capacity.md").read_text()
+    row = re.search(r"^\| gate \|.*?\*\*([\d,]+)\*\*", measured, flags=re.M)
+    assert row, "the gate's row of the capacity table"
+    ceiling = int(row.group(1).replace(",", ""))
+
+    client = stack_apps(strategy="gate")
+    sku = f"backlog-{uuid.uuid4().hex[:6]}"
+    client.reset(sku, stock=1000, strategy="gate")
+    buyers = [f"{sku}-{i}" for i in range(200)]
+    for buyer in buyers:
+        client.as_buyer(buyer)
+    gate = redis.Redis(port=stack_config.redis_gate_port)
+    before = gate.info("persistence")["aof_current_size"]
+    assert all(client.order(sku, 1, buyer).status_code == 201 for buyer in buyers)
+    per_purchase = (gate.info("persistence")["aof_current_size"] - before) / len(buyers)
+    assert 200 < per_purchase < 20_000, per_purchase  # a purchase's writes, not nothing
+    assert backlog >= per_purchase * ceiling * lag_s, (backlog, per_purchase, ceiling, lag_s)

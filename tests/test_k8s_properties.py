@@ -85,7 +85,10 @@ def redis_past_its_share_of_the_limit(docs: list[dict]) -> list[str]:
             if "--maxmemory" not in args:
                 continue
             limit = size_bytes(container["resources"]["limits"]["memory"], "kubernetes")
-            if 2 * size_bytes(args[args.index("--maxmemory") + 1], "redis") + REDIS_BESIDES > limit:
+            # A primary's replication backlog, where it sets one for its replicas.
+            backlog = (size_bytes(args[args.index("--repl-backlog-size") + 1], "redis")
+                       if "--repl-backlog-size" in args else 0)
+            if 2 * size_bytes(args[args.index("--maxmemory") + 1], "redis") + backlog + REDIS_BESIDES > limit:
                 found.append(f"{name}: maxmemory {args[args.index('--maxmemory') + 1]} of a "
                              f"{container['resources']['limits']['memory']} limit")
     return found
