@@ -509,6 +509,19 @@ def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(ov
         assert set(re.findall(r"--from-literal=(\w+)=", command)) == set(keys), secret
 
 
+def test_the_readme_says_how_to_rotate_each_secrets_every_key():
+    """Each key of each Secret the manifests read has its row in "Rotating a secret",
+    under its Secret's name (the payment keys too: the apps read them when set)."""
+    section = (K8S / "README.md").read_text().split("## Rotating a secret")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    for secret, keys in SECRETS.items():
+        for key in keys:
+            prefix = "RCLONE_CONFIG_OFFSITE_*" if key.startswith("RCLONE_CONFIG_OFFSITE_") else key
+            assert any(f"`{prefix}`" in row.split("|")[1] and f"(`{secret}`)" in row.split("|")[1]
+                       for row in rows), (secret, key)
+    assert any("`FLASHSALE_PAYMENTS_API_KEY`" in row for row in rows)
+
+
 def test_a_sale_is_scaled_ahead_by_raising_the_autoscalers_floor(overlay):
     _, docs = overlay
     hpa = of_kind(docs, "HorizontalPodAutoscaler")["flashsale-app"]["spec"]
