@@ -145,7 +145,7 @@ def dump(config: StackConfig, database: str, target: Path, options: Sequence[str
 @dataclass(frozen=True)
 class ScratchMariaDB:
     """A MariaDB server of the drill's own: a data directory in a temporary directory,
-    reached by its socket alone (no port), as root."""
+    reached by its socket as root (and by no port, unless it was given one)."""
 
     socket: Path
 
@@ -157,8 +157,9 @@ class ScratchMariaDB:
 
 
 @contextmanager
-def scratch_mariadb(ready_timeout: float = 60.0) -> Iterator[ScratchMariaDB]:
-    """A new, empty MariaDB server, stopped by its PID and removed afterwards."""
+def scratch_mariadb(*options: str, ready_timeout: float = 60.0) -> Iterator[ScratchMariaDB]:
+    """A new, empty MariaDB server, stopped by its PID and removed afterwards;
+    ``options`` are mariadbd's besides (a port to listen on: ``--port=N``)."""
     d = Path(tempfile.mkdtemp(prefix="flashsale-drill-"))
     user = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses root otherwise
     log = d / "error.log"
@@ -175,8 +176,8 @@ def scratch_mariadb(ready_timeout: float = 60.0) -> Iterator[ScratchMariaDB]:
         server = ScratchMariaDB(socket=d / "mysqld.sock")
         process = subprocess.Popen(
             [binary("mariadbd"), "--no-defaults", f"--datadir={d / 'data'}", f"--socket={server.socket}",
-             "--skip-networking", f"--pid-file={d / 'mysqld.pid'}", f"--log-error={log}",
-             "--skip-log-bin", "--innodb-buffer-pool-size=64M", *user],
+             f"--pid-file={d / 'mysqld.pid'}", f"--log-error={log}", "--innodb-buffer-pool-size=64M",
+             *(options or ("--skip-networking", "--skip-log-bin")), *user],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_timeout
         while True:

