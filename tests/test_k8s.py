@@ -41,7 +41,8 @@ IMAGE = "flashsale-app"
 SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "REDIS_PASSWORD",
                                  "ZOOKEEPER_AUTH"),
            "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",),
-           "flashsale-db-users": ("MARIADB_PASSWORD", "MARIADB_APP_PASSWORD", "MARIADB_BACKUP_PASSWORD"),
+           "flashsale-db-users": ("MARIADB_PASSWORD", "MARIADB_APP_PASSWORD", "MARIADB_BACKUP_PASSWORD",
+                                  "MARIADB_EXPORTER_PASSWORD"),
            "flashsale-backup-store": ("BACKUP_REMOTE", *(f"RCLONE_CONFIG_OFFSITE_{key}" for key in (
                "TYPE", "PROVIDER", "ENDPOINT", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY")))}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
@@ -636,7 +637,7 @@ def test_no_apply_sets_the_count_of_pods_an_autoscaler_owns(overlay):
 
 def test_mariadb_never_looks_a_client_up(overlay):
     _, docs = overlay
-    [container] = of_kind(docs, "StatefulSet")["mariadb"]["spec"]["template"]["spec"]["containers"]
+    container, _exporter = of_kind(docs, "StatefulSet")["mariadb"]["spec"]["template"]["spec"]["containers"]
     assert "--skip-name-resolve" in container["args"]
 
 

@@ -21,7 +21,7 @@ from stack.scratch import free_port
 from .test_k8s import K8S, of_kind, render
 
 PASSWORDS = {"flashsale": "owner-" + "o" * 40, "flashsale_app": "app-" + "a" * 40,
-             "flashsale_backup": "backup-" + "b" * 40}
+             "flashsale_backup": "backup-" + "b" * 40, "flashsale_exporter": "exporter-" + "e" * 40}
 REFUSED = (1044, 1142, 1227, 1370)  # access denied: to a database, a table, a privilege, a routine
 
 
@@ -56,7 +56,8 @@ def test_each_role_does_its_work_and_nothing_more():
         for _ in range(2):  # every release runs it again
             done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env={
                 **os.environ, "MYSQL_PWD": "", "MARIADB_APP_PASSWORD": PASSWORDS["flashsale_app"],
-                "MARIADB_BACKUP_PASSWORD": PASSWORDS["flashsale_backup"]})
+                "MARIADB_BACKUP_PASSWORD": PASSWORDS["flashsale_backup"],
+                "MARIADB_EXPORTER_PASSWORD": PASSWORDS["flashsale_exporter"]})
             assert done.returncode == 0, done.stderr
 
         def url(user: str) -> str:
@@ -110,3 +111,47 @@ def test_each_role_does_its_work_and_nothing_more():
             assert _refused(backup, "DELETE FROM orders_order")
             assert _refused(backup, "CALL flashsale_purchase(1, 0, 1, 'x', 'x', 'x', 'x', 0, 0, 1, FALSE, 0, "
                                     "'', 1)")
+
+        # The exporter reads the server's status (the exporter the stack runs, Debian's)
+        # in three connections at most, and nothing of the data.
+        with server.connect() as root, root.cursor() as cursor:
+            cursor.execute("SHOW CREATE USER 'flashsale_exporter'@'%'")
+            assert "MAX_USER_CONNECTIONS 3" in cursor.fetchone()[0]
+        with pytest.raises(MySQLdb.OperationalError) as refused:
+            connect("flashsale_exporter")  # the data's database, not even opened
+        assert refused.value.args[0] == 1044
+        assert "mysql_global_status_threads_connected" in _exported(port)
+
+
+def _exported(port: int) -> str:
+    """What mysqld_exporter serves, run as the exporter's user against ``port``."""
+    import tempfile
+    import time
+    import urllib.request
+
+    from stack.servers import binary
+
+    listen = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        cnf = os.path.join(d, "my.cnf")
+        with open(cnf, "w") as out:
+            out.write(f"[client]\nuser=flashsale_exporter\npassword={PASSWORDS['flashsale_exporter']}\n"
+                      f"host=127.0.0.1\nport={port}\n")
+        process = subprocess.Popen([binary("prometheus-mysqld-exporter"), f"--config.my-cnf={cnf}",
+                                    f"--web.listen-address=127.0.0.1:{listen}", "--no-collect.slave_status"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{listen}/metrics", timeout=5) as answer:
+                        text = answer.read().decode()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the exporter did not answer"
+                    time.sleep(0.2)
+        finally:
+            process.terminate()
+            process.wait(10)
+    assert "mysql_up 1" in text, text[-2000:]
+    return text
