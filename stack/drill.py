@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import StackConfig
-from .servers import APP_DATABASE, APP_DB_PASSWORD, APP_DB_USER, StackError, binary, tail
+from .servers import (
+    APP_DATABASE,
+    APP_DB_PASSWORD,
+    APP_DB_USER,
+    StackError,
+    binary,
+    mariadb_app_connection,
+    tail,
+)
 
 # What the nightly backup passes mariadb-dump (deploy/k8s/base/mariadb-backup.yaml; a
 # test holds the two the same): one consistent snapshot without locking a table, so a
@@ -41,10 +49,10 @@ TRIES = 3  # dumps made while the source keeps changing, before the drill gives 
 
 # The units an operator reads off the copy, beside each table's count and checksum.
 UNITS = {
-    "orders by status": "SELECT status, COUNT(*), SUM(quantity) FROM orders_order GROUP BY status",
-    "ledger by kind": "SELECT kind, COUNT(*), SUM(quantity) FROM inventory_stockflow GROUP BY kind",
+    "orders by status": "SELECT status, COUNT(*), SUM(quantity) FROM orders_order GROUP BY 1 ORDER BY 1",
+    "ledger by kind": "SELECT kind, COUNT(*), SUM(quantity) FROM inventory_stockflow GROUP BY 1 ORDER BY 1",
     "stock": "SELECT 'left and started with', SUM(quantity), SUM(initial_quantity) FROM inventory_stock",
-    "payments by status": "SELECT status, COUNT(*), SUM(amount) FROM payments_payment GROUP BY status",
+    "payments by status": "SELECT status, COUNT(*), SUM(amount) FROM payments_payment GROUP BY 1 ORDER BY 1",
 }
 
 
@@ -98,7 +106,7 @@ def figures(conn) -> Figures:
         units: dict[str, tuple[tuple[Any, ...], ...]] = {}
         for label, query in UNITS.items():
             try:
-                cursor.execute(query + " ORDER BY 1" if "GROUP BY" in query else query)
+                cursor.execute(query)
             except MySQLdb.ProgrammingError as e:
                 if e.args[0] != NO_SUCH_TABLE:
                     raise
@@ -114,10 +122,7 @@ def _plain(value: Any) -> Any:
 
 
 def source_figures(config: StackConfig, database: str) -> Figures:
-    import MySQLdb
-
-    with closing(MySQLdb.connect(host="127.0.0.1", port=config.mysql_port, user=APP_DB_USER,
-                                 password=APP_DB_PASSWORD, database=database, autocommit=True)) as conn:
+    with closing(mariadb_app_connection(config, database=database)) as conn:
         return figures(conn)
 
 
