@@ -397,3 +397,7 @@ class StackConfig:
                if k not in PURCHASE_KNOBS and k != "PROMETHEUS_MULTIPROC_DIR"}
         return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL_FILE": str(self.released_file),
                 "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)}
+
+
+def log_file(config: StackConfig, name: str) -> Path:
+    return config.dir("logs") / f"{name}.log"

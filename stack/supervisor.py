@@ -20,7 +20,7 @@ from pathlib import Path
 from supervisor.datatypes import dict_of_key_value_pairs
 from supervisor.xmlrpc import SupervisorTransport
 
-from .config import BIN, ROOT, StackConfig
+from .config import BIN, ROOT, StackConfig, log_file
 from .servers import Server, StackError, tail
 
 RUNNING_STATES = {"STARTING", "RUNNING"}
@@ -56,10 +56,6 @@ def _program(server: Server, config: StackConfig) -> str:
     if env:
         lines.append(f"environment={env}")
     return "\n".join(lines)
-
-
-def log_file(config: StackConfig, name: str) -> Path:
-    return config.dir("logs") / f"{name}.log"
 
 
 def socket_path(config: StackConfig) -> Path:
