@@ -17,7 +17,7 @@
 #   STATUS_LISTEN 9113                  stub_status (for the nginx exporter) here; none unless set
 #   RACE_LISTEN 8081                    the race runner's port: its rates count each buyer's
 #                                       Authorization, not the runner's address; none unless set
-#   EDGE_SYSLOG 127.0.0.1:5140          each request's log line also as a datagram there, for the
+#   EDGE_LOG    /var/log/edge/access.log each purchase's log line also into this file, for the
 #                                       edge's exporter (mtail); none unless set
 #   RENDER_ONLY 1                       write the config, print its path, don't start
 set -eu
@@ -67,8 +67,8 @@ if [ -n "${RACE_LISTEN:-}" ]; then
 fi
 
 edge_log=""
-if [ -n "${EDGE_SYSLOG:-}" ]; then
-  edge_log="    access_log syslog:server=${EDGE_SYSLOG},tag=edge,nohostname json_line;"
+if [ -n "${EDGE_LOG:-}" ]; then
+  edge_log="    access_log ${EDGE_LOG} json if=\$purchase_line;"
 fi
 
 error_log=${ERROR_LOG:-/dev/stderr}

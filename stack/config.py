@@ -163,7 +163,7 @@ class StackConfig:
     # Prometheus and what it scrapes besides the app instances, on loopback ports from
     # metrics_port up: Prometheus itself, the exporters of Redis, MariaDB and nginx,
     # nginx's stub_status, the race runner, then one port per persister; below it,
-    # Alertmanager, the pager, the edge's exporter and the port it reads nginx's lines on.
+    # Alertmanager, the pager and the edge's exporter.
     @property
     def prometheus_port(self) -> int:
         return self.metrics_port
@@ -181,10 +181,6 @@ class StackConfig:
     @property
     def pager_port(self) -> int:
         return self.metrics_port - 2
-
-    @property
-    def edge_syslog_port(self) -> int:  # UDP: nginx's log lines to the edge's exporter
-        return self.metrics_port - 4
 
     @property
     def nginx_status_port(self) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ROOT, StackConfig
+from .config import ROOT, StackConfig, log_file
 
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
 ZOOKEEPER_CLASSPATH = ":".join(
@@ -345,10 +345,6 @@ def real_ip_lines(proxies: list[str]) -> str:
     return f"{trusted}    real_ip_header X-Forwarded-For;\n    real_ip_recursive on;"
 
 
-# Each request's log line as a datagram to the edge's exporter (nginx/render.sh's EDGE_SYSLOG).
-EDGE_LOG = "    access_log syslog:server={syslog},tag=edge,nohostname json_line;"
-
-
 def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
     """nginx, its config written with the instances it sends requests to: ``admitted``,
     or every instance of ``config``."""
@@ -369,7 +365,7 @@ def nginx(config: StackConfig, admitted: list[str] | None = None) -> Server:
                   real_ip=real_ip_lines(config.nginx_trusted_proxies.split()),
                   admin_allow="\n".join(f"            allow {a};" for a in config.nginx_admin_allow.split()),
                   race_listen="", race_rate_client="",  # the stack's rates are far above a race's
-                  edge_log=EDGE_LOG.format(syslog=f"127.0.0.1:{config.edge_syslog_port}"),
+                  edge_log="",  # the edge's mtail reads nginx's log as supervisord keeps it
                   status_server=STATUS_SERVER.format(listen=f"127.0.0.1:{config.nginx_status_port}"))
     return Server(
         name="nginx",
@@ -495,12 +491,12 @@ def exporters(config: StackConfig) -> list[Server]:
             priority=40,
         ),
         # The purchases' answers as nginx gave them (stub_status counts no status codes):
-        # mtail reads the access log's lines that nginx sends it as datagrams, as in a
-        # cluster's nginx pod (deploy/k8s).
+        # mtail reads nginx's access log, as supervisord keeps (and rotates: mtail
+        # follows) it, from its end.
         Server(
             name="edge-exporter",
             command=[binary("mtail"), f"--progs={ROOT / 'monitoring/nginx.mtail'}",
-                     f"--logs=udp://127.0.0.1:{config.edge_syslog_port}", "--address=127.0.0.1",
+                     f"--logs={log_file(config, 'nginx')}", "--address=127.0.0.1",
                      f"--port={ports['edge']}", "--emit_prog_label=false", "--logtostderr"],
             port=ports["edge"],
             probe=http_probe(f"http://127.0.0.1:{ports['edge']}/metrics"),

@@ -130,11 +130,12 @@ def test_instances_wait_for_healthy_backends_and_one_migration(compose):
     assert "migrate" not in migrate["depends_on"]
     nginx_depends = compose["services"]["nginx"]["depends_on"]
     assert nginx_depends == {"app1": {"condition": "service_healthy"},
-                             "app2": {"condition": "service_healthy"},
-                             # the name its log lines go to, looked up when it starts
-                             "edge-exporter": {"condition": "service_started"}}
-    assert compose["services"]["nginx"]["environment"]["EDGE_SYSLOG"] == "edge-exporter:5140"
-    assert "--logs=udp://0.0.0.0:5140" in compose["services"]["edge-exporter"]["command"]
+                             "app2": {"condition": "service_healthy"}}
+    # The edge's exporter reads the file nginx writes the purchases' lines into.
+    edge = compose["services"]["edge-exporter"]
+    log = compose["services"]["nginx"]["environment"]["EDGE_LOG"]
+    assert f"--logs={log}" in edge["command"]
+    assert edge["depends_on"] == {"nginx": {"condition": "service_healthy"}}
 
 
 @pytest.mark.system
@@ -223,12 +224,12 @@ def test_nginx_config_rendered_for_docker_is_valid(tmp_path):
     result = subprocess.run(["sh", str(ROOT / "nginx/render.sh")], capture_output=True, text=True,
                             env={**os.environ, "RENDER_ONLY": "1", "RUN_DIR": str(tmp_path),
                                  "UPSTREAMS": "127.0.0.1:8101 127.0.0.1:8102", "NGINX_PORT": "8080",
-                                 "STATUS_LISTEN": "127.0.0.1:9113", "EDGE_SYSLOG": "127.0.0.1:5140"})
+                                 "STATUS_LISTEN": "127.0.0.1:9113", "EDGE_LOG": str(tmp_path / "edge.log")})
     assert result.returncode == 0, result.stderr
     conf = Path(result.stdout.strip())
     text = conf.read_text()
     assert "listen 8080;" in text and "@{" not in text
-    assert "access_log syslog:server=127.0.0.1:5140,tag=edge,nohostname json_line;" in text
+    assert f"access_log {tmp_path / 'edge.log'} json if=$purchase_line;" in text
     assert "location @too_large {" in text and "@@" not in text
     assert re.findall(r"server (\S+);", text) == ["127.0.0.1:8101", "127.0.0.1:8102"]
     assert "listen 127.0.0.1:9113;" in text and "stub_status;" in text

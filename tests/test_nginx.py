@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from stack.config import ROOT
 from stack.control import docs, reconfigure
 from stack.supervisor import Supervisor
 
@@ -417,13 +416,3 @@ def test_behind_a_trusted_proxy_the_rates_count_the_addresses_it_forwards(stack_
     # Each buyer has a bucket of its own: the rate, and one second's burst, then 429.
     assert buys("203.0.113.1") == [201, 201, 429, 429]
     assert buys("203.0.113.2") == [201, 201, 429, 429]
-
-
-def test_the_line_sent_to_the_edges_exporter_is_the_logged_line_ended():
-    """nginx has no way to share a format: the datagram's (``json_line``) is the
-    logged one's (``json``) written again, with the newline that ends a line for mtail."""
-    template = (ROOT / "nginx/nginx.conf.template").read_text()
-    formats = {name: re.sub(r"'\s+'", "", body) for name, body in
-               re.findall(r"log_format (\w+) escape=json (.*?);\n", template, flags=re.S)}
-    assert formats["json_line"] == formats["json"] + ' "\\n"'
-    assert '"status":$status' in formats["json"]
