@@ -35,6 +35,8 @@ from .servers import (
     StackError,
     binary,
     mariadb_app_connection,
+    mariadb_datadir,
+    mariadbd_as_root,
     tail,
 )
 
@@ -166,23 +168,15 @@ def scratch_mariadb(*options: str, ready_timeout: float = 60.0) -> Iterator[Scra
     """A new, empty MariaDB server, stopped by its PID and removed afterwards;
     ``options`` are mariadbd's besides (a port to listen on: ``--port=N``)."""
     d = Path(tempfile.mkdtemp(prefix="flashsale-drill-"))
-    user = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses root otherwise
     log = d / "error.log"
     process = None
     try:
-        with (d / "install.log").open("w") as out:
-            installed = subprocess.run(
-                [binary("mariadb-install-db"), "--no-defaults", f"--datadir={d / 'data'}",
-                 f"--user={'root' if user else os.environ.get('USER', 'mysql')}",
-                 "--auth-root-authentication-method=normal", "--skip-test-db"],
-                stdout=out, stderr=subprocess.STDOUT, check=False)
-        if installed.returncode:
-            raise DrillError(f"mariadb-install-db failed\n{tail(d / 'install.log')}")
+        mariadb_datadir(d / "data", log=d / "install.log")
         server = ScratchMariaDB(socket=d / "mysqld.sock")
         process = subprocess.Popen(
             [binary("mariadbd"), "--no-defaults", f"--datadir={d / 'data'}", f"--socket={server.socket}",
              f"--pid-file={d / 'mysqld.pid'}", f"--log-error={log}", "--innodb-buffer-pool-size=64M",
-             *(options or ("--skip-networking", "--skip-log-bin")), *user],
+             *(options or ("--skip-networking", "--skip-log-bin")), *mariadbd_as_root()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_timeout
         while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import yaml
 
+from . import pages
 from .config import ROOT
 
 RULE_FILES = (ROOT / "monitoring/rules.yml", ROOT / "monitoring/rules-kubernetes.yml")
@@ -44,8 +45,4 @@ def rendered() -> str:
 
 def write() -> bool:
     """Write the file; whether it changed."""
-    text = rendered()
-    if TARGET.exists() and TARGET.read_text() == text:
-        return False
-    TARGET.write_text(text)
-    return True
+    return pages.page_write(TARGET, lambda _: rendered())

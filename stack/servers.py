@@ -137,9 +137,13 @@ def http_probe(url: str) -> Callable[[], None]:
 # --- the stack ---------------------------------------------------------------------
 
 
+def mariadbd_as_root() -> list[str]:
+    """What mariadbd needs to run as root, when this process is: it refuses otherwise."""
+    return ["--user=root"] if os.geteuid() == 0 else []
+
+
 def mariadb(config: StackConfig) -> Server:
     d = config.dir("mariadb")
-    as_root = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses root otherwise
     return Server(
         name="mariadb",
         command=[
@@ -147,7 +151,7 @@ def mariadb(config: StackConfig) -> Server:
             f"--socket={d / 'mysqld.sock'}", f"--port={config.mysql_port}",
             "--bind-address=127.0.0.1", f"--pid-file={d / 'mysqld.pid'}",
             f"--log-error={d / 'error.log'}", "--skip-log-bin", "--skip-name-resolve",
-            "--max-connections=1000", "--innodb-buffer-pool-size=256M", *as_root,
+            "--max-connections=1000", "--innodb-buffer-pool-size=256M", *mariadbd_as_root(),
         ],
         port=config.mysql_port,
         probe=_mariadb_probe(d / "mysqld.sock"),
@@ -534,13 +538,17 @@ def all_servers(config: StackConfig) -> list[Server]:
 def mariadb_install(config: StackConfig) -> None:
     """Create the data directory once (``mariadb-install-db``)."""
     d = config.dir("mariadb")
-    if (d / "data" / "mysql").is_dir():
-        return
+    if not (d / "data" / "mysql").is_dir():
+        mariadb_datadir(d / "data", log=d / "install.log")
+
+
+def mariadb_datadir(data: Path, *, log: Path) -> None:
+    """A new MariaDB data directory at ``data`` (``mariadb-install-db``), root reached
+    by its socket; what the installer says goes to ``log``."""
     user = "root" if os.geteuid() == 0 else os.environ.get("USER", "mysql")
-    log = d / "install.log"
     with log.open("w") as out:
         result = subprocess.run(
-            [binary("mariadb-install-db"), "--no-defaults", f"--datadir={d / 'data'}",
+            [binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
              f"--user={user}", "--auth-root-authentication-method=normal", "--skip-test-db"],
             stdout=out, stderr=subprocess.STDOUT,
         )
