@@ -99,6 +99,11 @@ def pod_specs(docs: list[dict]) -> Iterator[tuple[dict, dict]]:
             yield doc, spec["jobTemplate"]["spec"]["template"]
 
 
+def container_of(docs: list[dict], kind: str, name: str, container: str | None = None) -> dict:
+    spec = of_kind(docs, kind)[name]["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if container is None or c["name"] == container)
+
+
 def flashsale_containers(docs: list[dict]) -> Iterator[tuple[dict, dict, dict]]:
     """(the object, its pod template, the container) of every flashsale process: the
     containers of the app image, and the init containers that run Django (not the

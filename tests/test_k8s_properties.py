@@ -14,7 +14,7 @@ import pytest
 
 from stack.drill import DUMP_OPTIONS
 
-from .test_k8s import IMAGE, K8S, OVERLAYS, of_kind, pod_specs, render, size_bytes
+from .test_k8s import IMAGE, K8S, OVERLAYS, container_of, of_kind, pod_specs, render, size_bytes
 
 # What an HTTP liveness probe must not ask: the endpoints that ask the backends. A
 # backend that is down is no reason to restart a process that answers (/livez is).
@@ -340,17 +340,12 @@ def test_the_migration_jobs_name_holds_whatever_form_the_image_takes(reference, 
     docs = render(tree / "overlays" / "production")
     (job,) = [name for name in of_kind(docs, "Job") if name.startswith("flashsale-migrate")]
     assert job == "flashsale-migrate-1.0.0" and DNS_SUBDOMAIN.fullmatch(job) and len(job) <= 253
-    image = _container(docs, "Deployment", "flashsale-app", "app")["image"]
+    image = container_of(docs, "Deployment", "flashsale-app", "app")["image"]
     assert image.startswith(reference["newName"])
 
 
-def _container(docs: list[dict], kind: str, name: str, container: str | None = None) -> dict:
-    spec = of_kind(docs, kind)[name]["spec"]["template"]["spec"]
-    return next(c for c in spec["containers"] if container is None or c["name"] == container)
-
-
 def _plant_liveness(docs):
-    _container(docs, "Deployment", "flashsale-app")["livenessProbe"]["httpGet"]["path"] = "/readyz"
+    container_of(docs, "Deployment", "flashsale-app")["livenessProbe"]["httpGet"]["path"] = "/readyz"
 
 
 def _plant_service(docs):
@@ -362,16 +357,16 @@ def _plant_budget(docs):
 
 
 def _plant_context(docs):
-    _container(docs, "Deployment", "flashsale-persister")["securityContext"]["capabilities"] = {"drop": []}
+    container_of(docs, "Deployment", "flashsale-persister")["securityContext"]["capabilities"] = {"drop": []}
 
 
 def _plant_redis(docs):
-    args = _container(docs, "StatefulSet", "redis")["args"]
+    args = container_of(docs, "StatefulSet", "redis")["args"]
     args[args.index("--maxmemory") + 1] = "3gb"
 
 
 def _plant_port(docs):
-    _container(docs, "Deployment", "flashsale-nginx")["readinessProbe"]["httpGet"]["port"] = 9999
+    container_of(docs, "Deployment", "flashsale-nginx")["readinessProbe"]["httpGet"]["port"] = 9999
 
 
 def _plant_token(docs):
@@ -380,7 +375,7 @@ def _plant_token(docs):
 
 
 def _plant_heap(docs):
-    env = _container(docs, "StatefulSet", "zookeeper")["env"]
+    env = container_of(docs, "StatefulSet", "zookeeper")["env"]
     env[:] = [e for e in env if e["name"] != "JVMFLAGS"]
 
 
@@ -389,17 +384,17 @@ def _plant_base_settings(docs):
 
 
 def _plant_open_redis(docs):
-    args = _container(docs, "StatefulSet", "redis-gate")["args"]
+    args = container_of(docs, "StatefulSet", "redis-gate")["args"]
     del args[args.index("--requirepass"):args.index("--requirepass") + 2]
 
 
 def _plant_everysec(docs):
-    args = _container(docs, "StatefulSet", "redis-gate")["args"]
+    args = container_of(docs, "StatefulSet", "redis-gate")["args"]
     args[args.index("--appendfsync") + 1] = "everysec"
 
 
 def _plant_no_binlog(docs):
-    args = _container(docs, "StatefulSet", "mariadb")["args"]
+    args = container_of(docs, "StatefulSet", "mariadb")["args"]
     args[:] = [arg for arg in args if not arg.startswith("--log-bin")]
 
 
@@ -432,5 +427,5 @@ def test_an_image_that_is_not_the_build_or_a_release_is_caught(production, image
     docs = copy.deepcopy(production)
     target = "flashsale-persister" if "flashsale-app" in image else "redis"
     kind = "Deployment" if "flashsale-app" in image else "StatefulSet"
-    _container(docs, kind, target)["image"] = image
+    container_of(docs, kind, target)["image"] = image
     assert images_not_the_build(docs, _built("production"))
