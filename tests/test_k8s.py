@@ -293,7 +293,7 @@ def test_a_failover_or_a_drained_node_cannot_take_back_a_gate_order():
     docs = render(K8S / "overlays" / "production")
     pod = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]
     labels = pod["metadata"]["labels"]
-    container, _exporter = pod["spec"]["containers"]
+    container = container_of(docs, "StatefulSet", "redis-gate", "redis")
     args = container["args"]
     assert args[args.index("--min-replicas-to-write") + 1] == "1"
     assert int(args[args.index("--min-replicas-max-lag") + 1]) <= 10
@@ -642,7 +642,7 @@ def test_no_apply_sets_the_count_of_pods_an_autoscaler_owns(overlay):
 
 def test_mariadb_never_looks_a_client_up(overlay):
     _, docs = overlay
-    container, _exporter = of_kind(docs, "StatefulSet")["mariadb"]["spec"]["template"]["spec"]["containers"]
+    container = container_of(docs, "StatefulSet", "mariadb", "mariadb")
     assert "--skip-name-resolve" in container["args"]
 
 
@@ -652,7 +652,7 @@ def test_a_gate_node_that_waits_for_its_peers_is_not_killed_meanwhile():
     every restarted node would crash-loop. The startup probe's budget covers the wait
     and a minute of loading."""
     docs = render(K8S / "overlays" / "production")
-    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    node = container_of(docs, "StatefulSet", "redis-gate", "redis")
     script = (K8S / "overlays" / "production" / "redis-gate-start.sh").read_text()
     waits = int(re.search(r"\$\{RESOLVE_SECONDS:-(\d+)\}", script).group(1))
     startup = node["startupProbe"]
@@ -665,7 +665,7 @@ def test_one_gate_shard_down_leaves_the_others_selling():
     """``cluster-require-full-coverage yes`` (Redis's default) stops every shard once
     one slot has no primary; the README promises a shard's loss costs its products."""
     docs = render(K8S / "overlays" / "production")
-    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
+    node = container_of(docs, "StatefulSet", "redis-gate", "redis")
     args = node["args"]
     assert args[args.index("--cluster-require-full-coverage") + 1] == "no"
 
@@ -803,11 +803,6 @@ def test_a_pod_saturated_at_the_opening_is_not_killed_for_it(overlay):
     assert live["periodSeconds"] * live["failureThreshold"] >= 60
 
 
-def _gate_node(docs: list[dict]) -> dict:
-    node, _exporter = of_kind(docs, "StatefulSet")["redis-gate"]["spec"]["template"]["spec"]["containers"]
-    return node
-
-
 @pytest.mark.server  # it starts Redis servers of its own
 def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_primarys_data():
     """Readiness is a PING no more: the probe's own command, run against a scratch
@@ -815,7 +810,8 @@ def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_pri
     replica whose primary is gone and on a node whose cluster has no slots."""
     from stack.scratch import redis_cluster, start_redis
 
-    command = _gate_node(render(K8S / "overlays" / "production"))["readinessProbe"]["exec"]["command"]
+    node = container_of(render(K8S / "overlays" / "production"), "StatefulSet", "redis-gate", "redis")
+    command = node["readinessProbe"]["exec"]["command"]
 
     def ready(port: int) -> bool:
         script = command[-1].replace("redis-cli", f"redis-cli -p {port}")
@@ -844,7 +840,7 @@ def test_a_gate_replicas_backlog_holds_what_its_primary_writes_before_it_refuses
     by what replication carries (the script's effects)."""
     import redis
 
-    args = _gate_node(render(K8S / "overlays" / "production"))["args"]
+    args = container_of(render(K8S / "overlays" / "production"), "StatefulSet", "redis-gate", "redis")["args"]
     backlog = size_bytes(args[args.index("--repl-backlog-size") + 1], "redis")
     lag_s = int(args[args.index("--min-replicas-max-lag") + 1])
     measured = (ROOT / "docs/results/measured/capacity.md").read_text()

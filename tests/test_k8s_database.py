@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from .test_k8s import K8S, OVERLAYS, of_kind, render, size_bytes
+from .test_k8s import K8S, OVERLAYS, container_of, of_kind, render, size_bytes
 
 MIB = 1 << 20
 # What one connection may hold at once, MariaDB 10.11's defaults: its thread's stack
@@ -32,9 +32,7 @@ def _flag(name: str, line: str) -> int:
 
 
 def _mariadb(docs: list[dict]) -> dict:
-    template = of_kind(docs, "StatefulSet")["mariadb"]["spec"]["template"]
-    (container,) = [c for c in template["spec"]["containers"] if c["name"] == "mariadb"]
-    return container
+    return container_of(docs, "StatefulSet", "mariadb", "mariadb")
 
 
 def _setting(container: dict, name: str) -> str:

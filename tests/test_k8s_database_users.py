@@ -19,6 +19,7 @@ from stack.drill import DUMP_OPTIONS, scratch_mariadb
 from stack.scratch import free_port
 
 from .test_k8s import K8S, of_kind, render
+from .test_prometheus import eventually
 
 PASSWORDS = {"flashsale": "owner-" + "o" * 40, "flashsale_app": "app-" + "a" * 40,
              "flashsale_backup": "backup-" + "b" * 40, "flashsale_exporter": "exporter-" + "e" * 40}
@@ -126,8 +127,6 @@ def test_each_role_does_its_work_and_nothing_more():
 def _exported(port: int) -> str:
     """What mysqld_exporter serves, run as the exporter's user against ``port``."""
     import tempfile
-    import time
-    import urllib.request
 
     from stack.servers import binary
 
@@ -141,17 +140,20 @@ def _exported(port: int) -> str:
                                     f"--web.listen-address=127.0.0.1:{listen}", "--no-collect.slave_status"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{listen}/metrics", timeout=5) as answer:
-                        text = answer.read().decode()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "the exporter did not answer"
-                    time.sleep(0.2)
+            text = eventually(lambda: _answers(f"http://127.0.0.1:{listen}/metrics"), seconds=30)
         finally:
             process.terminate()
             process.wait(10)
-    assert "mysql_up 1" in text, text[-2000:]
+    assert "mysql_up 1" in text, text[-2000:] or "the exporter did not answer"
     return text
+
+
+def _answers(url: str) -> str:
+    """``url``'s text; "" while nothing answers there."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.read().decode()
+    except OSError:
+        return ""

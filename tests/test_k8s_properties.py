@@ -233,8 +233,7 @@ def database_without_a_way_back(docs: list[dict]) -> list[str]:
     kept past the dumps it would replay from: a dump's position (``--master-data``)
     and the log after it bring the database back to any moment since."""
     for statefulset in ("mariadb",):
-        spec = of_kind(docs, "StatefulSet")[statefulset]["spec"]["template"]["spec"]
-        (container,) = [c for c in spec["containers"] if c["name"] == statefulset]
+        container = container_of(docs, "StatefulSet", statefulset, statefulset)
         args = dict(arg.removeprefix("--").partition("=")[::2] for arg in container["args"])
         kept = int(args.get("binlog-expire-logs-seconds", "0"))
         if not (args.get("log-bin") and args.get("binlog-format") == "ROW" and args.get("sync-binlog") == "1"
