@@ -808,7 +808,7 @@ def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_pri
     """Readiness is a PING no more: the probe's own command, run against a scratch
     Redis Cluster, passes on its primaries and its linked replicas, and fails on a
     replica whose primary is gone and on a node whose cluster has no slots."""
-    from stack.scratch import redis_cluster, start_redis
+    from stack.scratch import free_cluster_port, redis_cluster, start_redis
 
     node = container_of(render(K8S / "overlays" / "production"), "StatefulSet", "redis-gate", "redis")
     command = node["readinessProbe"]["exec"]["command"]
@@ -824,7 +824,9 @@ def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_pri
                        if r.client().info("replication")["master_port"] == primaries[0].port)
         primaries[0].crash()
         assert not ready(replica.port)  # its link is down until it is promoted
-    alone = start_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    # A port whose cluster bus (10,000 above) exists: a random free one may not.
+    alone = start_redis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        port=free_cluster_port())
     try:
         assert alone.client().cluster("info")["cluster_state"] == "fail" and not ready(alone.port)
     finally:
