@@ -85,31 +85,35 @@ demo: up  ## the burst under each strategy (the oversell table), then one round 
 race: up  ## every strategy against the same buyers at once, with a progress bar and the table (STRATEGIES=a,b)
 	$(PY) -m loadtest.race $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(RACE_ARGS)
 
+# Locust processes sending a comparison's load: one, or a master and this many workers.
+LOCUST_WORKERS ?= 1
+
 # The correct strategies (the payment mode's default).
 PAYMENT_STRATEGIES := setnx,redisson,redisson-fair,zookeeper,mysql,mysql-for-update,optimistic,atomic,gate
 
 #: `python -m loadtest.compare`: Locust against every strategy (`STRATEGIES=a,b` to choose,
-#: `COMPARE_ARGS="--rounds 5 --fast-path both"` for more); see [Results](../results/index.md)
+#: `COMPARE_ARGS="--rounds 5 --fast-path both"` for more, `LOCUST_WORKERS=N` for N Locust processes);
+#: see [Results](../results/index.md)
 compare: up  ## Locust against every strategy (STRATEGIES=a,b to choose): report in reports/<time>/
-	$(PY) -m loadtest.compare $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+	$(PY) -m loadtest.compare --workers $(LOCUST_WORKERS) $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 #: the same runner in hot mode (`--mode hot`): every request buys one hot product for 10 s, beside the
 #: same load spread one product per buyer; `COMPARE_ARGS="--segments 1,2,4,8"` sweeps the hot product's
 #: stock segments; see [Results: one hot product](../results/hot.md)
 compare-hot: up  ## every request buys one hot product, beside the same load spread (STRATEGIES=a,b)
-	$(PY) -m loadtest.compare --mode hot $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+	$(PY) -m loadtest.compare --workers $(LOCUST_WORKERS) --mode hot $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 #: the same runner at a sale's opening second (`--mode opening`): the crowd waits on the product page,
 #: then buys at the opening; see [Results: the opening second](../results/opening.md)
 compare-opening: up  ## the herd at a sale's opening second: the crowd waits on the page, then buys (STRATEGIES=a,b)
-	$(PY) -m loadtest.compare --mode opening $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
+	$(PY) -m loadtest.compare --workers $(LOCUST_WORKERS) --mode opening $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(COMPARE_ARGS)
 
 #: the same runner on a sale with a payment window (`--mode payment`, `COMPARE_ARGS="--pay-ratio 0.7
 #: --window 5 --grace 2"`): each buyer buys until it has an order, then pays and follows it until paid
 #: (a payment too late is refunded: it buys again), or (a share) never pays; the unpaid units sell
 #: again until every unit is paid; see [Results: pay or release](../results/payment.md)
 compare-payment: up  ## a sale with a payment window: a share of buyers never pays, their units sell again (STRATEGIES=a,b)
-	$(PY) -m loadtest.compare --mode payment --strategies $(or $(STRATEGIES),$(PAYMENT_STRATEGIES)) $(COMPARE_ARGS)
+	$(PY) -m loadtest.compare --workers $(LOCUST_WORKERS) --mode payment --strategies $(or $(STRATEGIES),$(PAYMENT_STRATEGIES)) $(COMPARE_ARGS)
 
 $(VENV)/.bench: requirements-bench.txt | $(VENV)/.runtime
 	$(PY) -m pip install -q --disable-pip-version-check --require-hashes -r requirements-bench.txt

@@ -112,13 +112,19 @@ class LocustRun:
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
                retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
                timeout: float = 300, history: Path | None = None, tokens: Path | None = None,
-               pay_ratio: float = 1.0, stop_file: Path | None = None) -> LocustRun:
+               pay_ratio: float = 1.0, stop_file: Path | None = None, workers: int = 1) -> LocustRun:
     """One headless Locust run; its CSVs land beside ``out``; with ``history``, every
     purchase recorded there (``common.history``); with ``tokens`` (a ``buyers_make``
-    file), its buyers signed in."""
+    file), its buyers signed in; with ``workers`` above one, in Locust's distributed
+    mode: a master and that many worker processes (``--processes``), their samples
+    merged by the master."""
+    if workers > 1 and history:
+        # A history's times are one process's monotonic clock.
+        raise ValueError("a history is recorded by one Locust process: workers=1 with history")
     summary = out.with_suffix(".json")
     command = [
         str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE), "--headless",
+        *(["--processes", str(workers)] if workers > 1 else []),
         "-u", str(users), "-r", str(users), "-H", base_url, "--run-time", f"{int(timeout)}s",
         "--csv", str(out), "--only-summary", "--loglevel", "ERROR",
         "--sku", sku, "--endpoint", endpoint, "--attempts", str(attempts),
@@ -142,10 +148,12 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
                     opens_at=data["opens_at"], payments=[tuple(p) for p in data.get("payments", [])],
                     arrivals=[tuple(a) for a in data.get("arrivals", [])])
     # The CSV's last snapshot holds every purchase and page read (the run quits a while
-    # after the last is answered), and may miss a payment's last follow-up still in flight.
+    # after the last is answered), and may miss a payment's last follow-up still in flight;
+    # distributed, the samples may miss one too (a worker sends them once its purchases
+    # are answered, and may follow an order a while longer; no figure reads them).
     counted = len(run.answers) + len(run.reads)
-    seen = counted + len(run.payments)
-    if not counted <= totals.requests <= seen or not run.payments and totals.requests != seen:
+    seen = counted + len(run.payments) if workers == 1 else totals.requests
+    if not counted <= totals.requests <= seen or not run.payments and totals.requests != counted:
         raise RuntimeError(f"locust counted {totals.requests} requests, the locustfile {seen}")
     return run
 
@@ -205,7 +213,7 @@ class Comparison:
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
                           retry_share=self.retry_share, seconds=self.seconds, skus=skus,
                           refresh_ms=self.args.refresh_ms, history=history, tokens=self.tokens,
-                          pay_ratio=self.args.pay_ratio, stop_file=stop_file)
+                          pay_ratio=self.args.pay_ratio, stop_file=stop_file, workers=self.args.workers)
 
     def history(self, label: str, n: int) -> Path | None:
         """Where round ``n`` of ``label`` records its history, if ``--history`` asked."""
@@ -390,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
                              "payment: a sale with a payment window, a share of buyers never pays")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Locust processes sending the load (distributed mode: a master and this "
+                             "many workers, the users and requests shared evenly)")
     parser.add_argument("--stock", type=int, default=100, help="sale and opening modes")
     parser.add_argument("--lead", type=float, default=6,
                         help="opening mode: seconds from the reset to the opening (the users start "
@@ -437,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
     except ValueError:
         parser.error(f"--segments: counts of 1 to {MAX_SEGMENTS}, comma-separated, not {args.segments!r}")
 
+    if args.workers < 1:
+        parser.error(f"--workers: one or more, not {args.workers}")
+    if args.workers > 1 and args.history:
+        parser.error("--history records one Locust process's clock: not with --workers above 1")
     config = StackConfig.from_env()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(args.reports) / stamp
@@ -444,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
     command = "python -m loadtest.compare " + shlex.join(argv if argv is not None else sys.argv[1:])
     servers = (f"{config.instances} instances x {config.workers} workers x {config.threads} threads "
                f"behind nginx, race delay 0, {args.rounds} round(s); medians")
-    client = f"{args.users} Locust users on 127.0.0.1 ({os.cpu_count()} cores shared with the servers)"
+    processes = f" in {args.workers} worker processes" if args.workers > 1 else ""
+    client = (f"{args.users} Locust users{processes} on 127.0.0.1 ({os.cpu_count()} cores shared with "
+              f"the servers)")
     if args.mode == "opening":
         setup = (f"The opening second: {client}; the sale opens {args.lead:g} s after its reset with stock "
                  f"{args.stock}; every user loads the product page, reloads it every {args.refresh_ms:g} ms "
@@ -466,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
     else:
         setup = (f"{client}, {args.attempts} requests per run ({args.retry_share:.0%} sent twice with "
                  f"the same key), stock {args.stock}, {servers}")
+    # Locust's own percentiles are bucketed; the report's come from the samples.
+    setup += "; every percentile from each answer's own latency (nearest rank)"
+    if args.workers > 1:
+        setup += ", the workers' samples merged"
     print(f"Comparing {len(strategies)} strategies: {setup}\nRaw data: {out_dir}", flush=True)
 
     run = Comparison(args, config, out_dir)

@@ -36,6 +36,13 @@ done. The run ends when every buyer is done,
 once ``--seconds`` have passed, or once ``--stop-file`` exists (the runner makes it
 when every unit is paid).
 
+Distributed (``--processes N`` on one machine, or ``--master`` and ``--worker``
+processes on several), the run is the same run: the master hands each worker an even
+share of ``--attempts`` and of the buyers' numbers, each worker sends every attempt
+it recorded to the master once its share is answered, and the master quits once
+its statistics count every request the workers reported, and writes the one
+``--summary-json``: the samples themselves, so percentiles merge exactly.
+
 Sold out and replays are expected answers; 503 busy, other statuses and malformed
 bodies are failures. Every attempt's timing and outcome is written to
 ``--summary-json`` for ``loadtest.compare`` to turn into figures.
@@ -43,6 +50,7 @@ bodies are failures. Every attempt's timing and outcome is written to
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import random
@@ -54,6 +62,7 @@ from pathlib import Path
 import gevent
 from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
 
 from common.history import Recorder
 from loadtest.figures import OPENING_PRESSES, server_timing
@@ -68,6 +77,11 @@ SOLD_OUT_PAUSE = 0.25
 PAY_TRIES = 20
 FOLLOW_EVERY = 1.0  # seconds between two looks at an order waiting for its webhook
 FOLLOW_TRIES = 60
+# Distributed: the message a worker sends the master with every attempt it recorded,
+# and how long the master waits for the workers' statistics to catch up with them
+# (a worker reports them every 3 s).
+TALLY_MESSAGE = "flashsale-tally"
+STATS_CATCH_UP_SECONDS = 15.0
 
 
 @events.init_command_line_parser.add_listener
@@ -92,6 +106,9 @@ def _arguments(parser):
     parser.add_argument("--tokens", default="", help="buyers signed in: a `manage.py buyers_make` file "
                         "(name, a tab, token: a line each), buyer n buying as its n-th line")
     parser.add_argument("--summary-json", default="", help="write every attempt's outcome here")
+    # Set by the master as a run starts, for its workers: the workers' indexes, the
+    # order of their shares.
+    parser.add_argument("--shares", default="", include_in_web_ui=False, help=argparse.SUPPRESS)
     parser.add_argument("--history", default="", help="record every purchase's invocation, completion "
                         "and answer here (common.history's JSON lines; the runner adds the reset and "
                         "the final read)")
@@ -127,7 +144,8 @@ class Tally:
     def buyer_ended(self) -> None:
         """An opening-second buyer is done; once all are, no more tickets."""
         self.ended += 1
-        if self.environment and self.ended >= self.environment.parsed_options.num_users:
+        # This process's buyers: every buyer in one process, its share on a worker.
+        if self.environment and self.ended >= self.environment.runner.target_user_count:
             self.limit = self.issued
             self._quit_when_all_answered()
 
@@ -152,18 +170,89 @@ class Tally:
         runner = self.environment.runner if self.environment else None
         if len(self.attempts) == self.limit and runner is not None:
             self.environment = None  # quit once
-            gevent.spawn_later(CSV_SETTLE_SECONDS, runner.quit)  # the last answer is in
+            if isinstance(runner, WorkerRunner):  # the master quits, once every worker's share is in
+                runner.send_message(TALLY_MESSAGE, self.sent(runner.stats.total.num_requests))
+            else:
+                gevent.spawn_later(CSV_SETTLE_SECONDS, runner.quit)  # the last answer is in
+
+    def sent(self, requests: int) -> dict:
+        """What a worker tells the master at its end: every sample, and how many
+        requests its statistics counted (the master's must reach the sum)."""
+        return {"limit": self.limit, "attempts": self.attempts, "reads": self.reads,
+                "arrivals": self.arrivals, "opens_at": self.opens_at,
+                "payments": self.payments, "requests": requests}
+
+    def received(self, sent: dict) -> None:
+        """The master: one worker's samples added to the run's."""
+        self.limit += sent["limit"]
+        self.attempts.extend(tuple(a) for a in sent["attempts"])
+        self.reads.extend(tuple(r) for r in sent["reads"])
+        self.arrivals.update(sent["arrivals"])  # by buyer: no two workers share one
+        self.payments.extend(tuple(p) for p in sent["payments"])
+        self.opens_at = self.opens_at if sent["opens_at"] is None else sent["opens_at"]
+
+
+class Place:
+    """Where this process's buyers sit among every worker's: a worker's position in
+    the master's list of shares and their count (alone: 0 of 1). Its share of a total
+    is even; its n-th buyer is the run's ``(n - 1) * count + index + 1``-th, so that
+    one process numbers its buyers as ever and workers never share a number."""
+
+    def __init__(self) -> None:
+        self.index, self.count = 0, 1
+
+    def share(self, total: int) -> int:
+        return total // self.count + (self.index < total % self.count)
+
+    def number(self, local: int) -> int:
+        return (local - 1) * self.count + self.index + 1
 
 
 tally = Tally()
+place = Place()
 recorder = Recorder()  # every purchase, when --history asks for it
 buyers: list[tuple[str, str]] = []  # (name, bearer token) with --tokens
+# The master: how many workers' samples it waits for, and how many requests they counted.
+workers_reported: list[int] = []
+
+
+@events.init.add_listener
+def _on_init(environment, **kwargs):
+    if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(TALLY_MESSAGE, _tally_received)
+
+
+def _tally_received(environment, msg, **kwargs):
+    tally.received(msg.data)
+    workers_reported.append(msg.data["requests"])
+    if len(workers_reported) == len(environment.parsed_options.shares.split(",")):
+        gevent.spawn(_quit_once_counted, environment.runner, sum(workers_reported))
+
+
+def _quit_once_counted(runner, requests: int) -> None:
+    """The master quits once its statistics hold every request the workers counted
+    (and its CSV has been written since), or after a while if a worker's never come."""
+    deadline = time.monotonic() + STATS_CATCH_UP_SECONDS
+    while runner.stats.total.num_requests < requests and time.monotonic() < deadline:
+        gevent.sleep(0.2)
+    gevent.sleep(CSV_SETTLE_SECONDS)
+    runner.quit()
 
 
 @events.test_start.add_listener
 def _start(environment, **kwargs):
-    tally.limit = environment.parsed_options.attempts
-    tally.window = environment.parsed_options.seconds
+    runner, options = environment.runner, environment.parsed_options
+    if isinstance(runner, MasterRunner):
+        # Sent to the workers with the spawn jobs that follow this event.
+        options.shares = ",".join(str(runner.get_worker_index(worker.id)) for worker in sorted(
+            runner.clients.ready + runner.clients.running + runner.clients.spawning,
+            key=lambda worker: runner.get_worker_index(worker.id)))
+        return
+    if isinstance(runner, WorkerRunner):
+        shares = options.shares.split(",")
+        place.index, place.count = shares.index(str(runner.worker_index)), len(shares)
+    tally.limit = place.share(options.attempts)
+    tally.window = options.seconds
     tally.environment = environment
     if environment.parsed_options.stop_file:
         tally.stop_file = Path(environment.parsed_options.stop_file)
@@ -180,13 +269,16 @@ def _progress(environment):
         done = len(tally.attempts)
         created = sum(1 for a in tally.attempts if a[2] == "created")
         limit, window = ("", f" of {tally.window:g}") if tally.window else (f"/{tally.limit}", "")
-        print(f"    {done}{limit} answered, {done - last} req/s now, {created} orders, "
+        worker = f"worker {place.index + 1}/{place.count}: " if place.count > 1 else ""
+        print(f"    {worker}{done}{limit} answered, {done - last} req/s now, {created} orders, "
               f"{time.monotonic() - started:.0f}s{window}", flush=True)
         last = done
 
 
 @events.quitting.add_listener
 def _write_summary(environment, **kwargs):
+    if isinstance(environment.runner, WorkerRunner):
+        return  # its samples went to the master, which writes them
     if environment.parsed_options.history:
         recorder.write(Path(environment.parsed_options.history))
     path = environment.parsed_options.summary_json
@@ -227,7 +319,7 @@ class Buyer(FastHttpUser):
     wait_time = constant(0)  # a flash sale: ask again the moment you are answered
 
     def on_start(self):
-        number = next(_buyer_ids)
+        number = place.number(next(_buyer_ids))
         self.user_id, self.token = f"buyer-{number}", None
         if buyers:
             self.user_id, self.token = buyers[(number - 1) % len(buyers)]

@@ -9,6 +9,8 @@ import pytest
 
 from common.history import Final, Purchase, Reset, read
 from stack.config import ROOT
+from tests.test_metrics import scraped_from
+from tests.test_prometheus import eventually
 from verdicts.checker import check
 
 pytestmark = pytest.mark.e2e
@@ -53,6 +55,44 @@ def test_compare_two_strategies_writes_the_report_and_passes_the_gate(stack_apps
     none = rows["none"]["median"]
     if none["oversold"] or none["lost_updates"]:
         assert check(read(run / "none-r1.history.jsonl")).valid is False
+
+
+def edge_counts(config) -> dict[str, float]:
+    """HTTP code → purchases nginx answered with it, as mtail counts them from its
+    access log (the apps' own counters restart with them; the edge's do not)."""
+    scraped = scraped_from(f"http://127.0.0.1:{config.exporter_ports['edge']}/metrics")
+    return {dict(labels)["code"]: value for (name, labels), value in scraped.items()
+            if name == "flashsale_edge_purchases_total"}
+
+
+def test_two_locust_workers_share_the_load_and_their_merged_counts_are_the_servers(
+        stack_apps, stack_config, tmp_path):
+    """Locust's distributed mode: a master and two worker processes share the users
+    and the requests; the report's figures, merged from both workers' samples, are the
+    answers nginx counted, code by code, and the orders the database holds."""
+    stack_apps()
+    before = edge_counts(stack_config)
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest.compare", "--strategies", "atomic", "--rounds", "1", "--users", "20",
+         "--attempts", "151", "--stock", "50", "--workers", "2", "--reports", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    stack_apps()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # Each worker sent its own share (151 requests: 76 and 75), and said so.
+    assert "worker 1/2: 76/76 answered" in result.stdout and "worker 2/2: 75/75 answered" in result.stdout
+    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    atomic = {row["label"]: row for row in json.loads((run / "summary.json").read_text())["rows"]}["atomic"]
+    median = atomic["median"]
+    assert (median["attempts"], median["orders"], median["created"], median["errors"]) == (151, 50, 50, 0)
+    merged = {"201": median["created"], "200": median["replayed"], "409": median["sold_out"]}
+    expected = {code: count for code, count in merged.items() if count}
+
+    def grown() -> dict[str, float]:
+        after = edge_counts(stack_config)
+        return {code: n - before.get(code, 0) for code, n in after.items() if n != before.get(code, 0)}
+
+    assert eventually(lambda: grown() == expected, seconds=30), (grown(), expected)
 
 
 def test_hot_mode_buys_with_every_request_and_reports_the_apps_hold_times(stack_apps, tmp_path):

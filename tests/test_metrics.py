@@ -25,12 +25,16 @@ def scraped(config, ports: list[int] | None = None) -> dict[tuple[str, frozenset
     ``ports`` (default: every app instance)."""
     summed: dict[tuple[str, frozenset], float] = {}
     for port in ports or [config.app_port_of(name) for name in config.app_names]:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                key = (sample.name, frozenset(sample.labels.items()))
-                summed[key] = summed.get(key, 0) + sample.value
+        for key, value in scraped_from(f"http://127.0.0.1:{port}/metrics").items():
+            summed[key] = summed.get(key, 0) + value
     return summed
+
+
+def scraped_from(url: str) -> dict[tuple[str, frozenset], float]:
+    """(sample name, its labels) → value, from one exporter's page."""
+    text = requests.get(url, timeout=10).text
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 def purchases_counted(config) -> dict[tuple[str, str], float]:
