@@ -49,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -77,6 +77,7 @@ from .figures import (
     opening_as_dict,
     opening_figures,
     parse_locust_stats,
+    percentile,
     requests_per_tick,
     run_figures,
     served_by_arrival,
@@ -107,17 +108,21 @@ class LocustRun:
     opens_at: float | None  # opening mode: the sale's start, epoch seconds
     arrivals: list[tuple]  # opening mode: each buyer's first request (start, got an order)
     payments: list[tuple]  # payment mode: every payment asked for and order followed (start, end, status)
+    late: list[float]  # open mode: how far behind its buyer's scheduled arrival each purchase left, s
 
 
 def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int, attempts: int,
                retry_share: float, seconds: float = 0, skus: int = 1, refresh_ms: float = 500,
                timeout: float = 300, history: Path | None = None, tokens: Path | None = None,
-               pay_ratio: float = 1.0, stop_file: Path | None = None, workers: int = 1) -> LocustRun:
+               pay_ratio: float = 1.0, stop_file: Path | None = None, workers: int = 1,
+               rate: float = 0, open_at: float = 0) -> LocustRun:
     """One headless Locust run; its CSVs land beside ``out``; with ``history``, every
     purchase recorded there (``common.history``); with ``tokens`` (a ``buyers_make``
     file), its buyers signed in; with ``workers`` above one, in Locust's distributed
     mode: a master and that many worker processes (``--processes``), their samples
-    merged by the master."""
+    merged by the master. The ``open`` endpoint's crowd is ``users`` buyers arriving
+    once each from ``open_at`` (epoch seconds), ``rate`` a second or in the shape of an
+    opening (``loadtest.arrivals``)."""
     if workers > 1 and history:
         # A history's times are one process's monotonic clock.
         raise ValueError("a history is recorded by one Locust process: workers=1 with history")
@@ -131,6 +136,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
         "--retry-share", str(retry_share), "--summary-json", str(summary),
         "--seconds", str(seconds), "--skus", str(skus), "--refresh-ms", str(refresh_ms),
         "--pay-ratio", str(pay_ratio), *(["--stop-file", str(stop_file)] if stop_file else []),
+        "--arrivals", str(users), "--rate", str(rate), "--open-at", repr(open_at),
         *(["--history", str(history)] if history else []),
         *(["--tokens", str(tokens)] if tokens else []),
     ]
@@ -146,7 +152,7 @@ def run_locust(*, base_url: str, out: Path, sku: str, endpoint: str, users: int,
     data = json.loads(summary.read_text())
     run = LocustRun(answers=[tuple(a) for a in data["attempts"]], reads=[tuple(r) for r in data["reads"]],
                     opens_at=data["opens_at"], payments=[tuple(p) for p in data.get("payments", [])],
-                    arrivals=[tuple(a) for a in data.get("arrivals", [])])
+                    arrivals=[tuple(a) for a in data.get("arrivals", [])], late=data.get("late", []))
     # The CSV's last snapshot holds every purchase and page read (the run quits a while
     # after the last is answered), and may miss a payment's last follow-up still in flight;
     # distributed, the samples may miss one too (a worker sends them once its purchases
@@ -208,12 +214,13 @@ class Comparison:
                                    hours=12) if config.buyer_auth else None)
 
     def locust(self, label: str, sku: str, endpoint: str, n: int, skus: int = 1,
-               history: Path | None = None, stop_file: Path | None = None) -> LocustRun:
+               history: Path | None = None, stop_file: Path | None = None, open_at: float = 0) -> LocustRun:
         return run_locust(base_url=self.config.base_url, out=self.out_dir / f"{_file_label(label)}-r{n}",
                           sku=sku, endpoint=endpoint, users=self.args.users, attempts=self.attempts,
                           retry_share=self.retry_share, seconds=self.seconds, skus=skus,
                           refresh_ms=self.args.refresh_ms, history=history, tokens=self.tokens,
-                          pay_ratio=self.args.pay_ratio, stop_file=stop_file, workers=self.args.workers)
+                          pay_ratio=self.args.pay_ratio, stop_file=stop_file, workers=self.args.workers,
+                          open_at=open_at)
 
     def history(self, label: str, n: int) -> Path | None:
         """Where round ``n`` of ``label`` records its history, if ``--history`` asked."""
@@ -274,6 +281,31 @@ class Comparison:
                 raise RuntimeError(f"{label}: no buyer read the sale's start from the product page")
             openings.append(opening_figures(run.answers, run.reads, run.opens_at, run.arrivals))
             ticks[:] = requests_per_tick(run.answers, run.reads, run.opens_at)
+            return run_figures(run.answers, self.client.audit(sku))
+
+        rounds = measure(label, self.args.rounds, one_round)
+        sale = Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
+                   fast_path=True, median=median_figures(rounds), rounds=rounds)
+        return OpeningRow(label=label, sale=sale, opening=median_figures(openings), rounds=openings,
+                          ticks=ticks)
+
+    def open_opening(self, strategy: str) -> OpeningRow:
+        """``rounds`` sales that open ``--lead`` seconds after their reset, to an open
+        crowd: ``--users`` buyers arriving once each from the opening on, in its shape
+        (``loadtest.arrivals``), whatever the answers; each latency counts from its
+        buyer's arrival."""
+        label = f"{strategy}, open crowd"
+        sku = f"opening-open-{strategy}"
+        openings: list = []
+        ticks: list = []
+
+        def one_round(n):
+            self.client.reset(sku, self.args.stock, name=f"Opening under {label}", starts_in=self.args.lead)
+            opens_at = datetime.fromisoformat(self.client.product(sku)["starts_at"]).timestamp()
+            run = self.locust(label, sku, "open", n, open_at=opens_at)
+            figures = opening_figures(run.answers, [], opens_at)
+            openings.append(replace(figures, behind_p99_ms=percentile(run.late, 99) * 1000))
+            ticks[:] = requests_per_tick(run.answers, [], opens_at)
             return run_figures(run.answers, self.client.audit(sku))
 
         rounds = measure(label, self.args.rounds, one_round)
@@ -364,9 +396,11 @@ def hot_mode(run: Comparison, strategies: list[str],
     return [ceiling], hot_rows
 
 
-def opening_mode(run: Comparison, strategies: list[str], rooms: list[str]) -> list[OpeningRow]:
+def opening_mode(run: Comparison, strategies: list[str], rooms: list[str], *,
+                 open_crowd: bool = True) -> list[OpeningRow]:
     """The herd at the opening second, one strategy after another; for those in
-    ``rooms``, the same herd in a waiting room next."""
+    ``rooms``, the same herd in a waiting room next; then, with ``open_crowd``, as many
+    buyers arriving in the opening's shape without waiting for answers."""
     rows = []
     for i, strategy in enumerate(strategies, 1):
         print(f"[{i}/{len(strategies)}] {strategy}", flush=True)
@@ -374,6 +408,8 @@ def opening_mode(run: Comparison, strategies: list[str], rooms: list[str]) -> li
         rows.append(run.opening(strategy))
         if strategy in rooms:
             rows.append(run.opening(strategy, room=True))
+        if open_crowd:
+            rows.append(run.open_opening(strategy))
     return rows
 
 
@@ -410,6 +446,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
     parser.add_argument("--rooms", default="atomic,gate",
                         help="opening mode: the strategies whose sale also runs with a waiting room, "
                              "beside the open crowd (empty: none)")
+    parser.add_argument("--open-crowd", action=argparse.BooleanOptionalAction, default=True,
+                        help="opening mode: after each strategy's closed crowd, an open one: as many "
+                             "buyers arriving once each in the opening's shape (a climb to its peak at "
+                             "1 s, then halving every second), their latency from their arrival")
     parser.add_argument("--room-rate", type=int, default=50,
                         help="opening mode: the waiting room's admissions a second")
     parser.add_argument("--room-active", type=int, default=50,
@@ -503,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901 (the modes' option
             rows, hot_rows = hot_mode(run, strategies, segment_counts)
         elif args.mode == "opening":
             rooms = [strategy_get(s.strip()).name for s in args.rooms.split(",") if s.strip()]
-            opening_rows = opening_mode(run, strategies, rooms)
+            opening_rows = opening_mode(run, strategies, rooms, open_crowd=args.open_crowd)
         elif args.mode == "payment":
             payment_rows = payment_mode(run, strategies)
         else:

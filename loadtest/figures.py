@@ -209,6 +209,9 @@ class OpeningFigures:
     # Whether the first buyers to arrive (their first request) were the ones served:
     # fifo_score over the buyers in the order they came. NaN without arrivals.
     fifo: float = math.nan
+    # An open crowd: how far behind its buyers' scheduled arrivals the client sent their
+    # purchases, p99 (what of its latencies is the client's own). NaN for a closed crowd.
+    behind_p99_ms: float = math.nan
 
 
 def opening_figures(attempts: list[tuple], reads: list[tuple], opens_at: float,

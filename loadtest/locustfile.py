@@ -36,6 +36,14 @@ done. The run ends when every buyer is done,
 once ``--seconds`` have passed, or once ``--stop-file`` exists (the runner makes it
 when every unit is paid).
 
+``--endpoint open`` is an open crowd: each buyer arrives once, at a time fixed
+before the run (``loadtest.arrivals``: ``--rate`` a second, or with no rate in the
+shape of an opening), from ``--open-at`` on, buys once and is done, whether or not
+the buyers before it were answered. Its latency counts from that scheduled arrival,
+not from when the request left: a client that falls behind its schedule, or a
+server that stalls, shows in the figures. Run it with as many users as
+``--arrivals``: each user is one buyer.
+
 Distributed (``--processes N`` on one machine, or ``--master`` and ``--worker``
 processes on several), the run is the same run: the master hands each worker an even
 share of ``--attempts`` and of the buyers' numbers, each worker sends every attempt
@@ -65,6 +73,7 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from common.history import Recorder
+from loadtest.arrivals import arrival_offset
 from loadtest.figures import OPENING_PRESSES, server_timing
 
 _buyer_ids = itertools.count(1)
@@ -81,6 +90,9 @@ FOLLOW_TRIES = 60
 # and how long the master waits for the workers' statistics to catch up with them
 # (a worker reports them every 3 s).
 TALLY_MESSAGE = "flashsale-tally"
+# Open mode without --open-at: the first arrival this long after the run starts,
+# once every user has been started.
+OPEN_LEAD_SECONDS = 2.0
 STATS_CATCH_UP_SECONDS = 15.0
 
 
@@ -94,8 +106,16 @@ def _arguments(parser):
                         help="spread the buyers over this many products named <sku>-<n>")
     parser.add_argument("--retry-share", type=float, default=0.1,
                         help="share of purchases sent again with the same Idempotency-Key")
-    parser.add_argument("--endpoint", choices=["purchase", "ping", "opening", "opening-room", "payment"],
-                        default="purchase")
+    parser.add_argument("--endpoint", default="purchase",
+                        choices=["purchase", "ping", "opening", "opening-room", "payment", "open"])
+    parser.add_argument("--arrivals", type=int, default=0, help="open: the buyers, each arriving once")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="open: buyers arriving a second (0: in the shape of an opening)")
+    parser.add_argument("--half-life", type=float, default=1.0,
+                        help="open, an opening's shape: seconds in which its arrivals halve after the peak")
+    parser.add_argument("--open-at", type=float, default=0,
+                        help="open: when the first buyer arrives, epoch seconds (0: two seconds after "
+                             "the start)")
     parser.add_argument("--stop-file", default="",
                         help="stop sending once this file exists (the runner's: the sale is done)")
     parser.add_argument("--pay-ratio", type=float, default=1.0,
@@ -140,6 +160,9 @@ class Tally:
         self.ended = 0
         # Payment mode: each payment asked for (start, end, HTTP status).
         self.payments: list[tuple[float, float, int]] = []
+        # Open mode: how late each purchase left, after its buyer's scheduled arrival (s).
+        self.late: list[float] = []
+        self.started = 0.0  # when this process's run started, epoch seconds
 
     def buyer_ended(self) -> None:
         """An opening-second buyer is done; once all are, no more tickets."""
@@ -180,7 +203,7 @@ class Tally:
         requests its statistics counted (the master's must reach the sum)."""
         return {"limit": self.limit, "attempts": self.attempts, "reads": self.reads,
                 "arrivals": self.arrivals, "opens_at": self.opens_at,
-                "payments": self.payments, "requests": requests}
+                "payments": self.payments, "late": self.late, "requests": requests}
 
     def received(self, sent: dict) -> None:
         """The master: one worker's samples added to the run's."""
@@ -189,6 +212,7 @@ class Tally:
         self.reads.extend(tuple(r) for r in sent["reads"])
         self.arrivals.update(sent["arrivals"])  # by buyer: no two workers share one
         self.payments.extend(tuple(p) for p in sent["payments"])
+        self.late.extend(sent["late"])
         self.opens_at = self.opens_at if sent["opens_at"] is None else sent["opens_at"]
 
 
@@ -253,6 +277,7 @@ def _start(environment, **kwargs):
         place.index, place.count = shares.index(str(runner.worker_index)), len(shares)
     tally.limit = place.share(options.attempts)
     tally.window = options.seconds
+    tally.started = time.time()
     tally.environment = environment
     if environment.parsed_options.stop_file:
         tally.stop_file = Path(environment.parsed_options.stop_file)
@@ -290,7 +315,7 @@ def _write_summary(environment, **kwargs):
                        "seconds": tally.window, "skus": environment.parsed_options.skus,
                        "attempts": tally.attempts, "reads": tally.reads, "opens_at": tally.opens_at,
                        "arrivals": list(tally.arrivals.values()),
-                       "payments": tally.payments}, out)
+                       "payments": tally.payments, "late": tally.late}, out)
 
 
 def classify(status: int, body: dict | None) -> str:
@@ -319,7 +344,7 @@ class Buyer(FastHttpUser):
     wait_time = constant(0)  # a flash sale: ask again the moment you are answered
 
     def on_start(self):
-        number = place.number(next(_buyer_ids))
+        self.number = number = place.number(next(_buyer_ids))
         self.user_id, self.token = f"buyer-{number}", None
         if buyers:
             self.user_id, self.token = buyers[(number - 1) % len(buyers)]
@@ -349,10 +374,22 @@ class Buyer(FastHttpUser):
         if self.options.endpoint == "payment":
             self._pay_or_release()
             return
+        if self.options.endpoint == "open":
+            self._arrive()
+            return
         key = uuid.uuid4().hex
         self._purchase(key, name="purchase")
         if random.random() < self.options.retry_share:
             self._purchase(key, name="purchase (retried key)")
+
+    def _arrive(self) -> None:
+        """Open mode: wait for this buyer's arrival, buy once, be done."""
+        opens = self.options.open_at or tally.started + OPEN_LEAD_SECONDS
+        scheduled = opens + arrival_offset(self.number - 1, self.options.arrivals, rate=self.options.rate,
+                                           half_life=self.options.half_life)
+        gevent.sleep(max(scheduled - time.time(), 0))
+        self._purchase(uuid.uuid4().hex, name="purchase, open", scheduled=scheduled)
+        self._end()
 
     def _at_the_opening(self) -> None:
         if self.opens_at is None or time.time() < self.opens_at:
@@ -512,13 +549,18 @@ class Buyer(FastHttpUser):
         self.opens_at = tally.opens_at - self.offset
         return True
 
-    def _purchase(self, key: str, *, name: str, admission: str | None = None) -> tuple[str, dict | None]:
+    def _purchase(self, key: str, *, name: str, admission: str | None = None,
+                  scheduled: float | None = None) -> tuple[str, dict | None]:
         """Buy one (with the waiting room's ``admission``, if given); the outcome
-        (``classify``) and the answer's body."""
+        (``classify``) and the answer's body. With ``scheduled`` (open mode), its
+        latency counts from then."""
         if not tally.take_ticket():
             raise StopUser()
         op = recorder.invoke(self.user_id, self.sku, 1, key) if self.options.history else None
         start = time.time()
+        if scheduled is not None:
+            tally.late.append(max(start - scheduled, 0.0))
+            start = scheduled
         body: dict = {"sku": self.sku, "quantity": 1}
         headers = {"Idempotency-Key": key}
         if self.token is None:

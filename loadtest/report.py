@@ -82,6 +82,7 @@ OPENING_COLUMNS = [
     ("purchases p50/p99 ms", lambda o: _ms(o.opening.purchase_p50_ms, o.opening.purchase_p99_ms)),
     ("most in flight, first 2 s", lambda o: number_text(o.opening.in_flight)),
     ("FIFO score", lambda o: number_text(o.opening.fifo, 2)),
+    ("open: client behind p99 ms", lambda o: number_text(o.opening.behind_p99_ms)),
     ("early", lambda o: number_text(o.opening.early)),
     ("orders", lambda o: number_text(o.sale.median.orders)),
     ("oversold", lambda o: number_text(o.sale.worst_oversold)),

@@ -155,8 +155,9 @@ def test_the_opening_table_shows_the_first_second_and_the_requests_around_it():
     assert lines[0].startswith("| strategy | page loads/s before | page p50/p99 ms | page errors | "
                                "1st s: purchases | 1st s: orders | 1st s: sold out | 1st s: busy | "
                                "1st s: errors | 1st s p50/p99 ms |")
-    assert lines[2] == ("| atomic | 2 | 20/30 | 1 | 5 | 2 | 1 | 1 | 1 | 200/400 | 450 | 200/400 | 4 | – | 1 "
-                        "| 2 | 0 | 0 | ok | 1 |")
+    # A closed crowd: no schedule for the client to fall behind ("open: client behind").
+    assert lines[2] == ("| atomic | 2 | 20/30 | 1 | 5 | 2 | 1 | 1 | 1 | 200/400 | 450 | 200/400 | 4 | – | – "
+                        "| 1 | 2 | 0 | 0 | ok | 1 |")
     assert lines[3].endswith("| 3 | 1 | 0 | BROKEN | 1 |")
     assert "| ms from the opening | -200 | -100 | +0 | +100 |" in text
     assert "| atomic: page / buy | 0 / 0 | 0 / 1 | 0 / 2 | 0 / 2 |" in text
