@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -147,6 +147,12 @@ bench-servers: up  ## the request server: gunicorn against granian on every row,
 bench-capacity: up  ## what bounds a sale under each design, and what adding nodes does (deploy/k8s/README.md)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.capacity $(BENCH_ARGS)
+
+#: `python -m benchmarks.locust_client`: what one Locust process costs a request (its CPU, ping and
+#: purchases, one process and a master with two workers), so how many workers a rate needs (see
+#: [Kubernetes: load from inside the cluster](../guides/kubernetes.md#load-from-inside-the-cluster))
+bench-locust: up  ## what one Locust process costs a request: how many workers a rate needs
+	$(PY) -m benchmarks.locust_client $(BENCH_ARGS)
 
 #: `python -m benchmarks.metrics_cost`: ping, the gate, `atomic` and `setnx` with the apps' metrics on
 #: and off, alternately: what counting and timing cost (see [metrics](metrics.md))

@@ -139,6 +139,11 @@ class Tally:
     and what each attempt got."""
 
     def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        """Nothing issued, nothing recorded: each run starts here (a worker, or a master
+        behind Locust's web page, runs one after another in one process)."""
         self.limit = 0
         self.issued = 0
         self.window = 0.0
@@ -194,13 +199,15 @@ class Tally:
         if len(self.attempts) == self.limit and runner is not None:
             self.environment = None  # quit once
             if isinstance(runner, WorkerRunner):  # the master quits, once every worker's share is in
-                runner.send_message(TALLY_MESSAGE, self.sent(runner.stats.total.num_requests))
+                runner.send_message(TALLY_MESSAGE, self.sent())
             else:
                 gevent.spawn_later(CSV_SETTLE_SECONDS, runner.quit)  # the last answer is in
 
-    def sent(self, requests: int) -> dict:
+    def sent(self) -> dict:
         """What a worker tells the master at its end: every sample, and how many
-        requests its statistics counted (the master's must reach the sum)."""
+        requests they are (the master's statistics must count as many: a worker's own
+        count only what it has not yet reported)."""
+        requests = len(self.attempts) + len(self.reads) + len(self.payments)
         return {"limit": self.limit, "attempts": self.attempts, "reads": self.reads,
                 "arrivals": self.arrivals, "opens_at": self.opens_at,
                 "payments": self.payments, "late": self.late, "requests": requests}
@@ -250,22 +257,34 @@ def _tally_received(environment, msg, **kwargs):
     tally.received(msg.data)
     workers_reported.append(msg.data["requests"])
     if len(workers_reported) == len(environment.parsed_options.shares.split(",")):
-        gevent.spawn(_quit_once_counted, environment.runner, sum(workers_reported))
+        gevent.spawn(_end_once_counted, environment, sum(workers_reported))
 
 
-def _quit_once_counted(runner, requests: int) -> None:
-    """The master quits once its statistics hold every request the workers counted
-    (and its CSV has been written since), or after a while if a worker's never come."""
+def _end_once_counted(environment, requests: int) -> None:
+    """The master ends the run once its statistics hold every request the workers
+    counted (and its CSV has been written since), or after a while if a worker's never
+    come: headless, it quits (and writes the summary as it does); behind the web page,
+    it writes the summary and stops, ready for the next run."""
+    runner = environment.runner
     deadline = time.monotonic() + STATS_CATCH_UP_SECONDS
     while runner.stats.total.num_requests < requests and time.monotonic() < deadline:
         gevent.sleep(0.2)
     gevent.sleep(CSV_SETTLE_SECONDS)
-    runner.quit()
+    if environment.parsed_options.headless:
+        runner.quit()
+    else:
+        _write_summary(environment)
+        runner.stop()
 
 
 @events.test_start.add_listener
 def _start(environment, **kwargs):
+    global _buyer_ids
     runner, options = environment.runner, environment.parsed_options
+    tally.reset()
+    workers_reported.clear()
+    buyers.clear()
+    _buyer_ids = itertools.count(1)
     if isinstance(runner, MasterRunner):
         # Sent to the workers with the spawn jobs that follow this event.
         options.shares = ",".join(str(runner.get_worker_index(worker.id)) for worker in sorted(
