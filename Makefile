@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-room-million bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -147,6 +147,13 @@ bench-servers: up  ## the request server: gunicorn against granian on every row,
 bench-capacity: up  ## what bounds a sale under each design, and what adding nodes does (deploy/k8s/README.md)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m benchmarks.capacity $(BENCH_ARGS)
+
+#: `python -m benchmarks.room_million`: one sale's waiting room filled with a million places through
+#: its store (and a share through nginx): Redis's memory and CPU a place, an ask's cost and latency
+#: with a million waiting, the admissions a second against the rate (see [the waiting
+#: room](../concepts/waiting-room.md#a-million-waiting))
+bench-room-million: up  ## a million places in one waiting room: memory and CPU a place, asks, the admission rate
+	$(PY) -m benchmarks.room_million $(BENCH_ARGS)
 
 #: `python -m benchmarks.locust_client`: what one Locust process costs a request (its CPU, ping and
 #: purchases, one process and a master with two workers), so how many workers a rate needs (see

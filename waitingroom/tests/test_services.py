@@ -21,7 +21,7 @@ from orders.purchase import order_create
 from orders.reset import sale_reset
 from waitingroom.metrics import RoomCollector
 from waitingroom.services import RoomTerms, admission_checked, admission_spend, place_ask, room_purpose
-from waitingroom.store import room_keys
+from waitingroom.store import room_counts, room_join_many, room_keys
 from waitingroom.tokens import LEEWAY_S, admission_read, admission_token
 
 pytestmark = pytest.mark.django_db
@@ -89,6 +89,17 @@ def test_a_shuffled_room_admits_the_places_taken_before_the_opening_in_a_random_
     assert (late.position, late.ahead) == (31, 29)  # behind every early place still waiting
     assert place_ask(sku="r-shuffled", buyer=min(early, key=ahead.get)).state == "admitted"
     assert place_ask(sku="r-shuffled", buyer=max(early, key=ahead.get)).state == "waiting"
+
+
+def test_a_room_filled_in_bulk_holds_the_places_one_ask_at_a_time_would():
+    sku = open_room()
+    assert room_join_many(sku=sku, buyers=[f"bulk-{n}" for n in range(500)]) == 500
+    assert room_join_many(sku=sku, buyers=["bulk-7", "late"]) == 1  # bulk-7 has its place
+    assert room_counts(sku=sku).waiting == 501
+    late = place_ask(sku=sku, buyer="late")
+    assert (late.state, late.position, late.ahead) == ("waiting", 501, 500)
+    moved_on(sku)
+    assert place_ask(sku=sku, buyer="bulk-0").state == "admitted"  # first in, first admitted
 
 
 def test_places_are_admitted_in_order_while_the_active_bound_has_room():
