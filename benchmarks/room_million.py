@@ -63,6 +63,11 @@ def redis_now() -> tuple[int, float]:
     return int(info["used_memory"]), float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def asks_a_second(waiting: int, rate: int) -> float:
+    """The asks a second of ``waiting`` buyers, each asking when the room tells it."""
+    return sum(1000 / store.ask_interval_ms(ahead, rate) for ahead in range(waiting))
+
+
 def fill(sku: str, places: int) -> tuple[float, float, float]:
     """(bytes a place, Redis CPU µs a place, places a second) for ``places`` places."""
     memory, cpu = redis_now()
@@ -178,6 +183,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{percentile(http, 99):.1f} ms |")
         print(f"| admissions a second, at a rate of {args.rate:,} | {admitted_rate:,.0f} "
               f"({admitted_rate / args.rate:.2f} of the rate) |")
+        every = asks_a_second(args.places, args.rate)
+        fixed = args.places * 1000 / store.ASK_LEAST_MS  # every one at the least interval
+        print(f"\nWhat one room sustains: one core of its Redis answers {1e6 / cpu_ask:,.0f} asks a second "
+              f"by waiting buyers, and a sale's room is one key set on one shard (its hash tag). Each "
+              f"waiting buyer is told to ask again after a quarter of its wait, from "
+              f"{store.ASK_LEAST_MS / 1000:g} s to {store.ASK_MOST_MS / 1000:g} s "
+              f"(`waitingroom.store.ask_interval_ms`): {args.places:,} waiting at {args.rate:,} admissions "
+              f"a second ask {every:,.0f} times a second, {every * cpu_ask / 1e6:.0%} of that core; every "
+              f"{store.ASK_LEAST_MS / 1000:g} s each, they would ask {fixed:,.0f} times, "
+              f"{fixed * cpu_ask / 1e6:.1f} cores' worth.")
     return 0
 
 

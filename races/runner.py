@@ -49,7 +49,8 @@ RACER_PREFIX = "racer-"  # buyer n of a race is racer-<n>
 TICK_S = 0.2  # how often the race is written down (the page reads it 4 times a second)
 REQUEST_TIMEOUT_S = 30.0
 # A waiting buyer asks again after half its estimated wait, within these bounds: often
-# enough near its turn, and well inside FLASHSALE_ROOM_ABANDON_S (its place is kept).
+# enough near its turn (a race's rooms are small), and never FLASHSALE_ROOM_ABANDON_S
+# late for the ask the room told it to make (its place is kept).
 POLL_S = (0.5, 4.0)
 ASK_TRIES = 5  # asks in a row without an answer to read before a buyer gives up (an error)
 

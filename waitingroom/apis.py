@@ -83,6 +83,9 @@ class PlaceAskApi(BuyerView, APIView):
         # Once admitted: what the purchase sends (the Admission header), until it expires.
         admission = serializers.CharField(allow_null=True)
         admission_expires_at = serializers.IntegerField(allow_null=True)  # epoch seconds
+        # Waiting: when to ask again (the wait over 4, from 2 to 60 s); a place whose
+        # holder is late for that ask by FLASHSALE_ROOM_ABANDON_S is given up.
+        ask_again_s = serializers.FloatField(allow_null=True)
 
     @extend_schema(
         # The deployment's shape: the schema is made in its process.

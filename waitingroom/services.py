@@ -9,9 +9,10 @@ room's rate, each admission a signed token a purchase spends.
   ``admission_spend`` spends it (the gate's sale script spends its own).
 
 Fairness: first come, first admitted (the order of first asks, Redis's), or with a
-shuffled pre-queue the places taken before the opening in a random order first. A
-place whose holder stops asking (``FLASHSALE_ROOM_ABANDON_S``) is skipped; an
-admission unused within its time frees its slot.
+shuffled pre-queue the places taken before the opening in a random order first. Each
+waiting buyer is told when to ask again (its wait over 4, from 2 to 60 s: a
+crowd far back asks seldom); a place whose holder is ``FLASHSALE_ROOM_ABANDON_S``
+late for that ask is skipped; an admission unused within its time frees its slot.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class Place:
     wait_s: float | None  # the estimate at the room's rate (None: admitted)
     admission: str | None  # the token, once admitted and not used
     admission_expires_at: int | None  # epoch seconds
+    # Waiting: when to ask again, s; a place whose holder is FLASHSALE_ROOM_ABANDON_S late
+    # for that ask is skipped when the room reaches it.
+    ask_again_s: float | None = None
 
 
 def _ms(moment: datetime) -> int:
@@ -168,7 +172,8 @@ def place_ask(*, sku: str, buyer: str, address: str = "", solution: str | None =
     if asked.state == "used":
         return Place("used", asked.position, 0, None, None, None)
     return Place("waiting", asked.position, asked.ahead,
-                 math.ceil(asked.ahead / asked.rate) if asked.rate else None, None, None)
+                 math.ceil(asked.ahead / asked.rate) if asked.rate else None, None, None,
+                 ask_again_s=asked.again_ms / 1000)
 
 
 def _room_bits(sku: str) -> int | None:

@@ -39,6 +39,9 @@ return 1"""
 # Places skipped in one ask at most: an opening's abandoned places are skipped over
 # many asks, and no ask holds Redis long.
 MOST_SKIPS = 100
+# A waiting buyer asks again after its wait at the room's rate over 4, no sooner
+# and no later than these: a crowd far back asks seldom (``ask_interval_ms``).
+ASK_LEAST_MS, ASK_MOST_MS = 2_000, 60_000
 
 _PARTS = ("room", "places", "queue", "asked", "active", "admitted", "addresses", "used", "origins")
 
@@ -64,6 +67,14 @@ def spend_keys(sku: str) -> list[str]:
     return _keys(sku, _SPEND)
 
 
+def ask_interval_ms(ahead: int, rate: int) -> int:
+    """When a buyer with ``ahead`` places before it, at ``rate`` admissions a second, is
+    told to ask again (``lua/ask.lua`` computes the same)."""
+    if rate <= 0:
+        return ASK_LEAST_MS
+    return min(max(ahead * 250 // rate, ASK_LEAST_MS), ASK_MOST_MS)
+
+
 @dataclass(frozen=True)
 class Asked:
     state: str  # none, outside, bounded, challenge, spent, waiting, admitted, expired, used
@@ -77,6 +88,7 @@ class Asked:
     joined: int = 0
     admitted: int = 0
     skipped: int = 0
+    again_ms: int = 0  # waiting: when this buyer is to ask again (a place later than that is skipped)
 
 
 def _client() -> redis.Redis:
@@ -122,7 +134,7 @@ def room_ask(*, sku: str, buyer: str, address: str, join: bool, proof: Proof | N
     keys = _keys(sku, (*_PARTS, f"proof:{proof.challenge_id if proof else ''}"))
     state, position, ahead, ends, now, sale, *numbers = _script(_ASK)(
         keys=keys, args=[buyer, address, "1" if join else "0", MOST_SKIPS, repr(random.random()),
-                         proof.bits if proof else 0, proof.ttl_s if proof else 1])
+                         proof.bits if proof else 0, proof.ttl_s if proof else 1, ASK_LEAST_MS, ASK_MOST_MS])
     return Asked(state, int(position or 0), int(ahead), int(ends), int(now), sale, *map(int, numbers))
 
 
@@ -135,7 +147,8 @@ def room_join_many(*, sku: str, buyers: Sequence[str]) -> int:
     keys = _keys(sku, (*_PARTS, "proof:"))
     pipe = client.pipeline(transaction=False)
     for buyer in buyers:
-        ask(keys=keys, args=[buyer, "", "1", MOST_SKIPS, repr(random.random()), 0, 1], client=pipe)
+        ask(keys=keys, args=[buyer, "", "1", MOST_SKIPS, repr(random.random()), 0, 1, ASK_LEAST_MS,
+                             ASK_MOST_MS], client=pipe)
     return sum(int(reply[7]) for reply in pipe.execute())
 
 

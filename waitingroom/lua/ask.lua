@@ -2,9 +2,11 @@
 -- The first ask takes a place (the next position); every later ask finds the same
 -- one. Then admissions: the room's credit grows by ``rate`` a second (at most a
 -- second's worth is kept), and each whole unit admits the next place in the queue
--- while fewer than ``active`` admissions are running. A place whose holder has not
--- asked for ``abandon_ms`` is skipped and forgotten instead; an admission that ran
--- out frees its slot. Nobody is admitted before the sale opens (``opens``): the
+-- while fewer than ``active`` admissions are running. Each waiting buyer is told when
+-- to ask again: a quarter of its wait at the room's rate, between ARGV[8] and ARGV[9] ms
+-- (a million waiting, all asking every 2 s, would ask more than one Redis core answers). A place
+-- whose holder is ``abandon_ms`` late for the ask it was told to make is skipped and
+-- forgotten instead; an admission that ran out frees its slot. Nobody is admitted before the sale opens (``opens``): the
 -- places taken before wait for it, in order, and the credit starts there. Redis's
 -- clock is the room's: one clock for every instance.
 -- KEYS[1] the room (hash: rate, active, admission_ms, abandon_ms, per_address,
@@ -12,7 +14,7 @@
 -- KEYS[2] places (hash: buyer -> its position)
 -- KEYS[3] the queue (zset: buyers waiting, by position; a place taken before the
 --         opening of a shuffled room, by a random fraction below every position)
--- KEYS[4] asked (hash: buyer -> its last ask, ms)
+-- KEYS[4] asked (hash: buyer -> when its next ask is due, ms)
 -- KEYS[5] active (zset: admitted buyers by their admission's end, ms; a purchase removes one)
 -- KEYS[6] admitted (hash: buyer -> its admission's end, ms)
 -- KEYS[7] addresses (hash: address -> places it took this sale)
@@ -26,9 +28,10 @@
 -- ARGV[6] the zero bits of the proof of work the caller checked (0: none shown); a
 --         room with more challenge_bits takes no place without it
 -- ARGV[7] seconds the proof's mark is kept (till the proof's end)
--- Returns {state, position, ahead, admission's end ms, now ms, sale, rate, joined, admitted, skipped}
--- (the last three: what this ask did: 1 if it took a place, and how many it admitted
--- and skipped), state one of
+-- ARGV[8], ARGV[9] the least and the most ms a waiting buyer is told to wait before its next ask
+-- Returns {state, position, ahead, admission's end ms, now ms, sale, rate, joined, admitted, skipped[,
+-- again]} (joined, admitted, skipped: what this ask did: 1 if it took a place, and how many it
+-- admitted and skipped; again, while waiting: the ms until this buyer's next ask), state one of
 -- 'none' (no room), 'outside' (no place, none taken), 'bounded' (the address took its
 -- places), 'challenge' (a new place costs more proof of work than shown), 'spent' (the proof
 -- took a place before), 'waiting', 'admitted', 'expired' (an admission that ran out unused), 'used'
@@ -104,7 +107,7 @@ if not position then
   redis.call('ZADD', KEYS[3], turn, buyer)
   joined = 1
 end
-redis.call('HSET', KEYS[4], buyer, now)
+redis.call('HSET', KEYS[4], buyer, now)  -- here now (its next ask's due time is set below)
 
 -- The room moves on, once the sale is open.
 local admitted, skipped = 0, 0
@@ -128,7 +131,7 @@ if now >= opens then
     end
     local next = head[1]
     redis.call('ZREM', KEYS[3], next)
-    if now - tonumber(redis.call('HGET', KEYS[4], next) or 0) > abandon then
+    if now - tonumber(redis.call('HGET', KEYS[4], next) or 0) > abandon then  -- that late for its ask
       redis.call('HDEL', KEYS[2], next)  -- nobody asks for it: skipped, and forgotten
       redis.call('HDEL', KEYS[4], next)
       release(next)
@@ -150,5 +153,11 @@ if ends then
   return {'admitted', position, 0, ends, now, sale, rate, joined, admitted, skipped}
 end
 local turn = redis.call('ZSCORE', KEYS[3], buyer) or position
-return {'waiting', position, redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. turn), 0, now, sale, rate,
-        joined, admitted, skipped}
+local ahead = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. turn)
+local least, most = tonumber(ARGV[8]), tonumber(ARGV[9])
+local again = least
+if rate > 0 then
+  again = math.min(math.max(math.floor(ahead * 250 / rate), least), most)
+end
+redis.call('HSET', KEYS[4], buyer, now + again)
+return {'waiting', position, ahead, 0, now, sale, rate, joined, admitted, skipped, again}

@@ -29,7 +29,7 @@ def test_a_buyer_asks_and_asks_again_for_the_same_place(room):
     first = buyer("ann").post(room, {}, format="json")
     assert first.status_code == 200, first.json()
     assert first.json() == {"state": "waiting", "position": 1, "ahead": 0, "wait_s": 0, "admission": None,
-                            "admission_expires_at": None}
+                            "admission_expires_at": None, "ask_again_s": 2.0}
     assert buyer("bob").post(room, {}, format="json").json()["position"] == 2
     assert buyer("ann").post(room, format="json").json()["position"] == 1
 

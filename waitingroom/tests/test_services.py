@@ -21,7 +21,7 @@ from orders.purchase import order_create
 from orders.reset import sale_reset
 from waitingroom.metrics import RoomCollector
 from waitingroom.services import RoomTerms, admission_checked, admission_spend, place_ask, room_purpose
-from waitingroom.store import room_counts, room_join_many, room_keys
+from waitingroom.store import ask_interval_ms, room_counts, room_join_many, room_keys
 from waitingroom.tokens import LEEWAY_S, admission_read, admission_token
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +44,11 @@ def moved_on(sku: str) -> None:
     """The room's opening moved to now, as if its hour had passed: the next ask has a
     second's credit to admit with (the room's clock is Redis's, so its record moves)."""
     gate_redis().hset(room_keys(sku)["room"], "opens", 0)
+
+
+def gone(sku: str, buyer: str) -> None:
+    """``buyer`` left: the ask the room told it to make was due long ago."""
+    gate_redis().hset(room_keys(sku)["asked"], buyer, 0)
 
 
 def spend(*, sku: str, buyer: str, token: str | None, key: str) -> bool:
@@ -121,15 +126,39 @@ def test_places_are_admitted_in_order_while_the_active_bound_has_room():
     assert place_ask(sku=sku, buyer="ann").state == "used"
 
 
-def test_a_place_nobody_asks_for_is_skipped_and_forgotten(settings):
-    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place not asked for this millisecond is abandoned
+def test_a_place_whose_holder_missed_the_ask_it_was_told_is_skipped_and_forgotten(settings):
+    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place a millisecond late for its ask is abandoned
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     place_ask(sku=sku, buyer="ann")
     place_ask(sku=sku, buyer="bob")
+    gone(sku, "ann")
     moved_on(sku)
     assert place_ask(sku=sku, buyer="bob").state == "admitted"  # ann's turn came; she was gone
     back = place_ask(sku=sku, buyer="ann")
     assert (back.state, back.position) == ("waiting", 3)  # at the back now
+
+
+def test_a_place_is_kept_while_its_holder_is_not_late_for_the_ask_it_was_told(settings):
+    settings.FLASHSALE_ROOM_ABANDON_S = 0
+    sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
+    assert place_ask(sku=sku, buyer="ann").ask_again_s == 2  # the least: ann is next
+    place_ask(sku=sku, buyer="bob")
+    moved_on(sku)
+    # ann has not asked since, but her next ask is not due for two seconds: still hers.
+    assert place_ask(sku=sku, buyer="bob").state == "waiting"
+    assert place_ask(sku=sku, buyer="ann").state == "admitted"
+
+
+def test_a_buyer_is_told_to_ask_again_after_a_quarter_of_its_wait_from_two_seconds_to_a_minute():
+    sku = open_room(terms=RoomTerms(rate=4, active=1, admission_s=60))
+    room_join_many(sku=sku, buyers=[f"b{n}" for n in range(1000)])
+    told = {n: place_ask(sku=sku, buyer=f"b{n}") for n in (0, 8, 100, 999)}
+    assert {n: (place.ahead, place.ask_again_s) for n, place in told.items()} == {
+        0: (0, 2), 8: (8, 2), 100: (100, 6.25), 999: (999, 60)}  # 100 ahead at 4 a second: 25 s
+    assert all(place.ask_again_s * 1000 == ask_interval_ms(place.ahead, 4) for place in told.values())
+    # Each ask sets when the next is due, as the room reads it for the place's turn.
+    due = int(gate_redis().hget(room_keys(sku)["asked"], "b100"))
+    assert due - int(gate_redis().hget(room_keys(sku)["asked"], "b0")) >= 6250 - 2000
 
 
 def test_an_admission_unused_in_its_time_frees_its_slot():
@@ -221,12 +250,13 @@ def test_a_rooms_work_is_checked_and_spent_in_the_asks_one_call(settings, django
 
 def test_a_skipped_place_gives_its_addresss_count_back(settings):
     settings.FLASHSALE_ROOM_PLACES_PER_ADDRESS = 1  # set as the room opens
-    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place not asked for this millisecond is abandoned
+    settings.FLASHSALE_ROOM_ABANDON_S = 0  # a place a millisecond late for its ask is abandoned
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     place_ask(sku=sku, buyer="ann", address="10.0.0.1")
     place_ask(sku=sku, buyer="bob", address="10.0.0.2")
     with pytest.raises(PlacesBounded):  # ann's office shares her address
         place_ask(sku=sku, buyer="cat", address="10.0.0.1")
+    gone(sku, "ann")
     moved_on(sku)
     assert place_ask(sku=sku, buyer="bob", address="10.0.0.2").state == "admitted"  # ann skipped
     assert place_ask(sku=sku, buyer="cat", address="10.0.0.1").state == "waiting"
@@ -272,6 +302,7 @@ def test_places_admissions_skips_and_refusals_are_counted(settings):
     sku = open_room(terms=RoomTerms(rate=1000, active=1, admission_s=60))
     place_ask(sku=sku, buyer="ann")
     place_ask(sku=sku, buyer="bob")
+    gone(sku, "ann")
     moved_on(sku)
     place_ask(sku=sku, buyer="bob")  # skips ann, admits bob
     assert {name: counted(name) - before[name] for name in before} == {"asks": 3, "places": 2,
