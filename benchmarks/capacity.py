@@ -57,7 +57,8 @@ from stack.config import StackConfig
 from stack.control import apps_as_needed
 from stack.supervisor import Supervisor
 
-from . import gate_script
+from . import capacity_plan, gate_script
+from .capacity_plan import PerPurchase
 from .cpu import ROLES, CpuMeter
 from .gate import STOCK, Run, closed, warm_up_s, wrk, wrk_buyers
 
@@ -364,6 +365,10 @@ def _report(command: str, args, config: StackConfig, runs: Measured, drained: li
                         hot_runs["atomic"])
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    costs = {strategy: PerPurchase(**{role: run.cpu_us[role] for role in ("apps", "mariadb", "redis",
+                                                                          "persisters")})
+             for strategy, run in spread_runs.items()}
+    print("\n" + capacity_plan.table(costs, shard_ceiling))
 
 
 def adding_nodes(instances: int, seconds: float, scaled: dict[tuple[str, str, int], Run],
