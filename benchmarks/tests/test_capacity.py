@@ -98,6 +98,11 @@ def test_every_bound_is_measured_and_the_persisters_run_again_after(stack_config
     instances = f"app instances, 1 → {stack_config.instances}"
     assert [cells[0] for cells in added[:len(SCALED) * 2]] == [instances] * 4
     assert all(float(cells[2].replace(",", "")) > 0 and cells[5] == "measured" for cells in added[:4])
+    # The plan from this run's costs: each rate, both designs, every part sized.
+    plan = _rows(lines, "| purchases a second | design |")
+    assert [cells[:2] for cells in plan] == [[rate, design] for rate in ("10,000", "50,000", "200,000")
+                                             for design in ("atomic", "gate")]
+    assert all(int(cells[2]) > 0 and int(cells[5]) > 0 for cells in plan)
     for name in stack_config.persister_names:  # resumed: none left stopped (SIGSTOP)
         info = Supervisor(stack_config).info(name)
         assert info["statename"] == "RUNNING"
