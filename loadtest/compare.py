@@ -283,11 +283,7 @@ class Comparison:
             ticks[:] = requests_per_tick(run.answers, run.reads, run.opens_at)
             return run_figures(run.answers, self.client.audit(sku))
 
-        rounds = measure(label, self.args.rounds, one_round)
-        sale = Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
-                   fast_path=True, median=median_figures(rounds), rounds=rounds)
-        return OpeningRow(label=label, sale=sale, opening=median_figures(openings), rounds=openings,
-                          ticks=ticks)
+        return self._opening_row(label, strategy, one_round, openings, ticks)
 
     def open_opening(self, strategy: str) -> OpeningRow:
         """``rounds`` sales that open ``--lead`` seconds after their reset, to an open
@@ -308,6 +304,11 @@ class Comparison:
             ticks[:] = requests_per_tick(run.answers, [], opens_at)
             return run_figures(run.answers, self.client.audit(sku))
 
+        return self._opening_row(label, strategy, one_round, openings, ticks)
+
+    def _opening_row(self, label: str, strategy: str, one_round, openings: list, ticks: list) -> OpeningRow:
+        """``rounds`` of ``one_round`` (which adds each round's opening figures to
+        ``openings`` and its ticks to ``ticks``): their medians, as one row."""
         rounds = measure(label, self.args.rounds, one_round)
         sale = Row(label=label, strategy=strategy, claims_correct=strategy_get(strategy).claims_correct,
                    fast_path=True, median=median_figures(rounds), rounds=rounds)
