@@ -199,6 +199,8 @@ class Tally:
         if len(self.attempts) == self.limit and runner is not None:
             self.environment = None  # quit once
             if isinstance(runner, WorkerRunner):  # the master quits, once every worker's share is in
+                print(f"    worker {place.index + 1}/{place.count}: its share answered, "
+                      f"{len(self.attempts)} of {self.limit}; sent to the master", flush=True)
                 runner.send_message(TALLY_MESSAGE, self.sent())
             else:
                 gevent.spawn_later(CSV_SETTLE_SECONDS, runner.quit)  # the last answer is in
