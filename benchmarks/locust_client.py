@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
 import shlex
 import statistics
 import sys
@@ -36,13 +35,10 @@ from loadtest.compare import BUYER_PREFIX, run_locust
 from loadtest.measured import recorded
 from stack.config import StackConfig
 
+from .cpu import children_cpu
+
 STOCK = 10_000_000
 RATES = (10_000, 50_000, 200_000)
-
-
-def children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def one_run(config: StackConfig, args, scratch: Path, *, endpoint: str, workers: int, n: int,
