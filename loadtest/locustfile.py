@@ -90,10 +90,10 @@ FOLLOW_TRIES = 60
 # and how long the master waits for the workers' statistics to catch up with them
 # (a worker reports them every 3 s).
 TALLY_MESSAGE = "flashsale-tally"
+STATS_CATCH_UP_SECONDS = 15.0
 # Open mode without --open-at: the first arrival this long after the run starts,
 # once every user has been started.
 OPEN_LEAD_SECONDS = 2.0
-STATS_CATCH_UP_SECONDS = 15.0
 
 
 @events.init_command_line_parser.add_listener
