@@ -100,8 +100,10 @@ def pod_specs(docs: list[dict]) -> Iterator[tuple[dict, dict]]:
 
 
 def container_of(docs: list[dict], kind: str, name: str, container: str | None = None) -> dict:
+    """``kind`` ``name``'s container (or init container) named ``container``; its first without."""
     spec = of_kind(docs, kind)[name]["spec"]["template"]["spec"]
-    return next(c for c in spec["containers"] if container is None or c["name"] == container)
+    return next(c for c in spec["containers"] + spec.get("initContainers", [])
+                if container is None or c["name"] == container)
 
 
 def flashsale_containers(docs: list[dict]) -> Iterator[tuple[dict, dict, dict]]:
