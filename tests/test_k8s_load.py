@@ -13,7 +13,7 @@ import pytest
 
 from stack.config import ROOT
 
-from .test_k8s import K8S, _app_of, of_kind, pod_specs, refused, render
+from .test_k8s import K8S, _app_of, container_of, of_kind, pod_specs, refused, render
 
 LOAD = K8S / "load"
 
@@ -23,11 +23,9 @@ def load() -> list[dict]:
     return render(LOAD)
 
 
-def containers(docs: list[dict]) -> dict[str, dict]:
-    """Each container of the load by its pod's component and its own name."""
-    return {f"{template['metadata']['labels']['app.kubernetes.io/component']}/{c['name']}": c
-            for _, template in pod_specs(docs)
-            for c in template["spec"].get("initContainers", []) + template["spec"]["containers"]}
+MASTER = ("Deployment", "flashsale-locust-master")
+WORKER = ("Deployment", "flashsale-locust-worker")
+BUYERS = ("Job", "flashsale-load-buyers")
 
 
 def locust_options(args: list[str]) -> dict:
@@ -53,9 +51,8 @@ def test_the_load_renders_and_every_object_is_valid_for_the_pinned_kubernetes(lo
 
 
 def test_the_master_and_workers_run_the_images_locustfile_with_options_it_takes(load):
-    found = containers(load)
-    master = locust_options(found["load-master/locust"]["command"][1:])
-    worker = locust_options(found["load-worker/locust"]["command"][1:])
+    master = locust_options(container_of(load, *MASTER, "locust")["command"][1:])
+    worker = locust_options(container_of(load, *WORKER, "locust")["command"][1:])
     assert master["locustfile"] == worker["locustfile"] == "loadtest/locustfile.py"
     assert (ROOT / master["locustfile"]).exists()  # the image holds the checkout
     assert master["master"] and worker["worker"]
@@ -69,23 +66,22 @@ def test_the_master_and_workers_run_the_images_locustfile_with_options_it_takes(
 
 
 def test_the_workers_read_the_tokens_the_job_made(load):
-    found = containers(load)
-    make = found["load-buyers/make"]["command"]
+    make = container_of(load, *BUYERS, "make")["command"]
     assert make[:3] == ["python", "manage.py", "buyers_make"]
     from django.core.management import load_command_class
 
     parser = load_command_class(_app_of(make[2]), make[2]).create_parser("manage.py", make[2])
     made = parser.parse_args(make[3:])
     # The master's --tokens goes to every worker with each run.
-    tokens = locust_options(found["load-master/locust"]["command"][1:])["tokens"]
-    mount = {m["name"]: m["mountPath"] for m in found["load-worker/locust"]["volumeMounts"]}["tokens"]
-    [worker] = [t for _, t in pod_specs(load) if t["metadata"]["labels"]["app.kubernetes.io/component"]
-                == "load-worker"]
+    tokens = locust_options(container_of(load, *MASTER, "locust")["command"][1:])["tokens"]
+    mounts = container_of(load, *WORKER, "locust")["volumeMounts"]
+    mount = {m["name"]: m["mountPath"] for m in mounts}["tokens"]
+    worker = of_kind(load, WORKER[0])[WORKER[1]]["spec"]["template"]
     secret = {v["name"]: v.get("secret", {}).get("secretName") for v in worker["spec"]["volumes"]}["tokens"]
-    store = found["load-buyers/store"]["args"]
+    store = container_of(load, *BUYERS, "store")["args"]
     assert store[:4] == ["create", "secret", "generic", secret]
     assert store[4] == f"--from-file={tokens.removeprefix(mount + '/')}={made.out}"
-    assert found["load-buyers/forget"]["args"][:3] == ["delete", "secret", secret]
+    assert container_of(load, *BUYERS, "forget")["args"][:3] == ["delete", "secret", secret]
     # What the Job may do with Secrets beyond creating one: that Secret, nothing else.
     [role] = of_kind(load, "Role").values()
     assert [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule] == [[secret]]
@@ -107,4 +103,4 @@ def test_the_load_runs_the_image_the_production_overlay_deploys():
     production = render(K8S / "overlays" / "production")
     images = {c["image"] for _, t in pod_specs(production) for c in t["spec"]["containers"]
               if "flashsale-app" in c["image"]}
-    assert {containers(render(LOAD))["load-worker/locust"]["image"]} == images
+    assert {container_of(render(LOAD), *WORKER, "locust")["image"]} == images
