@@ -11,11 +11,12 @@ shares of equal time by ``.test_durations`` (pytest-split):
    marked by conftest.py), one after another, since each may restart the instances;
 2. at the same time, the tests that do not, with a database, Redis databases and a
    ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
-3. alone on that stack, the tests that fault a server both use or count all it runs
-   (``exclusive``): after 1 and 2, or, in odd lanes of a run of more than one, before
-   them. The exclusive tests mostly wait on faults and timeouts, and the machine is
-   busy with the others' load: run first in one lane, they wait while another lane
-   loads the machine instead of while nothing does.
+3. the tests that fault a server both use or count all it runs (``exclusive``):
+   with one lane, alone on its stack after 1 and 2; with more, all of them in one
+   run on a stack of their own (``alone_config``), started beside the lanes and
+   removed when that run ends. They mostly wait on faults and timeouts: on a stack
+   of their own they wait while the lanes load the machine, and no lane waits for
+   them.
 
 Each part's output is printed when it ends; at the end come each part's time and the
 slowest tests of the run, whose durations are also written to
@@ -165,30 +166,48 @@ class Part:
         return self.status not in (0, 5)
 
 
-def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> tuple[list[Part], Part]:
-    """The parts a lane runs at once, and the one it runs alone after them."""
+def alone_config(config: StackConfig, lanes: int) -> StackConfig:
+    """The exclusive tests' own stack in a run of ``lanes`` lanes: ports past the
+    last lane's, a run directory of its own."""
+    return lane_config(config, lanes + 1).replace(run_dir=config.run_dir / "alone")
+
+
+def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> list[Part]:
+    """The parts a lane runs at once."""
     share = (lane, lanes)
-    return ([Part(f"stack {lane}/{lanes}", "stack and not exclusive", 0, config, share, out),
-             Part(f"beside {lane}/{lanes}", "not stack and not exclusive", 1, config, share, out)],
-            Part(f"alone {lane}/{lanes}", "exclusive", 0, config, share, out))
+    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive", 0, config, share, out),
+            Part(f"beside {lane}/{lanes}", "not stack and not exclusive", 1, config, share, out)]
 
 
-def alone_first(lane: int, lanes: int) -> bool:
-    """Whether the lane runs its exclusive tests before the others (see the module's
-    docstring): odd lanes of a run of more than one."""
-    return lanes > 1 and lane % 2 == 1
+def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
+    """The exclusive tests, every one: on the lane's stack when there is one lane,
+    on a stack of their own when there are more."""
+    return Part("alone", "exclusive", 0, alone_config(config, lanes) if lanes > 1 else config, (1, 1), out)
 
 
-def run_lane(parts: list[Part], alone: Part, pytest_args: list[str], *, alone_first: bool = False) -> None:
-    if alone_first:
-        alone.run(pytest_args)
+def run_lane(parts: list[Part], pytest_args: list[str], *, then: Part | None = None) -> None:
+    """The lane's parts at once; ``then`` after them (one lane's exclusive tests)."""
     threads = [threading.Thread(target=part.run, args=(pytest_args,)) for part in parts]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    if not alone_first:
-        alone.run(pytest_args)
+    if then is not None:
+        then.run(pytest_args)
+
+
+def run_alone(part: Part, pytest_args: list[str], out: Path) -> None:
+    """The exclusive tests on a stack started for them, removed (its logs kept) once
+    they end: its servers cost the lanes no CPU after that. A stack that does not
+    start leaves the part not run, which fails the suite."""
+    try:
+        up(part.config)
+        part.run(pytest_args)
+    except Exception as e:  # noqa: BLE001 (said, and the part stays "not run")
+        say(f"[suite] {part.name}: its stack did not start: {e!r}")
+    finally:
+        logs_kept(part.config, out)
+        clean(part.config)
 
 
 def logs_kept(config: StackConfig, into: Path) -> None:
@@ -216,7 +235,7 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
 
 
 def report(parts: list[Part], seconds: float, out: Path) -> str:
-    lanes = len({part.config.run_dir for part in parts})
+    lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
     lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in parts]
     durations = {test: s for part in parts for test, s in part.durations.items()}
@@ -249,14 +268,18 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     began = time.monotonic()
     with burners(burn) if burn else nullcontext(), stacks_up(configs, out):
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
-        threads = [threading.Thread(target=run_lane, args=(parts, alone, pytest_args),
-                                    kwargs={"alone_first": alone_first(lane, lanes)})
-                   for lane, (parts, alone) in enumerate(shares, start=1)]
+        alone = alone_part(config, lanes, out)
+        if lanes == 1:
+            threads = [threading.Thread(target=run_lane, args=(shares[0], pytest_args),
+                                        kwargs={"then": alone})]
+        else:
+            threads = [threading.Thread(target=run_alone, args=(alone, pytest_args, out)),
+                       *(threading.Thread(target=run_lane, args=(parts, pytest_args)) for parts in shares)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    parts = [part for parts, alone in shares for part in (*parts, alone)]
+    parts = [*(part for parts in shares for part in parts), alone]
     say("\n" + report(parts, time.monotonic() - began, out))
     if store_durations:
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}

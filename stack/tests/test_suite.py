@@ -30,7 +30,8 @@ def config(tmp_path, monkeypatch):
 
 def test_no_two_lanes_nor_their_second_stacks_share_a_port_or_a_run_directory(config, monkeypatch):
     stacks = []
-    for lane in (suite.lane_config(config, n) for n in range(1, LANES + 1)):
+    lanes = [suite.lane_config(config, n) for n in range(1, LANES + 1)]
+    for lane in [*lanes, suite.alone_config(config, LANES)]:
         for name, value in suite.lane_environment(lane).items():
             monkeypatch.setenv(name, value)  # as the lane's pytest runs
         stacks += [lane, second_stack.config_for(lane.run_dir / "second")]
@@ -104,21 +105,44 @@ def test_the_burners_spin_while_the_suite_runs_and_stop_with_it():
 class _Recorded:
     """A part that says when it ran."""
 
-    def __init__(self, name: str, ran: list[str]):
-        self.name, self._ran = name, ran
+    def __init__(self, name: str, ran: list[str], config: StackConfig | None = None):
+        self.name, self._ran, self.config = name, ran, config
+        self.status: int | None = None
 
     def run(self, pytest_args: list[str]) -> None:
         self._ran.append(self.name)
+        self.status = 0
 
 
-@pytest.mark.parametrize(("lane", "lanes", "first"), [(1, 1, False), (1, 2, True), (2, 2, False),
-                                                      (3, 3, True), (2, 4, False)])
-def test_odd_lanes_of_many_run_their_exclusive_tests_first_the_others_last(lane, lanes, first):
+def test_one_lane_runs_its_exclusive_tests_after_the_others_on_its_stack(config, tmp_path):
     ran = []
-    suite.run_lane([_Recorded("stack", ran), _Recorded("beside", ran)], _Recorded("alone", ran), [],
-                   alone_first=suite.alone_first(lane, lanes))
-    assert (ran[0] == "alone") is first and (ran[-1] == "alone") is not first
-    assert sorted(ran) == ["alone", "beside", "stack"]
+    suite.run_lane([_Recorded("stack", ran), _Recorded("beside", ran)], [], then=_Recorded("alone", ran))
+    assert ran[-1] == "alone" and sorted(ran) == ["alone", "beside", "stack"]
+    assert suite.alone_part(config, 1, tmp_path).config == config
+
+
+@pytest.mark.parametrize("starts", [True, False])
+def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and_removed(
+        starts, config, tmp_path, monkeypatch):
+    alone = suite.alone_part(config, 2, tmp_path)
+    assert alone.config == suite.alone_config(config, 2) != config
+    assert alone.config.run_dir not in {suite.lane_config(config, n).run_dir for n in (1, 2)}
+    calls = []
+
+    def up(stack):
+        calls.append(("up", stack.run_dir))
+        if not starts:
+            raise RuntimeError("no ZooKeeper")
+
+    monkeypatch.setattr(suite, "up", up)
+    monkeypatch.setattr(suite, "logs_kept", lambda stack, out: calls.append(("logs kept", stack.run_dir)))
+    monkeypatch.setattr(suite, "clean", lambda stack: calls.append(("clean", stack.run_dir)))
+    part = _Recorded("alone", calls, alone.config)
+    suite.run_alone(part, [], tmp_path)  # type: ignore[arg-type]
+    where = alone.config.run_dir
+    assert calls == [("up", where), *(["alone"] if starts else []), ("logs kept", where), ("clean", where)]
+    # A stack that did not start leaves the part not run: the suite fails (exit_status).
+    assert (part.status == 0) is starts
 
 
 def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_path, monkeypatch):
