@@ -41,12 +41,19 @@ class Link:
                 pass
             s.close()
 
+    def admit(self) -> bool:
+        """Whether a connection that just came is passed on (else closed at once)."""
+        return True
+
     def _accept(self) -> None:
         while not self._closed:
             try:
                 downstream, _ = self._listener.accept()
             except OSError:
                 return
+            if not self.admit():
+                downstream.close()
+                continue
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
             self._sockets += [downstream, upstream]
             threading.Thread(target=self._pump, args=(upstream, downstream, True), daemon=True).start()

@@ -20,7 +20,11 @@ kazoo's recipe deletes it at best effort, but waits on that delete without a bou
 connected, waiting at most a session timeout, else when it is connected again.
 
 One ``KazooClient`` per process and backend, started on first use, stopped at exit,
-and started anew in a forked child.
+and started anew in a forked child. Cut off, it tries to connect again at most
+``reconnect_max_s`` apart: kazoo's own schedule doubles its wait after every failed
+try without a ceiling worth the name (an hour), so a server back after an outage
+found its clients back only about as long again later, every one of them answering
+"unavailable" meanwhile.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
 from kazoo.recipe.lock import Lock as KazooLock
+from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
 from ..base import BaseLock, BaseLockBackend
@@ -172,7 +177,8 @@ class ZooKeeperLockBackend(BaseLockBackend):
     """OPTIONS: ``hosts`` ("127.0.0.1:2181"), ``root`` ("/locks"),
     ``session_timeout`` seconds (10), ``connect_timeout`` seconds (2: how long the
     first lock waits for a session before the server counts as unreachable),
-    ``wait_timeout`` seconds, ``auth`` ("user:password", "" for none): the session
+    ``wait_timeout`` seconds, ``reconnect_max_s`` seconds (1: the longest wait between
+    two tries to connect again), ``auth`` ("user:password", "" for none): the session
     authenticates with ZooKeeper's digest scheme, and every node it creates (the root,
     the locks, their contenders) is readable and writable by that user alone, so a
     client without the password can neither take nor remove a lock."""
@@ -186,6 +192,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
         self.root = self.options.pop("root", "/locks").rstrip("/")
         self.session_timeout = float(self.options.pop("session_timeout", 10.0))
         self.connect_timeout = float(self.options.pop("connect_timeout", 2.0))
+        self.reconnect_max_s = float(self.options.pop("reconnect_max_s", 1.0))
         self.auth = self.options.pop("auth", "")
         self._mutex = threading.Lock()
         self._client: KazooClient | None = None
@@ -207,7 +214,10 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 self._client, self._pid, self.losses = None, os.getpid(), 0
                 self.connected.clear()
             if self._client is None:
-                client = KazooClient(hosts=self.hosts, timeout=self.session_timeout, **self._credentials())
+                # kazoo's schedule (a tenth of a second, doubled), without end, capped.
+                retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self.reconnect_max_s)
+                client = KazooClient(hosts=self.hosts, timeout=self.session_timeout, connection_retry=retry,
+                                     **self._credentials())
                 client.add_listener(self._on_state)
                 try:
                     client.start(timeout=self.connect_timeout)

@@ -3,6 +3,7 @@ the stack's real ZooKeeper."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -121,6 +122,53 @@ def test_a_waiter_cut_off_before_its_node_is_made_answers_within_the_session(zk)
     holder.release()
     assert zk().lock("z").acquire(timeout=2)
     link.close()
+
+
+class Door(Link):
+    """A link that can be shut: its connections dropped, and each new one closed as it
+    comes, its time noted (a client's try to connect)."""
+
+    def __init__(self, target_port: int):
+        self.tries: list[float] = []
+        self.shut = False
+        super().__init__(target_port, both_ways=True)
+
+    def admit(self) -> bool:
+        if self.shut:
+            self.tries.append(time.monotonic())
+        return not self.shut
+
+    def drop(self) -> None:
+        """Shut: the connections through it dropped."""
+        self.shut = True
+        for s in self._sockets[1:]:  # the listener stays
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_cut_off_it_tries_to_connect_again_within_its_ceiling_and_is_back_soon_after(zk):
+    """kazoo's own schedule doubles its wait after each failed try (0.1 s, 0.2, 0.4 ...,
+    up to an hour): 10 s cut off, its tries come about 0.1, 0.3, 0.7, 1.5, 3.1, 6.3
+    and 12.7 s in, at most two in the last 5 s however its random spread (0.6 to 1.4
+    times each wait) falls, and it is back only seconds after the server. The
+    backend's ceiling (``reconnect_max_s``, 1 s) keeps them at most 1.4 s apart: three
+    at least in those 5 s."""
+    port = int(settings.ZOOKEEPER_HOSTS.split(",")[0].rsplit(":", 1)[1])
+    zk().check(2)  # the first backend made: the one the fixture cleans up with, not through the door
+    door = Door(port)
+    backend = zk(hosts=f"127.0.0.1:{door.port}")
+    backend.check(2)  # connected through the door
+    door.drop()
+    cut = time.monotonic()
+    time.sleep(10)
+    late = [t for t in door.tries if t >= cut + 5]
+    door.shut = False
+    assert len(late) >= 3, [round(t - cut, 2) for t in door.tries]
+    backend.check(backend.session_timeout)  # and connected again
+    backend.close()
+    door.close()
 
 
 def test_release_without_acquire_raises(zk):
