@@ -11,12 +11,13 @@ shares of equal time by ``.test_durations`` (pytest-split):
    marked by conftest.py), one after another, since each may restart the instances;
 2. at the same time, the tests that do not, with a database, Redis databases and a
    ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
-3. the tests that fault a server both use or count all it runs (``exclusive``):
-   with one lane, alone on its stack after 1 and 2; with more, all of them in one
-   run on a stack of their own (``alone_config``), started beside the lanes and
-   removed when that run ends. They mostly wait on faults and timeouts: on a stack
-   of their own they wait while the lanes load the machine, and no lane waits for
-   them.
+3. the tests that fault a server both use or count all it runs (``exclusive``),
+   and the long runs that want a stack to themselves and restart nothing
+   (``own_stack``: schemathesis): with one lane, alone on its stack after 1 and 2;
+   with more, all of them in one run on a stack of their own (``alone_config``),
+   started beside the lanes and removed when that run ends. The exclusive tests
+   mostly wait on faults and timeouts: on a stack of their own they wait while the
+   lanes load the machine, and no lane waits for them.
 
 Each part's output is printed when it ends; at the end come each part's time and the
 slowest tests of the run, whose durations are also written to
@@ -175,14 +176,18 @@ def alone_config(config: StackConfig, lanes: int) -> StackConfig:
 def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> list[Part]:
     """The parts a lane runs at once."""
     share = (lane, lanes)
-    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive", 0, config, share, out),
-            Part(f"beside {lane}/{lanes}", "not stack and not exclusive", 1, config, share, out)]
+    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive and not own_stack", 0, config, share, out),
+            Part(f"beside {lane}/{lanes}", "not stack and not exclusive and not own_stack", 1, config, share,
+                 out)]
 
 
 def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
-    """The exclusive tests, every one: on the lane's stack when there is one lane,
-    on a stack of their own when there are more."""
-    return Part("alone", "exclusive", 0, alone_config(config, lanes) if lanes > 1 else config, (1, 1), out)
+    """The exclusive tests and the ``own_stack`` ones, every one: on the lane's stack
+    when there is one lane, on a stack of their own when there are more. The
+    exclusive tests mostly wait, so the long runs that restart nothing (schemathesis)
+    join them there rather than lengthen a lane's stack part."""
+    return Part("alone", "exclusive or own_stack", 0, alone_config(config, lanes) if lanes > 1 else config,
+                (1, 1), out)
 
 
 def run_lane(parts: list[Part], pytest_args: list[str], *, then: Part | None = None) -> None:

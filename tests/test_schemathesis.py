@@ -19,7 +19,8 @@ from races.services import QUEUE
 from stack.control import start_again
 from stack.supervisor import Supervisor
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1260)]
+# Minutes each, restarting nothing: make test runs them on the exclusive tests' stack.
+pytestmark = [pytest.mark.e2e, pytest.mark.own_stack, pytest.mark.timeout(1260)]
 
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
@@ -109,8 +110,8 @@ def finished(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
 # and one run's reset of a product under another strategy while the other buys it
 # answers that purchase 503 (busy, as documented). Giving the hooked run products of
 # its own meant rewriting its path parameters in a hook, which schemathesis then took
-# for schema-violating requests (ST201) in its stateful phase. (The suite's lanes run
-# them at once, each on its own stack.)
+# for schema-violating requests (ST201) in its stateful phase. (make test runs them one
+# after the other, on the exclusive tests' stack.)
 
 def test_schemathesis_with_the_hooks_finds_nothing_and_reaches_the_sale(stack_apps, tmp_path, racer_stopped):
     """The hooks send some requests to a real product and order."""

@@ -1,10 +1,12 @@
 """make test's lanes (stack.suite): stacks apart from each other, parts reported whole."""
 
+import itertools
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression  # how -m reads a part's marks
 
 from stack import suite
 from stack.config import StackConfig
@@ -143,6 +145,19 @@ def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and
     assert calls == [("up", where), *(["alone"] if starts else []), ("logs kept", where), ("clean", where)]
     # A stack that did not start leaves the part not run: the suite fails (exit_status).
     assert (part.status == 0) is starts
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 3])
+def test_every_test_falls_in_exactly_one_part_whatever_its_marks(config, tmp_path, lanes):
+    parts = [*(part for lane in range(1, lanes + 1)
+               for part in suite.lane_parts(suite.lane_config(config, lane), lane, lanes, tmp_path)),
+             suite.alone_part(config, lanes, tmp_path)]
+    kinds = {(part.marks, part.share[1]) for part in parts}  # a lane's share of a kind, or all of it
+    for marks in itertools.chain.from_iterable(
+            itertools.combinations(("stack", "exclusive", "own_stack", "hosted"), n) for n in range(5)):
+        taking = [expression for expression, _ in kinds
+                  if Expression.compile(expression).evaluate(lambda name, marks=marks, **_: name in marks)]
+        assert len(taking) == 1, (marks, taking)
 
 
 def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_path, monkeypatch):
