@@ -214,7 +214,7 @@ class ZooKeeperLockBackend(BaseLockBackend):
                 self._client, self._pid, self.losses = None, os.getpid(), 0
                 self.connected.clear()
             if self._client is None:
-                # kazoo's schedule (a tenth of a second, doubled), without end, capped.
+                # kazoo's own schedule of tries, without end, under a ceiling.
                 retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=self.reconnect_max_s)
                 client = KazooClient(hosts=self.hosts, timeout=self.session_timeout, connection_retry=retry,
                                      **self._credentials())
