@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from common.strategies import STRATEGIES
+from stack.suite import SUITE_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,9 @@ def test_every_strategy_names_a_configured_lock():
 
 
 def manage(*args: str, **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    # Not the suite's own choices either (stack.suite.SUITE_ENVIRONMENT): production refuses them.
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE", *SUITE_ENVIRONMENT)}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
                           env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production",
                                "FLASHSALE_PER_USER_LIMIT": "2", **env})
@@ -86,7 +89,7 @@ def test_the_production_settings_refuse_weak_credentials_on_any_bind():
 def test_the_production_settings_refuse_what_would_open_the_sale_to_anyone():
     opening = [("FLASHSALE_BUYER_AUTH", "false"), ("FLASHSALE_BUYER_TOKEN_KEY", "k" * 31),
                ("FLASHSALE_BUYER_TOKEN_KEY", "flashsale"), ("FLASHSALE_PER_USER_LIMIT", "0"),
-               ("FLASHSALE_PER_USER_LIMIT", "-1")]
+               ("FLASHSALE_PER_USER_LIMIT", "-1"), ("FLASHSALE_QUICK_PASSWORD_HASHING", "true")]
     for name, value in opening:
         for command in (["check"], ["check", "--deploy"]):
             result = manage(*command, **{**own_secrets(), name: value})
@@ -102,6 +105,24 @@ def test_the_production_settings_refuse_what_would_open_the_sale_to_anyone():
     [line] = [line for line in manage("check", **own_secrets(), **both).stderr.splitlines()
               if "refusing to start" in line]
     assert "FLASHSALE_BUYER_AUTH is false" in line and "; FLASHSALE_PER_USER_LIMIT is not above 0" in line
+
+
+def test_quick_hashing_keeps_new_passwords_as_md5_and_still_checks_the_pbkdf2_ones():
+    code = ("from django.contrib.auth.hashers import check_password, identify_hasher, make_password; "
+            "from django.contrib.auth.hashers import PBKDF2PasswordHasher; "
+            "old = PBKDF2PasswordHasher().encode('a long passphrase', 'saltsaltsalt'); "
+            "print(identify_hasher(make_password('a long passphrase')).algorithm, "
+            "check_password('a long passphrase', old), check_password('another one', old))")
+    said = {}
+    for quick in ("false", "true"):
+        env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", *SUITE_ENVIRONMENT)}
+        result = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=ROOT,
+                                capture_output=True, text=True,
+                                env={**env, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+                                     "FLASHSALE_QUICK_PASSWORD_HASHING": quick})
+        assert result.returncode == 0, result.stderr
+        said[quick] = result.stdout.split()
+    assert said == {"false": ["pbkdf2_sha256", "True", "False"], "true": ["md5", "True", "False"]}
 
 
 def test_the_production_settings_refuse_a_redis_without_a_password_and_give_both_urls_one():

@@ -29,6 +29,7 @@ from .base import (
     FLASHSALE_BUYER_TOKEN_KEY,
     FLASHSALE_GATE_REDIS_URL,
     FLASHSALE_PER_USER_LIMIT,
+    FLASHSALE_QUICK_PASSWORD_HASHING,
     REDIS_URL,
     REST_FRAMEWORK,
     SECRET_MIN_LENGTH,
@@ -67,6 +68,9 @@ _open = [why for why, is_open in (
     ("FLASHSALE_PER_USER_LIMIT is not above 0 (one buyer could take the whole stock): set the units one "
      "buyer may buy, or FLASHSALE_PER_USER_LIMIT_OFF=true to say no cap is meant",
      FLASHSALE_PER_USER_LIMIT <= 0 and not FLASHSALE_PER_USER_LIMIT_OFF),
+    ("FLASHSALE_QUICK_PASSWORD_HASHING is true (passwords would be kept as salted MD5, a test suite's "
+     "hasher)",
+     FLASHSALE_QUICK_PASSWORD_HASHING),
 ) if is_open]
 if _open:
     raise ImproperlyConfigured(
