@@ -4,6 +4,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -65,13 +66,32 @@ def edge_counts(config) -> dict[str, float]:
             if name == "flashsale_edge_purchases_total"}
 
 
+def edge_counts_settled(config, *, quiet_s: float = 1.0, seconds: float = 30) -> dict[str, float]:
+    """``edge_counts`` once mtail has read what nginx logged so far: it tails the log,
+    and on a busy machine it falls behind; a baseline read then counts the last test's
+    answers in the next test's. Caught up: the lines it has read
+    (``mtail_log_lines_total``) unchanged for ``quiet_s``, nothing selling meanwhile."""
+    url = f"http://127.0.0.1:{config.exporter_ports['edge']}/metrics"
+
+    def lines_read() -> float:
+        return sum(value for (name, _), value in scraped_from(url).items() if name == "mtail_log_lines_total")
+
+    deadline = time.monotonic() + seconds
+    last, since = lines_read(), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if (now := lines_read()) != last:
+            last, since = now, time.monotonic()
+    return edge_counts(config)
+
+
 def test_two_locust_workers_share_the_load_and_their_merged_counts_are_the_servers(
         stack_apps, stack_config, tmp_path):
     """Locust's distributed mode: a master and two worker processes share the users
     and the requests; the report's figures, merged from both workers' samples, are the
     answers nginx counted, code by code, and the orders the database holds."""
     stack_apps()
-    before = edge_counts(stack_config)
+    before = edge_counts_settled(stack_config)
     result = subprocess.run(
         [sys.executable, "-m", "loadtest.compare", "--strategies", "atomic", "--rounds", "1", "--users", "20",
          "--attempts", "151", "--stock", "50", "--workers", "2", "--reports", str(tmp_path)],

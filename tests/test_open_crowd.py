@@ -21,7 +21,7 @@ from loadtest.buyers import buyers_file
 from loadtest.compare import BUYER_PREFIX, LocustRun, run_locust
 from loadtest.figures import percentile
 from stack.supervisor import Supervisor
-from tests.test_compare import edge_counts
+from tests.test_compare import edge_counts, edge_counts_settled
 from tests.test_prometheus import eventually
 
 pytestmark = pytest.mark.e2e
@@ -35,7 +35,7 @@ def stalled_run(config, *, answered_before_stall: int, **locust) -> tuple[Locust
     """A Locust run with both app instances frozen for ``STALL_S`` once nginx has
     answered ``answered_before_stall`` of its purchases; the run and how long the
     stall lasted."""
-    before = sum(edge_counts(config).values())
+    before = sum(edge_counts_settled(config).values())
     done: list = []
     runner = threading.Thread(target=lambda: done.append(run_locust(base_url=config.base_url, **locust)))
     runner.start()
