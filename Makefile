@@ -249,14 +249,16 @@ restore-drill: up  ## dump the database as the nightly backup does, restore it i
 lint: install-test  ## ruff
 	$(VENV)/bin/ruff check .
 
-# Lanes of the suite, each on a stack of its own: two halve the stack's queue (LANES=1: one stack).
+# Lanes of the suite, each on a stack of its own: two halve the stack's queue (LANES=1: one stack;
+# more: one more stack, for the exclusive tests).
 LANES ?= 2
 
 #: install (with test packages), lint, the type checker, build the docs (strict), then the suite with `python -m stack
 #: test`: in `LANES` lanes at once (2 unless set), each on a stack of its own, each running a share
-#: of the tests that drive its stack, beside them a share of the rest, then alone those that fault a
-#: server; starts the stacks it needs and stops what it started; prints each part's time and the
-#: slowest tests ([tests](../development/tests.md))
+#: of the tests that drive its stack, beside them a share of the rest, and beside the lanes, on a
+#: stack of their own, those that fault a server (with one lane: after, alone on its stack); starts
+#: the stacks it needs and stops what it started; prints each part's time and the slowest tests
+#: ([tests](../development/tests.md))
 test: install-test  ## lint, types, the docs (strict), then the whole suite against the stacks it starts (and stops)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
