@@ -1,13 +1,12 @@
 """What a stopped server does to the probes, on the stack through nginx: a load
 balancer keeps every instance of a deployment whose strategy never uses it."""
 
-import time
-
 import pytest
 import requests
 
 from stack.control import start_again
 from stack.supervisor import Supervisor
+from tests.test_prometheus import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]  # ZooKeeper stopped
 
@@ -46,9 +45,7 @@ def test_readyz_drops_an_instance_whose_strategy_needs_zookeeper_while_it_is_sto
         return all(_probe(zookeeper, "/readyz").json()["backends"] == {"database": "ok", "zookeeper": "ok"}
                    for _ in range(2 * stack_config.instances))  # each instance of the round robin
 
-    deadline = time.monotonic() + 10
-    while not every_instance_ready() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    eventually(every_instance_ready, seconds=10, every=0.2)
     assert every_instance_ready()
     supervisor.stop("zookeeper")
     try:
