@@ -499,7 +499,8 @@ def test_only_the_processes_that_use_a_data_store_may_reach_it(overlay):
                 selector = source["podSelector"]
                 allowed |= set(selector.get("matchLabels", {}).values())
                 allowed |= {v for e in selector.get("matchExpressions", []) for v in e["values"]}
-        assert allowed - {store, f"{store}-join", f"{store}-backup"} == REACHES[store], store
+        own = {store, f"{store}-join", f"{store}-backup", f"{store}-binlog"}  # its peers, its backups
+        assert allowed - own == REACHES[store], store
         assert REACHES[store] <= named[store], store
     [nginx] = [p for p in policies.values() if "Ingress" in p["spec"]["policyTypes"]
                and p["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "nginx"}]

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import MySQLdb
 import pytest
@@ -83,7 +84,7 @@ def _url(user: str, port: int) -> str:
 
 
 @pytest.mark.server  # it starts a MariaDB of its own
-def test_each_role_does_its_work_and_nothing_more():
+def test_each_role_does_its_work_and_nothing_more(tmp_path):
     with scratch_database() as (server, port):
         def connect(user: str):
             return MySQLdb.connect(host="127.0.0.1", port=port, user=user, password=PASSWORDS[user],
@@ -127,6 +128,22 @@ def test_each_role_does_its_work_and_nothing_more():
             assert _refused(backup, "CALL flashsale_purchase(1, 0, 1, 'x', 'x', 'x', 'x', 0, 0, 1, FALSE, 0, "
                                     "'', 1)")
 
+        # The backup's user follows the binary log as the cluster's mariadb-binlog does
+        # (its own script): what was written is there, and a write made now arrives
+        # within seconds, not at the next night's dump.
+        follower = _binlog_follower(port, tmp_path)
+        followed = False
+        try:
+            written = _eventually_logged(tmp_path, b"k-roles")
+            if written:
+                with connect("flashsale_app") as app, app.cursor() as cursor:
+                    cursor.execute("INSERT INTO inventory_product (sku, name, strategy, payment_window_s, "
+                                   "sale) VALUES ('roles-followed', 'roles', 'atomic', 0, 1)")
+                followed = _eventually_logged(tmp_path, b"roles-followed")
+        finally:
+            said = _stopped(follower)
+        assert written and followed, said
+
         # The exporter reads the server's status (the exporter the stack runs, Debian's)
         # in three connections at most, and nothing of the data.
         with server.connect() as root, root.cursor() as cursor:
@@ -136,6 +153,33 @@ def test_each_role_does_its_work_and_nothing_more():
             connect("flashsale_exporter")  # the data's database, not even opened
         assert refused.value.args[0] == 1044
         assert "mysql_global_status_threads_connected" in _exported(port)
+
+
+def _binlog_follower(port: int, directory: Path) -> subprocess.Popen:
+    """The cluster's mariadb-binlog, its script run here against ``port``, writing the
+    log's files into ``directory``."""
+    deployment = of_kind(render(K8S / "overlays" / "production"), "Deployment")["mariadb-binlog"]
+    script = deployment["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert script.count("--host=mariadb") == 2 and "cd /binlog;" in script
+    script = script.replace("--host=mariadb", f"--host=127.0.0.1 --port={port}").replace(
+        "cd /binlog;", f"cd {directory};")
+    return subprocess.Popen(["bash", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "MYSQL_PWD": PASSWORDS["flashsale_backup"]})
+
+
+def _eventually_logged(directory: Path, marker: bytes, seconds: float = 20) -> bool:
+    """Whether a log file in ``directory`` holds ``marker`` within ``seconds``."""
+    def found() -> bool:
+        return any(marker in path.read_bytes() for path in directory.glob("mariadb-bin.*"))
+    return bool(eventually(found, seconds=seconds))
+
+
+def _stopped(process: subprocess.Popen) -> str:
+    """``process`` stopped; what it said on stderr."""
+    if process.poll() is None:
+        process.terminate()
+    _, err = process.communicate(timeout=30)
+    return err
 
 
 def _exported(port: int) -> str:

@@ -189,6 +189,33 @@ def test_the_database_is_dumped_nightly_and_the_dump_leaves_the_cluster(rendered
     assert _egress(docs, "mariadb-backup") == {("mariadb", 3306), ("internet", 443)}
 
 
+def test_the_binary_log_leaves_the_cluster_as_it_is_written(rendered):
+    """One follower of the log (tests/test_k8s_database_users.py runs its script on a
+    real MariaDB) as the backup's user, the password off its command line, and a
+    copier that sends its files to the bucket's binlog/ every minute; it reaches the
+    database and HTTPS alone, and keeps nothing in the cluster."""
+    _, docs = rendered
+    deployment = of_kind(docs, "Deployment")["mariadb-binlog"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    template = deployment["template"]
+    follow, ship = template["spec"]["containers"]
+    script = follow["command"][-1]
+    assert "pipefail" in script and "--password" not in script
+    for option in ("--read-from-remote-server", "--host=mariadb", "--user=flashsale_backup", "--raw",
+                   "--stop-never"):
+        assert option in script.split("mariadb-binlog", 1)[1], option
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in follow["env"]} == {
+        "MYSQL_PWD": "MARIADB_BACKUP_PASSWORD"}
+    assert ship["image"].split(":")[0].endswith("rclone/rclone")
+    loop = ship["command"][-1]
+    assert 'rclone copy /binlog "$BACKUP_REMOTE/binlog"' in loop and "sleep 60" in loop
+    assert {"secretRef": {"name": "flashsale-backup-store"}} in ship["envFrom"]
+    assert all("persistentVolumeClaim" not in v and "ephemeral" not in v for v in template["spec"]["volumes"])
+    from .test_k8s import _egress
+
+    assert _egress(docs, "mariadb-binlog") == {("mariadb", 3306), ("internet", 443)}
+
+
 def redis_without_a_password(docs: list[dict]) -> list[str]:
     """Every Redis server asks its clients for the secret's password (and a cluster's
     replicas give it to their primaries)."""
