@@ -275,12 +275,17 @@ test-slow: install-test  ## the whole suite with a CPU burner spinning on every 
 #: and the tests that start nothing
 #: (`pytest -m "not server and not system"`; a test is `server` when it asks for the database, the
 #: stack or a lock server, or says it starts servers of its own; `system` when it runs a program
-#: from a Debian package that `make test` installs)
+#: from a Debian package that `make test` installs); then, where `promtool` and `amtool` are
+#: installed (`make test` installs them), the alert rules' and Alertmanager's checks, which start
+#: nothing either (`tests/test_alerts.py`'s offline ones)
 check: $(VENV)/.dev  ## lint, types, the docs build, the tests that start nothing: no server, no root, no apt
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
 	$(PY) -m stack docs
 	$(PY) -m pytest -m "not server and not system" -q $(PYTEST_ARGS)
+	@if command -v promtool >/dev/null && command -v amtool >/dev/null; then \
+	  $(PY) -m pytest -m "system and not server and not e2e" -q tests/test_alerts.py; \
+	else echo "make check: no promtool or amtool here, so the alert rules are checked by make test alone"; fi
 
 #: write this reference's table from the Makefile (`python -m stack commands`), then build this
 #: documentation with MkDocs (strict) outside the checkout; the stack's nginx serves it at `/docs/`
