@@ -90,3 +90,22 @@ def wait_until(condition: Callable[[], Any], timeout: float = 5.0, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.01)
+
+
+@contextmanager
+def idle_transaction_allowed() -> Iterator[None]:
+    """This thread's database session may idle inside a transaction: a test whose
+    transaction waits on work of its own (a process starting, Hypothesis making the
+    next example) that a busy machine stretches past the server's cut of idle
+    transactions (``DB_IDLE_TRANSACTION_TIMEOUT_S``, the apps' guard against a stopped
+    holder, not what such a test checks). The cut is back afterwards."""
+    from django.conf import settings
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION idle_transaction_timeout = 0")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION idle_transaction_timeout = %s",
+                           [settings.DB_IDLE_TRANSACTION_TIMEOUT_S])

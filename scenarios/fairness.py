@@ -14,9 +14,7 @@ from .context import Context
 FAR = 0.1
 # The re-acquirer's hold, seconds: five of the far buyer's commands, so that each ask
 # it sends on a release's message (or at the start, or after subscribing) lands while
-# the re-acquirer holds the lock again. Asked again at once after a release, the lock
-# is free only for the near client's next round trip; with a short hold, a loaded
-# machine that delays that round trip lets a far ask land in the gap now and then.
+# the re-acquirer holds the lock again.
 HOLD = 0.5
 BUYER_WAIT = 3.0  # the buyer's wait timeout, seconds: six holds
 # Commands before a waiter is in the fair lock's line: a try, its subscription, its
@@ -24,15 +22,41 @@ BUYER_WAIT = 3.0  # the buyer's wait timeout, seconds: six holds
 TO_THE_LINE = 3
 
 
-class FarConnection(redis.Connection):
-    """A client 100 ms away: every command it sends arrives that much later."""
+class Gap:
+    """The moment between the near re-acquirer's release and its next ask. On a real
+    network it lasts the near client's round trip, far shorter than ``FAR``; a loaded
+    machine can stretch it (the thread waits for a core) past ``FAR``, and let the far
+    buyer's ask in now and then. So the far buyer's commands wait it out: the near
+    client asks first after each release, as its distance makes it do."""
 
-    def send_packed_command(self, command, check_health=True):
-        time.sleep(FAR)
-        return super().send_packed_command(command, check_health)
+    def __init__(self) -> None:
+        self._closed = threading.Event()
+        self._closed.set()
+
+    def open(self) -> None:
+        self._closed.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def waited_out(self) -> None:
+        self._closed.wait(timeout=10)
 
 
-def starved_or_served(near, far) -> dict:
+def far_connection(gap: Gap) -> type[redis.Connection]:
+    class FarConnection(redis.Connection):
+        """A client 100 ms away: every command it sends arrives that much later, and
+        never inside the near client's release-and-ask."""
+
+        def send_packed_command(self, command, check_health=True):
+            time.sleep(FAR)
+            gap.waited_out()
+            return super().send_packed_command(command, check_health)
+
+    return FarConnection
+
+
+def starved_or_served(near, far, gap: Gap) -> dict:
     """A re-acquirer next to Redis takes the lock, holds it ``HOLD``, lets go and
     asks again at once, for as long as the far buyer waits; the buyer asks once, with
     a ``BUYER_WAIT`` timeout, just after the re-acquirer took the lock."""
@@ -41,11 +65,23 @@ def starved_or_served(near, far) -> dict:
 
     def re_acquirer():
         lock = near.lock("s18")
+        holding = False
         while not stop.is_set():
-            lock.acquire()
+            if not holding:  # the first time, or in the fair lock's line behind the far buyer
+                holding = lock.acquire()
+                continue
             acquisitions.append(time.monotonic())
             held.set()
             time.sleep(HOLD)
+            gap.open()
+            try:
+                lock.release()
+                # Its ask at once: the unfair lock is free to whoever asks; the fair
+                # one refuses it while the far buyer waits in line.
+                holding = lock.acquire(blocking=False)
+            finally:
+                gap.close()
+        if holding:
             lock.release()
 
     # The far buyer's connections (commands and wake-ups) and scripts are set up
@@ -74,10 +110,13 @@ def starved_or_served(near, far) -> dict:
 
 
 def s18_unfair_lock_starves_a_far_buyer(ctx: Context) -> Outcome:
-    figures = starved_or_served(ctx.redisson(), ctx.redisson(connection_class=FarConnection))
+    gap = Gap()
+    figures = starved_or_served(ctx.redisson(), ctx.redisson(connection_class=far_connection(gap)), gap)
     broken = Half("redisson: whoever asks first after a release", figures,
                   failed=not figures["buyer served"])
-    figures = starved_or_served(ctx.redisson_fair(), ctx.redisson_fair(connection_class=FarConnection))
+    gap = Gap()
+    figures = starved_or_served(ctx.redisson_fair(), ctx.redisson_fair(connection_class=far_connection(gap)),
+                                gap)
     # In turn: behind the one holding, and the one it may have found first in line.
     overtaken = figures["re-acquisitions once it could be in line"]
     fixed = Half("redisson-fair: the first in line", figures,

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from common.testing import idle_transaction_allowed
 from inventory.models import Stock, StockFlow
 from orders.models import Order
 
@@ -52,6 +53,14 @@ def answered_truthfully(response, before, *, created: tuple[int, ...]) -> None:
 @pytest.fixture
 def product(product_factory):
     return product_factory(sku="sku-1", stock=1000, name="Phone")
+
+
+@pytest.fixture(autouse=True)
+def _idle_between_examples(db):
+    # The test's transaction idles while Hypothesis makes each example (up to 8,000
+    # levels deep): a busy machine stretches that past the server's idle cut.
+    with idle_transaction_allowed():
+        yield
 
 
 @pytest.mark.django_db

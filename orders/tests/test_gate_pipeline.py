@@ -244,8 +244,12 @@ def test_a_batch_sent_again_after_noscript_is_vouched_for_only_by_its_own_wait()
 
 
 def _kill_the_waiting_client(server: redis.Redis) -> None:
-    """Kill the connection that is blocked in WAIT, once there is one."""
-    wait_until(lambda: any(c["cmd"] == "wait" for c in server.client_list()), 5, what="a client in WAIT")
-    for c in server.client_list():
-        if c["cmd"] == "wait":
-            server.client_kill_filter(_id=c["id"])
+    """Kill the connection that is blocked in WAIT, once there is one. Blocked (flag
+    ``b``), not only last seen in WAIT: the batch's connection is idle after its first
+    WAIT until it sends again, and a busy machine could let this thread kill it then."""
+    def blocked() -> list[dict]:
+        return [c for c in server.client_list() if c["cmd"] == "wait" and "b" in c["flags"]]
+
+    wait_until(blocked, 5, what="a client blocked in WAIT")
+    for c in blocked():
+        server.client_kill_filter(_id=c["id"])

@@ -6,7 +6,6 @@ lock, so the first persister reads its batch, opens its transaction and waits in
 it, which the test sees in the process list before it sends SIGKILL.
 """
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test import override_settings
 
+from common.testing import idle_transaction_allowed
 from orders.gate.store import GROUP, gate_keys, gate_redis
 from orders.models import GateSale, Order
 from orders.purchase import order_create
@@ -56,21 +56,6 @@ def waiting_for_the_sale_row() -> int:
         return cursor.fetchone()[0]
 
 
-@contextlib.contextmanager
-def idle_hold_allowed():
-    """This session's transaction may idle: a hold that waits while a persister starts,
-    which a busy machine makes longer than the server's cut of idle transactions
-    (``DB_IDLE_TRANSACTION_TIMEOUT_S``, the apps' guard, not what is tested here)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET SESSION idle_transaction_timeout = 0")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SET SESSION idle_transaction_timeout = %s",
-                           [settings.DB_IDLE_TRANSACTION_TIMEOUT_S])
-
-
 def stop(process: subprocess.Popen) -> str:
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=10)
@@ -85,7 +70,8 @@ def test_a_persister_killed_inside_its_batch_transaction_leaves_the_batch_to_its
     stream = gate_keys("sku-1").stream
     first = start_persister("first", claim_idle_ms=60_000)
     try:
-        with idle_hold_allowed(), transaction.atomic():
+        # The hold idles while the persister starts, which a busy machine stretches.
+        with idle_transaction_allowed(), transaction.atomic():
             GateSale.objects.select_for_update().get()  # the batch will wait for this row
             until(lambda: gate_redis().xpending(stream, GROUP)["pending"] == 30, what="the batch read")
             until(waiting_for_the_sale_row, what="the batch waiting inside its transaction")

@@ -72,6 +72,10 @@ def _bought_in_the_window(span: float):
         early = buy("k1")
     except NotStarted:
         pass
+    except Ended:
+        if time.time() >= starts + span:
+            return None  # it ran past the whole window
+        raise
     else:
         assert time.time() >= starts, f"placed before the opening: {early}"
         return None  # it ran past the opening

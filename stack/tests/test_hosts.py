@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from stack.hosts import Net
@@ -109,6 +110,7 @@ def test_a_killed_run_leaves_no_namespace_link_or_process_behind(tmp_path):
     link, *pids = run.stdout.readline().split()
     assert os.path.exists(f"/sys/class/net/{link}")
     namespaces = {os.stat(f"/proc/{pid}/ns/net").st_ino for pid in pids}
+    killed_at = time.time()
     run.send_signal(signal.SIGKILL)
     run.wait()
     deadline = time.monotonic() + 10
@@ -118,13 +120,18 @@ def test_a_killed_run_leaves_no_namespace_link_or_process_behind(tmp_path):
     outlived = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
     assert not outlived, "a holder or host process outlived its run"
     assert not os.path.exists(f"/sys/class/net/{link}"), "this machine's end of the bridge outlived the run"
+    # Held by a process that lived before the kill: the kernel gives a freed
+    # namespace's number to the next one made, and the suite's other tests make
+    # namespaces meanwhile, so a process started since may hold the same number.
     held = set()
-    for pid in os.listdir("/proc"):
+    for process in psutil.process_iter():
         try:
-            held.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
-        except (FileNotFoundError, PermissionError, NotADirectoryError):
+            number = os.stat(f"/proc/{process.pid}/ns/net").st_ino
+            if number in namespaces and process.create_time() <= killed_at:
+                held.add(number)
+        except (FileNotFoundError, PermissionError, NotADirectoryError, psutil.Error):
             pass
-    assert not namespaces & held, "a namespace of the run is still held by a process"
+    assert not held, "a namespace of the run is still held by a process"
     assert not subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.strip()
 
 
