@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,10 +97,12 @@ class _Lane:
 class RaceRun:
     """One race, from its queued document to its final one."""
 
-    def __init__(self, race: dict, *, target: str, stop: threading.Event | None = None):
+    def __init__(self, race: dict, *, target: str, stop: threading.Event | None = None,
+                 beat: Callable[[], None] = lambda: None):
         self.race = race
         self.target = target.rstrip("/")
         self.stop = stop or threading.Event()
+        self.beat = beat  # called at every tick: the runner's loop is alive through a race
         self.lanes = [_Lane(lane["strategy"], lane["sku"], lane["stock"]) for lane in race["lanes"]]
         self._mutex = threading.Lock()
         self._turn = threading.Condition(self._mutex)  # a poll came due, or a waiting buyer is done
@@ -268,6 +271,7 @@ class RaceRun:
                 time.sleep(max(0.0, tick - time.monotonic()))
                 self._renew()
                 self._write_down()
+                self.beat()
             for thread in threads:
                 thread.join()
             if self.stop.is_set():

@@ -704,11 +704,11 @@ def test_a_migration_behind_a_long_transaction_gives_up_instead_of_stalling_the_
 
 
 def test_a_loop_that_stops_turning_is_not_alive_though_its_metrics_answer(overlay):
-    """The persisters' and the expirer's liveness reads the file their loop touches at
-    every turn (``--alive-file``, ``common.liveness``): their metrics thread answers
-    while the loop is stuck."""
+    """The persisters', the expirer's and the race runner's liveness reads the file their
+    loop touches at every turn (``--alive-file``, ``common.liveness``): their metrics
+    thread answers while the loop is stuck."""
     _, docs = overlay
-    for name in ("flashsale-persister", "flashsale-expirer"):
+    for name in ("flashsale-persister", "flashsale-expirer", "flashsale-racer"):
         [container] = of_kind(docs, "Deployment")[name]["spec"]["template"]["spec"]["containers"]
         [alive] = [arg.split("=", 1)[1] for arg in container["command"] if arg.startswith("--alive-file=")]
         probe = container["livenessProbe"]

@@ -3,11 +3,13 @@
 import logging
 import signal
 import threading
+from pathlib import Path
 
 import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from common.liveness import heartbeat
 from common.metrics import metrics_arguments, metrics_served
 from races import metrics
 from races.runner import RaceRun
@@ -22,9 +24,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", default="racer",
                             help="its Redis client's name (the stack's readiness probe)")
+        parser.add_argument("--alive-file", type=Path, default=None,
+                            help="a file touched at every turn of its loop, and every tick of a race "
+                                 "(a liveness probe reads its age: common.liveness)")
         metrics_arguments(parser)
 
-    def handle(self, *args, name, **options):
+    def handle(self, *args, name, alive_file=None, **options):
         metrics_served(metrics_port=options["metrics_port"], metrics_address=options["metrics_address"])
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -36,6 +41,7 @@ class Command(BaseCommand):
         target = settings.FLASHSALE_RACE_TARGET
         logger.info("race runner %s: buyers go to %s", name, target)
         while not stop.is_set():
+            heartbeat(alive_file)  # a turn that finds the queue away still turns the loop
             try:
                 popped = queue.blpop([QUEUE], timeout=1)
             except redis.ConnectionError as e:
@@ -47,6 +53,7 @@ class Command(BaseCommand):
             race = race_take(race_id=int(popped[1]))
             if race is not None:
                 with metrics.RUNNING.track_inprogress():
-                    ended = RaceRun(race, target=target, stop=stop).run()
+                    ended = RaceRun(race, target=target, stop=stop,
+                                    beat=lambda: heartbeat(alive_file)).run()
                 metrics.RACES.labels(ended["status"]).inc()
 
