@@ -126,12 +126,14 @@ def redis_servers(count: int, *args: str, pick_port: Callable[[], int] = free_po
 
 
 @contextmanager
-def redis_cluster(masters: int = 3, *, replicas: int = 0) -> Iterator[list[ScratchRedis]]:
+def redis_cluster(masters: int = 3, *, replicas: int = 0, options: tuple[str, ...] = ()
+                  ) -> Iterator[list[ScratchRedis]]:
     """A Redis Cluster of ``masters`` masters, each with ``replicas`` replicas, on
     loopback, made with ``redis-cli --cluster create`` (the masters first in the
-    list); every server stopped on the way out."""
+    list); ``options``: more of each server's command line. Every server stopped on the
+    way out."""
     with redis_servers(masters * (1 + replicas), "--cluster-enabled", "yes",
-                       "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+                       "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000", *options,
                        pick_port=free_cluster_port) as servers:
         result = subprocess.run(
             [binary("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
