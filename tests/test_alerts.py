@@ -29,10 +29,11 @@ def amtool(*args: str) -> subprocess.CompletedProcess:
 
 # promtool's unit tests of the alerts, one file a scrape interval: the stack's 2 s, and
 # a cluster's 15 s and 30 s (Prometheus evaluating as often as it scrapes); the
-# cluster's own alerts (rules-kubernetes.yml) at the cluster's.
+# cluster's own alerts (rules-kubernetes.yml) at all three too.
 ALERT_TESTS = {("rules.yml", "2s"): "rules.test.yml",
                ("rules.yml", "15s"): "rules.test.15s.yml",
                ("rules.yml", "30s"): "rules.test.30s.yml",
+               ("rules-kubernetes.yml", "2s"): "rules-kubernetes.test.2s.yml",
                ("rules-kubernetes.yml", "15s"): "rules-kubernetes.test.15s.yml",
                ("rules-kubernetes.yml", "30s"): "rules-kubernetes.test.30s.yml"}
 # Fires always, by design: the pipeline's heartbeat.
