@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from django.db import connection
@@ -109,3 +110,37 @@ def idle_transaction_allowed() -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SET SESSION idle_transaction_timeout = %s",
                            [settings.DB_IDLE_TRANSACTION_TIMEOUT_S])
+
+
+def alive_file_touches(command: str, alive: Path, monkeypatch: Any, *, times: int = 3, **options: Any
+                       ) -> list[int]:
+    """Run the management ``command`` (a long-running loop that takes ``--alive-file``)
+    until it has touched ``alive`` ``times`` times, then stop it as SIGTERM would (its
+    own handler, called from here; ``monkeypatch`` keeps it from the real signal): the
+    file's modification times seen, 30 s at most."""
+    import signal
+
+    from django.core.management import call_command
+
+    handlers: dict[int, Any] = {}
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: handlers.setdefault(signum, handler))
+    touched: list[int] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while len(touched) < times and time.monotonic() < deadline:
+            if alive.exists() and (not touched or alive.stat().st_mtime_ns != touched[-1]):
+                touched.append(alive.stat().st_mtime_ns)
+            time.sleep(0.005)
+        while signal.SIGTERM not in handlers and time.monotonic() < deadline:
+            time.sleep(0.005)
+        handlers[signal.SIGTERM](signal.SIGTERM, None)
+        connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        call_command(command, alive_file=alive, **options)
+    finally:
+        watcher.join()
+    return touched
