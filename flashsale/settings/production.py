@@ -33,6 +33,7 @@ from .base import (
     FLASHSALE_PER_USER_LIMIT,
     FLASHSALE_PROCESS,
     FLASHSALE_QUICK_PASSWORD_HASHING,
+    PROCESS_NEEDS,
     REDIS_URL,
     REST_FRAMEWORK,
     SECRET_MIN_LENGTH,
@@ -64,7 +65,7 @@ _secrets = {
 }
 refuse_weak_secrets(f"under the production settings (FLASHSALE_PROCESS={FLASHSALE_PROCESS})", {
     "DB_PASSWORD": (DATABASES["default"].get("PASSWORD", ""), 1),
-    **{name: _secrets[name] for name in processes.PROCESSES[FLASHSALE_PROCESS].needs}})
+    **{name: _secrets[name] for name in PROCESS_NEEDS}})
 
 # What would turn the sale's rules off for everyone is refused too: buyers named by
 # the request's body, a token key short enough to find offline from one token anyone
