@@ -51,33 +51,38 @@ def _last_insert_id() -> int:
     return int(transaction.get_connection().connection.insert_id())
 
 
-def _fence_stamp(product: Product, segment: int, fence: Fence) -> int:
-    """Stamp the segment's stock row with this holder's token before reading it,
-    unless a newer holder of the same lock has stamped it already.
+def _fences_stamped(product: Product, segments: list[int], fences: Mapping[int, Fence],
+                    ) -> tuple[dict[int, int], dict[int, int], float | None]:
+    """The read of a fenced read-modify-write: each segment's row stamped with its
+    holder's token, unless a newer holder of the same lock stamped it already, the
+    stamp reading the quantity itself (the read, at no extra trip); each segment's
+    quantity (no versions: the stamps hold the rows), and since when one is held.
 
-    The stamp is the first write of the transaction, so the row stays locked by it
-    until commit: a newer holder's stamp waits, then reads what this one wrote. An
-    older holder (its lease ran out while it stalled) finds a larger token and is
-    refused before it reads anything. Checking the token only at the write would
-    leave a gap: a stale write landing between a newer holder's read and its write.
+    The stamp is the transaction's first write, so the row stays locked by it until
+    commit: a newer holder's stamp waits, then reads what this one wrote. An older
+    holder (its lease ran out while it stalled) finds a larger token and is refused
+    before it reads anything. A token checked only at the write would leave a gap: a
+    stale write landing between a newer holder's read and its write.
 
-    :returns: the segment's quantity, read by the stamp itself (the newest, since the
-        stamp holds the row): the read of the read-modify-write, at no extra trip.
-    :raises SaleReplaced: the row is not of ``product``'s sale as read (a reset).
+    :raises StaleLock: a newer holder stamped a segment first.
+    :raises SaleReplaced: a row is not of ``product``'s sale as read (a reset).
     """
-    stamped = (_sale_rows(product, segment)
-               .exclude(fence_source=fence.source, fence__gt=fence.token)
-               .update(fence_source=fence.source, fence=fence.token,
-                       quantity=_LastInsertId(F("quantity"))))
-    if not stamped:
-        if not _sale_rows(product, segment).exists():
-            raise SaleReplaced.of(product.sku)
-        raise StaleLock(
-            f"{product.sku}: the stock lock expired before this purchase touched the stock, "
-            "and a newer holder has; nothing was written",
-            extra={"sku": product.sku, "fence": fence.token},
-        )
-    return _last_insert_id()
+    available, held_since = {}, None
+    for segment in segments:
+        fence = fences[segment]
+        stamped = (_sale_rows(product, segment)
+                   .exclude(fence_source=fence.source, fence__gt=fence.token)
+                   .update(fence_source=fence.source, fence=fence.token,
+                           quantity=_LastInsertId(F("quantity"))))
+        if not stamped:
+            if not _sale_rows(product, segment).exists():
+                raise SaleReplaced.of(product.sku)
+            raise StaleLock(f"{product.sku}: the stock lock expired before this purchase touched the stock, "
+                            "and a newer holder has; nothing was written",
+                            extra={"sku": product.sku, "fence": fence.token})
+        available[segment] = _last_insert_id()
+        held_since = held_since or time.perf_counter()  # from the first stamp on
+    return available, {}, held_since
 
 
 def _sale_rows(product: Product, segment: int) -> QuerySet[Stock]:
@@ -88,21 +93,13 @@ def _sale_rows(product: Product, segment: int) -> QuerySet[Stock]:
     return Stock.objects.filter(product=product, segment=segment, sale=product.sale)
 
 
-def _stock_read(product: Product, segments: list[int], fences: Mapping[int, Fence] | None,
-                ) -> tuple[dict[int, int], dict[int, int], float | None]:
-    """The read of a deduction that is not one conditional UPDATE: each segment's
-    quantity and version, and since when this transaction holds a row (None: it
-    holds none yet). For a fenced read-modify-write the stamps read (they hold the
-    rows); otherwise one plain SELECT (no row lock): the weak strategies' honest race.
+def _stock_read(product: Product, segments: list[int]) -> tuple[dict[int, int], dict[int, int], None]:
+    """The read of an unfenced deduction that is not one conditional UPDATE: each
+    segment's quantity and version, by one plain SELECT (no row lock: the weak
+    strategies' honest race); no row held yet.
 
     :raises SaleReplaced: a segment's row is of another sale now (a reset).
     """
-    if fences:
-        available, held_since = {}, None
-        for segment in segments:
-            available[segment] = _fence_stamp(product, segment, fences[segment])
-            held_since = held_since or time.perf_counter()  # from the first stamp on
-        return available, {}, held_since
     read = {segment: (quantity, version) for segment, quantity, version in
             Stock.objects.filter(product=product, segment__in=segments, sale=product.sale)
             .values_list("segment", "quantity", "version")}
@@ -202,7 +199,8 @@ def stock_deduct(
     if deduction is Deduction.CONDITIONAL_UPDATE and len(segments) == 1:
         taken, held_since = _conditional_take(product, segments[0], quantity)
     else:
-        available, versions, held_since = _stock_read(product, segments, fences)
+        available, versions, held_since = (_fences_stamped(product, segments, fences) if fences
+                                           else _stock_read(product, segments))
         shares = _shares(available, quantity)
         if not shares:
             raise SoldOut.short_of(product.sku, quantity, sum(available.values()))
@@ -230,8 +228,8 @@ def stock_deduct(
             held_since = held_since or time.perf_counter()
             taken.append((segment, share, before, before - share))
 
-    _ledger_append(product, [(segment, share, *operation, before, after)
-                             for segment, share, before, after in taken])
+    rows_insert(StockFlow, _LEDGER, _ledger_rows(product, [(segment, share, *operation, before, after)
+                                                           for segment, share, before, after in taken]))
     assert held_since is not None  # a deduction of a unit or more wrote a row
     return Deducted(remaining=sum(after for *_, after in taken), row_held_since=held_since)
 
@@ -261,8 +259,9 @@ def stock_record_decided(*, product: Product, decided: Sequence[Decided]) -> Non
             quantity=F("quantity") - total, version=F("version") + 1):
         available = Stock.objects.values_list("quantity", flat=True).get(product=product, segment=0)
         raise SoldOut.short_of(product.sku, total, available)
-    _ledger_append(product, [(0, d.quantity, d.operation_flag, d.order_reference, d.quantity_before,
-                              d.quantity_after) for d in decided])
+    rows = [(0, d.quantity, d.operation_flag, d.order_reference, d.quantity_before, d.quantity_after)
+            for d in decided]
+    rows_insert(StockFlow, _LEDGER, _ledger_rows(product, rows))
 
 
 class Returned(NamedTuple):
@@ -296,9 +295,9 @@ def stock_return(*, product: Product, returned: Sequence[Returned],
     for r in returned:
         by_segment.setdefault(r.segment, []).append(r)
     rows = []
+    if fences:
+        _fences_stamped(product, sorted(by_segment), fences)  # every row stamped before it is written
     for segment in sorted(by_segment):
-        if fences:
-            _fence_stamp(product, segment, fences[segment])
         total = sum(r.quantity for r in by_segment[segment])
         Stock.objects.filter(product=product, segment=segment).update(
             quantity=_LastInsertId(F("quantity") + total), version=F("version") + 1)
@@ -306,16 +305,17 @@ def stock_return(*, product: Product, returned: Sequence[Returned],
         for r in by_segment[segment]:
             rows.append((segment, r.quantity, r.operation_flag, r.order_reference, level, level + r.quantity))
             level += r.quantity
-    _ledger_append(product, rows, kind=StockFlow.Kind.RETURN)
+    rows_insert(StockFlow, _LEDGER, _ledger_rows(product, rows, kind=StockFlow.Kind.RETURN))
 
 
-def _ledger_append(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]],
-                   kind: str = StockFlow.Kind.SALE) -> None:
-    """A stock-flow row per (segment, quantity, operation flag, order reference,
-    quantity before, quantity after), written by this instance."""
-    rows_insert(StockFlow, ("product", "segment", "quantity", "operation_flag", "order_reference",
-                            "quantity_before", "quantity_after", "instance", "kind"),
-                [(product.pk, *row, settings.FLASHSALE_INSTANCE, kind) for row in rows])
+_LEDGER = ("product", "segment", "quantity", "operation_flag", "order_reference", "quantity_before",
+           "quantity_after", "instance", "kind")  # a stock-flow row's columns, for rows_insert
+
+
+def _ledger_rows(product: Product, rows: Iterable[tuple[int, int, str, str, int, int]],
+                 kind: str = StockFlow.Kind.SALE) -> list[tuple[object, ...]]:
+    """``_LEDGER``'s row per (segment, quantity, operation flag, order reference, before, after)."""
+    return [(product.pk, *row, settings.FLASHSALE_INSTANCE, kind) for row in rows]
 
 
 class _Random(Protocol):

@@ -14,21 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from django.db import DatabaseError
-
-from common.errors import Busy, Unavailable
 from common.strategies import Seller, StrategySpec
 from inventory.models import Product, Stock
-from inventory.selectors import product_get, product_stock_get
-from waitingroom.services import admission_spend, admission_unspend
+from inventory.selectors import product_stock_get
 
 from .gate.lifecycle import gate_tally
 from .gate.returns import gate_give_back, gate_owed_pay, gate_owed_sweep, gate_take_again
-from .gate.sell import GateCold, gate_sell
+from .gate.sell import gate_sell
 from .giveback import Claimed
 from .models import Order
-from .resolve import strategy_confirmed
-from .results import OrderResult, Purchase, Timings
+from .results import OrderResult, Purchase
 from .transaction.giveback import transaction_give_back, transaction_owed_pay, transaction_take_again
 from .transaction.sell import transaction_sell
 
@@ -73,40 +68,6 @@ class StockSeller:
     owed_sweep: Callable[[], int]
 
 
-def _sell_through_gate(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
-    """One script in Redis decides (``orders.gate.sell``), and spends the admission
-    with its decision; the database hears of the order from a persister, after the
-    answer."""
-    try:
-        sold = gate_sell(purchase)
-    except GateCold:
-        # No sale in Redis: the product's row says whether it has one (Redis lost it)
-        # or was reset under another strategy meanwhile (NotFound: no such product).
-        strategy_confirmed(purchase.sku, product_get(sku=purchase.sku).strategy, purchase.strategy)
-        raise
-    return OrderResult(order_id=sold.order_id, sku=purchase.sku, quantity=sold.quantity,
-                       strategy=purchase.strategy.name, instance=sold.instance, status="accepted",
-                       remaining=sold.remaining, replayed=sold.replayed,
-                       timings=None if sold.replayed else Timings(lock_wait_ms=0.0, hold_ms=sold.script_ms))
-
-
-def _sell_in_transaction(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
-    """The admission spent under the purchase's key, then the locked transaction
-    (``orders.transaction.sell``): the order is in the database when it returns."""
-    admitted = admission_spend(sku=purchase.sku, buyer=purchase.buyer, admission=purchase.admission,
-                               key=purchase.key)
-    try:
-        return transaction_sell(purchase, admitted=admitted, segments=segments)
-    except (Busy, Unavailable, DatabaseError):
-        # No decision of the sale's, and nothing written: an unkeyed purchase cannot
-        # spend its admission again under its key (the gate's script spends it with
-        # its decision alone). A keyed one can, and another request with its key,
-        # still under way, may be the one that buys with it: it stays spent.
-        if admitted and not purchase.keyed:
-            admission_unspend(sku=purchase.sku, buyer=purchase.buyer, key=purchase.key)
-        raise
-
-
 def _gate_stock_left(sku: str) -> int:
     tally = gate_tally(sku=sku)
     return tally.redis_remaining if tally is not None else 0
@@ -124,11 +85,11 @@ def _nothing_owed() -> int:
 
 SELLERS: dict[Seller, StockSeller] = {
     Seller.TRANSACTION: StockSeller(
-        sell=_sell_in_transaction, stock_left=_rows_stock_left, in_redis=False,
+        sell=transaction_sell, stock_left=_rows_stock_left, in_redis=False,
         needs=("database", "lock"), give_back=transaction_give_back, take_again=transaction_take_again,
         owed_pay=transaction_owed_pay, owed_sweep=_nothing_owed),
     Seller.GATE: StockSeller(
-        sell=_sell_through_gate, stock_left=_gate_stock_left, in_redis=True,
+        sell=gate_sell, stock_left=_gate_stock_left, in_redis=True,
         needs=("redis-gate", "redis"), give_back=gate_give_back, take_again=gate_take_again,
         owed_pay=gate_owed_pay, owed_sweep=gate_owed_sweep),
 }

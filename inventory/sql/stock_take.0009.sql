@@ -1,7 +1,7 @@
 -- A conditional deduction from one stock segment of one sale, and its ledger row:
 -- inventory's part of the one-call purchase (orders/transaction/sql/purchase.*.sql
 -- calls it), the statements stock_deduct sends for one segment under
--- CONDITIONAL_UPDATE (inventory.services._conditional_take, then _ledger_append).
+-- CONDITIONAL_UPDATE (inventory.services._conditional_take, then the ledger row).
 -- Runs inside the caller's transaction; a refusal writes nothing.
 --
 -- p_sale: the sale whose terms the purchase checked (Product.sale); the rows of

@@ -25,10 +25,13 @@ from common.gateredis import Identified, unreachable
 from common.memory import ProcessMemory
 from common.metrics import observe_later
 from common.requestlog import request_id_current
+from inventory.models import Stock
+from inventory.selectors import product_get
 from waitingroom.services import admission_refused_error
 from waitingroom.store import spend_keys
 
-from ..results import Purchase
+from ..resolve import strategy_confirmed
+from ..results import OrderResult, Purchase, Timings
 from ..window import ended, not_started
 from .metrics import SCRIPT_BATCH
 from .pipeline import Replied, ScriptPipeline, fresh
@@ -49,23 +52,6 @@ def _replicas_waited() -> tuple[int, int] | None:
     return settings.FLASHSALE_GATE_REPLICAS, settings.FLASHSALE_GATE_REPLICA_WAIT_MS
 
 
-def _sell(*, keys: list[str], args: list[Any]) -> Replied:
-    """The sale's script, run as the client runs a script (by its hash, loaded first
-    if Redis does not know it) but without the client's pool, its retry wrapper and
-    its script object on the way, which were a large share of an accepted purchase's
-    CPU (``python -m benchmarks.purchase_cpu``): sent with the scripts of the other
-    purchases this process serves at once (``pipeline``), or with
-    ``FLASHSALE_GATE_PIPELINE`` off alone, on this thread's own connection. On a
-    Redis Cluster, on the product's node. Each followed by ``WAIT`` on the same
-    connection when replicas are asked for (``FLASHSALE_GATE_REPLICAS``)."""
-    script = gate_script(SELL)
-    if settings.FLASHSALE_GATE_REDIS_CLUSTER:
-        return _sell_on_cluster(script, keys=keys, args=args)
-    if settings.FLASHSALE_GATE_PIPELINE:
-        return _pipeline(script).run(keys, args)
-    return _sell_alone(script, keys=keys, args=args)
-
-
 def _pipeline(script: Script) -> ScriptPipeline:
     """The process's batches of the script, on the current client."""
     pipeline = _pipelines.get(id(script.registered_client))
@@ -81,7 +67,7 @@ def _pipeline(script: Script) -> ScriptPipeline:
 def _sell_alone(script: Script, *, keys: list[str], args: list[Any]) -> Replied:
     """The script in a round trip of its own, on this thread's connection (its WAIT,
     if asked, in the same write)."""
-    # The process's client, as gate_redis() has it: one Redis (_sell sends a Cluster's
+    # The process's client, as gate_redis() has it: one Redis (gate_sell sends a Cluster's
     # purchases to _sell_on_cluster).
     client = cast(redis.Redis, script.registered_client)
     connection = getattr(_threads, "connection", None)
@@ -144,7 +130,7 @@ def _sell_on_cluster(script: Script, *, keys: list[str], args: list[Any]) -> Rep
     sends it. A node that no longer holds the product's slot (a failover moved it)
     runs nothing: the client learns the new layout, and the purchase is told Redis
     could not take it."""
-    cluster = cast(redis.RedisCluster, script.registered_client)  # _sell sends only a Cluster's here
+    cluster = cast(redis.RedisCluster, script.registered_client)  # gate_sell sends only a Cluster's here
     node = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))  # every key in its slot
     pool = node.connection_pool
     connection = pool.get_connection()
@@ -165,20 +151,12 @@ _MOVED = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptio
           redis.exceptions.TryAgainError, redis.exceptions.ReadOnlyError)
 
 
-@dataclass(frozen=True)
-class GateSold:
-    order_id: int
-    remaining: int
-    quantity: int
-    instance: str
-    replayed: bool
-    script_ms: float  # the script's round trip: the longest the stock could have been held
-
-
-def gate_sell(purchase: Purchase) -> GateSold:
-    """Run the sale's script for one purchase. With an admission (the room's sale it
-    names, its signature checked at the door), the script spends it, for a sale with
-    a waiting room.
+def gate_sell(purchase: Purchase, segments: list[Stock] | None = None) -> OrderResult:
+    """The gate's purchase (the seller table's ``sell``; ``segments`` unread: the gate
+    keeps no rows): the sale's script run for it, which decides, 201 ``accepted``; the
+    database hears of the order from a persister, after the answer. With an admission
+    (the room's sale it names, its signature checked at the door), the script spends
+    it with its decision, for a sale with a waiting room.
 
     :raises AdmissionRefused: the sale has a waiting room, and the admission does not
         buy (none, another sale's, not admitted, expired, spent on another purchase).
@@ -186,8 +164,10 @@ def gate_sell(purchase: Purchase) -> GateSold:
     :raises SoldOut: Redis has fewer than ``quantity`` units left.
     :raises LimitReached: the buyer has no room left under the per-user limit.
     :raises IdempotencyConflict: the key was used with a different request.
-    :raises GateCold: Redis holds no sale of this product (it may have none: the
-        caller asks the database).
+    :raises GateCold: Redis holds no sale of this product, which the product's row
+        says it has (Redis lost it).
+    :raises NotFound, Busy: no such product; or its sale was reset under another
+        strategy meanwhile (Redis holds no sale: the row was asked).
     :raises Unavailable: Redis cannot be reached.
     :raises GateFailover: Redis is not the server that held the sale (a failover): it
         waits to be reconciled.
@@ -204,10 +184,24 @@ def gate_sell(purchase: Purchase) -> GateSold:
     try:
         # The room's keys only with an admission: without one the script reads none.
         keys = [*gate_keys(sku), *spend_keys(sku)] if admission else list(gate_keys(sku))
-        reply, reached = _sell(keys=keys, args=[
-            key, purchase.fingerprint, quantity, purchase.buyer, settings.FLASHSALE_INSTANCE,
-            settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
-            admission, request_id_current()])
+        args = [key, purchase.fingerprint, quantity, purchase.buyer, settings.FLASHSALE_INSTANCE,
+                settings.FLASHSALE_PER_USER_LIMIT, "1" if keyed else "0", "1" if replicas > 0 else "0",
+                admission, request_id_current()]
+        # The script run as the client runs one (by its hash, loaded first if Redis
+        # does not know it) but without the client's pool, its retry wrapper and its
+        # script object on the way, which were a large share of an accepted
+        # purchase's CPU (python -m benchmarks.purchase_cpu): sent with the scripts of
+        # the other purchases this process serves at once (``pipeline``), or with
+        # FLASHSALE_GATE_PIPELINE off alone, on this thread's own connection; on a
+        # Redis Cluster, on the product's node. Each followed by WAIT on the same
+        # connection when replicas are asked for (FLASHSALE_GATE_REPLICAS).
+        script = gate_script(SELL)
+        if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+            reply, reached = _sell_on_cluster(script, keys=keys, args=args)
+        elif settings.FLASHSALE_GATE_PIPELINE:
+            reply, reached = _pipeline(script).run(keys, args)
+        else:
+            reply, reached = _sell_alone(script, keys=keys, args=args)
     except redis.RedisError as e:
         if unreachable(e):
             raise Unavailable("the gate's Redis cannot be reached; nothing was taken",
@@ -217,25 +211,38 @@ def gate_sell(purchase: Purchase) -> GateSold:
                               "nothing was taken", backend="redis") from e
         raise OutcomeUnknown("the gate's reply was lost: whether the order was accepted is unknown; "
                              "retry with the same Idempotency-Key to learn it", order_id=None) from e
-    script_ms = (time.perf_counter() - started) * 1000
-    verdict = reply[0]
+    return _answered(purchase, reply, reached=reached, script_ms=(time.perf_counter() - started) * 1000)
+
+
+def _answered(purchase: Purchase, reply: list[Any], *, reached: int | None, script_ms: float) -> OrderResult:
+    """The purchase's answer from the script's ``reply``, its batch having reached
+    ``reached`` replicas, after ``script_ms``: the longest the stock could have been held."""
+    verdict, replicas = reply[0], settings.FLASHSALE_GATE_REPLICAS
     if verdict == "failover":
         raise GateFailover("the gate's Redis is not the server that held this sale (a failover or a "
                            "restart): the sale pauses until it is reconciled with the database; nothing "
                            "was taken", backend="gate")
     if replicas > 0 and verdict != "cold" and (reached or 0) < replicas:
         _unreplicated(reply, reached=reached or 0, replicas=replicas)
+    timings = Timings(lock_wait_ms=0.0, hold_ms=script_ms)
     if verdict == "accepted":
-        return GateSold(order_id=int(reply[1]), remaining=int(reply[2]), quantity=quantity,
-                        instance=settings.FLASHSALE_INSTANCE, replayed=False, script_ms=script_ms)
+        return OrderResult(order_id=int(reply[1]), sku=purchase.sku, quantity=purchase.quantity,
+                           strategy=purchase.strategy.name, instance=settings.FLASHSALE_INSTANCE,
+                           status="accepted", remaining=int(reply[2]), replayed=False, timings=timings)
     if verdict == "replay":
         known, order_id, remaining, bought, instance = reply[1].split(" ", 4)
         if known != purchase.fingerprint:
             raise IdempotencyConflict("this Idempotency-Key was used with a different request",
                                       extra={"order_id": int(order_id)})
-        return GateSold(order_id=int(order_id), remaining=int(remaining), quantity=int(bought),
-                        instance=instance, replayed=True, script_ms=script_ms)
-    raise _refusal_error(reply, sku=sku, quantity=quantity, user_id=purchase.buyer)
+        return OrderResult(order_id=int(order_id), sku=purchase.sku, quantity=int(bought),
+                           strategy=purchase.strategy.name, instance=instance, status="accepted",
+                           remaining=int(remaining), replayed=True, timings=None)
+    error = _refusal_error(reply, sku=purchase.sku, quantity=purchase.quantity, user_id=purchase.buyer)
+    if isinstance(error, GateCold):
+        # No sale in Redis: the product's row says whether it has one (Redis lost it)
+        # or was reset under another strategy meanwhile (NotFound: no such product).
+        strategy_confirmed(purchase.sku, product_get(sku=purchase.sku).strategy, purchase.strategy)
+    raise error
 
 
 def _refusal_error(reply: list[Any], *, sku: str, quantity: int, user_id: str) -> Exception:

@@ -79,7 +79,7 @@ def test_a_purchase_admitted_by_the_old_terms_takes_nothing_from_the_new_sale(st
     sale_reset(sku="sku-1", stock=5, strategy=strategy)  # open now, no room, no payment step
     order_create(sku="sku-1", quantity=1, user_id="u0", idempotency_key="k0")  # the plan read: this sale's
     # Paused after the sale's terms were checked, before its stock is taken.
-    outcome = bought_across_a_reset(monkeypatch, strategy, "_groups_tried")
+    outcome = bought_across_a_reset(monkeypatch, strategy, "_group_bought")
     assert isinstance(outcome.get("error"), SaleReplaced), outcome
     assert outcome["error"].status_code == 503
     assert the_new_sale_untouched("sku-1")

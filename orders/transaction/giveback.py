@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -29,7 +28,7 @@ from ..models import Order
 from ..quota import quota_free, quota_open, quota_take
 from ..salestate import sale_state_returned
 from ..stocklocks import CommitFailed, lock_name, stock_locks_held
-from .plan import plan_tried
+from .plan import StockPlan
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +105,7 @@ def transaction_owed_pay() -> None:
 def transaction_take_again(order: Order, *, claim: Callable[[], bool] = lambda: True,
                            then: Callable[[], None] = lambda: None) -> str | None:
     """Take an expired order's units out of the stock again (its payment came late),
-    as a purchase of the sale would take them (``plan_tried``: each group of segments
+    as a purchase of the sale would take them (``StockPlan``: each group of segments
     the plan names, under its locks): its buyer's quota counted again, the
     strategy's own deduction (a ``sale`` row flagged ``resale <order id>``), and
     ``expired`` → ``paid``, in one transaction that also runs ``claim`` first (False:
@@ -121,11 +120,13 @@ def transaction_take_again(order: Order, *, claim: Callable[[], bool] = lambda: 
     product = order.product
     quota_open(product=product, user_id=order.user_id)
     try:
-        return plan_tried(segments_get(sku=product.sku), order.quantity,
-                          attempt=partial(_group_retaken, order, claim=claim, then=then),
-                          reread=lambda: segments_get(sku=product.sku)).done
+        for attempt in StockPlan(segments_get(sku=product.sku), order.quantity,
+                                 reread=lambda: segments_get(sku=product.sku)):
+            with attempt:
+                return _group_retaken(order, group=attempt.group, count=attempt.count, claim=claim, then=then)
     except (SoldOut, LimitReached):
         return None
+    raise AssertionError("a plan ends in a try that moved the stock, or raises")
 
 
 def _group_retaken(order: Order, *, group: list[int], count: int, claim: Callable[[], bool],

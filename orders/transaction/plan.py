@@ -1,68 +1,93 @@
 """The plan-and-deduct loop of the transaction seller: the groups of stock segments
 a move of ``quantity`` units tries, in turn (``inventory.services.stock_plan``), a
 group that ran dry since the plan's read falling over to the next. A purchase and a
-late payment's units taken again both take their stock through it."""
+late payment's units taken again both take their stock through it:
+
+    for attempt in StockPlan(segments, quantity, reread=...):
+        with attempt:
+            done = move(group=attempt.group, count=attempt.count)  # SoldOut: the next group
+
+The loop ends once a try's block raised nothing; a block's ``SoldOut`` moves on to
+the next group, any other error leaves the loop; when no group is left, the plan
+raises the product's answer. The tries run in the caller's own frame, not under the
+plan's (a purchase's stack stays shallow)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable, Iterator
+from types import TracebackType
 
 from common.errors import Busy, SoldOut
 from inventory.models import Stock
 from inventory.selectors import segments_get
 from inventory.services import stock_plan
 
-T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
-
 # Rounds of planning a move of a segmented product's stock: the plan comes from a
 # plain read, and each round re-reads after every group it named ran dry meanwhile.
 PLAN_ROUNDS = 3
 
 
-class Attempt(Protocol[T_co]):
+class Attempt:
     """One try of the plan's: lock ``group``'s segments (of ``count``), move the stock,
-    commit; SoldOut when the group has too little (rolled back)."""
+    commit, in a ``with`` block; a block that raises ``SoldOut`` (rolled back) tells the
+    plan that the group ran dry."""
 
-    def __call__(self, *, group: list[int], count: int) -> T_co: ...
+    __slots__ = ("plan", "group", "count")
+
+    def __init__(self, plan: StockPlan, group: list[int], count: int):
+        self.plan, self.group, self.count = plan, group, count
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if error is None:
+            self.plan.taken = self.group
+            return False
+        if isinstance(error, SoldOut):
+            self.plan.refused, self.plan.last = self.group, error
+            return True  # the next group
+        return False
 
 
-class Taken(NamedTuple, Generic[T]):
-    """What the try that took the stock gave (``done``), its group of segments, and
-    the segments as the plan last read them."""
+class StockPlan:
+    """The tries of a move of ``quantity`` units from ``segments`` (see the module).
+    Sold out only when no combination of segments can serve the quantity;
+    ``reread`` reads the segments afresh for the next round.
 
-    done: T
-    group: list[int]
-    segments: list[Stock]
-
-
-def plan_tried(segments: list[Stock], quantity: int, *, attempt: Attempt[T],
-               reread: Callable[[], list[Stock]]) -> Taken[T]:
-    """Call ``attempt(group=..., count=...)`` for each group of ``segments`` the plan
-    names, until one does not raise ``SoldOut`` (it locks the group, moves the stock,
-    commits: a SoldOut rolled it back). Sold out only when no combination of
-    segments can serve the quantity; ``reread`` reads the segments afresh for the
-    next round.
-
-    :raises SoldOut: every segment, counted under its lock, refused; or the read
-        after the last round says the stock is short.
-    :raises Busy: the groups ran dry under every try, yet the stock is still there.
+    :raises SoldOut: (iterating) every segment, counted under its lock, refused; or
+        the read after the last round says the stock is short.
+    :raises Busy: (iterating) the groups ran dry under every try, yet the stock is
+        still there.
     """
-    sku = segments[0].product.sku
-    for round_ in range(PLAN_ROUNDS):
-        if round_:
-            segments = reread()
-        for group in stock_plan(segments, quantity):
-            try:
-                return Taken(attempt(group=group, count=len(segments)), group, segments)
-            except SoldOut as e:
-                refused, last = group, e  # the group ran dry since the read: the next one
-        if len(refused) == len(segments):
-            raise last  # every segment, counted under its lock: this is the product's answer
-    # Rounds out: the read says what is left (at most that: stock only falls in a sale).
-    available = sum(s.quantity for s in segments_get(sku=sku))
-    if available >= quantity:
-        raise Busy(f"{sku}: the segments ran dry under every try; the stock is still there",
-                   extra={"sku": sku})
-    raise SoldOut.short_of(sku, quantity, available)
+
+    def __init__(self, segments: list[Stock], quantity: int, *, reread: Callable[[], list[Stock]]):
+        self.segments = segments  # as the plan last read them
+        self.quantity = quantity
+        self._reread = reread
+        self.taken: list[int] | None = None  # the group whose try moved the stock
+        self.refused: list[int] = []  # the last group that ran dry, and its answer
+        self.last: SoldOut | None = None
+
+    def __iter__(self) -> Iterator[Attempt]:
+        sku = self.segments[0].product.sku
+        for round_ in range(PLAN_ROUNDS):
+            if round_:
+                self.segments = self._reread()
+            for group in stock_plan(self.segments, self.quantity):
+                yield Attempt(self, group, len(self.segments))
+                if self.taken is not None:
+                    return
+            if self.last is not None and len(self.refused) == len(self.segments):
+                raise self.last  # every segment, counted under its lock: this is the product's answer
+        # Rounds out: the read says what is left (at most that: stock only falls in a sale).
+        available = sum(s.quantity for s in segments_get(sku=sku))
+        if available >= self.quantity:
+            raise Busy(f"{sku}: the segments ran dry under every try; the stock is still there",
+                       extra={"sku": sku})
+        raise SoldOut.short_of(sku, self.quantity, available)
+
+    def left_beside(self, group: list[int]) -> int:
+        """The units of the segments outside ``group``, as the plan last read them."""
+        return sum(s.quantity for s in self.segments if s.segment not in group)

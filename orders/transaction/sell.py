@@ -15,15 +15,15 @@ purchase, not the stock.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
-from typing import NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged
+from common.errors import Busy, OutcomeUnknown, SoldOut, StockChanged, Unavailable
 from common.memory import ProcessMemory
 from common.requestlog import request_id_current
 from common.strategies import StrategySpec
@@ -32,7 +32,7 @@ from inventory.selectors import segments_get
 from inventory.services import Deducted, Fence, Operation, stock_deduct
 from locking import BaseLock, LockLostError, get_locks
 from waitingroom.selectors import room_of
-from waitingroom.services import admission_refused_error
+from waitingroom.services import admission_refused_error, admission_spend, admission_unspend
 
 from ..idempotency import (
     flag_complete,
@@ -48,51 +48,87 @@ from ..results import OrderResult, Purchase, Timings
 from ..salestate import LOST, SaleState, sale_state_get, sale_state_sold_out
 from ..stocklocks import CommitFailed, lock_name, outcome_unknown_error, stock_locks_held
 from ..window import SaleWindow
-from .plan import plan_tried
+from .plan import StockPlan
 from .procedure import past_deadline_error, purchase_call
 
 
-def transaction_sell(purchase: Purchase, *, admitted: bool, segments: list[Stock] | None) -> OrderResult:
+def transaction_sell(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
     """The locked transaction's purchase: the order is in the database when it returns.
-    ``admitted``: the buyer's admission was spent on it; ``segments``: the sale's, as
-    the door's resolve read them (None: read here)."""
+    The buyer's admission is spent under the purchase's key first (``_admission_spent``);
+    ``segments``: the sale's, as the door's resolve read them (None: read here)."""
     sku, quantity, strategy, key = purchase.sku, purchase.quantity, purchase.strategy, purchase.key
-    if purchase.keyed:
-        known = key_claimed_or_replay(key=key, fingerprint=purchase.fingerprint)
-        if known is not None:
-            return known  # a replay is answered even after the sale sold out
+    with _admission_spent(purchase) as admitted:
+        if purchase.keyed:
+            known = key_claimed_or_replay(key=key, fingerprint=purchase.fingerprint)
+            if known is not None:
+                return known  # a replay is answered even after the sale sold out
 
-    state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
-    sale = None  # the sale whose rows the purchase reads (Product.sale)
+        state = sale_state_get(sku=sku)  # after the claim: see orders.salestate
+        sale = None  # the sale whose rows the purchase reads (Product.sale)
+        try:
+            segments, state = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
+                                            segments=segments, admitted=admitted)
+            product = segments[0].product
+            sale = product.sale
+            quota_open(product=product, user_id=purchase.buyer)
+            # Each group of segments the plan names, in turn (orders.transaction.plan).
+            plan = StockPlan(segments, quantity, reread=lambda: _segments_planned(sku, None))
+            # The loop ends once a try's block raised nothing (else the plan raises
+            # the product's answer): what it bound is the purchase's.
+            for attempt in plan:
+                with attempt:
+                    order, deducted, timings = _group_bought(purchase, product=product, group=attempt.group,
+                                                             count=attempt.count)
+        except IntegrityError:
+            # The Redis flag was gone (expired, flushed) and an earlier request with
+            # this key had committed: the unique key refused the second order.
+            known = replay_by_key(key=key, fingerprint=purchase.fingerprint)
+            if known is None:
+                raise
+            return known
+        except OutcomeUnknown as e:
+            if purchase.keyed:
+                _flag_unknown(e, purchase=purchase)
+            raise
+        except BaseException as e:
+            known = _refused(e, purchase=purchase, state=state, sale=sale)
+            if known is None:
+                raise
+            return known
+        # What the product has left, as far as this purchase knows: at least what the
+        # segments it took from have left (the answer's "remaining"), and the others'.
+        if deducted.remaining + plan.left_beside(attempt.group) == 0:
+            sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
+        if purchase.keyed:
+            flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=order.pk)
+        return OrderResult.of(order, remaining=deducted.remaining, replayed=False, timings=timings)
+
+
+@contextmanager
+def _admission_spent(purchase: Purchase) -> Iterator[bool]:
+    """The buyer's admission spent under the purchase's key for the block (whether the
+    sale's room took one). A block that failed with no decision of the sale's and
+    nothing written gives an unkeyed purchase's admission back: it cannot spend it
+    again under its key (the gate's script spends it with its decision alone). A
+    keyed one can, and another request with its key, still under way, may be the one
+    that buys with it: it stays spent."""
+    admitted = admission_spend(sku=purchase.sku, buyer=purchase.buyer, admission=purchase.admission,
+                               key=purchase.key)
     try:
-        segments, state = _sale_checked(sku=sku, quantity=quantity, state=state, strategy=strategy,
-                                        segments=segments, admitted=admitted)
-        sale = segments[0].product.sale
-        placed = _groups_tried(purchase, segments=segments)
-    except IntegrityError:
-        # The Redis flag was gone (expired, flushed) and an earlier request with
-        # this key had committed: the unique key refused the second order.
-        known = replay_by_key(key=key, fingerprint=purchase.fingerprint)
-        if known is None:
-            raise
-        return known
-    except OutcomeUnknown as e:
-        if purchase.keyed and e.order_id is None:
-            flag_unsettled(key=key, fingerprint=purchase.fingerprint)  # a retry asks the database at once
-        elif purchase.keyed and e.order_id is not None:
-            # A flag that names the order: a retry asks the database whether it landed.
-            flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=e.order_id)
+        yield admitted
+    except (Busy, Unavailable, DatabaseError):
+        if admitted and not purchase.keyed:
+            admission_unspend(sku=purchase.sku, buyer=purchase.buyer, key=purchase.key)
         raise
-    except BaseException as e:
-        known = _refused(e, purchase=purchase, state=state, sale=sale)
-        if known is None:
-            raise
-        return known
-    if placed.product_left == 0:
-        sale_state_sold_out(sku=sku, strategy=strategy.name, sale=sale, returns=state.returns)
-    if purchase.keyed:
-        flag_complete(key=key, fingerprint=purchase.fingerprint, order_id=placed.order.pk)
-    return OrderResult.of(placed.order, remaining=placed.remaining, replayed=False, timings=placed.timings)
+
+
+def _flag_unknown(e: OutcomeUnknown, *, purchase: Purchase) -> None:
+    """A keyed purchase whose commit's outcome is unknown: its key's flag says so, and
+    a retry asks the database at once; a flag that names the order, whether it landed."""
+    if e.order_id is None:
+        flag_unsettled(key=purchase.key, fingerprint=purchase.fingerprint)
+    else:
+        flag_complete(key=purchase.key, fingerprint=purchase.fingerprint, order_id=e.order_id)
 
 
 def _refused(e: BaseException, *, purchase: Purchase, state: SaleState, sale: int | None,
@@ -174,28 +210,13 @@ def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
     return segments
 
 
-class _Placed(NamedTuple):
-    order: Order
-    remaining: int  # what the segments it took from have left (the answer's "remaining")
-    product_left: int  # the product's stock as far as this purchase knows: at least what is left
-    timings: Timings
-
-
-def _groups_tried(purchase: Purchase, *, segments: list[Stock]) -> _Placed:
-    """Take the stock from the groups of segments the plan names (``plan_tried``)."""
-    product = segments[0].product
-    quota_open(product=product, user_id=purchase.buyer)
-    # A partial, not a lambda: one frame fewer under every purchase.
-    taken = plan_tried(segments, purchase.quantity, attempt=partial(_group_bought, purchase, product=product),
-                       reread=lambda: _segments_planned(product.sku, None))
-    order, deducted, timings = taken.done
-    others = sum(s.quantity for s in taken.segments if s.segment not in taken.group)
-    return _Placed(order, deducted.remaining, deducted.remaining + others, timings)
-
-
 def _group_bought(purchase: Purchase, *, product: Product, group: list[int], count: int,
                   ) -> tuple[Order, Deducted, Timings]:
-    """One try of the plan's: lock the group's segments, write the purchase, commit, release."""
+    """One try of the plan's: lock the group's segments (of ``count``), write the
+    purchase, commit, release.
+
+    :raises SoldOut: the group has too little (rolled back: the plan's next group).
+    """
     strategy = purchase.strategy
     names = {segment: lock_name(product.sku, segment, count) for segment in group}
     lock = get_locks(names.values(), alias=strategy.lock)

@@ -23,7 +23,7 @@ import uuid
 
 from ...base import BaseLock
 from ...exceptions import LockNotOwnedError
-from .base import UNREACHABLE, RedisLockBackend, reply_number
+from .base import UNREACHABLE, RedisLockBackend
 
 
 class SetnxLock(BaseLock):
@@ -50,37 +50,35 @@ class SetnxLock(BaseLock):
 
     @property
     def fence(self) -> int | None:
-        return getattr(self._local, "fence", None) if self.token is not None else None
+        held = getattr(self._local, "token", None) is not None
+        return getattr(self._local, "fence", None) if held else None
 
     def try_acquire(self) -> bool:
+        """One attempt: whether the lock was taken (and, with ``replicas``,
+        acknowledged by that many replicas); its fencing token kept for the holding."""
         token = uuid.uuid4().hex
-        fence = self._try(token)
-        if fence is None:
-            return False
-        self._local.token, self._local.fence = token, fence
-        return True
-
-    def retry_pause(self) -> float:
-        return self.retry_interval
-
-    def _try(self, token: str) -> int | None:
-        """One attempt: the fencing token if taken (and, with ``replicas``,
-        acknowledged by that many replicas), else None."""
         acquire = self.backend.script["setnx_acquire"]
         keys = [self.key, self.fence_key]
         args: list[str | int] = [token, self.ttl_ms]
         if not self.replicas:
-            return reply_number(acquire(keys=keys, args=args))
-        # WAIT counts the writes of its own connection: it must follow the SET on
-        # the same one, which a pipeline guarantees (and it saves a round trip).
-        pipe = self.backend.client.pipeline(transaction=False)
-        acquire(keys=keys, args=args, client=pipe)
-        pipe.execute_command("WAIT", self.replicas, self.replica_timeout_ms)
-        fence, acknowledged = pipe.execute()
-        if fence is not None and acknowledged < self.replicas:
-            self.backend.script["compare_and_delete"](keys=[self.key], args=[token])
-            return None
-        return reply_number(fence)
+            fence = acquire(keys=keys, args=args)
+        else:
+            # WAIT counts the writes of its own connection: it must follow the SET on
+            # the same one, which a pipeline guarantees (and it saves a round trip).
+            pipe = self.backend.client.pipeline(transaction=False)
+            acquire(keys=keys, args=args, client=pipe)
+            pipe.execute_command("WAIT", self.replicas, self.replica_timeout_ms)
+            fence, acknowledged = pipe.execute()
+            if fence is not None and acknowledged < self.replicas:
+                self.backend.script["compare_and_delete"](keys=[self.key], args=[token])
+                return False
+        if fence is None:
+            return False
+        self._local.token, self._local.fence = token, int(fence)
+        return True
+
+    def retry_pause(self) -> float:
+        return self.retry_interval
 
     def do_release(self) -> None:
         token = self.token
