@@ -271,21 +271,15 @@ test-slow: install-test  ## the whole suite with a CPU burner spinning on every 
 	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: what needs no server, no root and no Debian package beyond the headers the virtualenv builds
-#: against, in under two minutes: lint, the type checker (mypy, `pyproject.toml`), the docs build,
-#: and the tests that start nothing
+#: against (`python -m stack check`): lint, then at once the type checker (mypy, `pyproject.toml`)
+#: and the docs build, and the tests that start nothing in two halves of equal time
 #: (`pytest -m "not server and not system"`; a test is `server` when it asks for the database, the
 #: stack or a lock server, or says it starts servers of its own; `system` when it runs a program
-#: from a Debian package that `make test` installs); then, where `promtool` and `amtool` are
-#: installed (`make test` installs them), the alert rules' and Alertmanager's checks, which start
-#: nothing either (`tests/test_alerts.py`'s offline ones)
+#: from a Debian package that `make test` installs); where `promtool` and `amtool` are
+#: installed (`make test` installs them), the alert rules' and Alertmanager's checks too, which
+#: start nothing either (`tests/test_alerts.py`'s offline ones); each part's time at the end
 check: $(VENV)/.dev  ## lint, types, the docs build, the tests that start nothing: no server, no root, no apt
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy .
-	$(PY) -m stack docs
-	$(PY) -m pytest -m "not server and not system" -q $(PYTEST_ARGS)
-	@if command -v promtool >/dev/null && command -v amtool >/dev/null; then \
-	  $(PY) -m pytest -m "system and not server and not e2e" -q tests/test_alerts.py; \
-	else echo "make check: no promtool or amtool here, so the alert rules are checked by make test alone"; fi
+	$(PY) -m stack check -- $(PYTEST_ARGS)
 
 #: write this reference's table from the Makefile (`python -m stack commands`), then build this
 #: documentation with MkDocs (strict) outside the checkout; the stack's nginx serves it at `/docs/`

@@ -6,6 +6,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack down      # stop exactly what `up` started, by PID
     python -m stack run -- CMD ...   # up if needed, run CMD, down if we brought it up
     python -m stack test [--lanes N] -- [PYTEST ARGS]   # the whole suite, in lanes (stack.suite)
+    python -m stack check -- [PYTEST ARGS]   # what starts nothing, its parts at once (stack.check)
     python -m stack docs      # build the documentation site that nginx serves at /docs/
     python -m stack commands  # write the commands reference's table from the Makefile
     python -m stack clean     # down, then remove the run directory and what it made outside
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import commands, prometheusrule, suite
+from . import check, commands, prometheusrule, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .drill import restore_drill
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p_test.add_argument("--burn", type=int, default=0, metavar="N",
                         help="N processes spinning beside the suite (make test-slow: one a core)")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p_check = sub.add_parser("check", help="lint, types, docs and the tests that start nothing, at once")
+    p_check.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     config = StackConfig.from_env()
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(config, cmd)
+        elif args.command == "check":
+            return check.main(args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args)
         elif args.command == "test":
             pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
             if args.lanes < 1:

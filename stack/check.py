@@ -1,0 +1,91 @@
+"""``make check``: what needs no server, no root and no apt, its parts at once on the
+machine's cores. ruff first (seconds, and the cheapest to fail), then together: mypy
+and the docs build, then the alert rules' ``promtool`` and ``amtool`` checks where
+those programs are installed; and the tests that start nothing, in two halves of
+equal time by ``.test_durations`` (pytest-split, as ``make test``'s lanes split
+theirs). Each part's output is printed when it ends, then each part's time."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+# The tests that start nothing; a test that needs a server or a Debian program says so
+# with a mark (conftest.py), and runs in make test alone.
+NOTHING_STARTED = "not server and not system"
+HALVES = 2
+
+
+@dataclass
+class Part:
+    """Commands run one after another, their output kept for the end."""
+
+    name: str
+    commands: list[list[str]]
+    status: int | None = None
+    seconds: float = 0.0
+    output: list[str] = field(default_factory=list)
+
+    def run(self) -> None:
+        began = time.monotonic()
+        for command in self.commands:
+            done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+            self.output.append(f"$ {' '.join(command)}\n{done.stdout}")
+            self.status = done.returncode
+            if done.returncode not in (0, NONE_SELECTED):
+                break
+        self.seconds = time.monotonic() - began
+        said = "".join(self.output)
+        print(f"----- {self.name}: {self.seconds:.0f} s, {_verdict(self.status)} -----\n{said}", flush=True)
+
+
+def parts(pytest_args: list[str]) -> list[Part]:
+    """What runs at once: the type checker, the docs and the alert checks in a row
+    beside the halves of the tests."""
+    rows = [[str(BIN / "mypy"), "."], [sys.executable, "-m", "stack", "docs"]]
+    if shutil.which("promtool") and shutil.which("amtool"):
+        rows.append([*PYTEST, "-m", "system and not server and not e2e", "tests/test_alerts.py"])
+    tests = [*PYTEST, "-m", NOTHING_STARTED, "--splits", str(HALVES),
+             "--splitting-algorithm", "least_duration", *pytest_args]
+    halves = [Part(f"tests {n}/{HALVES}", [[*tests, "--group", str(n)]]) for n in range(1, HALVES + 1)]
+    return [Part("types, docs, alerts", rows), *halves]
+
+
+def main(pytest_args: list[str]) -> int:
+    began = time.monotonic()
+    lint = Part("ruff", [[str(BIN / "ruff"), "check", "."]])
+    lint.run()
+    if lint.status:
+        return lint.status
+    if not (shutil.which("promtool") and shutil.which("amtool")):
+        print("make check: no promtool or amtool here, so the alert rules are checked by make test alone")
+    running = parts(pytest_args)
+    threads = [threading.Thread(target=part.run) for part in running]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(f"----- make check: {time.monotonic() - began:.0f} s -----")
+    for part in [lint, *running]:
+        print(f"  {part.name:<20} {part.seconds:5.0f} s  {_verdict(part.status)}")
+    failed = [part.status for part in running if part.status not in (0, NONE_SELECTED)]
+    if failed:
+        return failed[0] or 1
+    # PYTEST_ARGS may leave one half, or both, nothing to run.
+    return NONE_SELECTED if all(part.status == NONE_SELECTED for part in running[1:]) else 0
+
+
+NONE_SELECTED = 5  # pytest's exit status when no test is selected
+
+
+def _verdict(status: int | None) -> str:
+    return {0: "passed", NONE_SELECTED: "none selected"}.get(status or 0, f"failed ({status})")
