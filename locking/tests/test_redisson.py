@@ -37,6 +37,25 @@ def test_reentrant_two_acquires_one_release_still_excludes_others(redisson):
     assert in_thread(lambda: lock.acquire(blocking=False))
 
 
+def test_the_lock_is_one_string_count_colon_holder_as_the_docs_say(redisson):
+    """Not a hash (Redisson's is): ``"<count>:<holder>"`` with the lease as its TTL, as
+    the strategies' tables in the README and the strategies page describe it."""
+    backend = redisson()
+    lock = backend.lock("r")
+    assert lock.acquire() and lock.acquire()
+    try:
+        assert backend.client.type(lock.key) == b"string"
+        assert backend.client.get(lock.key).decode() == f"2:{lock.holder()}"
+        assert 0 < backend.client.pttl(lock.key)
+    finally:
+        lock.release()
+        lock.release()
+    for page in (ROOT / "README.md", ROOT / "docs" / "strategies" / "index.md"):
+        row = next(line for line in page.read_text().splitlines() if line.startswith("| [`redisson`]")
+                   or line.startswith("| `redisson` |"))
+        assert '`"<count>:<holder>"`' in row and "hash" not in row, (page, row)
+
+
 def test_hold_count_goes_0_1_2_1_0(redisson):
     lock = redisson().lock("r")
     counts = [lock.hold_count()]
