@@ -76,11 +76,7 @@ def get_lock(name: str, *, alias: str) -> BaseLock:
 def get_locks(names: Iterable[str], *, alias: str) -> BaseLock:
     """One lock over several names from ``LOCKING[alias]``: de-duplicated and taken
     in sorted order (one name: that name's lock)."""
-    unique = sorted(set(names))
-    backend = locks[alias]
-    # One name asked of the backend as one (what its lock_many would do): the usual
-    # purchase's stock lock is a call shallower.
-    return _named(backend.lock(unique[0]) if len(unique) == 1 else backend.lock_many(unique), alias)
+    return _named(locks[alias].lock_many(names), alias)
 
 
 def _named(lock: BaseLock, alias: str) -> BaseLock:

@@ -151,7 +151,7 @@ _MOVED = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptio
           redis.exceptions.TryAgainError, redis.exceptions.ReadOnlyError)
 
 
-def gate_sell(purchase: Purchase, segments: list[Stock] | None = None) -> OrderResult:
+def gate_sell(purchase: Purchase, segments: list[Stock] | None) -> OrderResult:
     """The gate's purchase (the seller table's ``sell``; ``segments`` unread: the gate
     keeps no rows): the sale's script run for it, which decides, 201 ``accepted``; the
     database hears of the order from a persister, after the answer. With an admission
@@ -224,11 +224,11 @@ def _answered(purchase: Purchase, reply: list[Any], *, reached: int | None, scri
                            "was taken", backend="gate")
     if replicas > 0 and verdict != "cold" and (reached or 0) < replicas:
         _unreplicated(reply, reached=reached or 0, replicas=replicas)
-    timings = Timings(lock_wait_ms=0.0, hold_ms=script_ms)
     if verdict == "accepted":
         return OrderResult(order_id=int(reply[1]), sku=purchase.sku, quantity=purchase.quantity,
                            strategy=purchase.strategy.name, instance=settings.FLASHSALE_INSTANCE,
-                           status="accepted", remaining=int(reply[2]), replayed=False, timings=timings)
+                           status="accepted", remaining=int(reply[2]), replayed=False,
+                           timings=Timings(lock_wait_ms=0.0, hold_ms=script_ms))
     if verdict == "replay":
         known, order_id, remaining, bought, instance = reply[1].split(" ", 4)
         if known != purchase.fingerprint:

@@ -77,8 +77,12 @@ def transaction_sell(purchase: Purchase, segments: list[Stock] | None) -> OrderR
             # the product's answer): what it bound is the purchase's.
             for attempt in plan:
                 with attempt:
-                    order, deducted, timings = _group_bought(purchase, product=product, group=attempt.group,
-                                                             count=attempt.count)
+                    # The group's stock locks, made at this level: the backend's frames
+                    # that make them add no depth under _group_bought.
+                    names = {segment: lock_name(sku, segment, attempt.count) for segment in attempt.group}
+                    lock = get_locks(names.values(), alias=strategy.lock)
+                    order, deducted, timings = _group_bought(purchase, product=product, names=names,
+                                                             lock=lock)
         except IntegrityError:
             # The Redis flag was gone (expired, flushed) and an earlier request with
             # this key had committed: the unique key refused the second order.
@@ -210,16 +214,14 @@ def _segments_planned(sku: str, state: SaleState | None) -> list[Stock]:
     return segments
 
 
-def _group_bought(purchase: Purchase, *, product: Product, group: list[int], count: int,
+def _group_bought(purchase: Purchase, *, product: Product, names: dict[int, str], lock: BaseLock,
                   ) -> tuple[Order, Deducted, Timings]:
-    """One try of the plan's: lock the group's segments (of ``count``), write the
-    purchase, commit, release.
+    """One try of the plan's: hold ``lock``, the stock locks of the group's segments
+    (``names``: segment -> lock name), write the purchase, commit, release.
 
     :raises SoldOut: the group has too little (rolled back: the plan's next group).
     """
-    strategy = purchase.strategy
-    names = {segment: lock_name(product.sku, segment, count) for segment in group}
-    lock = get_locks(names.values(), alias=strategy.lock)
+    strategy, group = purchase.strategy, list(names)
     asked = time.perf_counter()
     order = None
     try:
