@@ -48,11 +48,11 @@ class Part:
         print(f"----- {self.name}: {self.seconds:.0f} s, {_verdict(self.status)} -----\n{said}", flush=True)
 
 
-def parts(pytest_args: list[str]) -> list[Part]:
-    """What runs at once: the type checker, the docs and the alert checks in a row
-    beside the halves of the tests."""
+def parts(pytest_args: list[str], *, alerts: bool) -> list[Part]:
+    """What runs at once: the type checker, the docs and (``alerts``) the alert checks
+    in a row beside the halves of the tests."""
     rows = [[str(BIN / "mypy"), "."], [sys.executable, "-m", "stack", "docs"]]
-    if shutil.which("promtool") and shutil.which("amtool"):
+    if alerts:
         rows.append([*PYTEST, "-m", "system and not server and not e2e", "tests/test_alerts.py"])
     tests = [*PYTEST, "-m", NOTHING_STARTED, "--splits", str(HALVES),
              "--splitting-algorithm", "least_duration", *pytest_args]
@@ -66,9 +66,10 @@ def main(pytest_args: list[str]) -> int:
     lint.run()
     if lint.status:
         return lint.status
-    if not (shutil.which("promtool") and shutil.which("amtool")):
+    alerts = bool(shutil.which("promtool") and shutil.which("amtool"))
+    if not alerts:
         print("make check: no promtool or amtool here, so the alert rules are checked by make test alone")
-    running = parts(pytest_args)
+    running = parts(pytest_args, alerts=alerts)
     threads = [threading.Thread(target=part.run) for part in running]
     for thread in threads:
         thread.start()
