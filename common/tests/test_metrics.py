@@ -3,11 +3,15 @@ process's timings thread within a second, by a scrape's first step, and by a gun
 or granian worker as it leaves; a file that cannot be written costs the figure only;
 a worker's file being created does not fail a scrape."""
 
+import atexit
 import multiprocessing
 import multiprocessing.util
+import os
 import struct
+import sys
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest, multiprocess
@@ -33,11 +37,32 @@ def test_the_timings_thread_writes_what_was_observed_within_a_second():
     assert observed(case) == 3
 
 
-def test_a_gunicorn_worker_writes_its_timings_as_it_leaves():
-    case = uuid.uuid4().hex
+def _gunicorn_worker_leaves(case: str, report, *, booted: bool) -> None:
     observe_later(TIMED, (case,), 0.01)
-    gunicorn.worker_exit(server=None, worker=None)  # in the worker, right before it exits
-    assert observed(case) == 1
+    atexit.register(lambda: report.send(("atexit", observed(case))))
+    # In the worker, right before it exits: told to stop (not alive), or failing to boot.
+    gunicorn.worker_exit(server=None, worker=SimpleNamespace(pid=os.getpid(), booted=booted, alive=False))
+    report.send(("returned", observed(case)))
+    sys.exit(3)  # gunicorn's code for a worker that failed to boot
+
+
+@pytest.mark.parametrize("booted", [True, False], ids=["told-to-stop", "failed-to-boot"])
+def test_a_gunicorn_worker_writes_its_timings_as_it_leaves(booted):
+    """Told to stop, it leaves at once (os._exit, 0) once atexit's handlers ran; one
+    that failed to boot goes on to leave with the code that says so."""
+    case = uuid.uuid4().hex
+    receive, report = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_gunicorn_worker_leaves, args=(case, report),
+                                                         kwargs={"booted": booted})
+    child.start()
+    child.join(30)
+    said = []
+    while receive.poll(1):
+        said.append(receive.recv())
+    if booted:
+        assert (child.exitcode, said) == (0, [("atexit", 1)])
+    else:
+        assert (child.exitcode, said[0]) == (3, ("returned", 1))
 
 
 def _observe_and_leave(case: str, report) -> None:
