@@ -3,10 +3,11 @@ injected mid-sale, then the verdict read from the database itself.
 
 A buyer sends one purchase with its own Idempotency-Key and retries it, with the
 same key, on a connection error, 502, 503 and 504: 5 tries, backing off from 0.2 s
-to 2 s. An answer of 503 ``outcome_unknown`` (the order may have been taken) is asked
-again past the 5th try, as the answer itself says to, until the buyer learns the
-outcome or 30 s have passed since its first try. Its last answer is its *final
-answer*. The verdict:
+to 2 s. An answer that says the order may have been taken (503 ``outcome_unknown``
+from the app; 502 and 504 from nginx, whose bodies say "it may or may not have gone
+through"; no answer at all) is asked again past the 5th try, as the answer itself says
+to, until the buyer learns the outcome or 30 s have passed since its first try. Its
+last answer is its *final answer*. The verdict:
 
 - oversold, lost updates and the ledger, as the audit counts them;
 - keys with two orders (the unique key should make it impossible);
@@ -47,13 +48,17 @@ from stack.servers import APP_DATABASE
 from .faults import Fault, OnSale
 
 RETRIED = {0, 502, 503, 504}  # 0: no HTTP answer (connection refused, reset, timed out)
+# Answers after which the purchase may or may not have gone through: no answer, nginx's
+# when no instance answered (502, 504), and the app's outcome_unknown (a 503).
+UNKNOWN_STATUSES = {0, 502, 504}
 TRIES = 5
 BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
-# Seconds from its first try that a buyer answered ``outcome_unknown`` goes on asking
-# what became of its purchase: a failover's pause and reconciliation can outlast 5 tries.
+# Seconds from its first try that a buyer told the outcome is unknown goes on asking
+# what became of its purchase: a failover's pause and reconciliation can outlast 5
+# tries, and so can nginx's ten seconds without an instance it marked down.
 UNKNOWN_PATIENCE = 30.0
-RETRY_POLICY = (f"{TRIES} tries, and past them while the answer is outcome_unknown "
-                f"({UNKNOWN_PATIENCE:g} s at most)")
+RETRY_POLICY = (f"{TRIES} tries, and past them while the outcome is unknown (outcome_unknown, "
+                f"nginx's 502 or 504, no answer; {UNKNOWN_PATIENCE:g} s at most)")
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,8 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
             status, body = 0, {}
             if op:
                 op.unanswered(history.now(), type(e).__name__)
-        unknown = body.get("error") == "outcome_unknown" and time.monotonic() < patience
+        unknown = ((status in UNKNOWN_STATUSES or body.get("error") == "outcome_unknown")
+                   and time.monotonic() < patience)
         if status not in RETRIED or (attempt >= TRIES and not unknown):
             return DocumentedError(key, user, status, body.get("error"), body.get("order_id"), attempt)
         time.sleep(pause)

@@ -68,6 +68,15 @@ def test_a_buyer_told_the_outcome_is_unknown_asks_again_past_its_tries_until_it_
     assert chaos.sale._buy(lambda: told, "sku", "key", "buyer", None).tries == chaos.sale.TRIES
 
 
+def test_a_buyer_whose_purchase_no_instance_answered_asks_again_past_its_tries(monkeypatch):
+    """nginx's 502 and 504 say the purchase may or may not have gone through, and so
+    does no answer: the buyer asks again with its key until it knows."""
+    monkeypatch.setattr(chaos.sale, "BACKOFF", (0.001, 0.001))
+    told = _Answers([(502, "unavailable")] * 4 + [(504, "timeout")] * 2 + [(409, "sold_out")])
+    answer = chaos.sale._buy(lambda: told, "sku", "key", "buyer", None)
+    assert (answer.status, answer.error, answer.tries) == (409, "sold_out", 7)
+
+
 def test_a_buyer_stops_asking_once_its_patience_is_spent(monkeypatch):
     monkeypatch.setattr(chaos.sale, "BACKOFF", (0.001, 0.001))
     monkeypatch.setattr(chaos.sale, "UNKNOWN_PATIENCE", 0.0)
