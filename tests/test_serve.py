@@ -1,6 +1,7 @@
 """The app instances' server (``flashsale.serve``): gunicorn or granian, one set of
 knobs, started for real on a free port. Neither needs a backend to answer /livez."""
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -11,7 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
+from gunicorn.errors import HaltServer
 
+from flashsale import gunicorn as hooks
 from flashsale.serve import SERVERS, ServeError, command, server_name
 from stack.scratch import free_port
 
@@ -84,10 +87,29 @@ def test_the_launcher_becomes_the_server_on_an_empty_metrics_directory(server, t
             time.sleep(0.1)
         assert len(workers) >= 2
         process.send_signal(signal.SIGTERM)
-        assert process.wait(15) is not None
+        assert process.wait(15) == 0
         gone, alive = psutil.wait_procs(workers, timeout=10)
         assert not alive, alive  # a stop by its PID leaves no worker behind
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def _halts(halted: BaseException) -> None:
+    try:
+        raise halted
+    except (StopIteration, HaltServer):  # as gunicorn's main loop catches them, then halts
+        hooks.on_exit(None)
+
+
+@pytest.mark.parametrize(("halted", "status"),
+                         [(StopIteration(), 0), (HaltServer("Worker failed to boot.", 3), 3)],
+                         ids=["stopped", "a-worker-failed-to-boot"])
+def test_gunicorn_s_master_leaves_with_the_status_it_halts_with(halted, status):
+    """The master leaves by os._exit (``flashsale.gunicorn.on_exit``) with the status
+    gunicorn would have left with: 0 once stopped, a worker's boot failure's code."""
+    child = multiprocessing.get_context("fork").Process(target=_halts, args=(halted,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == status
