@@ -29,6 +29,7 @@ from flashsale.serve import arguments as serve_arguments
 from flashsale.settings import processes
 from stack.config import ROOT
 
+from .forked import python
 from .test_prometheus import eventually
 
 K8S = ROOT / "deploy" / "k8s"
@@ -195,8 +196,7 @@ def _loaded_settings(items: tuple[tuple[str, str], ...]) -> dict:
         # The pod's /tmp is its own; this machine's is shared: its metrics go elsewhere.
         if "PROMETHEUS_MULTIPROC_DIR" in env:
             env = {**env, "PROMETHEUS_MULTIPROC_DIR": private}
-        done = subprocess.run([sys.executable, "-c", ENDPOINTS], cwd=ROOT, capture_output=True, text=True,
-                              env={"PATH": os.environ["PATH"], **env}, timeout=120)
+        done = python(["-c", ENDPOINTS], env={"PATH": os.environ["PATH"], **env})
     assert done.returncode == 0, done.stderr[-1500:]
     return json.loads(done.stdout)
 

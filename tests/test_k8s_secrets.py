@@ -20,6 +20,7 @@ from stack.config import ROOT
 from stack.scratch import free_port
 from stack.servers import binary
 
+from .forked import python
 from .test_k8s import K8S, _stand_in, environment, flashsale_containers, render
 from .test_k8s_database_users import scratch_database
 
@@ -88,8 +89,7 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
              and k not in [name for process in PROCESSES.values() for name in process.secrets]}
     env = {**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production",
            "FLASHSALE_PER_USER_LIMIT": "2", **env}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=env)
+    return python(["manage.py", *args], env=env)
 
 
 STRONG = {"DJANGO_SECRET_KEY": "k" * 50, "FLASHSALE_ADMIN_TOKEN": "t" * 43, "REDIS_PASSWORD": "r" * 32,

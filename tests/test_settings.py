@@ -3,21 +3,19 @@ import os
 import re
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 from common.strategies import STRATEGIES
 from stack.suite import SUITE_ENVIRONMENT
 
+from .forked import python
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_django(**env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base", **env},
-        capture_output=True, text=True,
-    )
+    return python(["-c", "import django; django.setup()"],
+                  env={**os.environ, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base", **env})
 
 
 def test_unknown_strategy_fails_at_start_up_naming_the_choices():
@@ -46,9 +44,9 @@ def manage(*args: str, **env) -> subprocess.CompletedProcess:
     # Not the suite's own choices either (stack.suite.SUITE_ENVIRONMENT): production refuses them.
     clean = {k: v for k, v in os.environ.items()
              if k not in ("DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE", *SUITE_ENVIRONMENT)}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production",
-                               "FLASHSALE_PER_USER_LIMIT": "2", **env})
+    return python(["manage.py", *args],
+                  env={**clean, "DJANGO_SETTINGS_MODULE": "flashsale.settings.production",
+                       "FLASHSALE_PER_USER_LIMIT": "2", **env})
 
 
 def own_secrets() -> dict[str, str]:
@@ -118,10 +116,9 @@ def test_quick_hashing_keeps_new_passwords_as_md5_and_still_checks_the_pbkdf2_on
     said = {}
     for quick in ("false", "true"):
         env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", *SUITE_ENVIRONMENT)}
-        result = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=ROOT,
-                                capture_output=True, text=True,
-                                env={**env, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
-                                     "FLASHSALE_QUICK_PASSWORD_HASHING": quick})
+        result = python(["manage.py", "shell", "--no-imports", "-c", code],
+                        env={**env, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+                             "FLASHSALE_QUICK_PASSWORD_HASHING": quick})
         assert result.returncode == 0, result.stderr
         said[quick] = result.stdout.split()
     assert said == {"false": ["pbkdf2_sha256", "True", "False"], "true": ["md5", "True", "False"]}
@@ -194,8 +191,8 @@ def settings_value(name: str, **env) -> str:
     inherited = {k: v for k, v in os.environ.items()
                  if k not in {"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_PURCHASE_SHORTCUT"}}
     script = f"import django; django.setup(); from django.conf import settings; print(settings.{name})"
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                            env={**inherited, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base", **env})
+    result = python(["-c", script],
+                    env={**inherited, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base", **env})
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -212,10 +209,9 @@ def test_redis_sentinels_send_the_cache_and_the_redis_locks_to_the_master_they_n
     script = ("import django, json; django.setup(); from django.conf import settings as s; "
               "print(json.dumps([s.CACHES['default']['LOCATION'], s.CACHES['default']['OPTIONS'], "
               "{a: o.get('OPTIONS', {}).get('sentinels') for a, o in s.LOCKING.items()}]))")
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
-             "REDIS_SENTINELS": "10.9.0.2:26379,10.9.0.3:26380", "REDIS_URL": "redis://127.0.0.1:6390/3"})
+    result = python(["-c", script], env={**os.environ, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+                                         "REDIS_SENTINELS": "10.9.0.2:26379,10.9.0.3:26380",
+                                         "REDIS_URL": "redis://127.0.0.1:6390/3"})
     assert result.returncode == 0, result.stderr
     location, options, sentinels = json.loads(result.stdout)
     assert location == "redis://flashsale/3"  # the service, and REDIS_URL's database

@@ -3,11 +3,10 @@ process whose environment names no Django settings (the suite's own does, which 
 benchmark that could no longer start)."""
 
 import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from stack.config import ROOT
+from tests.forked import python
 
 PACKAGES = ("benchmarks", "loadtest")
 
@@ -20,8 +19,7 @@ def commands() -> list[str]:
 
 def loads(module: str) -> str:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = python(["-c", f"import {module}"], env=env)
     return "" if done.returncode == 0 else f"{module}: {done.stderr.strip().splitlines()[-1]}"
 
 
