@@ -17,6 +17,8 @@ from stack.servers import infrastructure
 from stack.suite import APPS_ASKED, apps_asked, apps_order
 from stack.supervisor import Supervisor
 
+pytest_plugins = ["stack.testcpu"]  # each test's CPU, when make test asks (stack/testcpu.py)
+
 
 @pytest.fixture(autouse=True)
 def _clean_redis(request):

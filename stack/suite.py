@@ -114,6 +114,7 @@ class Part:
     seconds: float = 0.0
     durations: dict[str, float] = field(default_factory=dict)
     asked: dict[str, str] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # test: [its pytest's, its stack's] s
 
     @property
     def log(self) -> Path:
@@ -127,6 +128,11 @@ class Part:
     def apps_file(self) -> Path:
         """Where its pytest writes what each test asked of the app instances (conftest.py)."""
         return self.log.with_suffix(".apps.json")
+
+    @property
+    def cpu_file(self) -> Path:
+        """Where its pytest writes each test's CPU (stack/testcpu.py)."""
+        return self.log.with_suffix(".cpu.json")
 
     def command(self, pytest_args: list[str]) -> list[str]:
         group, groups = self.share
@@ -143,8 +149,11 @@ class Part:
 
     def run(self, pytest_args: list[str]) -> None:
         env = {**lane_environment(self.config), "FLASHSALE_TEST_WORKER": str(self.worker),
-               "FLASHSALE_TEST_APPS_OUT": str(self.apps_file)}
+               "FLASHSALE_TEST_APPS_OUT": str(self.apps_file), "FLASHSALE_TEST_CPU_OUT": str(self.cpu_file)}
+        if self.worker == 0:  # its tests drive the stack: what it uses is theirs
+            env["FLASHSALE_TEST_CPU_STACK"] = "1"
         self.apps_file.unlink(missing_ok=True)
+        self.cpu_file.unlink(missing_ok=True)
         say(f"[suite] {self.name}: started")
         began = time.monotonic()
         with self.log.open("w") as log:
@@ -155,6 +164,8 @@ class Part:
             self.durations = json.loads(self.durations_file.read_text())
         if self.apps_file.exists():
             self.asked = json.loads(self.apps_file.read_text())
+        if self.cpu_file.exists():
+            self.cpu = json.loads(self.cpu_file.read_text())
         say(f"\n----- {self.name}: {self.seconds:.0f} s, {self.verdict} -----\n{self.log.read_text()}")
 
     @property
@@ -248,6 +259,13 @@ def report(parts: list[Part], seconds: float, out: Path) -> str:
     lines.append(f"----- the {SLOWEST} slowest tests (setup, call and teardown) -----")
     slowest = sorted(durations.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
     lines += [f"  {s:7.1f} s  {test}" for test, s in slowest]
+    cpu = {test: seconds for part in parts for test, seconds in part.cpu.items()}
+    (out / "cpu.json").write_text(json.dumps(cpu, indent=1, sort_keys=True) + "\n")
+    lines.append(f"----- the {SLOWEST} tests that cost the most CPU (its pytest and what that started; "
+                 "its stack's processes, for a test that drives them) -----")
+    costliest = sorted(cpu.items(), key=lambda item: sum(item[1]), reverse=True)[:SLOWEST]
+    lines += [f"  {own + stack:7.1f} s  ({own:.1f} + {stack:.1f})  {test}"
+              for test, (own, stack) in costliest]
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """make test's lanes (stack.suite): stacks apart from each other, parts reported whole."""
 
 import itertools
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -81,10 +82,25 @@ def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, t
     text = suite.report(parts, 170, tmp_path)
     assert "stack 1/2" in text and "100 s  passed" in text
     assert "none selected" in text and "failed (1)" in text
-    listed = [line.split()[-1] for line in text.splitlines()[text.splitlines().index(
-        next(line for line in text.splitlines() if "slowest" in line)) + 1:]]
+    lines = text.splitlines()
+    slowest = lines.index(next(line for line in lines if "slowest" in line))
+    costliest = lines.index(next(line for line in lines if "the most CPU" in line))
+    listed = [line.split()[-1] for line in lines[slowest + 1:costliest]]
     assert listed == [f"a.py::test_{i}" for i in range(29, 29 - suite.SLOWEST, -1)]
     assert (tmp_path / "durations.json").read_text().count("a.py::test_") == 30
+
+
+def test_the_report_ranks_the_tests_by_their_cpu_their_pytests_and_their_stacks(config, tmp_path):
+    parts = [_part("stack 1/2", 0, 100, {}, tmp_path), _part("beside 1/2", 0, 50, {}, tmp_path)]
+    parts[0].cpu = {f"s.py::test_{i}": [1.0, float(i)] for i in range(15)}  # the stack's CPU counts
+    parts[1].cpu = {f"b.py::test_{i}": [i + 0.5, 0.0] for i in range(15)}
+    lines = suite.report(parts, 100, tmp_path).splitlines()
+    costliest = lines[lines.index(next(line for line in lines if "the most CPU" in line)) + 1:]
+    assert costliest[:3] == ["     15.0 s  (1.0 + 14.0)  s.py::test_14",
+                             "     14.5 s  (14.5 + 0.0)  b.py::test_14",
+                             "     14.0 s  (1.0 + 13.0)  s.py::test_13"]
+    assert len(costliest) == suite.SLOWEST
+    assert json.loads((tmp_path / "cpu.json").read_text())["b.py::test_3"] == [3.5, 0.0]
 
 
 @pytest.mark.parametrize(("statuses", "expected"), [
