@@ -43,12 +43,17 @@ def in_thread(fn: Callable[[], Any]) -> Any:
     return box["value"]
 
 
-def run_at_once(fn: Callable[[int], Any], n: int) -> list[BaseException | None]:
+def run_at_once(fn: Callable[[int], Any], n: int, *,
+                ready: Callable[[], object] | None = None) -> list[BaseException | None]:
     """Call ``fn(0)`` … ``fn(n - 1)`` in ``n`` threads released together by a
-    barrier; return each call's exception, or None where it returned."""
+    barrier; return each call's exception, or None where it returned. ``ready`` runs
+    in each thread before the barrier (its database connection opened, say): what
+    the calls race on starts together, not what each must set up first."""
     barrier = threading.Barrier(n)
 
     def call(i: int) -> Any:
+        if ready is not None:
+            ready()
         barrier.wait()
         return fn(i)
 
