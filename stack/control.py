@@ -195,13 +195,19 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
     _start(sup, config, [app(config, name) for name in keep if name in new])
 
 
+# The line manage.py gate_leave says once it has handed the sales over
+# (orders/tests/test_gate_leave.py holds the command to it).
+HANDED_OVER = "handed to the database:"
+
+
 class _Barrier:
     """The new strategy's barrier (``orders.barrier``): ``holding()`` once nginx sends
     purchases to its held instances, ``release()`` once no instance of the old
     strategy runs. Leaving the gate, its sales of the products that follow the default
     are written and closed first (``manage.py gate_leave``), by a command started
-    before the hold and waiting for its cue: the held purchases do not wait for Django
-    to start."""
+    before the hold and waiting for its cue: the held purchases wait neither for
+    Django to start nor for the process to end (Python's teardown, seconds on a busy
+    machine), only for its answer."""
 
     def __init__(self, config: StackConfig, leave: subprocess.Popen | None, cue: Path):
         self.config, self.leave, self.cue = config, leave, cue
@@ -213,13 +219,23 @@ class _Barrier:
     def release(self) -> None:
         if self.leave is not None:
             self.cue.touch()
-            said, _ = self.leave.communicate()
-            if self.leave.returncode:
-                raise StackError(f"gate_leave failed:\n{said}")
+            self._handed_over(self.leave)
         if not self.config.released_file.exists():
             self.config.released_file.touch()
             held = f", held {time.monotonic() - self.held:.1f} s" if self.held is not None else ""
             _say(f"strategy {self.config.strategy}: purchases released{held}")
+
+    @staticmethod
+    def _handed_over(leave: subprocess.Popen) -> None:
+        """Once ``leave`` says it handed the sales over; StackError if it ends without."""
+        assert leave.stdout is not None
+        said = []
+        for line in leave.stdout:
+            said.append(line)
+            if line.startswith(HANDED_OVER):
+                return
+        leave.wait()
+        raise StackError(f"gate_leave failed (status {leave.returncode}):\n{''.join(said)}")
 
 
 @contextmanager
@@ -231,12 +247,16 @@ def _barrier(config: StackConfig, leaving: bool) -> Iterator[_Barrier]:
     leave = subprocess.Popen([sys.executable, "manage.py", "gate_leave", "--after", str(cue)], cwd=ROOT,
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True) if leaving else None
+    barrier = _Barrier(config, leave, cue)
     try:
-        yield _Barrier(config, leave, cue)
+        yield barrier
     finally:
-        if leave is not None and leave.poll() is None:
-            leave.kill()  # a switch that failed before its release: the command is ours
-            leave.wait()
+        if leave is not None:
+            if leave.poll() is None and not cue.exists():
+                leave.kill()  # a switch that failed before its release: the command is ours
+            said, _ = leave.communicate(timeout=120)  # the rest, its teardown's, purchases released
+            if leave.returncode and cue.exists():
+                _say(f"gate_leave ended with status {leave.returncode} after its answer:\n{said}")
         cue.unlink(missing_ok=True)
 
 
