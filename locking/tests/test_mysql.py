@@ -177,6 +177,7 @@ def test_a_release_that_cannot_commit_rolls_the_work_back_and_leaves_the_thread_
         lock.release()
     assert not connection.in_atomic_block and lock.held_names() == {}
     assert Stock.objects.get(product=product).quantity == 5  # rolled back
+    _gone(holder_id)  # the server's own end of the killed session, its row lock with it
     again = backend.lock("stock:x")  # the thread's next purchase works: nothing left broken
     assert again.acquire(blocking=False)
     again.release()
@@ -185,6 +186,20 @@ def test_a_release_that_cannot_commit_rolls_the_work_back_and_leaves_the_thread_
 def _kill(connection_id: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("KILL CONNECTION %s", [connection_id])
+
+
+def _gone(connection_id: int, within: float = 30) -> None:
+    """Once the server has ended the killed session: KILL only marks it, and on a
+    busy machine its rollback still holds its locks when the client hears of it."""
+    deadline = time.monotonic() + within
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s",
+                           [connection_id])
+            if cursor.fetchone()[0] == 0:
+                return
+            assert time.monotonic() < deadline, f"connection {connection_id} still there after {within} s"
+            time.sleep(0.05)
 
 
 def test_a_lock_taken_while_the_database_is_down_leaves_the_thread_usable_once_it_is_back(
