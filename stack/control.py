@@ -212,6 +212,7 @@ class _Barrier:
     def __init__(self, config: StackConfig, leave: subprocess.Popen | None, cue: Path):
         self.config, self.leave, self.cue = config, leave, cue
         self.held: float | None = None
+        self.answered = False  # gate_leave said it handed the sales over
 
     def holding(self) -> None:
         self.held = time.monotonic()
@@ -220,6 +221,7 @@ class _Barrier:
         if self.leave is not None:
             self.cue.touch()
             self._handed_over(self.leave)
+            self.answered = True
         if not self.config.released_file.exists():
             self.config.released_file.touch()
             held = f", held {time.monotonic() - self.held:.1f} s" if self.held is not None else ""
@@ -252,10 +254,10 @@ def _barrier(config: StackConfig, leaving: bool) -> Iterator[_Barrier]:
         yield barrier
     finally:
         if leave is not None:
-            if leave.poll() is None and not cue.exists():
-                leave.kill()  # a switch that failed before its release: the command is ours
+            if not barrier.answered and leave.poll() is None:
+                leave.kill()  # a switch that failed before the answer: the command is ours
             said, _ = leave.communicate(timeout=120)  # the rest, its teardown's, purchases released
-            if leave.returncode and cue.exists():
+            if leave.returncode and barrier.answered:
                 _say(f"gate_leave ended with status {leave.returncode} after its answer:\n{said}")
         cue.unlink(missing_ok=True)
 
