@@ -3,14 +3,11 @@ import os
 import re
 import secrets
 import subprocess
-from pathlib import Path
 
 from common.strategies import STRATEGIES
 from stack.suite import SUITE_ENVIRONMENT
 
 from .forked import python
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_django(**env) -> subprocess.CompletedProcess:
