@@ -1,13 +1,16 @@
-"""The commands reference's table (``docs/reference/commands.md``), written from the
-Makefile: a row per target with a ``##`` line (what ``make help`` prints), in the
+"""The commands reference (``docs/reference/commands.md``), in two texts: the Makefile's
+table, a row per target with a ``##`` line (what ``make help`` prints), in the
 Makefile's order, saying what the ``#:`` lines above the target say (links relative
-to ``docs/reference/``), or its ``##`` line if it has none.
+to ``docs/reference/``), or its ``##`` line if it has none; and the project's
+management commands, each with its help and its own arguments, from its parser.
 
-    python -m stack commands    # write the table into the page (make docs does)
+    python -m stack commands    # write both into the page (make docs does)
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = ROOT / "Makefile"
 PAGE = ROOT / "docs" / "reference" / "commands.md"
 COMMAND = "python -m stack commands"
+MANAGE_SOURCE = "the management commands' parsers"
+# Django's options, which every command has: the reference lists each command's own.
+DJANGO_OPTIONS = frozenset({"help", "version", "verbosity", "settings", "pythonpath", "traceback", "no_color",
+                            "force_color", "skip_checks"})
 
 _TARGET = re.compile(r"^([a-z][a-z-]*):[^#]*## (.+)$")
 
@@ -47,12 +54,63 @@ def table(documented: list[Target]) -> str:
     return "\n".join(["| command | what it does |", "|---|---|", *rows])
 
 
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _argument(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest.upper()}`"
+    takes = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+    return ", ".join(f"`{option}{takes}`" for option in action.option_strings)
+
+
+def _default(action: argparse.Action) -> str:
+    if action.required or action.nargs == 0 or action.default in (None, argparse.SUPPRESS):
+        return ""
+    return f"`{action.default}`"
+
+
+def management_commands() -> str:
+    """A section per management command of the project's own apps: its help, then
+    its own arguments (Django's, which every command takes, left out)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")  # as manage.py
+    import django
+    from django.core.management import get_commands, load_command_class
+
+    django.setup()
+    sections = []
+    for name, app in sorted(get_commands().items()):
+        if not (ROOT / app.split(".")[0]).is_dir():
+            continue  # Django's, DRF's
+        parser = load_command_class(app, name).create_parser("manage.py", name)
+        own = [action for action in parser._actions if action.dest not in DJANGO_OPTIONS]
+        rows = [f"| {_argument(a)} | {_default(a)} | {_cell(a.help or '')} |" for a in own]
+        sections += [f"### `manage.py {name}`", f"`{app}/management/commands/{name}.py`: "
+                     f"{_cell(parser.description or '')}",
+                     *(["| argument | default | what it is |", "|---|---|---|", *rows] if rows else [])]
+    return "\n\n".join(_joined(sections))
+
+
+def _joined(sections: list[str]) -> list[str]:
+    """A table's rows on consecutive lines: each section's parts, a blank line between."""
+    out: list[str] = []
+    for part in sections:
+        if part.startswith("|") and out and out[-1].startswith("|"):
+            out[-1] += "\n" + part
+        else:
+            out.append(part)
+    return out
+
+
 def page_written(page: str, makefile: str) -> str:
-    """``page`` with the table between its marks written from ``makefile``.
+    """``page`` with the Makefile's table and the management commands between their
+    marks.
 
     :raises ValueError: the page lacks the marks.
     """
-    return pages.page_written(page, COMMAND, "the Makefile", table(targets(makefile)))
+    page = pages.page_written(page, COMMAND, "the Makefile", table(targets(makefile)))
+    return pages.page_written(page, COMMAND, MANAGE_SOURCE, management_commands())
 
 
 def write() -> bool:

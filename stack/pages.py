@@ -19,7 +19,8 @@ def page_written(page: str, command: str, source: str, text: str) -> str:
     :raises ValueError: the page lacks the marks.
     """
     begin, end = marks(command, source)
-    start, stop = page.find(begin), page.find(end)
+    start = page.find(begin)
+    stop = page.find(end, start)  # a command may write two texts, from two sources
     if start < 0 or stop < start:
         raise ValueError(f"the page lacks the marks of {command}")
     return f"{page[:start]}{begin}\n\n{text.strip()}\n\n{page[stop:]}"

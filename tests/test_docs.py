@@ -56,7 +56,10 @@ def test_every_results_page_shows_a_table_written_by_the_command_that_measured_i
 def test_the_commands_reference_is_the_table_the_makefile_writes():
     page = commands.PAGE.read_text()
     assert page == commands.page_written(page, commands.MAKEFILE.read_text()), (
-        "the Makefile changed: `make docs` (python -m stack commands) writes the table again")
+        "the Makefile or a management command changed: `make docs` (python -m stack commands) writes "
+        "the page again")
+    ours = sorted(path.stem for path in ROOT.glob("*/management/commands/[!_]*.py"))
+    assert len(ours) > 5 and re.findall(r"^### `manage.py (\w+)`", page, re.MULTILINE) == ours
     documented = re.findall(r"^\| `make ([a-z-]+)`", page, re.MULTILINE)
     help_lines = re.findall(r"^([a-z][a-z-]*):[^#]*## ", commands.MAKEFILE.read_text(), re.MULTILINE)
     assert documented == help_lines and len(documented) > 30  # every target make help lists, once
