@@ -281,9 +281,9 @@ test-slow: install-test  ## the whole suite with a CPU burner spinning on every 
 check: $(VENV)/.dev  ## lint, types, the docs build, the tests that start nothing: no server, no root, no apt
 	$(PY) -m stack check -- $(PYTEST_ARGS)
 
-#: write this reference's table from the Makefile (`python -m stack commands`), then build this
+#: write this reference from the Makefile and the management commands (`python -m stack commands`), then build this
 #: documentation with MkDocs (strict) outside the checkout; the stack's nginx serves it at `/docs/`
-docs: install-test  ## write the commands reference from this file, then build the docs (MkDocs, strict)
+docs: install-test  ## write the commands reference (this file, manage.py), then build the docs (MkDocs, strict)
 	$(PY) -m stack commands
 	$(PY) -m stack docs
 

@@ -8,7 +8,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack test [--lanes N] -- [PYTEST ARGS]   # the whole suite, in lanes (stack.suite)
     python -m stack check -- [PYTEST ARGS]   # what starts nothing, its parts at once (stack.check)
     python -m stack docs      # build the documentation site that nginx serves at /docs/
-    python -m stack commands  # write the commands reference's table from the Makefile
+    python -m stack commands  # write the commands reference from the Makefile and the management commands
     python -m stack clean     # down, then remove the run directory and what it made outside
     python -m stack restore-drill [--database NAME]  # dump, restore into a scratch server, compare
     python -m stack prometheusrule  # write the cluster's PrometheusRule from the rule files
@@ -33,7 +33,7 @@ from .servers import APP_DATABASE, StackError
 # What acts on the stack and says nothing back; what writes a file from another.
 ACTIONS: dict[str, Callable[[StackConfig], None]] = {"up": up, "down": down, "docs": docs, "clean": clean}
 WRITERS: dict[str, tuple[Path, Callable[[], bool], str]] = {
-    "commands": (commands.PAGE, commands.write, "the Makefile"),
+    "commands": (commands.PAGE, commands.write, "the Makefile and the management commands"),
     "prometheusrule": (prometheusrule.TARGET, prometheusrule.write, "the rule files"),
 }
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop every process the stack started")
     sub.add_parser("status", help="state, PID and health of every server")
     sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
-    sub.add_parser("commands", help="write the commands reference's table from the Makefile")
+    sub.add_parser("commands", help="write the commands reference (the Makefile, manage.py)")
     sub.add_parser("prometheusrule", help="write deploy/k8s/monitoring's PrometheusRule from the rule files")
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
     p_drill = sub.add_parser("restore-drill", help="dump the database as the nightly backup does, restore it "
