@@ -192,7 +192,7 @@ contention costs; <b>× ping</b> is what the purchase path costs.</li>
 the row from its first write to the commit. One product can sell at most 1000 / hold orders
 per second, whatever the hardware. <b>lock wait</b>: from asking for the lock to getting it.</li>
 <li><b>×N</b>: the hot product's stock split into N segments, each its own row and lock name
-(seed 004's 分段锁): up to N buyers of it at once. What it costs: a buyer may find its segment
+(source article 004's 分段锁): up to N buyers of it at once. What it costs: a buyer may find its segment
 empty while others still have stock (it falls over to another), and an order larger than any one
 segment takes several locks at once.</li>
 """

@@ -64,6 +64,11 @@ def sources_linked(seed: str) -> str:
     return ARTICLE.sub(r"[article \1](sources.md#article-\1)", seed)
 
 
+def source_named(seed: str) -> str:
+    """A scenario's source as the terminal shows it: "article 001 ①", or a project's name."""
+    return "source: " + ARTICLE.sub(r"article \1", seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.list or not args.ids:
         for s in CATALOG.values():
-            print(f"{s.id:4} {s.title}  [seed {s.seed}]")
+            print(f"{s.id:4} {s.title}  [{source_named(s.seed)}]")
         return 0
     ids = list(CATALOG) if args.ids == ["all"] else [i.upper() for i in args.ids]
     unknown = [i for i in ids if i not in CATALOG]
@@ -101,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for scenario_id in ids:
             scenario = CATALOG[scenario_id]
-            print(f"\n== {scenario.id}: {scenario.title}  [seed {scenario.seed}]\n{scenario.story}\n",
-                  flush=True)
+            source = source_named(scenario.seed)
+            print(f"\n== {scenario.id}: {scenario.title}  [{source}]\n{scenario.story}\n", flush=True)
             ctx = Context(url, zk_hosts=config.zk_hosts, base_url=config.base_url,
                           admin_token=config.admin_token(), buyer_auth=config.buyer_auth, apps=apps)
             try:
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         measured_write("scenarios", command, "\n\n".join(tables))
     if unexpected:
-        print(f"\nNot as the seeds say: {', '.join(unexpected)}", file=sys.stderr)
+        print(f"\nNot as the sources say: {', '.join(unexpected)}", file=sys.stderr)
         return 1
     return 0
 
