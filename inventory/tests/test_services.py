@@ -206,6 +206,16 @@ def test_read_modify_write_without_a_lock_loses_an_update(product_factory):
     assert list(befores) == [10, 10]  # both writers read the same stock
 
 
+@pytest.mark.django_db
+def test_the_database_lets_an_unprotected_write_lose_its_update():
+    """MariaDB 11.6 and later refuse the lost update above by default
+    (``innodb_snapshot_isolation``); the stack turns that off, as MySQL behaves."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GLOBAL VARIABLES LIKE 'innodb_snapshot_isolation'")
+        found = cursor.fetchone()
+    assert found is None or found[1] == "OFF", found
+
+
 @pytest.mark.django_db(transaction=True)
 @override_settings(FLASHSALE_SECTION_DELAY_MS=300)
 def test_conditional_update_under_the_same_race_loses_nothing(product_factory):
