@@ -80,20 +80,17 @@ def test_nobody_is_admitted_before_the_sale_opens_and_the_first_come_first_after
 
 
 def test_a_shuffled_room_admits_the_places_taken_before_the_opening_in_a_random_order_first():
-    opens = timezone.now() + timedelta(seconds=2)  # time for sixty asks before it, on a busy machine
-    sale_reset(sku="r-shuffled", stock=10, strategy="atomic", starts_at=opens,
-               room=RoomTerms(rate=1000, active=1, admission_s=60, order="shuffled"))
+    sku = open_room("r-shuffled", RoomTerms(rate=1000, active=1, admission_s=60, order="shuffled"))
     early = [f"b{n:02}" for n in range(30)]
-    assert [place_ask(sku="r-shuffled", buyer=b).position for b in early] == list(range(1, 31))
-    ahead = {b: place_ask(sku="r-shuffled", buyer=b).ahead for b in early}  # every place taken
-    assert timezone.now() < opens
+    assert [place_ask(sku=sku, buyer=b).position for b in early] == list(range(1, 31))
+    ahead = {b: place_ask(sku=sku, buyer=b).ahead for b in early}  # every place taken
     assert sorted(ahead.values()) == list(range(30))
     assert sorted(early, key=ahead.get) != early  # the join order: one chance in 30!
-    time.sleep(max((opens - timezone.now()).total_seconds(), 0) + 0.01)
-    late = place_ask(sku="r-shuffled", buyer="zed")  # and the room moves on: one slot, to the first
+    moved_on(sku)
+    late = place_ask(sku=sku, buyer="zed")  # and the room moves on: one slot, to the first
     assert (late.position, late.ahead) == (31, 29)  # behind every early place still waiting
-    assert place_ask(sku="r-shuffled", buyer=min(early, key=ahead.get)).state == "admitted"
-    assert place_ask(sku="r-shuffled", buyer=max(early, key=ahead.get)).state == "waiting"
+    assert place_ask(sku=sku, buyer=min(early, key=ahead.get)).state == "admitted"
+    assert place_ask(sku=sku, buyer=max(early, key=ahead.get)).state == "waiting"
 
 
 def test_a_room_filled_in_bulk_holds_the_places_one_ask_at_a_time_would():
