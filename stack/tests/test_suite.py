@@ -186,8 +186,9 @@ def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_
     # No path given, as make test gives none; and none of this pytest's settings: the
     # configuration found says which tests and which Django settings.
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS")}
+    # It imports every test module: past two minutes beside make test-slow. The bound is a hang's.
     done = subprocess.run(part.command(["--collect-only", "-q", "-k", "wherever_its_run_directory"]),
-                          cwd=suite.ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=suite.ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "stack/tests/test_suite.py::test_a_part_collects_this_checkouts_tests" in done.stdout
 
