@@ -46,6 +46,7 @@ from pathlib import Path
 
 from .config import ROOT, StackConfig
 from .control import clean, down, up
+from .machinecpu import MachineCpu
 from .supervisor import Supervisor
 
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
@@ -250,7 +251,7 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
         yield
 
 
-def report(parts: list[Part], seconds: float, out: Path) -> str:
+def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None) -> str:
     lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
     lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in parts]
@@ -266,6 +267,11 @@ def report(parts: list[Part], seconds: float, out: Path) -> str:
     costliest = sorted(cpu.items(), key=lambda item: sum(item[1]), reverse=True)[:SLOWEST]
     lines += [f"  {own + stack:7.1f} s  ({own:.1f} + {stack:.1f})  {test}"
               for test, (own, stack) in costliest]
+    if machine is not None:
+        (out / "machine-cpu.json").write_text(json.dumps(machine.by_role(), indent=1) + "\n")
+        lines.append("----- the machine's CPU over the suite, by what used it (every process, looked at "
+                     f"every {machine.period:g} s: stack.machinecpu) -----")
+        lines += machine.report()
     return "\n".join(lines)
 
 
@@ -296,7 +302,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
     began = time.monotonic()
-    with burners(burn) if burn else nullcontext(), stacks_up(configs, out):
+    with MachineCpu() as machine, burners(burn) if burn else nullcontext(), stacks_up(configs, out):
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         alone = alone_part(config, lanes, out)
         if lanes == 1:
@@ -310,7 +316,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         for thread in threads:
             thread.join()
     parts = [*(part for parts in shares for part in parts), alone]
-    say("\n" + report(parts, time.monotonic() - began, out))
+    say("\n" + report(parts, time.monotonic() - began, out, machine))
     if store_durations:
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
         kept.update(json.loads((out / "durations.json").read_text()))

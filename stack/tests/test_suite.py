@@ -4,6 +4,7 @@ import itertools
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from _pytest.mark.expression import Expression  # how -m reads a part's marks
 
 from stack import suite
 from stack.config import StackConfig
+from stack.machinecpu import UNSEEN, MachineCpu
 from tests import second_stack
 
 LANES = 4
@@ -216,3 +218,15 @@ def test_the_stack_tests_run_grouped_by_what_they_ask_of_the_apps_as_started_fir
     # A test the record does not know yet runs with those that ask for the apps as started.
     assert grouped == ["b", "e", "new", "a", "d", "c", "f"]
     assert switches(tests, asked) == 6 and switches(grouped, asked) == 2
+
+
+def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path):
+    parts = [_part("stack 1/2", 0, 100, {}, tmp_path)]
+    with MachineCpu(period=3600) as machine:  # looked at as it starts and ends
+        time.sleep(0.2)
+    lines = suite.report(parts, 100, tmp_path, machine).splitlines()
+    machine_at = lines.index(next(line for line in lines if "the machine's CPU" in line))
+    assert "of CPU in" in lines[machine_at + 1] and len(lines) > machine_at + 2
+    kept = json.loads((tmp_path / "machine-cpu.json").read_text())
+    listed = [line.split("%  ", 1)[1] for line in lines[machine_at + 2:]]
+    assert UNSEEN in kept and listed == list(kept)[:len(listed)], (listed, kept)

@@ -1,0 +1,129 @@
+"""The whole machine's CPU over ``make test``, by what used it: the suite keeps both
+cores busy, so its time is CPU, and the servers that idle beside the tests (each
+stack's Prometheus and exporters, the writers' loops) cost it as the tests do, though
+no test's figure shows them (``stack.testcpu`` counts what a test started).
+
+Every process is looked at every ``period`` seconds (``/proc`` through psutil): one
+seen first after the look began counts all its CPU, one there before counts from the
+first look. What ran between two looks and ended (a short command, a kernel thread's
+work) is not seen by any; the machine's busy time (``/proc/stat``) says how much.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+# First match wins: a process's command line, as ``ps`` shows it, against each pattern.
+ROLES: tuple[tuple[str, str], ...] = (
+    ("CPU burners", r"-c while True: pass$"),
+    ("pytest", r"-m pytest\b"),
+    ("the app instances", r"\b(gunicorn|granian)\b"),
+    ("persisters", r"manage\.py persist_orders\b"),
+    ("expirers", r"manage\.py expire_orders\b"),
+    ("race runners", r"manage\.py run_races\b"),
+    ("other manage.py commands", r"manage\.py\b"),
+    ("MariaDB", r"\bmariadbd\b"),
+    ("Redis", r"\bredis-server\b"),
+    ("ZooKeeper", r"zookeeper"),
+    ("Prometheus", r"/prometheus\b(?!-)"),
+    ("exporters", r"exporter\b"),
+    ("Alertmanager", r"\balertmanager\b"),
+    ("nginx", r"^nginx:"),
+    ("Chromium and Playwright", r"chromium|playwright"),
+    ("load and fuzz clients", r"\b(locust|wrk|schemathesis)\b"),
+    ("supervisord", r"\bsupervisord\b"),
+    ("other Python", r"\bpython"),
+)
+UNSEEN = "not seen (ended between two looks; the kernel)"
+
+
+def role_of(command: str, roles: tuple[tuple[str, str], ...] = ROLES) -> str:
+    """The first role whose pattern ``command`` matches, else its program's name."""
+    for role, pattern in roles:
+        if re.search(pattern, command):
+            return role
+    program = command.split(" ", 1)[0].rsplit("/", 1)[-1]
+    return program or "?"
+
+
+def busy_seconds() -> float:
+    """The machine's CPU seconds, every core's, spent on anything but idling."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+@dataclass
+class _Seen:
+    role: str
+    first: float  # its CPU seconds when first seen (0 for one born since the look began)
+    last: float
+
+
+class MachineCpu:
+    """Looks at every process every ``period`` seconds, from entering the context to
+    leaving it; then ``by_role`` and ``report``."""
+
+    def __init__(self, period: float = 2.0, roles: tuple[tuple[str, str], ...] = ROLES):
+        self.period, self.roles = period, roles
+        self.seen: dict[tuple[int, float], _Seen] = {}
+        self.busy = self.wall = 0.0
+        self._stop = threading.Event()
+        self._began = time.time()
+        self._busy_before = busy_seconds()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def look(self) -> None:
+        for process in psutil.process_iter(["pid", "create_time", "cpu_times"]):
+            info = process.info
+            if info["cpu_times"] is None or info["create_time"] is None:
+                continue  # gone, or not ours to read
+            key = (info["pid"], info["create_time"])
+            cpu = info["cpu_times"].user + info["cpu_times"].system
+            if key in self.seen:
+                self.seen[key].last = cpu
+                continue
+            try:  # a new process's command line, once
+                command = " ".join(process.cmdline()) or process.name()
+            except psutil.Error:
+                command = ""
+            born_since = info["create_time"] >= self._began
+            self.seen[key] = _Seen(role_of(command, self.roles), 0.0 if born_since else cpu, cpu)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.look()
+
+    def __enter__(self) -> MachineCpu:
+        self._began, self._busy_before = time.time(), busy_seconds()
+        self.look()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.look()
+        self.busy = busy_seconds() - self._busy_before
+        self.wall = time.time() - self._began
+
+    def by_role(self) -> dict[str, float]:
+        """CPU seconds by role, most first, what no look saw included (``UNSEEN``)."""
+        used: dict[str, float] = {}
+        for process in self.seen.values():
+            used[process.role] = used.get(process.role, 0.0) + process.last - process.first
+        used[UNSEEN] = max(self.busy - sum(used.values()), 0.0)
+        return dict(sorted(used.items(), key=lambda item: item[1], reverse=True))
+
+    def report(self, top: int = 15) -> list[str]:
+        used = self.by_role()
+        total, cores = sum(used.values()), psutil.cpu_count() or 1
+        lines = [f"  {total:7.0f} s of CPU in {self.wall:.0f} s ({cores} cores, "
+                 f"{100 * self.busy / max(self.wall * cores, 1e-9):.0f} % busy)"]
+        lines += [f"  {seconds:7.0f} s  {100 * seconds / max(total, 1e-9):3.0f} %  {role}"
+                  for role, seconds in list(used.items())[:top]]
+        return lines
