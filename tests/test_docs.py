@@ -148,10 +148,22 @@ def test_the_purchase_file_by_file_names_functions_its_files_hold():
 # CPU time ("190 µs") or a percentile's latency ("p99 540 ms").
 FIGURE = re.compile(r"\b\d+(?:\.\d+)?×|\b\d+\.\d+x\b|\b\d+\.\d+ times\b"
                     r"|\d[\d,]*(?:\.\d+)?\s?(?:req/s|requests/s|orders/s|answers/s|µs|us of CPU|CPU-s)\b"
-                    r"|\bp(?:50|90|95|99)\s+\d[\d,.]*\s?ms\b")
-# Not measurements: targets and rules a measurement is held to.
+                    r"|\bp(?:50|90|95|99)\s+\d[\d,.]*\s?ms\b"
+                    # a ratio in words, as a reading of a table says it
+                    r"|\b(?:a (?:fifth|tenth|third|quarter)|two (?:fifths|thirds)|three quarters|twice as"
+                    r"|half as|half the|(?:two|three|four|five|ten) times)\b", re.IGNORECASE)
+# Not measurements: targets and rules a measurement is held to, and what a design or a
+# configuration says.
 ALLOWED = ("at least 0.6× ping", "at most 3× ping", "at least 0.7× ping", "the 2× the rule asks",
-           "14.4 times too fast")  # the burn-rate alert's threshold
+           "14.4 times too fast",  # the burn-rate alert's threshold
+           "ping at least twice as fast as gunicorn",  # the rule for changing the default server
+           "under half the stall",  # what tests/test_open_crowd.py asserts
+           "half the buyers", "half as fast", "a third stack", "twice as long as the last",
+           "more than half the", "a quarter of the wait", "after half the room's estimated wait",
+           "over a tenth of a strategy's answers", "more than three times in ten minutes",
+           "two or three times", "a tenth more for InnoDB's", "three quarters busy",
+           "within three quarters of its limit", "Half the buyers", "half as their order falls due",
+           "half the payers", "(`ask_again_s`): a quarter", "(`ask_again_s`: a quarter of its wait")
 # The decisions page records what was measured when each choice was made, each with
 # its command and its commit: history, which the measured files replace as they run.
 HISTORY = {"docs/development/decisions.md", "docs/changelog.md"}
