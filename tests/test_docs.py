@@ -3,6 +3,7 @@ docs promise about themselves, checked. (``make test`` also builds the site with
 ``mkdocs build --strict``: a broken link, page or include fails it.)"""
 
 import re
+import subprocess
 from pathlib import Path
 
 from stack import commands
@@ -200,3 +201,19 @@ def test_the_results_index_says_how_many_commits_behind_head_each_measured_file_
     measured = sorted((ROOT / "docs/results/measured").glob("*.md"))
     assert [row.split("|")[1].strip().strip("`") for row in table] == [p.name for p in measured]
     assert all(row.split("|")[5].strip().isdigit() for row in table), table  # a clone has the history
+    names = {name for name, _ in mkdocs_hooks.FEATURES}
+    for row in table:
+        before = row.split("|")[6].strip()
+        assert before == "none" or set(before.split(", ")) <= names, row
+
+
+def test_a_file_measured_before_a_feature_says_so():
+    from stack import mkdocs_hooks
+
+    first = min((commit for _, commit in mkdocs_hooks.FEATURES),
+                key=lambda commit: int(subprocess.run(["git", "rev-list", "--count", commit], cwd=ROOT,
+                                                      capture_output=True, text=True).stdout))
+    everything = ", ".join(name for name, _ in mkdocs_hooks.FEATURES)
+    assert mkdocs_hooks.predates(f"{first}~1") == everything
+    assert mkdocs_hooks.predates("HEAD") == "none"
+    assert mkdocs_hooks.predates("0" * 40) == "?"  # no such commit: git cannot say
