@@ -86,21 +86,12 @@ def management_commands() -> str:
         parser = load_command_class(app, name).create_parser("manage.py", name)
         own = [action for action in parser._actions if action.dest not in DJANGO_OPTIONS]
         rows = [f"| {_argument(a)} | {_default(a)} | {_cell(a.help or '')} |" for a in own]
-        sections += [f"### `manage.py {name}`", f"`{app}/management/commands/{name}.py`: "
-                     f"{_cell(parser.description or '')}",
-                     *(["| argument | default | what it is |", "|---|---|---|", *rows] if rows else [])]
-    return "\n\n".join(_joined(sections))
-
-
-def _joined(sections: list[str]) -> list[str]:
-    """A table's rows on consecutive lines: each section's parts, a blank line between."""
-    out: list[str] = []
-    for part in sections:
-        if part.startswith("|") and out and out[-1].startswith("|"):
-            out[-1] += "\n" + part
-        else:
-            out.append(part)
-    return out
+        parts = [f"### `manage.py {name}`",
+                 f"`{app}/management/commands/{name}.py`: {_cell(parser.description or '')}"]
+        if rows:
+            parts.append("\n".join(["| argument | default | what it is |", "|---|---|---|", *rows]))
+        sections.append("\n\n".join(parts))
+    return "\n\n".join(sections)
 
 
 def page_written(page: str, makefile: str) -> str:
