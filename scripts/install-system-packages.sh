@@ -27,7 +27,8 @@ packages=(mariadb-server mariadb-client redis-server zookeeper nginx libmariadb-
           mtail               # counts the purchases' answers in nginx's access log (monitoring/nginx.mtail)
           iproute2 nftables   # the test hosts of `make verdicts`: namespaces, veth, their links broken
           libfaketime         # ... and the clock jump of its clock-jump-redis (stack/clock.py)
-          git)                # the measured figures name their commit (loadtest/measured.py)
+          git                 # the measured figures name their commit (loadtest/measured.py)
+          curl)               # the walks by hand of docs/getting-started.md (tests/test_getting_started.py)
 [ "$mode" = "--test" ] && packages+=(chromium docker-compose wrk)
 [ "$mode" = "--bench" ] && packages+=(wrk)
 if [ -n "$list" ]; then

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -47,6 +48,7 @@ def test_the_page_has_its_walks():
 
 @pytest.mark.parametrize("title", list(walks()))
 def test_a_walk_by_hand_answers_what_the_page_shows(stack_config, title):
+    assert shutil.which("curl"), "the page's walks run curl (make install installs it)"
     shell, seen = walks()[title]
     script = shell.replace("http://127.0.0.1:8080", stack_config.base_url).replace(
         ".run/admin-token", str(stack_config.run_dir / "admin-token"))
