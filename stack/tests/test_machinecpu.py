@@ -3,6 +3,7 @@ counted under its role, or as not seen when it came and went between two looks."
 
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -10,7 +11,12 @@ from stack.machinecpu import ROLES, UNSEEN, MachineCpu, role_of
 
 # Spins this many seconds of its own CPU, then leaves; its command line carries the marker.
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n# {marker}"
-SPINNER = (("spinner", r"# spin-marker$"), *ROLES)
+
+
+def spinner_roles(marker: str) -> tuple[tuple[str, str], ...]:
+    """The roles with this test's spinner first: the looks see every process of the
+    machine, another test's spinner too (the suite runs its parts at once)."""
+    return (("spinner", rf"# {marker}$"), *ROLES)
 
 
 @pytest.mark.parametrize(("command", "role"), [
@@ -34,21 +40,23 @@ def test_a_process_is_taken_for_the_first_role_its_command_matches(command, role
     assert role_of(command) == role
 
 
-def spin(seconds: float) -> None:
-    code = SPIN.format(seconds=seconds, marker="spin-marker")
+def spin(seconds: float, marker: str) -> None:
+    code = SPIN.format(seconds=seconds, marker=marker)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_a_process_that_spins_while_looked_at_is_counted_under_its_role():
-    with MachineCpu(period=0.05, roles=SPINNER) as machine:
-        spin(0.5)
+    marker = f"spin-{uuid.uuid4().hex}"
+    with MachineCpu(period=0.05, roles=spinner_roles(marker)) as machine:
+        spin(0.5, marker)
     used = machine.by_role()
     assert 0.4 <= used["spinner"] <= 0.7, used
     assert machine.busy >= used["spinner"]
 
 
 def test_one_that_came_and_went_between_two_looks_is_counted_as_not_seen():
-    with MachineCpu(period=3600, roles=SPINNER) as machine:
-        spin(0.5)  # the looks are at the start and the end only
+    marker = f"spin-{uuid.uuid4().hex}"
+    with MachineCpu(period=3600, roles=spinner_roles(marker)) as machine:
+        spin(0.5, marker)  # the looks are at the start and the end only
     used = machine.by_role()
     assert "spinner" not in used and used[UNSEEN] >= 0.4, used
