@@ -465,7 +465,12 @@ EXPORTER_DB_USER = EXPORTER_DB_PASSWORD = "exporter"
 def exporters(config: StackConfig) -> list[Server]:
     """Prometheus' exporters of the stack's Redis servers (the gate's streams too),
     MariaDB (its row-lock waits: the hot row's signal), nginx (stub_status) and the
-    edge (the purchases' answers in nginx's access log)."""
+    edge (the purchases' answers in nginx's access log).
+
+    Each is probed on a page it serves without scraping: a scrape answers 200 whether
+    or not it reached its server (that is its ``*_up`` metric, Prometheus' to read),
+    and the mysqld exporter's runs queries that a busy MariaDB can keep past the
+    probe's bound."""
     ports = config.exporter_ports
     d = config.dir("exporters")
     my_cnf = d / "mysqld-exporter.cnf"
@@ -478,7 +483,7 @@ def exporters(config: StackConfig) -> list[Server]:
             command=[binary("prometheus-redis-exporter"), f"-web.listen-address=127.0.0.1:{ports['redis']}",
                      "-redis.addr="],  # no Redis of its own: Prometheus names each in its scrape
             port=ports["redis"],
-            probe=http_probe(f"http://127.0.0.1:{ports['redis']}/metrics"),
+            probe=http_probe(f"http://127.0.0.1:{ports['redis']}/health"),
             priority=40,
         ),
         Server(
@@ -487,7 +492,7 @@ def exporters(config: StackConfig) -> list[Server]:
                      f"--web.listen-address=127.0.0.1:{ports['mysqld']}", "--log.level=warn",
                      "--no-collect.slave_status"],  # no replica here, and it needs SLAVE MONITOR
             port=ports["mysqld"],
-            probe=http_probe(f"http://127.0.0.1:{ports['mysqld']}/metrics"),
+            probe=http_probe(f"http://127.0.0.1:{ports['mysqld']}/"),
             priority=40,
         ),
         Server(
@@ -496,7 +501,7 @@ def exporters(config: StackConfig) -> list[Server]:
                      f"-nginx.scrape-uri=http://127.0.0.1:{config.nginx_status_port}/stub_status",
                      f"-web.listen-address=127.0.0.1:{ports['nginx']}"],
             port=ports["nginx"],
-            probe=http_probe(f"http://127.0.0.1:{ports['nginx']}/metrics"),
+            probe=http_probe(f"http://127.0.0.1:{ports['nginx']}/"),
             priority=40,
         ),
         # The purchases' answers as nginx gave them (stub_status counts no status codes):
@@ -508,7 +513,7 @@ def exporters(config: StackConfig) -> list[Server]:
                      f"--logs={log_file(config, 'nginx')}", "--address=127.0.0.1",
                      f"--port={ports['edge']}", "--emit_prog_label=false", "--logtostderr"],
             port=ports["edge"],
-            probe=http_probe(f"http://127.0.0.1:{ports['edge']}/metrics"),
+            probe=http_probe(f"http://127.0.0.1:{ports['edge']}/"),
             priority=40,
         ),
     ]
