@@ -594,7 +594,11 @@ def _payment_report(args, command: str, setup: str, out_dir: Path,
                     rows: list[tuple[str, PaymentFigures]]) -> int:
     """The payment mode's table (and summary.json); fails unless every correct strategy
     ended with its stock paid once, nothing oversold and its ledger consistent."""
-    broken = [f"{label}: paid {f.paid} of {f.stock}, oversold {f.oversold}, consistent {f.consistent}"
+    # What a run that ended short needs to be read: where the other units went.
+    broken = [f"{label}: paid {f.paid} of {f.stock}, oversold {f.oversold}, consistent {f.consistent} "
+              f"({f.orders} orders, {f.expired} expired, {f.returned} units returned, {f.resold} resold; "
+              f"payments: {f.payments_unsettled} without their webhook handled, {f.payments_refunded} "
+              f"refunded; run {f.seconds:.0f} s)"
               for label, f in rows if strategy_get(label).claims_correct
               and (not f.paid_is_stock or f.oversold or not f.consistent)]
     (out_dir / "summary.json").write_text(json.dumps(

@@ -26,6 +26,10 @@ class PaymentFigures:
     oversold: int
     consistent: bool
     seconds: float  # the Locust run
+    # Payments the provider took whose webhook was not handled by the end, and those
+    # refunded because their order expired and its units were sold meanwhile.
+    payments_unsettled: int = 0
+    payments_refunded: int = 0
 
     @property
     def paid_is_stock(self) -> bool:
@@ -62,6 +66,7 @@ def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds:
     statuses = truth.statuses(sku)
     ledger = truth.ledger(sku)
     delays = resale_delays(ledger)
+    payments = truth.payments(sku)
     returned = sum(units for _, kind, units in ledger if kind == "return")
     return PaymentFigures(
         stock=stock, orders=sum(statuses.values()), paid=statuses.get("paid", 0),
@@ -70,7 +75,8 @@ def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds:
         pending=statuses.get("pending", 0), returned=returned, resold=len(delays),
         resale_p50_s=statistics.median(delays) if delays else float("nan"),
         resale_max_s=max(delays) if delays else float("nan"),
-        oversold=audit["oversold"], consistent=audit["consistent"], seconds=seconds)
+        oversold=audit["oversold"], consistent=audit["consistent"], seconds=seconds,
+        payments_unsettled=payments.get("started", 0), payments_refunded=payments.get("refunded", 0))
 
 
 def payment_table(rows: list[tuple[str, PaymentFigures]]) -> str:

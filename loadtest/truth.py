@@ -54,6 +54,14 @@ class Truth:
                           "WHERE p.sku = %s AND f.operation_flag LIKE 'resale %%'", sku)
         return int(rows[0][0])
 
+    def payments(self, sku: str) -> dict[str, int]:
+        """The product's orders' payments by status (started: the provider's webhook
+        not handled yet; succeeded, failed, refunded)."""
+        rows = self._rows("SELECT pay.status, COUNT(*) FROM payments_payment pay "
+                          "JOIN orders_order o ON o.id = pay.order_id JOIN inventory_product p "
+                          "ON p.id = o.product_id WHERE p.sku = %s GROUP BY pay.status", sku)
+        return {status: int(n) for status, n in rows}
+
     def ledger(self, sku: str) -> list[tuple[float, str, int]]:
         """The product's ledger rows, (epoch seconds, kind, units), in the order written."""
         rows = self._rows("SELECT UNIX_TIMESTAMP(f.created_at), f.kind, f.quantity "
