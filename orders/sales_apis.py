@@ -103,7 +103,7 @@ class SaleAuditApi(APIView):
 
     @extend_schema(parameters=[SKU_PATH],
                    responses={200: OutputSerializer, **error_responses(
-                       InvalidInput, NotFound, NOT_AUTHENTICATED, PERMISSION_DENIED)})
+                       InvalidInput, NotFound, NOT_AUTHENTICATED, PERMISSION_DENIED, Busy, Unavailable)})
     def get(self, request: Request, sku: str) -> Response:
         audit = sale_audit_recent(sku=sku_checked(sku))
         return Response(self.OutputSerializer(audit).data)
@@ -127,7 +127,8 @@ class SaleSummaryApi(APIView):
         as_of = serializers.DateTimeField()
 
     @extend_schema(parameters=[SKU_PATH],
-                   responses={200: OutputSerializer, **error_responses(InvalidInput, NotFound)})
+                   responses={200: OutputSerializer,
+                              **error_responses(InvalidInput, NotFound, Busy, Unavailable)})
     def get(self, request: Request, sku: str) -> Response:
         return Response(self.OutputSerializer(sale_summary_get(sku=sku_checked(sku))).data)
 

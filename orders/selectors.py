@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet, Sum
 
-from common.errors import NotFound
+from common.errors import Busy, NotFound
 from common.keys import key_sent
 from common.memory import ProcessMemory
 from common.strategies import strategy_of
@@ -77,6 +77,7 @@ class GateAudit:
     # None: nobody knows them.
     redis_lost: bool = False
     unknown_units: int = 0
+    sale: int | None = None  # the gate sale (its row's id) these counts are of
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,24 @@ class SaleAudit(StockAudit):
     orders_by_status: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+class _SaleReplaced(Exception):
+    """Redis holds another gate sale of the product than the audit's snapshot of the
+    database names: a reconciliation or a reset committed between the two reads."""
+
+
+# Audits of one sale begun again when a reconciliation or a reset lands between its
+# two reads: each is one snapshot, so a third replacement in a row is unlikely.
+AUDIT_TRIES = 3
+
+
 def _gate_audit(product: Product) -> GateAudit | None:
     tally = gate_tally(sku=product.sku)
     sale = GateSale.objects.filter(product=product).order_by("-pk").first()
     if sale is None or (tally is None and not seller_of(strategy_of(product.strategy)).in_redis):
         return None  # never sold through the gate, or since reset to another strategy
     first, past = sale.pk << ID_BLOCK_SHIFT, (sale.pk + 1) << ID_BLOCK_SHIFT  # the sale's ids
+    if tally is not None and tally.sale not in (None, sale.pk):
+        raise _SaleReplaced(product.sku)
     if tally is None:
         return _gate_lost(sale, Order.objects.filter(product=product, pk__gte=first, pk__lt=past))
     persisted, p50, p99 = _confirm_times(product.pk, first, past)
@@ -174,12 +187,27 @@ def order_keys(*, sku: str) -> list[tuple[str, int]]:
             for buyer, key, order_id in rows]
 
 
-@transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
 def sale_audit(*, sku: str) -> SaleAudit:
     """The sale's invariants, read while it may still be selling: the database's
     side from one snapshot, the gate's (Redis) after it, so the backlog it reports is
-    never less than the true one. A handful of aggregate queries: its memory is the
-    same for a sale of 100 orders or 100,000."""
+    never less than the true one. Both reads are of one gate sale: if Redis holds a
+    newer (or older) one than the snapshot names, the audit begins again; paired,
+    the new sale's counts with the old one's orders would say an unwritten backlog
+    was reconciled. A handful of aggregate queries: its memory is the same for a
+    sale of 100 orders or 100,000.
+
+    :raises Busy: the sale was replaced under every try.
+    """
+    for _ in range(AUDIT_TRIES):
+        try:
+            return _sale_audit_once(sku=sku)
+        except _SaleReplaced:
+            continue
+    raise Busy(f"{sku}: its gate sale was replaced during each of {AUDIT_TRIES} audits; ask again")
+
+
+@transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
+def _sale_audit_once(*, sku: str) -> SaleAudit:
     product = product_get(sku=sku)
     totals = Order.objects.filter(product=product).aggregate(
         orders=Count("pk"), retries=Sum("retries"),

@@ -284,6 +284,7 @@ class GateTally:
     # payments took out again (payments): stock = loaded - accepted + returned - retaken.
     returned: int = 0
     retaken: int = 0
+    sale: int | None = None  # the gate sale (its row's id) Redis holds these counts of
 
 
 def gate_tally(*, sku: str) -> GateTally | None:
@@ -306,6 +307,7 @@ def gate_tally(*, sku: str) -> GateTally | None:
         undelivered=_undelivered(group, last, accepted),
         dead_lettered=dead, last_delivered=group["last-delivered-id"] if group else None,
         returned=int(sale.get("returned", 0)), retaken=int(sale.get("retaken", 0)),
+        sale=int(sale["block"]) if "block" in sale else None,
     )
 
 

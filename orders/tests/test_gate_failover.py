@@ -13,6 +13,7 @@ from django.test import override_settings
 
 from common.errors import Busy, SoldOut
 from common.testing import wait_until
+from orders import selectors
 from orders.gate.persister import Persister
 from orders.gate.reconcile import gate_failed_over, gate_reconcile
 from orders.gate.sell import GateFailover
@@ -135,3 +136,43 @@ def test_a_stream_not_written_yet_or_with_dead_letters_waits_and_the_command_rec
         call_command("gate_reconcile")
         assert capsys.readouterr().out == ""  # none failed over any more
         assert gate_failed_over([SKU]) == []
+
+
+def test_an_audit_that_a_reconciliation_overtakes_reads_one_sale_in_both_stores(monkeypatch):
+    """A sale whose two orders wait in the stream alone when its Redis fails over (a
+    restart from its append-only file looks the same: the sale on another server).
+    The audit reads the database's snapshot first; a persister writes the two orders
+    and reconciles the sale before the audit reads Redis. Paired, the new sale's
+    counts and the snapshot's no orders would say an unwritten backlog reconciled."""
+    with redis_servers(1) as (primary,):
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        try:
+            with override_settings(FLASHSALE_STRATEGY="gate", FLASHSALE_GATE_REDIS_URL=primary.url):
+                sale_reset(sku=SKU, stock=5)
+                buy("k1")
+                buy("k2")
+                wait_until(lambda: replica_in_step(primary.client()), 10, what="the replica in step")
+                replica.client().execute_command("REPLICAOF", "NO", "ONE")
+                primary.stop()
+            with override_settings(FLASHSALE_STRATEGY="gate", FLASHSALE_GATE_REDIS_URL=replica.url):
+                assert gate_failed_over([SKU]) == [SKU] and not Order.objects.exists()
+                real, tallies = selectors.gate_tally, []
+
+                def overtaken(*, sku):
+                    if not tallies:  # the snapshot is taken: the reconciliation lands now
+                        persister = Persister("p1", block_ms=10)
+                        worker = threading.Thread(target=lambda: wait_until(
+                            lambda: persister.step() == 0 and not gate_failed_over([SKU]), 10,
+                            what="the sale written and reconciled"))
+                        worker.start()
+                        worker.join()
+                    tallies.append(real(sku=sku))
+                    return tallies[-1]
+
+                monkeypatch.setattr(selectors, "gate_tally", overtaken)
+                audit = selectors.sale_audit(sku=SKU)
+        finally:
+            replica.stop()
+    assert (audit.orders, audit.consistent, audit.gate.reconciled, audit.gate.backlog) == (2, True, True, 0)
+    assert len(tallies) == 2  # the first pairing refused, the audit begun again
+    assert audit.gate.sale == GateSale.objects.latest("pk").pk
