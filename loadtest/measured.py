@@ -13,18 +13,66 @@ import datetime
 import io
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from stack.config import StackConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "docs" / "results" / "measured"
 
 
+# The stack's settings that move a measured figure. A measured file records them
+# under its provenance line, and the docs build flags (and in strict mode refuses) a
+# file whose record is not today's defaults (``stack.mkdocs_hooks``).
+FIGURE_SETTINGS = ("strategy", "instances", "server", "workers", "threads", "persisters", "section_delay_ms",
+                   "fast_path", "gate_pipeline", "gate_replicas", "redis_gate_appendfsync",
+                   "redis_appendfsync", "metrics", "buyer_auth", "zk_nodes", "payment_grace_s",
+                   "sign_up_challenge_bits")
+SETTINGS_LINE = "Under the stack's settings: "
+_SETTING = re.compile(r"`(\w+)=([^`]*)`")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def figure_settings(config: StackConfig | None = None) -> dict[str, str]:
+    """``FIGURE_SETTINGS`` of ``config`` (default: the stack this process's environment
+    describes, which is the one a benchmark drives)."""
+    config = config or StackConfig.from_env()
+    return {name: _shown(getattr(config, name)) for name in FIGURE_SETTINGS}
+
+
+def settings_recorded(text: str) -> dict[str, str] | None:
+    """The settings a measured file's text records (None: it records none)."""
+    for line in text.splitlines()[:3]:
+        if line.startswith(SETTINGS_LINE):
+            return dict(_SETTING.findall(line))
+    return None
+
+
+def settings_not_default(text: str) -> dict[str, tuple[str, str]] | None:
+    """Of the settings a measured file records, those that are not today's defaults:
+    name -> (recorded, today's). A setting it does not record counts as not default
+    ("-"). None: it records none."""
+    recorded = settings_recorded(text)
+    if recorded is None:
+        return None
+    today = figure_settings(StackConfig.from_env({}))
+    return {name: (recorded.get(name, "-"), value) for name, value in today.items()
+            if recorded.get(name) != value}
+
+
 def provenance(command: str) -> str:
-    """The line that heads a measured file: what ran, at which commit, where, when."""
+    """The lines that head a measured file: what ran, at which commit, where, when;
+    and under which of the settings that move its figures."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
@@ -32,8 +80,9 @@ def provenance(command: str) -> str:
     if git("status", "--porcelain", "--untracked-files=no"):
         commit += " with uncommitted changes"
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    settings = " ".join(f"`{name}={value}`" for name, value in figure_settings().items())
     return (f"Measured by `{command}` at commit `{commit}` on {today}, on {os.cpu_count()} cores "
-            f"({platform.machine()}, {platform.system()} {platform.release()}).")
+            f"({platform.machine()}, {platform.system()} {platform.release()}).\n{SETTINGS_LINE}{settings}.")
 
 
 class _Tee(io.TextIOBase):

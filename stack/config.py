@@ -13,7 +13,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,8 +86,9 @@ class StackConfig:
     sign_up_challenge_bits: int = 0
 
     @classmethod
-    def from_env(cls) -> StackConfig:
-        env = environ.Env()
+    def from_env(cls, environment: Mapping[str, str] | None = None) -> StackConfig:
+        env = environ.Env()  # this process's environment, or ``environment`` ({}: the defaults)
+        env.ENVIRON = os.environ if environment is None else environment  # type: ignore[assignment]
         try:
             server = server_name({"FLASHSALE_SERVER": env.str("FLASHSALE_SERVER", default="")})
         except ServeError as e:

@@ -286,13 +286,16 @@ def _manage(config: StackConfig, *command: str) -> None:
         raise StackError(f"{command[0]} failed:\n{result.stdout}{result.stderr}")
 
 
+# Strict, and never --quiet: a warning it hides is one strict mode does not count.
+DOCS_BUILD = ("-m", "mkdocs", "build", "--strict")
+
+
 def docs(config: StackConfig) -> None:
     """Build the documentation site (``mkdocs.yml``, strict: a broken link or include
     fails it) where the stack's nginx serves it, at /docs/."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # the theme's notice of its successor
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-                             "--site-dir", str(config.docs_root)], cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, *DOCS_BUILD, "--site-dir", str(config.docs_root)], cwd=ROOT,
+                            env=env, capture_output=True, text=True)
     if result.returncode:
         raise StackError(f"mkdocs build failed:\n{result.stdout}{result.stderr}")
     _say(f"docs built in {config.docs_root}: {config.base_url}/docs/ once the stack is up")

@@ -4,6 +4,7 @@ docs promise about themselves, checked. (``make test`` also builds the site with
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from stack import commands
@@ -217,3 +218,73 @@ def test_a_file_measured_before_a_feature_says_so():
     assert mkdocs_hooks.predates(f"{first}~1") == everything
     assert mkdocs_hooks.predates("HEAD") == "none"
     assert mkdocs_hooks.predates("0" * 40) == "?"  # no such commit: git cannot say
+
+
+def test_the_strict_build_refuses_a_broken_link_and_would_not_were_it_quiet(tmp_path):
+    """``stack docs`` builds with ``DOCS_BUILD``. MkDocs' strict mode counts only the
+    warnings it shows: ``--quiet`` hid 13 broken links from it."""
+    from stack.control import DOCS_BUILD
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/index.md").write_text("# A page\n\n[a link](no-such-page.md)\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\nstrict: true\n")
+    env = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
+
+    def build(*extra: str) -> int:
+        return subprocess.run([sys.executable, *DOCS_BUILD, *extra, "--site-dir", str(tmp_path / "site")],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120).returncode
+
+    assert build() != 0
+    assert build("--quiet") == 0  # the trap: strict, quiet, and the broken link passes
+
+
+def _measured_under(monkeypatch, tmp_path, name: str, **environment: str) -> str:
+    """A measured file ``name`` written as a benchmark under ``environment`` writes it."""
+    from loadtest import measured
+
+    monkeypatch.setattr(measured, "MEASURED", tmp_path)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    with measured.recorded(name.removesuffix(".md"), "python -m benchmarks.x --docs", write=True):
+        print("| row | req/s |\n|---|---:|\n| ping | 1,000 |")
+    for variable in environment:
+        monkeypatch.delenv(variable)
+    return name
+
+
+def test_a_page_including_a_file_measured_under_other_settings_is_flagged_and_the_build_warned(
+        monkeypatch, tmp_path, caplog):
+    from stack import mkdocs_hooks
+
+    monkeypatch.setattr(mkdocs_hooks, "MEASURED", tmp_path)
+    for variable in ("FLASHSALE_SERVER", "FLASHSALE_STRATEGY", "WORKERS", "REDIS_GATE_APPENDFSYNC"):
+        monkeypatch.delenv(variable, raising=False)
+    today = _measured_under(monkeypatch, tmp_path, "today.md")
+    other = _measured_under(monkeypatch, tmp_path, "other.md", FLASHSALE_SERVER="granian",
+                            REDIS_GATE_APPENDFSYNC="everysec")
+    (tmp_path / "old.md").write_text(
+        "Measured by `python -m benchmarks.x` at commit `abc1234` on 2026-01-01.\n\n| row |\n")
+    page = "".join(f'--8<-- "docs/results/measured/{name}"\n\n' for name in (today, other, "old.md"))
+
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.measured"):
+        flagged = mkdocs_hooks.flagged(page, "concepts/x.md")
+    assert flagged.count("!!! warning") == 1
+    said = "server granian (today gunicorn); redis_gate_appendfsync everysec (today always)"
+    assert f"!!! warning \"Measured under other settings than today's defaults\"\n    {said}:" in flagged
+    assert [r.getMessage() for r in caplog.records] == [
+        f"concepts/x.md includes other.md, measured under other settings than today's defaults: {said}; "
+        "run its command again"]
+    assert [mkdocs_hooks.settings_said((tmp_path / n).read_text()) for n in (today, other, "old.md")] == \
+        ["the defaults", said, "not recorded"]
+
+
+def test_an_included_file_outside_docs_links_from_the_page_that_includes_it():
+    from stack import mkdocs_hooks
+
+    source, page = ROOT / "deploy/k8s/README.md", ROOT / "docs/guides/kubernetes.md"
+    text = ("[metrics](../../docs/reference/metrics.md#alerts), "
+            "[`flashsale/serve.py`](../../flashsale/serve.py), "
+            "[the start](../../flashsale/settings/processes.py), [Stripe](https://stripe.com), [up](#up)")
+    assert mkdocs_hooks.linked_from(text, source, page) == (
+        "[metrics](../reference/metrics.md#alerts), `flashsale/serve.py`, "
+        "the start (`flashsale/settings/processes.py`), [Stripe](https://stripe.com), [up](#up)")

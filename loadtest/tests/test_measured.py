@@ -13,9 +13,13 @@ def test_with_docs_the_printed_report_is_written_under_its_provenance(tmp_path, 
     with measured.recorded("demo", "python -m benchmarks.demo --fast", write=True):
         print("| row | req/s |\n|---|---:|\n| ping | 1,000 |")
     written = (tmp_path / "demo.md").read_text()
-    first, _, rest = written.partition("\n\n")
+    head, _, rest = written.partition("\n\n")
+    first, settings = head.splitlines()
     assert re.fullmatch(r"Measured by `python -m benchmarks\.demo --fast` at commit `[0-9a-f]{4,}[^`]*` "
                         r"on \d{4}-\d\d-\d\d, on \d+ cores \(.+\)\.", first), first
+    # And the settings that move its figures, as this process's environment gives them.
+    assert measured.settings_recorded(settings) == measured.figure_settings(), settings
+    assert set(measured.figure_settings()) == set(measured.FIGURE_SETTINGS)
     assert rest == "| row | req/s |\n|---|---:|\n| ping | 1,000 |\n"
     assert "| ping | 1,000 |" in capsys.readouterr().out  # printed as well
 
