@@ -154,11 +154,15 @@ class FlashsaleClient:
         """The sale's full audit (the admin's: sent with this client's token). A
         product sold through the gate is audited once the persisters have written
         every order it accepted (its backlog is 0), or after ``settle`` seconds,
-        whichever comes first (0: as it is now)."""
+        whichever comes first (0: as it is now). A 503 ``busy`` (the sale being replaced
+        in Redis: a reconciliation under way) is asked again within ``settle`` too."""
         deadline = time.monotonic() + settle
         while True:
             response = self.session.get(self._url(f"/api/products/{sku}/audit"), timeout=self.timeout,
                                         headers={"Authorization": f"Token {self.admin_token}"})
+            if response.status_code == 503 and time.monotonic() < deadline and _error_of(response) == "busy":
+                time.sleep(0.2)
+                continue
             _raise_for_status(response)
             audit = response.json()
             if not (audit.get("gate") or {}).get("backlog") or time.monotonic() >= deadline:

@@ -93,12 +93,16 @@ class SaleAudit(StockAudit):
 
 class _SaleReplaced(Exception):
     """Redis holds another gate sale of the product than the audit's snapshot of the
-    database names: a reconciliation or a reset committed between the two reads."""
+    database names: a reconciliation or a reset committed between the two reads (Redis
+    newer), or one committed its new sale in the database and is opening it in Redis
+    (Redis older, until it has)."""
 
 
-# Audits of one sale begun again when a reconciliation or a reset lands between its
-# two reads: each is one snapshot, so a third replacement in a row is unlikely.
-AUDIT_TRIES = 3
+# How long an audit begins again while the two stores hold different sales, and how
+# often: a reconciliation opens its sale in Redis within this (loading its orders'
+# keys); past it, the answer is 503 busy.
+AUDIT_SALE_WAIT_S = 3.0
+AUDIT_SALE_POLL_S = 0.05
 
 
 def _gate_audit(product: Product) -> GateAudit | None:
@@ -196,14 +200,18 @@ def sale_audit(*, sku: str) -> SaleAudit:
     was reconciled. A handful of aggregate queries: its memory is the same for a
     sale of 100 orders or 100,000.
 
-    :raises Busy: the sale was replaced under every try.
+    :raises Busy: the two stores still held different sales after
+        ``AUDIT_SALE_WAIT_S`` (a reconciliation opening its sale in Redis).
     """
-    for _ in range(AUDIT_TRIES):
+    deadline = time.monotonic() + AUDIT_SALE_WAIT_S
+    while True:
         try:
             return _sale_audit_once(sku=sku)
         except _SaleReplaced:
-            continue
-    raise Busy(f"{sku}: its gate sale was replaced during each of {AUDIT_TRIES} audits; ask again")
+            if time.monotonic() >= deadline:
+                raise Busy(f"{sku}: its gate sale is being replaced (Redis and the database hold "
+                           f"different sales); ask again") from None
+            time.sleep(AUDIT_SALE_POLL_S)
 
 
 @transaction.atomic  # one snapshot (REPEATABLE READ): orders, stock and ledger as of one moment
