@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-room-million bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts restore-drill
+.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-room-million bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts results restore-drill
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -237,6 +237,15 @@ chaos: up  ## sales while servers fail, every answer checked (STRATEGIES=a,b FAU
 #: see [Verdicts](../guides/verdicts.md)
 verdicts: up  ## strategies x nemeses, every operation recorded and checked for linearizability: reports/<time>/verdicts/
 	$(PY) -m verdicts run $(if $(STRATEGIES),--strategies $(STRATEGIES)) $(if $(NEMESES),--nemeses $(NEMESES)) $(VERDICTS_ARGS)
+
+#: every figure the docs include measured again: each command named on the first line of a file
+#: under `docs/results/measured/` (and of the README's demo table) run once, one after another, on the
+#: running stack at HEAD, so that every file names one commit; refused on a tree with uncommitted
+#: changes; prints each command's time and the total, and fails if a command failed or a file was not
+#: rewritten (`RESULTS_ARGS=--list` names the commands, `--only TEXT` runs those containing it)
+results: up install-test $(VENV)/.bench  ## every measured file's command again, at HEAD on a clean tree (hours)
+	scripts/install-system-packages.sh --bench
+	$(PY) -m stack results $(RESULTS_ARGS)
 
 #: `python -m stack restore-drill`: the stack's database dumped with the nightly backup's options, restored
 #: into a scratch MariaDB and compared with the source, table by table (rows, checksum), the stored

@@ -70,6 +70,18 @@ def settings_not_default(text: str) -> dict[str, tuple[str, str]] | None:
             if recorded.get(name) != value}
 
 
+# What the measuring commands write: changes there are their output, not a change to
+# what was measured (``make results`` runs them one after another on one commit).
+OUTPUTS = ("docs/results/measured", "README.md")
+
+
+def uncommitted() -> str:
+    """``git status`` of the tracked files changed outside ``OUTPUTS`` ("" for none)."""
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                           *(f":(exclude){path}" for path in OUTPUTS)],
+                          cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def provenance(command: str) -> str:
     """The lines that head a measured file: what ran, at which commit, where, when;
     and under which of the settings that move its figures."""
@@ -77,7 +89,7 @@ def provenance(command: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no"):
+    if uncommitted():
         commit += " with uncommitted changes"
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     settings = " ".join(f"`{name}={value}`" for name, value in figure_settings().items())

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import check, commands, prometheusrule, suite
+from . import check, commands, prometheusrule, results, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .drill import restore_drill
@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     p_test.add_argument("--burn", type=int, default=0, metavar="N",
                         help="N processes spinning beside the suite (make test-slow: one a core)")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    p_results = sub.add_parser("results", help="every measured file's command again, at HEAD on a clean "
+                               "tree (stack.results)")
+    p_results.add_argument("--list", action="store_true", help="print the commands and what each writes")
+    p_results.add_argument("--only", default="", help="run only the commands containing this text")
     p_check = sub.add_parser("check", help="lint, types, docs and the tests that start nothing, at once")
     p_check.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(config, cmd)
+        elif args.command == "results":
+            return results.main(list_only=args.list, only=args.only)
         elif args.command == "check":
             return check.main(args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args)
         elif args.command == "test":
