@@ -288,3 +288,23 @@ def test_an_included_file_outside_docs_links_from_the_page_that_includes_it():
     assert mkdocs_hooks.linked_from(text, source, page) == (
         "[metrics](../reference/metrics.md#alerts), `flashsale/serve.py`, "
         "the start (`flashsale/settings/processes.py`), [Stripe](https://stripe.com), [up](#up)")
+
+
+def test_a_count_of_the_scenarios_on_a_page_is_the_catalogs():
+    from scenarios.catalog import CATALOG
+
+    pages = [page for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+             if "measured" not in page.parts and page.name != "changelog.md"]
+    counts = [(page.name, int(n)) for page in pages
+              for n in re.findall(r"\b(\d+) (?:scenarios|pitfalls)\b", page.read_text())]
+    assert all(n == len(CATALOG) for _, n in counts), (len(CATALOG), counts)
+
+
+def test_the_strategy_tables_describe_redissons_lock_as_the_string_its_scripts_write():
+    """``locking/tests/test_redisson.py`` holds the code to ``"<count>:<holder>"`` (a
+    Redis string, not a hash); this holds the tables that describe it to the same."""
+    script = (ROOT / "locking/backends/redis/held_by.lua").read_text()
+    assert "string.match(value, '^(%d+):(.+)$')" in script  # "<count>:<holder>"
+    for page in (ROOT / "README.md", ROOT / "docs/strategies/index.md"):
+        [row] = [line for line in page.read_text().splitlines() if re.match(r"\| \[?`redisson`", line)]
+        assert 'one Redis string `"<count>:<holder>"`' in row and "hash" not in row, (page.name, row)
