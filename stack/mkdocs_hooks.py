@@ -24,14 +24,18 @@ PROVENANCE = re.compile(r"Measured by `(?P<command>[^`]+)` at commit `(?P<commit
                         r"on (?P<date>[\d-]+)")
 
 
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """``git args`` in the checkout (None: no git, or it hung)."""
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 def _behind(commit: str) -> str:
     """Commits on HEAD since ``commit`` ("?" without git, or without that commit)."""
-    try:
-        result = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-    return result.stdout.strip() if result.returncode == 0 else "?"
+    result = _git("rev-list", "--count", f"{commit}..HEAD")
+    return result.stdout.strip() if result is not None and result.returncode == 0 else "?"
 
 
 # Changes that move what the measured files measure, each by the commit that made it:
@@ -42,12 +46,8 @@ FEATURES = (("buyers' tokens", "17dcf99"), ("payment windows", "5193563"), ("wai
 
 def _has(commit: str, feature: str) -> bool | None:
     """Whether ``commit`` comes after ``feature`` (None: git cannot say)."""
-    try:
-        result = subprocess.run(["git", "merge-base", "--is-ancestor", feature, commit], cwd=ROOT,
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return {0: True, 1: False}.get(result.returncode)
+    result = _git("merge-base", "--is-ancestor", feature, commit)
+    return None if result is None else {0: True, 1: False}.get(result.returncode)
 
 
 def predates(commit: str) -> str:
