@@ -218,13 +218,17 @@ class _Barrier:
         self.held = time.monotonic()
 
     def release(self) -> None:
+        cued = time.monotonic()
         if self.leave is not None:
             self.cue.touch()
             self._handed_over(self.leave)
             self.answered = True
         if not self.config.released_file.exists():
             self.config.released_file.touch()
-            held = f", held {time.monotonic() - self.held:.1f} s" if self.held is not None else ""
+            now, held = time.monotonic(), ""
+            if self.held is not None:  # what a held purchase waited for, part by part
+                held = f", held {now - self.held:.1f} s (the old instances stopping {cued - self.held:.1f} s"
+                held += f", the gate's handover {now - cued:.1f} s)" if self.leave is not None else ")"
             _say(f"strategy {self.config.strategy}: purchases released{held}")
 
     @staticmethod
