@@ -34,6 +34,9 @@ FIGURE_SETTINGS = ("strategy", "instances", "server", "workers", "threads", "per
                    "redis_appendfsync", "metrics", "buyer_auth", "zk_nodes", "payment_grace_s",
                    "sign_up_challenge_bits")
 SETTINGS_LINE = "Under the stack's settings: "
+# The line ``provenance`` writes, read back (the docs' results index, ``make results``).
+PROVENANCE = re.compile(r"^Measured by `(?P<command>[^`]+)` at commit `(?P<commit>[0-9a-f]+)[^`]*` "
+                        r"on (?P<date>[\d-]+)", re.MULTILINE)
 _SETTING = re.compile(r"`(\w+)=([^`]*)`")
 
 

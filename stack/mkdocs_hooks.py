@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from loadtest.measured import settings_not_default
+from loadtest.measured import PROVENANCE, settings_not_default
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "docs" / "results" / "measured"
@@ -20,8 +20,6 @@ MARK = "<!-- the measured files' age, written as the site is built -->"
 INCLUDE = re.compile(r'^--8<-- "docs/results/measured/(?P<name>[\w.-]+\.md)"$', re.MULTILINE)
 # MkDocs counts the warnings of its own loggers; in strict mode, any fails the build.
 log = logging.getLogger("mkdocs.hooks.measured")
-PROVENANCE = re.compile(r"Measured by `(?P<command>[^`]+)` at commit `(?P<commit>[0-9a-f]+)[^`]*` "
-                        r"on (?P<date>[\d-]+)")
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
@@ -58,9 +56,8 @@ def predates(commit: str) -> str:
     return ", ".join(name for name, there in has.items() if not there) or "none"
 
 
-def settings_said(text: str) -> str:
-    """A measured file's settings against today's defaults, in words."""
-    differing = settings_not_default(text)
+def settings_said(differing: dict[str, tuple[str, str]] | None) -> str:
+    """``settings_not_default``'s answer for a measured file, in words."""
     if differing is None:
         return "not recorded"
     said = "; ".join(f"{name} {was} (today {now})" for name, (was, now) in differing.items())
@@ -79,8 +76,9 @@ def ages() -> str:
         if found is None:
             rows.append(f"| `{path.name}` | ? | ? | ? | ? | ? | ? |")
             continue
+        said = settings_said(settings_not_default(text))
         rows.append(f"| `{path.name}` | `{found['command']}` | `{found['commit']}` | {found['date']} | "
-                    f"{_behind(found['commit'])} | {predates(found['commit'])} | {settings_said(text)} |")
+                    f"{_behind(found['commit'])} | {predates(found['commit'])} | {said} |")
     return "\n".join(rows)
 
 
@@ -88,11 +86,10 @@ def flagged(markdown: str, where: str) -> str:
     """``markdown`` with a warning after each included measured file that ran under
     settings other than today's defaults (each also logged, which fails a strict build)."""
     def flag(include: re.Match[str]) -> str:
-        text = (MEASURED / include["name"]).read_text()
-        differing = settings_not_default(text)
+        differing = settings_not_default((MEASURED / include["name"]).read_text())
         if not differing:  # the defaults, or not recorded (the index says which)
             return include[0]
-        said = settings_said(text)
+        said = settings_said(differing)
         log.warning("%s includes %s, measured under other settings than today's defaults: %s; "
                     "run its command again", where, include["name"], said)
         return (f"{include[0]}\n\n!!! warning \"Measured under other settings than today's defaults\"\n"

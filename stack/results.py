@@ -10,7 +10,6 @@ command's output does not mark the next one's commit as modified.
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys
@@ -18,12 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.measured import MEASURED, OUTPUTS, uncommitted
+from loadtest.measured import MEASURED, OUTPUTS, PROVENANCE, uncommitted
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-COMMAND = re.compile(r"^Measured by `(?P<command>python -m [^`]+)` at commit `(?P<commit>[0-9a-f]+)",
-                     re.MULTILINE)
 
 
 @dataclass
@@ -41,7 +38,7 @@ def measurements() -> list[Measurement]:
     sources = [*sorted(MEASURED.glob("*.md")), README]
     for path in sources:
         text = path.read_text()
-        named = COMMAND.search(text if path == README else text.splitlines()[0])
+        named = PROVENANCE.search(text if path == README else text.splitlines()[0])
         if named is None:
             continue
         found.setdefault(named["command"], Measurement(named["command"])).files.append(
@@ -54,7 +51,7 @@ def written_at(commit: str) -> list[str]:
     behind = []
     for measurement in measurements():
         for name in measurement.files:
-            named = COMMAND.search((ROOT / name).read_text())
+            named = PROVENANCE.search((ROOT / name).read_text())
             if named is None or not commit.startswith(named["commit"]):
                 behind.append(name)
     return behind

@@ -254,6 +254,7 @@ def _measured_under(monkeypatch, tmp_path, name: str, **environment: str) -> str
 
 def test_a_page_including_a_file_measured_under_other_settings_is_flagged_and_the_build_warned(
         monkeypatch, tmp_path, caplog):
+    from loadtest.measured import settings_not_default
     from stack import mkdocs_hooks
 
     monkeypatch.setattr(mkdocs_hooks, "MEASURED", tmp_path)
@@ -274,7 +275,8 @@ def test_a_page_including_a_file_measured_under_other_settings_is_flagged_and_th
     assert [r.getMessage() for r in caplog.records] == [
         f"concepts/x.md includes other.md, measured under other settings than today's defaults: {said}; "
         "run its command again"]
-    assert [mkdocs_hooks.settings_said((tmp_path / n).read_text()) for n in (today, other, "old.md")] == \
+    assert [mkdocs_hooks.settings_said(settings_not_default((tmp_path / n).read_text()))
+            for n in (today, other, "old.md")] == \
         ["the defaults", said, "not recorded"]
 
 
