@@ -290,6 +290,22 @@ def _manage(config: StackConfig, *command: str) -> None:
         raise StackError(f"{command[0]} failed:\n{result.stdout}{result.stderr}")
 
 
+def _migrate(sup: Supervisor, config: StackConfig) -> None:
+    """``migrate``; a failure during which MariaDB exited (a crash of the server)
+    says so, with the end of its log, where the server writes its backtrace and query."""
+    try:
+        _manage(config, "migrate", "--noinput")
+    except StackError as failed:
+        lost = any(words in failed.args[0] for words in ("Lost connection to server", "server has gone away"))
+        try:
+            sup.wait_stopped("mariadb", timeout=15 if lost else 0)  # a crash writes its report first
+        except StackError:
+            raise failed from None
+        log = config.dir("mariadb") / "error.log"
+        raise StackError(f"{failed.args[0]}\nMariaDB exited during migrate; its log ends:\n"
+                         f"{tail(log, 60)}") from None
+
+
 # Strict, and never --quiet: a warning it hides is one strict mode does not count.
 DOCS_BUILD = ("-m", "mkdocs", "build", "--strict")
 
@@ -336,7 +352,7 @@ def up(config: StackConfig) -> None:
         earlier, changed = {}, set()
     _start(sup, config, infrastructure(config))
     mariadb_bootstrap(config)
-    _manage(config, "migrate", "--noinput")
+    _migrate(sup, config)
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config, earlier, changed)
     _start(sup, config, watchers(config))

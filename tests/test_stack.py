@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import psutil
 import pytest
 
@@ -69,3 +74,33 @@ def test_a_taken_port_is_reported_before_starting(second_run_dir):
         up = stack(second_run_dir, "up")
     assert up.returncode == 1
     assert f"redis can't start: port {PORTS['REDIS_PORT']} is taken by another process" in up.stderr
+
+
+def _crash_mariadb_once_migrate_is_connected(run_dir, mysql_port: int, crashed: list[str]) -> None:
+    """SIGSEGV to the second stack's MariaDB once its ``migrate`` holds a connection:
+    the signal a crash of the server raises, its own crash report written."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if "migrate" in child.cmdline() and any(
+                        c.raddr and c.raddr.port == mysql_port for c in child.net_connections("tcp")):
+                    os.kill(int((run_dir / "mariadb" / "mysqld.pid").read_text()), signal.SIGSEGV)
+                    crashed.append(" ".join(child.cmdline()))
+                    return
+            except psutil.Error:
+                continue
+        time.sleep(0.01)
+
+
+def test_a_mariadb_that_crashes_during_migrate_is_named_with_its_crash_report(second_run_dir):
+    crashed: list[str] = []
+    watcher = threading.Thread(target=_crash_mariadb_once_migrate_is_connected,
+                               args=(second_run_dir, int(PORTS["MYSQL_PORT"]), crashed))
+    watcher.start()
+    up = stack(second_run_dir, "up")
+    watcher.join()
+    assert crashed, up.stdout + up.stderr
+    assert up.returncode == 1
+    assert "MariaDB exited during migrate; its log ends:" in up.stderr
+    assert "got signal 11" in up.stderr  # the server's own report, from its log
