@@ -79,18 +79,29 @@ def _servers(skus: list[str]) -> dict[str, str]:
     return ids
 
 
-def gate_failed_over(skus: list[str]) -> list[str]:
+def sales_failed_over(skus: list[str], *names: str) -> dict[str, list[str | None]]:
     """Those of ``skus`` whose sale Redis holds on another server than the one that
-    opened it: their purchases are refused until they are reconciled.
+    opened it, each with the fields ``names`` of that sale, read with its server's.
 
     :raises redis.RedisError: Redis cannot be reached.
     """
-    servers = _servers(skus)
     pipe = gate_redis().pipeline(transaction=False)  # one round trip (a Cluster's: one a node)
     for sku in skus:
-        pipe.hget(gate_keys(sku).sale, "primary")
-    return [sku for sku, primary in zip(skus, pipe.execute(), strict=True)
-            if primary is not None and primary != servers[sku]]
+        pipe.hmget(gate_keys(sku).sale, "primary", *names)
+    held = dict(zip(skus, pipe.execute(), strict=True))
+    # Asked after the sales were read: a sale read before a failover and held on the
+    # server after it did fail over, and one opened since is held where it opened.
+    servers = _servers(skus)
+    return {sku: row[1:] for sku, row in held.items() if row[0] is not None and row[0] != servers[sku]}
+
+
+def gate_failed_over(skus: list[str]) -> list[str]:
+    """Those of ``skus`` whose sale failed over (``sales_failed_over``): their
+    purchases are refused until they are reconciled.
+
+    :raises redis.RedisError: Redis cannot be reached.
+    """
+    return list(sales_failed_over(skus))
 
 
 def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
@@ -103,15 +114,15 @@ def gate_reconcile(*, sku: str, within: float = 0.0) -> Reconciled | None:
         letters (``manage.py gate_redrive`` first): nothing was changed.
     :raises Unavailable: the gate's Redis cannot be reached.
     """
-    k = gate_keys(sku)
     try:
-        if not gate_failed_over([sku]):
-            return None
-        block, redis_stock = gate_redis().hmget(k.sale, "block", "stock")
+        # The sale that failed over, named in the read that found it so: read again,
+        # Redis could hold the sale another reconciliation opened since, selling.
+        held = sales_failed_over([sku], "block", "stock").get(sku)
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
-    if block is None or redis_stock is None:
-        return None  # Redis holds no sale of it (since the failover was seen)
+    if held is None or None in held:
+        return None
+    block, redis_stock = cast(list[str], held)
     block_id = int(text(block))
     gate_written(skus=[sku], within=within)
     with transaction.atomic():

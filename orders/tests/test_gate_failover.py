@@ -176,3 +176,29 @@ def test_an_audit_that_a_reconciliation_overtakes_reads_one_sale_in_both_stores(
     assert (audit.orders, audit.consistent, audit.gate.reconciled, audit.gate.backlog) == (2, True, True, 0)
     assert len(tallies) == 2  # the first pairing refused, the audit begun again
     assert audit.gate.sale == GateSale.objects.latest("pk").pk
+
+
+def test_a_reconciliation_another_overtakes_leaves_the_sale_it_opened_alone(monkeypatch):
+    """Two reconcilers find the sale failed over; the second completes after the first
+    has read the failed-over sale and before it goes on. The first must reconcile the
+    sale it read (none left to do), never the new one: that sale sells on its server,
+    and a reconciliation of it would sell again what it sold since the snapshot."""
+    from orders.gate import reconcile
+
+    with promoted_behind():
+        before = GateSale.objects.count()
+        real, overtaken = reconcile.sales_failed_over, []
+
+        def then_overtaken(skus, *names):
+            found = real(skus, *names)
+            if not overtaken:  # the first reader: the other runs whole now
+                overtaken.append(None)
+                overtaken[0] = reconcile.gate_reconcile(sku=SKU, within=5)
+            return found
+
+        monkeypatch.setattr(reconcile, "sales_failed_over", then_overtaken)
+        first = reconcile.gate_reconcile(sku=SKU, within=5)
+        assert overtaken and overtaken[0] is not None  # the other opened the new sale
+        assert first is None
+        assert GateSale.objects.count() == before + 1
+        assert gate_redis().hget(gate_keys(SKU).sale, "block") == str(overtaken[0].sale)
