@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from common.gateredis import stream_entries, text
 
-from .lifecycle import GateTally, gate_listed, gate_tally
+from .lifecycle import GateTally, gate_listed, gate_tallies
 from .store import GROUP, gate_keys, gate_redis
 
 
@@ -30,7 +30,7 @@ class GateBacklogCollector:
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         listed = gate_listed()
-        tallied = [(sku, tally) for sku in listed if (tally := gate_tally(sku=sku)) is not None]
+        tallied = [(sku, tally) for sku, tally in gate_tallies(listed).items() if tally is not None]
         tallies = [tally for _, tally in tallied]
         # Every sale's, listed or not: a finished sale leaves the list, and its
         # dead letters wait for an operator until redriven.

@@ -45,11 +45,11 @@ from django.conf import settings
 from django.db import transaction
 from redis.typing import EncodableT, FieldT
 
-from common.errors import Busy, InvalidInput, NotFound, Unavailable
+from common.errors import Busy, InvalidInput, Unavailable
 from common.gateredis import fields, text
 from common.strategies import strategy_of
-from inventory.models import Stock
-from inventory.selectors import product_get, segments_get
+from inventory.models import Product, Stock
+from inventory.selectors import segments_get
 from waitingroom.models import Room
 
 from ..models import GateSale
@@ -188,20 +188,22 @@ def gate_unlist_finished(*, sku: str) -> bool:
 def gate_written(*, skus: list[str], within: float) -> None:
     """Until the persisters have written and acknowledged every entry of the sales of
     ``skus`` (a sale Redis does not hold has nothing to write), within ``within``
-    seconds.
+    seconds. Sales nothing sells any more (refused, or left): one written stays so.
 
     :raises Busy: dead letters wait (an operator's: ``manage.py gate_redrive``), or
         orders are still unwritten after ``within`` seconds.
     :raises Unavailable: the gate's Redis cannot be reached.
     """
     deadline = time.monotonic() + within
-    while unwritten := {sku: tally for sku in skus if (tally := gate_tally(sku=sku)) is not None
+    # Asked again of the sales still unwritten only: nothing sells the others any more.
+    while unwritten := {sku: tally for sku, tally in gate_tallies(skus).items() if tally is not None
                         and (tally.undelivered or tally.unacknowledged or tally.dead_lettered)}:
         dead = {sku: tally.dead_lettered for sku, tally in unwritten.items() if tally.dead_lettered}
         if dead:
             raise Busy(f"dead letters ({', '.join(f'{sku}: {n}' for sku, n in dead.items())}): redrive them")
         if time.monotonic() >= deadline:
             raise Busy(f"orders not written after {within:g} s: are the persisters running?")
+        skus = list(unwritten)
         time.sleep(0.05)
 
 
@@ -289,17 +291,43 @@ class GateTally:
 
 def gate_tally(*, sku: str) -> GateTally | None:
     """The gate's counts for ``sku``; None if Redis holds no sale of it."""
-    k = gate_keys(sku)
-    client = gate_redis()
+    return gate_tallies([sku])[sku]
+
+
+# What a tally reads of each sale, in this order.
+_TALLY_READS = 5
+
+
+def gate_tallies(skus: list[str]) -> dict[str, GateTally | None]:
+    """``gate_tally`` of each of ``skus``, in one round trip (a Cluster's: one a
+    node): the audit asks of one sale, the backlog and a handover of every listed one.
+
+    :raises Unavailable: Redis cannot be reached.
+    """
+    pipe = gate_redis().pipeline(transaction=False)
+    for sku in skus:
+        k = gate_keys(sku)
+        pipe.hgetall(k.sale)
+        pipe.xlen(k.stream)
+        pipe.xlen(k.dead)
+        pipe.xinfo_groups(k.stream)
+        pipe.xinfo_stream(k.stream)
     try:
-        sale = client.hgetall(k.sale)
-        if not sale:
-            return None
-        accepted, dead = client.xlen(k.stream), client.xlen(k.dead)
-        group = next((g for g in client.xinfo_groups(k.stream) if g["name"] == GROUP), None)
-        last = client.xinfo_stream(k.stream)["last-generated-id"] if group else None
+        # An error reply stands in its place: a sale Redis does not hold has no stream.
+        replies = pipe.execute(raise_on_error=False)
     except redis.RedisError as e:
         raise Unavailable("the gate's Redis cannot be reached", backend="redis") from e
+    return {sku: _tally(replies[i * _TALLY_READS:(i + 1) * _TALLY_READS]) for i, sku in enumerate(skus)}
+
+
+def _tally(replies: list[Any]) -> GateTally | None:
+    sale, accepted, dead, groups, stream = replies
+    if not sale:
+        return None
+    if errors := [reply for reply in replies if isinstance(reply, Exception)]:
+        raise Unavailable(f"the gate's Redis could not be read: {errors[0]}", backend="redis")
+    group = next((g for g in groups if g["name"] == GROUP), None)
+    last = stream["last-generated-id"] if group else None
     return GateTally(
         redis_remaining=int(sale["stock"]), loaded=int(sale["loaded"]), accepted=accepted,
         accepted_quantity=int(sale["accepted"]),
@@ -369,13 +397,10 @@ def gate_leave(*, within: float) -> list[str]:
         (an operator's, ``manage.py gate_redrive``): nothing closed.
     :raises Unavailable: the gate's Redis cannot be reached.
     """
-    skus = []
-    for sku in gate_listed():
-        try:
-            if product_get(sku=sku).strategy == "":
-                skus.append(sku)
-        except NotFound:
-            continue  # its product is gone: nobody sells it
+    listed = gate_listed()
+    # A product gone has no sale anybody sells.
+    following = set(Product.objects.filter(sku__in=listed, strategy="").values_list("sku", flat=True))
+    skus = [sku for sku in listed if sku in following]
     try:
         gate_written(skus=skus, within=within)
     except Busy as e:
