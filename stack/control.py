@@ -218,28 +218,30 @@ class _Barrier:
         self.held = time.monotonic()
 
     def release(self) -> None:
-        cued = time.monotonic()
+        cued, said = time.monotonic(), ""
         if self.leave is not None:
             self.cue.touch()
-            self._handed_over(self.leave)
+            said = self._handed_over(self.leave)
             self.answered = True
         if not self.config.released_file.exists():
             self.config.released_file.touch()
             now, held = time.monotonic(), ""
             if self.held is not None:  # what a held purchase waited for, part by part
                 held = f", held {now - self.held:.1f} s (the old instances stopping {cued - self.held:.1f} s"
-                held += f", the gate's handover {now - cued:.1f} s)" if self.leave is not None else ")"
+                held += f", the gate's handover {now - cued:.1f} s: {said})" if self.leave else ")"
             _say(f"strategy {self.config.strategy}: purchases released{held}")
 
     @staticmethod
-    def _handed_over(leave: subprocess.Popen) -> None:
-        """Once ``leave`` says it handed the sales over; StackError if it ends without."""
+    def _handed_over(leave: subprocess.Popen) -> str:
+        """Once ``leave`` says it handed the sales over: what it says of the handover
+        (the count, its time and how long it was ready before its cue); StackError if
+        it ends without."""
         assert leave.stdout is not None
         said = []
         for line in leave.stdout:
             said.append(line)
             if line.startswith(HANDED_OVER):
-                return
+                return line.rstrip().rpartition(" (")[2].rstrip(")")
         leave.wait()
         raise StackError(f"gate_leave failed (status {leave.returncode}):\n{''.join(said)}")
 
