@@ -20,8 +20,8 @@ from inventory.models import Product, StockFlow
 from inventory.readcache import LogicalExpiry
 from inventory.selectors import LedgerMatch, StockAudit, product_get, stock_audit
 
-from .gate.lifecycle import OrderStatus, gate_order_get, gate_tally
 from .gate.store import ID_BLOCK_SHIFT
+from .gate.tally import OrderStatus, gate_order_get, gate_tally
 from .models import GateSale, Order
 from .sellers import seller_of
 

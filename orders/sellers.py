@@ -18,9 +18,9 @@ from common.strategies import Seller, StrategySpec
 from inventory.models import Product, Stock
 from inventory.selectors import product_stock_get
 
-from .gate.lifecycle import gate_tally
 from .gate.returns import gate_give_back, gate_owed_pay, gate_owed_sweep, gate_take_again
 from .gate.sell import gate_sell
+from .gate.tally import gate_tally
 from .giveback import Claimed
 from .models import Order
 from .results import OrderResult, Purchase

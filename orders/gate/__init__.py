@@ -1,7 +1,8 @@
 """The gate's room: a sale decided in Redis and written to the database afterwards.
 
 - ``lifecycle``: the overview (start there): a sale opened by the reset, closed,
-  tallied, warmed again, handed to the database when the deployment leaves the gate;
+  warmed again, handed to the database when the deployment leaves the gate;
+- ``tally``: a sale's counts in Redis, and an order accepted and not yet written;
 - ``sell``: one purchase, the sale's script, and the sold-out memory;
 - ``pipeline``: the scripts of the purchases a process serves at once, sent together;
 - ``store``: the gate's Redis, its keys, its ids and its Lua (``lua/``);

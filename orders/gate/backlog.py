@@ -16,8 +16,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from common.gateredis import stream_entries, text
 
-from .lifecycle import GateTally, gate_listed, gate_tallies
+from .lifecycle import gate_listed
 from .store import GROUP, gate_keys, gate_redis
+from .tally import GateTally, gate_tallies
 
 
 class GateBacklogCollector:

@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY
 
 from common.metrics import SourcesRead
 from orders.gate.backlog import GateBacklogCollector, oldest_unwritten_ms
-from orders.gate.lifecycle import gate_tally
 from orders.gate.store import GROUP, gate_keys, gate_redis
+from orders.gate.tally import gate_tally
 from orders.reset import sale_reset
 from orders.tests.test_gate import buy, gate, persist  # noqa: F401 - gate: the fixture
 

@@ -16,7 +16,7 @@ from common.strategies import STRATEGIES
 from common.testing import run_at_once
 from inventory.models import Product
 from orders import reset, resolve
-from orders.gate.lifecycle import gate_tally
+from orders.gate.tally import gate_tally
 from orders.models import Order
 from orders.purchase import order_create
 from orders.reset import sale_reset
