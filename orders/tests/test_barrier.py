@@ -33,8 +33,8 @@ def held(tmp_path, monkeypatch):
 @override_settings(FLASHSALE_PURCHASE_DEADLINE_S=30.0)
 def test_a_held_purchase_sells_once_the_file_appears(held):
     sale_reset(sku="held-1", stock=5, strategy="atomic")
+    started = time.monotonic()  # before the timer's start: it touches 0.4 s after that at least
     threading.Timer(0.4, held.touch).start()
-    started = time.monotonic()
     result = order_create(sku="held-1", quantity=1, user_id="u1", idempotency_key="k-held-1")
     assert result.status == "confirmed" and time.monotonic() - started >= 0.4
     # Released for good: the file's removal does not hold this process again.
