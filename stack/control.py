@@ -188,6 +188,7 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
         starting = [name for name in new if name not in steady and name not in keep]
         _start(sup, config, [app(config, name) for name in starting])
         if keep:
+            barrier.ready()  # before any purchase is held: its start is not in the hold
             _nginx_send_to(sup, config, [name for name in new if name in steady or name in starting])
             barrier.holding()
             _replace(sup, config, keep)
@@ -195,8 +196,9 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
     _start(sup, config, [app(config, name) for name in keep if name in new])
 
 
-# The line manage.py gate_leave says once it has handed the sales over
-# (orders/tests/test_gate_leave.py holds the command to it).
+# The lines manage.py gate_leave says once it waits for its cue, and once it has
+# handed the sales over (orders/tests/test_gate_leave.py holds the command to them).
+WAITING = "waiting for"
 HANDED_OVER = "handed to the database:"
 
 
@@ -205,19 +207,28 @@ class _Barrier:
     purchases to its held instances, ``release()`` once no instance of the old
     strategy runs. Leaving the gate, its sales of the products that follow the default
     are written and closed first (``manage.py gate_leave``), by a command started
-    before the hold and waiting for its cue: the held purchases wait neither for
-    Django to start nor for the process to end (Python's teardown, seconds on a busy
-    machine), only for its answer."""
+    before the hold and ``ready()`` (waiting for its cue) before a purchase is held:
+    the held purchases wait neither for Django to start nor for the process to end
+    (Python's teardown, seconds on a busy machine), only for its answer."""
 
     def __init__(self, config: StackConfig, leave: subprocess.Popen | None, cue: Path):
         self.config, self.leave, self.cue = config, leave, cue
         self.held: float | None = None
+        self.waiting = leave is None  # gate_leave, if any, said it waits for its cue
         self.answered = False  # gate_leave said it handed the sales over
+
+    def ready(self) -> None:
+        """Once gate_leave waits for its cue; StackError if it ends without."""
+        if not self.waiting:
+            assert self.leave is not None
+            self._said(self.leave, WAITING)
+            self.waiting = True
 
     def holding(self) -> None:
         self.held = time.monotonic()
 
     def release(self) -> None:
+        self.ready()
         cued, said = time.monotonic(), ""
         if self.leave is not None:
             self.cue.touch()
@@ -234,14 +245,19 @@ class _Barrier:
     @staticmethod
     def _handed_over(leave: subprocess.Popen) -> str:
         """Once ``leave`` says it handed the sales over: what it says of the handover
-        (the count, its time and how long it was ready before its cue); StackError if
-        it ends without."""
+        (the count, its time and how long it waited for its cue); StackError if it
+        ends without."""
+        return _Barrier._said(leave, HANDED_OVER).rstrip().rpartition(" (")[2].rstrip(")")
+
+    @staticmethod
+    def _said(leave: subprocess.Popen, start: str) -> str:
+        """``leave``'s next line that begins with ``start``; StackError if it ends first."""
         assert leave.stdout is not None
         said = []
         for line in leave.stdout:
             said.append(line)
-            if line.startswith(HANDED_OVER):
-                return line.rstrip().rpartition(" (")[2].rstrip(")")
+            if line.startswith(start):
+                return line
         leave.wait()
         raise StackError(f"gate_leave failed (status {leave.returncode}):\n{''.join(said)}")
 

@@ -25,6 +25,8 @@ class Command(BaseCommand):
     def handle(self, *args: str, within: float, after: Path | None, **options: Any) -> None:
         began = time.monotonic()
         if after is not None:
+            self.stdout.write(f"waiting for {after}")  # the stack holds no purchase before this
+            self.stdout.flush()
             deadline = began + within
             while not after.exists():
                 if time.monotonic() > deadline:
