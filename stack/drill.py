@@ -36,6 +36,7 @@ from .servers import (
     binary,
     mariadb_app_connection,
     mariadb_datadir,
+    mariadb_tmpdir,
     mariadbd_as_root,
     tail,
 )
@@ -176,6 +177,7 @@ def scratch_mariadb(*options: str, ready_timeout: float = 60.0) -> Iterator[Scra
         process = subprocess.Popen(
             [binary("mariadbd"), "--no-defaults", f"--datadir={d / 'data'}", f"--socket={server.socket}",
              f"--pid-file={d / 'mysqld.pid'}", f"--log-error={log}", "--innodb-buffer-pool-size=64M",
+             f"--tmpdir={mariadb_tmpdir(d / 'data')}",
              *(options or ("--skip-networking", "--skip-log-bin")), *mariadbd_as_root()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_timeout

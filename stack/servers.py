@@ -157,7 +157,8 @@ def mariadb(config: StackConfig) -> Server:
             # On by default from MariaDB 11.6: it refuses an unprotected read-modify-write
             # ("Record has changed") where MySQL loses the update, and the weak strategies
             # are here to show that loss. ``loose-``: a server without it ignores it.
-            "--loose-innodb-snapshot-isolation=OFF", *mariadbd_as_root(),
+            "--loose-innodb-snapshot-isolation=OFF", f"--tmpdir={mariadb_tmpdir(d / 'data')}",
+            *mariadbd_as_root(),
         ],
         port=config.mysql_port,
         probe=_mariadb_probe(d / "mysqld.sock"),
@@ -552,6 +553,17 @@ def mariadb_install(config: StackConfig) -> None:
         mariadb_datadir(d / "data", log=d / "install.log")
 
 
+def mariadb_tmpdir(data: Path) -> Path:
+    """The temporary directory of the server on ``data``: its own, beside the data.
+    A MariaDB that starts (the installer's too) deletes every ``#sql*`` file in its
+    tmpdir, where running servers keep their internal temporary tables: in a shared
+    /tmp, another server's start took them from under its queries ("Error on delete
+    of '/tmp/#sql-temptable-…'", or a crash in ``ha_maria::drop_table``)."""
+    tmp = data.parent / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
 def mariadb_datadir(data: Path, *, log: Path) -> None:
     """A new MariaDB data directory at ``data`` (``mariadb-install-db``), root reached
     by its socket; what the installer says goes to ``log``."""
@@ -559,7 +571,8 @@ def mariadb_datadir(data: Path, *, log: Path) -> None:
     with log.open("w") as out:
         result = subprocess.run(
             [binary("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
-             f"--user={user}", "--auth-root-authentication-method=normal", "--skip-test-db"],
+             f"--user={user}", "--auth-root-authentication-method=normal", "--skip-test-db",
+             f"--tmpdir={mariadb_tmpdir(data)}"],
             stdout=out, stderr=subprocess.STDOUT,
         )
     if result.returncode:
