@@ -5,7 +5,7 @@ loopback, without Docker, supervised by supervisord.
     python -m stack status
     python -m stack down      # stop exactly what `up` started, by PID
     python -m stack run -- CMD ...   # up if needed, run CMD, down if we brought it up
-    python -m stack test [--lanes N] [--beside N] -- [PYTEST ARGS]   # the whole suite, in lanes (stack.suite)
+    python -m stack test [--lanes N] -- [PYTEST ARGS]   # the whole suite, in lanes (stack.suite)
     python -m stack check -- [PYTEST ARGS]   # what starts nothing, its parts at once (stack.check)
     python -m stack docs      # build the documentation site that nginx serves at /docs/
     python -m stack commands  # write the commands reference from the Makefile and the management commands
@@ -57,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     p_test = sub.add_parser("test", help="the whole suite, in lanes at once, each on a stack of its own")
     p_test.add_argument("--lanes", type=int, default=2,
                         help="stacks, each running a share of the tests (make test LANES=n; 2)")
-    p_test.add_argument("--beside", type=int, default=suite.BESIDE, metavar="N",
-                        help=f"pytest runs a lane gives the tests that drive no stack ({suite.BESIDE})")
     p_test.add_argument("--store-durations", action="store_true",
                         help="write this run's durations into .test_durations, which splits the tests")
     p_test.add_argument("--burn", type=int, default=0, metavar="N",
@@ -95,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             return check.main(args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args)
         elif args.command == "test":
             pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-            if args.lanes < 1 or args.beside < 1:
-                parser.error("--lanes and --beside must be at least 1")
+            if args.lanes < 1:
+                parser.error("--lanes must be at least 1")
             return suite.main(pytest_args, lanes=args.lanes, store_durations=args.store_durations,
-                              burn=args.burn, beside=args.beside)
+                              burn=args.burn)
     except StackError as e:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1

@@ -9,10 +9,8 @@ shares of equal time by ``.test_durations`` (pytest-split):
 
 1. the tests that drive its stack's app instances, nginx or watchers (``stack``,
    marked by conftest.py), one after another, since each may restart the instances;
-2. at the same time, the tests that do not, in ``--beside`` pytest runs (2), each
-   with a database, Redis databases and a ZooKeeper root of its own
-   (``FLASHSALE_TEST_WORKER=1, 2, ...``): they mostly wait, on servers they start
-   and on timeouts, so two share the lane's core at little cost;
+2. at the same time, the tests that do not, with a database, Redis databases and a
+   ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
 3. the tests that fault a server both use or count all it runs (``exclusive``),
    and the long runs that want a stack to themselves and restart nothing
    (``own_stack``: schemathesis): with one lane, alone on its stack after 1 and 2;
@@ -51,10 +49,8 @@ from .control import clean, down, up
 from .machinecpu import MachineCpu
 from .supervisor import Supervisor
 
-# Lane 2's ports are lane 1's plus this; tests/second_stack.py's stacks sit at +100,
-# +150, ... (one a pytest beside).
+# Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
-BESIDE = 2  # the pytest runs of the tests beside a lane's stack part
 DURATIONS = ROOT / ".test_durations"
 APPS_ASKED = ROOT / ".test_apps"
 # What a test that asks nothing of the app instances is grouped with: as started.
@@ -189,15 +185,12 @@ def alone_config(config: StackConfig, lanes: int) -> StackConfig:
     return lane_config(config, lanes + 1).replace(run_dir=config.run_dir / "alone")
 
 
-def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path, beside: int = BESIDE) -> list[Part]:
-    """The parts a lane runs at once: its share of the stack's tests, and ``beside``
-    shares of the others, each its own worker (1, 2, ...)."""
-    groups = [(lane - 1) * beside + worker for worker in range(1, beside + 1)]
-    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive and not own_stack", 0, config,
-                 (lane, lanes), out),
-            *(Part(f"beside {group}/{lanes * beside}", "not stack and not exclusive and not own_stack",
-                   worker, config, (group, lanes * beside), out)
-              for worker, group in enumerate(groups, start=1))]
+def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> list[Part]:
+    """The parts a lane runs at once."""
+    share = (lane, lanes)
+    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive and not own_stack", 0, config, share, out),
+            Part(f"beside {lane}/{lanes}", "not stack and not exclusive and not own_stack", 1, config, share,
+                 out)]
 
 
 def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
@@ -302,8 +295,7 @@ def burners(count: int) -> Iterator[list[int]]:
 SUITE_ENVIRONMENT = {"FLASHSALE_QUICK_PASSWORD_HASHING": "true"}
 
 
-def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0,
-         beside: int = BESIDE) -> int:
+def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
     for name, value in SUITE_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     config = StackConfig.from_env()
@@ -311,7 +303,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     out = config.dir("suite")
     began = time.monotonic()
     with MachineCpu() as machine, burners(burn) if burn else nullcontext(), stacks_up(configs, out):
-        shares = [lane_parts(c, lane, lanes, out, beside) for lane, c in enumerate(configs, start=1)]
+        shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         alone = alone_part(config, lanes, out)
         if lanes == 1:
             threads = [threading.Thread(target=run_lane, args=(shares[0], pytest_args),

@@ -1,8 +1,7 @@
 """A second local stack for the tests that start, break and stop one: its own run
 directory and ports, so the stack the rest of the suite uses is left alone. Its ports
-are that stack's plus 100, and 50 more for each pytest beside a lane's after the first
-(``FLASHSALE_TEST_WORKER``; ``make test``'s lanes are 200 apart: stack.suite), so that
-each pytest's second stack is apart from the others'."""
+are that stack's plus 100 (``make test``'s lanes are 200 apart: stack.suite), so that
+each lane's second stack is apart from the others'."""
 
 from __future__ import annotations
 
@@ -13,14 +12,10 @@ from pathlib import Path
 
 from stack.config import ROOT, StackConfig
 
-SECOND_STACK_STEP, WORKER_STEP = 100, 50
-
 
 def ports() -> dict[str, str]:
     shared = StackConfig.from_env().port_environment()
-    worker = int(os.environ.get("FLASHSALE_TEST_WORKER") or 0)
-    step = SECOND_STACK_STEP + WORKER_STEP * max(worker - 1, 0)
-    return {name: str(int(port) + step) for name, port in shared.items() if name != "RUN_DIR"}
+    return {name: str(int(port) + 100) for name, port in shared.items() if name != "RUN_DIR"}
 
 
 PORTS = ports()

@@ -2,10 +2,10 @@
 
 pytest-django creates ``test_<dbname>`` on the stack's MariaDB; the suite's Redis keys
 live in a database of their own (1) of each of the stack's Redis servers, so clearing
-them never touches the stack's. Each lane of ``make test`` runs pytest runs at once
-on its stack (stack/suite.py): each beside the first (FLASHSALE_TEST_WORKER=1, 2, ...)
-has ``test_<dbname>_<n>``, Redis database ``1 + n`` and ZooKeeper locks under a root
-of its own, so none touches another's.
+them never touches the stack's. Each lane of ``make test`` runs two pytest at once on
+its stack (stack/suite.py): the second (FLASHSALE_TEST_WORKER=1) has ``test_<dbname>_1``,
+Redis database 2 and ZooKeeper locks under a root of its own, so neither touches the
+other's.
 """
 
 from .base import *  # noqa: F403

@@ -39,11 +39,7 @@ def test_no_two_lanes_nor_their_second_stacks_share_a_port_or_a_run_directory(co
     for lane in [*lanes, suite.alone_config(config, LANES)]:
         for name, value in suite.lane_environment(lane).items():
             monkeypatch.setenv(name, value)  # as the lane's pytest runs
-        stacks.append(lane)
-        for worker in range(suite.BESIDE + 1):  # the stack part's pytest (0), then each beside
-            monkeypatch.setenv("FLASHSALE_TEST_WORKER", str(worker))
-            if worker != 1:  # the first beside's second stack is the stack part's
-                stacks.append(second_stack.config_for(lane.run_dir / f"second{worker}"))
+        stacks += [lane, second_stack.config_for(lane.run_dir / "second")]
     ports = [listening(stack) for stack in stacks]
     for i, mine in enumerate(ports):
         for j, theirs in enumerate(ports[i + 1:], start=i + 1):
@@ -236,15 +232,3 @@ def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path)
     kept = json.loads((tmp_path / "machine-cpu.json").read_text())
     listed = [line.split("%  ", 1)[1] for line in lines[machine_at + 2:]]
     assert UNSEEN in kept and listed == list(kept)[:len(listed)], (listed, kept)
-
-
-@pytest.mark.parametrize("lanes,beside", [(1, 1), (2, 2), (3, 2)])
-def test_the_beside_runs_split_their_tests_in_whole_and_keep_a_worker_each_within_a_lane(
-        config, tmp_path, lanes, beside):
-    besides = [[part for part in suite.lane_parts(suite.lane_config(config, lane), lane, lanes, tmp_path,
-                                                  beside) if part.worker] for lane in range(1, lanes + 1)]
-    groups = sorted(part.share for parts in besides for part in parts)
-    assert groups == [(group, lanes * beside) for group in range(1, lanes * beside + 1)]
-    for parts in besides:  # a worker is a database, Redis databases and a ZooKeeper root
-        assert sorted(part.worker for part in parts) == list(range(1, beside + 1))
-    assert len({part.log for parts in besides for part in parts}) == lanes * beside
