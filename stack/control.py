@@ -22,6 +22,7 @@ from .servers import (
     all_servers,
     app,
     infrastructure,
+    mariadb,
     mariadb_bootstrap,
     mariadb_install,
     nginx,
@@ -319,9 +320,8 @@ def _migrate(sup: Supervisor, config: StackConfig) -> None:
             sup.wait_stopped("mariadb", timeout=15 if lost else 0)  # a crash writes its report first
         except StackError:
             raise failed from None
-        log = config.dir("mariadb") / "error.log"
-        raise StackError(f"{failed.args[0]}\nMariaDB exited during migrate; its log ends:\n"
-                         f"{tail(log, 60)}") from None
+        tails = "\n".join(f"--- {path}\n{tail(path, 60)}" for path in mariadb(config).logs)
+        raise StackError(f"{failed.args[0]}\nMariaDB exited during migrate; its log ends:\n{tails}") from None
 
 
 # Strict, and never --quiet: a warning it hides is one strict mode does not count.
