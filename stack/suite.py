@@ -44,6 +44,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from .check import keep_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
 from .machinecpu import MachineCpu
@@ -298,6 +299,7 @@ SUITE_ENVIRONMENT = {"FLASHSALE_QUICK_PASSWORD_HASHING": "true"}
 def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
     for name, value in SUITE_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    keep_bytecode()  # before the stacks start: their apps compile the project once too
     config = StackConfig.from_env()
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
