@@ -4,13 +4,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from buyers.services import buyers_make
+from common.commands import CommandWithoutChecks
 from common.errors import ApplicationError
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Make N buyers named <prefix><n> in bulk (no passwords: they buy with their tokens) and write "
             "one line per buyer to FILE: its name, a tab, its bearer token. Buyers made before are kept and "
             "given new tokens.")

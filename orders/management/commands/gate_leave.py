@@ -4,13 +4,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_leave
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Once the deployment's strategy left the gate and no instance sells under it: wait until the "
             "persisters have written the gate's sales of the products that follow the default, then close "
             "them in Redis (`make up` does this at a switch away from the gate).")

@@ -2,14 +2,15 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_listed
 from orders.gate.reconcile import gate_failed_over, gate_reconcile
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Rebuild the gate sales whose Redis failed over (or restarted) since they opened: once the "
             "persisters wrote what the stream holds, each reopens with what MySQL has left, so that no unit "
             "MySQL holds is sold again. Without SKU, every listed sale that failed over. The persisters do "

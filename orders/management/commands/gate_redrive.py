@@ -2,13 +2,14 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.errors import ApplicationError
 from orders.gate.redrive import dead_letters_redrive
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Write the orders the persisters dead-lettered for SKU (MySQL refused them after their "
             "buyers heard 201) again, once the cause is fixed. An order already in MySQL is not "
             "written twice; one still refused stays dead-lettered, with the reason. Exits 1 if any is.")

@@ -2,13 +2,14 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.errors import ApplicationError
 from orders.gate.lifecycle import gate_warm
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Load a product's remaining stock (as MySQL has it) into the gate's Redis as a new sale, "
             "with its orders' Idempotency-Keys: after Redis lost the sale. Wait until the audit's backlog "
             "is 0 first: what Redis accepted and MySQL has not written is sold again otherwise.")

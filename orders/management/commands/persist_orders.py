@@ -5,14 +5,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.metrics import metrics_arguments, metrics_served
 from orders.gate.consumers import consumer_leave
 from orders.gate.persister import Persister
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = "Write the orders the gate accepted to MySQL, in batches, until SIGTERM or SIGINT."
 
     def add_arguments(self, parser: CommandParser) -> None:

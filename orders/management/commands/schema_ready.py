@@ -3,13 +3,14 @@
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from common.commands import CommandWithoutChecks
 from common.strategies import strategy_get
 from orders.gate.schema import schema_state
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Exit 0 when every migration of this code is applied; under the gate (FLASHSALE_STRATEGY), also "
             "when the database is away and the gate's Redis marks them applied. The apps' init container "
             "waits on it: a pod that sells from Redis starts while MariaDB restarts.")

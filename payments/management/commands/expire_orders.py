@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
+from common.commands import CommandWithoutChecks
 from common.errors import Busy
 from common.liveness import heartbeat
 from common.metrics import metrics_arguments, metrics_served
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 SWEEP_EVERY = 60.0
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = ("Move unpaid orders past their payment window to expired and return their units to the "
             "sale, every interval, until SIGTERM or SIGINT; any number may run at once.")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import redis
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
+from common.commands import CommandWithoutChecks
 from common.liveness import heartbeat
 from common.metrics import metrics_arguments, metrics_served
 from races import metrics
@@ -18,7 +18,7 @@ from races.services import QUEUE, race_take
 logger = logging.getLogger(__name__)
 
 
-class Command(BaseCommand):
+class Command(CommandWithoutChecks):
     help = "Run the races the API queues, one at a time, until SIGTERM or SIGINT."
 
     def add_arguments(self, parser):
