@@ -73,25 +73,34 @@ def settings_not_default(text: str) -> dict[str, tuple[str, str]] | None:
             if recorded.get(name) != value}
 
 
-# What the measuring commands write: changes there are their output, not a change to
-# what was measured (``make results`` runs them one after another on one commit).
-OUTPUTS = ("docs/results/measured", "README.md")
+# What no command runs: the pages, among them what the measuring commands write. A
+# change there changes nothing a command measures, so a measured file names the last
+# commit that changed anything else, the code's: the files written before and after a
+# commit of pages (a part of ``make results``'s output, a page reworded) name the same.
+PROSE = ("docs", "README.md", "CHANGELOG.md", "CONTRIBUTING.md")
+OUTSIDE_PROSE = (".", *(f":(exclude){path}" for path in PROSE))
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def uncommitted() -> str:
-    """``git status`` of the tracked files changed outside ``OUTPUTS`` ("" for none)."""
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                           *(f":(exclude){path}" for path in OUTPUTS)],
-                          cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    """``git status`` of the tracked files changed outside ``PROSE`` ("" for none)."""
+    return _git("status", "--porcelain", "--untracked-files=no", "--", *OUTSIDE_PROSE)
+
+
+def code_commit() -> str:
+    """The last commit on HEAD that changed anything outside ``PROSE``, abbreviated ("":
+    no git)."""
+    full = _git("log", "-1", "--format=%H", "--", *OUTSIDE_PROSE)
+    return _git("rev-parse", "--short", full) if full else ""
 
 
 def provenance(command: str) -> str:
-    """The lines that head a measured file: what ran, at which commit, where, when;
-    and under which of the settings that move its figures."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    """The lines that head a measured file: what ran, at which commit of the code
+    (``code_commit``), where, when; and under which of the settings that move its figures."""
+    commit = code_commit() or "unknown"
     if uncommitted():
         commit += " with uncommitted changes"
     today = datetime.datetime.now(datetime.UTC).date().isoformat()

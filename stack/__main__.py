@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
                                "tree (stack.results)")
     p_results.add_argument("--list", action="store_true", help="print the commands and what each writes")
     p_results.add_argument("--only", default="", help="run only the commands containing this text")
+    p_results.add_argument("--from", dest="start", type=int, default=1, metavar="N",
+                           help="start at the N-th command (--list numbers them): a run continued later")
+    p_results.add_argument("--check", action="store_true",
+                           help="say which measured files the code's commit did not write (exit 1 if any)")
     p_check = sub.add_parser("check", help="lint, types, docs and the tests that start nothing, at once")
     p_check.add_argument("pytest_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             return run(config, cmd)
         elif args.command == "results":
-            return results.main(list_only=args.list, only=args.only)
+            return results.main(list_only=args.list, only=args.only, start=args.start, check=args.check)
         elif args.command == "check":
             return check.main(args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args)
         elif args.command == "test":

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from loadtest.measured import PROVENANCE, settings_not_default
+from loadtest.measured import OUTSIDE_PROSE, PROVENANCE, settings_not_default
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "docs" / "results" / "measured"
@@ -31,8 +31,9 @@ def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
 
 
 def _behind(commit: str) -> str:
-    """Commits on HEAD since ``commit`` ("?" without git, or without that commit)."""
-    result = _git("rev-list", "--count", f"{commit}..HEAD")
+    """Commits on HEAD since ``commit`` that changed the code, not only the pages ("?"
+    without git, or without that commit)."""
+    result = _git("rev-list", "--count", f"{commit}..HEAD", "--", *OUTSIDE_PROSE)
     return result.stdout.strip() if result is not None and result.returncode == 0 else "?"
 
 
@@ -66,9 +67,9 @@ def settings_said(differing: dict[str, tuple[str, str]] | None) -> str:
 
 def ages() -> str:
     """A table: each measured file, the command that wrote it, its commit and date, how
-    many commits HEAD is past that commit, which of ``FEATURES`` it predates, and the
+    many commits of the code HEAD is past that commit, which of ``FEATURES`` it predates, and the
     settings it ran under that are not today's defaults."""
-    rows = ["| file | written by | at commit | on | commits behind HEAD | measured before | settings |",
+    rows = ["| file | written by | at commit | on | code commits since | measured before | settings |",
             "|---|---|---|---|---:|---|---|"]
     for path in sorted(MEASURED.glob("*.md")):
         text = path.read_text()

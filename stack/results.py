@@ -3,9 +3,10 @@
 Each file under ``docs/results/measured/`` (and the README's demo table) names the
 command that wrote it on its first line. This runs each of those commands once, in
 turn, against the running stack, on a clean tree: the files they write then all name
-the same commit, which no hand picked. What a command changes is only what it writes
-(``loadtest.measured``: those files do not count as uncommitted changes), so one
-command's output does not mark the next one's commit as modified.
+the same commit, which no hand picked. That commit is the code's (``loadtest.measured.
+code_commit``: the last that changed anything but the pages), so what a command writes
+does not mark the next one's commit as modified, and a run too long for one sitting
+goes on later (``--from N``) after its first part's files were committed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.measured import MEASURED, OUTPUTS, PROVENANCE, uncommitted
+from loadtest.measured import MEASURED, PROSE, PROVENANCE, code_commit, uncommitted
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -52,42 +53,46 @@ def written_at(commit: str) -> list[str]:
     for measurement in measurements():
         for name in measurement.files:
             named = PROVENANCE.search((ROOT / name).read_text())
-            if named is None or not commit.startswith(named["commit"]):
+            said = named["commit"] if named else ""
+            if not (commit and said and (commit.startswith(said) or said.startswith(commit))):
                 behind.append(name)
     return behind
 
 
-def _head() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def main(*, list_only: bool = False, only: str = "") -> int:
-    """Run the commands (those containing ``only``), or with ``list_only`` name them."""
-    chosen = [m for m in measurements() if only in m.command]
+def main(*, list_only: bool = False, only: str = "", start: int = 1, check: bool = False) -> int:
+    """Run the commands (those containing ``only``; from the ``start``-th on), or with
+    ``list_only`` name them, or with ``check`` say which files the code's commit did not write."""
+    everything = measurements()
+    chosen = [(n, m) for n, m in enumerate(everything, 1) if only in m.command and n >= start]
     if list_only:
-        for m in chosen:
-            print(f"{m.command}\n    writes {', '.join(m.files)}")
+        for n, m in chosen:
+            print(f"{n}. {m.command}\n    writes {', '.join(m.files)}")
         return 0
+    if check:
+        behind = written_at(code_commit())
+        print(f"[results] not written at {code_commit()}: {', '.join(behind)}" if behind
+              else f"[results] every measured file names {code_commit()}")
+        return 1 if behind else 0
     changed = uncommitted()
     if changed:
-        print("[results] refused: the tree has uncommitted changes (outside what the commands write, "
-              f"{', '.join(OUTPUTS)}), so no commit would name what was measured:\n{changed}",
+        print("[results] refused: the tree has uncommitted changes (outside the pages, "
+              f"{', '.join(PROSE)}), so no commit would name what was measured:\n{changed}",
               file=sys.stderr)
         return 2
-    head, started, failed = _head(), time.monotonic(), []
-    for n, m in enumerate(chosen, 1):
-        print(f"[results] {n}/{len(chosen)}: {m.command}", flush=True)
+    head, started, failed = code_commit(), time.monotonic(), []
+    for n, m in chosen:
+        print(f"[results] {n}/{len(everything)}: {m.command}", flush=True)
         began = time.monotonic()
         argv_ = shlex.split(m.command)
         code = subprocess.run([sys.executable, *argv_[1:]], cwd=ROOT).returncode
-        print(f"[results] {n}/{len(chosen)}: exit {code} after {time.monotonic() - began:.0f} s", flush=True)
+        print(f"[results] {n}/{len(everything)}: exit {code} after {time.monotonic() - began:.0f} s",
+              flush=True)
         if code:
             failed.append(m.command)
-    print(f"[results] {len(chosen)} commands in {time.monotonic() - started:.0f} s at {head[:7]}")
+    print(f"[results] {len(chosen)} commands in {time.monotonic() - started:.0f} s at {head}")
     behind = written_at(head) if not only else []
     for command in failed:
         print(f"[results] failed: {command}", file=sys.stderr)
     if behind:
-        print(f"[results] not written at {head[:7]}: {', '.join(behind)}", file=sys.stderr)
+        print(f"[results] not written at {head}: {', '.join(behind)}", file=sys.stderr)
     return 1 if failed or behind else 0
