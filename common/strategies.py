@@ -62,7 +62,7 @@ class StrategySpec:
 
     @property
     def segmented(self) -> bool:
-        """Whether a product's stock may be split into segments (seed 004): they let
+        """Whether a product's stock may be split into segments (article 004): they let
         several lock holders in at once. The gate keeps one counter in Redis."""
         return self.seller is Seller.TRANSACTION
 

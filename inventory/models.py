@@ -36,7 +36,7 @@ class Product(models.Model):
 
 
 class Stock(models.Model):
-    """One segment of a product's stock (seed 004's 分段锁, ConcurrentHashMap's
+    """One segment of a product's stock (article 004's 分段锁, ConcurrentHashMap's
     segments applied to inventory): the stock is split over ``segment`` 0..N-1, each
     row written under its own lock name, so N buyers can be inside at once. One
     segment, the default, is the whole stock in one row."""

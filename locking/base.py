@@ -206,7 +206,7 @@ class BaseLock:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-# Several names held as one lock, for any backend (seed 000's multi-key rule): the
+# Several names held as one lock, for any backend (article 000's multi-key rule): the
 # names are de-duplicated and taken in sorted order, so two holders of overlapping
 # sets always contend on the same first name and cannot deadlock each other
 # (scenario S12 shows what unsorted keys do). All or nothing: a name not had before

@@ -1,4 +1,4 @@
-"""The tables of the MySQL lock strategies (seed 000)."""
+"""The tables of the MySQL lock strategies (article 000)."""
 
 from django.db import models
 

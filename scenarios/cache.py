@@ -148,7 +148,7 @@ def s20_stale_cache_after_update(ctx: Context) -> Outcome:
         return ctx.key(f"s20:{name}")
 
     def interleave(make, writer_in_line) -> dict[str, object]:
-        """Seed 004's interleaving, forced: a reader misses and reads the row (v1) and
+        """Article 004's interleaving, forced: a reader misses and reads the row (v1) and
         stops there; a writer updates the row (v2) and deletes the entry, or waits
         for the reader if it must (``writer_in_line()`` tells); then the reader writes
         what it read. Then ``AFTER_READS`` reads, after the update has completed.

@@ -1,4 +1,4 @@
-"""Expiry judged by the clients' clocks: seed 004's GETSET takeover (S14)."""
+"""Expiry judged by the clients' clocks: article 004's GETSET takeover (S14)."""
 
 from __future__ import annotations
 

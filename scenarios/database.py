@@ -46,7 +46,7 @@ def s16_release_before_commit(ctx: Context) -> Outcome:
                     except SoldOut:
                         return
                     finally:
-                        if release_early:  # seed 002: unlock in a finally inside @Transactional
+                        if release_early:  # article 002: unlock in a finally inside @Transactional
                             lock.release()
                             released = True
                     time.sleep(0.05)  # the rest of the method, then the framework's commit

@@ -1,4 +1,4 @@
-"""The SETNX pitfalls of seeds 000, 001, 003 and 004, each broken and fixed.
+"""The SETNX pitfalls of articles 000, 001, 003 and 004, each broken and fixed.
 
 Faults are injected, not waited for: an exception thrown in the business code, a
 process killed with SIGKILL, a crash between two commands, a holder paused past its

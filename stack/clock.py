@@ -1,5 +1,5 @@
 """A wall clock of one process that a nemesis steps forward, as an NTP step or an
-operator's ``date -s`` would (seed 003: Redis expires a lease by its own wall clock,
+operator's ``date -s`` would (article 003: Redis expires a lease by its own wall clock,
 so a clock that jumps ends the lease early). The process runs under Debian's
 libfaketime, which reads the clock's offset from a file on every call; only the
 wall clock moves, the monotonic one runs on, as a real step leaves it.

@@ -262,3 +262,18 @@ def test_the_strategy_tables_describe_redissons_lock_as_the_string_its_scripts_w
     for page in (ROOT / "README.md", ROOT / "docs/strategies/index.md"):
         [row] = [line for line in page.read_text().splitlines() if re.match(r"\| \[?`redisson`", line)]
         assert 'one Redis string `"<count>:<holder>"`' in row and "hash" not in row, (page.name, row)
+
+
+def test_no_page_or_module_calls_a_source_article_a_seed():
+    """The articles are named as the sources page names them ("article 003", linked
+    there on the pages), never by the project's first word for them; the changelog
+    and the decisions keep the words of their day."""
+    history = {"CHANGELOG.md", "docs/changelog.md", "docs/development/decisions.md"}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    seed = re.compile(r"\bseeds? \d{3}\b", re.IGNORECASE)
+    found = [f"{name}:{n}" for name in tracked
+             if name.endswith((".py", ".md", ".html", ".js", ".lua", ".sql", ".txt")) and name not in history
+             for n, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
+             if seed.search(line)]
+    assert len(tracked) > 500 and not found, found

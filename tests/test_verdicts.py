@@ -66,7 +66,7 @@ def test_a_correct_strategy_under_the_same_partition_is_linearizable(stack_confi
         p.order_id for p in purchases if p.outcome == "ok" and not p.replayed)
 
 
-# The lesson on leases (seed 003): app1 holds the setnx lock when it is cut off from
+# The lesson on leases (article 003): app1 holds the setnx lock when it is cut off from
 # MariaDB past its lease; app2 takes the lock. Both halves run the same sale.
 LEASE = dict(stock=20, buyers=120, threads=12, trigger=5)
 # The failover's section outlasts the lesson's lock wait, so most waiters give up
@@ -97,7 +97,7 @@ def test_a_holder_cut_off_past_its_lease_is_safe_only_with_the_fencing_stamp(sta
 
 @pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
 def test_a_failover_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_config, tmp_path, fenced):
-    """Seeds 000 and 003 on a real replica and Sentinel: the lock app1 took never
+    """Articles 000 and 003 on a real replica and Sentinel: the lock app1 took never
     reached the replica Sentinel promotes, and app2 takes it there."""
     nemesis = "failover-redis-holder" if fenced else "failover-redis-holder-unfenced"
     with HostedApps(stack_config, section_delay_ms=FAILOVER_SECTION_MS, fenced=fenced,
@@ -111,7 +111,7 @@ def test_a_failover_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_c
 
 @pytest.mark.parametrize("fenced", [True, False], ids=["fenced", "unfenced"])
 def test_a_clock_jump_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_config, tmp_path, fenced):
-    """Seed 003's clock jump: the locks' Redis's wall clock steps past the lease while
+    """Article 003's clock jump: the locks' Redis's wall clock steps past the lease while
     a holder works; the key expires under it and the next waiter takes the lock."""
     nemesis = "clock-jump-redis" if fenced else "clock-jump-redis-unfenced"
     with HostedApps(stack_config, section_delay_ms=CLOCK_JUMP_SECTION_MS, fenced=fenced,

@@ -3,7 +3,7 @@ instances run on hosts of their own (``stack.hosted``): the kernel drops the
 packets, nothing is signalled to any process. Each strikes app1's links mid-sale
 (or the gate persister's) and heals after ``down_seconds``: by default longer than
 the locks' 5 s lease, so a holder cut off keeps working past it, as in Kleppmann's
-critique of Redlock (seed 003); the lessons on leases and sessions time theirs to
+critique of Redlock (article 003); the lessons on leases and sessions time theirs to
 the lease they outlive. One breaks no link: it steps the locks' Redis's wall clock
 forward (``stack.clock``), the clock jump of the same critique.
 """
@@ -174,7 +174,7 @@ def _cut_the_holder(hosted: HostedApps) -> None:
 
 
 def _fail_over_under_the_holder(hosted: HostedApps) -> None:
-    """Seeds 000 and 003: app1 takes the setnx lock on the master after the link to
+    """Articles 000 and 003: app1 takes the setnx lock on the master after the link to
     the replica broke, so the key never reaches it; then the master is cut off from
     everyone and Sentinel promotes the replica, where the lock is free. app1 is cut
     off from MariaDB at the same moment, so it is still inside its critical section
@@ -265,7 +265,7 @@ def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
 
 
 def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
-    """Seed 003: a holder is 40 ms into its critical section when the wall clock of
+    """Article 003: a holder is 40 ms into its critical section when the wall clock of
     the Redis that holds its lock steps forward past the lease. Redis expires the key
     by that clock, so the lock is free at once, and the next waiter takes it while
     the first holder still works: no link breaks, no process pauses."""

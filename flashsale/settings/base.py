@@ -189,7 +189,7 @@ FLASHSALE_MAX_PER_ORDER = env.int("FLASHSALE_MAX_PER_ORDER", default=5)
 # Units one buyer (user_id) may buy of one product over the whole sale, counted in the
 # database under every strategy; 0: no limit (the load tests' buyers are all distinct).
 FLASHSALE_PER_USER_LIMIT = env.int("FLASHSALE_PER_USER_LIMIT", default=0)
-# Rows a product's stock is split into by a reset that does not say (seed 004's
+# Rows a product's stock is split into by a reset that does not say (article 004's
 # segmented lock): N segments let N buyers of one product in at once.
 FLASHSALE_STOCK_SEGMENTS = env.int("FLASHSALE_STOCK_SEGMENTS", default=1)
 # Sleep inside the critical section so the race shows on a 2-core machine. It

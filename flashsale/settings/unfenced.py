@@ -3,7 +3,7 @@ deployment's settings.
 
 Only the verdicts' ``partition-holder-db-unfenced`` runs it, on app instances on test
 hosts (``stack.hosted``): a Redis lock holder cut off from MariaDB past its lease then
-writes over the next holder's sale, as seed 003 says a lease alone allows. Scenario
+writes over the next holder's sale, as article 003 says a lease alone allows. Scenario
 S17 shows the same in one process with ``override_settings``.
 """
 

@@ -1,4 +1,4 @@
-"""Segmented stock (seed 004's 分段锁): the split, the plan of which segments a
+"""Segmented stock (article 004's 分段锁): the split, the plan of which segments a
 purchase tries, and deductions that take from several segments, on the real MariaDB."""
 
 import random

@@ -1,5 +1,5 @@
 """``mysql`` and ``mysql-for-update``: locks that are rows of the database the work
-is written to (seed 000), held by the transaction they are taken in.
+is written to (article 000), held by the transaction they are taken in.
 
 The first lock a thread takes opens a transaction on its database connection; every
 lock it takes while that is open joins it, and the transaction commits when the
@@ -295,7 +295,7 @@ class _RowsMadeOnce(MySQLLock):
 
 
 class InsertLock(_RowsMadeOnce):
-    """Seed 000's lock table: the holder's uncommitted claim row is the lock. Each
+    """Article 000's lock table: the holder's uncommitted claim row is the lock. Each
     name's floor row (``LockClaim``) is made once, before the first claim: it keeps
     the gap locks of one name's claim away from the next name's."""
 

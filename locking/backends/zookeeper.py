@@ -1,4 +1,4 @@
-"""``zookeeper``: kazoo's lock recipe (seed 002's "efficient" lock).
+"""``zookeeper``: kazoo's lock recipe (article 002's "efficient" lock).
 
 Each contender creates an ephemeral sequential node under ``<root>/<name>`` and
 watches only the node just before its own, so a release wakes exactly one waiter

@@ -11,7 +11,7 @@ one flaw at a time, so each can be shown beside ``locking.backends.redis.setnx``
 - ``release="get_then_del"``: the owner check is a GET in the client, then a DEL;
   the key can change hands in the gap (``between_get_and_del`` hook) (S7).
 
-``GetsetExpiryLock`` is seed 004's second way (SETNX of an expiry time, GET and
+``GetsetExpiryLock`` is article 004's second way (SETNX of an expiry time, GET and
 GETSET to take over an expired one): expiry is judged by each client's clock, so a
 client whose clock runs ahead takes over a live lock (S14).
 
@@ -71,7 +71,7 @@ class NaiveSetnxLock:
 
 
 class GetsetExpiryLock:
-    """Seed 004, 第二种, step by step. The key's value is the holder's expiry time
+    """Article 004, 第二种, step by step. The key's value is the holder's expiry time
     by its own clock; there is no Redis TTL and no owner token.
 
     :param clock: this client's wall clock (``time.time``); a scenario passes one

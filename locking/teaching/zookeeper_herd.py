@@ -1,4 +1,4 @@
-"""BROKEN ON PURPOSE: seed 002's first ZooKeeper lock, with the herd effect.
+"""BROKEN ON PURPOSE: article 002's first ZooKeeper lock, with the herd effect.
 
 Every contender tries to create the one ephemeral node ``<root>/<name>``; those
 that fail watch it, and when it is deleted *every* waiter is woken to race for it

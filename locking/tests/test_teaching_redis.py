@@ -1,4 +1,4 @@
-"""The broken-on-purpose GETSET lock does what seed 004 claims for it, when the
+"""The broken-on-purpose GETSET lock does what article 004 claims for it, when the
 clocks agree; the scenario S14 shows what it does when they don't."""
 
 import time

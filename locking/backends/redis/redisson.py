@@ -1,4 +1,4 @@
-"""``redisson``: Redisson's RLock on redis-py (seeds 000 and 001).
+"""``redisson``: Redisson's RLock on redis-py (articles 000 and 001).
 
 The lock is one key, ``"<hold count>:<holder>"`` where a holder is
 ``<process id>:<thread token>``, so the same thread may re-enter it and must release

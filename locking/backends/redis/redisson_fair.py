@@ -1,7 +1,7 @@
 """``redisson-fair``: Redisson's RedissonFairLock on redis-py: first come, first served.
 
 Everything ``redisson`` is (a reentrant hash of holder -> hold count, the watchdog,
-fencing tokens, the unlock latch) plus a line of waiters (seed 004 asks for a fair
+fencing tokens, the unlock latch) plus a line of waiters (article 004 asks for a fair
 lock: 这把锁最好是一把公平锁; scenario S18 shows what it changes):
 
 - a holder that cannot take the lock joins the line (a list, first come first) and

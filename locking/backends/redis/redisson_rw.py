@@ -1,4 +1,4 @@
-"""A read-write lock after Redisson's RReadWriteLock, on redis-py (seed 004 guards its
+"""A read-write lock after Redisson's RReadWriteLock, on redis-py (article 004 guards its
 catalogue cache with one: 读写锁; scenario S20 shows what it fixes).
 
 ``backend.read_write_lock(name)`` has two halves, ``.read`` and ``.write``, each a

@@ -1,4 +1,4 @@
-"""``redlock``: the Redlock algorithm over N independent Redis masters (seed 004
+"""``redlock``: the Redlock algorithm over N independent Redis masters (article 004
 第三种; redis.io's "Distributed Locks with Redis").
 
 Acquire: the same random token ``SET key token NX PX ttl`` on every master, each

@@ -1,5 +1,5 @@
 """``setnx``: ``SET key token NX PX ttl`` to acquire, a Lua compare-and-delete to
-release (seeds 001 and 003). Each acquisition also takes the next fencing token
+release (articles 001 and 003). Each acquisition also takes the next fencing token
 from a counter beside the key (``<key>:fence``), in the same script.
 
 Failure semantics: the key expires ``ttl_ms`` after it was taken whether or not the
