@@ -12,7 +12,7 @@ from common.memory import forget_everything
 from loadtest.client import FlashsaleClient
 from orders.gate.store import gate_redis
 from stack.config import StackConfig
-from stack.control import apps_as_needed
+from stack.control import apps_as_needed, watch
 from stack.servers import infrastructure
 from stack.suite import APPS_ASKED, apps_asked, apps_order
 from stack.supervisor import Supervisor
@@ -59,6 +59,15 @@ def stack_config() -> StackConfig:
         pytest.fail("the local stack is not running: `make test` starts it "
                     "(or `python -m stack run -- pytest`)")
     return config
+
+
+@pytest.fixture(scope="session")
+def stack_watchers(stack_config) -> StackConfig:
+    """The stack's Prometheus, exporters, Alertmanager and pager, started if they are
+    not running: ``make test``'s stacks leave them stopped until a test asks, and
+    once started they run to the end of the part (its tests that ask run last)."""
+    watch(stack_config)
+    return stack_config
 
 
 @pytest.fixture(scope="session")
@@ -128,9 +137,11 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.server)
         if drives_the_stack(item):
             item.add_marker(pytest.mark.stack)
-    # Grouped by what they ask of the app instances: fewer restarts (stack.suite).
+    # Grouped by what they ask of the app instances: fewer restarts (stack.suite). Those
+    # that read the watchers last, so that until then the watchers cost nothing.
     asked = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
-    order = apps_order([item.nodeid for item in items], asked)
+    watching = {item.nodeid for item in items if "stack_watchers" in getattr(item, "fixturenames", ())}
+    order = apps_order([item.nodeid for item in items], asked, last=watching)
     items.sort(key=lambda item: order[item.nodeid])
 
 

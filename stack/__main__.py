@@ -31,7 +31,7 @@ from .drill import restore_drill
 from .servers import APP_DATABASE, StackError
 
 # What acts on the stack and says nothing back; what writes a file from another.
-ACTIONS: dict[str, Callable[[StackConfig], None]] = {"up": up, "down": down, "docs": docs, "clean": clean}
+ACTIONS: dict[str, Callable[[StackConfig], None]] = {"down": down, "docs": docs, "clean": clean}
 WRITERS: dict[str, tuple[Path, Callable[[], bool], str]] = {
     "commands": (commands.PAGE, commands.write, "the Makefile and the management commands"),
     "prometheusrule": (prometheusrule.TARGET, prometheusrule.write, "the rule files"),
@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start the stack (or apply a changed environment)")
+    p_up = sub.add_parser("up", help="start the stack (or apply a changed environment)")
+    p_up.add_argument("--unwatched", action="store_true",
+                      help="leave Prometheus, its exporters, Alertmanager and the pager stopped, as the "
+                           "suite's stacks do until a test reads them")
     sub.add_parser("down", help="stop every process the stack started")
     sub.add_parser("status", help="state, PID and health of every server")
     sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
@@ -76,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
     config = StackConfig.from_env()
     try:
-        if args.command in ACTIONS:
+        if args.command == "up":
+            up(config, watched=not args.unwatched)
+        elif args.command in ACTIONS:
             ACTIONS[args.command](config)
         elif args.command in WRITERS:
             target, write, source = WRITERS[args.command]

@@ -357,7 +357,11 @@ def _conf_applied(sup: Supervisor) -> set[str]:
     return {name for name in added + changed + removed if _is_app(name)}
 
 
-def up(config: StackConfig) -> None:
+def up(config: StackConfig, *, watched: bool = True) -> None:
+    """Every server of the stack started and ready; not ``watched``: Prometheus, its
+    exporters, Alertmanager and the pager left stopped (``watch`` starts them), as
+    the suite's stacks are until a test asks for them: at a scrape every 2 s they
+    cost CPU whether anything reads them or not."""
     servers = all_servers(config)
     earlier = written_environments(config)
     write_conf(config, servers)
@@ -373,15 +377,29 @@ def up(config: StackConfig) -> None:
     _migrate(sup, config)
     _manage(config, "collectstatic", "--noinput", "--verbosity=0")  # nginx serves them
     _start_front(sup, config, earlier, changed)
-    _start(sup, config, watchers(config))
+    if watched:
+        _start(sup, config, watchers(config))
     # Their files written again above (the rules, the routes) are read again: a running
     # stack's `make up` applies an edit of them, which supervisord's config never names.
     for name in ("prometheus", "alertmanager"):
-        sup.rpc.signalProcess(name, "HUP")
+        if _running(sup, name):
+            sup.rpc.signalProcess(name, "HUP")
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"server={config.server} section_delay_ms={config.section_delay_ms:g}")
     _say(f"admin token in {config.admin_token_file} (Authorization: Token <it>)")
-    _say(f"Prometheus: http://127.0.0.1:{config.prometheus_port}/ (alerts: /alerts, targets: /targets)")
+    if watched:
+        _say(f"Prometheus: http://127.0.0.1:{config.prometheus_port}/ (alerts: /alerts, targets: /targets)")
+    else:
+        _say("Prometheus, its exporters, Alertmanager and the pager: not started")
+
+
+def watch(config: StackConfig) -> None:
+    """Start the running stack's Prometheus, exporters, Alertmanager and pager, those
+    not running, and wait until each answers."""
+    sup = Supervisor(config)
+    if not sup.is_running():
+        raise StackError("the stack is not running: `make up` first")
+    _start(sup, config, watchers(config))
 
 
 def start_again(config: StackConfig, names: list[str]) -> None:

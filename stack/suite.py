@@ -19,6 +19,10 @@ shares of equal time by ``.test_durations`` (pytest-split):
    mostly wait on faults and timeouts: on a stack of their own they wait while the
    lanes load the machine, and no lane waits for them.
 
+The stacks the run starts leave their watchers (Prometheus, its exporters,
+Alertmanager, the pager) stopped: a test that reads them asks for ``stack_watchers``,
+which starts them on its stack, and such tests run last in their part (conftest.py).
+
 Each part's output is printed when it ends; at the end come each part's time and the
 slowest tests of the run, whose durations are also written to
 ``<run dir>/suite/durations.json`` (``--store-durations`` copies them into
@@ -39,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -92,13 +96,15 @@ def apps_asked(base: StackConfig, changes: Mapping[str, object]) -> str:
                        if getattr(wanted, f.name) != getattr(base, f.name)}, sort_keys=True)
 
 
-def apps_order(tests: Sequence[str], asked: Mapping[str, str]) -> dict[str, int]:
+def apps_order(tests: Sequence[str], asked: Mapping[str, str], last: Collection[str] = ()) -> dict[str, int]:
     """Each test's place when the tests run grouped by what they ask of the app
     instances: those that ask for them as started first, then each other group where
-    its first test stood; within a group, as listed."""
+    its first test stood; within a group, as listed. The tests in ``last`` (those that
+    read the watchers) come after all the others, grouped the same way."""
     groups = list(dict.fromkeys([AS_STARTED, *(asked.get(test, AS_STARTED) for test in tests)]))
     rank = {group: i for i, group in enumerate(groups)}
-    ordered = sorted(range(len(tests)), key=lambda i: (rank[asked.get(tests[i], AS_STARTED)], i))
+    ordered = sorted(range(len(tests)),
+                     key=lambda i: (tests[i] in last, rank[asked.get(tests[i], AS_STARTED)], i))
     return {tests[i]: place for place, i in enumerate(ordered)}
 
 
@@ -219,7 +225,7 @@ def run_alone(part: Part, pytest_args: list[str], out: Path) -> None:
     they end: its servers cost the lanes no CPU after that. A stack that does not
     start leaves the part not run, which fails the suite."""
     try:
-        up(part.config)
+        up(part.config, watched=False)
         part.run(pytest_args)
     except Exception as e:  # noqa: BLE001 (said, and the part stays "not run")
         say(f"[suite] {part.name}: its stack did not start: {e!r}")
@@ -248,7 +254,7 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
                 stack.callback(logs_kept, config, out)  # first: the callbacks run last to first
             elif not Supervisor(config).is_running():
                 stack.callback(down, config)
-            up(config)
+            up(config, watched=False)
         yield
 
 

@@ -199,13 +199,14 @@ class Supervisor:
     @contextmanager
     def paused(self, names: list[str]) -> Iterator[None]:
         """Programs ``names`` stopped (SIGSTOP) inside the block, resumed (SIGCONT) on the
-        way out, whatever happened in it."""
-        for name in names:
+        way out, whatever happened in it; of those not running, nothing to pause."""
+        running = [name for name in names if self.info(name)["statename"] in RUNNING_STATES]
+        for name in running:
             self.signal_group(name, signal.SIGSTOP)
         try:
             yield
         finally:
-            for name in names:
+            for name in running:
                 self.signal_group(name, signal.SIGCONT)
 
     def wait_stopped(self, *names: str, timeout: float = 10) -> None:

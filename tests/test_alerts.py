@@ -98,6 +98,7 @@ def test_pages_warnings_and_the_heartbeat_go_to_receivers_of_their_own(config, t
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("stack_watchers")
 def test_the_stacks_alertmanager_config_checks_and_prometheus_sends_to_it(stack_config):
     checked = amtool("check-config", str(stack_config.run_dir / "alertmanager" / "alertmanager.yml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -165,6 +166,7 @@ def test_the_pager_answers_other_paths_and_statuses_with_json_errors(pager):
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("stack_watchers")
 def test_a_persister_stopped_during_a_sale_pages_and_resolves_when_it_is_back(stack_apps, stack_config):
     client = stack_apps(strategy="atomic", instances=2, workers=2)
     pager = f"http://127.0.0.1:{stack_config.pager_port}/alerts"
@@ -192,6 +194,7 @@ def test_a_persister_stopped_during_a_sale_pages_and_resolves_when_it_is_back(st
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("stack_watchers")
 def test_on_the_stack_a_page_holds_back_the_warning_of_its_cause_and_the_heartbeat_beats(stack_config):
     alertmanager = f"http://127.0.0.1:{stack_config.alertmanager_port}/api/v2/alerts"
     run = uuid.uuid4().hex[:8]
@@ -228,6 +231,7 @@ def test_on_the_stack_a_page_holds_back_the_warning_of_its_cause_and_the_heartbe
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("stack_watchers")
 def test_with_every_app_stopped_the_edge_counts_the_failed_purchases(stack_apps, stack_config):
     """The apps' figures say nothing of a purchase that never reached one; the edge's
     (mtail on nginx's access log) count each answer nginx gave, its 5xx as failed."""

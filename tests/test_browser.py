@@ -269,6 +269,7 @@ def race_ended_after(stack_config):
     start_again(stack_config, ["racer"])  # and ready for the next race
 
 
+@pytest.mark.usefixtures("stack_watchers")  # the panels ask Prometheus
 def test_the_dashboard_draws_every_panel_from_prometheus_during_a_race(stack_apps, stack_config, page,
                                                                         race_ended_after):
     """/dashboard, opened from the race page while a race runs: each panel drew what

@@ -85,6 +85,7 @@ def edge_counts_settled(config, *, quiet_s: float = 1.0, seconds: float = 30) ->
     return edge_counts(config)
 
 
+@pytest.mark.usefixtures("stack_watchers")  # the edge's counts: mtail
 def test_two_locust_workers_share_the_load_and_their_merged_counts_are_the_servers(
         stack_apps, stack_config, tmp_path):
     """Locust's distributed mode: a master and two worker processes share the users

@@ -54,6 +54,7 @@ def latencies(run: LocustRun) -> list[float]:
     return [end - start for start, end, *_ in run.answers]
 
 
+@pytest.mark.usefixtures("stack_watchers")  # the edge's counts: mtail
 def test_an_open_crowd_shows_a_stall_that_a_closed_one_hides(stack_apps, stack_config, tmp_path):
     client = stack_apps(strategy="atomic")
     sku = f"stall-{uuid.uuid4().hex[:6]}"

@@ -21,7 +21,8 @@ from stack.supervisor import Supervisor
 
 from .test_metrics import scraped
 
-pytestmark = pytest.mark.e2e
+# Every test here reads the stack's watchers: make test starts them for these (conftest.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("stack_watchers")]
 
 RULES = ROOT / "monitoring/rules.yml"
 

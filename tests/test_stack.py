@@ -19,27 +19,34 @@ from .second_stack import PORTS, config_for, stack
 pytestmark = pytest.mark.server  # it starts servers of its own
 
 
-@pytest.mark.parametrize("server", SERVERS)
-def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server):
-    up = stack(second_run_dir, "up", FLASHSALE_SERVER=server)
+WATCHERS = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter", "edge-exporter",
+            "alertmanager", "pager")
+
+
+# Each server once; the second's stack without its watchers, as make test's stacks start.
+@pytest.mark.parametrize(("server", "watched"), [pytest.param(server, n == 0, id=server)
+                                                for n, server in enumerate(SERVERS)])
+def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server, watched):
+    up = stack(second_run_dir, "up", *([] if watched else ["--unwatched"]), FLASHSALE_SERVER=server)
     assert up.returncode == 0, up.stdout + up.stderr
     assert f"nginx ready on 127.0.0.1:{PORTS['NGINX_PORT']}" in up.stdout and f"server={server}" in up.stdout
 
     status = stack(second_run_dir, "status")
     assert status.returncode == 0, status.stdout
     config = config_for(second_run_dir)
-    watchers = ("prometheus", "redis-exporter", "mysqld-exporter", "nginx-exporter", "edge-exporter",
-                "alertmanager", "pager")
     for name in ("mariadb", "redis", "redis-gate", "zookeeper", "app1", "nginx", "racer", "expirer",
-                 "payprovider", *config.persister_names, *watchers):
+                 "payprovider", *config.persister_names, *WATCHERS):
         assert f"\n{name}" in status.stdout
 
     sup = Supervisor(config)
-    pids = [p["pid"] for p in sup.processes()] + [sup.daemon_pid()]
+    running = {p["name"]: p["pid"] for p in sup.processes() if p["statename"] == "RUNNING"}
+    assert set(WATCHERS) & running.keys() == (set(WATCHERS) if watched else set())
+    pids = [*running.values(), sup.daemon_pid()]
     # The servers (MariaDB, two Redis, ZooKeeper, nginx), one app, the persisters (two
     # by default), the expirer, the race runner, the payment provider's stand-in,
-    # Prometheus and four exporters, Alertmanager and the pager, and supervisord.
-    assert len(pids) == 17 + config.persisters and all(pid_alive(pid) for pid in pids)
+    # supervisord, and when watched Prometheus and four exporters, Alertmanager and the pager.
+    assert len(pids) == 10 + config.persisters + len(WATCHERS) * watched
+    assert all(pid_alive(pid) for pid in pids)
     app = psutil.Process(sup.info("app1")["pid"])
     assert server in " ".join(app.cmdline())
     workers = [child.pid for child in app.children(recursive=True)]  # the server's workers

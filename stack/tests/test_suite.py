@@ -149,8 +149,8 @@ def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and
     assert alone.config.run_dir not in {suite.lane_config(config, n).run_dir for n in (1, 2)}
     calls = []
 
-    def up(stack):
-        calls.append(("up", stack.run_dir))
+    def up(stack, *, watched=True):
+        calls.append(("up", stack.run_dir, watched))
         if not starts:
             raise RuntimeError("no ZooKeeper")
 
@@ -160,7 +160,9 @@ def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and
     part = _Recorded("alone", calls, alone.config)
     suite.run_alone(part, [], tmp_path)  # type: ignore[arg-type]
     where = alone.config.run_dir
-    assert calls == [("up", where), *(["alone"] if starts else []), ("logs kept", where), ("clean", where)]
+    # Its watchers left stopped: a test that reads them starts them (conftest.py).
+    assert calls == [("up", where, False), *(["alone"] if starts else []),
+                     ("logs kept", where), ("clean", where)]
     # A stack that did not start leaves the part not run: the suite fails (exit_status).
     assert (part.status == 0) is starts
 
@@ -220,6 +222,9 @@ def test_the_stack_tests_run_grouped_by_what_they_ask_of_the_apps_as_started_fir
     # A test the record does not know yet runs with those that ask for the apps as started.
     assert grouped == ["b", "e", "new", "a", "d", "c", "f"]
     assert switches(tests, asked) == 6 and switches(grouped, asked) == 2
+    # Those that read the watchers last, so that the watchers start as late as can be.
+    order = suite.apps_order(tests, asked, last={"b", "d"})
+    assert sorted(tests, key=order.__getitem__) == ["e", "new", "a", "c", "f", "b", "d"]
 
 
 def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path):
