@@ -40,6 +40,7 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("other Python", r"\bpython"),
 )
 UNSEEN = "not seen (ended between two looks; the kernel)"
+COMMAND_KEPT = 200  # of a command line, the characters kept to tell it from others
 
 
 def role_of(command: str, roles: tuple[tuple[str, str], ...] = ROLES) -> str:
@@ -60,8 +61,19 @@ def busy_seconds() -> float:
 @dataclass
 class _Seen:
     role: str
+    command: str
     first: float  # its CPU seconds when first seen (0 for one born since the look began)
     last: float
+
+
+@dataclass
+class CommandCpu:
+    """The CPU of the processes that ran one command line."""
+
+    command: str
+    role: str
+    seconds: float = 0.0
+    processes: int = 0
 
 
 class MachineCpu:
@@ -92,7 +104,8 @@ class MachineCpu:
             except psutil.Error:
                 command = ""
             born_since = info["create_time"] >= self._began
-            self.seen[key] = _Seen(role_of(command, self.roles), 0.0 if born_since else cpu, cpu)
+            self.seen[key] = _Seen(role_of(command, self.roles), command[:COMMAND_KEPT],
+                                   0.0 if born_since else cpu, cpu)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
@@ -118,6 +131,16 @@ class MachineCpu:
             used[process.role] = used.get(process.role, 0.0) + process.last - process.first
         used[UNSEEN] = max(self.busy - sum(used.values()), 0.0)
         return dict(sorted(used.items(), key=lambda item: item[1], reverse=True))
+
+    def by_command(self, top: int = 40) -> list[CommandCpu]:
+        """The ``top`` command lines by CPU seconds: what a role such as "other
+        Python" is made of."""
+        used: dict[str, CommandCpu] = {}
+        for process in self.seen.values():
+            row = used.setdefault(process.command, CommandCpu(process.command, process.role))
+            row.seconds += process.last - process.first
+            row.processes += 1
+        return sorted(used.values(), key=lambda row: row.seconds, reverse=True)[:top]
 
     def report(self, top: int = 15) -> list[str]:
         used = self.by_role()

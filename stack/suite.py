@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .check import keep_bytecode
@@ -276,6 +276,8 @@ def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | N
               for test, (own, stack) in costliest]
     if machine is not None:
         (out / "machine-cpu.json").write_text(json.dumps(machine.by_role(), indent=1) + "\n")
+        (out / "machine-cpu-commands.json").write_text(
+            json.dumps([asdict(row) for row in machine.by_command()], indent=1) + "\n")
         lines.append("----- the machine's CPU over the suite, by what used it (every process, looked at "
                      f"every {machine.period:g} s: stack.machinecpu) -----")
         lines += machine.report()

@@ -52,6 +52,8 @@ def test_a_process_that_spins_while_looked_at_is_counted_under_its_role():
     used = machine.by_role()
     assert 0.4 <= used["spinner"] <= 0.7, used
     assert machine.busy >= used["spinner"]
+    [row] = [row for row in machine.by_command(top=10**6) if marker in row.command]
+    assert row.role == "spinner" and row.processes == 1 and row.seconds == used["spinner"]
 
 
 def test_one_that_came_and_went_between_two_looks_is_counted_as_not_seen():

@@ -237,3 +237,5 @@ def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path)
     kept = json.loads((tmp_path / "machine-cpu.json").read_text())
     listed = [line.split("%  ", 1)[1] for line in lines[machine_at + 2:]]
     assert UNSEEN in kept and listed == list(kept)[:len(listed)], (listed, kept)
+    commands = json.loads((tmp_path / "machine-cpu-commands.json").read_text())
+    assert commands and {"command", "role", "seconds", "processes"} == set(commands[0])
