@@ -31,7 +31,7 @@ from .servers import (
     watchers,
     workers,
 )
-from .supervisor import FAILED_STATES, RUNNING_STATES, Supervisor, log_file, write_conf, written_environments
+from .supervisor import FAILED_STATES, Supervisor, log_file, write_conf, written_environments
 
 
 def _say(message: str) -> None:
@@ -70,7 +70,7 @@ def _wait_ready(sup: Supervisor, config: StackConfig, servers: list[Server]) -> 
 
 
 def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
-    to_start = [s for s in servers if sup.info(s.name)["statename"] not in ("RUNNING", "STARTING")]
+    to_start = [s for s in servers if not sup.running(s.name)]
     for server in to_start:
         if server.port and port_in_use(server.port):
             raise StackError(f"{server.name} can't start: port {server.port} is taken by "
@@ -81,10 +81,6 @@ def _start(sup: Supervisor, config: StackConfig, servers: list[Server]) -> None:
 
 def _is_app(name: str) -> bool:
     return re.fullmatch(r"app\d+", name) is not None
-
-
-def _running(sup: Supervisor, name: str) -> bool:
-    return sup.info(name)["statename"] in RUNNING_STATES
 
 
 # How long nginx's workers of an earlier config may take to answer what they hold:
@@ -154,7 +150,7 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
     and undoes the decrements ``atomic`` made in between.
     """
     new = config.app_names
-    running = [name for name in earlier if _is_app(name) and _running(sup, name)]
+    running = [name for name in earlier if _is_app(name) and sup.running(name)]
     _replace(sup, config, [name for name in changed if name not in running])
     replaced = [name for name in running if name in changed]
     steady = [name for name in running if name not in replaced]
@@ -168,7 +164,7 @@ def _apps_in_line(sup: Supervisor, config: StackConfig, earlier: dict[str, dict[
         config.released_file.touch()
     leaving = switch and "gate" in before and config.strategy != "gate"
     with _barrier(config, leaving) as barrier:
-        if not rolling or not _running(sup, "nginx") or not running:
+        if not rolling or not sup.running("nginx") or not running:
             # granian's workers outlive a quick stop of their master: gracefully.
             quick = not rolling and all(earlier[name].get("FLASHSALE_SERVER") == "gunicorn"
                                         for name in replaced)
@@ -382,7 +378,7 @@ def up(config: StackConfig, *, watched: bool = True) -> None:
     # Their files written again above (the rules, the routes) are read again: a running
     # stack's `make up` applies an edit of them, which supervisord's config never names.
     for name in ("prometheus", "alertmanager"):
-        if _running(sup, name):
+        if sup.running(name):
             sup.rpc.signalProcess(name, "HUP")
     _say(f"up: {config.base_url}/ strategy={config.strategy} instances={config.instances} "
          f"server={config.server} section_delay_ms={config.section_delay_ms:g}")
@@ -396,10 +392,7 @@ def up(config: StackConfig, *, watched: bool = True) -> None:
 def watch(config: StackConfig) -> None:
     """Start the running stack's Prometheus, exporters, Alertmanager and pager, those
     not running, and wait until each answers."""
-    sup = Supervisor(config)
-    if not sup.is_running():
-        raise StackError("the stack is not running: `make up` first")
-    _start(sup, config, watchers(config))
+    _start(Supervisor(config), config, watchers(config))
 
 
 def start_again(config: StackConfig, names: list[str]) -> None:

@@ -169,12 +169,16 @@ class Supervisor:
     def info(self, name: str) -> dict:
         return self.rpc.getProcessInfo(f"{name}:{name}")
 
+    def running(self, name: str) -> bool:
+        """Program ``name`` is starting or running."""
+        return self.info(name)["statename"] in RUNNING_STATES
+
     def start(self, name: str) -> None:
-        if self.info(name)["statename"] not in RUNNING_STATES:
+        if not self.running(name):
             self.rpc.startProcess(f"{name}:{name}", False)
 
     def stop(self, name: str, timeout: float = 90) -> None:
-        if self.info(name)["statename"] in RUNNING_STATES:
+        if self.running(name):
             self.rpc.stopProcess(f"{name}:{name}", False)
             self.wait_stopped(name, timeout=timeout)
 
@@ -200,7 +204,7 @@ class Supervisor:
     def paused(self, names: list[str]) -> Iterator[None]:
         """Programs ``names`` stopped (SIGSTOP) inside the block, resumed (SIGCONT) on the
         way out, whatever happened in it; of those not running, nothing to pause."""
-        running = [name for name in names if self.info(name)["statename"] in RUNNING_STATES]
+        running = [name for name in names if self.running(name)]
         for name in running:
             self.signal_group(name, signal.SIGSTOP)
         try:
@@ -230,7 +234,7 @@ class Supervisor:
         after another; or by signal ``quick``, for a caller that knows they serve
         nothing) and take up their definitions from the config as re-read."""
         for name in names:
-            if quick and self.info(name)["statename"] in RUNNING_STATES:
+            if quick and self.running(name):
                 # autorestart=false: supervisord notes the exit and starts nothing.
                 self.rpc.signalProcessGroup(name, quick)
             else:
