@@ -88,24 +88,30 @@ class MachineCpu:
         self._began = time.time()
         self._busy_before = busy_seconds()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._looking = threading.Lock()  # the thread's looks and a caller's own
 
     def look(self) -> None:
-        for process in psutil.process_iter(["pid", "create_time", "cpu_times"]):
-            info = process.info
-            if info["cpu_times"] is None or info["create_time"] is None:
-                continue  # gone, or not ours to read
-            key = (info["pid"], info["create_time"])
-            cpu = info["cpu_times"].user + info["cpu_times"].system
-            if key in self.seen:
-                self.seen[key].last = cpu
-                continue
-            try:  # a new process's command line, once
-                command = " ".join(process.cmdline()) or process.name()
-            except psutil.Error:
-                command = ""
-            born_since = info["create_time"] >= self._began
-            self.seen[key] = _Seen(role_of(command, self.roles), command[:COMMAND_KEPT],
-                                   0.0 if born_since else cpu, cpu)
+        """One look at every process. A process's command line is read at every look:
+        one seen between its fork and its exec still ran its parent's, and is taken
+        for what it runs at its last look."""
+        with self._looking:
+            for process in psutil.process_iter(["pid", "create_time", "cpu_times", "cmdline", "name"]):
+                info = process.info
+                if info["cpu_times"] is None or info["create_time"] is None:
+                    continue  # gone, or not ours to read
+                key = (info["pid"], info["create_time"])
+                cpu = info["cpu_times"].user + info["cpu_times"].system
+                command = " ".join(info["cmdline"] or ()) or info["name"] or ""
+                seen = self.seen.get(key)
+                if seen is None:
+                    born_since = info["create_time"] >= self._began
+                    self.seen[key] = _Seen(role_of(command, self.roles), command[:COMMAND_KEPT],
+                                           0.0 if born_since else cpu, cpu)
+                    continue
+                seen.last = cpu
+                # It exec'd since (a zombie's command line is empty: it keeps its own).
+                if info["cmdline"] and command[:COMMAND_KEPT] != seen.command:
+                    seen.command, seen.role = command[:COMMAND_KEPT], role_of(command, self.roles)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):

@@ -1,13 +1,15 @@
 """The machine's CPU by role: what each process is taken for, and a process that spins
 counted under its role, or as not seen when it came and went between two looks."""
 
+import os
 import subprocess
 import sys
 import uuid
 
+import psutil
 import pytest
 
-from stack.machinecpu import ROLES, UNSEEN, MachineCpu, role_of
+from stack.machinecpu import COMMAND_KEPT, ROLES, UNSEEN, MachineCpu, role_of
 
 # Spins this many seconds of its own CPU, then leaves; its command line carries the marker.
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n# {marker}"
@@ -45,15 +47,59 @@ def spin(seconds: float, marker: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+# Spins, says so, then waits for its stdin to close before it leaves.
+SPIN_THEN_WAIT = ("import sys, time\nend = time.process_time() + {seconds}\n"
+                  "while time.process_time() < end: pass\nprint(flush=True)\nsys.stdin.read()\n# {marker}")
+
+
 def test_a_process_that_spins_while_looked_at_is_counted_under_its_role():
+    """Seen at a look after it spun, whatever the looks every 0.05 s caught of it
+    (on a loaded machine, one look may outlast its life, or find it between its fork
+    and its exec)."""
     marker = f"spin-{uuid.uuid4().hex}"
     with MachineCpu(period=0.05, roles=spinner_roles(marker)) as machine:
-        spin(0.5, marker)
+        with subprocess.Popen([sys.executable, "-c", SPIN_THEN_WAIT.format(seconds=0.5, marker=marker)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) as spinner:
+            assert spinner.stdout is not None and spinner.stdin is not None
+            spinner.stdout.readline()  # it spun
+            machine.look()
+            spinner.stdin.close()
     used = machine.by_role()
     assert 0.4 <= used["spinner"] <= 0.7, used
     assert machine.busy >= used["spinner"]
     [row] = [row for row in machine.by_command(top=10**6) if marker in row.command]
     assert row.role == "spinner" and row.processes == 1 and row.seconds == used["spinner"]
+
+
+def test_a_process_first_seen_before_its_exec_is_taken_for_what_it_runs():
+    """A fork of this pytest, looked at before its exec, runs this pytest's command line."""
+    marker = f"spin-{uuid.uuid4().hex}"
+    go, told = os.pipe()  # the child execs when this closes
+    stdin, to_child = os.pipe()
+    from_child, stdout = os.pipe()
+    with MachineCpu(period=3600, roles=spinner_roles(marker)) as machine:
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            for end in (told, to_child, from_child):
+                os.close(end)
+            os.dup2(stdin, 0)
+            os.dup2(stdout, 1)
+            os.read(go, 1)
+            code = SPIN_THEN_WAIT.format(seconds=0.2, marker=marker)
+            os.execv(sys.executable, [sys.executable, "-c", code])
+        for end in (go, stdin, stdout):
+            os.close(end)
+        machine.look()
+        [forked] = [seen for (pid, _), seen in machine.seen.items() if pid == child]
+        assert forked.command == " ".join(psutil.Process().cmdline())[:COMMAND_KEPT]
+        os.close(told)
+        with os.fdopen(from_child) as said, os.fdopen(to_child, "w") as leave:
+            said.readline()  # it spun
+            machine.look()
+            leave.close()
+            os.waitpid(child, 0)
+    assert forked.role == "spinner" and marker in forked.command, forked
+    assert 0.15 <= machine.by_role()["spinner"] <= 0.4
 
 
 def test_one_that_came_and_went_between_two_looks_is_counted_as_not_seen():
