@@ -3,7 +3,7 @@ servers over a link that a nemesis can cut:
 
     host db       a relay from its address to the stack's MariaDB (its Unix socket),
                   where the instances have a database of their own (``database``,
-                  migrated as they start, dropped as they stop): a cut link's
+                  a copy of a migrated one, ``stack.migrated``; dropped as they stop): a cut link's
                   stalled transaction holds locks there, never in the stack's
     host redis    Redis servers of its own: the locks, idempotency flags and sale
                   states (6379; with ``clock``, on a wall clock the nemesis can step,
@@ -47,12 +47,12 @@ import redis
 from .clock import SteppedClock
 from .config import ROOT, StackConfig
 from .hosts import Host, Net
+from .migrated import dropped, migrated_database
 from .servers import (
     APP_DATABASE,
     app_database_url,
     binary,
     http_probe,
-    mariadb_app_connection,
     payprovider_command,
     redis_client_probe,
     render,
@@ -434,21 +434,10 @@ class HostedApps:
         return app_database_url(self.config, self.database, host)
 
     def _database_made(self) -> None:
-        """The instances' database, created and migrated over the stack's loopback port."""
-        with mariadb_app_connection(self.config, database=None) as db:
-            db.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{self.database}` CHARACTER SET utf8mb4")
-        env = {**os.environ, **self.config.app_environment("migrate"),
-               "DATABASE_URL": self.database_url}
-        done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
-                              capture_output=True, text=True)
-        if done.returncode:
-            raise RuntimeError(f"migrating {self.database} failed:\n{done.stdout}{done.stderr}")
+        """The instances' database, migrated (a copy of this process's migrated template)."""
+        migrated_database(self.config, self.database)
 
     def close(self) -> None:
         self.net.close()
         self._scratch.cleanup()
-        try:
-            with mariadb_app_connection(self.config, database=None) as db:
-                db.cursor().execute(f"DROP DATABASE IF EXISTS `{self.database}`")
-        except Exception as e:  # noqa: BLE001 - the stack may be down; a leftover is only space
-            print(f"[hosted] {self.database} not dropped: {e}", file=sys.stderr)
+        dropped(self.config, self.database)
