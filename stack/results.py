@@ -69,9 +69,10 @@ def main(*, list_only: bool = False, only: str = "", start: int = 1, check: bool
             print(f"{n}. {m.command}\n    writes {', '.join(m.files)}")
         return 0
     if check:
-        behind = written_at(code_commit())
-        print(f"[results] not written at {code_commit()}: {', '.join(behind)}" if behind
-              else f"[results] every measured file names {code_commit()}")
+        commit = code_commit()
+        behind = written_at(commit)
+        print(f"[results] not written at {commit}: {', '.join(behind)}" if behind
+              else f"[results] every measured file names {commit}")
         return 1 if behind else 0
     changed = uncommitted()
     if changed:
