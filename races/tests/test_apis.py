@@ -70,6 +70,38 @@ def test_a_race_whose_lease_lapsed_reads_abandoned_and_frees_the_machine(admin, 
     assert APIClient().get(f"/api/races/{first['id']}").status_code == 404
 
 
+class EndsAfterItsFirstRead:
+    """The race's Redis, but its runner ends the race (``race_end``, as it does: the
+    last state written, then the lease given back) right after a reader's first read
+    of the race's key, before that reader's next command."""
+
+    def __init__(self, client, race: dict):
+        self.client, self.race, self.ended = client, race, False
+
+    def __getattr__(self, name: str):
+        command = getattr(self.client, name)
+        if name not in ("get", "mget"):
+            return command
+
+        def read(*args, **kwargs):
+            reply = command(*args, **kwargs)
+            if not self.ended and services._key(self.race["id"]) in repr(args):
+                self.ended = True
+                services.race_end(dict(self.race), status="finished")
+            return reply
+        return read
+
+
+def test_a_race_read_as_its_runner_ends_it_reads_as_before_or_after_never_abandoned(admin, monkeypatch):
+    race = start(admin).json()
+    ending = EndsAfterItsFirstRead(services._redis(), race)
+    monkeypatch.setattr(services, "_redis", lambda: ending)
+    read = APIClient().get(f"/api/races/{race['id']}").json()
+    assert ending.ended and read["status"] == "queued", read  # read whole, before the end
+    assert APIClient().get(f"/api/races/{race['id']}").json()["status"] == "finished"
+    assert services.lease_holder() is None
+
+
 def test_the_same_strategy_twice_races_once(admin):
     race = start(admin, {**RACE, "strategies": ["atomic", "none", "atomic"]}).json()
     assert race["strategies"] == ["atomic", "none"] and race["total"] == 2 * RACE["buyers"]
