@@ -73,12 +73,12 @@ def lease_holder() -> int | None:
     return int(holder) if holder is not None else None
 
 
-def _race_and_holder(race_id: int) -> tuple[dict | None, bytes | None, int | None]:
-    """The race (parsed and as kept) and the lease's holder, read in one command: read
-    one after the other, a race that ended between the two (its last state written,
-    then the lease given back) would be read running, without its lease: abandoned."""
+def _race_and_holder(race_id: int) -> tuple[bytes | None, int | None]:
+    """The race as kept and the lease's holder, read in one command: read one after
+    the other, a race that ended between the two (its last state written, then the
+    lease given back) would be read running, without its lease: abandoned."""
     raw, holder = _redis().mget([_key(race_id), _LEASE])
-    return (None if raw is None else json.loads(raw)), raw, (None if holder is None else int(holder))
+    return raw, (None if holder is None else int(holder))
 
 
 def _lapsed(race: dict, holder: int | None) -> bool:
@@ -152,9 +152,10 @@ def race_json(*, race_id: int) -> bytes:
 
     :raises NotFound: no such race (or not the newest).
     """
-    race, raw, holder = _race_and_holder(race_id)
-    if race is None or raw is None:
+    raw, holder = _race_and_holder(race_id)
+    if raw is None:
         raise NotFound(f"no race {race_id} (only the newest race is kept)", extra={"race_id": race_id})
+    race = json.loads(raw)
     return json.dumps(race | {"status": "abandoned"}).encode() if _lapsed(race, holder) else raw
 
 
@@ -173,9 +174,10 @@ def race_take(*, race_id: int) -> dict | None:
     """A queued race, for the runner to run: None when it is gone (a newer race
     replaced it) or when its lease lapsed before the runner took it (it is written
     down ``abandoned``)."""
-    race, _, holder = _race_and_holder(race_id)
-    if race is None:
+    raw, holder = _race_and_holder(race_id)
+    if raw is None:
         return None
+    race = json.loads(raw)
     if _lapsed(race, holder):
         race_end(race, status="abandoned", error="its lease lapsed before the runner took it")
         return None
