@@ -102,16 +102,16 @@ class MachineCpu:
                 key = (info["pid"], info["create_time"])
                 cpu = info["cpu_times"].user + info["cpu_times"].system
                 command = " ".join(info["cmdline"] or ()) or info["name"] or ""
+                kept = command[:COMMAND_KEPT]
                 seen = self.seen.get(key)
                 if seen is None:
-                    born_since = info["create_time"] >= self._began
-                    self.seen[key] = _Seen(role_of(command, self.roles), command[:COMMAND_KEPT],
-                                           0.0 if born_since else cpu, cpu)
+                    first = 0.0 if info["create_time"] >= self._began else cpu  # born since the look began
+                    self.seen[key] = _Seen(role_of(command, self.roles), kept, first, cpu)
                     continue
                 seen.last = cpu
                 # It exec'd since (a zombie's command line is empty: it keeps its own).
-                if info["cmdline"] and command[:COMMAND_KEPT] != seen.command:
-                    seen.command, seen.role = command[:COMMAND_KEPT], role_of(command, self.roles)
+                if info["cmdline"] and kept != seen.command:
+                    seen.command, seen.role = kept, role_of(command, self.roles)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
