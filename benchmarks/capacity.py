@@ -60,7 +60,7 @@ from stack.supervisor import Supervisor
 from . import capacity_plan, gate_script
 from .capacity_plan import PerPurchase
 from .cpu import ROLES, CpuMeter
-from .gate import STOCK, Run, closed, warm_up_s, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, closed, warm_up, warm_up_s, wrk, wrk_buyers
 
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
@@ -137,7 +137,7 @@ def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     for strategy in strategies:
         sku = _products(admin, f"hot-{strategy}", 1, strategy) + "0"
         buyers = wrk_buyers(config)
-        wrk("warm-up", base, sku=sku, seconds=warm_up_s(args.seconds), connections=args.connections,
+        warm_up(base, sku=sku, seconds=warm_up_s(args), connections=args.connections,
             meter=meter, tokens=buyers)
         loaded = wrk(strategy, base, sku=sku, seconds=args.seconds, connections=args.connections, meter=meter,
                      tokens=buyers)
@@ -156,7 +156,7 @@ def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     runs = {}
     for strategy in strategies:
         prefix = _products(admin, f"spread-{strategy}", PRODUCTS, strategy)
-        wrk("warm-up", base, sku=f"{prefix}0", skus=PRODUCTS, seconds=warm_up_s(args.seconds),
+        warm_up(base, sku=f"{prefix}0", skus=PRODUCTS, seconds=warm_up_s(args),
             connections=args.connections, meter=meter, tokens=wrk_buyers(config))
         runs[strategy] = wrk(strategy, base, sku=f"{prefix}0", skus=PRODUCTS, seconds=args.seconds,
                              connections=args.connections, meter=meter, tokens=wrk_buyers(config))
@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
+    add_warm_up(parser)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every row (each row their median)")
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/capacity.md, for the docs")

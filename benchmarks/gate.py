@@ -136,13 +136,34 @@ def _ms(value: str) -> float:
 
 
 # A warm-up before a measured run (the instances may have just restarted): as long as
-# the run, at most this.
+# the run, at most this, unless --warm-up says otherwise.
 WARM_UP_S = 2.0
 
 
-def warm_up_s(seconds: float) -> float:
-    """How long the warm-up before a run of ``seconds`` lasts."""
-    return min(WARM_UP_S, seconds)
+def _warm_up(value: str) -> float:
+    seconds = float(value)
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}")
+    return seconds
+
+
+def add_warm_up(parser: argparse.ArgumentParser) -> None:
+    """``--warm-up``: the suite's runs check a command, not its figures, and skip it."""
+    parser.add_argument("--warm-up", type=_warm_up, metavar="SECONDS",
+                        help=f"the unmeasured wrk run before each row; 0: none (default: as long as a row, "
+                             f"at most {WARM_UP_S:g} s)")
+
+
+def warm_up_s(args: argparse.Namespace) -> float:
+    """How long the warm-up before each of the run's rows lasts."""
+    return min(WARM_UP_S, args.seconds) if args.warm_up is None else args.warm_up
+
+
+def warm_up(url: str, *, seconds: float, **wrk_arguments) -> None:
+    """The same run as the measured one after it, shorter, its figures dropped: the
+    first requests after a restart import and connect. None when ``seconds`` is 0."""
+    if seconds > 0:
+        wrk("warm-up", url, seconds=seconds, **wrk_arguments)
 
 
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
@@ -179,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--connections", type=int, default=64)
+    add_warm_up(parser)
     parser.add_argument("--pairs", type=int, default=0, help="more (ping, accepted) pairs of rows")
     parser.add_argument("--replica-rounds", type=int, default=2,
                         help="rounds of the rows without and with a replica waited for (alternating)")
@@ -202,12 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
-            warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
-            wrk("warm-up", config.base_url + "/api/ping", **warm)
+            warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
+            warm_up(config.base_url + "/api/ping", **warm)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", section_delay_ms=0.0)
             admin.reset("bench-gate-warm-0", STOCK)
-            wrk("warm-up", base, sku="bench-gate-warm-0", **warm)
+            warm_up(base, sku="bench-gate-warm-0", **warm)
             for fsync in ("everysec", "always"):
                 r.config_set("appendfsync", fsync)
                 sku = f"bench-gate-{fsync}-0"
@@ -252,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
             use(strategy="atomic", section_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
-            wrk("warm-up", base, sku="bench-gate-atomic-0", **warm)
+            warm_up(base, sku="bench-gate-atomic-0", **warm)
             rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), "", None))
     finally:
         r.config_set("appendfsync", fsync_before)

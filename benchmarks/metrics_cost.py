@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
 
 SPREAD = 50
 # In-process rows (benchmarks.purchase_cpu) and the wrk rows they are measured beside.
@@ -56,20 +56,20 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """Every wrk row once, against the apps as they run now; ``tag`` keeps its products apart."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
+    warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
     runs = {}
-    wrk("warm-up", config.base_url + "/api/ping", **warm)
+    warm_up(config.base_url + "/api/ping", **warm)
     runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)
     sku = f"bench-metrics-gate-{tag}-0"
     admin.reset(sku, STOCK, strategy="gate")
-    wrk("warm-up", base, sku=sku, **warm)
+    warm_up(base, sku=sku, **warm)
     runs["gate, hot"] = wrk("gate, hot", base, sku=sku, **timing)
     written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     for strategy in ("atomic", "setnx"):
         prefix = f"bench-metrics-{strategy}-{tag}-"
         for i in range(SPREAD):
             admin.reset(f"{prefix}{i}", STOCK, strategy=strategy)
-        wrk("warm-up", base, sku=f"{prefix}0", skus=SPREAD, **warm)
+        warm_up(base, sku=f"{prefix}0", skus=SPREAD, **warm)
         label = f"{strategy}, spread"
         runs[label] = wrk(label, base, sku=f"{prefix}0", skus=SPREAD, **timing)
     return runs
@@ -91,6 +91,7 @@ def parsed(argv: list[str] | None, *, doc: str, rounds: str, measured: str,
     parser.add_argument("--wrk-rounds", type=int, default=2, help="wrk runs each way (0: none)")
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
+    add_warm_up(parser)
     parser.add_argument("--docs", action="store_true",
                         help=f"also write the report to docs/results/measured/{measured}.md, for the docs")
     args = parser.parse_args(argv)

@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter, alternated, paired
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
 
 ROWS = [("gate", "gate, waiting room")]
 
@@ -50,7 +50,7 @@ def under_load(config: StackConfig, args) -> list[Run]:
     for n in range(args.wrk_rounds):
         sku = f"bench-room-gate-{os.getpid()}-{n}-0"
         admin.reset(sku, STOCK, strategy="gate")
-        wrk("warm-up", base, sku=sku, seconds=warm_up_s(args.seconds), connections=args.connections,
+        warm_up(base, sku=sku, seconds=warm_up_s(args), connections=args.connections,
             meter=meter, tokens=tokens)
         runs.append(wrk("gate, hot", base, sku=sku, seconds=args.seconds, connections=args.connections,
                         meter=meter, tokens=tokens))
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrk-rounds", type=int, default=2, help="wrk runs of the gate's hot row (0: none)")
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
+    add_warm_up(parser)
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/room-cost.md, for the docs")
     args = parser.parse_args(argv)

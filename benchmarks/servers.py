@@ -52,7 +52,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
 
 SPREAD = 50
 ALONE = "gate, hot, scripts alone"  # FLASHSALE_GATE_PIPELINE=false: a round trip a purchase
@@ -68,35 +68,35 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
     """Each row of ``only`` once, against the apps as they run now; ``tag`` keeps
     each run's products apart."""
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = {**timing, "seconds": warm_up_s(args.seconds)}  # the same run, shorter
+    warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
     base = config.base_url + "/"
     runs: dict[str, Run] = {}
     if "ping" in only:
-        wrk("warm-up", config.base_url + "/api/ping", **warm)
+        warm_up(config.base_url + "/api/ping", **warm)
         runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)
     if "product, app1" in only:
         sku = f"bench-servers-read-{tag}"
         admin.reset(sku, STOCK, strategy="atomic")
         url = f"http://127.0.0.1:{config.app_port_of(config.app_names[0])}/api/products/{sku}"
-        wrk("warm-up", url, **warm)
+        warm_up(url, **warm)
         runs["product, app1"] = wrk("product, app1", url, **timing)
     for row in ("gate, hot", ALONE):  # the same; the apps run with the scripts sent alone for ALONE
         if row in only:
             sku = f"bench-servers-gate-{tag}-{'alone-' if row == ALONE else ''}0"
             admin.reset(sku, STOCK, strategy="gate")
-            wrk("warm-up", base, sku=sku, **warm)
+            warm_up(base, sku=sku, **warm)
             runs[row] = wrk(row, base, sku=sku, **timing)
             written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     if "atomic, spread" in only:
         prefix = f"bench-servers-atomic-{tag}-"
         for i in range(SPREAD):
             admin.reset(f"{prefix}{i}", STOCK, strategy="atomic")
-        wrk("warm-up", base, sku=f"{prefix}0", skus=SPREAD, **warm)
+        warm_up(base, sku=f"{prefix}0", skus=SPREAD, **warm)
         runs["atomic, spread"] = wrk("atomic, spread", base, sku=f"{prefix}0", skus=SPREAD, **timing)
     if "redisson, hot, 8 segments" in only:
         sku = f"bench-servers-redisson-{tag}-0"
         admin.reset(sku, STOCK, segments=8, strategy="redisson")
-        wrk("warm-up", base, sku=sku, **warm)
+        warm_up(base, sku=sku, **warm)
         runs["redisson, hot, 8 segments"] = wrk("redisson, hot, 8 segments", base, sku=sku, **timing)
     return runs
 
@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="runs of every row under each server")
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--connections", type=int, default=64)
+    add_warm_up(parser)
     parser.add_argument("--search", action="store_true",
                         help="first try each server in a few shapes (workers x threads) on ping and the gate")
     parser.add_argument("--requests", type=int, default=1000, help="per in-process row (Django's own CPU)")

@@ -82,7 +82,7 @@ def _table(lines: list[str], header: str) -> dict[str, list[str]]:
 @pytest.mark.timeout(960)
 def test_every_bound_is_measured_and_the_persisters_run_again_after(stack_config):
     command = [sys.executable, "-m", "benchmarks.capacity", "--seconds", "1", "--connections", "8",
-               "--rounds", "1"]
+               "--rounds", "1", "--warm-up", "0"]
     try:
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     finally:  # a run cut short leaves the persisters it paused paused: the next tests' stack

@@ -67,7 +67,7 @@ def test_each_server_runs_in_the_stacks_shape_unless_one_is_given_for_it():
 def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_config):
     before = Supervisor(stack_config).info("app1")["pid"]
     command = [sys.executable, "-m", "benchmarks.servers", "--rounds", "1", "--seconds", "1",
-               "--connections", "8", "--requests", "20"]
+               "--connections", "8", "--requests", "20", "--warm-up", "0"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
