@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -30,10 +29,9 @@ from typing import Any
 from .config import StackConfig
 from .servers import (
     APP_DATABASE,
-    APP_DB_PASSWORD,
-    APP_DB_USER,
     StackError,
     binary,
+    mariadb_app_client,
     mariadb_app_connection,
     mariadb_datadir,
     mariadb_tmpdir,
@@ -137,12 +135,10 @@ def dump(config: StackConfig, database: str, target: Path, options: Sequence[str
     """``database`` dumped as the nightly backup dumps it, gzipped into ``target``
     (written whole or not at all)."""
     part = target.with_name(target.name + ".part")
-    command = [binary("mariadb-dump"), "--host=127.0.0.1", f"--port={config.mysql_port}",
-               f"--user={APP_DB_USER}", *options, database]
-    # The password from the environment, as the CronJob gives it: not on a command line.
+    # The password from the environment, as the CronJob gives it.
+    client, env = mariadb_app_client(config, "mariadb-dump")
     with gzip.open(part, "wb") as out:
-        result = subprocess.run(command, capture_output=True, check=False,
-                                env={**os.environ, "MYSQL_PWD": APP_DB_PASSWORD})
+        result = subprocess.run([*client, *options, database], capture_output=True, check=False, env=env)
         out.write(result.stdout)
     if result.returncode:
         part.unlink(missing_ok=True)

@@ -19,10 +19,8 @@ import sys
 from .config import ROOT, StackConfig
 from .servers import (
     APP_DATABASE,
-    APP_DB_PASSWORD,
-    APP_DB_USER,
     app_database_url,
-    binary,
+    mariadb_app_client,
     mariadb_app_connection,
 )
 
@@ -38,13 +36,12 @@ def migrated_database(config: StackConfig, database: str) -> None:
     """``database`` made anew on ``config``'s MariaDB, migrated."""
     template = _template(config)
     _made_anew(config, database)
-    client = ["--host=127.0.0.1", f"--port={config.mysql_port}", f"--user={APP_DB_USER}"]
-    env = {**os.environ, "MYSQL_PWD": APP_DB_PASSWORD}  # not on a command line
-    dump = subprocess.Popen([binary("mariadb-dump"), *client, "--routines", "--triggers",
-                             "--single-transaction", "--skip-comments", template],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    dumper, env = mariadb_app_client(config, "mariadb-dump")
+    dump = subprocess.Popen([*dumper, "--routines", "--triggers", "--single-transaction", "--skip-comments",
+                             template], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     # --comments: the client strips them from what it sends (the procedures' bodies) otherwise.
-    load = subprocess.run([binary("mariadb"), *client, "--comments", database], stdin=dump.stdout,
+    loader, _ = mariadb_app_client(config, "mariadb")
+    load = subprocess.run([*loader, "--comments", database], stdin=dump.stdout,
                           capture_output=True, text=True, env=env, check=False)
     assert dump.stdout is not None and dump.stderr is not None
     dump.stdout.close()

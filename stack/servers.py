@@ -620,6 +620,14 @@ def mariadb_app_connection(config: StackConfig, *, database: str | None = APP_DA
                            password=APP_DB_PASSWORD, autocommit=True, **chosen)
 
 
+def mariadb_app_client(config: StackConfig, program: str) -> tuple[list[str], dict[str, str]]:
+    """A MariaDB client (``mariadb``, ``mariadb-dump``) to the stack's server as the
+    app's user: its command, and the environment that gives it the password, which a
+    command line would show to every ``ps``."""
+    command = [binary(program), "--host=127.0.0.1", f"--port={config.mysql_port}", f"--user={APP_DB_USER}"]
+    return command, {**os.environ, "MYSQL_PWD": APP_DB_PASSWORD}
+
+
 def tail(path: Path, lines: int = 20) -> str:
     if not path.exists():
         return f"  ({path} does not exist)"

@@ -11,17 +11,16 @@ import pytest
 
 from stack import migrated
 from stack.config import ROOT, StackConfig
-from stack.servers import APP_DB_PASSWORD, APP_DB_USER, app_database_url, binary
+from stack.servers import app_database_url, mariadb_app_client
 
 pytestmark = pytest.mark.server  # the stack's MariaDB, databases of its own
 
 
 def described(config: StackConfig, database: str) -> str:
     """Everything of ``database`` but its name, as mariadb-dump writes it."""
-    done = subprocess.run(
-        [binary("mariadb-dump"), "--host=127.0.0.1", f"--port={config.mysql_port}", f"--user={APP_DB_USER}",
-         "--routines", "--triggers", "--skip-comments", "--skip-dump-date", database],
-        capture_output=True, text=True, check=True, env={**os.environ, "MYSQL_PWD": APP_DB_PASSWORD})
+    client, env = mariadb_app_client(config, "mariadb-dump")
+    options = ["--routines", "--triggers", "--skip-comments", "--skip-dump-date"]
+    done = subprocess.run([*client, *options, database], capture_output=True, text=True, check=True, env=env)
     return done.stdout.replace(database, "<database>")
 
 
