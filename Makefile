@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install install-test lock up down status docs demo test-slow race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-room-million bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts results restore-drill
+.PHONY: help install install-test lock up down status docs demo test-slow fuzz race compare compare-hot compare-opening compare-payment profile scenario scenarios chaos test lint check clean bench-redis-locks bench-gate bench-metrics bench-servers bench-capacity bench-locust bench-room-million bench-reads bench-race-watch bench-checker bench-buyers bench-window bench-room bench-bots verdicts results restore-drill
 
 #: list the targets, one line each
 help:  ## list the targets
@@ -280,6 +280,12 @@ test: install-test  ## lint, types, the docs (strict), then the whole suite agai
 #: half as fast, where a test that assumes the machine's speed fails ([tests](../development/tests.md))
 test-slow: install-test  ## the whole suite with a CPU burner spinning on every core beside it
 	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
+
+#: both schemathesis runs of the suite (`tests/test_schemathesis.py`) against the stack, with
+#: `EXAMPLES` random cases an operation (the suite's runs take 50): `make fuzz EXAMPLES=5000`
+fuzz: up install-test  ## schemathesis over every operation, many more cases than the suite's (EXAMPLES=1000)
+	FLASHSALE_FUZZ_EXAMPLES=$(or $(EXAMPLES),1000) $(PY) -m pytest tests/test_schemathesis.py -p no:cacheprovider \
+		$(PYTEST_ARGS)
 
 #: what needs no server, no root and no Debian package beyond the headers the virtualenv builds
 #: against (`python -m stack check`): lint, then at once the type checker (mypy, `pyproject.toml`)

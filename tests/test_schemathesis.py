@@ -19,13 +19,20 @@ from races.services import QUEUE
 from stack.control import start_again
 from stack.supervisor import Supervisor
 
-# Minutes each, restarting nothing: make test runs them on the exclusive tests' stack.
-pytestmark = [pytest.mark.e2e, pytest.mark.own_stack, pytest.mark.timeout(1260)]
-
 ROOT = Path(__file__).resolve().parent.parent
 SKU = "schemathesis-1"
+# Random cases an operation in the fuzzing and stateful phases (the coverage phase's
+# boundary cases come on top): a new seed every run, so runs add up. `make fuzz` asks
+# for many more.
+EXAMPLES = int(os.environ.get("FLASHSALE_FUZZ_EXAMPLES", "50"))
+# A run's bound: a hang's, not the machine's speed (the suite's 300 s would cut a slow
+# machine's run short), longer for more cases.
+RUN_TIMEOUT_S = 600 * max(1, EXAMPLES // 50)
 STOCK = 1_000_000
 WINDOW_S = 3600  # the hooks' product: its orders wait for a payment
+
+# Minutes each, restarting nothing: make test runs them on the exclusive tests' stack.
+pytestmark = [pytest.mark.e2e, pytest.mark.own_stack, pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)]
 
 
 @pytest.fixture
@@ -87,7 +94,7 @@ def schemathesis(client, directory: Path, *arguments: str, env: dict[str, str]) 
                    "FLASHSALE_SCHEMATHESIS_BEARER": signed.get("Authorization", "").removeprefix("Bearer ")}
     return subprocess.Popen(
         [str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
-         "--checks", "all", "--max-examples", "100", *arguments],
+         "--checks", "all", "--max-examples", str(EXAMPLES), *arguments],
         cwd=directory, env={**os.environ, "NO_COLOR": "1", **credentials, **env},
         stdout=(directory / "stdout").open("w"), stderr=(directory / "stderr").open("w"))
 
@@ -96,9 +103,7 @@ def finished(run: subprocess.Popen, directory: Path) -> tuple[int, str, str]:
     """The run's exit status and output once it ends; killed if it has not ended
     when the test does."""
     try:
-        # Each run is bounded by 600 s; the suite's 300 s default would cut a slow
-        # machine's run short first.
-        run.wait(timeout=600)
+        run.wait(timeout=RUN_TIMEOUT_S)
         return run.returncode, (directory / "stdout").read_text(), (directory / "stderr").read_text()
     finally:
         if run.poll() is None:
