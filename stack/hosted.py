@@ -15,7 +15,9 @@ servers over a link that a nemesis can cut:
                   of the next host round, so that no replica is beside its primary)
     host sentinel a Redis Sentinel watching those masters, which the instances ask
                   for each master (and which promotes redis2 when redis fails)
-    host zk       a standalone ZooKeeper of its own
+    host zk       with ``zookeeper``, a standalone ZooKeeper of its own (the
+                  ``zookeeper`` strategy's lock; a JVM's start is seconds of CPU,
+                  and the other strategies never ask it)
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
     with ``payments``, for a sale with a payment window:
     host expire1  the expirer (``manage.py expire_orders``), its /metrics at its
@@ -112,7 +114,8 @@ class HostedApps:
     def __init__(self, config: StackConfig, *, instances: int = 2, section_delay_ms: float = 0.0,
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
                  sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None,
-                 gate_cluster: bool = False, payments: bool = False, expiry_pause_ms: float = 0.0):
+                 gate_cluster: bool = False, payments: bool = False, expiry_pause_ms: float = 0.0,
+                 zookeeper: bool = False):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -130,6 +133,7 @@ class HostedApps:
         # expirer pausing ``expiry_pause_ms`` with a batch in hand (FLASHSALE_EXPIRY_PAUSE_MS).
         self.payments = payments
         self.expiry_pause_ms = expiry_pause_ms
+        self.zookeeper = zookeeper
         self.net = Net()
         # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
         self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
@@ -204,12 +208,14 @@ class HostedApps:
             self._replicas_and_sentinel(logs)
         if self.gate_cluster:
             self._gate_cluster(logs)
-        (logs / "zk").mkdir()
-        conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
-                      data_dir=logs / "zk", members="", address=zk.address)
-        log4j = render(ROOT / "stack/templates/log4j.properties", logs / "zk" / "log4j.properties")
-        zk.start(zookeeper_command(conf, log4j), stdout=(logs / "zk.log").open("w"), stderr=subprocess.STDOUT)
-        self._until(zookeeper_probe(ZK_PORT, zk.address), STARTUP_S, "ZooKeeper not serving")
+        if self.zookeeper:
+            (logs / "zk").mkdir()
+            conf = render(ROOT / "stack/templates/zoo.cfg", logs / "zk" / "zoo.cfg", port=ZK_PORT,
+                          data_dir=logs / "zk", members="", address=zk.address)
+            log4j = render(ROOT / "stack/templates/log4j.properties", logs / "zk" / "log4j.properties")
+            zk.start(zookeeper_command(conf, log4j), stdout=(logs / "zk.log").open("w"),
+                     stderr=subprocess.STDOUT)
+            self._until(zookeeper_probe(ZK_PORT, zk.address), STARTUP_S, "ZooKeeper not serving")
         persister = self.net.host(PERSISTER)
         persister.start([sys.executable, "manage.py", "persist_orders", f"--name={PERSISTER}"],
                         cwd=ROOT, env=self._environment(persister, selling=False),

@@ -125,7 +125,7 @@ def test_a_zookeeper_holder_cut_off_past_its_session_leaves_the_lock_to_the_next
     """The session is ZooKeeper's lease: app1 cut off past it loses the lock to app2,
     and must not commit what it started. The sale goes on to the last unit (a node
     left behind by a waiter cut off mid-wait once stopped it for good)."""
-    with HostedApps(stack_config, section_delay_ms=200.0, environment=LEASE_LESSON) as hosted:
+    with HostedApps(stack_config, section_delay_ms=200.0, environment=LEASE_LESSON, zookeeper=True) as hosted:
         cell = run_cell(stack_config, strategy="zookeeper", nemesis="partition-holder-zk", out=tmp_path,
                         on=hosted, **LEASE)
     assert cell.end_state.injected

@@ -79,6 +79,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
     cells: list[Cell] = []
     with apps_as_needed(config) as use, contextlib.ExitStack() as hosts:
         on: dict[tuple, HostedApps] = {}  # started as the first cell needs them
+        # One set of hosts serves each shape's cells, whatever their strategy.
+        zookeeper = any(STRATEGIES[s].lock == "zookeeper" for s, n in plan if hosted(n))
         for strategy, nemesis in plan:
             current = (config if hosted(nemesis)
                        else use(strategy=strategy, section_delay_ms=args.section_delay_ms,
@@ -87,7 +89,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
             instances = None
             if hosted(nemesis):
-                shape = hosts_for(nemesis, args.section_delay_ms)
+                shape = hosts_for(nemesis, args.section_delay_ms) | {"zookeeper": zookeeper}
                 key = tuple(shape.items())
                 if key not in on:
                     on[key] = hosts.enter_context(HostedApps(config, **shape))

@@ -128,6 +128,8 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
     recorder = Recorder()
     first = None
     if hosted(nemesis):
+        if STRATEGIES[strategy].lock == "zookeeper" and not on.zookeeper:
+            raise ValueError(f"{strategy} locks in ZooKeeper: its test hosts need HostedApps(zookeeper=True)")
         fault, urls = LINK_FAULTS[nemesis].on(on), on.urls
         first = urls[0] if fault.first_app else None
         trigger = trigger if fault.trigger is None else fault.trigger

@@ -1,8 +1,13 @@
 """Which cells the default matrix runs."""
 
+from types import SimpleNamespace
+
+import pytest
+
 from common.strategies import STRATEGIES
+from stack.config import StackConfig
 from verdicts.links import LINK_FAULTS
-from verdicts.matrix import CALM, NEMESES, ONLY_FOR, default_plan
+from verdicts.matrix import CALM, NEMESES, ONLY_FOR, default_plan, run_cell
 
 
 def test_every_strategy_runs_calm_and_only_the_correct_ones_meet_faults():
@@ -42,3 +47,13 @@ def test_when_the_nemesis_struck_is_told_only_of_cells_with_a_fault():
     assert struck(cell("kill-expirer", None)) == "**never**"
     assert struck(cell("kill-expirer", 7.5)) == "7.5 of 20.0"
     assert struck(cell("kill-app", 21.0)) == "21.0 of 20.0 (**after the sale**)"
+
+
+def test_a_zookeeper_cell_refuses_test_hosts_started_without_zookeeper(tmp_path):
+    """Test hosts start ZooKeeper only when asked (``HostedApps(zookeeper=True)``): a
+    cell whose lock lives there says so before it sells, not as a sale that never
+    gets its lock."""
+    without = SimpleNamespace(zookeeper=False)
+    with pytest.raises(ValueError, match="zookeeper=True"):
+        run_cell(StackConfig.from_env(), strategy="zookeeper", nemesis="partition-holder-zk", out=tmp_path,
+                 stock=1, buyers=1, threads=1, trigger=1, on=without)
