@@ -6,7 +6,10 @@ no test's figure shows them (``stack.testcpu`` counts what a test started).
 Every process is looked at every ``period`` seconds (``/proc`` through psutil): one
 seen first after the look began counts all its CPU, one there before counts from the
 first look. What ran between two looks and ended (a short command, a kernel thread's
-work) is not seen by any; the machine's busy time (``/proc/stat``) says how much.
+work) is not seen by any; the machine's busy time (``/proc/stat``) says how much,
+less what it spent in no process: the kernel's interrupts (the network's packets, on
+loopback too, and the disks') and the time the hypervisor gave this machine's cores
+to another (steal), each its own line.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("supervisord", r"\bsupervisord\b"),
     ("other Python", r"\bpython"),
 )
-UNSEEN = "not seen (ended between two looks; the kernel)"
+UNSEEN = "not seen (ended between two looks)"
+INTERRUPTS = "the kernel's interrupts (network, disks)"
+STOLEN = "stolen by the hypervisor (steal)"
 COMMAND_KEPT = 200  # of a command line, the characters kept to tell it from others
 
 
@@ -56,6 +61,13 @@ def busy_seconds() -> float:
     """The machine's CPU seconds, every core's, spent on anything but idling."""
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def in_no_process() -> dict[str, float]:
+    """Of the machine's CPU seconds so far, what no process's times hold."""
+    times = psutil.cpu_times()
+    return {INTERRUPTS: getattr(times, "irq", 0.0) + getattr(times, "softirq", 0.0),
+            STOLEN: getattr(times, "steal", 0.0)}
 
 
 @dataclass
@@ -84,9 +96,10 @@ class MachineCpu:
         self.period, self.roles = period, roles
         self.seen: dict[tuple[int, float], _Seen] = {}
         self.busy = self.wall = 0.0
+        self.outside: dict[str, float] = {}  # in no process, over the looks (in_no_process)
         self._stop = threading.Event()
         self._began = time.time()
-        self._busy_before = busy_seconds()
+        self._busy_before, self._outside_before = busy_seconds(), in_no_process()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._looking = threading.Lock()  # the thread's looks and a caller's own
 
@@ -118,7 +131,7 @@ class MachineCpu:
             self.look()
 
     def __enter__(self) -> MachineCpu:
-        self._began, self._busy_before = time.time(), busy_seconds()
+        self._began, self._busy_before, self._outside_before = time.time(), busy_seconds(), in_no_process()
         self.look()
         self._thread.start()
         return self
@@ -128,14 +141,18 @@ class MachineCpu:
         self._thread.join()
         self.look()
         self.busy = busy_seconds() - self._busy_before
+        self.outside = {name: now - self._outside_before[name] for name, now in in_no_process().items()}
         self.wall = time.time() - self._began
 
     def by_role(self) -> dict[str, float]:
-        """CPU seconds by role, most first, what no look saw included (``UNSEEN``)."""
+        """CPU seconds by role, most first; then what no process holds (``INTERRUPTS``,
+        ``STOLEN``) and what no look saw (``UNSEEN``)."""
         used: dict[str, float] = {}
         for process in self.seen.values():
             used[process.role] = used.get(process.role, 0.0) + process.last - process.first
-        used[UNSEEN] = max(self.busy - sum(used.values()), 0.0)
+        seen = sum(used.values())
+        used |= self.outside
+        used[UNSEEN] = max(self.busy - seen - sum(self.outside.values()), 0.0)
         return dict(sorted(used.items(), key=lambda item: item[1], reverse=True))
 
     def by_command(self, top: int = 40) -> list[CommandCpu]:

@@ -9,7 +9,7 @@ import uuid
 import psutil
 import pytest
 
-from stack.machinecpu import COMMAND_KEPT, ROLES, UNSEEN, MachineCpu, role_of
+from stack.machinecpu import COMMAND_KEPT, INTERRUPTS, ROLES, STOLEN, UNSEEN, MachineCpu, _Seen, role_of
 
 # Spins this many seconds of its own CPU, then leaves; its command line carries the marker.
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n# {marker}"
@@ -108,3 +108,16 @@ def test_one_that_came_and_went_between_two_looks_is_counted_as_not_seen():
         spin(0.5, marker)  # the looks are at the start and the end only
     used = machine.by_role()
     assert "spinner" not in used and used[UNSEEN] >= 0.4, used
+
+
+def test_what_no_process_holds_is_its_own_line_and_not_taken_for_unseen():
+    """The kernel's interrupts and the hypervisor's steal are in the machine's busy
+    time and in no process's: each its own line, the rest of the gap "not seen"."""
+    machine = MachineCpu()
+    machine.seen = {(1, 0.0): _Seen("pytest", "python -m pytest", 1.0, 6.0),
+                    (2, 0.0): _Seen("MariaDB", "mariadbd", 0.0, 2.0)}
+    machine.busy, machine.outside = 10.0, {INTERRUPTS: 0.5, STOLEN: 1.5}
+    assert machine.by_role() == {"pytest": 5.0, "MariaDB": 2.0, STOLEN: 1.5, UNSEEN: 1.0, INTERRUPTS: 0.5}
+    with MachineCpu(period=3600) as looked:
+        pass
+    assert set(looked.outside) == {INTERRUPTS, STOLEN} and min(looked.outside.values()) >= 0
