@@ -74,6 +74,20 @@ def size_bytes(value: str, of: str) -> int:
 
 
 def render(directory: Path) -> list[dict]:
+    """The objects kustomize makes of ``directory``, new ones at each call (a test may
+    change what it is given)."""
+    text = _kustomized(directory) if directory.resolve().is_relative_to(K8S) else _kustomize(directory)
+    # libyaml's parser, with PyYAML's safe constructors: the tests render the overlays
+    # many times, and the pure-Python parser was the largest cost in their own process.
+    return [doc for doc in yaml.load_all(text, Loader=yaml.CSafeLoader) if doc]
+
+
+@functools.cache  # the checkout's own trees stay as they are through a run; a test's copies do not
+def _kustomized(directory: Path) -> str:
+    return _kustomize(directory)
+
+
+def _kustomize(directory: Path) -> str:
     # No kubeconfig and a proxy that goes nowhere: kustomize reads files, and anything
     # that tried a server would fail here rather than reach one.
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "KUBECONFIG": os.devnull,
@@ -81,9 +95,7 @@ def render(directory: Path) -> list[dict]:
     done = subprocess.run([str(KUBECTL), "kustomize", str(directory)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    # libyaml's parser, with PyYAML's safe constructors: the tests render the overlays
-    # many times, and the pure-Python parser was the largest cost in their own process.
-    return [doc for doc in yaml.load_all(done.stdout, Loader=yaml.CSafeLoader) if doc]
+    return done.stdout
 
 
 @pytest.fixture(scope="module", params=OVERLAYS)
