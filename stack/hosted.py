@@ -16,8 +16,8 @@ servers over a link that a nemesis can cut:
     host sentinel a Redis Sentinel watching those masters, which the instances ask
                   for each master (and which promotes redis2 when redis fails)
     host zk       with ``zookeeper``, a standalone ZooKeeper of its own (the
-                  ``zookeeper`` strategy's lock; a JVM's start is seconds of CPU,
-                  and the other strategies never ask it)
+                  ``zookeeper`` strategy's lock: a JVM to start, which the other
+                  strategies never use)
     host persist1 a persister of the gate's streams (``manage.py persist_orders``)
     with ``payments``, for a sale with a payment window:
     host expire1  the expirer (``manage.py expire_orders``), its /metrics at its
