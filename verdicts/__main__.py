@@ -34,7 +34,18 @@ from stack.control import apps_as_needed
 from stack.hosted import HostedApps
 
 from .checker import check
-from .matrix import EXPIRY_PAUSE_MS, NEMESES, Cell, default_plan, hosted, hosts_for, html, run_cell, table
+from .matrix import (
+    EXPIRY_PAUSE_MS,
+    NEMESES,
+    Cell,
+    default_plan,
+    hosted,
+    hosts_for,
+    html,
+    in_zookeeper,
+    run_cell,
+    table,
+)
 from .timeline import svg
 
 
@@ -80,7 +91,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
     with apps_as_needed(config) as use, contextlib.ExitStack() as hosts:
         on: dict[tuple, HostedApps] = {}  # started as the first cell needs them
         # One set of hosts serves each shape's cells, whatever their strategy.
-        zookeeper = any(STRATEGIES[s].lock == "zookeeper" for s, n in plan if hosted(n))
+        zookeeper = any(in_zookeeper(STRATEGIES[s]) for s, n in plan if hosted(n))
         for strategy, nemesis in plan:
             current = (config if hosted(nemesis)
                        else use(strategy=strategy, section_delay_ms=args.section_delay_ms,

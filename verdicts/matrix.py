@@ -25,7 +25,7 @@ from chaos.faults import FAULTS, WINDOW_FAULTS, expected_loss
 from chaos.sale import PaymentWindow, sale_under_fault
 from chaos.sale import Verdict as EndState
 from common.history import FAILED, OK, Purchase, Recorder
-from common.strategies import STRATEGIES
+from common.strategies import STRATEGIES, StrategySpec
 from stack.config import StackConfig
 from stack.hosted import HostedApps
 
@@ -42,13 +42,19 @@ EXPIRY_PAUSE_MS = 1000.0  # the expirer's pause with a batch in hand, where kill
 
 REDIS_LOCKS = {"setnx", "redisson", "redisson-fair"}  # the lock aliases kept in Redis
 
+
+def in_zookeeper(spec: StrategySpec) -> bool:
+    """Whether the strategy's lock lives in ZooKeeper (test hosts start one only then)."""
+    return spec.lock == "zookeeper"
+
+
 # Faults that strike a server only some strategies use: elsewhere the sale is calm.
 ONLY_FOR = {"kill-persister": lambda spec: spec.gated,
-            "zk-leader": lambda spec: spec.lock == "zookeeper",
+            "zk-leader": in_zookeeper,
             # The lesson on leases: the Redis locks, whose holder can outlive its lease.
             "partition-holder-db": lambda spec: spec.lock == "setnx",
             "partition-holder-db-unfenced": lambda spec: spec.lock == "setnx",
-            "partition-holder-zk": lambda spec: spec.lock == "zookeeper",
+            "partition-holder-zk": in_zookeeper,
             "failover-redis-holder": lambda spec: spec.lock == "setnx",
             "failover-redis-holder-unfenced": lambda spec: spec.lock == "setnx",
             "clock-jump-redis": lambda spec: spec.lock == "setnx",
@@ -128,7 +134,7 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
     recorder = Recorder()
     first = None
     if hosted(nemesis):
-        if STRATEGIES[strategy].lock == "zookeeper" and not on.zookeeper:
+        if in_zookeeper(STRATEGIES[strategy]) and not on.zookeeper:
             raise ValueError(f"{strategy} locks in ZooKeeper: its test hosts need HostedApps(zookeeper=True)")
         fault, urls = LINK_FAULTS[nemesis].on(on), on.urls
         first = urls[0] if fault.first_app else None
