@@ -40,7 +40,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, warm_up, warm_up_s, written, wrk
+from .gate import STOCK, Run, warm_up, written, wrk
 from .metrics_cost import alternating, load_table, parsed
 
 SPREAD = 50
@@ -55,17 +55,16 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """The wrk rows once, against the apps as they run now."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=tokens)
-    warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
     runs = {}
     sku = f"bench-buyers-gate-{tag}-0"
     admin.reset(sku, STOCK, strategy="gate")
-    warm_up(base, sku=sku, **warm)
+    warm_up(args, base, sku=sku, **timing)
     runs["gate, hot"] = wrk("gate, hot", base, sku=sku, **timing)
     written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     prefix = f"bench-buyers-atomic-{tag}-"
     for i in range(SPREAD):
         admin.reset(f"{prefix}{i}", STOCK, strategy="atomic")
-    warm_up(base, sku=f"{prefix}0", skus=SPREAD, **warm)
+    warm_up(args, base, sku=f"{prefix}0", skus=SPREAD, **timing)
     runs["atomic, spread"] = wrk("atomic, spread", base, sku=f"{prefix}0", skus=SPREAD, **timing)
     return runs
 

@@ -60,7 +60,7 @@ from stack.supervisor import Supervisor
 from . import capacity_plan, gate_script
 from .capacity_plan import PerPurchase
 from .cpu import ROLES, CpuMeter
-from .gate import STOCK, Run, add_warm_up, closed, warm_up, warm_up_s, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, closed, warm_up, wrk, wrk_buyers
 
 HOT = ("atomic", "mysql-for-update", "setnx", "redisson", "zookeeper", "gate")
 SPREAD = ("atomic", "gate")
@@ -137,7 +137,7 @@ def hot(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     for strategy in strategies:
         sku = _products(admin, f"hot-{strategy}", 1, strategy) + "0"
         buyers = wrk_buyers(config)
-        warm_up(base, sku=sku, seconds=warm_up_s(args), connections=args.connections,
+        warm_up(args, base, sku=sku, seconds=args.seconds, connections=args.connections,
             meter=meter, tokens=buyers)
         loaded = wrk(strategy, base, sku=sku, seconds=args.seconds, connections=args.connections, meter=meter,
                      tokens=buyers)
@@ -156,7 +156,7 @@ def spread(admin: FlashsaleClient, meter: CpuMeter, config: StackConfig, args,
     runs = {}
     for strategy in strategies:
         prefix = _products(admin, f"spread-{strategy}", PRODUCTS, strategy)
-        warm_up(base, sku=f"{prefix}0", skus=PRODUCTS, seconds=warm_up_s(args),
+        warm_up(args, base, sku=f"{prefix}0", skus=PRODUCTS, seconds=args.seconds,
             connections=args.connections, meter=meter, tokens=wrk_buyers(config))
         runs[strategy] = wrk(strategy, base, sku=f"{prefix}0", skus=PRODUCTS, seconds=args.seconds,
                              connections=args.connections, meter=meter, tokens=wrk_buyers(config))

@@ -159,11 +159,11 @@ def warm_up_s(args: argparse.Namespace) -> float:
     return min(WARM_UP_S, args.seconds) if args.warm_up is None else args.warm_up
 
 
-def warm_up(url: str, *, seconds: float, **wrk_arguments) -> None:
-    """The same run as the measured one after it, shorter, its figures dropped: the
-    first requests after a restart import and connect. None when ``seconds`` is 0."""
-    if seconds > 0:
-        wrk("warm-up", url, seconds=seconds, **wrk_arguments)
+def warm_up(args: argparse.Namespace, url: str, **measured) -> None:
+    """The measured run (``wrk``'s arguments) before it, ``warm_up_s`` long, its figures
+    dropped: the first requests after a restart import and connect. None for 0 s."""
+    if (seconds := warm_up_s(args)) > 0:
+        wrk("warm-up", url, **{**measured, "seconds": seconds})
 
 
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
@@ -224,12 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with apps_as_needed(config) as use:
             # Runs the first requests (imports, connections); discarded.
-            warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
-            warm_up(config.base_url + "/api/ping", **warm)
+            warm_up(args, config.base_url + "/api/ping", **timing)
             rows.append((wrk("ping", config.base_url + "/api/ping", **timing), "", None))
             use(strategy="gate", section_delay_ms=0.0)
             admin.reset("bench-gate-warm-0", STOCK)
-            warm_up(base, sku="bench-gate-warm-0", **warm)
+            warm_up(args, base, sku="bench-gate-warm-0", **timing)
             for fsync in ("everysec", "always"):
                 r.config_set("appendfsync", fsync)
                 sku = f"bench-gate-{fsync}-0"
@@ -274,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
             use(strategy="atomic", section_delay_ms=0.0)
             admin.reset("bench-gate-atomic-0", STOCK)
-            warm_up(base, sku="bench-gate-atomic-0", **warm)
+            warm_up(args, base, sku="bench-gate-atomic-0", **timing)
             rows.append((wrk("atomic (for reference)", base, sku="bench-gate-atomic-0", **timing), "", None))
     finally:
         r.config_set("appendfsync", fsync_before)

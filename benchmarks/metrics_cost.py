@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, written, wrk, wrk_buyers
 
 SPREAD = 50
 # In-process rows (benchmarks.purchase_cpu) and the wrk rows they are measured beside.
@@ -56,20 +56,19 @@ def under_load(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, arg
     """Every wrk row once, against the apps as they run now; ``tag`` keeps its products apart."""
     base = config.base_url + "/"
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
     runs = {}
-    warm_up(config.base_url + "/api/ping", **warm)
+    warm_up(args, config.base_url + "/api/ping", **timing)
     runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)
     sku = f"bench-metrics-gate-{tag}-0"
     admin.reset(sku, STOCK, strategy="gate")
-    warm_up(base, sku=sku, **warm)
+    warm_up(args, base, sku=sku, **timing)
     runs["gate, hot"] = wrk("gate, hot", base, sku=sku, **timing)
     written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     for strategy in ("atomic", "setnx"):
         prefix = f"bench-metrics-{strategy}-{tag}-"
         for i in range(SPREAD):
             admin.reset(f"{prefix}{i}", STOCK, strategy=strategy)
-        warm_up(base, sku=f"{prefix}0", skus=SPREAD, **warm)
+        warm_up(args, base, sku=f"{prefix}0", skus=SPREAD, **timing)
         label = f"{strategy}, spread"
         runs[label] = wrk(label, base, sku=f"{prefix}0", skus=SPREAD, **timing)
     return runs

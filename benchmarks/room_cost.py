@@ -37,7 +37,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import CpuMeter, alternated, paired
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, written, wrk, wrk_buyers
 
 ROWS = [("gate", "gate, waiting room")]
 
@@ -50,7 +50,7 @@ def under_load(config: StackConfig, args) -> list[Run]:
     for n in range(args.wrk_rounds):
         sku = f"bench-room-gate-{os.getpid()}-{n}-0"
         admin.reset(sku, STOCK, strategy="gate")
-        warm_up(base, sku=sku, seconds=warm_up_s(args), connections=args.connections,
+        warm_up(args, base, sku=sku, seconds=args.seconds, connections=args.connections,
             meter=meter, tokens=tokens)
         runs.append(wrk("gate, hot", base, sku=sku, seconds=args.seconds, connections=args.connections,
                         meter=meter, tokens=tokens))

@@ -52,7 +52,7 @@ from stack.supervisor import Supervisor
 
 from .cpu import ROLES, CpuMeter
 from .cpu import in_process as app_cpu
-from .gate import STOCK, Run, add_warm_up, warm_up, warm_up_s, written, wrk, wrk_buyers
+from .gate import STOCK, Run, add_warm_up, warm_up, written, wrk, wrk_buyers
 
 SPREAD = 50
 ALONE = "gate, hot, scripts alone"  # FLASHSALE_GATE_PIPELINE=false: a round trip a purchase
@@ -68,35 +68,34 @@ def rows(config: StackConfig, admin: FlashsaleClient, meter: CpuMeter, args, tag
     """Each row of ``only`` once, against the apps as they run now; ``tag`` keeps
     each run's products apart."""
     timing = dict(seconds=args.seconds, connections=args.connections, meter=meter, tokens=wrk_buyers(config))
-    warm = {**timing, "seconds": warm_up_s(args)}  # the same run, shorter
     base = config.base_url + "/"
     runs: dict[str, Run] = {}
     if "ping" in only:
-        warm_up(config.base_url + "/api/ping", **warm)
+        warm_up(args, config.base_url + "/api/ping", **timing)
         runs["ping"] = wrk("ping", config.base_url + "/api/ping", **timing)
     if "product, app1" in only:
         sku = f"bench-servers-read-{tag}"
         admin.reset(sku, STOCK, strategy="atomic")
         url = f"http://127.0.0.1:{config.app_port_of(config.app_names[0])}/api/products/{sku}"
-        warm_up(url, **warm)
+        warm_up(args, url, **timing)
         runs["product, app1"] = wrk("product, app1", url, **timing)
     for row in ("gate, hot", ALONE):  # the same; the apps run with the scripts sent alone for ALONE
         if row in only:
             sku = f"bench-servers-gate-{tag}-{'alone-' if row == ALONE else ''}0"
             admin.reset(sku, STOCK, strategy="gate")
-            warm_up(base, sku=sku, **warm)
+            warm_up(args, base, sku=sku, **timing)
             runs[row] = wrk(row, base, sku=sku, **timing)
             written(admin, sku, args.seconds)  # the persisters done before the next row shares the cores
     if "atomic, spread" in only:
         prefix = f"bench-servers-atomic-{tag}-"
         for i in range(SPREAD):
             admin.reset(f"{prefix}{i}", STOCK, strategy="atomic")
-        warm_up(base, sku=f"{prefix}0", skus=SPREAD, **warm)
+        warm_up(args, base, sku=f"{prefix}0", skus=SPREAD, **timing)
         runs["atomic, spread"] = wrk("atomic, spread", base, sku=f"{prefix}0", skus=SPREAD, **timing)
     if "redisson, hot, 8 segments" in only:
         sku = f"bench-servers-redisson-{tag}-0"
         admin.reset(sku, STOCK, segments=8, strategy="redisson")
-        warm_up(base, sku=sku, **warm)
+        warm_up(args, base, sku=sku, **timing)
         runs["redisson, hot, 8 segments"] = wrk("redisson, hot, 8 segments", base, sku=sku, **timing)
     return runs
 

@@ -34,7 +34,9 @@ def test_a_warm_up_that_is_no_number_of_seconds_is_refused(wrong, capsys):
 def test_a_warm_up_of_no_seconds_runs_no_wrk(monkeypatch):
     ran = []
     monkeypatch.setattr(gate, "wrk", lambda label, url, **kwargs: ran.append((label, url, kwargs["seconds"])))
-    warm_up("http://x/", seconds=0, connections=8)
+    warm_up(parsed("--warm-up", "0"), "http://x/", seconds=6, connections=8)
     assert ran == []
-    warm_up("http://x/", seconds=1, connections=8)
+    warm_up(parsed("--seconds", "1"), "http://x/", seconds=1, connections=8)
     assert ran == [("warm-up", "http://x/", 1)]
+    warm_up(parsed(), "http://x/", seconds=6, connections=8)  # the measured run's 6 s, shortened
+    assert ran[-1] == ("warm-up", "http://x/", 2.0)
