@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import psutil
 
 from stack.config import ROOT
-from stack.supervisor import Supervisor
+from stack.supervisor import Supervisor, descendants
 
 # "apps": the app instances' processes, their request server and Django in it.
 ROLES = ("apps", "persisters", "redis", "mariadb", "nginx", "other")
@@ -51,7 +51,7 @@ class CpuMeter:
                 continue
             try:
                 root = psutil.Process(info["pid"])
-                for process in (root, *root.children(recursive=True)):
+                for process in (root, *descendants(info["pid"])):
                     times = process.cpu_times()
                     seconds[_role(info["name"])] += times.user + times.system
             except psutil.NoSuchProcess:

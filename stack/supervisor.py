@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 from supervisor.datatypes import dict_of_key_value_pairs
 from supervisor.xmlrpc import SupervisorTransport
 
@@ -259,3 +260,34 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process under ``pid``, read from its threads' ``children`` files: only
+    the tree's own entries of /proc, where psutil's ``children(recursive=True)``
+    reads every process's to learn their parents, 10 to 20 ms on a busy machine
+    for each of the suite's per-test readings. A child that comes or goes during
+    the walk may be missed, as with psutil's. Where the kernel has no such files,
+    psutil's walk."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not (tasks / str(pid) / "children").exists():
+        try:
+            return psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+    found: list[psutil.Process] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            children = {int(child) for task in Path(f"/proc/{parent}/task").iterdir()
+                        for child in (task / "children").read_text().split()}
+        except (FileNotFoundError, ProcessLookupError):  # it ended during the walk
+            continue
+        for child in sorted(children):
+            try:
+                found.append(psutil.Process(child))
+            except psutil.NoSuchProcess:
+                continue
+            pending.append(child)
+    return found

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from .config import StackConfig
-from .supervisor import Supervisor
+from .supervisor import Supervisor, descendants
 
 
 def tree_seconds(pid: int) -> float:
@@ -32,7 +32,7 @@ def tree_seconds(pid: int) -> float:
     for)."""
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        processes = [root, *descendants(pid)]
     except psutil.NoSuchProcess:
         return 0.0
     seconds = 0.0

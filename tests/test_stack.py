@@ -12,7 +12,7 @@ import pytest
 
 from flashsale.serve import SERVERS
 from stack.servers import port_in_use
-from stack.supervisor import Supervisor, pid_alive
+from stack.supervisor import Supervisor, descendants, pid_alive
 
 from .second_stack import PORTS, config_for, stack
 
@@ -88,7 +88,7 @@ def _crash_mariadb_once_migrate_is_connected(run_dir, mysql_port: int, crashed: 
     the signal a crash of the server raises, its own crash report written."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        for child in psutil.Process().children(recursive=True):
+        for child in descendants(os.getpid()):
             try:
                 if "migrate" in child.cmdline() and any(
                         c.raddr and c.raddr.port == mysql_port for c in child.net_connections("tcp")):

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+
+import psutil
 
 from stack.config import ROOT
+from stack.supervisor import descendants
 from stack.testcpu import tree_seconds
 
 # A child that uses this much CPU by its own clock, whatever the machine's speed.
@@ -30,6 +34,34 @@ def test_a_tree_counts_its_children_running_and_ended():
     finally:
         running.kill()
         running.wait()
+
+
+SLEEPER = "import time; time.sleep(60)"
+
+
+def test_the_descendants_are_those_psutil_finds_started_by_any_thread_at_any_depth():
+    # A child whose child sleeps, and one started from another thread than this one.
+    nested = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {SLEEPER!r}])\n" \
+             "print('started', flush=True)\ntime.sleep(60)"
+    started: list[subprocess.Popen] = []
+    try:
+        started.append(subprocess.Popen([sys.executable, "-c", nested], stdout=subprocess.PIPE, text=True))
+        sleeper = [sys.executable, "-c", SLEEPER]
+        thread = threading.Thread(target=lambda: started.append(subprocess.Popen(sleeper)))
+        thread.start()
+        thread.join()
+        assert started[0].stdout is not None and started[0].stdout.readline() == "started\n"
+        found = {process.pid for process in descendants(os.getpid())}
+        assert found == {process.pid for process in psutil.Process().children(recursive=True)}
+        assert {process.pid for process in started} < found and len(found) >= 3
+    finally:
+        everyone = psutil.Process().children(recursive=True)
+        for process in everyone:
+            process.kill()
+        psutil.wait_procs(everyone, timeout=10)
+        for process in started:
+            process.wait()
+    assert descendants(2**22 + 1) == []  # past pid_max: no such process
 
 
 def test_make_tests_pytest_writes_each_tests_cpu_where_it_is_told(tmp_path):
