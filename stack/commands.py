@@ -78,11 +78,13 @@ def management_commands() -> str:
     import django
     from django.core.management import get_commands, load_command_class
 
+    from flashsale.settings import base
+
     django.setup()
     sections = []
     for name, app in sorted(get_commands().items()):
-        if not (ROOT / app.split(".")[0]).is_dir():
-            continue  # Django's, DRF's
+        if not (ROOT / app.split(".")[0]).is_dir() or app not in base.INSTALLED_APPS:
+            continue  # Django's, DRF's; an app of the test settings alone (their flush)
         parser = load_command_class(app, name).create_parser("manage.py", name)
         own = [action for action in parser._actions if action.dest not in DJANGO_OPTIONS]
         rows = [f"| {_argument(a)} | {_default(a)} | {_cell(a.help or '')} |" for a in own]

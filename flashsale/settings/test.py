@@ -9,7 +9,10 @@ other's.
 """
 
 from .base import *  # noqa: F403
-from .base import CACHES, DATABASES, LOCKING, REDIS_GATE_PORT, REDIS_PORT, STORAGES, env
+from .base import CACHES, DATABASES, INSTALLED_APPS, LOCKING, REDIS_GATE_PORT, REDIS_PORT, STORAGES, env
+
+# First: its flush stands in for Django's (flashsale/testdb/management/commands/flush.py).
+INSTALLED_APPS = ["flashsale.testdb", *INSTALLED_APPS]
 
 WORKER = env.int("FLASHSALE_TEST_WORKER", default=0)
 if WORKER:
