@@ -149,18 +149,37 @@ class Supervisor:
     def shutdown(self, timeout: float = 90) -> list[int]:
         """Stop every process supervisord started, then supervisord itself.
 
+        supervisord's own shutdown stops one program at a time (each is a group of
+        its own) and waits for each before the next: a stack's stop took the sum of
+        its programs' stops. Here the programs of one priority stop at once, the
+        highest first (the watchers, nginx, the apps and the workers beside them,
+        then the servers they all use), each tier waited for, so that what writes
+        still has its servers while it finishes; then supervisord, with nothing left
+        to stop, leaves.
+
         :returns: the PIDs that were stopped (children and the daemon).
         """
         daemon = self.daemon_pid()
-        children = [p["pid"] for p in self.processes() if p["pid"]]
-        self.rpc.shutdown()
+        running = {p["name"]: p["pid"] for p in self.processes() if p["pid"]}
+        priorities = {c["name"]: c["process_prio"] for c in self.rpc.getAllConfigInfo()
+                      if c["name"] in running}
         deadline = time.monotonic() + timeout
-        for pid in [*children, daemon]:
+        for priority in sorted(set(priorities.values()), reverse=True):
+            tier = [name for name, of in priorities.items() if of == priority]
+            for name in tier:
+                try:
+                    self.rpc.stopProcess(f"{name}:{name}", False)
+                except xmlrpc.client.Fault as e:
+                    if "NOT_RUNNING" not in e.faultString:  # it left since the listing
+                        raise
+            self.wait_stopped(*tier, timeout=max(deadline - time.monotonic(), 0.0))
+        self.rpc.shutdown()
+        for pid in [*running.values(), daemon]:
             while pid_alive(pid):
                 if time.monotonic() > deadline:
                     raise StackError(f"process {pid} is still running after shutdown")
                 time.sleep(0.1)
-        return [*children, daemon]
+        return [*running.values(), daemon]
 
     # --- programs ---------------------------------------------------------------
 

@@ -11,7 +11,8 @@ import psutil
 import pytest
 
 from flashsale.serve import SERVERS
-from stack.servers import port_in_use
+from stack.config import log_file
+from stack.servers import all_servers, port_in_use
 from stack.supervisor import Supervisor, descendants, pid_alive
 
 from .second_stack import PORTS, config_for, stack
@@ -55,6 +56,12 @@ def test_up_status_down_leaves_no_process_and_no_port(second_run_dir, server, wa
     down = stack(second_run_dir, "down")
     assert down.returncode == 0, down.stderr
     assert not [pid for pid in pids + workers if pid_alive(pid)]
+    # By tiers, the highest priority first: what writes stopped while its servers ran.
+    priority = {server.name: server.priority for server in all_servers(config)}
+    stopped = [line.split("stopped: ")[1].split()[0]
+               for line in log_file(config, "supervisord").read_text().splitlines() if " stopped: " in line]
+    assert sorted(stopped) == sorted(running)
+    assert [priority[name] for name in stopped] == sorted((priority[name] for name in stopped), reverse=True)
     metrics_ports = [*config.exporter_ports.values(), config.nginx_status_port, config.racer_metrics_port,
                      config.alertmanager_port, config.pager_port,
                      *(config.persister_metrics_port(name) for name in config.persister_names)]
