@@ -284,10 +284,10 @@ def pid_alive(pid: int) -> bool:
 def descendants(pid: int) -> list[psutil.Process]:
     """Every process under ``pid``, read from its threads' ``children`` files: only
     the tree's own entries of /proc, where psutil's ``children(recursive=True)``
-    reads every process's to learn their parents, 10 to 20 ms on a busy machine
-    for each of the suite's per-test readings. A child that comes or goes during
-    the walk may be missed, as with psutil's. Where the kernel has no such files,
-    psutil's walk."""
+    reads every process's to learn their parents, a cost that grows with the whole
+    machine's processes and that the suite paid at each per-test reading. A child
+    that comes or goes during the walk may be missed, as with psutil's. Where the
+    kernel has no such files, psutil's walk."""
     tasks = Path(f"/proc/{pid}/task")
     if not (tasks / str(pid) / "children").exists():
         try:
