@@ -14,6 +14,12 @@ from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
 
+# The lease of the watchdog tests that wait three leases out. Renewed every third of it,
+# a lease survives a stall of two thirds of it (a starved thread, Redis waiting on a busy
+# disk's fsync): a second here, where 600 ms lost the lock on a slow machine.
+WATCHED_LEASE_MS = 1500
+PAST_THREE_LEASES_S = 3.2 * WATCHED_LEASE_MS / 1000
+
 
 @pytest.fixture
 def redis_url() -> str:

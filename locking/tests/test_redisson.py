@@ -25,6 +25,8 @@ from common.testing import in_thread
 from locking import LockNotOwnedError, LockUnavailableError
 from locking.backends.redis.redisson import process_id
 
+from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -166,12 +168,12 @@ def test_explicit_lease_expires_and_the_old_holders_release_raises(redisson):
 
 
 def test_watchdog_keeps_the_lock_past_three_leases(redisson):
-    backend = redisson(watchdog_timeout_ms=600)
+    backend = redisson(watchdog_timeout_ms=WATCHED_LEASE_MS)
     lock = backend.lock("r")
     lock.acquire()
-    time.sleep(2.0)  # more than 3 x 600 ms
+    time.sleep(PAST_THREE_LEASES_S)
     assert lock.owned()
-    assert 0 < lock.ttl_ms() <= 600
+    assert 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
     lock.release()
     assert lock.ttl_ms() == -2
     assert not backend.watchdog.watching(lock.key, lock.holder())

@@ -18,6 +18,8 @@ from pathlib import Path
 from common.testing import in_thread, start_thread, wait_until
 from locking.backends.redis.wakeups import Wakeups
 
+from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -207,11 +209,11 @@ def test_fencing_tokens_grow_with_every_holder(redisson_fair):
 
 
 def test_the_watchdog_keeps_the_lock_past_three_leases(redisson_fair):
-    backend = redisson_fair(watchdog_timeout_ms=600)
+    backend = redisson_fair(watchdog_timeout_ms=WATCHED_LEASE_MS)
     lock = backend.lock("f")
     lock.acquire()
-    time.sleep(2.0)
-    assert lock.owned() and 0 < lock.ttl_ms() <= 600
+    time.sleep(PAST_THREE_LEASES_S)
+    assert lock.owned() and 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
     lock.release()
     assert not backend.watchdog.watching(lock.key, lock.holder())
 

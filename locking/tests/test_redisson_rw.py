@@ -23,6 +23,7 @@ import pytest
 from common.testing import in_thread, start_thread, wait_until
 from locking import LockNotOwnedError, LockUpgradeError
 
+from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS
 from .workers import read_and_write_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,25 +195,25 @@ def test_a_release_by_a_thread_that_does_not_hold_is_refused(redisson_rw):
 
 @pytest.mark.parametrize("half", ["read", "write"])
 def test_the_watchdog_keeps_either_half_past_three_leases(redisson_rw, half):
-    backend = redisson_rw(watchdog_timeout_ms=600)
+    backend = redisson_rw(watchdog_timeout_ms=WATCHED_LEASE_MS)
     lock = getattr(backend.read_write_lock("p"), half)
     lock.acquire()
-    time.sleep(2.0)  # more than 3 x 600 ms
+    time.sleep(PAST_THREE_LEASES_S)
     assert lock.owned()
-    assert 0 < lock.ttl_ms() <= 600
+    assert 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
     lock.release()
     assert lock.ttl_ms() == -2
     assert not backend.watchdog.watching(lock.key, lock.holder())
 
 
 def test_the_watchdog_keeps_watching_while_a_downgraded_holder_reads(redisson_rw):
-    backend = redisson_rw(watchdog_timeout_ms=600)
+    backend = redisson_rw(watchdog_timeout_ms=WATCHED_LEASE_MS)
     rw = backend.read_write_lock("p")
     rw.write.acquire()
     rw.read.acquire()
     rw.write.release()
     assert backend.watchdog.watching(rw.read.key, rw.read.holder())
-    time.sleep(2.0)
+    time.sleep(PAST_THREE_LEASES_S)
     assert rw.read.owned()
     rw.read.release()
     assert not backend.watchdog.watching(rw.read.key, rw.read.holder())
