@@ -25,7 +25,9 @@ What it keeps of Stripe's semantics:
   deliverer, deliveries run at once, as Stripe's do; a storm delivers a share of
   events up to three times, concurrently and out of order.
 
-Not Stripe's: ``POST /_stand-in/knobs`` (with the API key) changes the delivery
+Not Stripe's, both with the API key: ``POST /_stand-in/knobs`` changes the delivery
 knobs while it runs (``duplicate``, ``copies``, ``delay_ms``, ``workers``), for a
-nemesis that turns a calm provider into a storm mid-sale and calms it again.
+nemesis that turns a calm provider into a storm mid-sale and calms it again; ``GET
+/_stand-in/deliveries`` says how many deliveries wait or are under way, for a
+benchmark that reads what the webhooks did only once they are all delivered.
 """

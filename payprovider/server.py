@@ -87,6 +87,8 @@ class Provider:
             return self._intent_get(path.rsplit("/", 1)[1])
         if (method, path) == ("POST", "/_stand-in/knobs"):
             return self._knobs_set(params)
+        if (method, path) == ("GET", "/_stand-in/deliveries"):
+            return 200, self.deliveries()
         if route is None:
             return _error(404, "invalid_request_error", f"Unrecognized request URL ({method}: {path})")
         with self.lock:
@@ -289,7 +291,7 @@ class Provider:
     def stop(self) -> None:
         with self.lock:
             self._stopped = True
-            self._wake.notify()
+            self._wake.notify_all()
 
     def hold(self) -> None:
         """Deliver nothing until ``release``: webhooks as late as a test needs them."""
@@ -299,7 +301,7 @@ class Provider:
     def release(self) -> None:
         with self.lock:
             self._held = False
-            self._wake.notify()
+            self._wake.notify_all()  # every deliverer: each waits without a timeout while held
 
     def resend(self, event_id: str) -> None:
         """Deliver an event again, as Stripe's dashboard resends one."""
@@ -311,6 +313,14 @@ class Provider:
         """No delivery waiting or under way."""
         with self.lock:
             return not self._queue and not self._delivering
+
+    def deliveries(self) -> dict:
+        """Not Stripe's: the deliveries waiting (retries among them), under way and
+        made so far; a client waits for none waiting or under way before it reads
+        what the webhooks did."""
+        with self.lock:
+            return {"object": "deliveries", "waiting": len(self._queue), "under_way": self._delivering,
+                    "attempts": len(self.delivered), "events": len(self.events)}
 
 
 def _id(prefix: str) -> str:

@@ -1,12 +1,13 @@
 """The stand-in's API as the verdicts use it, a real HTTP server in this process: the
 provider's ledger, read with Stripe's client library (its lists page as Stripe's do,
 and each order's money is what its intents took and its refunds gave back), and the
-knobs a webhook storm turns."""
+knobs a webhook storm turns, and the deliveries a benchmark waits out."""
 
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import requests
 import stripe
 
 from loadtest.provider_ledger import provider_ledger
@@ -93,6 +94,44 @@ def test_a_storm_delivers_each_event_up_to_three_times_at_once_then_calms():
             time.sleep(0.05)
         assert provider._deliverers == 1
         assert provider.handle("POST", "/_stand-in/knobs", {"workers": "0"}, None)[0] == 400
+    finally:
+        server.shutdown()
+        provider.stop()
+        endpoint.shutdown()
+
+
+def test_the_deliveries_say_what_waits_and_what_is_under_way_until_every_webhook_is_answered():
+    endpoint = ThreadingHTTPServer(("127.0.0.1", 0), _SlowEndpoint)
+    endpoint.mutex, endpoint.now, endpoint.most, endpoint.seen = threading.Lock(), 0, 0, 0
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    provider = Provider(api_key=KEY, webhook_url=f"http://127.0.0.1:{endpoint.server_address[1]}/",
+                        webhook_secret="whsec", knobs=Knobs(workers=2))
+    server = serve(provider)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def deliveries(key=KEY):
+        response = requests.get(f"{base}/_stand-in/deliveries", headers={"Authorization": f"Bearer {key}"},
+                                timeout=5)
+        return response.status_code, response.json()
+
+    try:
+        client = stripe.StripeClient(KEY, base_addresses={"api": base})
+        provider.hold()
+        for order_id in range(3):
+            _pay(client, order_id)
+        assert deliveries() == (200, {"object": "deliveries", "waiting": 3, "under_way": 0, "attempts": 0,
+                                      "events": 3})
+        provider.release()
+        seen = []
+        deadline = time.monotonic() + 10
+        while (not seen or seen[-1]["waiting"] or seen[-1]["under_way"]) and time.monotonic() < deadline:
+            seen.append(deliveries()[1])
+            time.sleep(0.01)
+        # Two at a time (each answered in 0.3 s), then none: all three answered.
+        assert max(d["under_way"] for d in seen) == 2
+        assert seen[-1] == {"object": "deliveries", "waiting": 0, "under_way": 0, "attempts": 3, "events": 3}
+        assert endpoint.seen == 3
+        assert deliveries(key="sk_test_other")[0] == 401
     finally:
         server.shutdown()
         provider.stop()
