@@ -175,8 +175,8 @@ class WebhookStorm(Fault):
     """The payment provider's stand-in turned into a storm while the sale runs: every
     event delivered two or three times, by four deliverers at once, each delivery
     held up to 1.5 s first (so copies overtake each other and their successors); and
-    half the payers pay twice at once. Calm again at the sale's end (what is queued
-    then is delivered one at a time, each copy still queued)."""
+    half the payers pay twice at once. Calm again at the sale's end (the stack's own
+    knobs; what is queued then is still delivered, each copy)."""
 
     storm: tuple[tuple[str, str], ...] = (("duplicate", "1.0"), ("copies", "3"), ("workers", "4"),
                                          ("delay_ms", "1500"))
@@ -190,7 +190,8 @@ class WebhookStorm(Fault):
         return self.targets(config)
 
     def heal(self, config: StackConfig, names: list[str]) -> None:
-        _knobs(config, {"duplicate": str(config.payprovider_duplicate), "copies": "2", "workers": "1",
+        _knobs(config, {"duplicate": str(config.payprovider_duplicate), "copies": "2",
+                        "workers": str(config.payprovider_workers),
                         "delay_ms": str(config.payprovider_delay_ms)})
 
 

@@ -81,8 +81,8 @@ class StackConfig:
     expiry_pause_ms: float = 0.0  # the expirer's pause with a batch in hand (the verdicts widen it)
     payment_grace_s: float = 5.0  # FLASHSALE_PAYMENT_GRACE_S, which a buyer racing the expirer needs
     payprovider_decline: float = 0.0  # share of payments declined whatever the card
-    # A new buyer's proof of work (FLASHSALE_SIGN_UP_CHALLENGE_BITS): none unless asked
-    # for, since the load tools make hundreds of buyers, in Python.
+    payprovider_workers: int = 4  # deliveries at once, as Stripe's: one alone queues them under load
+    # A new buyer's proof of work (FLASHSALE_SIGN_UP_CHALLENGE_BITS): none, for the load tools.
     sign_up_challenge_bits: int = 0
 
     @classmethod
@@ -133,12 +133,13 @@ class StackConfig:
             expiry_pause_ms=env.float("FLASHSALE_EXPIRY_PAUSE_MS", default=0.0),
             payment_grace_s=env.float("FLASHSALE_PAYMENT_GRACE_S", default=5.0),
             payprovider_decline=env.float("PAYPROVIDER_DECLINE", default=0.0),
+            payprovider_workers=env.int("PAYPROVIDER_WORKERS", default=4),
             sign_up_challenge_bits=env.int("FLASHSALE_SIGN_UP_CHALLENGE_BITS", default=0),
         )
         if min(config.nginx_purchase_rate, config.nginx_read_rate) < 1:
             raise SystemExit("NGINX_PURCHASE_RATE and NGINX_READ_RATE must be at least 1")
-        if config.instances < 1:
-            raise SystemExit("INSTANCES must be at least 1")
+        if min(config.instances, config.payprovider_workers) < 1:
+            raise SystemExit("INSTANCES and PAYPROVIDER_WORKERS must be at least 1")
         for name, policy in (("REDIS_APPENDFSYNC", config.redis_appendfsync),
                              ("REDIS_GATE_APPENDFSYNC", config.redis_gate_appendfsync)):
             if policy not in ("always", "everysec", "no"):
@@ -339,8 +340,7 @@ class StackConfig:
             "ZOOKEEPER_HOSTS": self.zk_hosts,
             "FLASHSALE_INSTANCE": name,
             "FLASHSALE_SERVER": self.server,
-            # Every worker's metrics, summed at a scrape (common.metrics); emptied as
-            # the server starts (flashsale.serve).
+            # Every worker's metrics, summed at a scrape (common.metrics); emptied at start.
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_root / name),
             "FLASHSALE_STRATEGY": self.strategy,
             "FLASHSALE_SECTION_DELAY_MS": str(self.section_delay_ms),

@@ -298,7 +298,7 @@ def payprovider_command(config: StackConfig, *, port: int, webhooks_to: str,
             f"--webhook-secret={config.payments_webhook_secret()}",
             f"--webhook-url={webhooks_to}/api/payments/webhook",
             f"--duplicate={config.payprovider_duplicate}", f"--delay-ms={config.payprovider_delay_ms}",
-            f"--decline={config.payprovider_decline}"]
+            f"--decline={config.payprovider_decline}", f"--workers={config.payprovider_workers}"]
 
 
 def payprovider(config: StackConfig) -> Server:
