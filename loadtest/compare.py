@@ -22,9 +22,10 @@ The payment mode is a sale with a payment window (``--window`` seconds): each us
 buys until it has an order, then pays, or (a share ``1 - --pay-ratio``) never does.
 The unpaid units come back when the expirer passes (the apps and the expirer run
 with ``FLASHSALE_PAYMENT_GRACE_S`` set to ``--grace`` for it) and sell again, until
-every unit is paid or ``--payment-seconds`` have passed; each row gets its orders by
-status, the units returned and resold, the time from a unit's return to its next
-sale, whether the paid units are the stock, and the audit.
+every unit is paid or ``--payment-seconds`` have passed; once the provider has
+delivered every webhook and the orders settled, each row gets its orders by status,
+the units returned and resold, the time from a unit's return to its next sale,
+whether the paid units are the stock, and the audit.
 
 First the ceiling: the same load on ``/api/ping`` (no database, no lock) through the
 same nginx and instances. Then for each strategy: restart the app instances with it
@@ -83,7 +84,7 @@ from .figures import (
     served_by_arrival,
 )
 from .measured import charts_copied, recorded
-from .payment_figures import PaymentFigures, payment_figures, payment_table, settled
+from .payment_figures import PaymentFigures, delivered, payment_figures, payment_table, settled
 from .report import (
     FIRST_COME_COLUMNS,
     hot_table,
@@ -99,6 +100,9 @@ LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 # request buys.
 HOT_STOCK = 1_000_000
 BUYER_PREFIX = "locust-buyer-"  # Locust's n-th simulated buyer is locust-buyer-<n - 1>
+# How long a payment row waits, after its run, for the provider to deliver what it
+# holds: a failed delivery is tried again after up to 30 s (``payprovider``'s backoff).
+WEBHOOKS_PATIENCE_S = 120
 
 
 @dataclass(frozen=True)
@@ -339,13 +343,17 @@ class Comparison:
                     raise RuntimeError(f"{strategy}: the Locust run failed; see {self.out_dir}") from (
                         done[0] if done else None)
                 seconds = time.monotonic() - started
+                try:  # every payment made is queued at the provider by now
+                    delivered_s = delivered(self.config, within=WEBHOOKS_PATIENCE_S)
+                except RuntimeError as e:
+                    raise RuntimeError(f"{strategy}: {e}") from e
                 settled(truth, sku, within=self.args.window + self.args.grace + 5)
                 figures = payment_figures(truth, sku, stock=self.args.stock, audit=self.client.audit(sku),
-                                          seconds=seconds)
+                                          seconds=seconds, delivered_s=delivered_s)
                 rounds.append(figures)
                 print(f"  {strategy} round {n}/{self.args.rounds}: {figures.orders} orders, "
                       f"{figures.paid} paid, {figures.expired} expired, {figures.resold} resold "
-                      f"[{seconds:.0f}s]", flush=True)
+                      f"[{seconds:.0f}s; webhooks all delivered {delivered_s:.1f}s later]", flush=True)
         finally:
             truth.close()
         # The round with the median time to resale: its figures together, not a mix of rounds.

@@ -7,6 +7,10 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
+import requests
+
+from stack.config import StackConfig
+
 from .truth import Truth
 
 
@@ -30,6 +34,7 @@ class PaymentFigures:
     # refunded because their order expired and its units were sold meanwhile.
     payments_unsettled: int = 0
     payments_refunded: int = 0
+    delivered_s: float = 0.0  # from the run's end until the provider had delivered every webhook
 
     @property
     def paid_is_stock(self) -> bool:
@@ -54,6 +59,30 @@ def resale_delays(events: list[tuple[float, str, int]]) -> list[float]:
     return delays
 
 
+def delivered(config: StackConfig, *, within: float) -> float:
+    """Wait until the provider's stand-in has no webhook delivery waiting or under way
+    (its ``GET /_stand-in/deliveries``), so that what a row reads is what its webhooks
+    did, and none is left to land in the next row; the seconds that took.
+
+    :raises RuntimeError: deliveries still wait after ``within`` seconds.
+    """
+    started = time.monotonic()
+    url = f"http://127.0.0.1:{config.payprovider_port}/_stand-in/deliveries"
+    headers = {"Authorization": f"Bearer {config.payments_api_key()}"}
+    while True:
+        response = requests.get(url, headers=headers, timeout=5)
+        response.raise_for_status()
+        deliveries = response.json()
+        waited = time.monotonic() - started
+        if not deliveries["waiting"] and not deliveries["under_way"]:
+            return waited
+        if waited > within:
+            raise RuntimeError(f"the provider's stand-in still has {deliveries['waiting']} webhook "
+                               f"deliveries waiting and {deliveries['under_way']} under way after "
+                               f"{within:g} s")
+        time.sleep(0.25)
+
+
 def settled(truth: Truth, sku: str, *, within: float) -> None:
     """Wait until no order of ``sku`` is pending (webhooks in flight, the last unpaid
     ones expiring), for ``within`` seconds at most."""
@@ -62,7 +91,8 @@ def settled(truth: Truth, sku: str, *, within: float) -> None:
         time.sleep(0.25)
 
 
-def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds: float) -> PaymentFigures:
+def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds: float,
+                    delivered_s: float = 0.0) -> PaymentFigures:
     statuses = truth.statuses(sku)
     ledger = truth.ledger(sku)
     delays = resale_delays(ledger)
@@ -76,7 +106,8 @@ def payment_figures(truth: Truth, sku: str, *, stock: int, audit: dict, seconds:
         resale_p50_s=statistics.median(delays) if delays else float("nan"),
         resale_max_s=max(delays) if delays else float("nan"),
         oversold=audit["oversold"], consistent=audit["consistent"], seconds=seconds,
-        payments_unsettled=payments.get("started", 0), payments_refunded=payments.get("refunded", 0))
+        payments_unsettled=payments.get("started", 0), payments_refunded=payments.get("refunded", 0),
+        delivered_s=delivered_s)
 
 
 def payment_table(rows: list[tuple[str, PaymentFigures]]) -> str:

@@ -169,4 +169,6 @@ def test_payment_mode_resells_unpaid_units_until_the_stock_is_paid(stack_apps, t
     # Half the buyers never pay: their units came back and sold again, each once.
     assert row["expired"] >= 1 and row["returned"] == row["expired"] and row["resold"] == row["returned"]
     assert row["orders"] == row["paid"] + row["expired"] and row["pending"] == 0
+    # Read once the provider had delivered every webhook: none of its payments unhandled.
+    assert row["payments_unsettled"] == 0 and "webhooks all delivered" in result.stdout
     assert "| atomic |" in result.stdout and summary["broken"] == []
