@@ -32,7 +32,7 @@ MEASURED = ROOT / "docs" / "results" / "measured"
 FIGURE_SETTINGS = ("strategy", "instances", "server", "workers", "threads", "persisters", "section_delay_ms",
                    "fast_path", "gate_pipeline", "gate_replicas", "redis_gate_appendfsync",
                    "redis_appendfsync", "metrics", "buyer_auth", "zk_nodes", "payment_grace_s",
-                   "sign_up_challenge_bits")
+                   "sign_up_challenge_bits", "payprovider_workers")
 SETTINGS_LINE = "Under the stack's settings: "
 # The line ``provenance`` writes, read back (the docs' results index, ``make results``).
 PROVENANCE = re.compile(r"^Measured by `(?P<command>[^`]+)` at commit `(?P<commit>[0-9a-f]+)[^`]*` "
@@ -63,14 +63,21 @@ def settings_recorded(text: str) -> dict[str, str] | None:
 
 def settings_not_default(text: str) -> dict[str, tuple[str, str]] | None:
     """Of the settings a measured file records, those that are not today's defaults:
-    name -> (recorded, today's). A setting it does not record counts as not default
-    ("-"). None: it records none."""
+    name -> (recorded, today's). None: it records none. A setting it does not record
+    (one added to ``FIGURE_SETTINGS`` after it was written) is not among them, since what
+    it was is not known: ``settings_unrecorded`` names those."""
     recorded = settings_recorded(text)
     if recorded is None:
         return None
     today = figure_settings(StackConfig.from_env({}))
-    return {name: (recorded.get(name, "-"), value) for name, value in today.items()
-            if recorded.get(name) != value}
+    return {name: (recorded[name], value) for name, value in today.items()
+            if name in recorded and recorded[name] != value}
+
+
+def settings_unrecorded(text: str) -> list[str]:
+    """The settings of ``FIGURE_SETTINGS`` a measured file that records some does not."""
+    recorded = settings_recorded(text)
+    return [] if recorded is None else [name for name in FIGURE_SETTINGS if name not in recorded]
 
 
 # What no command runs: the pages, among them what the measuring commands write. A

@@ -10,9 +10,10 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest.measured import OUTSIDE_PROSE, PROVENANCE, settings_not_default
+from loadtest.measured import OUTSIDE_PROSE, PROVENANCE, settings_not_default, settings_unrecorded
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "docs" / "results" / "measured"
@@ -57,12 +58,14 @@ def predates(commit: str) -> str:
     return ", ".join(name for name, there in has.items() if not there) or "none"
 
 
-def settings_said(differing: dict[str, tuple[str, str]] | None) -> str:
-    """``settings_not_default``'s answer for a measured file, in words."""
+def settings_said(differing: dict[str, tuple[str, str]] | None, unrecorded: Sequence[str] = ()) -> str:
+    """``settings_not_default``'s answer for a measured file, and the settings it does
+    not record (``settings_unrecorded``), in words."""
     if differing is None:
         return "not recorded"
-    said = "; ".join(f"{name} {was} (today {now})" for name, (was, now) in differing.items())
-    return said or "the defaults"
+    said = [f"{name} {was} (today {now})" for name, (was, now) in differing.items()]
+    said += [f"{', '.join(unrecorded)} not recorded"] if unrecorded else []
+    return "; ".join(said) or "the defaults"
 
 
 def ages() -> str:
@@ -77,7 +80,7 @@ def ages() -> str:
         if found is None:
             rows.append(f"| `{path.name}` | ? | ? | ? | ? | ? | ? |")
             continue
-        said = settings_said(settings_not_default(text))
+        said = settings_said(settings_not_default(text), settings_unrecorded(text))
         rows.append(f"| `{path.name}` | `{found['command']}` | `{found['commit']}` | {found['date']} | "
                     f"{_behind(found['commit'])} | {predates(found['commit'])} | {said} |")
     return "\n".join(rows)

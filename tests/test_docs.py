@@ -206,18 +206,23 @@ def _measured_under(monkeypatch, tmp_path, name: str, **environment: str) -> str
 
 def test_a_page_including_a_file_measured_under_other_settings_is_flagged_and_the_build_warned(
         monkeypatch, tmp_path, caplog):
-    from loadtest.measured import settings_not_default
+    from loadtest.measured import settings_not_default, settings_unrecorded
     from stack import mkdocs_hooks
 
     monkeypatch.setattr(mkdocs_hooks, "MEASURED", tmp_path)
-    for variable in ("FLASHSALE_SERVER", "FLASHSALE_STRATEGY", "WORKERS", "REDIS_GATE_APPENDFSYNC"):
+    for variable in ("FLASHSALE_SERVER", "FLASHSALE_STRATEGY", "WORKERS", "REDIS_GATE_APPENDFSYNC",
+                     "PAYPROVIDER_WORKERS"):
         monkeypatch.delenv(variable, raising=False)
     today = _measured_under(monkeypatch, tmp_path, "today.md")
     other = _measured_under(monkeypatch, tmp_path, "other.md", FLASHSALE_SERVER="granian",
                             REDIS_GATE_APPENDFSYNC="everysec")
     (tmp_path / "old.md").write_text(
         "Measured by `python -m benchmarks.x` at commit `abc1234` on 2026-01-01.\n\n| row |\n")
-    page = "".join(f'--8<-- "docs/results/measured/{name}"\n\n' for name in (today, other, "old.md"))
+    # Written before payprovider_workers joined the settings a file records.
+    before = (tmp_path / today).read_text().replace(" `payprovider_workers=4`", "")
+    (tmp_path / "before.md").write_text(before)
+    names = (today, other, "old.md", "before.md")
+    page = "".join(f'--8<-- "docs/results/measured/{name}"\n\n' for name in names)
 
     with caplog.at_level("WARNING", logger="mkdocs.hooks.measured"):
         flagged = mkdocs_hooks.flagged(page, "concepts/x.md")
@@ -227,9 +232,10 @@ def test_a_page_including_a_file_measured_under_other_settings_is_flagged_and_th
     assert [r.getMessage() for r in caplog.records] == [
         f"concepts/x.md includes other.md, measured under other settings than today's defaults: {said}; "
         "run its command again"]
-    assert [mkdocs_hooks.settings_said(settings_not_default((tmp_path / n).read_text()))
-            for n in (today, other, "old.md")] == \
-        ["the defaults", said, "not recorded"]
+    assert [mkdocs_hooks.settings_said(settings_not_default(text := (tmp_path / n).read_text()),
+                                       settings_unrecorded(text))
+            for n in names] == \
+        ["the defaults", said, "not recorded", "payprovider_workers not recorded"]
 
 
 def test_an_included_file_outside_docs_links_from_the_page_that_includes_it():
