@@ -279,11 +279,11 @@ class RaceRun:
             self._write_down()
             self._final()
         except RaceStopped as e:
-            self.stop.set()
+            self._buyers_stopped(threads)
             race_end(self.race, status="abandoned" if e.lapsed else "failed", error=str(e))
             return self.race
         except Exception as e:
-            self.stop.set()
+            self._buyers_stopped(threads)
             logger.exception("race %s failed", self.race["id"])
             # The race is public: what failed underneath (hosts, ports) stays in the log.
             race_end(self.race, status="failed",
@@ -291,6 +291,13 @@ class RaceRun:
             return self.race
         race_end(self.race, status="finished")
         return self.race
+
+    def _buyers_stopped(self, threads: list[threading.Thread]) -> None:
+        """Stop the buyers and wait for them: each finishes the request in hand. A race
+        that says it ended has no purchase on its way, so the next race's reset meets none."""
+        self.stop.set()
+        for thread in threads:
+            thread.join(timeout=REQUEST_TIMEOUT_S)
 
     def _renew(self) -> None:
         try:

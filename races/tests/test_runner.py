@@ -101,6 +101,8 @@ def test_a_race_that_lost_its_lease_stops_its_buyers(live_server, settings):
     assert ended["status"] == "abandoned" and "lease" in ended["error"], ended
     assert ended["sent"] < ended["total"]
     assert services.lease_holder() == queued["id"] + 1  # not ours: left alone
+    # Its buyers stopped with it: no purchase of this race is on its way after it ended.
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("racer-")]
 
 
 def test_buyers_go_round_the_products_in_turn(live_server):
