@@ -7,6 +7,7 @@ The seed is schemathesis' own, new every run; a failure prints it with a ``curl`
 for each case, so a failure found once can be replayed with ``--seed``."""
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -28,6 +29,10 @@ EXAMPLES = int(os.environ.get("FLASHSALE_FUZZ_EXAMPLES", "50"))
 # A run's bound: a hang's, not the machine's speed (the suite's 300 s would cut a slow
 # machine's run short), longer for more cases.
 RUN_TIMEOUT_S = 600 * max(1, EXAMPLES // 50)
+# schemathesis' response-time check (one of --checks all) defaults to 10 s, a bound on
+# the machine's speed; an answer's bound is nginx's, the longest it waits for an app.
+MAX_RESPONSE_S = max(int(s) for s in re.findall(
+    r"proxy_read_timeout (\d+)s;", (ROOT / "nginx" / "nginx.conf.template").read_text()))
 STOCK = 1_000_000
 WINDOW_S = 3600  # the hooks' product: its orders wait for a payment
 
@@ -94,7 +99,8 @@ def schemathesis(client, directory: Path, *arguments: str, env: dict[str, str]) 
                    "FLASHSALE_SCHEMATHESIS_BEARER": signed.get("Authorization", "").removeprefix("Bearer ")}
     return subprocess.Popen(
         [str(Path(sys.executable).with_name("schemathesis")), "run", f"{client.base_url}/api/schema",
-         "--checks", "all", "--max-examples", str(EXAMPLES), *arguments],
+         "--checks", "all", "--max-response-time", str(MAX_RESPONSE_S), "--max-examples", str(EXAMPLES),
+         *arguments],
         cwd=directory, env={**os.environ, "NO_COLOR": "1", **credentials, **env},
         stdout=(directory / "stdout").open("w"), stderr=(directory / "stderr").open("w"))
 
