@@ -1,7 +1,10 @@
 """Lock fixtures: real backends on the stack's Redis (the test database) and
 ZooKeeper, each test under a key prefix or root of its own."""
 
+import threading
+import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 import redis as redis_py
@@ -19,6 +22,68 @@ from locking.backends.zookeeper import ZooKeeperLockBackend
 # disk's fsync): a second here, where 600 ms lost the lock on a slow machine.
 WATCHED_LEASE_MS = 1500
 PAST_THREE_LEASES_S = 3.2 * WATCHED_LEASE_MS / 1000
+# No renewal survives a machine that stands still for a lease (both cores lent to
+# another load, the VM paused): such a try proves nothing and is tried again.
+STALL_S = WATCHED_LEASE_MS / 2 / 1000
+WATCH_TRIES = 5
+
+
+class StallProbe:
+    """Reads Redis's clock every 20 ms on a connection and a thread of its own: the
+    longest gap between two readings is how long the machine or Redis stood still."""
+
+    def __init__(self, redis_url: str):
+        self._client = redis_py.Redis.from_url(redis_url)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="stall-probe", daemon=True)
+        self.longest_s = 0.0
+
+    def _now(self) -> float:
+        seconds, micros = self._client.time()
+        return seconds + micros / 1e6
+
+    def _read(self) -> None:
+        last = self._first
+        while not self._stop.wait(0.02):
+            now = self._now()
+            self.longest_s = max(self.longest_s, now - last)
+            last = now
+
+    def __enter__(self) -> "StallProbe":
+        self._first = self._now()  # before the try starts: a stall from its first instant counts
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._client.close()
+
+
+def run_unstalled(redis_url: str, attempt: Callable[[str], None], tries: int = WATCH_TRIES) -> None:
+    """Run ``attempt(name)`` (a lock's name, new each try) until it passes; a try that
+    fails while the probe saw the machine stall is tried again. A failure without a
+    stall fails the test; so do ``tries`` stalled tries."""
+    stalls = []
+    for n in range(tries):
+        with StallProbe(redis_url) as probe:
+            try:
+                attempt(f"watched-{n}")
+                return
+            except AssertionError as e:
+                failure = e
+        # Read once the probe stopped: its last reading, the one a stall held up, is in.
+        if probe.longest_s < STALL_S:
+            raise failure
+        stalls.append(round(probe.longest_s, 2))
+        time.sleep(WATCHED_LEASE_MS / 1000)  # the stalled try's lease lapses
+    pytest.fail(f"the machine stood still in every try (longest gaps, s: {stalls})")
+
+
+@pytest.fixture
+def unstalled(redis_url) -> Callable[[Callable[[str], None]], None]:
+    """``unstalled(attempt)``: :func:`run_unstalled` on the test Redis."""
+    return lambda attempt: run_unstalled(redis_url, attempt)
 
 
 @pytest.fixture
