@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
-from django.db.models import Exists, OuterRef
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from common.database_errors import database_deadlocked
@@ -67,13 +67,7 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
     done = Expired()
     for seller in SELLERS.values():  # what earlier passes could not finish
         seller.owed_pay()
-    # The products whose sales take payments (few), each asked whether it has a due
-    # order: one probe of the order_due index each.
-    products = Product.objects.filter(payment_window_s__gt=0)
-    if sku is not None:
-        products = products.filter(sku=sku)
-    due = Order.objects.filter(product=OuterRef("pk"), status=Order.Status.PENDING, expires_at__lte=now)
-    for product in products.filter(Exists(due)).order_by("pk"):
+    for product in products_due(now=now, sku=sku):
         try:
             while True:
                 orders, units = _batch_expire(product, now=now, batch=batch)
@@ -85,6 +79,20 @@ def orders_expire(*, batch: int | None = None, now: datetime | None = None,
             logger.warning("%s: orders due not expired in this pass: %s", product.sku, e)
             done.deferred += 1
     return done
+
+
+def products_due(*, now: datetime, sku: str | None = None) -> QuerySet[Product]:
+    """The products whose sales take payments (few) and have an order due by ``now``;
+    only ``sku``, if given. Each product's first pending ``expires_at`` is one row of
+    the ``order_due`` index, read in its order; asked as ``EXISTS`` (a due order), the
+    question became a semi-join that reads every pending order's index row."""
+    first_due = (Order.objects.filter(product=OuterRef("pk"), status=Order.Status.PENDING,
+                                      expires_at__isnull=False)
+                 .order_by("expires_at").values("expires_at")[:1])
+    products = Product.objects.filter(payment_window_s__gt=0)
+    if sku is not None:
+        products = products.filter(sku=sku)
+    return products.alias(first_due=Subquery(first_due)).filter(first_due__lte=now).order_by("pk")
 
 
 def expiry_pass(*, batch: int | None = None, sweep: bool = False) -> Expired:

@@ -3,6 +3,7 @@ every strategy that sells in a transaction, and sell again."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from common.errors import Busy, LimitReached, OutcomeUnknown, SoldOut, Unavailable
 from common.testing import run_at_once
-from inventory.models import Stock, StockFlow
+from inventory.models import Product, Stock, StockFlow
 from locking.backends.mysql import side_connection
 from orders.giveback import return_flag
 from orders.models import Order
@@ -24,7 +25,7 @@ from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 from orders.transaction.giveback import transaction_take_again
-from payments.expiry import expiry_pass, orders_expire
+from payments.expiry import expiry_pass, orders_expire, products_due
 from payments.services import order_pay
 
 # Every strategy that sells in a transaction and is correct: a return beside its
@@ -230,3 +231,38 @@ def test_a_late_payment_whose_commit_fails_as_its_lock_releases_is_not_said_paid
     order = Order.objects.select_related("product").get(pk=order_id)
     assert transaction_take_again(order) == "paid_late"
     assert Order.objects.get(pk=order_id).status == "paid" and Stock.objects.get().quantity == 1
+
+
+def rows_read(plan: object, index: str) -> float:
+    """The rows MariaDB read through ``index``, every loop, by an ``ANALYZE FORMAT=JSON`` plan."""
+    if isinstance(plan, list):
+        return sum(rows_read(part, index) for part in plan)
+    if not isinstance(plan, dict):
+        return 0.0
+    read = (plan.get("r_loops") or 0) * (plan.get("r_rows") or 0) if plan.get("key") == index else 0.0
+    return read + sum(rows_read(value, index) for value in plan.values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_finding_the_due_products_reads_one_index_row_a_product_not_every_order():
+    for sku in ("sku-1", "sku-2"):
+        sale_reset(sku=sku, stock=1000, strategy="atomic", payment_window_s=WINDOW_S)
+    products = list(Product.objects.filter(sku__in=["sku-1", "sku-2"]).order_by("sku"))
+    now = timezone.now()
+    # Each product: 100 orders due, 100 pending whose windows are still open.
+    Order.objects.bulk_create(
+        Order(user_id=f"u{i}", product=product, quantity=1, idempotency_key=f"due-{product.sku}-{i}",
+              instance="test", strategy="atomic", status=Order.Status.PENDING,
+              expires_at=now + timedelta(seconds=i - 100))
+        for product in products for i in range(200))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE TABLE orders_order")
+    due = products_due(now=now)
+    assert [p.sku for p in due] == ["sku-1", "sku-2"]
+    sql, params = due.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE FORMAT=JSON " + sql, params)
+        plan = json.loads(cursor.fetchone()[0])
+    # One row of the order_due index a product, its first pending: not the 400 orders'
+    # (an EXISTS of a due order became a semi-join that read them all).
+    assert rows_read(plan, "order_due") == len(products), plan
