@@ -60,6 +60,18 @@ class StallProbe:
         self._client.close()
 
 
+def held_past_three_leases(backend, lock) -> None:
+    """``lock`` (of ``backend``, its watchdog watching) acquired, still held past
+    three leases, and released: gone, and no longer watched."""
+    lock.acquire()
+    time.sleep(PAST_THREE_LEASES_S)
+    assert lock.owned()
+    assert 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
+    lock.release()
+    assert lock.ttl_ms() == -2
+    assert not backend.watchdog.watching(lock.key, lock.holder())
+
+
 def run_unstalled(redis_url: str, attempt: Callable[[str], None], tries: int = WATCH_TRIES) -> None:
     """Run ``attempt(name)`` (a lock's name, new each try) until it passes; a try that
     fails while the probe saw the machine stall is tried again. A failure without a

@@ -25,7 +25,7 @@ from common.testing import in_thread
 from locking import LockNotOwnedError, LockUnavailableError
 from locking.backends.redis.redisson import process_id
 
-from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS
+from .conftest import WATCHED_LEASE_MS, held_past_three_leases
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,18 +169,7 @@ def test_explicit_lease_expires_and_the_old_holders_release_raises(redisson):
 
 def test_watchdog_keeps_the_lock_past_three_leases(redisson, unstalled):
     backend = redisson(watchdog_timeout_ms=WATCHED_LEASE_MS)
-
-    def attempt(name):
-        lock = backend.lock(name)
-        lock.acquire()
-        time.sleep(PAST_THREE_LEASES_S)
-        assert lock.owned()
-        assert 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
-        lock.release()
-        assert lock.ttl_ms() == -2
-        assert not backend.watchdog.watching(lock.key, lock.holder())
-
-    unstalled(attempt)
+    unstalled(lambda name: held_past_three_leases(backend, backend.lock(name)))
 
 
 def test_a_holder_killed_with_sigkill_frees_the_lock_within_one_lease(redisson, redis_url, key_prefix):

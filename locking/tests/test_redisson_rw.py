@@ -23,7 +23,7 @@ import pytest
 from common.testing import in_thread, start_thread, wait_until
 from locking import LockNotOwnedError, LockUpgradeError
 
-from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS
+from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS, held_past_three_leases
 from .workers import read_and_write_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,18 +196,7 @@ def test_a_release_by_a_thread_that_does_not_hold_is_refused(redisson_rw):
 @pytest.mark.parametrize("half", ["read", "write"])
 def test_the_watchdog_keeps_either_half_past_three_leases(redisson_rw, half, unstalled):
     backend = redisson_rw(watchdog_timeout_ms=WATCHED_LEASE_MS)
-
-    def attempt(name):
-        lock = getattr(backend.read_write_lock(name), half)
-        lock.acquire()
-        time.sleep(PAST_THREE_LEASES_S)
-        assert lock.owned()
-        assert 0 < lock.ttl_ms() <= WATCHED_LEASE_MS
-        lock.release()
-        assert lock.ttl_ms() == -2
-        assert not backend.watchdog.watching(lock.key, lock.holder())
-
-    unstalled(attempt)
+    unstalled(lambda name: held_past_three_leases(backend, getattr(backend.read_write_lock(name), half)))
 
 
 def test_the_watchdog_keeps_watching_while_a_downgraded_holder_reads(redisson_rw, unstalled):
