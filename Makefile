@@ -241,10 +241,10 @@ verdicts: up  ## strategies x nemeses, every operation recorded and checked for 
 #: every figure the docs include measured again: each command named on the first line of a file
 #: under `docs/results/measured/` (and of the README's demo table) run once, one after another, on the
 #: running stack at HEAD, so that every file names one commit (the code's: the last that changed
-#: anything but the pages); refused on a tree with uncommitted changes; prints each command's time and
-#: the total, and fails if a command failed or a file was not rewritten (`RESULTS_ARGS=--list` numbers
-#: the commands, `--from N` continues a run at the N-th, `--only TEXT` runs those containing it,
-#: `--check` says which files the code's commit did not write)
+#: anything but the pages and the tests); refused on a tree with uncommitted changes; prints each
+#: command's time and the total, and fails if a command failed or a file was not rewritten
+#: (`RESULTS_ARGS=--list` numbers the commands, `--from N` continues a run at the N-th, `--only TEXT`
+#: runs those containing it, `--check` says which files the code's commit did not write)
 results: up install-test $(VENV)/.bench  ## every measured file's command again, at HEAD on a clean tree (hours)
 	scripts/install-system-packages.sh --bench
 	$(PY) -m stack results $(RESULTS_ARGS)

@@ -80,12 +80,14 @@ def settings_unrecorded(text: str) -> list[str]:
     return [] if recorded is None else [name for name in FIGURE_SETTINGS if name not in recorded]
 
 
-# What no command runs: the pages, among them what the measuring commands write. A
-# change there changes nothing a command measures, so a measured file names the last
-# commit that changed anything else, the code's: the files written before and after a
-# commit of pages (a part of ``make results``'s output, a page reworded) name the same.
+# What no measuring command runs: the pages, among them what the measuring commands
+# write, and the tests (no command imports them). A change there changes nothing a
+# command measures, so a measured file names the last commit that changed anything
+# else, the code's: the files written before and after a commit of pages (a part of
+# ``make results``'s output, a page reworded) or of a test name the same.
 PROSE = ("docs", "README.md", "CHANGELOG.md", "CONTRIBUTING.md")
-OUTSIDE_PROSE = (".", *(f":(exclude){path}" for path in PROSE))
+TESTS = ("**/tests/**", "**/conftest.py")
+OUTSIDE_PROSE = (".", *(f":(exclude){path}" for path in PROSE), *(f":(exclude,glob){path}" for path in TESTS))
 
 
 def _git(*args: str) -> str:

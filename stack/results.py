@@ -4,9 +4,9 @@ Each file under ``docs/results/measured/`` (and the README's demo table) names t
 command that wrote it on its first line. This runs each of those commands once, in
 turn, against the running stack, on a clean tree: the files they write then all name
 the same commit, which no hand picked. That commit is the code's (``loadtest.measured.
-code_commit``: the last that changed anything but the pages), so what a command writes
-does not mark the next one's commit as modified, and a run too long for one sitting
-goes on later (``--from N``) after its first part's files were committed.
+code_commit``: the last that changed anything but the pages and the tests), so what a
+command writes does not mark the next one's commit as modified, and a run too long for
+one sitting goes on later (``--from N``) after its first part's files were committed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadtest.measured import MEASURED, PROSE, PROVENANCE, code_commit, uncommitted
+from loadtest.measured import MEASURED, PROSE, PROVENANCE, TESTS, code_commit, uncommitted
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -77,7 +77,8 @@ def main(*, list_only: bool = False, only: str = "", start: int = 1, check: bool
     changed = uncommitted()
     if changed:
         print("[results] refused: the tree has uncommitted changes (outside the pages, "
-              f"{', '.join(PROSE)}), so no commit would name what was measured:\n{changed}",
+              f"{', '.join(PROSE)}, and the tests, {', '.join(TESTS)}), so no commit would name "
+              f"what was measured:\n{changed}",
               file=sys.stderr)
         return 2
     head, started, failed = code_commit(), time.monotonic(), []

@@ -42,7 +42,7 @@ def test_what_the_commands_write_is_not_an_uncommitted_change_and_the_rest_is(tm
 
 def test_a_measured_file_names_the_last_commit_of_the_code_not_of_the_pages(tmp_path, monkeypatch):
     """A run of ``make results`` in parts: the first part's files committed, a page
-    reworded, and the files the second part writes name the same commit."""
+    reworded, a test changed, and the files the second part writes name the same commit."""
     def commit(message, **files):
         for name, text in files.items():
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,9 @@ def test_a_measured_file_names_the_last_commit_of_the_code_not_of_the_pages(tmp_
     assert measured.code_commit() == code
     headed = measured.provenance("python -m x --docs")
     assert headed.startswith(f"Measured by `python -m x --docs` at commit `{code}` on ")
-    later = commit("code again", **{"code.py": "two\n"})
+    commit("tests", **{"app/tests/test_code.py": "one\n", "conftest.py": "one\n"})
+    assert measured.code_commit() == code  # no measuring command runs a test
+    later = commit("code again", **{"code.py": "two\n", "app/tests/test_code.py": "two\n"})
     assert measured.code_commit() == later != code
 
 
