@@ -272,10 +272,13 @@ class HostedApps:
                 (logs / f"{host.name}-{port}").mkdir()
                 host.start(self._redis_server(host, port, logs / f"{host.name}-{port}", *cluster),
                            stdout=(logs / f"{host.name}-{port}.log").open("w"), stderr=subprocess.STDOUT)
+        # Both nodes of each host answering before the cluster is made of them: each
+        # starts on its own, and the create meets the primaries first.
         for host in hosts:
-            self._until(lambda h=host: redis.Redis(host=h.address, port=REDIS_GATE_REPLICA_PORT,
-                                                   socket_timeout=1).ping(), STARTUP_S,
-                        "a gate node not answering")
+            for port in (REDIS_GATE_PORT, REDIS_GATE_REPLICA_PORT):
+                self._until(lambda h=host, p=port: redis.Redis(host=h.address, port=p,
+                                                               socket_timeout=1).ping(),
+                            STARTUP_S, "a gate node not answering")
         self._redis_cli("--cluster", "create", *(f"{h.address}:{REDIS_GATE_PORT}" for h in hosts),
                         "--cluster-yes")
         for i, host in enumerate(hosts):
