@@ -26,8 +26,10 @@ def buy(key: str, user: str = "u1", quantity: int = 1, sku: str = "sku-1"):
 @pytest.mark.django_db(transaction=True)
 def test_the_purchase_writes_the_order_the_stock_and_its_ledger_row_in_one_call(product_factory):
     product_factory(sku="sku-1", stock=10)
+    began = time.perf_counter()
     with CaptureQueriesContext(connection) as queries:
         result = buy("k1", quantity=3)
+    took_ms = (time.perf_counter() - began) * 1000
     writes = [q["sql"] for q in queries if not q["sql"].startswith("SELECT")]
     # One statement writes: no SET autocommit, no COMMIT of its own.
     assert len(writes) == 1 and writes[0].startswith("CALL flashsale_purchase(")
@@ -39,7 +41,7 @@ def test_the_purchase_writes_the_order_the_stock_and_its_ledger_row_in_one_call(
     assert (flow.order_reference, flow.quantity, flow.quantity_before, flow.quantity_after, flow.segment,
             flow.operation_flag, flow.instance) == (str(order.pk), 3, 10, 7, 0, "k1", "test")
     assert Stock.objects.get().quantity == 7 and result.remaining == 7
-    assert 0 <= result.timings.hold_ms < 1000
+    assert 0 <= result.timings.hold_ms <= took_ms  # a part of the call, however slow the machine
     assert sale_audit(sku="sku-1").consistent
 
 
