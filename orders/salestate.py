@@ -4,11 +4,13 @@ any lock or transaction.
 - **Sold out?** Once the product's stock reaches 0 the state says so, and later
   purchases are answered 409 from Redis alone. A flash sale spends most of its
   requests after the stock is gone; this keeps them cheap. Stock comes back when an
-  unpaid order expires (``payments``): each return counts itself in the state after
-  it commits, and a sold-out mark holds only while the count is the one its writer
-  read before it found the stock empty. A purchase that found it empty just before a
-  return committed marks the sale sold out after the return cleared it; its mark
-  names the count before the return, so it says nothing.
+  unpaid order expires (``payments``): each return counts itself in the state before
+  it commits and again after, and a sold-out mark holds only while the count is the
+  one its writer read before it found the stock empty. Before: once the returned
+  units can be seen, no mark from before the return holds. After: a purchase that
+  found the stock empty just before the return committed marks the sale sold out
+  after the return cleared it; its mark names a count before the second, so it says
+  nothing.
 - **Is the sale open, and under which strategy?** The reset writes the sale's
   window and the product's own strategy with its opening, so a purchase before the
   start or after the end is refused, and the others take their product's path,
@@ -164,8 +166,8 @@ def sale_state_sold_out(*, sku: str, strategy: str, sale: int, returns: int) -> 
 
 
 def sale_state_returned(*, sku: str) -> bool:
-    """Count a return of stock to ``sku``'s sale, after it committed: every sold-out
-    mark written before it says nothing from now on. False: Redis could not be
+    """Count a return of stock to ``sku``'s sale (before its commit, and after): every
+    sold-out mark written before it says nothing from now on. False: Redis could not be
     written, and a mark may still say sold out; the caller tries again."""
     key = _returns_key(sku)
     try:

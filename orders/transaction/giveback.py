@@ -37,9 +37,11 @@ def transaction_give_back(product: Product, *, take: Callable[[], list[Claimed]]
                           hand: Callable[[int], None]) -> tuple[int, int]:
     """Under the sale's stock locks, in one transaction: the orders ``take`` claims
     (and moves), their buyers' limits freed, their units back in the segments that
-    hold them (a ``return`` or ``refund`` row each); commit, release the locks, and
-    count the return in the sale's state, so no sold-out mark written before it
-    holds. ``hand`` hears how many orders are claimed before their units move.
+    hold them (a ``return`` or ``refund`` row each); commit, release the locks. The
+    return is counted in the sale's state twice: before the commit, so that no
+    sold-out mark written before the return holds once its units can be seen; and
+    after it, so that neither does one written by a purchase that found the stock
+    empty in between. ``hand`` hears how many orders are claimed before their units move.
     Returns (orders, units).
 
     :raises Busy: ``refunded``, and the release of a lock that commits failed (the
@@ -63,6 +65,7 @@ def transaction_give_back(product: Product, *, take: Callable[[], list[Claimed]]
                     units = units_return(product, claimed, held.fences, refunded=refunded)
                     hand(len(claimed))
                     lock.ensure_held()
+                    _state_returned(product.sku)  # and again after the commit: see the docstring
             held.committed()  # or, for a lock whose release commits, about to be
     except CommitFailed as e:
         if refunded:  # the provider delivers again

@@ -184,6 +184,30 @@ def test_a_sold_out_mark_from_before_a_return_says_nothing():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("strategy", ["atomic", "redisson"])
+def test_a_return_sells_again_as_soon_as_it_committed(monkeypatch, strategy):
+    """The returned unit sells from the moment its commit can be seen: not only once the
+    expirer has counted the return after it (a slow machine may put seconds between)."""
+    from orders.transaction import giveback
+
+    sale_reset(sku="sku-1", stock=1, strategy=strategy, payment_window_s=WINDOW_S)
+    buy(1)
+    assert sale_state_get(sku="sku-1").sold_out
+    counted, bought = giveback.sale_state_returned, []
+
+    def count_after_a_purchase(*, sku: str) -> bool:
+        if not connection.in_atomic_block and not bought:  # the count after the commit
+            assert sale_audit(sku=sku).returned_quantity == 1  # the return can be seen
+            bought.append(buy(2))
+        return counted(sku=sku)
+
+    monkeypatch.setattr(giveback, "sale_state_returned", count_after_a_purchase)
+    assert orders_expire(now=later()).orders == 1
+    assert bought and bought[0].remaining == 0
+    audited_consistent()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_pass_after_the_database_dropped_the_expirers_connection_connects_anew():
     """A MariaDB restart ends the expirer's connection: a pass on it fails, and so would
     every later one; an expirer's pass connects anew."""
