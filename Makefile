@@ -267,7 +267,8 @@ LANES ?= 2
 #: install (with test packages), lint, the type checker, build the docs (strict), then the suite with `python -m stack
 #: test`: in `LANES` lanes at once (2 unless set), each on a stack of its own, each running a share
 #: of the tests that drive its stack, beside them a share of the rest, and beside the lanes, on a
-#: stack of their own, those that fault a server (with one lane: after, alone on its stack); starts
+#: stack of their own, those that fault a server and the last share of the rest, the shares cut so
+#: that these parts end together (with one lane: after, alone on its stack); starts
 #: the stacks it needs and stops what it started; prints each part's time and the slowest tests
 #: ([tests](../development/tests.md))
 test: install-test  ## lint, types, the docs (strict), then the whole suite against the stacks it starts (and stops)

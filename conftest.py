@@ -17,7 +17,10 @@ from stack.servers import infrastructure
 from stack.suite import APPS_ASKED, apps_asked, apps_order
 from stack.supervisor import Supervisor
 
-pytest_plugins = ["stack.testcpu"]  # each test's CPU, when make test asks (stack/testcpu.py)
+pytest_plugins = [
+    "stack.testcpu",  # each test's CPU, when make test asks (stack/testcpu.py)
+    "stack.shares",  # a beside or alone part's share of the tests (stack/shares.py)
+]
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,10 @@ shares of equal time by ``.test_durations`` (pytest-split):
    mostly wait on faults and timeouts: on a stack of their own they wait while the
    lanes load the machine, and no lane waits for them.
 
+With more than one lane, the tests of 2 are not split evenly between the lanes: the
+alone part takes a share of them too, and the shares are cut so that the beside parts
+and the alone part take about as long (``stack.shares``).
+
 The stacks the run starts leave their watchers (Prometheus, its exporters,
 Alertmanager, the pager) stopped: a test that reads them asks for ``stack_watchers``,
 which starts them on its stack, and such tests run last in their part (conftest.py).
@@ -45,7 +49,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from .check import keep_bytecode
@@ -61,6 +65,13 @@ APPS_ASKED = ROOT / ".test_apps"
 # What a test that asks nothing of the app instances is grouped with: as started.
 AS_STARTED = "{}"
 SLOWEST = 20
+# Which tests each kind of part runs (-m). With more than one lane, the beside and alone
+# parts share BESIDE_OR_ALONE between them by time (stack.shares).
+STACK = "stack and not exclusive and not own_stack"
+BESIDE = "not stack and not exclusive and not own_stack"
+ALONE = "exclusive or own_stack"
+BESIDE_OR_ALONE = f"{ALONE} or not stack"
+SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a shared part's share (stack.shares)
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
 
 
@@ -123,6 +134,7 @@ class Part:
     durations: dict[str, float] = field(default_factory=dict)
     asked: dict[str, str] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # test: [its pytest's, its stack's] s
+    shared: bool = False  # its share cut by stack.shares, not by pytest-split's even split
 
     @property
     def log(self) -> Path:
@@ -149,9 +161,10 @@ class Part:
         self.durations_file.write_text(DURATIONS.read_text() if DURATIONS.exists() else "{}")
         # The checkout's configuration named: pytest would otherwise look for one above
         # the durations file, which sits in the run directory, wherever RUN_DIR puts it.
+        split = [] if self.shared else ["--splits", str(groups), "--group", str(group),
+                                        "--splitting-algorithm", "least_duration"]
         return [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-m", self.marks,
-                "-p", "no:cacheprovider",
-                "--splits", str(groups), "--group", str(group), "--splitting-algorithm", "least_duration",
+                "-p", "no:cacheprovider", *split,
                 "--store-durations", "--clean-durations", "--durations-path", str(self.durations_file),
                 *pytest_args]
 
@@ -160,6 +173,8 @@ class Part:
                "FLASHSALE_TEST_APPS_OUT": str(self.apps_file), "FLASHSALE_TEST_CPU_OUT": str(self.cpu_file)}
         if self.worker == 0:  # its tests drive the stack: what it uses is theirs
             env["FLASHSALE_TEST_CPU_STACK"] = "1"
+        if self.shared:
+            env[SHARE] = "{}/{}".format(*self.share)
         self.apps_file.unlink(missing_ok=True)
         self.cpu_file.unlink(missing_ok=True)
         say(f"[suite] {self.name}: started")
@@ -193,20 +208,24 @@ def alone_config(config: StackConfig, lanes: int) -> StackConfig:
 
 
 def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> list[Part]:
-    """The parts a lane runs at once."""
-    share = (lane, lanes)
-    return [Part(f"stack {lane}/{lanes}", "stack and not exclusive and not own_stack", 0, config, share, out),
-            Part(f"beside {lane}/{lanes}", "not stack and not exclusive and not own_stack", 1, config, share,
-                 out)]
+    """The parts a lane runs at once. With more than one lane, its beside part takes its
+    share of the tests it shares with the alone part (the last share)."""
+    beside = Part(f"beside {lane}/{lanes}", BESIDE, 1, config, (lane, lanes), out)
+    if lanes > 1:
+        beside = replace(beside, marks=BESIDE_OR_ALONE, share=(lane, lanes + 1), shared=True)
+    return [Part(f"stack {lane}/{lanes}", STACK, 0, config, (lane, lanes), out), beside]
 
 
 def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
     """The exclusive tests and the ``own_stack`` ones, every one: on the lane's stack
     when there is one lane, on a stack of their own when there are more. The
     exclusive tests mostly wait, so the long runs that restart nothing (schemathesis)
-    join them there rather than lengthen a lane's stack part."""
-    return Part("alone", "exclusive or own_stack", 0, alone_config(config, lanes) if lanes > 1 else config,
-                (1, 1), out)
+    join them there rather than lengthen a lane's stack part; with more than one lane,
+    so does the last share of the beside parts' tests (``stack.shares``)."""
+    if lanes == 1:
+        return Part("alone", ALONE, 0, config, (1, 1), out)
+    return Part("alone", BESIDE_OR_ALONE, 0, alone_config(config, lanes), (lanes + 1, lanes + 1), out,
+                shared=True)
 
 
 def run_lane(parts: list[Part], pytest_args: list[str], *, then: Part | None = None) -> None:
