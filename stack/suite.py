@@ -173,6 +173,7 @@ class Part:
                "FLASHSALE_TEST_APPS_OUT": str(self.apps_file), "FLASHSALE_TEST_CPU_OUT": str(self.cpu_file)}
         if self.worker == 0:  # its tests drive the stack: what it uses is theirs
             env["FLASHSALE_TEST_CPU_STACK"] = "1"
+        env.pop(SHARE, None)  # a part's share is its own, not that of a part it runs in
         if self.shared:
             env[SHARE] = "{}/{}".format(*self.share)
         self.apps_file.unlink(missing_ok=True)

@@ -92,3 +92,20 @@ def test_with_more_lanes_the_beside_parts_and_the_alone_part_share_one_pool(tmp_
     # With one lane the alone part runs after the lane on its stack: nothing to share.
     one = [*suite.lane_parts(config, 1, 1, tmp_path), suite.alone_part(config, 1, tmp_path)]
     assert not any(part.shared for part in one) and "--splits" in one[1].command([])
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_part_runs_with_its_own_share_and_none_it_was_started_in(tmp_path, monkeypatch, shared):
+    monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv(SHARE, "2/3")  # as in a pytest of a shared part (a test of the suite's)
+    part = suite.Part("beside 1/2", suite.BESIDE_OR_ALONE, 1, StackConfig.from_env(), (1, 3), tmp_path,
+                      shared=shared)
+    given = {}
+
+    def call(command, *, env, **_):
+        given.update(env)
+        return 0
+
+    monkeypatch.setattr(suite.subprocess, "call", call)
+    part.run([])
+    assert given.get(SHARE) == ("1/3" if shared else None)

@@ -191,7 +191,10 @@ def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_
     part = suite.Part("beside 1/1", "not server", 1, StackConfig.from_env(), (1, 1), out)
     # No path given, as make test gives none; and none of this pytest's settings: the
     # configuration found says which tests and which Django settings.
-    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS")}
+    # Nor the share of the part this test runs in, were it one (stack.shares).
+    monkeypatch.setenv(suite.SHARE, "2/3")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS", suite.SHARE)}
     # It imports every test module: past two minutes beside make test-slow. The bound is a hang's.
     done = subprocess.run(part.command(["--collect-only", "-q", "-k", "wherever_its_run_directory"]),
                           cwd=suite.ROOT, env=env, capture_output=True, text=True, timeout=900)
