@@ -74,7 +74,9 @@ def test_a_running_stacks_up_has_prometheus_and_alertmanager_read_their_files_ag
         (before, reloaded())
 
 
-def test_every_process_of_the_stack_is_scraped(stack_config):
+def test_every_process_of_the_stack_is_scraped(stack_apps, stack_config):
+    stack_apps()  # every instance the stack names running: an earlier test may have asked for one
+
     def targets():
         active = requests.get(f"http://127.0.0.1:{stack_config.prometheus_port}/api/v1/targets",
                               timeout=10).json()["data"]["activeTargets"]
