@@ -64,7 +64,8 @@ def test_each_server_runs_in_the_stacks_shape_unless_one_is_given_for_it():
 
 # Past the suite's 300 s: the run's own timeout below bounds a hang, not the machine's speed.
 @pytest.mark.timeout(660)
-def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_config):
+def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_apps, stack_config):
+    stack_apps()  # as started, whatever the test before asked: the server put back is the stack's own
     before = Supervisor(stack_config).info("app1")["pid"]
     command = [sys.executable, "-m", "benchmarks.servers", "--rounds", "1", "--seconds", "1",
                "--connections", "8", "--requests", "20", "--warm-up", "0"]
