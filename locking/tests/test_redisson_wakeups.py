@@ -132,8 +132,14 @@ def test_a_process_whose_listing_redis_lost_lists_itself_again_when_its_wait_run
         lock.release()
         return taken
 
+    def listed_while_held() -> bool:
+        # Renewed while the waiter comes to ask, however long its thread takes: a lease
+        # run out first would let it take the lock without ever listing itself.
+        redis_client.set(lock.key, "1:someone", px=700)
+        return redis_client.lrange(lock.waiting_key, 0, -1) == [process_id().encode()]
+
     thread, box = start_thread(take_and_let_go, daemon=True)
-    wait_until(lambda: redis_client.lrange(lock.waiting_key, 0, -1) == [process_id().encode()])
+    wait_until(listed_while_held, what="the waiter listed")
     redis_client.delete(lock.waiting_key)  # as a Redis restarted without it
     relisted = False
     deadline = time.monotonic() + 5
