@@ -121,22 +121,31 @@ def test_the_code_is_read_for_the_programs_it_runs():
         assert expected in programs, f"the code no longer shows running {expected}: is the reading broken?"
 
 
-@pytest.mark.system
-@pytest.mark.parametrize("program", sorted(invoked()))
-def test_every_program_the_code_runs_is_installed_by_make_test(program):
+def _not_installed_by_make_test(program: str) -> str | None:
+    """Why ``program`` is not installed by ``make test``, or None when it is."""
     where = ", ".join(invoked()[program][:3])
     found = Path(program) if program.startswith("/") else shutil.which(program, path=SBIN_PATH)
-    assert found and os.access(found, os.X_OK), (
-        f"{program} (run at {where}) is not installed: add its package to "
-        "scripts/install-system-packages.sh --test")
+    if not found or not os.access(found, os.X_OK):
+        return (f"{program} (run at {where}) is not installed: add its package to "
+                "scripts/install-system-packages.sh --test")
     found = Path(found)
     if found.is_relative_to(VENV_BIN):
-        return  # from requirements-dev.txt, which make test installs
+        return None  # from requirements-dev.txt, which make test installs
     package = _owner(found)
-    assert package is not None, f"{found} (run at {where}) belongs to no Debian package: who installs it?"
-    assert package in packages_of_make_test() or _base_system(package), (
-        f"{program} (run at {where}) comes from Debian's {package}, which make test does not install "
-        "(only a bench target, or somebody by hand): add it to scripts/install-system-packages.sh --test")
+    if package is None:
+        return f"{found} (run at {where}) belongs to no Debian package: who installs it?"
+    if package in packages_of_make_test() or _base_system(package):
+        return None
+    return (f"{program} (run at {where}) comes from Debian's {package}, which make test does not install "
+            "(only a bench target, or somebody by hand): add it to scripts/install-system-packages.sh --test")
+
+
+# One test for all the programs, not one each: a parameter list is read as the tests are
+# collected, and reading the code for it cost every pytest process seconds.
+@pytest.mark.system
+def test_every_program_the_code_runs_is_installed_by_make_test():
+    problems = list(filter(None, map(_not_installed_by_make_test, sorted(invoked()))))
+    assert not problems, "\n".join(problems)
 
 
 def test_the_libraries_the_clock_preloads_are_installed_by_make_test():
