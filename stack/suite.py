@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -264,9 +265,10 @@ def logs_kept(config: StackConfig, into: Path) -> None:
 
 @contextmanager
 def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
-    """Every lane's stack up; afterwards, down what this run started, and the lanes it
-    made removed with what they made outside their run directories, their logs kept
-    in ``out``."""
+    """Every lane's stack up, all at once (a start mostly waits: on a server to answer,
+    on migrations); afterwards, down what this run started, and the lanes it made
+    removed with what they made outside their run directories, their logs kept in
+    ``out``."""
     with ExitStack() as stack:
         for lane, config in enumerate(configs, start=1):
             if lane > 1:
@@ -274,7 +276,10 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
                 stack.callback(logs_kept, config, out)  # first: the callbacks run last to first
             elif not Supervisor(config).is_running():
                 stack.callback(down, config)
-            up(config, watched=False)
+        with ThreadPoolExecutor(len(configs)) as pool:
+            starts = [pool.submit(up, config, watched=False) for config in configs]
+        for start in starts:
+            start.result()  # the first that failed raises: every stack is cleaned up
         yield
 
 

@@ -1,9 +1,11 @@
 """make test's lanes (stack.suite): stacks apart from each other, parts reported whole."""
 
+import contextlib
 import itertools
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -74,6 +76,34 @@ def test_a_lanes_logs_are_kept_out_of_its_run_directory_before_it_goes(config, t
     assert (out / "lane2-logs" / "zookeeper.log").read_text() == "what it said\n"
     suite.logs_kept(suite.lane_config(config, 3), out)  # a lane that made no logs: nothing
     assert sorted(p.name for p in out.iterdir()) == ["lane2-logs"]
+
+
+@pytest.mark.parametrize("fails", [None, 2])
+def test_the_lanes_stacks_start_at_once_and_each_goes_after_whatever_failed(
+        fails, config, tmp_path, monkeypatch):
+    lanes = [suite.lane_config(config, lane) for lane in (1, 2, 3)]
+    together = threading.Barrier(len(lanes), timeout=10)  # broken unless every start is under way
+    calls = []
+
+    def up(stack, *, watched=True):
+        together.wait()
+        calls.append(("up", stack.run_dir, watched))
+        if fails and stack == lanes[fails - 1]:
+            raise RuntimeError("no ZooKeeper")
+
+    monkeypatch.setattr(suite, "up", up)
+    for name in ("down", "clean"):
+        monkeypatch.setattr(suite, name, lambda stack, name=name: calls.append((name, stack.run_dir)))
+    monkeypatch.setattr(suite, "logs_kept", lambda stack, out: calls.append(("logs kept", stack.run_dir)))
+    with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
+        with suite.stacks_up(lanes, tmp_path):
+            calls.append(("tests", None))
+    ups = {("up", stack.run_dir, False) for stack in lanes}
+    assert set(calls[:3]) == ups
+    # Lane 1's stack was not running before: it goes down; the others go, their logs kept.
+    after = [("logs kept", lanes[2].run_dir), ("clean", lanes[2].run_dir),
+             ("logs kept", lanes[1].run_dir), ("clean", lanes[1].run_dir), ("down", lanes[0].run_dir)]
+    assert calls[3:] == ([] if fails else [("tests", None)]) + after
 
 
 def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, tmp_path):
