@@ -11,10 +11,10 @@ from django.core.cache import cache
 from common.memory import forget_everything
 from loadtest.client import FlashsaleClient
 from orders.gate.store import gate_redis
+from stack.appgroups import APPS_ASKED, apps_asked, apps_order
 from stack.config import StackConfig
 from stack.control import apps_as_needed, watch
 from stack.servers import infrastructure
-from stack.suite import APPS_ASKED, apps_asked, apps_order
 from stack.supervisor import Supervisor
 
 pytest_plugins = [

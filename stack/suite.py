@@ -32,10 +32,8 @@ slowest tests of the run, whose durations are also written to
 ``<run dir>/suite/durations.json`` (``--store-durations`` copies them into
 ``.test_durations``, which balances the lanes).
 
-The stack's tests run grouped by what they ask of the app instances (a strategy, a
-server, a knob: ``stack_apps(...)``), as the last stored run recorded it in
-``.test_apps`` (``--store-durations`` writes that too): each switch restarts the
-instances, and in the order the files list them the tests switched back and forth.
+The stack's tests run grouped by what they ask of the app instances
+(``stack.appgroups``); ``--store-durations`` writes what each asked into ``.test_apps``.
 """
 
 from __future__ import annotations
@@ -47,12 +45,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .appgroups import APPS_ASKED
 from .check import keep_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
@@ -62,9 +61,6 @@ from .supervisor import Supervisor
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
 DURATIONS = ROOT / ".test_durations"
-APPS_ASKED = ROOT / ".test_apps"
-# What a test that asks nothing of the app instances is grouped with: as started.
-AS_STARTED = "{}"
 SLOWEST = 20
 # Which tests each kind of part runs (-m). With more than one lane, the beside and alone
 # parts share BESIDE_OR_ALONE between them by time (stack.shares).
@@ -98,26 +94,6 @@ def lane_environment(config: StackConfig) -> dict[str, str]:
     """What a pytest of the lane is given: the same variables StackConfig and the
     Django settings read, so that both find the lane's servers."""
     return {**os.environ, **config.port_environment()}
-
-
-def apps_asked(base: StackConfig, changes: Mapping[str, object]) -> str:
-    """What a test asked of the app instances: the fields of its lane's configuration
-    it changes, as a JSON object (``AS_STARTED`` for none)."""
-    wanted = base.replace(**changes)
-    return json.dumps({f.name: str(getattr(wanted, f.name)) for f in fields(base)
-                       if getattr(wanted, f.name) != getattr(base, f.name)}, sort_keys=True)
-
-
-def apps_order(tests: Sequence[str], asked: Mapping[str, str], last: Collection[str] = ()) -> dict[str, int]:
-    """Each test's place when the tests run grouped by what they ask of the app
-    instances: those that ask for them as started first, then each other group where
-    its first test stood; within a group, as listed. The tests in ``last`` (those that
-    read the watchers) come after all the others, grouped the same way."""
-    groups = list(dict.fromkeys([AS_STARTED, *(asked.get(test, AS_STARTED) for test in tests)]))
-    rank = {group: i for i, group in enumerate(groups)}
-    ordered = sorted(range(len(tests)),
-                     key=lambda i: (tests[i] in last, rank[asked.get(tests[i], AS_STARTED)], i))
-    return {tests[i]: place for place, i in enumerate(ordered)}
 
 
 @dataclass

@@ -232,34 +232,6 @@ def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_
     assert "stack/tests/test_suite.py::test_a_part_collects_this_checkouts_tests" in done.stdout
 
 
-def test_what_a_test_asks_of_the_apps_is_what_it_changes_of_the_lanes_configuration(config):
-    assert suite.apps_asked(config, {}) == suite.AS_STARTED
-    # Asking for what runs already changes nothing: grouped with the tests that ask none.
-    assert suite.apps_asked(config, {"strategy": config.strategy}) == suite.AS_STARTED
-    asked = suite.apps_asked(config, {"strategy": "gate", "instances": 1})
-    assert asked == '{"instances": "1", "strategy": "gate"}'
-
-
-def switches(tests: list[str], asked: dict[str, str]) -> int:
-    """How often the app instances restart running ``tests`` in that order."""
-    wanted = [asked.get(test, suite.AS_STARTED) for test in tests]
-    return sum(a != b for a, b in zip(wanted, wanted[1:], strict=False))
-
-
-def test_the_stack_tests_run_grouped_by_what_they_ask_of_the_apps_as_started_first():
-    tests = ["a", "b", "c", "d", "e", "f", "new"]
-    asked = {"a": '{"strategy": "gate"}', "b": suite.AS_STARTED, "c": '{"strategy": "setnx"}',
-             "d": '{"strategy": "gate"}', "e": suite.AS_STARTED, "f": '{"strategy": "setnx"}'}
-    order = suite.apps_order(tests, asked)
-    grouped = sorted(tests, key=order.__getitem__)
-    # A test the record does not know yet runs with those that ask for the apps as started.
-    assert grouped == ["b", "e", "new", "a", "d", "c", "f"]
-    assert switches(tests, asked) == 6 and switches(grouped, asked) == 2
-    # Those that read the watchers last, so that the watchers start as late as can be.
-    order = suite.apps_order(tests, asked, last={"b", "d"})
-    assert sorted(tests, key=order.__getitem__) == ["e", "new", "a", "c", "f", "b", "d"]
-
-
 def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path):
     parts = [_part("stack 1/2", 0, 100, {}, tmp_path)]
     with MachineCpu(period=3600) as machine:  # looked at as it starts and ends
