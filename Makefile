@@ -271,23 +271,21 @@ lint: install-test  ## ruff
 # more: one more stack, for the exclusive tests).
 LANES ?= 2
 
-#: install (with test packages), lint, the type checker, build the docs (strict), then the suite with `python -m stack
-#: test`: in `LANES` lanes at once (2 unless set), each on a stack of its own, each running a share
-#: of the tests that drive its stack, beside them a share of the rest, and beside the lanes, on a
-#: stack of their own, those that fault a server and the last share of the rest, the shares cut so
-#: that these parts end together (with one lane: after, alone on its stack); starts
-#: the stacks it needs and stops what it started; prints each part's time and the slowest tests
-#: ([tests](../development/tests.md))
-test: install-test  ## lint, types, the docs (strict), then the whole suite against the stacks it starts (and stops)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy .
-	$(PY) -m stack docs
-	$(PY) -m stack test --lanes $(LANES) -- $(PYTEST_ARGS)
+#: install (with test packages), lint, then the suite with `python -m stack test --checks`, the
+#: type checker and the docs build (strict) beside it: in `LANES` lanes at once (2 unless set), each
+#: on a stack of its own, each running a share of the tests that drive its stack, beside them a
+#: share of the rest, and beside the lanes, on a stack of their own, those that fault a server and
+#: the last share of the rest, the shares cut so that these parts end together (with one lane:
+#: after, alone on its stack); starts the stacks it needs and stops what it started; prints each
+#: part's time and the slowest tests ([tests](../development/tests.md))
+test: install-test  ## lint, then the whole suite against the stacks it starts (and stops), types and docs beside it
+	$(PY) -m stack test --checks --lanes $(LANES) -- $(PYTEST_ARGS)
 
-#: `make test` with a CPU burner beside it (one spinning process a core): the suite on a machine
-#: half as fast, where a test that assumes the machine's speed fails ([tests](../development/tests.md))
-test-slow: install-test  ## the whole suite with a CPU burner spinning on every core beside it
-	$(PY) -m stack test --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
+#: `make test` with a CPU burner beside it (one spinning process a core), from the lint on: the
+#: suite on a machine half as fast, where a test that assumes the machine's speed fails
+#: ([tests](../development/tests.md))
+test-slow: install-test  ## make test with a CPU burner spinning on every core beside it
+	$(PY) -m stack test --checks --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: both schemathesis runs of the suite (`tests/test_schemathesis.py`) against the stack, with
 #: `EXAMPLES` random cases an operation (the suite's runs take 50): `make fuzz EXAMPLES=5000`

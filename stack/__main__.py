@@ -30,8 +30,13 @@ from .control import clean, docs, down, run, status, up
 from .drill import restore_drill
 from .servers import APP_DATABASE, StackError
 
-# What acts on the stack and says nothing back; what writes a file from another.
-ACTIONS: dict[str, Callable[[StackConfig], None]] = {"down": down, "docs": docs, "clean": clean}
+# What acts on the stack and says nothing back, given its command line; what writes a
+# file from another.
+ACTIONS: dict[str, Callable[[StackConfig, argparse.Namespace], None]] = {
+    "down": lambda config, _: down(config),
+    "docs": lambda config, args: docs(config, site_dir=args.site_dir),
+    "clean": lambda config, _: clean(config),
+}
 WRITERS: dict[str, tuple[Path, Callable[[], bool], str]] = {
     "commands": (commands.PAGE, commands.write, "the Makefile and the management commands"),
     "prometheusrule": (prometheusrule.TARGET, prometheusrule.write, "the rule files"),
@@ -48,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                            "suite's stacks do until a test reads them")
     sub.add_parser("down", help="stop every process the stack started")
     sub.add_parser("status", help="state, PID and health of every server")
-    sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
+    p_docs = sub.add_parser("docs", help="build the documentation site nginx serves at /docs/")
+    p_docs.add_argument("--site-dir", type=Path, help="build it here instead (a check of the build)")
     sub.add_parser("commands", help="write the commands reference (the Makefile, manage.py)")
     sub.add_parser("prometheusrule", help="write deploy/k8s/monitoring's PrometheusRule from the rule files")
     sub.add_parser("clean", help="stop, then remove the run directory and the stack's temp directories")
@@ -64,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="write this run's durations into .test_durations, which splits the tests")
     p_test.add_argument("--burn", type=int, default=0, metavar="N",
                         help="N processes spinning beside the suite (make test-slow: one a core)")
+    p_test.add_argument("--checks", action="store_true",
+                        help="ruff first, then the type checker and the docs build beside the suite "
+                             "(make test)")
     p_test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     p_results = sub.add_parser("results", help="every measured file's command again, at HEAD on a clean "
                                "tree (stack.results)")
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             up(config, watched=not args.unwatched)
         elif args.command in ACTIONS:
-            ACTIONS[args.command](config)
+            ACTIONS[args.command](config, args)
         elif args.command in WRITERS:
             target, write, source = WRITERS[args.command]
             print(f"[stack] {target.relative_to(commands.ROOT)}: "
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.lanes < 1:
                 parser.error("--lanes must be at least 1")
             return suite.main(pytest_args, lanes=args.lanes, store_durations=args.store_durations,
-                              burn=args.burn)
+                              burn=args.burn, checks=args.checks)
     except StackError as e:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1

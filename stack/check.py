@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,14 @@ PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 # with a mark (conftest.py), and runs in make test alone.
 NOTHING_STARTED = "not server and not system"
 HALVES = 2
+LINT = [str(BIN / "ruff"), "check", "."]
+# The type checker, then the docs build: make check runs them beside its tests, make
+# test beside its suite (``python -m stack test --checks``).
+TYPES_AND_DOCS = [[str(BIN / "mypy"), "."], [sys.executable, "-m", "stack", "docs"]]
+
+
+def _printed(text: str) -> None:
+    print(text, flush=True)
 
 
 @dataclass
@@ -34,6 +43,7 @@ class Part:
     status: int | None = None
     seconds: float = 0.0
     output: list[str] = field(default_factory=list)
+    say: Callable[[str], None] = _printed  # how its output comes out, whole, when it ends
 
     def run(self) -> None:
         began = time.monotonic()
@@ -46,13 +56,21 @@ class Part:
                 break
         self.seconds = time.monotonic() - began
         said = "".join(self.output)
-        print(f"----- {self.name}: {self.seconds:.0f} s, {_verdict(self.status)} -----\n{said}", flush=True)
+        self.say(f"----- {self.name}: {self.seconds:.0f} s, {self.verdict} -----\n{said}")
+
+    @property
+    def verdict(self) -> str:
+        return _verdict(self.status)
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in (0, NONE_SELECTED)
 
 
 def parts(pytest_args: list[str], *, alerts: bool) -> list[Part]:
     """What runs at once: the type checker, the docs and (``alerts``) the alert checks
     in a row beside the halves of the tests."""
-    rows = [[str(BIN / "mypy"), "."], [sys.executable, "-m", "stack", "docs"]]
+    rows = [*TYPES_AND_DOCS]
     if alerts:
         rows.append([*PYTEST, "-m", "system and not server and not e2e", "tests/test_alerts.py"])
     tests = [*PYTEST, "-m", NOTHING_STARTED, "--splits", str(HALVES),
@@ -74,7 +92,7 @@ def keep_bytecode() -> None:
 def main(pytest_args: list[str]) -> int:
     began = time.monotonic()
     keep_bytecode()
-    lint = Part("ruff", [[str(BIN / "ruff"), "check", "."]])
+    lint = Part("ruff", [LINT])
     lint.run()
     if lint.status:
         return lint.status
@@ -89,8 +107,8 @@ def main(pytest_args: list[str]) -> int:
         thread.join()
     print(f"----- make check: {time.monotonic() - began:.0f} s -----")
     for part in [lint, *running]:
-        print(f"  {part.name:<20} {part.seconds:5.0f} s  {_verdict(part.status)}")
-    failed = [part.status for part in running if part.status not in (0, NONE_SELECTED)]
+        print(f"  {part.name:<20} {part.seconds:5.0f} s  {part.verdict}")
+    failed = [part.status for part in running if part.failed]
     if failed:
         return failed[0] or 1
     # PYTEST_ARGS may leave one half, or both, nothing to run.

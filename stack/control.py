@@ -324,15 +324,16 @@ def _migrate(sup: Supervisor, config: StackConfig) -> None:
 DOCS_BUILD = ("-m", "mkdocs", "build", "--strict")
 
 
-def docs(config: StackConfig) -> None:
+def docs(config: StackConfig, site_dir: Path | None = None) -> None:
     """Build the documentation site (``mkdocs.yml``, strict: a broken link or include
-    fails it) where the stack's nginx serves it, at /docs/."""
+    fails it) where the stack's nginx serves it, at /docs/, or in ``site_dir``."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # the theme's notice of its successor
-    result = subprocess.run([sys.executable, *DOCS_BUILD, "--site-dir", str(config.docs_root)], cwd=ROOT,
+    site = site_dir or config.docs_root
+    result = subprocess.run([sys.executable, *DOCS_BUILD, "--site-dir", str(site)], cwd=ROOT,
                             env=env, capture_output=True, text=True)
     if result.returncode:
         raise StackError(f"mkdocs build failed:\n{result.stdout}{result.stderr}")
-    _say(f"docs built in {config.docs_root}: {config.base_url}/docs/ once the stack is up")
+    _say(f"docs built in {site}" + ("" if site_dir else f": {config.base_url}/docs/ once the stack is up"))
 
 
 def _conf_applied(sup: Supervisor) -> set[str]:

@@ -38,6 +38,7 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("Alertmanager", r"\balertmanager\b"),
     ("nginx", r"^nginx:"),
     ("Chromium and Playwright", r"chromium|playwright"),
+    ("the type checker and the docs build", r"/mypy \.$|-m (stack docs|mkdocs build)\b"),
     ("load and fuzz clients", r"\b(locust|wrk|schemathesis)\b"),
     ("supervisord", r"\bsupervisord\b"),
     ("other Python", r"\bpython"),

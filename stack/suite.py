@@ -1,6 +1,7 @@
 """The whole suite, in lanes that run at once, each on a stack of its own.
 
-``make test`` runs ``python -m stack test [pytest arguments]``. Most of the suite's
+``make test`` runs ``python -m stack test --checks [pytest arguments]``: ruff, then
+the suite, with the type checker and the docs build beside it. Most of the suite's
 time is spent waiting on servers, so it runs in lanes at once (``--lanes``, 2):
 lane 1 on the stack the environment names (started if it is not up, stopped after if
 so), lane ``k`` on a stack of its own started for the run, its ports those of lane 1
@@ -43,6 +44,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +53,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from . import check
 from .appgroups import APPS_ASKED
 from .check import keep_bytecode
 from .config import ROOT, StackConfig
@@ -259,10 +262,12 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
         yield
 
 
-def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None) -> str:
+def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None,
+           checks: check.Part | None = None) -> str:
     lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
-    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in parts]
+    shown: list[Part | check.Part] = [*parts, *([checks] if checks else [])]
+    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in shown]
     durations = {test: s for part in parts for test, s in part.durations.items()}
     (out / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
     lines.append(f"----- the {SLOWEST} slowest tests (setup, call and teardown) -----")
@@ -300,12 +305,43 @@ def burners(count: int) -> Iterator[list[int]]:
             process.wait()
 
 
+def checks_commands(site: str) -> list[list[str]]:
+    """The type checker, then the docs build into ``site``."""
+    mypy, _ = check.TYPES_AND_DOCS
+    return [mypy, [sys.executable, "-m", "stack", "docs", "--site-dir", site]]
+
+
+@contextmanager
+def checks_beside(enabled: bool) -> Iterator[check.Part | None]:
+    """The type checker and the docs build (``--checks``, as make test asks) in a
+    thread of their own while the stacks start and the suite runs: they cost CPU as a
+    share of the tests does, and the suite no longer waits for them first. The docs
+    are built in a directory of their own: a test builds the lane's site, which
+    nginx serves, while this runs."""
+    if not enabled:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="flashsale-docs-check-") as site:
+        part = check.Part("types, docs", checks_commands(site), say=say)
+        thread = threading.Thread(target=part.run)
+        thread.start()
+        try:
+            yield part
+        finally:
+            thread.join()
+
+
 # Set for the suite's stacks and its pytest runs (the apps take the FLASHSALE_ variables
 # of whoever starts them): PBKDF2 was most of the apps' work in a schemathesis run.
 SUITE_ENVIRONMENT = {"FLASHSALE_QUICK_PASSWORD_HASHING": "true"}
 
 
-def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0) -> int:
+# Past six parameters: each a flag of python -m stack test.
+def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0,  # noqa: PLR0913
+         checks: bool = False) -> int:
+    """The suite in ``lanes`` lanes (``burn``: that many CPU burners beside it). With
+    ``checks``, ruff first (seconds, and the cheapest to fail: nothing starts if it
+    does), then the type checker and the docs build beside the suite."""
     for name, value in SUITE_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     keep_bytecode()  # before the stacks start: their apps compile the project once too
@@ -313,7 +349,14 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
     began = time.monotonic()
-    with MachineCpu() as machine, burners(burn) if burn else nullcontext(), stacks_up(configs, out):
+    with MachineCpu() as machine, burners(burn) if burn else nullcontext(), ExitStack() as beside:
+        if checks:
+            lint = check.Part("ruff", [check.LINT], say=say)
+            lint.run()
+            if lint.failed:
+                return lint.status or 1
+        checked = beside.enter_context(checks_beside(checks))
+        beside.enter_context(stacks_up(configs, out))
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         alone = alone_part(config, lanes, out)
         if lanes == 1:
@@ -327,7 +370,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         for thread in threads:
             thread.join()
     parts = [*(part for parts in shares for part in parts), alone]
-    say("\n" + report(parts, time.monotonic() - began, out, machine))
+    say("\n" + report(parts, time.monotonic() - began, out, machine, checked))
     if store_durations:
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
         kept.update(json.loads((out / "durations.json").read_text()))
@@ -336,13 +379,15 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         asked.update({test: key for part in parts for test, key in part.asked.items()})
         APPS_ASKED.write_text(json.dumps(asked, indent=1, sort_keys=True) + "\n")
         say(f"[suite] {DURATIONS.name}, {APPS_ASKED.name}: this run's durations and apps written in")
-    return exit_status(parts)
+    return exit_status(parts, checked)
 
 
-def exit_status(parts: list[Part]) -> int:
-    """A failed part's status (1 for one that never ran), else 0; 5 when no part
-    selected a test."""
+def exit_status(parts: list[Part], checks: check.Part | None = None) -> int:
+    """A failed part's status (1 for one that never ran), else the checks' if they
+    failed, else 0; 5 when no part selected a test."""
     failed = [part for part in parts if part.failed]
     if failed:
         return max(part.status or 1 for part in failed)
+    if checks is not None and checks.failed:
+        return checks.status or 1
     return 0 if any(part.status == 0 for part in parts) else 5

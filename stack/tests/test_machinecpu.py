@@ -36,6 +36,9 @@ def spinner_roles(marker: str) -> tuple[tuple[str, str], ...]:
     ("/usr/bin/prometheus-alertmanager --config.file=/x", "Alertmanager"),
     ("nginx: worker process", "nginx"),
     ("/usr/bin/promtool test rules rules.test.yml", "promtool"),
+    ("/repo/.venv/bin/python /repo/.venv/bin/mypy .", "the type checker and the docs build"),
+    ("/repo/.venv/bin/python -m stack docs --site-dir /tmp/x", "the type checker and the docs build"),
+    ("/repo/.venv/bin/python -m mkdocs build --strict --site-dir /x", "the type checker and the docs build"),
     ("", "?"),
 ])
 def test_a_process_is_taken_for_the_first_role_its_command_matches(command, role):

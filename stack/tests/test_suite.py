@@ -5,6 +5,7 @@ import itertools
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -140,6 +141,30 @@ def test_the_report_ranks_the_tests_by_their_cpu_their_pytests_and_their_stacks(
 def test_the_suite_fails_when_any_part_fails_or_never_ran(statuses, expected, config, tmp_path):
     parts = [_part(f"p{i}", status, 1, {}, tmp_path) for i, status in enumerate(statuses)]
     assert suite.exit_status(parts) == expected
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_checks_run_beside_the_suite_and_fail_it_when_they_fail(fails, config, tmp_path, monkeypatch):
+    began = tmp_path / "suite began"
+    # The first check waits for what the suite's body makes: run first, it would time out.
+    there = f"pathlib.Path({str(began)!r}).exists()"
+    waits = f"import pathlib, time; [time.sleep(0.05) for _ in range(600) if not {there}]"
+    checks = [[sys.executable, "-c", f"{waits}; assert {there}"],
+              [sys.executable, "-c", f"import sys; sys.exit({int(fails)})"]]
+    monkeypatch.setattr(suite, "checks_commands", lambda site: [*checks, ["test", "-d", site]])
+    said = []
+    monkeypatch.setattr(suite, "say", said.append)
+    with suite.checks_beside(True) as part:
+        began.touch()
+    assert part is not None and part.failed == fails
+    # Its output whole, up to the command that failed (the site directory made for the build).
+    assert said and said[0].startswith("----- types, docs: ") and said[0].count("$ ") == (2 if fails else 3)
+    parts = [_part("stack 1/2", 0, 1, {}, tmp_path)]
+    assert suite.exit_status(parts, part) == (1 if fails else 0)
+    line = f"  {'types, docs':<12} {part.seconds:7.0f} s  {'failed (1)' if fails else 'passed'}"
+    assert line in suite.report(parts, 1, tmp_path, checks=part).splitlines()
+    with suite.checks_beside(False) as nothing:
+        assert nothing is None
 
 
 def test_the_burners_spin_while_the_suite_runs_and_stop_with_it():
