@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from common.metrics import timings_flush
 from common.testing import in_thread
-from locking import LockNotOwnedError, get_lock, get_locks
+from locking import LockNotOwnedError, base, get_lock, get_locks
 from locking.backends.local import LocalLockBackend
 from locking.backends.null import NullLockBackend
 from locking.backends.redis.redisson import RedissonLockBackend
@@ -39,21 +39,38 @@ def labelled(lock, backend: str):
     return lock
 
 
-def test_each_acquisition_is_counted_once_and_timed_waiting_and_held():
+class StoppedClock:
+    """``locking.base``'s clock, moved only by the test: a hold lasts what the test
+    says, however long the machine takes over the round trips within it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)  # the rest of the time module as it is
+
+
+def test_each_acquisition_is_counted_once_and_timed_waiting_and_held(monkeypatch):
+    clock = StoppedClock()
+    monkeypatch.setattr(base, "time", clock)
     backend = f"t-{uuid.uuid4().hex[:8]}"
     locks = LocalLockBackend("local", {})
     holder = labelled(locks.lock("a"), backend)
     assert holder.acquire()
     assert in_thread(lambda: labelled(locks.lock("a"), backend).acquire(timeout=0.05)) is False
     assert in_thread(lambda: labelled(locks.lock("a"), backend).acquire(blocking=False)) is False
-    time.sleep(0.03)
+    clock.now += 0.03
     holder.release()
     with labelled(locks.lock("b"), backend):
         pass
     assert figures(backend) == {"acquired": 2, "timed_out": 1, "refused": 1, "unavailable": 0,
                                 "waits": 2, "holds": 2, "lost_at_release": 0}
-    # The first hold lasted the sleep at least: its bucket says so.
+    # The first hold lasted 30 ms on the test's clock, the second none: their buckets say so.
     assert sample("flashsale_lock_hold_seconds_bucket", backend=backend, le="0.025") == 1
+    assert sample("flashsale_lock_hold_seconds_sum", backend=backend) == pytest.approx(0.03)
 
 
 def test_the_settings_alias_labels_the_locks_it_builds():
@@ -75,20 +92,23 @@ def test_a_lock_that_excludes_nobody_is_not_measured():
     assert set(figures(backend).values()) == {0}
 
 
-def test_a_reentrant_hold_is_timed_per_release_from_its_own_acquisition(redis_url, key_prefix):
+def test_a_reentrant_hold_is_timed_per_release_from_its_own_acquisition(redis_url, key_prefix, monkeypatch):
+    clock = StoppedClock()
+    monkeypatch.setattr(base, "time", clock)
     backend = f"t-{uuid.uuid4().hex[:8]}"
     locks = RedissonLockBackend(backend, {"url": redis_url, "key_prefix": key_prefix})
     try:
         lock = labelled(locks.lock("r"), backend)
         lock.acquire()
-        time.sleep(0.06)
+        clock.now += 0.06
         lock.acquire()  # held twice by this thread
-        lock.release()  # the inner hold: under 50 ms
-        lock.release()  # the outer one: over 50 ms
+        lock.release()  # the inner hold: no time at all on this clock
+        lock.release()  # the outer one: 60 ms
     finally:
         locks.close()
     assert figures(backend)["holds"] == 2
     assert sample("flashsale_lock_hold_seconds_bucket", backend=backend, le="0.05") == 1
+    assert sample("flashsale_lock_hold_seconds_sum", backend=backend) == pytest.approx(0.06)
 
 
 def test_a_hold_whose_lease_ran_out_is_counted_lost_at_its_release(redis_url, key_prefix):
@@ -113,10 +133,20 @@ def test_the_watchdog_counts_its_renewals_by_the_backend_alias(redis_url, key_pr
     try:
         lock = locks.lock("r")
         lock.acquire()
-        time.sleep(0.75)  # renewed every 100 ms
+        began = time.monotonic()
+        # Four renewals (one every 100 ms), however late the machine runs the watchdog's
+        # thread; the deadline bounds a watchdog that never renews.
+        while renewed(backend) < 4 and time.monotonic() < began + 60:
+            time.sleep(0.01)
+        held = time.monotonic() - began
         lock.release()
     finally:
         locks.close()
-    renewed = sample("flashsale_lock_renewals_total", backend=backend, outcome="renewed")
-    assert 4 <= renewed <= 8, renewed
+    assert renewed(backend) >= 4
+    # Never sooner than a third of the lease after the last: at most one a 100 ms held.
+    assert renewed(backend) <= held / 0.1 + 1, (renewed(backend), held)
     assert sample("flashsale_lock_renewals_total", backend=backend, outcome="failed") == 0
+
+
+def renewed(backend: str) -> float:
+    return sample("flashsale_lock_renewals_total", backend=backend, outcome="renewed")
