@@ -378,6 +378,12 @@ class HostedApps:
 
         self._until(replicas_known, STARTUP_S, "no replica in sync")
 
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last ``lines`` of a server's log (``sentinel``, ``app1``, …): what a failed
+        assertion about that server shows."""
+        log = Path(self._scratch.name) / f"{name}.log"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
     def master(self, service: str = SENTINEL_SERVICE) -> Host:
         """The host of ``service``'s master (the locks' Redis by default), as the
         sentinel names it now."""
