@@ -23,6 +23,8 @@ from chaos.faults import OnSale, until_batch_in_hand
 from stack.config import StackConfig
 from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
+from .holders import held_a_while, setnx_holder, someone_asks
+
 # Past the Redis locks' 5 s lease, and healed just before TCP's fifth retransmission
 # of what was sent as it struck (6.2 s after), so stalled connections resume at the
 # heal rather than at the sixth (12.6 s after): each cell is 6 s shorter.
@@ -43,7 +45,6 @@ PAST_A_2_S_LEASE = 2.5
 # ZooKeeper's lease is the session: 4 s, the least its 2 s tick allows. A partition of
 # 5 s outlives it by a second, so the session expires and another contender holds.
 PAST_THE_SESSION = 5.0
-HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
 # The clock-jump lesson's critical section: the step strikes a holder found with a
 # waiter beside it, some tens of ms after it is seen; the next waiter must then take
 # the lock and read the stock before the holder writes.
@@ -136,29 +137,6 @@ class LinkFault:
             host.heal()
 
 
-def _held_a_while(holder: Callable[[], object | None], held: float = HELD_A_WHILE) -> object | None:
-    """Until ``holder()`` (who holds the lock, None when nobody does) names the same
-    holder twice ``held`` seconds apart: past its read of the stock, inside its
-    critical section. Returns that holder; None after 5 s without one (the cut then
-    strikes anyway)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        first = holder()
-        if first is not None:
-            time.sleep(held)
-            if holder() == first:
-                return first
-        time.sleep(0.005)
-    return None
-
-
-def _setnx_holder(client: redis.Redis) -> bytes | None:
-    """The setnx lock's holder token, or None: the lock is a key holding its
-    holder's token, beside the stock row's fence counter."""
-    keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
-    return client.get(keys[0]) if keys else None
-
-
 def _cut_the_holder(hosted: HostedApps) -> None:
     """Cut app1 off from MariaDB while it holds the setnx lock (every buyer buys from
     app1 until the strike, so the holder is app1's), watched in the hosts' Redis.
@@ -172,9 +150,9 @@ def _cut_the_holder(hosted: HostedApps) -> None:
     try:
         deadline = time.monotonic() + 5
         while True:
-            seen = _held_a_while(lambda: _setnx_holder(client))
+            seen = held_a_while(lambda: setnx_holder(client))
             hosted.apps[0].partition(hosted.db)
-            if seen is None or _setnx_holder(client) == seen or time.monotonic() > deadline:
+            if seen is None or setnx_holder(client) == seen or time.monotonic() > deadline:
                 return
             hosted.apps[0].heal()
     finally:
@@ -192,8 +170,8 @@ def _fail_over_under_the_holder(hosted: HostedApps) -> None:
     client = redis.Redis(host=master.address, port=REDIS_PORT, socket_timeout=1)
     try:
         master.partition(replica)  # from now on the master's writes stay on it
-        before = _setnx_holder(client)  # read after the cut: a holder of then may have been replicated
-        _held_a_while(lambda: token if (token := _setnx_holder(client)) != before else None,
+        before = setnx_holder(client)  # read after the cut: a holder of then may have been replicated
+        held_a_while(lambda: token if (token := setnx_holder(client)) != before else None,
                       held=FAILOVER_HELD)
     finally:
         client.close()
@@ -265,7 +243,7 @@ def _cut_the_zookeeper_holder(hosted: HostedApps) -> None:
         return min(nodes, key=lambda node: node[-10:]) if nodes else None
 
     try:
-        _held_a_while(holder)
+        held_a_while(holder)
     finally:
         client.stop()
         client.close()
@@ -287,26 +265,15 @@ def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
         # and a step under nobody shows nothing.
         deadline, seen = time.monotonic() + 5, None
         while time.monotonic() < deadline:
-            _held_a_while(lambda: _setnx_holder(client))
-            holder = _setnx_holder(client)
-            if holder is not None and holder != seen and _someone_asks(client) \
-                    and _setnx_holder(client) == holder:
+            held_a_while(lambda: setnx_holder(client))
+            holder = setnx_holder(client)
+            if holder is not None and holder != seen and someone_asks(client) \
+                    and setnx_holder(client) == holder:
                 break
             seen = holder
         hosted.clock.step(CLOCK_STEP)
     finally:
         client.close()
-
-
-def _someone_asks(client: redis.Redis) -> bool:
-    """Whether a SET reaches the locks' Redis within 30 ms: a waiter polls every 20 ms
-    (a new purchase claims its key with one, then waits as well)."""
-    def sets() -> int:
-        return client.info("commandstats").get("cmdstat_set", {}).get("calls", 0)
-
-    before = sets()
-    time.sleep(0.03)
-    return sets() > before
 
 
 def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, down_seconds: float,

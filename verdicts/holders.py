@@ -1,0 +1,46 @@
+"""Who holds a lesson's lock, watched from outside the instances: the lessons on
+leases strike a holder inside its critical section (``verdicts.links``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import cast
+
+import redis
+
+HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
+
+
+def held_a_while(holder: Callable[[], object | None], held: float = HELD_A_WHILE) -> object | None:
+    """Until ``holder()`` (who holds the lock, None when nobody does) names the same
+    holder twice ``held`` seconds apart: past its read of the stock, inside its
+    critical section. Returns that holder; None after 5 s without one (the cut then
+    strikes anyway)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        first = holder()
+        if first is not None:
+            time.sleep(held)
+            if holder() == first:
+                return first
+        time.sleep(0.005)
+    return None
+
+
+def setnx_holder(client: redis.Redis) -> bytes | None:
+    """The setnx lock's holder token, or None: the lock is a key holding its
+    holder's token, beside the stock row's fence counter."""
+    keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
+    return cast(bytes | None, client.get(keys[0])) if keys else None  # a client that does not decode
+
+
+def someone_asks(client: redis.Redis) -> bool:
+    """Whether a SET reaches the locks' Redis within 30 ms: a waiter polls every 20 ms
+    (a new purchase claims its key with one, then waits as well)."""
+    def sets() -> int:
+        return client.info("commandstats").get("cmdstat_set", {}).get("calls", 0)
+
+    before = sets()
+    time.sleep(0.03)
+    return sets() > before
