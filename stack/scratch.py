@@ -41,12 +41,32 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_cluster_port() -> int:
-    """A free port whose cluster bus port (10,000 above, which Redis requires to be
-    at most 65,535) is free too."""
+BUS = 10_000  # a Cluster node's bus port is its port plus this, at most 65,535
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel hands out to outgoing connections (Linux's default if it
+    does not say)."""
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32_768, 60_999
+    return range(low, high + 1)
+
+
+def free_cluster_port(ephemeral: range | None = None) -> int:
+    """A free port whose cluster bus port is free too, both outside the ports the
+    kernel hands out to outgoing connections: a bus port in that range, free when
+    looked at, was taken by one of the suite's connections before Redis bound it
+    ("Address already in use"). Anywhere from 20,000 if that range leaves no room."""
+    ephemeral = ephemeral_ports() if ephemeral is None else ephemeral
+    # From 10,000 up: the stacks' own ports are below, and a server of theirs a test
+    # restarts must find its port free again.
+    outside = [port for port in range(10_000, 65_536 - BUS)
+               if port not in ephemeral and port + BUS not in ephemeral]
     while True:
-        port = random.randint(20_000, 55_535)
-        if _bindable(port) and _bindable(port + 10_000):
+        port = random.choice(outside) if outside else random.randint(20_000, 65_535 - BUS)
+        if _bindable(port) and _bindable(port + BUS):
             return port
 
 
