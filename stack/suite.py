@@ -306,9 +306,9 @@ def burners(count: int) -> Iterator[list[int]]:
 
 
 def checks_commands(site: str) -> list[list[str]]:
-    """The type checker, then the docs build into ``site``."""
-    mypy, _ = check.TYPES_AND_DOCS
-    return [mypy, [sys.executable, "-m", "stack", "docs", "--site-dir", site]]
+    """make check's type checker, then its docs build, into ``site``."""
+    mypy, docs = check.TYPES_AND_DOCS
+    return [mypy, [*docs, "--site-dir", site]]
 
 
 @contextmanager
