@@ -19,7 +19,7 @@ from stack.supervisor import Supervisor
 
 pytest_plugins = [
     "stack.testcpu",  # each test's CPU, when make test asks (stack/testcpu.py)
-    "stack.shares",  # a beside or alone part's share of the tests (stack/shares.py)
+    "stack.pool",  # a beside or alone part's share of the tests (stack/pool.py)
 ]
 
 

@@ -22,7 +22,7 @@ shares of equal time by ``.test_durations`` (pytest-split):
 
 With more than one lane, the tests of 2 are not split evenly between the lanes: the
 alone part takes a share of them too, and the shares are cut so that the beside parts
-and the alone part take about as long (``stack.shares``).
+and the alone part take about as long (``stack.pool``).
 
 The stacks the run starts leave their watchers (Prometheus, its exporters,
 Alertmanager, the pager) stopped: a test that reads them asks for ``stack_watchers``,
@@ -66,12 +66,12 @@ LANE_PORT_STEP = 200
 DURATIONS = ROOT / ".test_durations"
 SLOWEST = 20
 # Which tests each kind of part runs (-m). With more than one lane, the beside and alone
-# parts share BESIDE_OR_ALONE between them by time (stack.shares).
+# parts share BESIDE_OR_ALONE between them by time (stack.pool).
 STACK = "stack and not exclusive and not own_stack"
 BESIDE = "not stack and not exclusive and not own_stack"
 ALONE = "exclusive or own_stack"
 BESIDE_OR_ALONE = f"{ALONE} or not stack"
-SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a shared part's share (stack.shares)
+SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a shared part's share (stack.pool)
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
 
 
@@ -114,7 +114,7 @@ class Part:
     durations: dict[str, float] = field(default_factory=dict)
     asked: dict[str, str] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # test: [its pytest's, its stack's] s
-    shared: bool = False  # its share cut by stack.shares, not by pytest-split's even split
+    shared: bool = False  # its share cut by stack.pool, not by pytest-split's even split
 
     @property
     def log(self) -> Path:
@@ -202,7 +202,7 @@ def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
     when there is one lane, on a stack of their own when there are more. The
     exclusive tests mostly wait, so the long runs that restart nothing (schemathesis)
     join them there rather than lengthen a lane's stack part; with more than one lane,
-    so does the last share of the beside parts' tests (``stack.shares``)."""
+    so does the last share of the beside parts' tests (``stack.pool``)."""
     if lanes == 1:
         return Part("alone", ALONE, 0, config, (1, 1), out)
     return Part("alone", BESIDE_OR_ALONE, 0, alone_config(config, lanes), (lanes + 1, lanes + 1), out,

@@ -246,7 +246,7 @@ def test_a_part_collects_this_checkouts_tests_wherever_its_run_directory_is(tmp_
     part = suite.Part("beside 1/1", "not server", 1, StackConfig.from_env(), (1, 1), out)
     # No path given, as make test gives none; and none of this pytest's settings: the
     # configuration found says which tests and which Django settings.
-    # Nor the share of the part this test runs in, were it one (stack.shares).
+    # Nor the share of the part this test runs in, were it one (stack.pool).
     monkeypatch.setenv(suite.SHARE, "2/3")
     env = {k: v for k, v in os.environ.items()
            if k not in ("DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS", suite.SHARE)}

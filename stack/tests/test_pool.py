@@ -1,4 +1,4 @@
-"""The beside and alone parts' shares of the tests that drive no lane's stack (stack.shares)."""
+"""The beside and alone parts' shares of the tests that drive no lane's stack (stack.pool)."""
 
 import json
 import random
@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from stack import shares as shares_module
+from stack import pool as shares_module
 from stack import suite
 from stack.config import StackConfig
-from stack.shares import shares
+from stack.pool import shares
 from stack.suite import SHARE
 
 
