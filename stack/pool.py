@@ -1,28 +1,39 @@
-"""The tests that drive no lane's stack, shared out by time between the lanes' beside
-parts and the alone part (``stack.suite``), so that they end together.
+"""Which tests each part of ``make test`` runs (``stack.suite``): a pytest plugin,
+loaded by the root conftest.py, active when ``POOL`` names a directory.
 
-The alone part's own tests (``exclusive``, ``own_stack``) must run there; the others
-(the beside tests) may run in any of these parts, since none drives the stack it runs
-beside. Split evenly between the lanes alone, they left the alone part done while the
-beside parts ran on, and the suite lasts as long as its longest part. Each of these
-pytest runs collects the same tests and reads the same durations (pytest-split's
-file, ``--durations-path``), so each computes the same shares and keeps its own: a
-pytest plugin, loaded by the root conftest.py, active when ``SHARE`` is set ("k/n":
-the k-th of n shares, the last being the alone part's).
+A part runs its own tests first, in the order given: a stack part its share of the
+tests that drive its lane's stack (``SHARE``, "k/n": the k-th of n shares of about
+equal time by the durations), the alone part the tests that must run there
+(``exclusive``, ``own_stack``). The rest (the tests that drive no stack and fault no
+shared server) are a pool that every part draws from once its own are done, a chunk
+at a time: a part takes the next chunk that no part has taken, by creating that
+chunk's file in ``POOL`` (``O_EXCL``: of two parts that try at once, one wins).
+Split between the parts ahead of time by the last run's durations, the parts ended
+minutes apart, the stack parts first, and the machine was idle for a third of the
+suite's last minutes; drawn as each part comes free, they end within a chunk of
+each other.
+
+A chunk is a module's tests in a row, their durations adding up to at most
+``CHUNK_SECONDS`` (a longer test alone), so that a module's fixtures are set up once
+a chunk; the longest chunks are drawn first, so the last drawn are short. Every part
+collects the same tests and reads the same durations (pytest-split's file,
+``--durations-path``), so each makes the same chunks, in the same order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from .suite import SHARE
+from .suite import POOL, SHARE
 
-PINNED_MARKS = ("exclusive", "own_stack")  # they run in the last share: the alone part's stack
+PINNED_MARKS = ("exclusive", "own_stack")  # they run in the alone part: on its stack, after nothing
+CHUNK_SECONDS = 20.0
 
 
 def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
@@ -31,9 +42,7 @@ def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
     ``pinned`` all in the last share; the others longest first, each into the share
     with the least time so far (a test without a duration counts as their mean).
     Each share keeps the order ``tests`` came in."""
-    known = [durations[test] for test in tests if test in durations]
-    mean = sum(known) / len(known) if known else 1.0
-    took = {test: durations.get(test, mean) for test in tests}
+    took = _took(tests, durations)
     share_of = dict.fromkeys((test for test in tests if test in pinned), parts - 1)
     load = [0.0] * parts
     load[-1] = sum(took[test] for test in share_of)
@@ -43,6 +52,33 @@ def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
         share_of[test] = least
         load[least] += took[test]
     return [[test for test in tests if share_of[test] == k] for k in range(parts)]
+
+
+def chunks(tests: Sequence[str], durations: Mapping[str, float],
+           most: float = CHUNK_SECONDS) -> list[list[str]]:
+    """``tests`` cut into runs of one module's tests, each run's durations adding up
+    to at most ``most`` (a test longer than that alone); the longest run first, runs
+    of equal time in the order given."""
+    took = _took(tests, durations)
+    cut: list[list[str]] = []
+    for test in tests:
+        last = cut[-1] if cut else []
+        if last and _module(last[0]) == _module(test) and sum(took[t] for t in last) + took[test] <= most:
+            last.append(test)
+        else:
+            cut.append([test])
+    return sorted(cut, key=lambda run: -sum(took[test] for test in run))
+
+
+def _took(tests: Sequence[str], durations: Mapping[str, float]) -> dict[str, float]:
+    """Each test's duration; one without counts as the mean of those with one."""
+    known = [durations[test] for test in tests if test in durations]
+    mean = sum(known) / len(known) if known else 1.0
+    return {test: durations.get(test, mean) for test in tests}
+
+
+def _module(test: str) -> str:
+    return test.split("::", 1)[0]
 
 
 def share_asked() -> tuple[int, int] | None:
@@ -56,15 +92,81 @@ def share_asked() -> tuple[int, int] | None:
     return k, n
 
 
-@pytest.hookimpl(trylast=True)  # after -m has deselected by marks: the shares are of what is left
+class Pool:
+    """A part's own tests, then the chunks of the pool it draws."""
+
+    def __init__(self, directory: Path, own: list[pytest.Item], pooled: list[list[pytest.Item]]):
+        self.directory, self.own, self.pooled = directory, own, pooled
+        self.drawn: list[int] = []  # the chunks this part took, as indexes into pooled
+
+    def take(self, index: int) -> bool:
+        """Whether this part takes the chunk: none had yet."""
+        first = self.pooled[index][0].nodeid
+        claim = self.directory / hashlib.sha256(first.encode()).hexdigest()[:24]
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as out:  # who took it, for whoever reads the directory
+            out.write(f"{os.getpid()} {first}\n")
+        self.drawn.append(index)
+        return True
+
+    def items(self) -> Iterator[pytest.Item]:
+        """The tests to run, in order: drawn lazily, one test ahead of the one running."""
+        yield from self.own
+        for index, chunk in enumerate(self.pooled):
+            if self.take(index):
+                yield from chunk
+
+
+_POOL = pytest.StashKey[Pool]()
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected by marks: the pool is of what is left
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    asked = share_asked()
-    if asked is None:
+    directory = os.environ.get(POOL)
+    if not directory:
         return
-    k, n = asked
     path = Path(config.getoption("durations_path"))
     durations = json.loads(path.read_text()) if path.exists() else {}
-    pinned = {item.nodeid for item in items if any(item.get_closest_marker(mark) for mark in PINNED_MARKS)}
-    kept = set(shares([item.nodeid for item in items], durations, n, pinned)[k - 1])
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in kept])
-    items[:] = [item for item in items if item.nodeid in kept]
+    own = [item for item in items if _is_own(item)]
+    pooled = [item for item in items if not _is_own(item)]
+    if asked := share_asked():
+        k, n = asked
+        kept = set(shares([item.nodeid for item in own], durations, n)[k - 1])
+        config.hook.pytest_deselected(items=[item for item in own if item.nodeid not in kept])
+        own = [item for item in own if item.nodeid in kept]
+    by_id = {item.nodeid: item for item in pooled}
+    cut = chunks([item.nodeid for item in pooled], durations)
+    config.stash[_POOL] = Pool(Path(directory), own, [[by_id[test] for test in chunk] for chunk in cut])
+    items[:] = [*own, *pooled]  # all collected; those another part draws are not run here
+
+
+def _is_own(item: pytest.Item) -> bool:
+    """Whether a part runs it itself: it drives a stack, or must run in the alone part."""
+    return bool(item.get_closest_marker("stack") or any(item.get_closest_marker(m) for m in PINNED_MARKS))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """pytest's own loop (``_pytest.main``), over the tests the pool gives: the next
+    is drawn before one runs, since its teardown depends on what follows it."""
+    pool = session.config.stash.get(_POOL, None)
+    if pool is None:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    if session.config.option.collectonly:
+        return True
+    tests = pool.items()
+    item = next(tests, None)
+    while item is not None:
+        following = next(tests, None)
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+        item = following
+    return True

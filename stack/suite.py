@@ -5,24 +5,27 @@ the suite, with the type checker and the docs build beside it. Most of the suite
 time is spent waiting on servers, so it runs in lanes at once (``--lanes``, 2):
 lane 1 on the stack the environment names (started if it is not up, stopped after if
 so), lane ``k`` on a stack of its own started for the run, its ports those of lane 1
-plus ``(k - 1) * LANE_PORT_STEP``. Each lane runs a ``k``-th share of the tests,
-shares of equal time by ``.test_durations`` (pytest-split):
+plus ``(k - 1) * LANE_PORT_STEP``. Each lane runs two pytest at once:
 
-1. the tests that drive its stack's app instances, nginx or watchers (``stack``,
-   marked by conftest.py), one after another, since each may restart the instances;
-2. at the same time, the tests that do not, with a database, Redis databases and a
-   ZooKeeper root of their own (``FLASHSALE_TEST_WORKER=1``);
-3. the tests that fault a server both use or count all it runs (``exclusive``),
-   and the long runs that want a stack to themselves and restart nothing
-   (``own_stack``: schemathesis): with one lane, alone on its stack after 1 and 2;
-   with more, all of them in one run on a stack of their own (``alone_config``),
-   started beside the lanes and removed when that run ends. The exclusive tests
-   mostly wait on faults and timeouts: on a stack of their own they wait while the
-   lanes load the machine, and no lane waits for them.
+1. its stack part: a ``k``-th share of the tests that drive its stack's app
+   instances, nginx or watchers (``stack``, marked by conftest.py), shares of equal
+   time by ``.test_durations``, one after another, since each may restart the
+   instances;
+2. its beside part, with a database, Redis databases and a ZooKeeper root of its own
+   (``FLASHSALE_TEST_WORKER=1``).
 
-With more than one lane, the tests of 2 are not split evenly between the lanes: the
-alone part takes a share of them too, and the shares are cut so that the beside parts
-and the alone part take about as long (``stack.pool``).
+Beside the lanes, the alone part runs the tests that fault a server both pytest of a
+lane use or count all it runs (``exclusive``), and the long runs that want a stack to
+themselves and restart nothing (``own_stack``: schemathesis): with one lane, alone on
+its stack after the lane; with more, on a stack of its own (``alone_config``),
+started beside the lanes and removed when that run ends. The exclusive tests mostly
+wait on faults and timeouts: on a stack of their own they wait while the lanes load
+the machine, and no lane waits for them.
+
+The rest, the tests that drive no stack and fault nothing shared, are a pool: each
+part draws from it once its own tests are done, the beside parts from the start, a
+chunk of tests at a time, until none is left (``stack.pool``); so the parts end
+together, however fast the machine runs each part that day.
 
 The stacks the run starts leave their watchers (Prometheus, its exporters,
 Alertmanager, the pager) stopped: a test that reads them asks for ``stack_watchers``,
@@ -50,7 +53,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import check
@@ -65,13 +68,15 @@ from .supervisor import Supervisor
 LANE_PORT_STEP = 200
 DURATIONS = ROOT / ".test_durations"
 SLOWEST = 20
-# Which tests each kind of part runs (-m). With more than one lane, the beside and alone
-# parts share BESIDE_OR_ALONE between them by time (stack.pool).
-STACK = "stack and not exclusive and not own_stack"
-BESIDE = "not stack and not exclusive and not own_stack"
-ALONE = "exclusive or own_stack"
-BESIDE_OR_ALONE = f"{ALONE} or not stack"
-SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a shared part's share (stack.pool)
+# Which tests each kind of part may run (-m): its own, and the pool that every part
+# draws from (POOLED) once its own are done (stack.pool).
+POOLED = "not stack and not exclusive and not own_stack"
+STACK = f"stack and not exclusive and not own_stack or {POOLED}"
+BESIDE = POOLED
+ALONE = f"exclusive or own_stack or {POOLED}"
+SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a stack part's share of the tests that drive its stack
+POOL = "FLASHSALE_TEST_POOL"  # the directory where the parts take the pool's chunks
+POOL_DIRECTORY = "pool"  # in the run's suite directory, emptied as the run begins
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
 
 
@@ -101,20 +106,20 @@ def lane_environment(config: StackConfig) -> dict[str, str]:
 
 @dataclass
 class Part:
-    """One pytest run: a share of one kind of test on one lane's stack."""
+    """One pytest run on one lane's stack: its own tests, then what it draws from the
+    pool (``out``/pool)."""
 
     name: str
     marks: str
     worker: int
     config: StackConfig
-    share: tuple[int, int]  # (group, of groups)
+    share: tuple[int, int] | None  # (k, n): a stack part's share of the tests that drive its stack
     out: Path
     status: int | None = None
     seconds: float = 0.0
     durations: dict[str, float] = field(default_factory=dict)
     asked: dict[str, str] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # test: [its pytest's, its stack's] s
-    shared: bool = False  # its share cut by stack.pool, not by pytest-split's even split
 
     @property
     def log(self) -> Path:
@@ -134,17 +139,19 @@ class Part:
         """Where its pytest writes each test's CPU (stack/testcpu.py)."""
         return self.log.with_suffix(".cpu.json")
 
+    @property
+    def pool(self) -> Path:
+        """Where every part of the run takes the pool's chunks (stack.pool)."""
+        return self.out / POOL_DIRECTORY
+
     def command(self, pytest_args: list[str]) -> list[str]:
-        group, groups = self.share
-        # pytest-split reads the committed durations to split by, and writes only
-        # this part's (--clean-durations) to the same file: a copy of them.
+        # The shares and the chunks are cut by the committed durations, read from this
+        # file; pytest-split writes this part's own there (--clean-durations).
         self.durations_file.write_text(DURATIONS.read_text() if DURATIONS.exists() else "{}")
         # The checkout's configuration named: pytest would otherwise look for one above
         # the durations file, which sits in the run directory, wherever RUN_DIR puts it.
-        split = [] if self.shared else ["--splits", str(groups), "--group", str(group),
-                                        "--splitting-algorithm", "least_duration"]
         return [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-m", self.marks,
-                "-p", "no:cacheprovider", *split,
+                "-p", "no:cacheprovider",
                 "--store-durations", "--clean-durations", "--durations-path", str(self.durations_file),
                 *pytest_args]
 
@@ -154,8 +161,10 @@ class Part:
         if self.worker == 0:  # its tests drive the stack: what it uses is theirs
             env["FLASHSALE_TEST_CPU_STACK"] = "1"
         env.pop(SHARE, None)  # a part's share is its own, not that of a part it runs in
-        if self.shared:
+        if self.share is not None:
             env[SHARE] = "{}/{}".format(*self.share)
+        env[POOL] = str(self.pool)
+        self.pool.mkdir(exist_ok=True)
         self.apps_file.unlink(missing_ok=True)
         self.cpu_file.unlink(missing_ok=True)
         say(f"[suite] {self.name}: started")
@@ -189,24 +198,19 @@ def alone_config(config: StackConfig, lanes: int) -> StackConfig:
 
 
 def lane_parts(config: StackConfig, lane: int, lanes: int, out: Path) -> list[Part]:
-    """The parts a lane runs at once. With more than one lane, its beside part takes its
-    share of the tests it shares with the alone part (the last share)."""
-    beside = Part(f"beside {lane}/{lanes}", BESIDE, 1, config, (lane, lanes), out)
-    if lanes > 1:
-        beside = replace(beside, marks=BESIDE_OR_ALONE, share=(lane, lanes + 1), shared=True)
-    return [Part(f"stack {lane}/{lanes}", STACK, 0, config, (lane, lanes), out), beside]
+    """The parts a lane runs at once: its share of the tests that drive its stack, and
+    beside them a part whose tests all come from the pool."""
+    return [Part(f"stack {lane}/{lanes}", STACK, 0, config, (lane, lanes), out),
+            Part(f"beside {lane}/{lanes}", BESIDE, 1, config, None, out)]
 
 
 def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
     """The exclusive tests and the ``own_stack`` ones, every one: on the lane's stack
     when there is one lane, on a stack of their own when there are more. The
     exclusive tests mostly wait, so the long runs that restart nothing (schemathesis)
-    join them there rather than lengthen a lane's stack part; with more than one lane,
-    so does the last share of the beside parts' tests (``stack.pool``)."""
-    if lanes == 1:
-        return Part("alone", ALONE, 0, config, (1, 1), out)
-    return Part("alone", BESIDE_OR_ALONE, 0, alone_config(config, lanes), (lanes + 1, lanes + 1), out,
-                shared=True)
+    join them there rather than lengthen a lane's stack part. After them it draws from
+    the pool, as every part does (with one lane, the lane has drawn it all)."""
+    return Part("alone", ALONE, 0, config if lanes == 1 else alone_config(config, lanes), None, out)
 
 
 def run_lane(parts: list[Part], pytest_args: list[str], *, then: Part | None = None) -> None:
@@ -267,7 +271,9 @@ def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | N
     lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
     shown: list[Part | check.Part] = [*parts, *([checks] if checks else [])]
-    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}" for part in shown]
+    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}"
+              + (f", {len(part.durations)} tests" if isinstance(part, Part) and part.durations else "")
+              for part in shown]
     durations = {test: s for part in parts for test, s in part.durations.items()}
     (out / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
     lines.append(f"----- the {SLOWEST} slowest tests (setup, call and teardown) -----")
@@ -348,6 +354,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     config = StackConfig.from_env()
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
+    shutil.rmtree(out / POOL_DIRECTORY, ignore_errors=True)  # a run before's chunks, all taken
     began = time.monotonic()
     with MachineCpu() as machine, burners(burn) if burn else nullcontext(), ExitStack() as beside:
         if checks:

@@ -4,8 +4,8 @@ tests that cost the most of it are where it can be shortened.
 
 A test's CPU is what its pytest process and everything it started used from its
 setup to its teardown (children still running, and those that ended), and, for a
-test of a stack part (``FLASHSALE_TEST_CPU_STACK``), what its lane's stack used
-meanwhile: the supervisord of its run directory and every process under it, those
+test that drives the stack (in a stack part: ``FLASHSALE_TEST_CPU_STACK``), what its
+lane's stack used meanwhile: the supervisord of its run directory and every process under it, those
 restarted included. The stack's figure includes what the beside part asked of the
 same MariaDB, Redis and ZooKeeper at the same time, and the stack's own idle work
 (Prometheus, the writers' loops); a server that detaches from its parent (a test
@@ -62,7 +62,9 @@ class CpuPerTest:
         own, stack = self.now()
         yield
         own_after, stack_after = self.now()
-        self.seconds[item.nodeid] = [round(own_after - own, 2), round(max(stack_after - stack, 0.0), 2)]
+        # A test from the pool (stack.pool) drives no stack: what the stack did meanwhile is not its.
+        stack_used = max(stack_after - stack, 0.0) if item.get_closest_marker("stack") else 0.0
+        self.seconds[item.nodeid] = [round(own_after - own, 2), round(stack_used, 2)]
 
     def pytest_sessionfinish(self) -> None:
         self.out.write_text(json.dumps(self.seconds, indent=1, sort_keys=True) + "\n")

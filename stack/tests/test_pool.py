@@ -1,16 +1,16 @@
-"""The beside and alone parts' shares of the tests that drive no lane's stack (stack.pool)."""
+"""Each part's own tests, then the pool's chunks that it draws (stack.pool)."""
 
 import json
+import os
 import random
-from types import SimpleNamespace
+import subprocess
+import sys
 
 import pytest
 
-from stack import pool as shares_module
 from stack import suite
-from stack.config import StackConfig
-from stack.pool import shares
-from stack.suite import SHARE
+from stack.config import ROOT, StackConfig
+from stack.pool import CHUNK_SECONDS, chunks, shares
 
 
 def test_the_pinned_tests_fill_the_last_share_and_the_others_even_the_shares_out():
@@ -39,73 +39,109 @@ def test_a_test_without_a_duration_counts_as_their_mean():
     assert shares(["x", "y"], {}, 2) == [["x"], ["y"]]  # none known: each counts the same
 
 
-class _Item:
-    def __init__(self, nodeid: str, *marks: str):
-        self.nodeid, self._marks = nodeid, marks
-
-    def get_closest_marker(self, name: str):
-        return name if name in self._marks else None
-
-
-def _kept(tmp_path, monkeypatch, share: str | None, items: list[_Item], durations: dict[str, float]):
-    path = tmp_path / "durations.json"
-    path.write_text(json.dumps(durations))
-    if share is None:
-        monkeypatch.delenv(SHARE, raising=False)
-    else:
-        monkeypatch.setenv(SHARE, share)
-    deselected = []
-    config = SimpleNamespace(getoption=lambda name: str(path),
-                             hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)))
-    items = list(items)
-    shares_module.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
-    return [item.nodeid for item in items], [item.nodeid for item in deselected]
+def test_a_chunk_is_one_modules_tests_in_a_row_up_to_its_seconds_the_longest_drawn_first():
+    durations = {"a::1": 8.0, "a::2": 8.0, "a::3": 8.0, "a::4": 30.0, "b::1": 2.0, "a::5": 1.0}
+    tests = list(durations)
+    # a::3 would take the first past 20 s; a::4 is longer than that alone; b::1 is another module.
+    assert chunks(tests, durations, most=20.0) == [["a::4"], ["a::1", "a::2"], ["a::3"], ["b::1"], ["a::5"]]
+    assert chunks(["x::1", "x::2"], {}) == [["x::1", "x::2"]]  # none known: one second each
+    assert CHUNK_SECONDS > max(durations[t] for t in tests if t != "a::4")
 
 
-def test_each_part_keeps_its_share_and_deselects_the_rest(tmp_path, monkeypatch):
-    items = [_Item("x::schemathesis", "own_stack"), _Item("x::fault", "exclusive"),
-             _Item("y::a"), _Item("y::b"), _Item("y::c")]
-    durations = {"x::schemathesis": 50.0, "x::fault": 10.0, "y::a": 40.0, "y::b": 30.0, "y::c": 25.0}
-    kept = {}
-    for k in (1, 2, 3):
-        kept[k], deselected = _kept(tmp_path, monkeypatch, f"{k}/3", items, durations)
-        assert sorted(kept[k] + deselected) == sorted(item.nodeid for item in items)
-    assert kept == {1: ["y::a"], 2: ["y::b", "y::c"], 3: ["x::schemathesis", "x::fault"]}
-    # Without a share asked (a pytest of one's own, make check): every test.
-    assert _kept(tmp_path, monkeypatch, None, items, durations) == ([item.nodeid for item in items], [])
-    with pytest.raises(pytest.UsageError):
-        _kept(tmp_path, monkeypatch, "4/3", items, durations)
+PARTS_CONFTEST = r"""
+import os, time
+from pathlib import Path
+
+import pytest
+
+RAN = Path(os.environ["RAN"])
 
 
-@pytest.mark.parametrize("lanes", [2, 3])
-def test_with_more_lanes_the_beside_parts_and_the_alone_part_share_one_pool(tmp_path, monkeypatch, lanes):
+def pytest_collection_finish(session):
+    (RAN / ("ready-" + os.environ["PART"])).touch()
+
+
+@pytest.fixture(autouse=True)
+def _both_parts_collected(request):
+    # Until both parts are past collection, none runs a test: neither drains the pool
+    # before the other starts, however slowly either starts.
+    deadline = time.monotonic() + 120
+    while len(list(RAN.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(RAN / "ran", "a") as ran:
+        ran.write(os.environ["PART"] + " " + request.node.nodeid + "\n")
+    yield
+"""
+
+PARTS_TESTS = """
+import pytest
+
+{tests}
+
+@pytest.mark.stack
+def test_drives_a():
+    pass
+
+@pytest.mark.stack
+def test_drives_b():
+    pass
+
+@pytest.mark.exclusive
+def test_faults():
+    pass
+"""
+
+
+def test_two_parts_run_their_own_share_and_between_them_each_pooled_test_once(tmp_path):
+    """Two pytest at once, as two stack parts of make test: each runs its share of the
+    stack's tests and draws the pool's chunks until none is left."""
+    (tmp_path / "conftest.py").write_text(PARTS_CONFTEST)
+    pooled = [f"test_pooled_{i}" for i in range(8)]
+    (tmp_path / "test_m.py").write_text(PARTS_TESTS.format(tests="\n".join(
+        f"def {name}():\n    pass\n" for name in pooled)))
+    ids = [f"test_m.py::{name}" for name in pooled]
+    durations = tmp_path / "durations.json"  # a chunk a test: each longer than half a chunk
+    durations.write_text(json.dumps({**dict.fromkeys(ids, CHUNK_SECONDS * 0.6),
+                                     "test_m.py::test_drives_a": 5.0, "test_m.py::test_drives_b": 5.0}))
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "ran").touch()
+    runs = []
+    for k in (1, 2):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAN": str(tmp_path), "PART": str(k),
+               suite.SHARE: f"{k}/2", suite.POOL: str(tmp_path / "pool")}
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+        runs.append(subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "stack.pool", "-p", "no:cacheprovider", "-p", "no:django",
+             "-m", "not exclusive", "--durations-path", str(durations), "-q", str(tmp_path)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [run.communicate(timeout=240)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    ran = [line.split() for line in (tmp_path / "ran").read_text().splitlines()]
+    by_part = {k: [test for part, test in ran if part == k] for k in ("1", "2")}
+    # Its own share first: each stack part one of the tests that drive the stack.
+    assert [tests[0] for tests in by_part.values()] in (
+        ["test_m.py::test_drives_a", "test_m.py::test_drives_b"],
+        ["test_m.py::test_drives_b", "test_m.py::test_drives_a"])
+    # Every pooled test once, none twice; the exclusive one in neither (not selected).
+    assert sorted(test for _, test in ran if "pooled" in test) == sorted(ids)
+    assert all(any("pooled" in test for test in tests) for tests in by_part.values()), by_part
+    assert len(list((tmp_path / "pool").iterdir())) == len(ids)  # a chunk each, each taken once
+
+
+@pytest.mark.parametrize("name", ["stack 1/2", "beside 1/2"])
+def test_a_part_runs_with_its_own_share_the_runs_pool_and_no_share_it_was_started_in(tmp_path, monkeypatch,
+                                                                                     name):
     monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
-    config = StackConfig.from_env()
-    besides = [suite.lane_parts(suite.lane_config(config, lane), lane, lanes, tmp_path)[1]
-               for lane in range(1, lanes + 1)]
-    alone = suite.alone_part(config, lanes, tmp_path)
-    pool = [*besides, alone]
-    assert [part.share for part in pool] == [(k, lanes + 1) for k in range(1, lanes + 2)]
-    assert {part.marks for part in pool} == {suite.BESIDE_OR_ALONE} and all(part.shared for part in pool)
-    command = alone.command([])
-    assert "--splits" not in command and "--durations-path" in command  # the shares read the durations
-    # With one lane the alone part runs after the lane on its stack: nothing to share.
-    one = [*suite.lane_parts(config, 1, 1, tmp_path), suite.alone_part(config, 1, tmp_path)]
-    assert not any(part.shared for part in one) and "--splits" in one[1].command([])
-
-
-@pytest.mark.parametrize("shared", [True, False])
-def test_a_part_runs_with_its_own_share_and_none_it_was_started_in(tmp_path, monkeypatch, shared):
-    monkeypatch.setenv("RUN_DIR", str(tmp_path / "run"))
-    monkeypatch.setenv(SHARE, "2/3")  # as in a pytest of a shared part (a test of the suite's)
-    part = suite.Part("beside 1/2", suite.BESIDE_OR_ALONE, 1, StackConfig.from_env(), (1, 3), tmp_path,
-                      shared=shared)
+    monkeypatch.setenv(suite.SHARE, "2/3")  # as in a pytest of a stack part (a test of the suite's)
+    part = {p.name: p for p in suite.lane_parts(StackConfig.from_env(), 1, 2, tmp_path)}[name]
     given = {}
 
     def call(command, *, env, **_):
-        given.update(env)
+        given.update(env, command=command)
         return 0
 
     monkeypatch.setattr(suite.subprocess, "call", call)
     part.run([])
-    assert given.get(SHARE) == ("1/3" if shared else None)
+    assert given.get(suite.SHARE) == ("1/2" if name.startswith("stack") else None)
+    assert given[suite.POOL] == str(tmp_path / suite.POOL_DIRECTORY) and part.pool.is_dir()
+    assert "--splits" not in given["command"] and "--durations-path" in given["command"]

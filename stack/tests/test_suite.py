@@ -223,16 +223,23 @@ def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and
 
 
 @pytest.mark.parametrize("lanes", [1, 2, 3])
-def test_every_test_falls_in_exactly_one_part_whatever_its_marks(config, tmp_path, lanes):
+def test_every_test_is_one_kind_of_parts_own_or_in_every_parts_pool_whatever_its_marks(config, tmp_path,
+                                                                                      lanes):
     parts = [*(part for lane in range(1, lanes + 1)
                for part in suite.lane_parts(suite.lane_config(config, lane), lane, lanes, tmp_path)),
              suite.alone_part(config, lanes, tmp_path)]
-    kinds = {(part.marks, part.share[1]) for part in parts}  # a lane's share of a kind, or all of it
+    assert [part.share for part in parts if part.name.startswith("stack")] == [(k, lanes) for k in
+                                                                                range(1, lanes + 1)]
     for marks in itertools.chain.from_iterable(
             itertools.combinations(("stack", "exclusive", "own_stack", "hosted"), n) for n in range(5)):
-        taking = [expression for expression, _ in kinds
-                  if Expression.compile(expression).evaluate(lambda name, marks=marks, **_: name in marks)]
-        assert len(taking) == 1, (marks, taking)
+        taking = {part.name.split()[0] for part in parts
+                  if Expression.compile(part.marks).evaluate(lambda name, marks=marks, **_: name in marks)}
+        if "exclusive" in marks or "own_stack" in marks:
+            assert taking == {"alone"}, marks
+        elif "stack" in marks:
+            assert taking == {"stack"}, marks  # each stack part a share of them (stack.pool)
+        else:
+            assert taking == {"stack", "beside", "alone"}, marks  # the pool: whichever part comes free
 
 
 # Past the suite's 300 s: the run's own timeout below bounds a hang, not the machine's speed.
