@@ -273,10 +273,10 @@ LANES ?= 2
 
 #: install (with test packages), lint, then the suite with `python -m stack test --checks`, the
 #: type checker and the docs build (strict) beside it: in `LANES` lanes at once (2 unless set), each
-#: on a stack of its own, each running a share of the tests that drive its stack, beside them a
-#: share of the rest, and beside the lanes, on a stack of their own, those that fault a server and
-#: the last share of the rest, the shares cut so that these parts end together (with one lane:
-#: after, alone on its stack); starts the stacks it needs and stops what it started; prints each
+#: on a stack of its own, each running a share of the tests that drive its stack and beside them a
+#: part of its own, and beside the lanes, on a stack of their own, those that fault a server (with
+#: one lane: after, alone on its stack); every part then draws the rest from one pool until none is
+#: left, so that they end together; starts the stacks it needs and stops what it started; prints each
 #: part's time and the slowest tests ([tests](../development/tests.md))
 test: install-test  ## lint, then the whole suite against the stacks it starts (and stops), types and docs beside it
 	$(PY) -m stack test --checks --lanes $(LANES) -- $(PYTEST_ARGS)

@@ -9,9 +9,8 @@ shared server) are a pool that every part draws from once its own are done, a ch
 at a time: a part takes the next chunk that no part has taken, by creating that
 chunk's file in ``POOL`` (``O_EXCL``: of two parts that try at once, one wins).
 Split between the parts ahead of time by the last run's durations, the parts ended
-minutes apart, the stack parts first, and the machine was idle for a third of the
-suite's last minutes; drawn as each part comes free, they end within a chunk of
-each other.
+minutes apart, the stack parts first, and the machine idled through the suite's last
+minutes; drawn as each part comes free, they end within a chunk of each other.
 
 A chunk is a module's tests in a row, their durations adding up to at most
 ``CHUNK_SECONDS`` (a longer test alone), so that a module's fixtures are set up once
