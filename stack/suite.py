@@ -32,12 +32,9 @@ Alertmanager, the pager) stopped: a test that reads them asks for ``stack_watche
 which starts them on its stack, and such tests run last in their part (conftest.py).
 
 Each part's output is printed when it ends; at the end come each part's time and the
-slowest tests of the run, whose durations are also written to
-``<run dir>/suite/durations.json`` (``--store-durations`` copies them into
-``.test_durations``, which balances the lanes).
-
-The stack's tests run grouped by what they ask of the app instances
-(``stack.appgroups``); ``--store-durations`` writes what each asked into ``.test_apps``.
+slowest tests, written to ``<run dir>/suite/durations.json`` (``--store-durations``
+copies them into ``.test_durations``, and what each stack test asked of the app
+instances, by which they run grouped, into ``.test_apps``: ``stack.appgroups``).
 """
 
 from __future__ import annotations
@@ -54,6 +51,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from . import check
@@ -151,9 +149,8 @@ class Part:
         # The checkout's configuration named: pytest would otherwise look for one above
         # the durations file, which sits in the run directory, wherever RUN_DIR puts it.
         return [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-m", self.marks,
-                "-p", "no:cacheprovider",
-                "--store-durations", "--clean-durations", "--durations-path", str(self.durations_file),
-                *pytest_args]
+                "-p", "no:cacheprovider", "--store-durations", "--clean-durations",
+                "--durations-path", str(self.durations_file), *pytest_args]
 
     def run(self, pytest_args: list[str]) -> None:
         env = {**lane_environment(self.config), "FLASHSALE_TEST_WORKER": str(self.worker),
@@ -161,9 +158,7 @@ class Part:
         if self.worker == 0:  # its tests drive the stack: what it uses is theirs
             env["FLASHSALE_TEST_CPU_STACK"] = "1"
         env.pop(SHARE, None)  # a part's share is its own, not that of a part it runs in
-        if self.share is not None:
-            env[SHARE] = "{}/{}".format(*self.share)
-        env[POOL] = str(self.pool)
+        env.update({POOL: str(self.pool), **({SHARE: "{}/{}".format(*self.share)} if self.share else {})})
         self.pool.mkdir(exist_ok=True)
         self.apps_file.unlink(missing_ok=True)
         self.cpu_file.unlink(missing_ok=True)
@@ -246,24 +241,28 @@ def logs_kept(config: StackConfig, into: Path) -> None:
         shutil.copytree(logs, into / f"{config.run_dir.name}-logs", dirs_exist_ok=True)
 
 
+def _removed(config: StackConfig, out: Path) -> None:
+    logs_kept(config, out)
+    clean(config)
+
+
 @contextmanager
 def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
     """Every lane's stack up, all at once (a start mostly waits: on a server to answer,
-    on migrations); afterwards, down what this run started, and the lanes it made
-    removed with what they made outside their run directories, their logs kept in
-    ``out``."""
-    with ExitStack() as stack:
-        for lane, config in enumerate(configs, start=1):
-            if lane > 1:
-                stack.callback(clean, config)
-                stack.callback(logs_kept, config, out)  # first: the callbacks run last to first
-            elif not Supervisor(config).is_running():
-                stack.callback(down, config)
+    on migrations); afterwards, at once too, down what this run started, and the lanes
+    it made removed with what they made outside their run directories, their logs
+    kept in ``out``."""
+    ends = [partial(down, config) for config in configs[:1] if not Supervisor(config).is_running()]
+    ends += [partial(_removed, config, out) for config in configs[1:]]
+    try:
         with ThreadPoolExecutor(len(configs)) as pool:
             starts = [pool.submit(up, config, watched=False) for config in configs]
         for start in starts:
             start.result()  # the first that failed raises: every stack is cleaned up
         yield
+    finally:
+        with ThreadPoolExecutor(max(len(ends), 1)) as pool:
+            list(pool.map(lambda end: end(), ends))  # each ends; then the first that failed raises
 
 
 def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None,

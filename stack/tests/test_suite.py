@@ -80,7 +80,7 @@ def test_a_lanes_logs_are_kept_out_of_its_run_directory_before_it_goes(config, t
 
 
 @pytest.mark.parametrize("fails", [None, 2])
-def test_the_lanes_stacks_start_at_once_and_each_goes_after_whatever_failed(
+def test_the_lanes_stacks_start_at_once_and_go_at_once_after_whatever_failed(
         fails, config, tmp_path, monkeypatch):
     lanes = [suite.lane_config(config, lane) for lane in (1, 2, 3)]
     together = threading.Barrier(len(lanes), timeout=10)  # broken unless every start is under way
@@ -92,19 +92,33 @@ def test_the_lanes_stacks_start_at_once_and_each_goes_after_whatever_failed(
         if fails and stack == lanes[fails - 1]:
             raise RuntimeError("no ZooKeeper")
 
+    apart = threading.Barrier(len(lanes), timeout=10)  # broken unless every stop is under way
+
+    def ending(name):
+        def end(stack):
+            apart.wait()
+            calls.append((name, stack.run_dir))
+        return end
+
     monkeypatch.setattr(suite, "up", up)
     for name in ("down", "clean"):
-        monkeypatch.setattr(suite, name, lambda stack, name=name: calls.append((name, stack.run_dir)))
+        monkeypatch.setattr(suite, name, ending(name))
     monkeypatch.setattr(suite, "logs_kept", lambda stack, out: calls.append(("logs kept", stack.run_dir)))
     with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
         with suite.stacks_up(lanes, tmp_path):
             calls.append(("tests", None))
     ups = {("up", stack.run_dir, False) for stack in lanes}
     assert set(calls[:3]) == ups
-    # Lane 1's stack was not running before: it goes down; the others go, their logs kept.
-    after = [("logs kept", lanes[2].run_dir), ("clean", lanes[2].run_dir),
-             ("logs kept", lanes[1].run_dir), ("clean", lanes[1].run_dir), ("down", lanes[0].run_dir)]
-    assert calls[3:] == ([] if fails else [("tests", None)]) + after
+    tests = [] if fails else [("tests", None)]
+    assert calls[3:3 + len(tests)] == tests
+    after = calls[3 + len(tests):]
+    # Lane 1's stack was not running before: it goes down; the others go, their logs kept
+    # first; all at once.
+    assert sorted(after) == sorted([("logs kept", lanes[2].run_dir), ("clean", lanes[2].run_dir),
+                                    ("logs kept", lanes[1].run_dir), ("clean", lanes[1].run_dir),
+                                    ("down", lanes[0].run_dir)])
+    for lane in lanes[1:]:
+        assert after.index(("logs kept", lane.run_dir)) < after.index(("clean", lane.run_dir))
 
 
 def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, tmp_path):
