@@ -271,7 +271,7 @@ def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | N
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
     shown: list[Part | check.Part] = [*parts, *([checks] if checks else [])]
     lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}"
-              + (f", {len(part.durations)} tests" if isinstance(part, Part) and part.durations else "")
+              + (f", {len(ran)} tests" if (ran := getattr(part, "durations", None)) else "")
               for part in shown]
     durations = {test: s for part in parts for test, s in part.durations.items()}
     (out / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
