@@ -50,7 +50,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -60,12 +60,12 @@ from .check import keep_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
 from .machinecpu import MachineCpu
+from .suitereport import report
 from .supervisor import Supervisor
 
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
 DURATIONS = ROOT / ".test_durations"
-SLOWEST = 20
 # Which tests each kind of part may run (-m): its own, and the pool that every part
 # draws from (POOLED) once its own are done (stack.pool).
 POOLED = "not stack and not exclusive and not own_stack"
@@ -263,36 +263,6 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
     finally:
         with ThreadPoolExecutor(max(len(ends), 1)) as pool:
             list(pool.map(lambda end: end(), ends))  # each ends; then the first that failed raises
-
-
-def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None,
-           checks: check.Part | None = None) -> str:
-    lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
-    lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
-    shown: list[Part | check.Part] = [*parts, *([checks] if checks else [])]
-    lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}"
-              + (f", {len(ran)} tests" if (ran := getattr(part, "durations", None)) else "")
-              for part in shown]
-    durations = {test: s for part in parts for test, s in part.durations.items()}
-    (out / "durations.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n")
-    lines.append(f"----- the {SLOWEST} slowest tests (setup, call and teardown) -----")
-    slowest = sorted(durations.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
-    lines += [f"  {s:7.1f} s  {test}" for test, s in slowest]
-    cpu = {test: seconds for part in parts for test, seconds in part.cpu.items()}
-    (out / "cpu.json").write_text(json.dumps(cpu, indent=1, sort_keys=True) + "\n")
-    lines.append(f"----- the {SLOWEST} tests that cost the most CPU (its pytest and what that started; "
-                 "its stack's processes, for a test that drives them) -----")
-    costliest = sorted(cpu.items(), key=lambda item: sum(item[1]), reverse=True)[:SLOWEST]
-    lines += [f"  {own + stack:7.1f} s  ({own:.1f} + {stack:.1f})  {test}"
-              for test, (own, stack) in costliest]
-    if machine is not None:
-        (out / "machine-cpu.json").write_text(json.dumps(machine.by_role(), indent=1) + "\n")
-        (out / "machine-cpu-commands.json").write_text(
-            json.dumps([asdict(row) for row in machine.by_command()], indent=1) + "\n")
-        lines.append("----- the machine's CPU over the suite, by what used it (every process, looked at "
-                     f"every {machine.period:g} s: stack.machinecpu) -----")
-        lines += machine.report()
-    return "\n".join(lines)
 
 
 @contextmanager

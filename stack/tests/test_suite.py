@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from _pytest.mark.expression import Expression  # how -m reads a part's marks
 
-from stack import suite
+from stack import suite, suitereport
 from stack.config import StackConfig
 from stack.machinecpu import UNSEEN, MachineCpu
 from tests import second_stack
@@ -126,14 +126,14 @@ def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, t
     parts = [_part("stack 1/2", 0, 100, dict(list(durations.items())[:15]), tmp_path),
              _part("beside 1/2", 5, 50, dict(list(durations.items())[15:]), tmp_path),
              _part("alone 1/2", 1, 20, {}, tmp_path)]
-    text = suite.report(parts, 170, tmp_path)
+    text = suitereport.report(parts, 170, tmp_path)
     assert "stack 1/2" in text and "100 s  passed" in text
     assert "none selected" in text and "failed (1)" in text
     lines = text.splitlines()
     slowest = lines.index(next(line for line in lines if "slowest" in line))
     costliest = lines.index(next(line for line in lines if "the most CPU" in line))
     listed = [line.split()[-1] for line in lines[slowest + 1:costliest]]
-    assert listed == [f"a.py::test_{i}" for i in range(29, 29 - suite.SLOWEST, -1)]
+    assert listed == [f"a.py::test_{i}" for i in range(29, 29 - suitereport.SLOWEST, -1)]
     assert (tmp_path / "durations.json").read_text().count("a.py::test_") == 30
 
 
@@ -141,12 +141,12 @@ def test_the_report_ranks_the_tests_by_their_cpu_their_pytests_and_their_stacks(
     parts = [_part("stack 1/2", 0, 100, {}, tmp_path), _part("beside 1/2", 0, 50, {}, tmp_path)]
     parts[0].cpu = {f"s.py::test_{i}": [1.0, float(i)] for i in range(15)}  # the stack's CPU counts
     parts[1].cpu = {f"b.py::test_{i}": [i + 0.5, 0.0] for i in range(15)}
-    lines = suite.report(parts, 100, tmp_path).splitlines()
+    lines = suitereport.report(parts, 100, tmp_path).splitlines()
     costliest = lines[lines.index(next(line for line in lines if "the most CPU" in line)) + 1:]
     assert costliest[:3] == ["     15.0 s  (1.0 + 14.0)  s.py::test_14",
                              "     14.5 s  (14.5 + 0.0)  b.py::test_14",
                              "     14.0 s  (1.0 + 13.0)  s.py::test_13"]
-    assert len(costliest) == suite.SLOWEST
+    assert len(costliest) == suitereport.SLOWEST
     assert json.loads((tmp_path / "cpu.json").read_text())["b.py::test_3"] == [3.5, 0.0]
 
 
@@ -176,7 +176,7 @@ def test_the_checks_run_beside_the_suite_and_fail_it_when_they_fail(fails, confi
     parts = [_part("stack 1/2", 0, 1, {}, tmp_path)]
     assert suite.exit_status(parts, part) == (1 if fails else 0)
     line = f"  {'types, docs':<12} {part.seconds:7.0f} s  {'failed (1)' if fails else 'passed'}"
-    assert line in suite.report(parts, 1, tmp_path, checks=part).splitlines()
+    assert line in suitereport.report(parts, 1, tmp_path, checks=part).splitlines()
     with suite.checks_beside(False) as nothing:
         assert nothing is None
 
@@ -282,7 +282,7 @@ def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path)
     parts = [_part("stack 1/2", 0, 100, {}, tmp_path)]
     with MachineCpu(period=3600) as machine:  # looked at as it starts and ends
         time.sleep(0.2)
-    lines = suite.report(parts, 100, tmp_path, machine).splitlines()
+    lines = suitereport.report(parts, 100, tmp_path, machine).splitlines()
     machine_at = lines.index(next(line for line in lines if "the machine's CPU" in line))
     assert "of CPU in" in lines[machine_at + 1] and len(lines) > machine_at + 2
     kept = json.loads((tmp_path / "machine-cpu.json").read_text())
