@@ -254,15 +254,19 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
     kept in ``out``."""
     ends = [partial(down, config) for config in configs[:1] if not Supervisor(config).is_running()]
     ends += [partial(_removed, config, out) for config in configs[1:]]
+    began = time.monotonic()
     try:
         with ThreadPoolExecutor(len(configs)) as pool:
             starts = [pool.submit(up, config, watched=False) for config in configs]
         for start in starts:
             start.result()  # the first that failed raises: every stack is cleaned up
+        say(f"[suite] the lanes' stacks up in {time.monotonic() - began:.1f} s")
         yield
     finally:
+        began = time.monotonic()
         with ThreadPoolExecutor(max(len(ends), 1)) as pool:
             list(pool.map(lambda end: end(), ends))  # each ends; then the first that failed raises
+        say(f"[suite] the stacks this run started stopped in {time.monotonic() - began:.1f} s")
 
 
 @contextmanager
