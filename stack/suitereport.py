@@ -5,20 +5,32 @@ it, each also written as JSON into the run's suite directory."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import check
+from .config import StackConfig
 from .machinecpu import MachineCpu
-
-if TYPE_CHECKING:
-    from .suite import Part
 
 SLOWEST = 20
 
 
-def report(parts: list[Part], seconds: float, out: Path, machine: MachineCpu | None = None,
+class Part(Protocol):
+    """What the report reads of a part of the suite (``stack.suite.Part``)."""
+
+    name: str
+    config: StackConfig
+    seconds: float
+    durations: dict[str, float]  # test: s
+    cpu: dict[str, list[float]]  # test: [its pytest's, its stack's] s
+
+    @property
+    def verdict(self) -> str: ...
+
+
+def report(parts: Sequence[Part], seconds: float, out: Path, machine: MachineCpu | None = None,
            checks: check.Part | None = None) -> str:
     lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
     lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
