@@ -282,8 +282,8 @@ test: install-test  ## lint, then the whole suite against the stacks it starts (
 	$(PY) -m stack test --checks --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: `make test` with a CPU burner beside it (one spinning process a core), from the lint on: the
-#: suite on a machine half as fast, where a test that assumes the machine's speed fails
-#: ([tests](../development/tests.md))
+#: suite on a slower machine (the burners get less of it than the suite, which runs many more
+#: processes), where a test that assumes the machine's speed fails ([tests](../development/tests.md))
 test-slow: install-test  ## make test with a CPU burner spinning on every core beside it
 	$(PY) -m stack test --checks --burn $$(nproc) --lanes $(LANES) -- $(PYTEST_ARGS)
 

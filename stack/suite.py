@@ -271,8 +271,9 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
 
 @contextmanager
 def burners(count: int) -> Iterator[list[int]]:
-    """``count`` processes that spin as long as the suite runs: on a machine of that
-    many cores, the suite gets about half of it (``make test-slow``)."""
+    """``count`` processes that spin as long as the suite runs (``make test-slow``):
+    the kernel shares the cores between runnable processes, so the suite, which runs
+    many, gets most of the machine, not half."""
     spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     pids = [process.pid for process in spinning]
     say(f"[suite] {count} CPU burners beside the suite: pids {' '.join(map(str, pids))}")
