@@ -55,7 +55,10 @@ def test_the_descendants_are_those_psutil_finds_started_by_any_thread_at_any_dep
         assert found == {process.pid for process in psutil.Process().children(recursive=True)}
         assert {process.pid for process in started} < found and len(found) >= 3
     finally:
-        everyone = psutil.Process().children(recursive=True)
+        # Only what this test started and what that started: the process's other children
+        # (tests.forked's server, multiprocessing's resource tracker) belong to other tests.
+        ours = [psutil.Process(process.pid) for process in started]
+        everyone = ours + [child for process in ours for child in process.children(recursive=True)]
         for process in everyone:
             process.kill()
         psutil.wait_procs(everyone, timeout=10)
