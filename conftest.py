@@ -19,7 +19,7 @@ from stack.supervisor import Supervisor
 
 pytest_plugins = [
     "stack.testcpu",  # each test's CPU, when make test asks (stack/testcpu.py)
-    "stack.pool",  # a beside or alone part's share of the tests (stack/pool.py)
+    "stack.pool",  # in make test, a part's own tests, then what it draws from the pool (stack/pool.py)
 ]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -35,18 +35,14 @@ PINNED_MARKS = ("exclusive", "own_stack")  # they run in the alone part: on its 
 CHUNK_SECONDS = 20.0
 
 
-def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
-           pinned: Collection[str] = ()) -> list[list[str]]:
-    """``tests`` in ``parts`` shares of about equal time by ``durations``: those in
-    ``pinned`` all in the last share; the others longest first, each into the share
-    with the least time so far (a test without a duration counts as their mean).
-    Each share keeps the order ``tests`` came in."""
+def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int) -> list[list[str]]:
+    """``tests`` in ``parts`` shares of about equal time by ``durations``: longest
+    first, each into the share with the least time so far (a test without a duration
+    counts as their mean). Each share keeps the order ``tests`` came in."""
     took = _took(tests, durations)
-    share_of = dict.fromkeys((test for test in tests if test in pinned), parts - 1)
+    share_of: dict[str, int] = {}
     load = [0.0] * parts
-    load[-1] = sum(took[test] for test in share_of)
-    free = [test for test in tests if test not in share_of]
-    for test in sorted(free, key=lambda test: (-took[test], test)):
+    for test in sorted(tests, key=lambda test: (-took[test], test)):
         least = min(range(parts), key=lambda k: (load[k], k))
         share_of[test] = least
         load[least] += took[test]
@@ -59,14 +55,13 @@ def chunks(tests: Sequence[str], durations: Mapping[str, float],
     to at most ``most`` (a test longer than that alone); the longest run first, runs
     of equal time in the order given."""
     took = _took(tests, durations)
-    cut: list[list[str]] = []
+    cut: list[tuple[float, list[str]]] = []  # (its seconds, its tests)
     for test in tests:
-        last = cut[-1] if cut else []
-        if last and _module(last[0]) == _module(test) and sum(took[t] for t in last) + took[test] <= most:
-            last.append(test)
+        if cut and _module(cut[-1][1][0]) == _module(test) and cut[-1][0] + took[test] <= most:
+            cut[-1] = (cut[-1][0] + took[test], [*cut[-1][1], test])
         else:
-            cut.append([test])
-    return sorted(cut, key=lambda run: -sum(took[test] for test in run))
+            cut.append((took[test], [test]))
+    return [run for _, run in sorted(cut, key=lambda run: -run[0])]
 
 
 def _took(tests: Sequence[str], durations: Mapping[str, float]) -> dict[str, float]:
@@ -96,7 +91,6 @@ class Pool:
 
     def __init__(self, directory: Path, own: list[pytest.Item], pooled: list[list[pytest.Item]]):
         self.directory, self.own, self.pooled = directory, own, pooled
-        self.drawn: list[int] = []  # the chunks this part took, as indexes into pooled
 
     def take(self, index: int) -> bool:
         """Whether this part takes the chunk: none had yet."""
@@ -108,7 +102,6 @@ class Pool:
             return False
         with os.fdopen(fd, "w") as out:  # who took it, for whoever reads the directory
             out.write(f"{os.getpid()} {first}\n")
-        self.drawn.append(index)
         return True
 
     def items(self) -> Iterator[pytest.Item]:
@@ -129,8 +122,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     path = Path(config.getoption("durations_path"))
     durations = json.loads(path.read_text()) if path.exists() else {}
-    own = [item for item in items if _is_own(item)]
-    pooled = [item for item in items if not _is_own(item)]
+    own: list[pytest.Item] = []
+    pooled: list[pytest.Item] = []
+    for item in items:
+        (own if _is_own(item) else pooled).append(item)
     if asked := share_asked():
         k, n = asked
         kept = set(shares([item.nodeid for item in own], durations, n)[k - 1])

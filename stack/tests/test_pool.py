@@ -13,23 +13,21 @@ from stack.config import ROOT, StackConfig
 from stack.pool import CHUNK_SECONDS, chunks, shares
 
 
-def test_the_pinned_tests_fill_the_last_share_and_the_others_even_the_shares_out():
+def test_the_shares_are_evened_out_longest_first_each_in_the_order_given():
     rng = random.Random(7)
     tests = [f"t{i}" for i in range(200)]
     durations = {test: rng.uniform(0.1, 40) for test in tests}
-    pinned = set(tests[:15])  # the alone part's own, less than a share's time
-    cut = shares(tests, durations, 3, pinned)
+    cut = shares(tests, durations, 3)
     assert sorted(test for share in cut for test in share) == sorted(tests)  # each once
-    assert pinned <= set(cut[-1])
     assert all(share == sorted(share, key=tests.index) for share in cut)  # in the order given
     took = [sum(durations[test] for test in share) for share in cut]
     # Longest first into the least: no share ends later than the least by more than one test.
     assert max(took) - min(took) <= max(durations.values()), took
 
 
-def test_pinned_tests_longer_than_a_share_leave_the_last_share_only_them():
-    durations = {"alone": 100.0, "a": 10.0, "b": 10.0, "c": 10.0}
-    assert shares(list(durations), durations, 3, {"alone"}) == [["a", "c"], ["b"], ["alone"]]
+def test_a_test_longer_than_a_share_has_a_share_to_itself():
+    durations = {"long": 100.0, "a": 10.0, "b": 10.0, "c": 10.0}
+    assert shares(list(durations), durations, 3) == [["long"], ["a", "c"], ["b"]]
 
 
 def test_a_test_without_a_duration_counts_as_their_mean():
