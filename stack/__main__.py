@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     p_test.add_argument("--store-durations", action="store_true",
                         help="write this run's durations into .test_durations, which splits the tests")
     p_test.add_argument("--burn", type=int, default=0, metavar="N",
-                        help="N processes spinning beside the suite (make test-slow: one a core)")
+                        help="N processes spinning beside the suite")
+    p_test.add_argument("--cpu", type=float, metavar="SHARE",
+                        help="the suite and its stacks under a CPU quota of this share of the machine's "
+                             "cores, as root (make test-slow: 0.5, a machine half as fast)")
     p_test.add_argument("--checks", action="store_true",
                         help="ruff first, then the type checker and the docs build beside the suite "
                              "(make test)")
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.lanes < 1:
                 parser.error("--lanes must be at least 1")
             return suite.main(pytest_args, lanes=args.lanes, store_durations=args.store_durations,
-                              burn=args.burn, checks=args.checks)
+                              burn=args.burn, checks=args.checks, cpu=args.cpu)
     except StackError as e:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1

@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -59,6 +59,7 @@ from .appgroups import APPS_ASKED
 from .check import keep_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
+from .cpuquota import cpu_quota
 from .machinecpu import MachineCpu
 from .suitereport import report
 from .supervisor import Supervisor
@@ -318,8 +319,9 @@ SUITE_ENVIRONMENT = {"FLASHSALE_QUICK_PASSWORD_HASHING": "true"}
 
 # Past six parameters: each a flag of python -m stack test.
 def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0,  # noqa: PLR0913
-         checks: bool = False) -> int:
-    """The suite in ``lanes`` lanes (``burn``: that many CPU burners beside it). With
+         checks: bool = False, cpu: float | None = None) -> int:
+    """The suite in ``lanes`` lanes (``burn``: that many CPU burners beside it; ``cpu``:
+    under a quota of that share of the machine's cores, ``stack.cpuquota``). With
     ``checks``, ruff first (seconds, and the cheapest to fail: nothing starts if it
     does), then the type checker and the docs build beside the suite."""
     for name, value in SUITE_ENVIRONMENT.items():
@@ -330,7 +332,13 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     out = config.dir("suite")
     shutil.rmtree(out / POOL_DIRECTORY, ignore_errors=True)  # a run before's chunks, all taken
     began = time.monotonic()
-    with MachineCpu() as machine, burners(burn) if burn else nullcontext(), ExitStack() as beside:
+    with ExitStack() as beside:
+        if cpu:
+            say(f"[suite] under a CPU quota: {cpu:g} of the machine's cores "
+                f"({beside.enter_context(cpu_quota(cpu))})")
+        machine = beside.enter_context(MachineCpu())
+        if burn:
+            beside.enter_context(burners(burn))
         if checks:
             lint = check.Part("ruff", [check.LINT], say=say)
             lint.run()

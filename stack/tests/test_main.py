@@ -31,4 +31,5 @@ def test_the_suite_runs_the_checks_beside_it_when_asked(flags, checks, monkeypat
 
     monkeypatch.setattr(suite, "main", main)
     assert cli.main(["test", *flags, "--", "-k", "x"]) == 0
-    assert asked == {"lanes": 2, "store_durations": False, "burn": 0, "checks": checks, "args": ["-k", "x"]}
+    assert asked == {"lanes": 2, "store_durations": False, "burn": 0, "checks": checks, "cpu": None,
+                     "args": ["-k", "x"]}
