@@ -166,22 +166,40 @@ def warm_up(args: argparse.Namespace, url: str, **measured) -> None:
         wrk("warm-up", url, **{**measured, "seconds": seconds})
 
 
+# A row's figures are per answer and its latencies percentiles: a run that got fewer
+# answers than this (a starved stack, a short --seconds) measured nothing, and runs
+# again for twice as long, until LONGEST_S.
+FEWEST_ANSWERS = 20
+LONGEST_S = 64.0
+
+
 def wrk(label: str, url: str, *, seconds: float, connections: int, meter: CpuMeter, sku: str | None = None,
         quantity: int = 1, skus: int = 1, tokens: Path | None = None) -> Run:
     """A wrk run: GET ``url``, or with ``sku`` purchases of it (``<prefix>0``), or
     spread over ``skus`` products ``<prefix>0`` .. ``<prefix><skus - 1>``; with
-    ``tokens`` (a ``buyers_make`` file), each purchase by one of its buyers, in turn."""
-    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency"]
+    ``tokens`` (a ``buyers_make`` file), each purchase by one of its buyers, in turn.
+    Run again, longer, while it gets fewer than ``FEWEST_ANSWERS``."""
+    command = ["wrk", "-t2", f"-c{connections}", "--latency"]
     env = dict(os.environ)
     if sku is not None:
         command += ["-s", str(WRK_SCRIPT)]
         env.update(SKUS=str(skus), PREFIX=sku.removesuffix("0"), QUANTITY=str(quantity))
         if tokens is not None:
             env["TOKENS"] = str(tokens)
-    stack_before, client_before = meter.snapshot(), children_cpu()
-    out = subprocess.run([*command, url], capture_output=True, text=True, env=env, check=True).stdout
-    stack = meter.snapshot() - stack_before
-    answers = int(re.search(r"(\d+) requests in", out).group(1))
+    while True:
+        stack_before, client_before = meter.snapshot(), children_cpu()
+        out = subprocess.run([*command, f"-d{seconds:g}s", url], capture_output=True, text=True, env=env,
+                             check=True).stdout
+        stack = meter.snapshot() - stack_before
+        answers = int(re.search(r"(\d+) requests in", out).group(1))
+        if answers >= FEWEST_ANSWERS:
+            break
+        if seconds * 2 > LONGEST_S:
+            raise SystemExit(f"{label}: wrk got {answers} answers in {seconds:g} s, fewer than "
+                             f"{FEWEST_ANSWERS}: the stack is not answering ({url})")
+        print(f"[bench] {label}: {answers} answers in {seconds:g} s, fewer than {FEWEST_ANSWERS}: "
+              f"again for {seconds * 2:g} s", file=sys.stderr)
+        seconds *= 2
     cpu = {role: stack[role] * 1e6 / answers for role in ROLES}
     cpu["wrk"] = (children_cpu() - client_before) * 1e6 / answers
     statuses: dict[int, int] = {}
