@@ -235,7 +235,9 @@ FLASHSALE_OPTIMISTIC_RETRIES = env.int("FLASHSALE_OPTIMISTIC_RETRIES", default=1
 # deliberately no environment variable, so no deployment switches it off by accident.
 FLASHSALE_FENCING = True
 # Once the stock is gone, answer sold out from a Redis state without lock or
-# transaction. Off: every purchase pays the full path (to compare lock costs).
+# transaction; once a segmented product's stock is short of a purchase, by a fresh
+# read, without its segments' locks. Off: every purchase pays the full path (to
+# compare lock costs).
 FLASHSALE_SOLD_OUT_FAST_PATH = env.bool("FLASHSALE_SOLD_OUT_FAST_PATH",
                                         default=env.bool("FLASHSALE_SOLDOUT_FAST_PATH", default=True))
 # Whether the purchases are counted for /metrics (common.metrics, orders.metrics):

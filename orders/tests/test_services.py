@@ -1,3 +1,4 @@
+import contextlib
 import random
 import threading
 import time
@@ -381,6 +382,30 @@ def test_a_plan_from_an_old_read_falls_over_to_the_segment_that_has_stock(db, fi
     Stock.objects.filter(product__sku="seg-1", segment=0).update(quantity=0)  # another buyer, meanwhile
     result = order_create(sku="seg-1", quantity=1, user_id="u2", idempotency_key="k2")
     assert StockFlow.objects.get(operation_flag="k2").segment == 1 and result.remaining == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
+def test_a_purchase_the_segments_together_cannot_serve_is_sold_out_without_their_locks(product_factory):
+    product_factory(sku="seg-1", stock=3, segments=3)  # 1 each
+    with contextlib.ExitStack() as held:
+        for segment in range(3):  # a buyer that waited for any of them would be refused busy
+            held.enter_context(held_elsewhere(lambda segment=segment: get_lock(f"stock:seg-1:{segment}",
+                                                                               alias="local")))
+        with pytest.raises(SoldOut) as caught:
+            order_create(sku="seg-1", quantity=4, user_id="u1")
+    assert caught.value.extra == {"sku": "seg-1", "requested": 4, "remaining": 3}
+    assert Order.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plan_whose_read_is_short_reads_again_before_it_refuses(db):
+    sale_reset(sku="seg-1", stock=2, segments=2)  # 1, 1
+    order_create(sku="seg-1", quantity=1, user_id="u1", idempotency_key="k1")  # the plan read 1, 1
+    Stock.objects.filter(product__sku="seg-1").update(quantity=2)  # units back, the plan's read not told
+    result = order_create(sku="seg-1", quantity=3, user_id="u2", idempotency_key="k2")
+    assert result.quantity == 3
+    assert sorted(Stock.objects.filter(product__sku="seg-1").values_list("quantity", flat=True)) == [0, 1]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
+from django.conf import settings
+
 from common.errors import Busy, SoldOut
 from inventory.models import Stock
 from inventory.selectors import segments_get
@@ -56,8 +58,10 @@ class StockPlan:
     Sold out only when no combination of segments can serve the quantity;
     ``reread`` reads the segments afresh for the next round.
 
-    :raises SoldOut: (iterating) every segment, counted under its lock, refused; or
-        the read after the last round says the stock is short.
+    :raises SoldOut: (iterating) a fresh read says the segments together are short,
+        before a round (``FLASHSALE_SOLD_OUT_FAST_PATH``); every segment, counted
+        under its lock, refused; or the read after the last round says the stock is
+        short.
     :raises Busy: (iterating) the groups ran dry under every try, yet the stock is
         still there.
     """
@@ -72,9 +76,16 @@ class StockPlan:
 
     def __iter__(self) -> Iterator[Attempt]:
         sku = self.segments[0].product.sku
+        fast = settings.FLASHSALE_SOLD_OUT_FAST_PATH
         for round_ in range(PLAN_ROUNDS):
-            if round_:
+            # The plan's read may be older than a return; a fresh one is one statement's
+            # committed state: when even it says the segments together are short, that
+            # is the answer, with no lock taken. Else every buyer that came after the
+            # stock fell below its purchase would queue on every segment's lock to hear it.
+            if round_ or (fast and self._short()):
                 self.segments = self._reread()
+            if fast and self._short():
+                raise SoldOut.short_of(sku, self.quantity, sum(s.quantity for s in self.segments))
             for group in stock_plan(self.segments, self.quantity):
                 yield Attempt(self, group, len(self.segments))
                 if self.taken is not None:
@@ -87,6 +98,10 @@ class StockPlan:
             raise Busy(f"{sku}: the segments ran dry under every try; the stock is still there",
                        extra={"sku": sku})
         raise SoldOut.short_of(sku, self.quantity, available)
+
+    def _short(self) -> bool:
+        """Whether the segments, as last read, have fewer units than the move's, all together."""
+        return sum(s.quantity for s in self.segments) < self.quantity
 
     def left_beside(self, group: list[int]) -> int:
         """The units of the segments outside ``group``, as the plan last read them."""
