@@ -6,6 +6,7 @@ caller hears."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -51,26 +52,33 @@ class Holding:
 
 
 @contextmanager
-def stock_locks_held(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec,
-                     sku: str) -> Iterator[Holding]:
+def stock_locks_held(lock: BaseLock, names: dict[int, str], *, strategy: StrategySpec, sku: str,
+                     deadline: float | None = None) -> Iterator[Holding]:
     """Hold ``lock`` (the stock locks of ``names``, segment -> lock name) for the block,
-    then release it, whatever happened there: after a failure, the failure is what
-    the caller hears (a failed release is logged); after the block's work committed
+    waiting no later than ``deadline`` (``time.monotonic()``; None: the lock's wait
+    timeout alone), then release it, whatever happened there: after a failure, the
+    failure is what the caller hears (a failed release is logged); after the block's work committed
     (``Holding.committed``), a failed release that was the commit raises
     ``CommitFailed``, and any other is logged (the work is decided, and the lock's
     lease or session frees it).
 
     :raises Unavailable: the lock's server cannot be reached; nothing was written.
-    :raises Busy: not acquired within its wait timeout; nothing was written.
+    :raises Busy: not acquired within its wait timeout, or by the deadline; nothing was written.
     :raises CommitFailed: see above.
     """
+    wait = -1.0  # the lock's own wait timeout
+    if deadline is not None:
+        # A purchase's answer is due by its deadline (nginx answers 504 soon after, an
+        # outcome its client cannot know): a wait that began late ends there, busy.
+        left = max(deadline - time.monotonic(), 0.0)
+        wait = left if lock.wait_timeout is None else min(lock.wait_timeout, left)
     try:
-        acquired = lock.acquire()
+        acquired = lock.acquire(timeout=wait)
     except LockUnavailableError as e:
         raise Unavailable("the stock lock's server cannot be reached; nothing was written",
                           backend=strategy.name) from e
     if not acquired:
-        raise Busy(f"stock lock for {sku} not acquired within its wait timeout",
+        raise Busy(f"stock lock for {sku} not acquired within its wait timeout or the deadline",
                    extra={"strategy": strategy.name})
     try:
         holding = Holding(lock_fences(lock, names, strategy=strategy))

@@ -409,6 +409,28 @@ def test_a_plan_whose_read_is_short_reads_again_before_it_refuses(db):
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(FLASHSALE_STRATEGY="local", FLASHSALE_PURCHASE_DEADLINE_S=8.0,
+                   LOCKING={"local": {**LOCAL_FAST["local"], "OPTIONS": {"wait_timeout": 60.0}}})
+def test_a_purchase_waits_for_its_lock_until_its_deadline_not_the_locks_longer_timeout(product,
+                                                                                      monkeypatch):
+    waits = []
+    acquire = LocalLock.do_acquire
+
+    def recorded(self, *, blocking, timeout):
+        if threading.current_thread() is threading.main_thread():  # the purchase's, not the holder's
+            waits.append(timeout)
+        return acquire(self, blocking=blocking, timeout=timeout)
+
+    monkeypatch.setattr(LocalLock, "do_acquire", recorded)
+    held = held_elsewhere(lambda: get_lock("stock:sku-1", alias="local"))
+    with held, pytest.raises(Busy, match="deadline"):
+        # It reached the instance 7.7 s ago: 0.3 s of its 8 are left.
+        order_create(sku="sku-1", quantity=1, user_id="u1", received_at=time.time() - 7.7)
+    assert len(waits) == 1 and 0 < waits[0] <= 0.3, waits
+    assert Order.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
 @override_settings(FLASHSALE_STRATEGY="local", LOCKING=LOCAL_FAST)
 def test_each_segment_has_a_lock_of_its_own(product_factory, monkeypatch):
     product_factory(sku="seg-1", stock=4, segments=2)

@@ -225,7 +225,8 @@ def _group_bought(purchase: Purchase, *, product: Product, names: dict[int, str]
     asked = time.perf_counter()
     order = None
     try:
-        with stock_locks_held(lock, names, strategy=strategy, sku=product.sku) as held:
+        with stock_locks_held(lock, names, strategy=strategy, sku=product.sku,
+                              deadline=purchase.deadline) as held:
             granted = time.perf_counter()
             if strategy.one_trip and len(group) == 1:
                 order, deducted = purchase_call(purchase, product=product, segment=group[0])
