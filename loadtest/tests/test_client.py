@@ -102,3 +102,18 @@ def test_a_reset_busy_at_every_try_raises_with_the_error_body():
         FlashsaleClient(f"http://127.0.0.1:{port}", admin_token="t", timeout=5).reset("p", 3)
     thread.join(5)
     assert seen == [b"POST /api/admin/products/p/reset HTTP/1.1"] * RESET_TRIES
+
+
+def test_a_stack_on_this_machine_is_asked_directly_whatever_proxy_the_environment_sets(monkeypatch):
+    target, at_target, target_thread = _serve([json.dumps({"sku": "p", "orders": 3}).encode()])
+    proxy, at_proxy, proxy_thread = _serve([json.dumps({"sku": "p", "orders": 4}).encode()])
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert FlashsaleClient(f"http://127.0.0.1:{target}", timeout=5).audit("p", settle=0)["orders"] == 3
+    target_thread.join(5)
+    assert at_target == [b"GET /api/products/p/audit HTTP/1.1"]
+    # Anywhere else, the environment's proxy carries the request, as requests does.
+    assert FlashsaleClient("http://flashsale.invalid", timeout=5).audit("p", settle=0)["orders"] == 4
+    proxy_thread.join(5)
+    assert at_proxy == [b"GET http://flashsale.invalid/api/products/p/audit HTTP/1.1"]
