@@ -10,7 +10,7 @@ import threading
 import pytest
 import requests
 
-from loadtest.client import RESET_TRIES, FlashsaleClient
+from loadtest.client import RESET_TRIES, FlashsaleClient, SignedUpBuyers
 
 
 def _serve(answers: list[bytes | None]) -> tuple[int, list[bytes], threading.Thread]:
@@ -117,3 +117,31 @@ def test_a_stack_on_this_machine_is_asked_directly_whatever_proxy_the_environmen
     assert FlashsaleClient("http://flashsale.invalid", timeout=5).audit("p", settle=0)["orders"] == 4
     proxy_thread.join(5)
     assert at_proxy == [b"GET http://flashsale.invalid/api/products/p/audit HTTP/1.1"]
+
+
+def test_a_threads_sign_ups_share_one_kept_alive_connection():
+    server = socket.create_server(("127.0.0.1", 0))
+    connections = []
+
+    def serve():  # keeps each connection, answering every request on it with a token
+        with server:
+            while True:
+                try:
+                    connection, _ = server.accept()
+                except OSError:
+                    return
+                connections.append(connection)
+                threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    def answer(connection):
+        with connection:
+            while connection.recv(65536):
+                body = json.dumps({"token": f"t{len(connections)}"}).encode()
+                connection.sendall(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    threading.Thread(target=serve, daemon=True).start()
+    buyers = SignedUpBuyers(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=5)
+    assert [buyers[label] for label in ("a", "b", "c", "a")] == ["t1", "t1", "t1", "t1"]
+    assert len(connections) == 1  # each sign-up on a connection of its own before
+    server.close()
