@@ -77,8 +77,7 @@ class SignedUpBuyers(Mapping[str, str]):
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = requests.Session()
-            session.trust_env = not _loopback(self.url)
+            session = self._local.session = _session_for(self.url)
         return session
 
     def __getitem__(self, label: str) -> str:
@@ -106,6 +105,15 @@ class SignedUpBuyers(Mapping[str, str]):
         return len(self._tokens)
 
 
+def _session_for(url: str) -> requests.Session:
+    """A session for requests to ``url``. A stack on this machine: no proxy, netrc or
+    CA bundle of the environment applies to it (a proxy set for the world would get
+    its requests), and looking for them costs every request CPU."""
+    session = requests.Session()
+    session.trust_env = not _loopback(url)
+    return session
+
+
 def _loopback(url: str) -> bool:
     host = urlsplit(url).hostname or ""
     if host == "localhost":
@@ -128,11 +136,7 @@ class FlashsaleClient:
     solve: Callable[[str, int], str] = challenge_solve
 
     def __post_init__(self):
-        self.session = requests.Session()
-        # A stack on this machine: no proxy, netrc or CA bundle of the environment
-        # applies to it (a proxy set for the world would get its requests), and
-        # looking for them costs every request CPU.
-        self.session.trust_env = not _loopback(self.base_url)
+        self.session = _session_for(self.base_url)
         adapter = HTTPAdapter(max_retries=READS_AGAIN)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
