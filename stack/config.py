@@ -26,6 +26,11 @@ BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisor
 
 # Environment variables handed to every app instance as they are, when set.
 APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
+# But not the suite's own (stack/suite.py: a pytest part's worker, pool, output
+# files): no process of the stack reads them, and a stack started by the suite and
+# then changed by one of its parts would otherwise restart every process beside the
+# apps, their environment changed.
+SUITE_ONLY_PREFIX = "FLASHSALE_TEST_"
 # What only a purchase reads (settings of the app instances' sale alone): the processes
 # beside the apps are not restarted when one of these changes.
 PURCHASE_KNOBS = frozenset({"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH", "FLASHSALE_SERVER",
@@ -329,7 +334,8 @@ class StackConfig:
                 "PAYPROVIDER_PORT": str(self.payprovider_port)}
 
     def app_environment(self, name: str) -> dict[str, str]:
-        passthrough = {k: v for k, v in os.environ.items() if k.startswith(APP_PASSTHROUGH_PREFIXES)}
+        passthrough = {k: v for k, v in os.environ.items()
+                       if k.startswith(APP_PASSTHROUGH_PREFIXES) and not k.startswith(SUITE_ONLY_PREFIX)}
         return {
             **passthrough,
             "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",

@@ -99,3 +99,22 @@ def test_a_purchase_knob_restarts_the_apps_alone_and_a_strategy_the_expirer_too(
         assert other.persister_environment("persist1") == config.persister_environment("persist1")
     finally:
         clean(config)
+
+
+def test_the_suites_own_variables_reach_no_process_of_the_stack(config, monkeypatch):
+    """A pytest part of ``make test`` carries its worker, pool and output files in
+    ``FLASHSALE_TEST_*``: a stack it changes keeps the environment it was started with
+    (else every process beside the apps restarts), while another ``FLASHSALE_`` variable
+    still reaches the apps."""
+    try:
+        before = config.persister_environment("persist1"), config.expirer_environment()
+        monkeypatch.setenv("FLASHSALE_TEST_WORKER", "1")
+        monkeypatch.setenv("FLASHSALE_TEST_POOL", "/tmp/pool")
+        monkeypatch.setenv("FLASHSALE_LOG_SQL", "true")
+        app = config.app_environment("app1")
+        assert not [name for name in app if name.startswith("FLASHSALE_TEST_")]
+        assert app["FLASHSALE_LOG_SQL"] == "true"
+        monkeypatch.delenv("FLASHSALE_LOG_SQL")
+        assert (config.persister_environment("persist1"), config.expirer_environment()) == before
+    finally:
+        clean(config)
