@@ -27,17 +27,31 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 PATIENCE_MS = 30_000
 
 
-@pytest.fixture
-def page():
-    expect.set_options(timeout=PATIENCE_MS)
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for this module's tests in a row: its start and Playwright's
+    driver's cost more CPU than most of the tests' pages. Not past the module: while
+    it runs, Playwright's event loop is this thread's, and Django refuses a database
+    query from it (``SynchronousOnlyOperation``), as the next module's tests make."""
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
-            page.set_default_timeout(PATIENCE_MS)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A page in a new context: no cookie, storage or cache of another test's."""
+    expect.set_options(timeout=PATIENCE_MS)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(PATIENCE_MS)
+        yield page
+    finally:
+        context.close()
 
 
 def signed_in(page, buyer_auth: bool) -> None:
