@@ -34,7 +34,8 @@ SUITE_ONLY_PREFIX = "FLASHSALE_TEST_"
 # What only a purchase reads (settings of the app instances' sale alone): the processes
 # beside the apps are not restarted when one of these changes.
 PURCHASE_KNOBS = frozenset({"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH", "FLASHSALE_SERVER",
-                            "FLASHSALE_BUYER_AUTH", "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS"})
+                            "FLASHSALE_BUYER_AUTH", "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
+                            "FLASHSALE_GATE_PIPELINE"})
 
 
 def owned_directory(path: Path) -> bool:

@@ -90,7 +90,7 @@ def test_a_purchase_knob_restarts_the_apps_alone_and_a_strategy_the_expirer_too(
     purchase reads leaves the processes beside the apps running."""
     try:
         knobs = config.replace(section_delay_ms=5.0, server="granian", buyer_auth=not config.buyer_auth,
-                               fast_path=not config.fast_path)
+                               fast_path=not config.fast_path, gate_pipeline=not config.gate_pipeline)
         assert knobs.app_environment("app1") != config.app_environment("app1")
         assert knobs.expirer_environment() == config.expirer_environment()
         assert knobs.persister_environment("persist1") == config.persister_environment("persist1")
