@@ -24,12 +24,9 @@ from flashsale.serve import ServeError, server_name
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisord
 
-# Environment variables handed to every app instance as they are, when set.
+# Environment variables handed to every app instance as they are, when set; not the
+# suite's own (a pytest part's pool, files): a part's change restarted every process.
 APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
-# But not the suite's own (stack/suite.py: a pytest part's worker, pool, output
-# files): no process of the stack reads them, and a stack started by the suite and
-# then changed by one of its parts would otherwise restart every process beside the
-# apps, their environment changed.
 SUITE_ONLY_PREFIX = "FLASHSALE_TEST_"
 # What only a purchase reads (settings of the app instances' sale alone): the processes
 # beside the apps are not restarted when one of these changes.
@@ -338,14 +335,10 @@ class StackConfig:
         passthrough = {k: v for k, v in os.environ.items()
                        if k.startswith(APP_PASSTHROUGH_PREFIXES) and not k.startswith(SUITE_ONLY_PREFIX)}
         return {
-            **passthrough,
-            "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
-            "MYSQL_PORT": str(self.mysql_port),
-            "REDIS_PORT": str(self.redis_port),
-            "REDIS_GATE_PORT": str(self.redis_gate_port),
-            "ZK_PORT": str(self.zk_port),
-            "ZOOKEEPER_HOSTS": self.zk_hosts,
-            "FLASHSALE_INSTANCE": name,
+            **passthrough, "DJANGO_SETTINGS_MODULE": "flashsale.settings.base",
+            "MYSQL_PORT": str(self.mysql_port), "REDIS_PORT": str(self.redis_port),
+            "REDIS_GATE_PORT": str(self.redis_gate_port), "ZK_PORT": str(self.zk_port),
+            "ZOOKEEPER_HOSTS": self.zk_hosts, "FLASHSALE_INSTANCE": name,
             "FLASHSALE_SERVER": self.server,
             # Every worker's metrics, summed at a scrape (common.metrics); emptied at start.
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_root / name),
