@@ -28,9 +28,9 @@ BIN = Path(sys.executable).parent  # the virtualenv's bin/: gunicorn, supervisor
 # suite's own (a pytest part's pool, files): a part's change restarted every process.
 APP_PASSTHROUGH_PREFIXES = ("FLASHSALE_", "DJANGO_", "DB_", "LOG_LEVEL", "MYSQL_ISOLATION_LEVEL")
 SUITE_ONLY_PREFIX = "FLASHSALE_TEST_"
-# What only a purchase reads (settings of the app instances' sale alone): the processes
-# beside the apps are not restarted when one of these changes.
-PURCHASE_KNOBS = frozenset({"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH", "FLASHSALE_SERVER",
+# What only the app instances' requests read (a purchase, a sign-up, the server): the
+# processes beside the apps are not restarted when one of these changes.
+REQUEST_KNOBS = frozenset({"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH", "FLASHSALE_SERVER",
                             "FLASHSALE_BUYER_AUTH", "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
                             "FLASHSALE_GATE_PIPELINE"})
 
@@ -378,9 +378,9 @@ class StackConfig:
         }
 
     def persister_environment(self, name: str) -> dict[str, str]:
-        """An app's environment without what only the purchase reads (the strategy and
-        its knobs): a persister keeps draining while the apps restart with another."""
-        selling = {*PURCHASE_KNOBS, "FLASHSALE_STRATEGY", "FLASHSALE_METRICS",
+        """An app's environment without what only the requests read (the strategy and
+        the requests' knobs): a persister keeps draining while the apps restart with another."""
+        selling = {*REQUEST_KNOBS, "FLASHSALE_STRATEGY", "FLASHSALE_METRICS",
                    # gunicorn's workers' files: a persister is one process, no gunicorn.
                    "PROMETHEUS_MULTIPROC_DIR"}
         return {k: v for k, v in self.app_environment(name).items() if k not in selling}
@@ -389,9 +389,9 @@ class StackConfig:
         """An app's environment, its strategy included: the expirer returns stock the
         way the sale's strategy takes it (``payments.expiry``), so it follows the
         deployment's like an instance, held at a switch by the same barrier. Not the
-        knobs of a purchase alone: a change of those restarts the apps, not it."""
+        knobs of the requests alone: a change of those restarts the apps, not it."""
         env = {k: v for k, v in self.app_environment("expirer").items()
-               if k not in PURCHASE_KNOBS and k != "PROMETHEUS_MULTIPROC_DIR"}
+               if k not in REQUEST_KNOBS and k != "PROMETHEUS_MULTIPROC_DIR"}
         return {**env, "FLASHSALE_PURCHASES_HELD_UNTIL_FILE": str(self.released_file),
                 "FLASHSALE_EXPIRY_PAUSE_MS": str(self.expiry_pause_ms)}
 
