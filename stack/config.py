@@ -32,7 +32,7 @@ SUITE_ONLY_PREFIX = "FLASHSALE_TEST_"
 # processes beside the apps are not restarted when one of these changes.
 REQUEST_KNOBS = frozenset({"FLASHSALE_SECTION_DELAY_MS", "FLASHSALE_SOLD_OUT_FAST_PATH", "FLASHSALE_SERVER",
                             "FLASHSALE_BUYER_AUTH", "FLASHSALE_THROTTLE_USER", "FLASHSALE_THROTTLE_ADDRESS",
-                            "FLASHSALE_GATE_PIPELINE"})
+                            "FLASHSALE_GATE_PIPELINE", "FLASHSALE_SIGN_UP_CHALLENGE_BITS"})
 
 
 def owned_directory(path: Path) -> bool:

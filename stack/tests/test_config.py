@@ -85,12 +85,13 @@ def test_a_secret_made_by_many_at_once_is_one_and_only_its_owner_reads_it(config
     assert [p.name for p in config.run_dir.iterdir()] == ["admin-token"]
 
 
-def test_a_purchase_knob_restarts_the_apps_alone_and_a_strategy_the_expirer_too(config):
+def test_a_request_knob_restarts_the_apps_alone_and_a_strategy_the_expirer_too(config):
     """What supervisord restarts follows each program's environment: a knob only the
-    purchase reads leaves the processes beside the apps running."""
+    requests read leaves the processes beside the apps running."""
     try:
         knobs = config.replace(section_delay_ms=5.0, server="granian", buyer_auth=not config.buyer_auth,
-                               fast_path=not config.fast_path, gate_pipeline=not config.gate_pipeline)
+                               fast_path=not config.fast_path, gate_pipeline=not config.gate_pipeline,
+                               sign_up_challenge_bits=config.sign_up_challenge_bits + 12)
         assert knobs.app_environment("app1") != config.app_environment("app1")
         assert knobs.expirer_environment() == config.expirer_environment()
         assert knobs.persister_environment("persist1") == config.persister_environment("persist1")
