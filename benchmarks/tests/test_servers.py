@@ -68,7 +68,7 @@ def test_every_row_runs_under_each_server_and_the_stack_is_put_back(stack_apps, 
     stack_apps()  # as started, whatever the test before asked: the server put back is the stack's own
     before = Supervisor(stack_config).info("app1")["pid"]
     command = [sys.executable, "-m", "benchmarks.servers", "--rounds", "1", "--seconds", "1",
-               "--connections", "8", "--requests", "20", "--warm-up", "0"]
+               "--connections", "2", "--requests", "20", "--warm-up", "0"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = [line.split("|") for line in result.stdout.splitlines() if line.startswith("| ")]
