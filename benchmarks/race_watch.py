@@ -22,6 +22,8 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from loadtest.client import FlashsaleClient
 from loadtest.measured import recorded
@@ -32,6 +34,20 @@ WATCHERS = ("closed", "polled", "page")
 POLL_S = 0.25  # the page's pace
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextmanager
+def chromium() -> Iterator:
+    """Debian's Chromium, headless, driven by Playwright (a test dependency: `make
+    install-test`), closed on the way out: the browser tests' and this benchmark's."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def race_once(client: FlashsaleClient, spec: dict, *, watcher: str, browser=None,
@@ -101,21 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", action="store_true",
                         help="also write the report to docs/results/measured/race-watch.md, for the docs")
     args = parser.parse_args(argv)
-    from playwright.sync_api import sync_playwright  # a test dependency (make install-test)
-
     spec = {"strategies": args.strategies.split(","), "stock": args.stock, "buyers": args.buyers,
             "concurrency": args.concurrency}
     client = FlashsaleClient.for_stack(StackConfig.from_env())
     runs: dict[str, list[tuple[dict, float]]] = {watcher: [] for watcher in WATCHERS}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            for _ in range(args.rounds):
-                for watcher in WATCHERS:
-                    runs[watcher].append(race_once(client, spec, watcher=watcher, browser=browser,
-                                                   viewers=args.viewers))
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for _ in range(args.rounds):
+            for watcher in WATCHERS:
+                runs[watcher].append(race_once(client, spec, watcher=watcher, browser=browser,
+                                               viewers=args.viewers))
 
     def rate(race: dict) -> float:
         return race["answered"] / race["elapsed_s"]

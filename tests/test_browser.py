@@ -10,15 +10,13 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
+from benchmarks.race_watch import chromium
 from stack.control import docs, start_again
 from stack.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
-
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 # How long an expectation waits for the page to show what it should: a bound for a
@@ -33,12 +31,8 @@ def browser():
     driver's cost more CPU than most of the tests' pages. Not past the module: while
     it runs, Playwright's event loop is this thread's, and Django refuses a database
     query from it (``SynchronousOnlyOperation``), as the next module's tests make."""
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

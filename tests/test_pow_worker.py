@@ -9,12 +9,10 @@ import hashlib
 import json
 
 import pytest
-from playwright.sync_api import sync_playwright
 
+from benchmarks.race_watch import chromium
 from common.challenges import challenge_solve, zero_bits
 from stack.config import ROOT
-
-from .test_browser import CHROMIUM_ARGS
 
 pytestmark = pytest.mark.system  # Debian's Chromium
 
@@ -24,28 +22,24 @@ WORKER = (ROOT / "orders/static/orders/pow-worker.js").read_text()
 @pytest.fixture(scope="module")
 def ask():
     """Send a message to the worker (from a blob: no server needed); its last answer."""
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_content("<html><body></body></html>")
+    with chromium() as browser:
+        page = browser.new_page()
+        page.set_content("<html><body></body></html>")
 
-            def send(message: dict) -> dict:
-                return page.evaluate("""([source, message]) => new Promise((resolve, reject) => {
-                    const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
-                    const worker = new Worker(url);
-                    worker.onerror = (e) => reject(new Error(e.message));
-                    worker.onmessage = (e) => {
-                      if (e.data.hex !== undefined || e.data.solution !== undefined) {
-                        worker.terminate(); resolve(e.data);
-                      }
-                    };
-                    worker.postMessage(message);
-                  })""", [WORKER, message])
+        def send(message: dict) -> dict:
+            return page.evaluate("""([source, message]) => new Promise((resolve, reject) => {
+                const url = URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
+                const worker = new Worker(url);
+                worker.onerror = (e) => reject(new Error(e.message));
+                worker.onmessage = (e) => {
+                  if (e.data.hex !== undefined || e.data.solution !== undefined) {
+                    worker.terminate(); resolve(e.data);
+                  }
+                };
+                worker.postMessage(message);
+              })""", [WORKER, message])
 
-            yield send
-        finally:
-            browser.close()
+        yield send
 
 
 @pytest.mark.parametrize("length", [0, 1, 55, 56, 63, 64, 65, 119, 120, 200])
