@@ -349,11 +349,12 @@ def test_a_flag_that_keeps_outliving_its_order_is_waited_for_a_bounded_time(db, 
 
 def _in_a_statement(cursor, like: str, timeout: float = 10.0) -> None:
     """Until another connection of the app's user (visible without the PROCESS
-    privilege) is inside a statement like ``like``: blocked, in this test."""
+    privilege) to this test database is inside a statement like ``like``: blocked, in
+    this test, not the lane's other pytest, on its own database of the same server."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
-                       "AND INFO LIKE %s", [like])
+                       "AND DB = DATABASE() AND INFO LIKE %s", [like])
         if cursor.fetchone()[0]:
             return
         time.sleep(0.01)

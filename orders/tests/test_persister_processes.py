@@ -48,11 +48,13 @@ def until(condition, seconds: float = 20, what: str = "the condition"):
 
 
 def waiting_for_the_sale_row() -> int:
-    """Connections of the app's user (visible without the PROCESS privilege) inside
-    a statement that locks gate sale rows: the batch's transaction, blocked on ours."""
+    """Connections of the app's user (visible without the PROCESS privilege) to this
+    test database inside a statement that locks gate sale rows: the batch's
+    transaction, blocked on ours. (The lane's other pytest, with a test database of
+    its own on the same server and user, runs such statements too.)"""
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() "
-                       "AND INFO LIKE '%%orders_gatesale%%FOR UPDATE%%'")
+                       "AND DB = DATABASE() AND INFO LIKE '%%orders_gatesale%%FOR UPDATE%%'")
         return cursor.fetchone()[0]
 
 
