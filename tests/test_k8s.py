@@ -860,6 +860,9 @@ def test_a_gate_node_is_ready_once_its_cluster_is_ok_and_a_replica_holds_its_pri
         alone.stop()
 
 
+# Alone: the append-only file is the whole server's, and the lane's other pytest writes
+# its own Redis database of the same server meanwhile.
+@pytest.mark.exclusive
 def test_a_gate_replicas_backlog_holds_what_its_primary_writes_before_it_refuses(stack_apps, stack_config):
     """A primary waits for a replica (min-replicas-to-write) only min-replicas-max-lag
     seconds, then refuses purchases: what it writes meanwhile, at its shard's measured
