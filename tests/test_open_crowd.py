@@ -43,10 +43,13 @@ def stalled_run(config, *, answered_before_stall: int, **locust) -> tuple[Locust
     runner.start()
     assert eventually(lambda: sum(edge_counts(config).values()) - before >= answered_before_stall,
                       seconds=60, every=0.05)
-    started = time.monotonic()
     with Supervisor(config).paused(config.app_names):
+        # Timed inside the pause: from the last instance stopped to before the first
+        # resumes, no instance serves. Outside it, the supervisor's calls that stop
+        # and resume them would count as stall while an instance still serves.
+        frozen = time.monotonic()
         time.sleep(STALL_S)
-    stall = time.monotonic() - started
+        stall = time.monotonic() - frozen
     runner.join(timeout=300)
     assert done, "the Locust run failed"
     return done[0], stall
