@@ -29,6 +29,7 @@ from typing import Any
 from .config import StackConfig
 from .servers import (
     APP_DATABASE,
+    INNODB_IO,
     StackError,
     binary,
     mariadb_app_client,
@@ -173,7 +174,7 @@ def scratch_mariadb(*options: str, ready_timeout: float = 60.0) -> Iterator[Scra
         process = subprocess.Popen(
             [binary("mariadbd"), "--no-defaults", f"--datadir={d / 'data'}", f"--socket={server.socket}",
              f"--pid-file={d / 'mysqld.pid'}", f"--log-error={log}", "--innodb-buffer-pool-size=64M",
-             f"--tmpdir={mariadb_tmpdir(d / 'data')}",
+             f"--tmpdir={mariadb_tmpdir(d / 'data')}", *INNODB_IO,
              *(options or ("--skip-networking", "--skip-log-bin")), *mariadbd_as_root()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_timeout
