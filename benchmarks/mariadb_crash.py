@@ -92,7 +92,7 @@ class Server:
         stack = mariadb(config)
         self.command = [*(a for a in stack.command if io or a not in INNODB_IO), *FLUSHING]
         self.directory = config.dir("mariadb")
-        self.socket, self.log = self.directory / "mysqld.sock", stack.logs[0]
+        self.socket, self.log, self.probe = self.directory / "mysqld.sock", stack.logs[0], stack.probe
         self.process: subprocess.Popen | None = None
         self.since = 0  # where its log stood when it last started
 
@@ -125,7 +125,7 @@ class Server:
         deadline = time.monotonic() + READY_WITHIN
         while self.process.poll() is None and time.monotonic() < deadline:
             try:
-                self.connect().close()
+                self.probe()
                 return True
             except Exception:
                 time.sleep(0.1)
@@ -175,10 +175,10 @@ def _buy(cursor, rng: random.Random) -> None:
     cursor.execute("DELETE FROM drill.claim WHERE id = %s", [claim])
 
 
-def _judge(server: Server, tally: Tally, answered: int, since: int) -> None:
+def _judge(server: Server, tally: Tally, answered: int) -> None:
     """The server just started again after a kill: count what it came back with
     (``answered``: the commits its data directory was answered, every kill so far)."""
-    errors = _errors(server, since)
+    errors = _errors(server)
     if errors:
         tally.corruption_reported += 1
         tally.errors.append(f"started, reporting: {errors[0]}")
@@ -214,7 +214,7 @@ def measure(configuration: str, kills: int, directory: Path, rng: random.Random)
     for _ in range(kills):
         if server.process is None or server.process.poll() is not None:
             tally.stopped_after += 1
-            made_anew(f"stopped by itself: {_first(_errors(server, server.since))}")
+            made_anew(f"stopped by itself: {_first(_errors(server))}")
         stop = threading.Event()
         buyers = [threading.Thread(target=_buying,
                                    args=(server, stop, answered, lock, random.Random(rng.random())))
@@ -229,19 +229,19 @@ def measure(configuration: str, kills: int, directory: Path, rng: random.Random)
         tally.kills += 1
         time.sleep(rng.choice(RESTART_AFTER))
         if server.start():
-            _judge(server, tally, answered[0], server.since)
+            _judge(server, tally, answered[0])
         else:
             tally.refused += 1
-            made_anew(f"refused: {_first(_errors(server, server.since))}")
+            made_anew(f"refused: {_first(_errors(server))}")
     tally.answered += answered[0]
     server.kill()
     return tally
 
 
-def _errors(server: Server, since: int) -> list[str]:
-    """The lines of the server's log from byte ``since`` on that report an error."""
+def _errors(server: Server) -> list[str]:
+    """The lines of the server's log since it last started that report an error."""
     with server.log.open(errors="replace") as log:
-        log.seek(since)
+        log.seek(server.since)
         return [line.strip() for line in log if "[ERROR]" in line or "Assertion failure" in line]
 
 
