@@ -8,6 +8,11 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
     from django.core.management import execute_from_command_line
 
+    from flashsale import boot
+
+    # Django starts here, the collector paused (flashsale.boot); the command's own
+    # django.setup() then finds the apps loaded.
+    boot.setup()
     execute_from_command_line(sys.argv)
 
 

@@ -6,10 +6,10 @@ chain: the orders app's ``PurchaseWSGIHandler`` (``orders.wsgi``), where
 
 import os
 
-import django
+from flashsale import boot
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flashsale.settings.base")
-django.setup(set_prefix=False)
+boot.setup(set_prefix=False)  # the collector paused while Django starts (flashsale.boot)
 
 from orders.wsgi import PurchaseWSGIHandler  # noqa: E402 (the apps load after setup)
 
