@@ -64,6 +64,10 @@ def default_name() -> str:
 # The persisters look this often for sales whose Redis failed over: a sale waits
 # about this long, paused, before its reconciliation begins.
 FAILOVERS_READ_EVERY = 0.2
+# An idle persister's longest wait for entries, with no sale listed: a sale that opens
+# then is read within it. Each wait ends in a call to Redis and a turn of the loop, the
+# CPU an idle persister spends.
+IDLE_MS = 1000
 # The persisters read how full the gate's Redis is this often, and log an error past
 # this share of its maxmemory.
 MEMORY_READ_EVERY = 10.0
@@ -72,9 +76,13 @@ MEMORY_ALARM = 0.8
 
 class Persister:
     """One consumer of the gate streams' group. ``run`` loops until ``stop`` is set;
-    ``step`` is one round (the tests drive it). A round waits at most ``block_ms``
-    for new entries, and then reads the list of products again: a sale that opens
-    is read within that (and its first orders wait for it at most that long).
+    ``step`` is one round (the tests drive it). A round waits for new entries, and
+    then reads the list of products again: a sale that opens is read within that
+    wait (and its first orders wait for it at most that long). The wait is
+    ``block_ms``, and after rounds that found nothing twice the last, up to
+    ``idle_ms`` while no sale is listed and, while one is, up to
+    ``FAILOVERS_READ_EVERY``, at which a failover is looked for. New entries of a
+    listed sale end the wait as they come.
 
     After a round that found fewer entries than a batch holds, ``run`` waits
     ``linger_ms`` before the next, so that the next finds more: a round costs the CPU
@@ -84,13 +92,15 @@ class Persister:
 
     # Past six parameters: each an option of manage.py persist_orders.
     def __init__(self, name: str | None = None, *, batch: int | None = None,  # noqa: PLR0913
-                 claim_idle_ms: int | None = None, block_ms: int = 100, linger_ms: int | None = None,
-                 stop: threading.Event | None = None, alive: Path | None = None):
+                 claim_idle_ms: int | None = None, block_ms: int = 100, idle_ms: int = IDLE_MS,
+                 linger_ms: int | None = None, stop: threading.Event | None = None,
+                 alive: Path | None = None):
         self.name = name or default_name()
         self.batch = batch or settings.FLASHSALE_GATE_BATCH
         self.linger_ms = settings.FLASHSALE_GATE_LINGER_MS if linger_ms is None else linger_ms
         self.claim_idle_ms = settings.FLASHSALE_GATE_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
-        self.block_ms = block_ms
+        self.block_ms, self.idle_ms = block_ms, idle_ms
+        self._found_nothing = 0  # rounds in a row that acknowledged nothing
         self.stop = stop or threading.Event()
         self.alive = alive  # touched at every round: a liveness probe sees the write loop turn
         self.redis = gate_redis()
@@ -153,14 +163,24 @@ class Persister:
     def step(self) -> int:
         """One round: claim entries a dead consumer left and take finished sales
         off the list (every ``claim_idle_ms / 2``), re-read this one's own pending
-        entries, then wait up to ``block_ms`` for new ones. Returns how many entries
-        it acknowledged."""
+        entries, then wait for new ones (``wait_ms``). Returns how many entries it
+        acknowledged."""
+        done = self._round()
+        self._found_nothing = 0 if done else self._found_nothing + 1
+        return done
+
+    def wait_ms(self, *, listed: bool) -> int:
+        """This round's longest wait for new entries (the class says which)."""
+        longest = max(self.block_ms, int(FAILOVERS_READ_EVERY * 1000) if listed else self.idle_ms)
+        return min(self.block_ms << min(self._found_nothing, 16), longest)
+
+    def _round(self) -> int:
         if time.monotonic() - self._memory_read_at >= MEMORY_READ_EVERY:
             self._memory_read_at = time.monotonic()
             self.memory_check()
         skus = gate_listed()
         if not skus:
-            self.stop.wait(self.block_ms / 1000)
+            self.stop.wait(self.wait_ms(listed=False) / 1000)
             return 0
         if time.monotonic() - self._failovers_read_at >= FAILOVERS_READ_EVERY:
             self._failovers_read_at = time.monotonic()
@@ -174,15 +194,16 @@ class Persister:
                 if gate_unlist_finished(sku=sku):
                     logger.info("persister %s: the sale of %s is finished and written: off the list",
                                 self.name, sku)
+        wait = self.wait_ms(listed=True)
         try:
-            replies = self._read_round(streams)
+            replies = self._read_round(streams, wait)
         except redis.ResponseError as e:
             if "NOGROUP" not in str(e):
                 raise
             # A sale closed since the list was read, or one whose keys Redis lost (on
             # the list until the next pass): this round reads the others.
             streams = {stream: sku for stream, sku in streams.items() if self._grouped(stream)}
-            replies = self._read_round(streams) if streams else []
+            replies = self._read_round(streams, wait) if streams else []
         for stream, entries in replies:
             done += self._handle(streams[stream], entries)
         return done
@@ -197,9 +218,10 @@ class Persister:
             except (Busy, Unavailable) as e:  # tried again next round
                 logger.info("persister %s: %s failed over, not reconciled yet: %s", self.name, sku, e)
 
-    def _read_round(self, streams: dict[str, str]) -> list[tuple[str, Entries]]:
-        """This consumer's own pending entries first (a batch that failed), then new ones."""
-        return self._read(streams, "0") or self._read(streams, ">", block=True)
+    def _read_round(self, streams: dict[str, str], wait_ms: int) -> list[tuple[str, Entries]]:
+        """This consumer's own pending entries first (a batch that failed), then new
+        ones, waiting up to ``wait_ms`` for them."""
+        return self._read(streams, "0") or self._read(streams, ">", wait_ms=wait_ms)
 
     def _grouped(self, stream: str) -> bool:
         try:
@@ -207,17 +229,18 @@ class Persister:
         except redis.ResponseError:  # no such stream
             return False
 
-    def _read(self, streams: dict[str, str], start: str, *, block: bool = False) -> list[tuple[str, Entries]]:
-        """XREADGROUP over every stream: one call on one Redis; on a cluster, where
-        the streams live in different slots, one call per stream (and a pause when
-        none had anything, in place of the blocking wait)."""
+    def _read(self, streams: dict[str, str], start: str, *,
+              wait_ms: int | None = None) -> list[tuple[str, Entries]]:
+        """XREADGROUP over every stream, waiting up to ``wait_ms`` (None: not) for
+        entries: one call on one Redis; on a cluster, where the streams live in
+        different slots, one call per stream (and a pause when none had anything, in
+        place of the blocking wait)."""
         if not settings.FLASHSALE_GATE_REDIS_CLUSTER:
-            wait = self.block_ms if block else None
-            replies = self._read_group(dict.fromkeys(streams, start), block_ms=wait)
+            replies = self._read_group(dict.fromkeys(streams, start), block_ms=wait_ms)
         else:
             replies = [reply for stream in streams for reply in self._read_group({stream: start})]
-            if block and not any(entries for _, entries in replies):
-                self.stop.wait(self.block_ms / 1000)
+            if wait_ms is not None and not any(entries for _, entries in replies):
+                self.stop.wait(wait_ms / 1000)
         return [(stream, entries) for stream, entries in replies if entries]
 
     def _read_group(self, streams: dict[KeyT, StreamIdT],

@@ -625,6 +625,35 @@ def test_a_persister_lingers_after_a_round_short_of_a_batch_and_not_after_a_full
     assert Order.objects.count() == 3
 
 
+def test_an_idle_persister_waits_twice_as_long_each_empty_round_up_to_its_idle_wait():
+    assert gate_listed() == []
+    stop = _Waits()
+    persister = Persister("test", block_ms=100, idle_ms=1000, stop=stop)
+    for _ in range(6):
+        assert persister.step() == 0  # nothing listed: the round waits on its stop event
+    assert stop.waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+
+
+def test_with_a_sale_listed_the_wait_stops_at_the_failover_read_and_goes_back_once_it_finds_one(monkeypatch):
+    sale_reset(sku="sku-1", stock=10)
+    persister = Persister("test", block_ms=50, idle_ms=1000)
+    blocks: list[int] = []  # each blocking XREADGROUP's wait, as Redis is asked it
+    read = persister._read_group
+
+    def spied(streams, block_ms=None):
+        if block_ms is not None:
+            blocks.append(block_ms)
+        return read(streams, block_ms=block_ms)
+
+    monkeypatch.setattr(persister, "_read_group", spied)
+    for _ in range(4):
+        assert persister.step() == 0
+    buy("k1")
+    assert persister.step() == 1  # its wait ends as the entry comes
+    assert persister.step() == 0
+    assert blocks == [50, 100, 200, 200, 200, 50]  # FAILOVERS_READ_EVERY: 0.2 s
+
+
 @pytest.mark.exclusive  # the gate's Redis near its maxmemory refuses the other worker's writes
 def test_a_persister_raises_the_alarm_when_the_gates_redis_nears_its_maxmemory(caplog):
     persister = Persister("test")
