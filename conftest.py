@@ -1,6 +1,7 @@
 """Fixtures shared by every app's tests. The suite talks to the real MariaDB and
 Redis of the local stack (``make test`` starts it); nothing here is a fake."""
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -146,6 +147,13 @@ def pytest_collection_modifyitems(items):
     watching = {item.nodeid for item in items if "stack_watchers" in getattr(item, "fixturenames", ())}
     order = apps_order([item.nodeid for item in items], asked, last=watching)
     items.sort(key=lambda item: order[item.nodeid])
+
+
+def pytest_collection_finish(session):
+    """What the run has made so far (its plugins, Django, the collected tests) lives to
+    its end: frozen, no collection walks it again (as ``flashsale.boot`` does for the
+    entry points)."""
+    gc.freeze()
 
 
 # What stops, signals or replaces a server through supervisord.
