@@ -12,7 +12,7 @@ def main():
 
     # Django starts here, the collector paused (flashsale.boot); the command's own
     # django.setup() then finds the apps loaded.
-    boot.setup()
+    boot.setup_for_command()
     execute_from_command_line(sys.argv)
 
 

@@ -13,15 +13,37 @@ them. ``python -m benchmarks.start_cost`` measures the start both ways.
 """
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import django
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+@contextmanager
+def _paused() -> Iterator[None]:
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def setup(*, set_prefix: bool = True) -> None:
     """``django.setup``, the collector paused throughout and what it made frozen."""
-    gc.disable()
-    try:
+    with _paused():
         django.setup(set_prefix=set_prefix)
-    finally:
-        gc.freeze()
-        gc.enable()
+
+
+def setup_for_command() -> None:
+    """``setup``, ahead of ``manage.py``'s own, if the settings load. If they do not,
+    nothing: Django's command line says what is wrong as it would without this (``help``
+    still lists the commands)."""
+    with _paused():
+        try:
+            settings.INSTALLED_APPS  # noqa: B018 (loads them)
+        except (ImproperlyConfigured, ImportError):
+            return
+        django.setup()
