@@ -105,7 +105,9 @@ def test_a_failover_under_the_holder_is_safe_only_with_the_fencing_stamp(stack_c
         assert hosted.master() is hosted.redis
         cell = run_cell(stack_config, strategy="setnx", nemesis=nemesis, out=tmp_path, on=hosted,
                         **THROUGH_THE_FAILOVER)
-        # Sentinel failed over; if not, its log says where it stopped.
+        # The cut came (if not, the output says why it could not strike), and Sentinel
+        # failed over (if not, its log says where it stopped).
+        assert cell.end_state.injected
         assert hosted.master() is hosted.net.hosts["redis2"], hosted.log_tail("sentinel")
     judged_as_its_half(cell, fenced, broken="oversold")
 
