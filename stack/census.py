@@ -1,0 +1,190 @@
+"""Every process's CPU over one command, each counted whole as it ended: the kernel's
+process accounting (acct(2)) writes a record for every process that ends, however
+briefly it lived, with the CPU it used; a look every quarter second reads the command
+lines, so that each record gets the role ``stack.machinecpu`` gives its command. The
+suite's own report looks every 2 s and calls what ended between two looks "not seen";
+this says what it was.
+
+    python -m stack.census [--top 40] -- make test-slow     (as root)
+
+Process accounting is one file for the whole machine: a second census, or anything
+else that turns it on meanwhile, takes the records from then on, and this one's end
+turns it off. A process still running when the command ends is not counted (the
+suite's stacks stop every server they started). A process never seen by a look counts
+under its program's name (the kernel keeps 15 characters of it), in brackets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .machinecpu import role_of
+from .servers import StackError
+
+# struct acct_v3 (linux/acct.h): flag, version, tty, exit code, uid, gid, pid, ppid,
+# start (s since the epoch), elapsed (float), then eight comp_t (user and system time
+# first), then the command's name.
+RECORD = struct.Struct("<BBHIIIIIIf8H16s")
+VERSION = 3
+AHZ = 100  # the records' clock ticks a second
+LOOK_PERIOD = 0.25
+SHORT = 2.0  # seconds: what the suite's looks, 2 s apart, may miss
+
+
+class CensusError(StackError):
+    """Process accounting cannot be turned on here (not root, no kernel support)."""
+
+
+@dataclass(frozen=True)
+class Exited:
+    """One process as it ended."""
+
+    pid: int
+    ppid: int
+    started: int  # seconds since the epoch
+    alive: float  # seconds
+    cpu: float  # seconds, user and system
+    program: str  # the kernel's name for it: its executable's, cut to 15 characters
+
+
+def comp_t(value: int) -> int:
+    """A comp_t's value: 13 bits of mantissa, 3 of a base-8 exponent."""
+    return (value & 0x1FFF) << (3 * (value >> 13))
+
+
+def read(path: Path) -> list[Exited]:
+    """The records of an accounting file, in the order the processes ended."""
+    data = path.read_bytes()
+    exited = []
+    for offset in range(0, len(data) - RECORD.size + 1, RECORD.size):
+        fields = RECORD.unpack_from(data, offset)
+        if fields[1] & 0x0F != VERSION:
+            raise CensusError(f"{path}: a record of version {fields[1] & 0x0F}, not {VERSION}")
+        exited.append(Exited(pid=fields[6], ppid=fields[7], started=fields[8], alive=fields[9] / AHZ,
+                             cpu=(comp_t(fields[10]) + comp_t(fields[11])) / AHZ,
+                             program=fields[18].split(b"\0", 1)[0].decode(errors="replace")))
+    return exited
+
+
+@contextmanager
+def accounting(path: Path) -> Iterator[Path]:
+    """Process accounting on, into ``path``, for the block."""
+    path.touch()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.acct(os.fsencode(path)) != 0:
+        raise CensusError(f"acct({path}): {os.strerror(ctypes.get_errno())} (root, and a kernel with "
+                          "BSD process accounting, are needed)")
+    try:
+        yield path
+    finally:
+        libc.acct(None)
+
+
+class CommandLines:
+    """Every process's command line, looked at every ``period`` seconds while open,
+    by (pid, start second)."""
+
+    def __init__(self, period: float = LOOK_PERIOD):
+        self.period = period
+        self.lines: dict[tuple[int, int], str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def look(self) -> None:
+        for process in psutil.process_iter(["pid", "create_time", "cmdline"]):
+            info = process.info
+            if info["create_time"] is not None and info["cmdline"]:
+                # The last line seen: one seen between fork and exec still ran its parent's.
+                self.lines[info["pid"], int(info["create_time"])] = " ".join(info["cmdline"])
+
+    def of(self, process: Exited) -> str | None:
+        for started in (process.started, process.started - 1, process.started + 1):
+            if (line := self.lines.get((process.pid, started))) is not None:
+                return line
+        return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.look()
+
+    def __enter__(self) -> CommandLines:
+        self.look()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Row:
+    role: str
+    seconds: float = 0.0
+    processes: int = 0
+    short_seconds: float = 0.0  # of those that lived under SHORT
+    short_processes: int = 0
+
+
+def by_role(exited: list[Exited], lines: CommandLines) -> list[Row]:
+    """The CPU of the processes that ended, by role, the most first."""
+    rows: dict[str, Row] = {}
+    for process in exited:
+        line = lines.of(process)
+        role = role_of(line) if line is not None else f"[{process.program}]"
+        row = rows.setdefault(role, Row(role))
+        row.seconds += process.cpu
+        row.processes += 1
+        if process.alive < SHORT:
+            row.short_seconds += process.cpu
+            row.short_processes += 1
+    return sorted(rows.values(), key=lambda row: -row.seconds)
+
+
+def report(rows: list[Row], top: int) -> str:
+    total = sum(row.seconds for row in rows)
+    short = sum(row.short_seconds for row in rows)
+    out = [f"{sum(row.processes for row in rows):,} processes ended, {total:,.0f} s of CPU; "
+           f"{sum(row.short_processes for row in rows):,} of them lived under {SHORT:g} s: {short:,.0f} s",
+           f"{'CPU s':>8} {'share':>7} {'processes':>9}   {f'under {SHORT:g} s':>15}   role"]
+    out += [f"{row.seconds:8.1f} {100 * row.seconds / total if total else 0:5.0f} % {row.processes:9,}   "
+            f"{row.short_seconds:7.1f} s {row.short_processes:6,}   {row.role}" for row in rows[:top]]
+    if len(rows) > top:
+        rest = rows[top:]
+        out.append(f"{sum(row.seconds for row in rest):8.1f}        {sum(row.processes for row in rest):9,}"
+                   f"                      {len(rest)} more roles")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stack.census", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--top", type=int, default=40, help="roles shown (40)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to count")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("a command to count, after --")
+    with tempfile.TemporaryDirectory(prefix="flashsale-census-") as scratch:
+        file = Path(scratch) / "pacct"
+        with CommandLines() as lines, accounting(file):
+            status = subprocess.call(command)
+        print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
+        print(report(by_role(read(file), lines), args.top))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

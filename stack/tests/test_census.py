@@ -1,0 +1,51 @@
+"""The census (stack.census) reads the kernel's accounting records and counts each
+process whole, under its role, however briefly it lived."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stack.census import RECORD, CommandLines, Exited, accounting, by_role, comp_t, read, report
+
+
+def _record(*, pid: int, cpu_ticks: int, program: bytes, version: int = 3) -> bytes:
+    return RECORD.pack(0, version, 0, 0, 0, 0, pid, 1, 1_700_000_000, 250.0,
+                       cpu_ticks, 0, 0, 0, 0, 0, 0, 0, program)
+
+
+def test_a_comp_t_is_a_13_bit_mantissa_with_a_base_8_exponent():
+    assert comp_t(5) == 5
+    assert comp_t((2 << 13) | 3) == 3 * 64
+
+
+def test_a_record_reads_as_the_process_it_describes(tmp_path):
+    file = tmp_path / "pacct"
+    file.write_bytes(_record(pid=42, cpu_ticks=(1 << 13) | 30, program=b"nft") +
+                     _record(pid=43, cpu_ticks=7, program=b"python3.11"))
+    first, second = read(file)
+    assert first == Exited(pid=42, ppid=1, started=1_700_000_000, alive=2.5, cpu=2.4, program="nft")
+    assert second.program == "python3.11" and second.cpu == pytest.approx(0.07)
+    file.write_bytes(_record(pid=44, cpu_ticks=1, program=b"sh", version=2))
+    with pytest.raises(Exception, match="version 2"):
+        read(file)
+
+
+@pytest.mark.system  # acct(2) needs root, as make test has
+def test_a_command_is_counted_whole_under_its_role_and_an_unseen_one_by_its_name(tmp_path):
+    spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    file = tmp_path / "pacct"
+    with CommandLines() as lines, accounting(file):
+        # A Python process the looks see (it spins a second of wall time at most), and
+        # a short one they may not.
+        subprocess.run([sys.executable, "-c", f"import time; time.sleep(0.6)\n{spin}"], check=True)
+        subprocess.run(["true"], check=True)
+    exited = read(file)
+    spinner = next(p for p in exited if lines.of(p) is not None and "time.sleep(0.6)" in lines.of(p))
+    assert spinner.cpu >= 0.35 and spinner.alive >= 0.9
+    rows = {row.role: row for row in by_role(exited, lines)}
+    assert rows["other Python"].seconds >= 0.35
+    assert any(role in ("[true]", "true") for role in rows)  # by its line if a look saw it
+    assert "processes ended" in report(list(rows.values()), top=5)
+    assert Path(file).stat().st_size % RECORD.size == 0
