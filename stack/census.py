@@ -1,7 +1,7 @@
 """Every process's CPU over one command, each counted whole as it ended: the kernel's
 process accounting (acct(2)) writes a record for every process that ends, however
 briefly it lived, with the CPU it used; a look every quarter second reads the command
-lines, so that each record gets the role ``stack.machinecpu`` gives its command. The
+lines (``stack.machinecpu``'s looks), so that each record gets its command's role. The
 suite's own report looks every 2 s and calls what ended between two looks "not seen";
 this says what it was.
 
@@ -23,15 +23,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from .machinecpu import role_of
+from .machinecpu import MachineCpu
 from .servers import StackError
 
 # struct acct_v3 (linux/acct.h): flag, version, tty, exit code, uid, gid, pid, ppid,
@@ -93,43 +90,6 @@ def accounting(path: Path) -> Iterator[Path]:
         libc.acct(None)
 
 
-class CommandLines:
-    """Every process's command line, looked at every ``period`` seconds while open,
-    by (pid, start second)."""
-
-    def __init__(self, period: float = LOOK_PERIOD):
-        self.period = period
-        self.lines: dict[tuple[int, int], str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def look(self) -> None:
-        for process in psutil.process_iter(["pid", "create_time", "cmdline"]):
-            info = process.info
-            if info["create_time"] is not None and info["cmdline"]:
-                # The last line seen: one seen between fork and exec still ran its parent's.
-                self.lines[info["pid"], int(info["create_time"])] = " ".join(info["cmdline"])
-
-    def of(self, process: Exited) -> str | None:
-        for started in (process.started, process.started - 1, process.started + 1):
-            if (line := self.lines.get((process.pid, started))) is not None:
-                return line
-        return None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            self.look()
-
-    def __enter__(self) -> CommandLines:
-        self.look()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @dataclass
 class Row:
     role: str
@@ -139,12 +99,15 @@ class Row:
     short_processes: int = 0
 
 
-def by_role(exited: list[Exited], lines: CommandLines) -> list[Row]:
+def by_role(exited: list[Exited], looked: MachineCpu) -> list[Row]:
     """The CPU of the processes that ended, by role, the most first."""
+    pids: dict[int, list[tuple[float, str]]] = {}
+    for (pid, started), seen in looked.seen.items():
+        pids.setdefault(pid, []).append((started, seen.role))
     rows: dict[str, Row] = {}
     for process in exited:
-        line = lines.of(process)
-        role = role_of(line) if line is not None else f"[{process.program}]"
+        role = next((role for started, role in pids.get(process.pid, ())
+                     if abs(int(started) - process.started) <= 1), f"[{process.program}]")
         row = rows.setdefault(role, Row(role))
         row.seconds += process.cpu
         row.processes += 1
@@ -179,10 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("a command to count, after --")
     with tempfile.TemporaryDirectory(prefix="flashsale-census-") as scratch:
         file = Path(scratch) / "pacct"
-        with CommandLines() as lines, accounting(file):
+        with MachineCpu(period=LOOK_PERIOD) as looked, accounting(file):
             status = subprocess.call(command)
         print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
-        print(report(by_role(read(file), lines), args.top))
+        print(report(by_role(read(file), looked), args.top))
     return status
 
 

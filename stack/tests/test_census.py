@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stack.census import RECORD, CommandLines, Exited, accounting, by_role, comp_t, read, report
+from stack.census import LOOK_PERIOD, RECORD, Exited, accounting, by_role, comp_t, read, report
+from stack.machinecpu import MachineCpu
 
 
 def _record(*, pid: int, cpu_ticks: int, program: bytes, version: int = 3) -> bytes:
@@ -36,15 +37,16 @@ def test_a_record_reads_as_the_process_it_describes(tmp_path):
 def test_a_command_is_counted_whole_under_its_role_and_an_unseen_one_by_its_name(tmp_path):
     spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
     file = tmp_path / "pacct"
-    with CommandLines() as lines, accounting(file):
+    with MachineCpu(period=LOOK_PERIOD) as looked, accounting(file):
         # A Python process the looks see (it spins a second of wall time at most), and
         # a short one they may not.
         subprocess.run([sys.executable, "-c", f"import time; time.sleep(0.6)\n{spin}"], check=True)
         subprocess.run(["true"], check=True)
     exited = read(file)
-    spinner = next(p for p in exited if lines.of(p) is not None and "time.sleep(0.6)" in lines.of(p))
+    (spinner,) = [p for p in exited if p.pid in {pid for (pid, _), seen in looked.seen.items()
+                                                  if "time.sleep(0.6)" in seen.command}]
     assert spinner.cpu >= 0.35 and spinner.alive >= 0.9
-    rows = {row.role: row for row in by_role(exited, lines)}
+    rows = {row.role: row for row in by_role(exited, looked)}
     assert rows["other Python"].seconds >= 0.35
     assert any(role in ("[true]", "true") for role in rows)  # by its line if a look saw it
     assert "processes ended" in report(list(rows.values()), top=5)
