@@ -11,7 +11,9 @@ in it moved back first.
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from .servers import StackError
 
 CGROUPS = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000  # the kernel's default period: the quota is refilled every 0.1 s
+REMOVAL_S = 10.0  # how long the group may stay busy with processes on their way out
 
 
 class QuotaError(StackError):
@@ -89,14 +92,25 @@ def cpu_quota(share: float, *, cores: int | None = None, name: str = "flashsale-
         _remove(group, home)
 
 
-def _remove(group: Path, home: Path) -> None:
+def _remove(group: Path, home: Path, patience: float = REMOVAL_S) -> None:
     """Back home, with anything the run left in the group (their cgroup.procs takes
-    one PID a write), then the group's gone."""
+    one PID a write), then the group's gone. A process still on its way out (a test
+    host's holder, which dies with the process that made it) can be neither moved
+    nor listed, and the group stays busy until it has ended: the removal is tried
+    again until then."""
     if not group.exists():
         return
-    for pid in (group / "cgroup.procs").read_text().split():
+    deadline = time.monotonic() + patience
+    while True:
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                (home / "cgroup.procs").write_text(f"{pid}\n")
+            except ProcessLookupError:
+                pass  # ended since it was listed
         try:
-            (home / "cgroup.procs").write_text(f"{pid}\n")
-        except ProcessLookupError:
-            pass  # ended since it was listed
-    group.rmdir()
+            group.rmdir()
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)

@@ -1,10 +1,12 @@
 """make test-slow's quota (stack.cpuquota) holds what runs under it to its share of
 the cores, on this machine's kernel, and leaves nothing behind."""
 
+import errno
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -57,3 +59,22 @@ def test_what_the_run_left_in_the_group_is_moved_home_before_it_goes():
     finally:
         left.kill()
         left.wait()
+
+
+def test_a_group_busy_with_a_process_on_its_way_out_is_removed_once_it_has_ended(monkeypatch):
+    """The kernel refuses to remove a group while a process in it is still ending
+    (EBUSY), though it no longer lists it: here the first two tries are refused."""
+    removals = []
+    rmdir = Path.rmdir
+
+    def busy_twice(path: Path) -> None:
+        removals.append(path)
+        if len(removals) <= 2:
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(path))
+        rmdir(path)
+
+    home = _group_of(os.getpid())
+    monkeypatch.setattr(Path, "rmdir", busy_twice)
+    with cpu_quota(1.0, cores=2, name="flashsale-quota-test") as group:
+        assert _group_of(os.getpid()) != home
+    assert len(removals) == 3 and not group.exists() and _group_of(os.getpid()) == home
