@@ -39,6 +39,7 @@ VERSION = 3
 AHZ = 100  # the records' clock ticks a second
 LOOK_PERIOD = 0.25
 SHORT = 2.0  # seconds: what the suite's looks, 2 s apart, may miss
+CLOCKS_APART = 0.02  # the most a record's start and a look's part, a second of life
 
 
 class CensusError(StackError):
@@ -106,8 +107,12 @@ def by_role(exited: list[Exited], looked: MachineCpu) -> list[Row]:
         pids.setdefault(pid, []).append((started, seen.role))
     rows: dict[str, Row] = {}
     for process in exited:
-        role = next((role for started, role in pids.get(process.pid, ())
-                     if abs(int(started) - process.started) <= 1), f"[{process.program}]")
+        # The record's start is the wall clock at its end less its lifetime, and the
+        # look's from the boot's: on a machine whose wall clock is steered they part by
+        # seconds over a long life. The closest of the PID's starts within that.
+        near = [(abs(started - process.started), role) for started, role in pids.get(process.pid, ())]
+        near = [(apart, role) for apart, role in near if apart <= 2 + process.alive * CLOCKS_APART]
+        role = min(near)[1] if near else f"[{process.program}]"
         row = rows.setdefault(role, Row(role))
         row.seconds += process.cpu
         row.processes += 1

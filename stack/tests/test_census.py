@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stack.census import LOOK_PERIOD, RECORD, Exited, accounting, by_role, comp_t, read, report
-from stack.machinecpu import MachineCpu
+from stack.machinecpu import MachineCpu, _Seen
 
 
 def _record(*, pid: int, cpu_ticks: int, program: bytes, version: int = 3) -> bytes:
@@ -31,6 +31,25 @@ def test_a_record_reads_as_the_process_it_describes(tmp_path):
     file.write_bytes(_record(pid=44, cpu_ticks=1, program=b"sh", version=2))
     with pytest.raises(Exception, match="version 2"):
         read(file)
+
+
+def test_a_record_takes_the_role_of_the_look_that_started_nearest_it():
+    looked = MachineCpu()
+    looked.seen = {(42, 1_000.3): _Seen("pytest", "python -m pytest", 0.0, 0.0),
+                   (43, 1_000.0): _Seen("nginx", "nginx: worker", 0.0, 0.0),
+                   (44, 990.0): _Seen("Redis", "redis-server", 0.0, 0.0),
+                   (44, 1_000.2): _Seen("MariaDB", "mariadbd", 0.0, 0.0)}
+    exited = [
+        # A long life's record starts seconds from the look's (the wall clock steered).
+        Exited(pid=42, ppid=1, started=1_006, alive=900.0, cpu=80.0, program="python"),
+        # A brief one that far from it is another process with the same PID.
+        Exited(pid=43, ppid=1, started=1_006, alive=0.5, cpu=0.1, program="nginx"),
+        Exited(pid=44, ppid=1, started=1_000, alive=1.0, cpu=2.0, program="mariadbd"),
+    ]
+    rows = {row.role: row for row in by_role(exited, looked)}
+    assert rows["pytest"].seconds == 80.0
+    assert rows["[nginx]"].processes == 1 and "nginx" not in rows
+    assert rows["MariaDB"].seconds == 2.0 and "Redis" not in rows  # the nearer of two starts
 
 
 @pytest.mark.system  # acct(2) needs root, as make test has
