@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.census import LOOK_PERIOD, RECORD, Exited, accounting, by_role, comp_t, read, report
+from stack.census import LOOK_PERIOD, OUTER, RECORD, Exited, accounting, by_role, comp_t, read, report
 from stack.machinecpu import MachineCpu, _Seen
 
 
@@ -70,3 +70,15 @@ def test_a_command_is_counted_whole_under_its_role_and_an_unseen_one_by_its_name
     assert any(role in ("[true]", "true") for role in rows)  # by its line if a look saw it
     assert "processes ended" in report(list(rows.values()), top=5)
     assert Path(file).stat().st_size % RECORD.size == 0
+
+
+@pytest.mark.system
+def test_a_census_under_another_hands_the_accounting_back_when_it_ends(tmp_path, monkeypatch):
+    outer, inner = tmp_path / "outer", tmp_path / "inner"
+    with accounting(outer):
+        monkeypatch.setenv(OUTER, str(outer))
+        with accounting(inner):
+            subprocess.run(["sleep", "0"], check=True)
+        subprocess.run(["true"], check=True)  # after the inner census: the outer's
+    assert "sleep" in {p.program for p in read(inner)}
+    assert "true" in {p.program for p in read(outer)} and "true" not in {p.program for p in read(inner)}
