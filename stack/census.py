@@ -82,18 +82,25 @@ def read(path: Path) -> list[Exited]:
 
 @contextmanager
 def accounting(path: Path) -> Iterator[Path]:
-    """Process accounting on, into ``path``, for the block."""
+    """Process accounting on, into ``path``, for the block; then back to the file of
+    the census this one runs under (``OUTER``, which the block's processes inherit
+    naming this one), or off."""
+    outer = os.environ.get(OUTER)
     path.touch()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.acct(os.fsencode(path)) != 0:
         raise CensusError(f"acct({path}): {os.strerror(ctypes.get_errno())} (root, and a kernel with "
                           "BSD process accounting, are needed)")
+    os.environ[OUTER] = str(path)
     try:
         yield path
     finally:
-        # Under a census (the suite's own test of this, in a census of make test), the
+        # Under a census (the suite's own tests of this, in a census of make test), the
         # accounting goes back to its file, not off for the rest of its command.
-        outer = os.environ.get(OUTER)
+        if outer is None:
+            os.environ.pop(OUTER, None)
+        else:
+            os.environ[OUTER] = outer
         libc.acct(os.fsencode(outer) if outer else None)
 
 
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="flashsale-census-") as scratch:
         file = Path(scratch) / "pacct"
         with MachineCpu(period=LOOK_PERIOD) as looked, accounting(file):
-            status = subprocess.call(command, env={**os.environ, OUTER: str(file)})
+            status = subprocess.call(command)
         print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
         print(report(by_role(read(file), looked), args.top))
     return status

@@ -1,6 +1,7 @@
 """The census (stack.census) reads the kernel's accounting records and counts each
 process whole, under its role, however briefly it lived."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,12 +74,14 @@ def test_a_command_is_counted_whole_under_its_role_and_an_unseen_one_by_its_name
 
 
 @pytest.mark.system
-def test_a_census_under_another_hands_the_accounting_back_when_it_ends(tmp_path, monkeypatch):
+def test_a_census_under_another_hands_the_accounting_back_when_it_ends(tmp_path):
+    before = os.environ.get(OUTER)  # a census of the suite's, if this runs under one
     outer, inner = tmp_path / "outer", tmp_path / "inner"
     with accounting(outer):
-        monkeypatch.setenv(OUTER, str(outer))
+        assert os.environ[OUTER] == str(outer)  # what the processes it starts inherit
         with accounting(inner):
             subprocess.run(["sleep", "0"], check=True)
         subprocess.run(["true"], check=True)  # after the inner census: the outer's
+    assert os.environ.get(OUTER) == before
     assert "sleep" in {p.program for p in read(inner)}
     assert "true" in {p.program for p in read(outer)} and "true" not in {p.program for p in read(inner)}
