@@ -94,10 +94,10 @@ def cpu_quota(share: float, *, cores: int | None = None, name: str = "flashsale-
 
 def _remove(group: Path, home: Path, patience: float = REMOVAL_S) -> None:
     """Back home, with anything the run left in the group (their cgroup.procs takes
-    one PID a write), then the group's gone. A process still on its way out (a test
-    host's holder, which dies with the process that made it) can be neither moved
-    nor listed, and the group stays busy until it has ended: the removal is tried
-    again until then."""
+    one PID a write), then the group's gone. A process still on its way out (one
+    that dies with the process that made it, as a test host's holder does) can be
+    neither moved nor listed, and the group stays busy until it has ended: the
+    removal is tried again until then."""
     if not group.exists():
         return
     deadline = time.monotonic() + patience

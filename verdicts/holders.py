@@ -31,8 +31,9 @@ def held_a_while(holder: Callable[[], object | None], held: float = HELD_A_WHILE
 def setnx_holder(client: redis.Redis) -> bytes | None:
     """The setnx lock's holder token, or None: the lock is a key holding its
     holder's token, beside the stock row's fence counter. A look the Redis does not
-    answer within the client's timeout (a loaded machine) sees nobody: the lessons
-    strike anyway, as they do when no holder shows, rather than not at all."""
+    answer within the client's timeout and retries (a loaded machine) sees nobody:
+    the lessons strike anyway, as they do when no holder shows, rather than not at
+    all."""
     try:
         keys = [k for k in client.scan_iter(match="flashsale:lock:stock:*") if not k.endswith(b":fence")]
         return cast(bytes | None, client.get(keys[0])) if keys else None  # a client that does not decode

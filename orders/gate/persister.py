@@ -90,7 +90,8 @@ class Persister:
     and under load a persister that reads as soon as one entry comes spends it on
     batches of a few."""
 
-    # Past six parameters: each an option of manage.py persist_orders.
+    # Past six parameters: manage.py persist_orders's options and its stop event, and
+    # the waits the tests shorten (block_ms, idle_ms).
     def __init__(self, name: str | None = None, *, batch: int | None = None,  # noqa: PLR0913
                  claim_idle_ms: int | None = None, block_ms: int = 100, idle_ms: int = IDLE_MS,
                  linger_ms: int | None = None, stop: threading.Event | None = None,
