@@ -8,13 +8,13 @@ import contextlib
 from collections import Counter
 
 import pytest
-import redis
 
 from chaos.sale import BUYER_PREFIX
 from common.history import UNKNOWN, Final, Purchase, read
-from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
+from stack.hosted import HostedApps
 from stack.servers import mariadb_app_connection
 from verdicts.checker import check
+from verdicts.holders import promoted
 from verdicts.links import (
     CLOCK_JUMP_SECTION_MS,
     CLOCK_STEP,
@@ -142,15 +142,6 @@ def test_the_gate_with_its_persister_cut_off_from_mariadb_writes_every_sale(stac
     assert cell.end_state.injected
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]
     assert cell.end_state.orders == SMALL["stock"]
-
-
-def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
-    """The gate's servers made replicas that are primaries now."""
-    if not cluster:
-        return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
-    return [name for name in GATE_CLUSTER_HOSTS
-            if redis.Redis(host=hosted.net.hosts[name].address, port=REDIS_GATE_REPLICA_PORT,
-                           decode_responses=True).info("replication")["role"] == "master"]
 
 
 @pytest.mark.parametrize("replicas", [1, 0], ids=["one-replica-waited", "unreplicated"])

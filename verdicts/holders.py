@@ -1,5 +1,6 @@
-"""Who holds a lesson's lock, watched from outside the instances: the lessons on
-leases strike a holder inside its critical section (``verdicts.links``)."""
+"""Who holds a lesson's lock, and which Redis is primary, watched from outside the
+instances: the lessons on leases strike a holder inside its critical section
+(``verdicts.links``), and the failovers' tests ask which replica was promoted."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 from typing import cast
 
 import redis
+
+from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
 
 HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
 
@@ -53,3 +56,12 @@ def someone_asks(client: redis.Redis) -> bool:
         return sets() > before
     except redis.RedisError:  # unanswered in time: nobody seen, as in ``setnx_holder``
         return False
+
+
+def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
+    """The gate's servers made replicas that are primaries now."""
+    if not cluster:
+        return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
+    return [name for name in GATE_CLUSTER_HOSTS
+            if redis.Redis(host=hosted.net.hosts[name].address, port=REDIS_GATE_REPLICA_PORT,
+                           decode_responses=True).info("replication")["role"] == "master"]
