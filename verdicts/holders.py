@@ -1,6 +1,6 @@
 """Who holds a lesson's lock, and which Redis is primary, watched from outside the
 instances: the lessons on leases strike a holder inside its critical section
-(``verdicts.links``), and the failovers' tests ask which replica was promoted."""
+(``verdicts.links``), and the failovers' heal and tests ask which replica was promoted."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def someone_asks(client: redis.Redis) -> bool:
         time.sleep(0.03)
         return sets() > before
     except redis.RedisError:  # unanswered in time: nobody seen, as in ``setnx_holder``
+        return False
+
+
+def lock_failed_over(hosted: HostedApps) -> bool:
+    """Whether Sentinel names the locks' replica their master (the lesson begins on
+    ``redis``); not while it does not answer."""
+    try:
+        return hosted.master() is not hosted.redis
+    except redis.RedisError:
         return False
 
 

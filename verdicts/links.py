@@ -23,7 +23,7 @@ from chaos.faults import OnSale, until_batch_in_hand
 from stack.config import StackConfig
 from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
-from .holders import held_a_while, setnx_holder, someone_asks
+from .holders import held_a_while, lock_failed_over, setnx_holder, someone_asks
 
 # Past the Redis locks' 5 s lease, and healed just before TCP's fifth retransmission
 # of what was sent as it struck (6.2 s after), so stalled connections resume at the
@@ -55,10 +55,14 @@ CLOCK_JUMP_SECTION_MS = 500.0
 # app1's stalled write must land after that, so the heal at 8 s misses TCP's
 # retransmission at 6.2 s and the write lands with the one at 12.6 s: the lesson's
 # instances give a purchase 20 s (and MariaDB's idle transactions 30 s), so that
-# nothing ends app1's transaction before.
+# nothing ends app1's transaction before. A heal before the promotion would undo the
+# lesson (the old master back, and Sentinel no longer failing over), so on a machine
+# slow enough for Sentinel to be late, the heal waits for it, up to 12 s after the
+# cut: still before the write's retransmission lands.
 FAILOVER_LESSON = {**LEASE_LESSON, "FLASHSALE_LOCK_REDIS_TIMEOUT_S": "1",
                    "FLASHSALE_PURCHASE_DEADLINE_S": "20", "DB_IDLE_TRANSACTION_TIMEOUT_S": "30"}
 THROUGH_A_FAILOVER = 8.0
+FAILOVER_PATIENCE = 4.0
 # The failover's cut must fall between app1's read and its write, and it comes later
 # than the other lessons' (two partitions, after the holder is seen): a busy machine
 # can delay it past the write, which then holds the row through the failover, and the
@@ -106,6 +110,11 @@ class LinkFault:
     # gate sells a small stock in less time than a strike takes to land.
     before: Callable[[HostedApps], None] | None = None
     window: bool = False  # the sale has a payment window (an expirer and the provider's stand-in on hosts)
+    # The heal, due ``down_seconds`` after the strike, waits until this holds (a
+    # replica promoted), ``patience`` seconds more at the most: on a slower machine
+    # the failover the lesson needs comes later, and a heal before it undoes it.
+    heal_once: Callable[[HostedApps], bool] | None = None
+    patience: float = 0.0
     hosted: HostedApps | None = None  # bound by ``on``
     # What a sale asks of any fault (``chaos.faults.Fault``): none of these here.
     pays_twice: float = 0.0
@@ -133,6 +142,10 @@ class LinkFault:
         return [self.name]
 
     def heal(self, config: StackConfig, names: list[str]) -> None:
+        if self.heal_once is not None:
+            deadline = time.monotonic() + self.patience
+            while not self.heal_once(self.hosted) and time.monotonic() < deadline:
+                time.sleep(0.1)
         for host in self.hosted.net.hosts.values():
             host.heal()
 
@@ -278,14 +291,15 @@ def _step_the_clock_under_the_holder(hosted: HostedApps) -> None:
 
 def _both_halves(name: str, summary: str, act: Callable[[HostedApps], None], *, down_seconds: float,
                  environment: dict[str, str], sentinel: bool = False, clock: bool = False,
-                 section_delay_ms: float = 200.0) -> tuple[LinkFault, LinkFault]:
+                 section_delay_ms: float = 200.0, heal_once: Callable[[HostedApps], bool] | None = None,
+                 patience: float = 0.0) -> tuple[LinkFault, LinkFault]:
     """A lesson on a holder that outlives its lock: the fault as it strikes app1's
     holder inside its critical section (200 ms unless said), and its broken half
     (``-unfenced``), on instances without the stock row's fencing stamp
     (flashsale.settings.unfenced)."""
     fenced = LinkFault(name, summary, act, down_seconds=down_seconds, first_app=True,
                        section_delay_ms=section_delay_ms, environment=tuple(environment.items()),
-                       sentinel=sentinel, clock=clock)
+                       sentinel=sentinel, clock=clock, heal_once=heal_once, patience=patience)
     return fenced, dataclasses.replace(fenced, name=f"{name}-unfenced", fenced=False,
                                        summary="the same, on instances without the stock row's fencing "
                                                "stamp (flashsale.settings.unfenced): the broken half")
@@ -346,10 +360,12 @@ LINK_FAULTS: dict[str, LinkFault] = {
                   _cut_the_zookeeper_holder, down_seconds=PAST_THE_SESSION, first_app=True,
                   section_delay_ms=200.0, environment=tuple(LEASE_LESSON.items())),
         *_both_halves("failover-redis-holder", "app1 takes the setnx lock on a master cut off from its "
-                      "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s: "
-                      "Sentinel promotes the replica, where the lock is free, and app2 takes it",
+                      "replica, then the master is cut off from everyone (app1 from MariaDB too) for 8 s, "
+                      "or until Sentinel has promoted the replica (12 s at most): the lock is free there, "
+                      "and app2 takes it",
                       _fail_over_under_the_holder, down_seconds=THROUGH_A_FAILOVER,
-                      environment=FAILOVER_LESSON, sentinel=True, section_delay_ms=FAILOVER_SECTION_MS),
+                      environment=FAILOVER_LESSON, sentinel=True, section_delay_ms=FAILOVER_SECTION_MS,
+                      heal_once=lock_failed_over, patience=FAILOVER_PATIENCE),
         *_both_halves("clock-jump-redis", "the locks' Redis's wall clock steps 5 s forward while a "
                       "holder of the setnx lock (2 s lease) is 40 ms into a 500 ms critical section: "
                       "Redis expires the key at once, and the next waiter takes the lock",
