@@ -68,9 +68,20 @@ def lock_failed_over(hosted: HostedApps) -> bool:
 
 
 def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
-    """The gate's servers made replicas that are primaries now."""
+    """The gate's servers made replicas that are primaries now. A server that does not
+    answer within a second (on a host cut off) is not counted."""
+    def primary(host: str, port: int) -> bool:
+        try:
+            with redis.Redis(host=host, port=port, socket_timeout=1, socket_connect_timeout=1,
+                             decode_responses=True) as node:
+                return node.info("replication")["role"] == "master"
+        except redis.RedisError:
+            return False
+
     if not cluster:
-        return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
+        try:
+            return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
+        except redis.RedisError:
+            return []
     return [name for name in GATE_CLUSTER_HOSTS
-            if redis.Redis(host=hosted.net.hosts[name].address, port=REDIS_GATE_REPLICA_PORT,
-                           decode_responses=True).info("replication")["role"] == "master"]
+            if primary(hosted.net.hosts[name].address, REDIS_GATE_REPLICA_PORT)]

@@ -23,7 +23,7 @@ from chaos.faults import OnSale, until_batch_in_hand
 from stack.config import StackConfig
 from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
 
-from .holders import held_a_while, lock_failed_over, setnx_holder, someone_asks
+from .holders import held_a_while, lock_failed_over, promoted, setnx_holder, someone_asks
 
 # Past the Redis locks' 5 s lease, and healed just before TCP's fifth retransmission
 # of what was sent as it struck (6.2 s after), so stalled connections resume at the
@@ -76,9 +76,11 @@ FAILOVER_HELD = 0.1
 # purchase (the gate sells a small stock in less time than a strike at an order takes
 # to land), then, once it has run three scripts the replica never received (or a
 # second passed), from everyone for 6 s: the replica is promoted 2 to 3 s in, and the
-# old primary comes back as its replica after the heal.
+# old primary comes back as its replica after the heal, which waits for the promotion
+# (6 s more at the most) on a machine slow enough for it to come later.
 UNREPLICATED = 3
 GATE_FAILOVER = 6.0
+GATE_PATIENCE = 6.0
 # The clock jump: 5 s forward, past the lesson's 2 s lease, so the holder's key
 # expires the moment Redis's clock moves. The clock stays ahead: nothing to heal.
 CLOCK_STEP = 5.0
@@ -321,20 +323,23 @@ def _replicated_or_not(name: str, summary: str, act: Callable[[HostedApps], None
     replica (``FLASHSALE_GATE_REPLICAS=1``), and its broken half (``-unreplicated``),
     with none waited for: the 201s the replica never received are lost, as designed."""
     waited = LinkFault(name, f"{summary}; each purchase waits for 1 replica", act, down_seconds=GATE_FAILOVER,
-                       gate_replicas=1, trigger=0, gate_cluster=cluster, before=_cut_the_gates_primary_off)
+                       gate_replicas=1, trigger=0, gate_cluster=cluster, before=_cut_the_gates_primary_off,
+                       heal_once=lambda hosted: bool(promoted(hosted, cluster)), patience=GATE_PATIENCE)
     return waited, dataclasses.replace(waited, name=f"{name}-unreplicated", gate_replicas=0,
                                        summary=f"{summary}; no replica waited for: the broken half")
 
 
 _GATE_FAILOVER = _replicated_or_not(
     "failover-gate-redis", "the gate's Redis master cut off from its replica and the persister (what it runs "
-    "stays on it), then from everyone for 6 s: Sentinel promotes the replica, the sale pauses until "
-    "reconciled with MariaDB, and the old master comes back as a replica", _fail_over_the_gate)
+    "stays on it), then from everyone for 6 s, or until its replica is promoted (12 s at most): Sentinel "
+    "promotes the replica, the sale pauses until reconciled with MariaDB, and the old master comes back as "
+    "a replica", _fail_over_the_gate)
 _GATE_SHARD_FAILOVER = _replicated_or_not(
     "failover-gate-shard", "the gate's Redis a Cluster of three primaries with a replica each; the primary "
     "of the sale's shard cut off from its replica and the persister (what it runs stays on it), then from "
-    "everyone for 6 s: the other primaries vote its replica in, the sale pauses until reconciled with "
-    "MariaDB, and the old primary comes back as a replica", _fail_over_the_gate, cluster=True)
+    "everyone for 6 s, or until its replica is promoted (12 s at most): the other primaries vote its "
+    "replica in, the sale pauses until reconciled with MariaDB, and the old primary comes back as a "
+    "replica", _fail_over_the_gate, cluster=True)
 
 LINK_FAULTS: dict[str, LinkFault] = {
     fault.name: fault

@@ -60,9 +60,11 @@ def test_a_heal_comes_after_its_patience_even_if_that_never_happens():
     assert all(host.healed == 1 for host in hosted.net.hosts.values())
 
 
-def test_the_failover_lesson_heals_only_once_sentinel_names_the_replica():
+def test_the_failovers_heal_only_once_the_replica_is_promoted():
     for name in ("failover-redis-holder", "failover-redis-holder-unfenced"):
         assert LINK_FAULTS[name].heal_once is lock_failed_over and LINK_FAULTS[name].patience > 0
+    gates = [fault for name, fault in LINK_FAULTS.items() if name.startswith("failover-gate-")]
+    assert len(gates) == 6 and all(fault.heal_once is not None and fault.patience > 0 for fault in gates)
 
 
 def test_a_sentinel_that_does_not_answer_has_not_failed_over():
