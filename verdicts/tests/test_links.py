@@ -34,7 +34,8 @@ class _Hosted:
         self.net = type("Net", (), {"hosts": {"redis": _Host(), "app1": _Host()}})()
 
 
-def _healing(until, patience: float) -> tuple[_Hosted, float]:
+def _healing(until, patience):
+    """The failover lesson's heal with ``until`` and ``patience``: its hosts, and how long it took."""
     hosted = _Hosted()
     fault = dataclasses.replace(LINK_FAULTS["failover-redis-holder"], heal_once=until, patience=patience)
     started = time.monotonic()
