@@ -3,6 +3,7 @@ heals once what its lesson needs has happened."""
 
 import dataclasses
 import time
+from types import SimpleNamespace
 
 import redis
 
@@ -31,7 +32,7 @@ class _Hosted:
     """What a link fault's heal touches of its hosts: each host's heal."""
 
     def __init__(self) -> None:
-        self.net = type("Net", (), {"hosts": {"redis": _Host(), "app1": _Host()}})()
+        self.net = SimpleNamespace(hosts={"redis": _Host(), "app1": _Host()})
 
 
 def _healing(until, patience):
