@@ -10,7 +10,13 @@ from typing import cast
 
 import redis
 
-from stack.hosted import GATE_CLUSTER_HOSTS, GATE_SENTINEL_SERVICE, REDIS_GATE_REPLICA_PORT, HostedApps
+from stack.hosted import (
+    GATE_CLUSTER_HOSTS,
+    GATE_SENTINEL_SERVICE,
+    REDIS_GATE_REPLICA_PORT,
+    SENTINEL_SERVICE,
+    HostedApps,
+)
 
 HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read
 
@@ -58,13 +64,19 @@ def someone_asks(client: redis.Redis) -> bool:
         return False
 
 
-def lock_failed_over(hosted: HostedApps) -> bool:
-    """Whether Sentinel names the locks' replica their master (the lesson begins on
-    ``redis``); not while it does not answer."""
+def sentinel_master(hosted: HostedApps, service: str = SENTINEL_SERVICE) -> str | None:
+    """The name of the host Sentinel names ``service``'s master, or None while it does
+    not answer (a look during a failover, on a loaded machine)."""
     try:
-        return hosted.master() is not hosted.redis
+        return hosted.master(service).name
     except redis.RedisError:
-        return False
+        return None
+
+
+def lock_failed_over(hosted: HostedApps) -> bool:
+    """Whether Sentinel names the locks' replica, ``redis2``, their master (the lesson
+    begins on ``redis``); not while it does not answer."""
+    return sentinel_master(hosted) == "redis2"
 
 
 def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
@@ -79,9 +91,6 @@ def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
             return False
 
     if not cluster:
-        try:
-            return ["redis2"] if hosted.master(GATE_SENTINEL_SERVICE) is hosted.net.hosts["redis2"] else []
-        except redis.RedisError:
-            return []
+        return ["redis2"] if sentinel_master(hosted, GATE_SENTINEL_SERVICE) == "redis2" else []
     return [name for name in GATE_CLUSTER_HOSTS
             if primary(hosted.net.hosts[name].address, REDIS_GATE_REPLICA_PORT)]

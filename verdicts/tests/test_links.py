@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import redis
 
 from chaos.faults import FAULTS, Fault
+from stack.hosted import SENTINEL_SERVICE
 from verdicts.holders import lock_failed_over
 from verdicts.links import LINK_FAULTS
 
@@ -71,7 +72,7 @@ def test_the_failovers_heal_only_once_the_replica_is_promoted():
 
 def test_a_sentinel_that_does_not_answer_has_not_failed_over():
     class Unanswered:
-        def master(self):
+        def master(self, service: str = SENTINEL_SERVICE):
             raise redis.TimeoutError("Timeout reading from socket")
 
     assert lock_failed_over(Unanswered()) is False
