@@ -32,8 +32,21 @@ from stack.config import StackConfig
 
 WATCHERS = ("closed", "polled", "page")
 POLL_S = 0.25  # the page's pace
+# Chromium reads the last --disable-features it is given, and Playwright gives one of its
+# own first: so this one is Playwright's list (its pinned release's, which
+# tests/test_chromium.py checks is all still here) and the omnibox popup's WebUI, which
+# headless Chromium otherwise draws, unseen, for each new context, at more CPU than the
+# test's page costs.
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
+    "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin",
+    "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled", "PreconnectToSearch",
+    "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion")
+OMNIBOX_POPUP_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--disable-features={','.join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUP_FEATURES)}"]
 
 
 @contextmanager
