@@ -25,7 +25,7 @@ from orders.reset import sale_reset
 from orders.salestate import sale_state_get, sale_state_sold_out
 from orders.selectors import sale_audit
 from orders.transaction.giveback import transaction_take_again
-from payments.expiry import expiry_pass, orders_expire, products_due
+from payments.expiry import _products_due_compiled, expiry_pass, orders_expire, products_due
 from payments.services import order_pay
 
 # Every strategy that sells in a transaction and is correct: a return beside its
@@ -290,3 +290,24 @@ def test_finding_the_due_products_reads_one_index_row_a_product_not_every_order(
     # One row of the order_due index a product, its first pending: not the 400 orders'
     # (an EXISTS of a due order became a semi-join that read them all).
     assert rows_read(plan, "order_due") == len(products), plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_expirers_compiled_statement_finds_what_products_due_finds():
+    # The long-running expirer asks by products_due's statement, compiled once
+    # (payments.expiry._products_due_compiled): at each time, the same products.
+    for sku in ("sku-1", "sku-2", "sku-3"):
+        sale_reset(sku=sku, stock=100, strategy="atomic", payment_window_s=WINDOW_S)
+    now = timezone.now()
+    for i, sku in enumerate(("sku-1", "sku-2")):  # sku-3: nothing pending
+        Order.objects.bulk_create(
+            Order(user_id=f"u{j}", product=Product.objects.get(sku=sku), quantity=1,
+                  idempotency_key=f"c-{sku}-{j}", instance="test", strategy="atomic",
+                  status=Order.Status.PENDING, expires_at=now + timedelta(seconds=10 * i + j))
+            for j in range(3))
+    for seconds in (-1, 0, 5, 10, 15):
+        at = now + timedelta(seconds=seconds)
+        assert ([p.sku for p in _products_due_compiled(now=at)]
+                == [p.sku for p in products_due(now=at)]), seconds
+    assert [p.sku for p in _products_due_compiled(now=now + timedelta(seconds=5))] == ["sku-1"]
+    assert [p.sku for p in _products_due_compiled(now=now + timedelta(seconds=15))] == ["sku-1", "sku-2"]
