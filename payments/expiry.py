@@ -105,8 +105,8 @@ _MARK = datetime(2000, 1, 1, tzinfo=UTC)
 def _products_due_statement() -> tuple[str, tuple[object, ...]]:
     """``products_due``'s SQL for every product, compiled once, and its parameters but
     the time, which is the last. A long-running expirer asks it every second: built
-    and compiled anew, a pass cost about ten times the CPU of the statement's own
-    round trip, most of it when the pass comes after a second asleep."""
+    and compiled anew, a pass cost several times the CPU of the statement's own round
+    trip, the more so after a second asleep."""
     sql, params = products_due(now=_MARK).query.sql_with_params()
     if not params or params[-1] != connection.ops.adapt_datetimefield_value(_MARK):
         raise AssertionError(f"products_due's time is not its statement's last parameter: {params}")
