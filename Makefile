@@ -282,8 +282,8 @@ test: install-test  ## lint, then the whole suite against the stacks it starts (
 	$(PY) -m stack test --checks --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: `make test` on the slower kind of machine, from the lint on: the suite and every process it starts
-#: under a CPU quota (a cgroup, as root: `stack.cpuquota`), half the machine's cores until the stacks
-#: are up, then set so that wrk gets the slower kind's 1.3k ping answers a second from lane 1
+#: under a CPU quota of half the machine's cores (a cgroup, as root: `stack.cpuquota`) until the
+#: stacks are up, then set so that wrk gets the slower kind's rate of ping answers from lane 1
 #: (`stack.standin`), where a test that assumes the machine's speed fails; `python -m stack test
 #: --burn N` runs it beside N spinning processes instead ([tests](../development/tests.md))
 test-slow: install-test  ## make test on the slower kind of machine: a CPU quota set to its ping rate (stack.standin)
