@@ -56,13 +56,13 @@ def test_a_server_under_the_quota_is_brought_to_the_aimed_rate(tmp_path: Path):
             deadline = time.monotonic() + 10
             while True:
                 try:
-                    free = pings(url, 2)
+                    free = pings(url, 1)
                     break
                 except StandInError:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
-            calibration = calibrate(group, url, 1.0, free / 2, seconds=2)
+            calibration = calibrate(group, url, 1.0, free / 2, seconds=1)
         finally:
             server.kill()
             server.wait()
