@@ -8,15 +8,20 @@ speed moves from hour to hour, so half of it is slower than the slower kind in i
 slow hours and faster in its fast ones. ``calibrate`` sets the quota from what wrk
 gets, so a run of ``make test-slow`` stands in for the same machine whatever the
 hour, and says how near it came.
+
+``python -m stack.standin`` reads the rate from the stack ``make up`` started, so a
+machine can be placed between the two kinds.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import StackConfig
 from .cpuquota import reshare
 from .servers import StackError
 
@@ -98,3 +103,20 @@ def calibrate(group: Path, url: str, share: float, aim: float = SLOWER_KIND_PING
         if measured[-1][0] != share:  # the last correction, measured
             measured.append((share, pings(url, seconds)))
     return Calibration(aim, measured)
+
+
+def main() -> int:
+    url = StackConfig.from_env().base_url + "/api/ping"
+    try:
+        pings(url, WARM_S)
+        rate = pings(url)
+    except StandInError as e:
+        print(f"[standin] {e}\n[standin] is the stack up (make up)?", file=sys.stderr)
+        return 1
+    print(f"[standin] wrk got {rate:,.0f} /api/ping answers a second from {url}: the slower kind "
+          f"gets {SLOWER_KIND_PINGS:,}, the faster kind {2 * SLOWER_KIND_PINGS:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

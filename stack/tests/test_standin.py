@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stack import standin
 from stack.cpuquota import cpu_quota
 from stack.standin import FEWEST_SHARE, StandInError, calibrate, next_share, parse_rate, pings
 
@@ -78,3 +79,10 @@ def test_a_server_under_the_quota_is_brought_to_the_aimed_rate(tmp_path: Path):
 def test_wrk_that_reaches_nothing_is_an_error_not_a_rate():
     with pytest.raises(StandInError, match="could not measure"):
         pings(f"http://127.0.0.1:{_free_port()}/", 1)
+
+
+@pytest.mark.system  # wrk
+def test_the_command_names_the_stack_it_could_not_reach(monkeypatch, capsys):
+    monkeypatch.setenv("NGINX_PORT", str(_free_port()))
+    assert standin.main() == 1
+    assert "is the stack up (make up)?" in capsys.readouterr().err
