@@ -281,13 +281,12 @@ LANES ?= 2
 test: install-test  ## lint, then the whole suite against the stacks it starts (and stops), types and docs beside it
 	$(PY) -m stack test --checks --lanes $(LANES) -- $(PYTEST_ARGS)
 
-#: `make test` on the slower kind of machine, from the lint on: the suite and every process it starts
-#: under a CPU quota of half the machine's cores (a cgroup, as root: `stack.cpuquota`) until the
-#: stacks are up, then set so that wrk gets the slower kind's rate of ping answers from lane 1
-#: (`stack.standin`), where a test that assumes the machine's speed fails; `python -m stack test
-#: --burn N` runs it beside N spinning processes instead ([tests](../development/tests.md))
-test-slow: install-test  ## make test on the slower kind of machine: a CPU quota set to its ping rate (stack.standin)
-	$(PY) -m stack test --checks --cpu 0.5 --pings --lanes $(LANES) -- $(PYTEST_ARGS)
+#: `make test` on a machine half as fast, from the lint on: the suite and every process it starts
+#: under a CPU quota of half the machine's cores (a cgroup, as root: `stack.cpuquota`), where a test
+#: that assumes the machine's speed fails; `python -m stack test --burn N` runs it beside N spinning
+#: processes instead ([tests](../development/tests.md))
+test-slow: install-test  ## make test on a machine half as fast: under a CPU quota of half the cores
+	$(PY) -m stack test --checks --cpu 0.5 --lanes $(LANES) -- $(PYTEST_ARGS)
 
 #: both schemathesis runs of the suite (`tests/test_schemathesis.py`) against the stack, with
 #: `EXAMPLES` random cases an operation (the suite's runs take 50): `make fuzz EXAMPLES=5000`

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import check, commands, prometheusrule, results, standin, suite
+from . import check, commands, prometheusrule, results, suite
 from .config import StackConfig
 from .control import clean, docs, down, run, status, up
 from .drill import restore_drill
@@ -73,10 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     p_test.add_argument("--cpu", type=float, metavar="SHARE",
                         help="the suite and its stacks under a CPU quota of this share of the machine's "
                              "cores, as root (make test-slow: 0.5, a machine half as fast)")
-    p_test.add_argument("--pings", type=float, nargs="?", const=standin.SLOWER_KIND_PINGS, metavar="N",
-                        help="with --cpu, once the stacks are up, the quota set again so that wrk gets N "
-                             "/api/ping answers a second from lane 1 (without N, the slower kind's: "
-                             "make test-slow; stack.standin)")
     p_test.add_argument("--checks", action="store_true",
                         help="ruff first, then the type checker and the docs build beside the suite "
                              "(make test)")
@@ -121,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.lanes < 1:
                 parser.error("--lanes must be at least 1")
             return suite.main(pytest_args, lanes=args.lanes, store_durations=args.store_durations,
-                              burn=args.burn, checks=args.checks, cpu=args.cpu,
-                              pings=args.pings)
+                              burn=args.burn, checks=args.checks, cpu=args.cpu)
     except StackError as e:
         print(f"[stack] error: {e}", file=sys.stderr)
         return 1

@@ -92,13 +92,6 @@ def cpu_quota(share: float, *, cores: int | None = None, name: str = "flashsale-
         _remove(group, home)
 
 
-def reshare(group: Path, share: float, *, cores: int | None = None) -> None:
-    """The group ``cpu_quota`` made gets ``share`` of the machine's cores from now."""
-    if not 0 < share <= 1:
-        raise QuotaError(f"the share of the machine is above 0 and at most 1, not {share}")
-    hierarchy().limit(group, round(share * (cores or os.cpu_count() or 1) * PERIOD_US))
-
-
 def _remove(group: Path, home: Path, patience: float = REMOVAL_S) -> None:
     """Back home, with anything the run left in the group (their cgroup.procs takes
     one PID a write), then the group's gone. A process still on its way out (one

@@ -59,9 +59,8 @@ from .appgroups import APPS_ASKED
 from .check import keep_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
-from .cpuquota import QuotaError, cpu_quota
+from .cpuquota import cpu_quota
 from .machinecpu import MachineCpu
-from .standin import calibrate
 from .suitereport import report
 from .supervisor import Supervisor
 
@@ -320,15 +319,11 @@ SUITE_ENVIRONMENT = {"FLASHSALE_QUICK_PASSWORD_HASHING": "true"}
 
 # Past six parameters: each a flag of python -m stack test.
 def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int = 0,  # noqa: PLR0913
-         checks: bool = False, cpu: float | None = None, pings: float | None = None) -> int:
+         checks: bool = False, cpu: float | None = None) -> int:
     """The suite in ``lanes`` lanes (``burn``: that many CPU burners beside it; ``cpu``:
-    under a quota of that share of the machine's cores, ``stack.cpuquota``, set again
-    once the stacks are up so that wrk gets ``pings`` answers a second from lane 1's,
-    ``stack.standin``). With ``checks``, ruff first (seconds, and the cheapest to fail:
-    nothing starts if it does), then the type checker and the docs build beside the
-    suite: beside the stacks' start, or after the quota is set, which they would skew."""
-    if pings and not cpu:
-        raise QuotaError("--pings sets the quota that --cpu makes: it needs --cpu")
+    under a quota of that share of the machine's cores, ``stack.cpuquota``). With
+    ``checks``, ruff first (seconds, and the cheapest to fail: nothing starts if it
+    does), then the type checker and the docs build beside the suite."""
     for name, value in SUITE_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     keep_bytecode()  # before the stacks start: their apps compile the project once too
@@ -338,9 +333,9 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     shutil.rmtree(out / POOL_DIRECTORY, ignore_errors=True)  # a run before's chunks, all taken
     began = time.monotonic()
     with ExitStack() as beside:
-        group = beside.enter_context(cpu_quota(cpu)) if cpu else None
         if cpu:
-            say(f"[suite] under a CPU quota: {cpu:g} of the machine's cores ({group})")
+            say(f"[suite] under a CPU quota: {cpu:g} of the machine's cores "
+                f"({beside.enter_context(cpu_quota(cpu))})")
         machine = beside.enter_context(MachineCpu())
         if burn:
             beside.enter_context(burners(burn))
@@ -349,11 +344,8 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
             lint.run()
             if lint.failed:
                 return lint.status or 1
-        checked = beside.enter_context(checks_beside(checks and not (group and pings)))
+        checked = beside.enter_context(checks_beside(checks))
         beside.enter_context(stacks_up(configs, out))
-        if group and cpu and pings:
-            say(f"[suite] {calibrate(group, configs[0].base_url + '/api/ping', cpu, pings)}")
-            checked = beside.enter_context(checks_beside(checks))
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         alone = alone_part(config, lanes, out)
         if lanes == 1:

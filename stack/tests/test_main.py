@@ -6,7 +6,6 @@ import pytest
 
 from stack import __main__ as cli
 from stack import suite
-from stack.standin import SLOWER_KIND_PINGS
 
 
 @pytest.fixture(autouse=True)
@@ -33,17 +32,4 @@ def test_the_suite_runs_the_checks_beside_it_when_asked(flags, checks, monkeypat
     monkeypatch.setattr(suite, "main", main)
     assert cli.main(["test", *flags, "--", "-k", "x"]) == 0
     assert asked == {"lanes": 2, "store_durations": False, "burn": 0, "checks": checks, "cpu": None,
-                     "pings": None, "args": ["-k", "x"]}
-
-
-@pytest.mark.parametrize(("flags", "pings"), [(["--pings"], SLOWER_KIND_PINGS), (["--pings", "900"], 900.0)])
-def test_the_stand_in_aims_at_the_slower_kinds_pings_unless_told_a_rate(flags, pings, monkeypatch):
-    asked = {}
-    monkeypatch.setattr(suite, "main", lambda pytest_args, **kwargs: asked.update(kwargs) or 0)
-    assert cli.main(["test", "--cpu", "0.5", *flags, "--lanes", "2", "--", "-k", "x"]) == 0
-    assert (asked["cpu"], asked["pings"]) == (0.5, pings)
-
-
-def test_a_ping_rate_without_a_quota_to_set_is_refused_before_anything_starts(monkeypatch):
-    monkeypatch.setattr(suite, "stacks_up", lambda *a: pytest.fail("a stack started"))
-    assert cli.main(["test", "--pings", "--", "-k", "x"]) == 1
+                     "args": ["-k", "x"]}
