@@ -18,24 +18,18 @@ def browser():
         yield browser
 
 
-def browser_command_lines() -> list[list[str]]:
-    """The command line of each Chromium browser process under this one (not its
-    renderers, GPU process and other helpers, which carry ``--type``)."""
-    lines = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            line = process.cmdline()
-        except psutil.Error:
-            continue
-        if line and line[0].endswith("chromium") and not any(a.startswith("--type=") for a in line):
-            lines.append(line)
-    return lines
+def browser_command_line(browser) -> list[str]:
+    """The command line of ``browser``'s own process, found by the PID it reports
+    itself: another test's browser may be running under this pytest too."""
+    processes = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")["processInfo"]
+    [pid] = [process["id"] for process in processes if process["type"] == "browser"]
+    return psutil.Process(pid).cmdline()
 
 
 def test_the_features_playwright_turns_off_stay_off(browser):
     # Chromium reads only the last --disable-features: each one before it (Playwright's,
     # however its next release changes it) must be part of that last one.
-    [line] = browser_command_lines()
+    line = browser_command_line(browser)
     given = [set(a.removeprefix("--disable-features=").split(",")) for a in line
              if a.startswith("--disable-features=")]
     assert len(given) >= 1
