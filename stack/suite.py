@@ -56,7 +56,7 @@ from pathlib import Path
 
 from . import check
 from .appgroups import APPS_ASKED
-from .check import keep_bytecode
+from .check import keep_bytecode, warm_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
 from .cpuquota import cpu_quota
@@ -344,6 +344,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
             lint.run()
             if lint.failed:
                 return lint.status or 1
+        say(f"[suite] the bytecode compiled once, before the parts start at once: {warm_bytecode():.0f} s")
         checked = beside.enter_context(checks_beside(checks))
         beside.enter_context(stacks_up(configs, out))
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
