@@ -4,9 +4,8 @@ before its parts start (``stack.check.warm_bytecode``)."""
 
 import subprocess
 import sys
-from pathlib import Path
 
-import django
+import pytest
 
 from stack.check import keep_bytecode, warm_bytecode
 
@@ -26,17 +25,14 @@ def test_a_run_keeps_the_bytecode_an_environment_that_says_write_none_would_lose
     assert sys.dont_write_bytecode is False  # this process's own imports too
 
 
+
 def test_the_warm_up_compiles_the_tests_it_collects_and_what_they_import(tmp_path, monkeypatch):
-    # Its bytecode goes under a directory of the test's: the tree's own is there already.
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as some CI images say: overruled
-    warm_bytecode("stack/tests/test_bytecode.py")
-
-    def compiled(module: Path) -> list[str]:
-        """The bytecode written of ``module`` under the prefix, by name."""
-        under = tmp_path / module.parent.relative_to("/")
-        return sorted(path.name for path in under.glob(f"{module.stem}.*.pyc"))
-
+    monkeypatch.delenv("DJANGO_SETTINGS_MODULE")  # a project of two modules, no Django
+    (tmp_path / "probe.py").write_text("X = 1\n")
+    (tmp_path / "test_probe.py").write_text("import probe\n\n\ndef test_x():\n    assert probe.X == 1\n")
+    warm_bytecode(cwd=tmp_path)
     tag = sys.implementation.cache_tag
-    assert [name for name in compiled(Path(__file__)) if "-pytest-" in name]  # its asserts rewritten
-    assert compiled(Path(django.__file__)) == [f"__init__.{tag}.pyc"]  # and what it imported
+    written = sorted(path.name for path in tmp_path.glob("__pycache__/*.pyc"))
+    assert written[0] == f"probe.{tag}.pyc"  # what the test imports
+    assert written[1:] == [f"test_probe.{tag}-pytest-{pytest.__version__}.pyc"]  # it, its asserts rewritten
