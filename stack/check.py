@@ -89,16 +89,16 @@ def keep_bytecode() -> None:
     sys.dont_write_bytecode = False
 
 
-def warm_bytecode(*paths: str, cwd: Path = ROOT) -> float:
-    """Compile the tests under ``paths`` (all: none named) of the project at ``cwd``,
-    with pytest's rewrite of their asserts, and what they import, in one process;
-    return its seconds. The suite runs it before its stacks and parts start at once: a
-    process that finds no bytecode compiles all it imports for itself, and a fresh
-    clone has none (uv installs the packages uncompiled). Its status is not read: a
-    collection error fails the parts that meet it, with their output."""
+def warm_bytecode(cwd: Path = ROOT) -> float:
+    """Compile the tests of the project at ``cwd``, with pytest's rewrite of their
+    asserts, and what they import, in one process; return its seconds. The suite runs
+    it before its stacks and parts start at once: a process that finds no bytecode
+    compiles all it imports for itself, and a fresh clone has none (uv installs the
+    packages uncompiled). Its status is not read: a collection error fails the parts
+    that meet it, with their output."""
     began = time.monotonic()
     writing = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([*PYTEST, "--collect-only", *paths], cwd=cwd, env=writing, check=False,
+    subprocess.run([*PYTEST, "--collect-only"], cwd=cwd, env=writing, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - began
 
