@@ -10,6 +10,7 @@ from hour to hour.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -47,6 +48,9 @@ def parse_rate(out: str) -> float:
 
 
 def main() -> int:
+    if shutil.which(WRK[0]) is None:  # else the error would say the stack is down
+        print("[standin] wrk is not installed (make install-test installs it)", file=sys.stderr)
+        return 1
     url = StackConfig.from_env().base_url + "/api/ping"
     try:
         pings(url, WARM_S)  # the first answers of a stack just started cost more

@@ -35,6 +35,13 @@ def test_the_command_names_the_stack_it_could_not_reach(monkeypatch, capsys):
     assert "is the stack up (make up)?" in capsys.readouterr().err
 
 
+def test_without_wrk_the_command_says_to_install_it_not_that_the_stack_is_down(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a directory with no wrk in it
+    assert standin.main() == 1
+    err = capsys.readouterr().err
+    assert "wrk is not installed" in err and "make up" not in err
+
+
 def test_the_stacks_nginx_answers_pings_at_a_rate(stack_config, monkeypatch, capsys):
     # main answers 0 only on a rate wrk measured: it raises on none.
     monkeypatch.setattr(standin, "MEASURE_S", 1)
