@@ -16,11 +16,13 @@ process started without ``LANG`` or ``LC_ALL`` an ``LC_CTYPE`` of its own.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import runpy
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +35,10 @@ PRELOADED = ["django.core.management", "django.db.models", "django.forms", "djan
 
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(PRELOADED)
+# A forkserver child's status is read once from its sentinel, and Process.start reads
+# the status of every other child that has ended: a start in one thread beside a join
+# in another can both read it, and the one that finds it gone calls it 255.
+_reading_statuses = threading.Lock()
 
 
 def python(args: Sequence[str], *, env: Mapping[str, str], cwd: Path = ROOT,
@@ -43,12 +49,16 @@ def python(args: Sequence[str], *, env: Mapping[str, str], cwd: Path = ROOT,
     with tempfile.TemporaryDirectory() as private:
         out, err = Path(private, "stdout"), Path(private, "stderr")
         child = _context.Process(target=_run, args=(list(args), dict(env), str(cwd), str(out), str(err)))
-        child.start()
-        child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
+        with _reading_statuses:
+            child.start()
+        ended = multiprocessing.connection.wait([child.sentinel], timeout)
+        with _reading_statuses:
+            if not ended:
+                child.kill()
             child.join()
+        if not ended:
             raise subprocess.TimeoutExpired([sys.executable, *args], timeout)
+        assert child.exitcode is not None  # joined
         return subprocess.CompletedProcess([sys.executable, *args], child.exitcode,
                                            _read(out), _read(err))
 

@@ -5,6 +5,7 @@ imported before the child runs, and nothing of the parent's environment kept."""
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -55,3 +56,14 @@ def test_the_settings_and_the_project_are_imported_in_the_child_alone():
 def test_a_child_that_outlasts_its_timeout_is_killed():
     with pytest.raises(subprocess.TimeoutExpired):
         python(["-c", "import time; time.sleep(60)"], env=BASE, timeout=1)
+
+
+def test_children_started_from_many_threads_at_once_each_answer_their_own_status():
+    """A start in one thread reads the status of every ended child, beside the join of
+    another thread that reads its own: unguarded, one of them found it gone and called it
+    255, with nothing said (and a test that read the last line of errors failed)."""
+    def status(n: int) -> int:
+        return python(["-c", f"raise SystemExit({n % 3})"], env=BASE).returncode
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(status, range(200))) == [n % 3 for n in range(200)]

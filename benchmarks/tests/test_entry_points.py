@@ -20,7 +20,8 @@ def commands() -> list[str]:
 def loads(module: str) -> str:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     done = python(["-c", f"import {module}"], env=env)
-    return "" if done.returncode == 0 else f"{module}: {done.stderr.strip().splitlines()[-1]}"
+    said = done.stderr.strip().splitlines() or [f"status {done.returncode}, nothing said"]
+    return "" if done.returncode == 0 else f"{module}: {said[-1]}"
 
 
 def test_every_command_of_the_lab_loads_without_settings_named():
