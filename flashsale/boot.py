@@ -10,6 +10,11 @@ Django this way before it forks its workers (``--preload``), which is the use
 ``gc.freeze`` is documented for: a collection in a worker no longer writes to those
 objects, so the workers keep sharing their pages with the master instead of copying
 them. ``python -m benchmarks.start_cost`` measures the start both ways.
+
+Django imports the URLconf at the first request that resolves a path, and a lock
+backend, a cache's client, a collector of /metrics, where a request first asks for
+it: in each worker, after the fork, where the master had not. ``preload`` imports them in the master, so the
+workers share them too.
 """
 
 import gc
@@ -18,7 +23,10 @@ from contextlib import contextmanager
 
 import django
 from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
+from django.urls import get_resolver
+from django.utils.module_loading import import_string
 
 
 @contextmanager
@@ -35,6 +43,21 @@ def setup(*, set_prefix: bool = True) -> None:
     """``django.setup``, the collector paused throughout and what it made frozen."""
     with _paused():
         django.setup(set_prefix=set_prefix)
+
+
+def preload() -> None:
+    """What the app's requests import on first use, imported now, the collector
+    paused as in ``setup``: the URLconf and its views, every lock backend
+    ``LOCKING`` names, the collectors /metrics reads and every cache's client.
+    Imports and objects only: no connection is made (each thread's cache object is
+    its own, and connects when asked)."""
+    with _paused():
+        get_resolver().url_patterns  # noqa: B018 (imports the URLconf)
+        backends = [params["BACKEND"] for params in settings.LOCKING.values()]
+        for path in backends + settings.FLASHSALE_METRICS_COLLECTORS:
+            import_string(path)
+        for alias in settings.CACHES:
+            caches[alias]  # noqa: B018 (imports its client)
 
 
 def setup_for_command() -> None:

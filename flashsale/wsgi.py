@@ -14,3 +14,4 @@ boot.setup(set_prefix=False)  # the collector paused while Django starts (flashs
 from orders.wsgi import PurchaseWSGIHandler  # noqa: E402 (the apps load after setup)
 
 application = PurchaseWSGIHandler()
+boot.preload()  # what the first requests would import, in the master before it forks
