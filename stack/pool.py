@@ -29,23 +29,33 @@ from pathlib import Path
 
 import pytest
 
+from .appgroups import APPS_ASKED, AS_STARTED
 from .suite import POOL, SHARE
 
 PINNED_MARKS = ("exclusive", "own_stack")  # they run in the alone part: on its stack, after nothing
 CHUNK_SECONDS = 20.0
 
 
-def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int) -> list[list[str]]:
+def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
+           asked: Mapping[str, str] | None = None) -> list[list[str]]:
     """``tests`` in ``parts`` shares of about equal time by ``durations``: longest
     first, each into the share with the least time so far (a test without a duration
-    counts as their mean). Each share keeps the order ``tests`` came in."""
+    counts as their mean). The tests that ask the same of the app instances
+    (``asked``, as ``stack.appgroups`` records it) go as one, into one share: a share
+    that ran some of them would restart its instances for them too. Those that ask
+    nothing go one by one. Each share keeps the order ``tests`` came in."""
     took = _took(tests, durations)
+    units: dict[str, list[str]] = {}
+    for test in tests:
+        group = (asked or {}).get(test, AS_STARTED)
+        units.setdefault(test if group == AS_STARTED else group, []).append(test)
+    seconds = {unit: sum(took[test] for test in members) for unit, members in units.items()}
     share_of: dict[str, int] = {}
     load = [0.0] * parts
-    for test in sorted(tests, key=lambda test: (-took[test], test)):
+    for unit in sorted(units, key=lambda unit: (-seconds[unit], unit)):
         least = min(range(parts), key=lambda k: (load[k], k))
-        share_of[test] = least
-        load[least] += took[test]
+        share_of.update(dict.fromkeys(units[unit], least))
+        load[least] += seconds[unit]
     return [[test for test in tests if share_of[test] == k] for k in range(parts)]
 
 
@@ -128,7 +138,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (own if _is_own(item) else pooled).append(item)
     if asked := share_asked():
         k, n = asked
-        kept = set(shares([item.nodeid for item in own], durations, n)[k - 1])
+        asked_of = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+        kept = set(shares([item.nodeid for item in own], durations, n, asked_of)[k - 1])
         config.hook.pytest_deselected(items=[item for item in own if item.nodeid not in kept])
         own = [item for item in own if item.nodeid in kept]
     by_id = {item.nodeid: item for item in pooled}

@@ -37,6 +37,15 @@ def test_a_test_without_a_duration_counts_as_their_mean():
     assert shares(["x", "y"], {}, 2) == [["x"], ["y"]]  # none known: each counts the same
 
 
+def test_the_tests_that_ask_the_same_of_the_apps_go_into_one_share():
+    tests = ["a1", "b", "a2", "c", "d"]
+    durations = dict.fromkeys(tests, 10.0)
+    asked = {"a1": '{"server": "granian"}', "a2": '{"server": "granian"}', "b": "{}"}  # c, d: not recorded
+    # a1 and a2 go as one of 20 s; b, c and d, each as it started, one by one around them.
+    assert shares(tests, durations, 2, asked) == [["a1", "a2", "d"], ["b", "c"]]
+    assert shares(tests, durations, 2) == [["a1", "b", "d"], ["a2", "c"]]  # nothing asked: one by one
+
+
 def test_a_chunk_is_one_modules_tests_in_a_row_up_to_its_seconds_the_longest_drawn_first():
     durations = {"a::1": 8.0, "a::2": 8.0, "a::3": 8.0, "a::4": 30.0, "b::1": 2.0, "a::5": 1.0}
     tests = list(durations)
