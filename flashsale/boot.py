@@ -13,8 +13,8 @@ them. ``python -m benchmarks.start_cost`` measures the start both ways.
 
 Django imports the URLconf at the first request that resolves a path, and a lock
 backend, a cache's client, a collector of /metrics, where a request first asks for
-it: in each worker, after the fork, where the master had not. ``preload`` imports them in the master, so the
-workers share them too.
+it: in each worker, after the fork, where the master had not. ``preload`` imports
+them in the master, so the workers share them too.
 """
 
 import gc
