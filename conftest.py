@@ -12,7 +12,7 @@ from django.core.cache import cache
 from common.memory import forget_everything
 from loadtest.client import FlashsaleClient
 from orders.gate.store import gate_redis
-from stack.appgroups import APPS_ASKED, apps_asked, apps_order
+from stack.appgroups import apps_asked, apps_order, apps_recorded
 from stack.config import StackConfig
 from stack.control import apps_as_needed, watch
 from stack.servers import infrastructure
@@ -143,7 +143,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.stack)
     # Grouped by what they ask of the app instances: fewer restarts (stack.suite). Those
     # that read the watchers last, so that until then the watchers cost nothing.
-    asked = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+    asked = apps_recorded()
     watching = {item.nodeid for item in items if "stack_watchers" in getattr(item, "fixturenames", ())}
     order = apps_order([item.nodeid for item in items], asked, last=watching)
     items.sort(key=lambda item: order[item.nodeid])

@@ -17,6 +17,12 @@ APPS_ASKED = ROOT / ".test_apps"
 AS_STARTED = "{}"
 
 
+def apps_recorded() -> dict[str, str]:
+    """What each test asked of the app instances, as the last stored run recorded it
+    in ``APPS_ASKED`` (none, before one)."""
+    return json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+
+
 def apps_asked(base: StackConfig, changes: Mapping[str, object]) -> str:
     """What a test asked of the app instances: the fields of its lane's configuration
     it changes, as a JSON object (``AS_STARTED`` for none)."""

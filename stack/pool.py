@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .appgroups import APPS_ASKED, AS_STARTED
+from .appgroups import AS_STARTED, apps_recorded
 from .suite import POOL, SHARE
 
 PINNED_MARKS = ("exclusive", "own_stack")  # they run in the alone part: on its stack, after nothing
@@ -138,8 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (own if _is_own(item) else pooled).append(item)
     if asked := share_asked():
         k, n = asked
-        asked_of = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
-        kept = set(shares([item.nodeid for item in own], durations, n, asked_of)[k - 1])
+        kept = set(shares([item.nodeid for item in own], durations, n, apps_recorded())[k - 1])
         config.hook.pytest_deselected(items=[item for item in own if item.nodeid not in kept])
         own = [item for item in own if item.nodeid in kept]
     by_id = {item.nodeid: item for item in pooled}

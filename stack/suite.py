@@ -55,7 +55,7 @@ from functools import partial
 from pathlib import Path
 
 from . import check
-from .appgroups import APPS_ASKED
+from .appgroups import APPS_ASKED, apps_recorded
 from .check import keep_bytecode, warm_bytecode
 from .config import ROOT, StackConfig
 from .control import clean, down, up
@@ -365,7 +365,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
         kept.update(json.loads((out / "durations.json").read_text()))
         DURATIONS.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
-        asked = json.loads(APPS_ASKED.read_text()) if APPS_ASKED.exists() else {}
+        asked = apps_recorded()
         asked.update({test: key for part in parts for test, key in part.asked.items()})
         APPS_ASKED.write_text(json.dumps(asked, indent=1, sort_keys=True) + "\n")
         say(f"[suite] {DURATIONS.name}, {APPS_ASKED.name}: this run's durations and apps written in")
