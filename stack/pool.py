@@ -45,9 +45,10 @@ def shares(tests: Sequence[str], durations: Mapping[str, float], parts: int,
     that ran some of them would restart its instances for them too. Those that ask
     nothing go one by one. Each share keeps the order ``tests`` came in."""
     took = _took(tests, durations)
+    asked = asked or {}
     units: dict[str, list[str]] = {}
     for test in tests:
-        group = (asked or {}).get(test, AS_STARTED)
+        group = asked.get(test, AS_STARTED)
         units.setdefault(test if group == AS_STARTED else group, []).append(test)
     seconds = {unit: sum(took[test] for test in members) for unit, members in units.items()}
     share_of: dict[str, int] = {}
