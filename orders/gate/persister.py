@@ -20,8 +20,9 @@ pending with this persister, which tries them again until the database is back.
 
 A sale whose Redis failed over (or restarted) since it opened is refused by the sale's
 script until it is reconciled; the persisters look for such sales every
-``FAILOVERS_READ_EVERY`` seconds and reconcile each once its stream is written
-(``orders.gate.reconcile``).
+``FAILOVERS_READ_EVERY`` seconds while they write, at once after their connection to
+Redis failed, and at each round of an idle wait, and reconcile each once its stream is
+written (``orders.gate.reconcile``).
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ def default_name() -> str:
 # The persisters look this often for sales whose Redis failed over: a sale waits
 # about this long, paused, before its reconciliation begins.
 FAILOVERS_READ_EVERY = 0.2
-# An idle persister's longest wait for entries, with no sale listed: a sale that opens
-# then is read within it. Each wait ends in a call to Redis and a turn of the loop, the
-# CPU an idle persister spends.
+# An idle persister's longest wait for entries: a sale that opens then is read within
+# it. Each wait ends in calls to Redis and a turn of the loop, the CPU an idle
+# persister spends. A failover ends a wait on one Redis (the connection that waits
+# breaks, or is unblocked as its server becomes a replica), and the next round looks
+# for failovers at once; a cluster's persister polls, so it waits no longer than
+# FAILOVERS_READ_EVERY while a sale is listed.
 IDLE_MS = 1000
 # The persisters read how full the gate's Redis is this often, and log an error past
 # this share of its maxmemory.
@@ -80,8 +84,8 @@ class Persister:
     then reads the list of products again: a sale that opens is read within that
     wait (and its first orders wait for it at most that long). The wait is
     ``block_ms``, and after rounds that found nothing twice the last, up to
-    ``idle_ms`` while no sale is listed and, while one is, up to
-    ``FAILOVERS_READ_EVERY``, at which a failover is looked for. New entries of a
+    ``idle_ms`` (on a Redis Cluster, while a sale is listed, up to
+    ``FAILOVERS_READ_EVERY``, at which a failover is looked for). New entries of a
     listed sale end the wait as they come.
 
     After a round that found fewer entries than a batch holds, ``run`` waits
@@ -136,6 +140,7 @@ class Persister:
                     self.stop.wait(self.linger_ms / 1000)
             except redis.RedisError as e:
                 logger.warning("persister %s: Redis: %s; trying again", self.name, e)
+                self._failovers_read_at = -math.inf  # a failover breaks the connection: look at once
                 self.stop.wait(0.5)
             except DatabaseError as e:
                 # Nothing was acknowledged: the entries stay pending with this
@@ -172,7 +177,8 @@ class Persister:
 
     def wait_ms(self, *, listed: bool) -> int:
         """This round's longest wait for new entries (the class says which)."""
-        longest = max(self.block_ms, int(FAILOVERS_READ_EVERY * 1000) if listed else self.idle_ms)
+        polled = listed and settings.FLASHSALE_GATE_REDIS_CLUSTER
+        longest = max(self.block_ms, int(FAILOVERS_READ_EVERY * 1000) if polled else self.idle_ms)
         return min(self.block_ms << min(self._found_nothing, 16), longest)
 
     def _round(self) -> int:

@@ -32,6 +32,7 @@ from common.errors import (
 from common.requestlog import request_named
 from common.testing import run_at_once
 from inventory.models import Stock, StockFlow
+from orders.gate import persister as persister_module
 from orders.gate import sell as sell_module
 from orders.gate import store
 from orders.gate.consumers import consumer_leave
@@ -634,7 +635,7 @@ def test_an_idle_persister_waits_twice_as_long_each_empty_round_up_to_its_idle_w
     assert stop.waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
 
 
-def test_with_a_sale_listed_the_wait_stops_at_the_failover_read_and_goes_back_once_it_finds_one(monkeypatch):
+def test_with_a_sale_listed_the_wait_grows_to_its_idle_wait_and_goes_back_once_it_finds_one(monkeypatch):
     sale_reset(sku="sku-1", stock=10)
     persister = Persister("test", block_ms=50, idle_ms=1000)
     blocks: list[int] = []  # each blocking XREADGROUP's wait, as Redis is asked it
@@ -651,7 +652,43 @@ def test_with_a_sale_listed_the_wait_stops_at_the_failover_read_and_goes_back_on
     buy("k1")
     assert persister.step() == 1  # its wait ends as the entry comes
     assert persister.step() == 0
-    assert blocks == [50, 100, 200, 200, 200, 50]  # FAILOVERS_READ_EVERY: 0.2 s
+    assert blocks == [50, 100, 200, 400, 800, 50]  # the entry ended the 800 ms wait
+
+
+def test_on_a_cluster_a_listed_sales_wait_stops_at_the_failover_read():
+    """A cluster's persister polls its streams, and a failover breaks none of its waits."""
+    persister = Persister("test", block_ms=50, idle_ms=1000)
+    persister._found_nothing = 5
+    assert persister.wait_ms(listed=True) == 1000
+    with override_settings(FLASHSALE_GATE_REDIS_CLUSTER=True):
+        assert persister.wait_ms(listed=True) == 200  # FAILOVERS_READ_EVERY: 0.2 s
+        assert persister.wait_ms(listed=False) == 1000
+
+
+def test_after_an_error_of_redis_the_next_round_looks_for_failovers_at_once(monkeypatch):
+    """A failover breaks the connection a persister waits on (or unblocks it with an
+    error): the round after looks for failed-over sales without waiting out
+    FAILOVERS_READ_EVERY."""
+    sale_reset(sku="sku-1", stock=10)
+    looked: list[list[str]] = []
+    monkeypatch.setattr(persister_module, "gate_failed_over", lambda skus: looked.append(skus) or [])
+    stop = _Waits()
+    persister = Persister("test", block_ms=1, idle_ms=1000, stop=stop)
+    rounds, step = [], persister.step
+
+    def failing() -> int:
+        rounds.append(len(looked))
+        if len(rounds) == 2:
+            raise redis.ConnectionError("the server went away")
+        if len(rounds) == 4:
+            stop.set()
+        return step()
+
+    persister.step = failing
+    persister.run()
+    # Rounds 1 and 3 look; 4, within FAILOVERS_READ_EVERY of 3, does not.
+    assert rounds == [0, 1, 1, 2] and looked == [["sku-1"], ["sku-1"]]
+    assert stop.waits[0] == 0.5  # after the error
 
 
 @pytest.mark.exclusive  # the gate's Redis near its maxmemory refuses the other worker's writes
