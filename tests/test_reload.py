@@ -25,10 +25,11 @@ pytestmark = pytest.mark.e2e
 
 # mysql-for-update then atomic: the one reads the stock under a lock row and writes
 # what it computed, the other takes no lock and decrements: sold at once, the one's
-# write would undo the other's decrements in between. 20 ms in the critical section
-# keeps a queue of purchases in it at every moment of the switch.
+# write would undo the other's decrements in between. 50 ms in the critical section
+# keeps a queue of purchases in it at every moment of the switch (each strategy holds
+# the row through it), at some 20 purchases a second: the CPU the switch shares.
 BEFORE, AFTER = "mysql-for-update", "atomic"
-RACE = dict(section_delay_ms=20.0, instances=2)
+RACE = dict(section_delay_ms=50.0, instances=2)
 STOCK = 100_000  # never sold out: every purchase is answered 201
 BUYERS, READERS = 12, 2
 BUYER_PAUSE = 0.5  # leaving the gate: seconds a buyer waits after each answer
