@@ -691,6 +691,44 @@ def test_after_an_error_of_redis_the_next_round_looks_for_failovers_at_once(monk
     assert stop.waits[0] == 0.5  # after the error
 
 
+def test_a_sale_that_opens_ends_the_wait_of_a_persister_blocked_on_the_others(monkeypatch):
+    """An idle persister waits up to a second on the listed sales' streams; a sale
+    listed meanwhile ends that wait, and the next round reads its stream too."""
+    sale_reset(sku="sku-1", stock=10)
+    persister = Persister("test", block_ms=1900, idle_ms=1900)  # under the client's 2 s timeout
+    read, calls, hold = persister._read_group, [], threading.Event()
+
+    def spied(streams, block_ms=None):
+        if block_ms is not None:
+            calls.append(sorted(streams))
+            if len(calls) == 2:
+                hold.wait(10)  # the second round's wait starts once the test has looked
+        return read(streams, block_ms=block_ms)
+
+    monkeypatch.setattr(persister, "_read_group", spied)
+    rounds = threading.Thread(target=lambda: [persister.step() for _ in range(2)])
+    rounds.start()
+    client = gate_redis()
+    db = str(client.get_connection_kwargs()["db"])  # a stack's persisters wait on theirs
+
+    def blocked() -> list[dict]:
+        return [c for c in client.client_list()
+                if c["cmd"] == "xreadgroup" and "b" in c["flags"] and c["db"] == db]
+
+    deadline = time.monotonic() + 10
+    while not blocked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert blocked(), "the persister never waited"
+    sale_reset(sku="sku-2", stock=10)
+    try:
+        # Redis ended the wait as the reset returned: 1.9 s would not be over yet.
+        assert blocked() == []
+    finally:
+        hold.set()
+        rounds.join(10)
+    assert calls == [[gate_keys("sku-1").stream], [gate_keys("sku-1").stream, gate_keys("sku-2").stream]]
+
+
 @pytest.mark.exclusive  # the gate's Redis near its maxmemory refuses the other worker's writes
 def test_a_persister_raises_the_alarm_when_the_gates_redis_nears_its_maxmemory(caplog):
     persister = Persister("test")
