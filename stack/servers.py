@@ -250,8 +250,9 @@ def zookeepers(config: StackConfig) -> list[Server]:
 
 def zookeeper_command(conf: Path, log4j: Path) -> list[str]:
     # No hsperfdata (jstat's counters): its sampler woke the JVM 20 times a second.
-    return [binary("java"), "-Xmx256m", "-XX:-UsePerfData", "-cp", ZOOKEEPER_CLASSPATH, f"-Dlog4j.configuration=file:{log4j}",
-            "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf)]
+    return [binary("java"), "-Xmx256m", "-XX:-UsePerfData", "-cp", ZOOKEEPER_CLASSPATH,
+            f"-Dlog4j.configuration=file:{log4j}", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(conf)]
 
 
 def app(config: StackConfig, name: str) -> Server:
