@@ -65,12 +65,12 @@ def default_name() -> str:
 # The persisters look this often for sales whose Redis failed over: a sale waits
 # about this long, paused, before its reconciliation begins.
 FAILOVERS_READ_EVERY = 0.2
-# An idle persister's longest wait for entries: a sale that opens then is read within
-# it. Each wait ends in calls to Redis and a turn of the loop, the CPU an idle
-# persister spends. A failover ends a wait on one Redis (the connection that waits
-# breaks, or is unblocked as its server becomes a replica), and the next round looks
-# for failovers at once; a cluster's persister polls, so it waits no longer than
-# FAILOVERS_READ_EVERY while a sale is listed.
+# An idle persister's longest wait for entries (a sale that opens ends it). Each wait
+# ends in calls to Redis and a turn of the loop, the CPU an idle persister spends. A
+# failover ends a wait on one Redis (the connection that waits breaks, or is unblocked
+# as its server becomes a replica), and the next round looks for failovers at once; a
+# cluster's persister polls, so it waits no longer than FAILOVERS_READ_EVERY while a
+# sale is listed.
 IDLE_MS = 1000
 # The persisters read how full the gate's Redis is this often, and log an error past
 # this share of its maxmemory.
@@ -81,8 +81,8 @@ MEMORY_ALARM = 0.8
 class Persister:
     """One consumer of the gate streams' group. ``run`` loops until ``stop`` is set;
     ``step`` is one round (the tests drive it). A round waits for new entries, and
-    then reads the list of products again: a sale that opens is read within that
-    wait (and its first orders wait for it at most that long). The wait is
+    then reads the list of products again: a sale that opens ends that wait
+    (``gate_open`` unblocks it), or is read within it if that fails. The wait is
     ``block_ms``, and after rounds that found nothing twice the last, up to
     ``idle_ms`` (on a Redis Cluster, while a sale is listed, up to
     ``FAILOVERS_READ_EVERY``, at which a failover is looked for). New entries of a
