@@ -25,6 +25,7 @@ import psutil
 from stack.config import StackConfig
 from stack.servers import StackError
 from stack.supervisor import Supervisor, descendants
+from stack.testcpu import tree_seconds
 
 
 class Reading(NamedTuple):
@@ -36,28 +37,35 @@ SUPERVISOR = "supervisord"
 
 
 def read(pid: int, *, alone: bool = False) -> Reading:
-    """The CPU and context switches of ``pid`` and, unless ``alone``, of every process
-    under it; a process that ended meanwhile counts as nothing."""
+    """The CPU of ``pid`` and every process under it (``stack.testcpu.tree_seconds``:
+    the ended children reaped too), or with ``alone`` its own only, and the context
+    switches of those processes' threads; a process that ended meanwhile counts as
+    nothing."""
     try:
-        processes = [psutil.Process(pid), *([] if alone else descendants(pid))]
+        root = psutil.Process(pid)
+        own = root.cpu_times()
+        processes = [root] if alone else [root, *descendants(pid)]
     except psutil.NoSuchProcess:
         return Reading(0.0, 0)
-    cpu, switches = 0.0, 0
-    for process in processes:
+    cpu = own.user + own.system if alone else tree_seconds(pid)
+    return Reading(cpu, sum(_switches(process.pid) for process in processes))
+
+
+def _switches(pid: int) -> int:
+    """The context switches, voluntary and not, of every thread of ``pid``."""
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return 0
+    switches = 0
+    for thread in threads:
         try:
-            times = process.cpu_times()
-            threads = list(Path(f"/proc/{process.pid}/task").iterdir())
-        except (psutil.NoSuchProcess, FileNotFoundError):
+            status = (thread / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
             continue
-        cpu += times.user + times.system
-        for thread in threads:
-            try:
-                status = (thread / "status").read_text()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            switches += sum(int(line.split()[1]) for line in status.splitlines()
-                            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
-    return Reading(cpu, switches)
+        switches += sum(int(line.split()[1]) for line in status.splitlines()
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+    return switches
 
 
 def read_all(pids: Mapping[str, int]) -> dict[str, Reading]:
