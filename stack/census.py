@@ -1,107 +1,32 @@
-"""Every process's CPU over one command, each counted whole as it ended: the kernel's
-process accounting (acct(2)) writes a record for every process that ends, however
-briefly it lived, with the CPU it used; a look every quarter second reads the command
-lines (``stack.machinecpu``'s looks), so that each record gets its command's role. The
-suite's own report looks every 2 s and calls what ended between two looks "not seen";
-this says what it was.
+"""Every process's CPU over one command, each counted whole as it ended: the kernel
+sends a record for every process that ends, however briefly it lived, with the CPU
+the scheduler gave it (``stack.taskstats``); a look every quarter second reads the
+command lines (``stack.machinecpu``'s looks), so that each record gets its command's
+role. The suite's own report looks every 2 s and calls what ended between two looks
+"not seen"; this says what it was.
 
     python -m stack.census [--top 40] -- make test-slow     (as root)
 
-Process accounting is one file for the whole machine: a second census, or anything
-else that turns it on meanwhile, takes the records from then on, and this one's end
-turns it off. A census run by the command hands the accounting back when it ends
-(``FLASHSALE_CENSUS_FILE``): the suite's test of this one, in a census of the suite.
-A process still running when the command ends is not counted (the suite's stacks stop
-every server they started). A process never seen by a look counts under its program's
-name (the kernel keeps 15 characters of it), in brackets.
+Every census gets every record, so one run by the command (the suite's tests of
+this one, in a census of the suite) takes nothing from it. A process still running
+when the command ends is not counted (the suite's stacks stop every server they
+started). A process never seen by a look counts under its program's name (the kernel
+keeps 15 characters of it), in brackets.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import os
-import struct
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from .machinecpu import MachineCpu
-from .servers import StackError
+from .taskstats import Exited, Processes
 
-# struct acct_v3 (linux/acct.h): flag, version, tty, exit code, uid, gid, pid, ppid,
-# start (s since the epoch), elapsed (float), then eight comp_t (user and system time
-# first), then the command's name.
-RECORD = struct.Struct("<BBHIIIIIIf8H16s")
-VERSION = 3
-AHZ = 100  # the records' clock ticks a second
 LOOK_PERIOD = 0.25
 SHORT = 2.0  # seconds: what the suite's looks, 2 s apart, may miss
-OUTER = "FLASHSALE_CENSUS_FILE"  # the accounting file of the census this process runs under
 CLOCKS_APART = 0.02  # the most a record's start and a look's part, a second of life
-
-
-class CensusError(StackError):
-    """Process accounting cannot be turned on here (not root, no kernel support)."""
-
-
-@dataclass(frozen=True)
-class Exited:
-    """One process as it ended."""
-
-    pid: int
-    ppid: int
-    started: int  # seconds since the epoch
-    alive: float  # seconds
-    cpu: float  # seconds, user and system
-    program: str  # the kernel's name for it: its executable's, cut to 15 characters
-
-
-def comp_t(value: int) -> int:
-    """A comp_t's value: 13 bits of mantissa, 3 of a base-8 exponent."""
-    return (value & 0x1FFF) << (3 * (value >> 13))
-
-
-def read(path: Path) -> list[Exited]:
-    """The records of an accounting file, in the order the processes ended."""
-    data = path.read_bytes()
-    exited = []
-    for offset in range(0, len(data) - RECORD.size + 1, RECORD.size):
-        fields = RECORD.unpack_from(data, offset)
-        if fields[1] & 0x0F != VERSION:
-            raise CensusError(f"{path}: a record of version {fields[1] & 0x0F}, not {VERSION}")
-        exited.append(Exited(pid=fields[6], ppid=fields[7], started=fields[8], alive=fields[9] / AHZ,
-                             cpu=(comp_t(fields[10]) + comp_t(fields[11])) / AHZ,
-                             program=fields[18].split(b"\0", 1)[0].decode(errors="replace")))
-    return exited
-
-
-@contextmanager
-def accounting(path: Path) -> Iterator[Path]:
-    """Process accounting on, into ``path``, for the block; then back to the file of
-    the census this one runs under (``OUTER``, which the block's processes inherit
-    naming this one), or off."""
-    outer = os.environ.get(OUTER)
-    path.touch()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.acct(os.fsencode(path)) != 0:
-        raise CensusError(f"acct({path}): {os.strerror(ctypes.get_errno())} (root, and a kernel with "
-                          "BSD process accounting, are needed)")
-    os.environ[OUTER] = str(path)
-    try:
-        yield path
-    finally:
-        # Under a census (the suite's own tests of this, in a census of make test), the
-        # accounting goes back to its file, not off for the rest of its command.
-        if outer is None:
-            os.environ.pop(OUTER, None)
-        else:
-            os.environ[OUTER] = outer
-        libc.acct(os.fsencode(outer) if outer else None)
 
 
 @dataclass
@@ -135,12 +60,16 @@ def by_role(exited: list[Exited], looked: MachineCpu) -> list[Row]:
     return sorted(rows.values(), key=lambda row: -row.seconds)
 
 
-def report(rows: list[Row], top: int) -> str:
+def report(rows: list[Row], top: int, lost: int = 0) -> str:
+    """The table of ``rows``; ``lost``: the times records were lost (the listener's
+    socket full), said first, since every figure below is then short."""
     total = sum(row.seconds for row in rows)
     short = sum(row.short_seconds for row in rows)
-    out = [f"{sum(row.processes for row in rows):,} processes ended, {total:,.0f} s of CPU; "
-           f"{sum(row.short_processes for row in rows):,} of them lived under {SHORT:g} s: {short:,.0f} s",
-           f"{'CPU s':>8} {'share':>7} {'processes':>9}   {f'under {SHORT:g} s':>15}   role"]
+    out = [f"records lost {lost} times: the socket's buffer was full, so the figures below are short"
+           ] if lost else []
+    out += [f"{sum(row.processes for row in rows):,} processes ended, {total:,.0f} s of CPU; "
+            f"{sum(row.short_processes for row in rows):,} of them lived under {SHORT:g} s: {short:,.0f} s",
+            f"{'CPU s':>8} {'share':>7} {'processes':>9}   {f'under {SHORT:g} s':>15}   role"]
     out += [f"{row.seconds:8.1f} {100 * row.seconds / total if total else 0:5.0f} % {row.processes:9,}   "
             f"{row.short_seconds:7.1f} s {row.short_processes:6,}   {row.role}" for row in rows[:top]]
     if len(rows) > top:
@@ -158,12 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a command to count, after --")
-    with tempfile.TemporaryDirectory(prefix="flashsale-census-") as scratch:
-        file = Path(scratch) / "pacct"
-        with MachineCpu(period=LOOK_PERIOD) as looked, accounting(file):
-            status = subprocess.call(command)
-        print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
-        print(report(by_role(read(file), looked), args.top))
+    with MachineCpu(period=LOOK_PERIOD) as looked, Processes() as ended:
+        status = subprocess.call(command)
+    print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
+    print(report(by_role(ended.exited, looked), args.top, ended.lost))
     return status
 
 
