@@ -11,8 +11,9 @@ far off: a short process beside busy ones is charged a fraction of what it used,
 busy ones the rest (the tests page has the figures).
 
 pyroute2 has a TaskStats module, whose own docs say not to use it ("not implemented
-normally yet"): so the few messages this needs are packed here. Every listener gets every record, so two at once take nothing from
-each other. It needs root (CAP_NET_ADMIN) and the initial PID namespace.
+normally yet"): so the few messages this needs are packed here. Every listener gets
+every record, so two at once take nothing from each other. It needs root
+(CAP_NET_ADMIN) and the initial PID namespace.
 """
 
 from __future__ import annotations
