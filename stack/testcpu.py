@@ -53,18 +53,20 @@ class CpuPerTest:
         self.stack = Supervisor(stack) if stack is not None else None
         self.seconds: dict[str, list[float]] = {}
 
-    def now(self) -> tuple[float, float]:
-        daemon = self.stack.daemon_pid() if self.stack is not None else None
+    def now(self, stack: bool) -> tuple[float, float]:
+        """pytest's tree's CPU seconds, and with ``stack`` the lane's stack's."""
+        daemon = self.stack.daemon_pid() if stack and self.stack is not None else None
         return tree_seconds(os.getpid()), tree_seconds(daemon) if daemon else 0.0
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
-        own, stack = self.now()
+        # A test from the pool (stack.pool) drives no stack: what the stack did meanwhile
+        # is not its, and its walk (every thread of every server) is not read for it.
+        driven = item.get_closest_marker("stack") is not None
+        own, stack = self.now(driven)
         yield
-        own_after, stack_after = self.now()
-        # A test from the pool (stack.pool) drives no stack: what the stack did meanwhile is not its.
-        stack_used = max(stack_after - stack, 0.0) if item.get_closest_marker("stack") else 0.0
-        self.seconds[item.nodeid] = [round(own_after - own, 2), round(stack_used, 2)]
+        own_after, stack_after = self.now(driven)
+        self.seconds[item.nodeid] = [round(own_after - own, 2), round(max(stack_after - stack, 0.0), 2)]
 
     def pytest_sessionfinish(self) -> None:
         self.out.write_text(json.dumps(self.seconds, indent=1, sort_keys=True) + "\n")
