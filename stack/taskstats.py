@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .servers import StackError
+
 NETLINK_GENERIC = 16
 GENL_ID_CTRL = 0x10
 CTRL_CMD_GETFAMILY = 3
@@ -51,8 +53,8 @@ RECEIVE_BUFFER = 32 << 20  # records waiting to be read, while the machine is at
 SO_RCVBUFFORCE = 33  # SO_RCVBUF past net.core.rmem_max, as root (asm-generic/socket.h)
 
 
-class TaskstatsError(OSError):
-    """No exit records here: not root, or no taskstats in the kernel."""
+class TaskstatsError(StackError):
+    """No exit records here (not root, no taskstats in the kernel), or one this cannot read."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def records(data: bytes, family: int) -> list[tuple[int, int, bytes]]:
         if kind == NLMSG_ERROR:
             (code,) = struct.unpack_from("=i", body)
             if code:
-                raise TaskstatsError(-code, f"taskstats: {os.strerror(-code)}")
+                raise TaskstatsError(f"taskstats: {os.strerror(-code)}")
         elif kind == family:
             for aggregate, payload in _attributes(body[GENL.size:]):
                 inner = dict(_attributes(payload))
@@ -204,17 +206,17 @@ class Processes(Ended):
         try:
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
         except PermissionError:
-            raise TaskstatsError(errno.EPERM, "taskstats' exit records need root") from None
+            raise TaskstatsError("taskstats' exit records need root") from None
         sock.bind((0, 0))
         named = _attribute(CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0")
         sock.send(message(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, named))
         reply = sock.recv(1 << 16)
         length, kind, _, _, _ = HEADER.unpack_from(reply)
         if kind == NLMSG_ERROR:
-            raise TaskstatsError(errno.ENOENT, "no taskstats in this kernel (CONFIG_TASKSTATS)")
+            raise TaskstatsError("no taskstats in this kernel (CONFIG_TASKSTATS)")
         family = dict(_attributes(reply[HEADER.size + GENL.size:length])).get(CTRL_ATTR_FAMILY_ID)
         if family is None:
-            raise TaskstatsError(errno.ENOENT, "the taskstats family has no id")
+            raise TaskstatsError("the taskstats family has no id")
         self._family = struct.unpack_from("=H", family)[0]
         self._cpus = Path("/sys/devices/system/cpu/possible").read_text().strip().encode() + b"\0"
         sock.settimeout(0.2)
@@ -224,7 +226,7 @@ class Processes(Ended):
                           flags=NLM_F_REQUEST | NLM_F_ACK))
         if not self._acknowledged.wait(5):
             self._stop.set()
-            raise TaskstatsError(errno.ETIMEDOUT, "taskstats did not answer the registration")
+            raise TaskstatsError("taskstats did not answer the registration")
         if self._failed is not None:
             self._stop.set()
             raise self._failed
