@@ -60,6 +60,7 @@ def expiry_rate(strategy: str, orders: int) -> tuple[float, int]:
     for i in range(orders):
         order_create(sku=sku, quantity=1, user_id=f"u{i}", idempotency_key=None)
     if strategy == "gate":  # the expirer sees the orders the persisters wrote
+        from common.testing import wait_until
         from orders.gate.persister import Persister
         from orders.models import Order
 
@@ -68,11 +69,8 @@ def expiry_rate(strategy: str, orders: int) -> tuple[float, int]:
             pass
         # The stack's persisters read the same stream and may hold some of its entries
         # still: timed once every order is written. A bound on a hang, not a measure.
-        deadline = time.monotonic() + 120
-        while Order.objects.filter(product__sku=sku).count() < orders:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{sku}: the persisters wrote fewer than {orders} orders in 120 s")
-            time.sleep(0.05)
+        wait_until(lambda: Order.objects.filter(product__sku=sku).count() >= orders, timeout=120,
+                   what=f"the persisters to write {sku}'s {orders} orders")
     due = timezone.now() + timedelta(seconds=60 + settings.FLASHSALE_PAYMENT_GRACE_S + 1)
     started = time.perf_counter()
     done = orders_expire(now=due, sku=sku)

@@ -71,7 +71,6 @@ class Exited:
 
 @dataclass(frozen=True)
 class _Task:
-    pid: int
     tgid: int
     exited: Exited
 
@@ -113,7 +112,7 @@ def task(stats: bytes) -> _Task:
     exited = Exited(pid=pid, ppid=ppid, started=started, alive=_field(stats, ETIME)[0] / 1e6,
                     cpu=_field(stats, CPU_RUN_VIRTUAL_TOTAL)[0] / 1e9,
                     program=program.split(b"\0", 1)[0].decode(errors="replace"))
-    return _Task(pid=pid, tgid=_field(stats, TGID)[0], exited=exited)
+    return _Task(tgid=_field(stats, TGID)[0], exited=exited)
 
 
 def records(data: bytes, family: int) -> list[tuple[int, int, bytes]]:
@@ -159,7 +158,7 @@ class Ended:
                 self._tasks[index] = replace(kept, exited=replace(kept.exited, cpu=cpu))
             return
         record = task(stats)
-        if record.pid == record.tgid:  # a main thread: the process's record, its own CPU so far
+        if record.exited.pid == record.tgid:  # a main thread: the process's record, its own CPU so far
             self._groups[record.tgid] = len(self._tasks)
             self._tasks.append(record)
 
