@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import redis
 from django.conf import settings
@@ -183,23 +183,35 @@ def gate_list_upgrade() -> int:
     return moved
 
 
-def gate_unlist_finished(*, sku: str) -> bool:
-    """Take ``sku`` off the persisters' list if its sale is finished: sold out or
-    ended, and every order in its stream written and acknowledged. Its keys stay
-    (the audit and the replays read them); a reset lists its next sale. A sale
+def gate_unlist_finished(skus: Iterable[str]) -> list[str]:
+    """Take those of ``skus`` whose sale is finished off the persisters' list: sold
+    out or ended, and every order in its stream written and acknowledged. Their keys
+    stay (the audit and the replays read them); a reset lists the next sale. A sale
     whose keys Redis lost leaves the list too: there is nothing to read, and the
-    warm-up (``gate_warm``) lists it again.
+    warm-up (``gate_warm``) lists it again. One round trip for them all: the
+    persisters ask this of every listed sale at each claim pass. Returns those taken
+    off.
 
     :raises redis.RedisError: Redis cannot be reached.
     """
-    k = gate_keys(sku)
-    listed = gate_redis().hget(SALES, sku)
-    if listed is None:
-        return False
-    sale = gate_script(FINISHED)(keys=[k.sale, k.stream], args=[GROUP])
-    if sale is None:
-        return False
-    return bool(gate_script(UNLIST)(keys=[SALES], args=[sku, sale or listed]))
+    asked = list(skus)
+    if not asked:
+        return []
+    client, finished = gate_redis(), gate_script(FINISHED)
+    calls = [([k.sale, k.stream], [GROUP]) for k in map(gate_keys, asked)]
+    if settings.FLASHSALE_GATE_REDIS_CLUSTER:
+        # A Cluster's pipeline refuses scripts: one call each, on the sale's node.
+        listed = client.hmget(SALES, asked)
+        sales = [finished(keys=keys, args=args) for keys, args in calls]
+    else:
+        with client.pipeline(transaction=False) as pipe:
+            pipe.hmget(SALES, asked)
+            for keys, args in calls:
+                finished(keys=keys, args=args, client=pipe)
+            listed, *sales = pipe.execute()
+    unlist = gate_script(UNLIST)
+    return [sku for sku, on, sale in zip(asked, listed, sales, strict=True)
+            if on is not None and sale is not None and unlist(keys=[SALES], args=[sku, sale or on])]
 
 
 def gate_written(*, skus: list[str], within: float) -> None:

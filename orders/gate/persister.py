@@ -196,11 +196,10 @@ class Persister:
         done = 0
         if time.monotonic() - self._claimed_at >= self.claim_idle_ms / 2000:
             self._claimed_at = time.monotonic()
-            for stream, sku in streams.items():
-                done += self._claim(stream, sku)
-                if gate_unlist_finished(sku=sku):
-                    logger.info("persister %s: the sale of %s is finished and written: off the list",
-                                self.name, sku)
+            done += self._claim(streams)
+            for sku in gate_unlist_finished(streams.values()):
+                logger.info("persister %s: the sale of %s is finished and written: off the list",
+                            self.name, sku)
         wait = self.wait_ms(listed=True)
         try:
             replies = self._read_round(streams, wait)
@@ -256,23 +255,32 @@ class Persister:
         # Decoded, as every reply of the gate's client (common.gateredis).
         return cast(list[tuple[str, Entries]], replies or [])
 
-    def _claim(self, stream: str, sku: str) -> int:
-        done, start = 0, "0-0"
-        while True:
-            try:
-                claimed = self.redis.xautoclaim(stream, GROUP, self.name, self.claim_idle_ms,
-                                                start_id=start, count=self.batch)
-            except redis.ResponseError as e:
-                if "NOGROUP" not in str(e):
-                    raise
-                return done
-            start, entries = text(claimed[0]), stream_entries(claimed[1])
-            if entries:
-                logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
-                               len(entries), sku)
-                done += self._handle(sku, entries)
-            if start == "0-0":
-                return done
+    def _claim(self, streams: dict[str, str]) -> int:
+        """Write the entries another consumer left pending for ``claim_idle_ms``: every
+        stream's XAUTOCLAIM in one pipeline (one round trip for the list, not one a
+        sale), then again for those with more to scan. Returns how many it wrote."""
+        done, starts = 0, dict.fromkeys(streams, "0-0")
+        while starts:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for stream, start in starts.items():
+                    pipe.xautoclaim(stream, GROUP, self.name, self.claim_idle_ms, start_id=start,
+                                    count=self.batch)
+                replies = pipe.execute(raise_on_error=False)
+            following: dict[str, str] = {}
+            for stream, claimed in zip(starts, replies, strict=True):
+                if isinstance(claimed, redis.ResponseError):
+                    if "NOGROUP" not in str(claimed):  # NOGROUP: closed since the list was read
+                        raise claimed
+                    continue
+                entries = stream_entries(claimed[1])
+                if entries:
+                    logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
+                                   len(entries), streams[stream])
+                    done += self._handle(streams[stream], entries)
+                if text(claimed[0]) != "0-0":
+                    following[stream] = text(claimed[0])
+            starts = following
+        return done
 
     def _handle(self, sku: str, entries: Entries) -> int:
         keys = gate_keys(sku)

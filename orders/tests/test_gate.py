@@ -373,6 +373,23 @@ def test_a_reset_drops_the_old_sales_backlog():
     assert (audit.orders, audit.remaining, audit.consistent) == (1, 9, True)
 
 
+def test_one_claim_pass_takes_every_sales_entries_a_dead_consumer_left_past_a_batch_each():
+    """The pass asks every listed sale at once and scans on where a sale has more
+    pending than a batch: none is left for a later pass."""
+    for sku in ("sku-1", "sku-2"):
+        sale_reset(sku=sku, stock=10)
+        for i in range(5):
+            buy(f"{sku}-k{i}", user=f"u{i}", sku=sku)
+    client = gate_redis()
+    for sku in ("sku-1", "sku-2"):
+        [(_, entries)] = client.xreadgroup(GROUP, "died", {gate_keys(sku).stream: ">"}, count=10)
+        assert len(entries) == 5
+    persister = Persister("test", batch=2, block_ms=1, claim_idle_ms=0)
+    assert persister.step() == 10
+    assert all(client.xpending(gate_keys(sku).stream, GROUP)["pending"] == 0 for sku in ("sku-1", "sku-2"))
+    assert Order.objects.count() == 10
+
+
 def test_a_finished_sale_leaves_the_persisters_list_once_its_orders_are_written():
     """Sold out and written: off the list, so the persisters' rounds cost the live
     sales only. Its keys stay (audit, replays); a reset lists the next sale."""
@@ -382,11 +399,11 @@ def test_a_finished_sale_leaves_the_persisters_list_once_its_orders_are_written(
     buy("k2", user="u2")  # sku-1 sold out
     buy("k3", sku="sku-2")
     assert gate_listed() == ["sku-1", "sku-2"]
-    assert not gate_unlist_finished(sku="sku-1")  # not delivered yet
+    assert gate_unlist_finished(["sku-1", "sku-2"]) == []  # not delivered yet; still selling
     client, keys = gate_redis(), gate_keys("sku-1")
     [(_, entries)] = client.xreadgroup(GROUP, "slow", {keys.stream: ">"}, count=10)
     assert len(entries) == 2
-    assert not gate_unlist_finished(sku="sku-1")  # delivered, not acknowledged
+    assert gate_unlist_finished(["sku-1"]) == []  # delivered, not acknowledged
     assert gate_listed() == ["sku-1", "sku-2"]
     persist()  # claims the slow one's entries, writes them, and takes the sale off
     assert gate_listed() == ["sku-2"]  # still selling

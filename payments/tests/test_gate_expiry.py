@@ -147,7 +147,7 @@ def test_a_sale_with_a_window_stays_on_the_persisters_list_when_sold_out(gate_sa
     for i in range(4):
         buy(i)
     persist()
-    assert not gate_unlist_finished(sku="sku-1") and "sku-1" in gate_listed()
+    assert gate_unlist_finished(["sku-1"]) == [] and "sku-1" in gate_listed()
 
 
 @pytest.mark.django_db(transaction=True)
