@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-from .charts import charts, hot_charts, opening_charts
 from .figures import HotRow, OpeningRow, Row, hot_sweep, number_text
 
 COLUMNS = [
@@ -228,6 +227,10 @@ def write_report(directory: Path, rows: list[Row], *, stamp: str, command: str, 
                  opening_rows: list[OpeningRow] = ()) -> tuple[Path, Path]:
     """The sale mode's table of ``rows``; given ``hot_rows``, the hot mode's table
     (``rows`` then holds the ceiling); given ``opening_rows``, the opening mode's."""
+    # Here, not at the top: matplotlib is slow to import, and every pytest process
+    # collects the modules that import this one for its tables alone.
+    from .charts import charts, hot_charts, opening_charts
+
     md = directory / "report.md"
     if opening_rows:
         table_md = opening_table(opening_rows)
