@@ -2,12 +2,11 @@
 Redis counter as GET, pause, SET under the lock; without mutual exclusion increments
 are lost (the ``none`` of a counter)."""
 
-import multiprocessing
 
 import pytest
 from django.conf import settings
 
-from .workers import increment_under_lock
+from .workers import FORKED, increment_under_lock
 
 PROCESSES, THREADS, ROUNDS = 4, 3, 20
 
@@ -22,8 +21,7 @@ def kind_and_options(request, redis_url, key_prefix, zk_root):
 def test_threads_and_processes_lose_no_increment(kind_and_options, redis_url, key_prefix, redis_client):
     kind, options = kind_and_options
     counter = f"{key_prefix}value"  # the lock itself is named "counter"
-    ctx = multiprocessing.get_context("spawn")
-    others = [ctx.Process(target=increment_under_lock,
+    others = [FORKED.Process(target=increment_under_lock,
                           args=(kind, options, redis_url, counter, THREADS, ROUNDS))
               for _ in range(PROCESSES - 1)]
     for p in others:

@@ -9,7 +9,6 @@ by message is told from one by TTL by leases of 30 s.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from common.testing import in_thread, start_thread, wait_until
 from locking import LockNotOwnedError, LockUpgradeError
 
 from .conftest import PAST_THREE_LEASES_S, WATCHED_LEASE_MS, held_past_three_leases
-from .workers import read_and_write_pairs
+from .workers import FORKED, read_and_write_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,8 +95,7 @@ def _take_and_give_back(lock) -> bool:
 def test_readers_never_see_a_write_half_done_across_processes(redis_url, key_prefix, redis_client):
     pair = f"{key_prefix}pair"
     options = {"url": redis_url, "key_prefix": key_prefix}
-    ctx = multiprocessing.get_context("spawn")
-    others = [ctx.Process(target=read_and_write_pairs, args=(options, redis_url, pair, 4, 15))
+    others = [FORKED.Process(target=read_and_write_pairs, args=(options, redis_url, pair, 4, 15))
               for _ in range(2)]
     for p in others:
         p.start()

@@ -1,7 +1,8 @@
-"""Code that runs in child processes of the lock tests (importable by ``spawn``)."""
+"""Code that runs in child processes of the lock tests, and how they start them."""
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import threading
 import time
@@ -13,6 +14,11 @@ from locking.backends.redis.redisson_fair import RedissonFairLockBackend
 from locking.backends.redis.redisson_rw import RedissonReadWriteLockBackend
 from locking.backends.redis.setnx import SetnxLockBackend
 from locking.backends.zookeeper import ZooKeeperLockBackend
+
+# Forked from multiprocessing's server (which tests/forked.py, if it ran in this pytest,
+# has had import the libraries), not a new interpreter that imports them all (spawn);
+# neither copies pytest's threads, as a fork of pytest would.
+FORKED = multiprocessing.get_context("forkserver")
 
 BACKENDS = {"redisson": RedissonLockBackend, "redisson-fair": RedissonFairLockBackend,
             "redisson-rw": RedissonReadWriteLockBackend, "setnx": SetnxLockBackend,
