@@ -2,7 +2,6 @@
 Redis counter as GET, pause, SET under the lock; without mutual exclusion increments
 are lost (the ``none`` of a counter)."""
 
-
 import pytest
 from django.conf import settings
 
@@ -22,7 +21,7 @@ def test_threads_and_processes_lose_no_increment(kind_and_options, redis_url, ke
     kind, options = kind_and_options
     counter = f"{key_prefix}value"  # the lock itself is named "counter"
     others = [FORKED.Process(target=increment_under_lock,
-                          args=(kind, options, redis_url, counter, THREADS, ROUNDS))
+                             args=(kind, options, redis_url, counter, THREADS, ROUNDS))
               for _ in range(PROCESSES - 1)]
     for p in others:
         p.start()

@@ -188,9 +188,9 @@ def gate_unlist_finished(skus: Iterable[str]) -> list[str]:
     out or ended, and every order in its stream written and acknowledged. Their keys
     stay (the audit and the replays read them); a reset lists the next sale. A sale
     whose keys Redis lost leaves the list too: there is nothing to read, and the
-    warm-up (``gate_warm``) lists it again. One round trip for them all: the
-    persisters ask this of every listed sale at each claim pass. Returns those taken
-    off.
+    warm-up (``gate_warm``) lists it again. One round trip for them all (on a Redis
+    Cluster, one a sale): the persisters ask this of every listed sale at each claim
+    pass. Returns those taken off.
 
     :raises redis.RedisError: Redis cannot be reached.
     """
