@@ -272,13 +272,13 @@ class Persister:
                     if "NOGROUP" not in str(claimed):  # NOGROUP: closed since the list was read
                         raise claimed
                     continue
-                entries = stream_entries(claimed[1])
+                start, entries = text(claimed[0]), stream_entries(claimed[1])
                 if entries:
                     logger.warning("persister %s: claimed %d entries of %s left by another", self.name,
                                    len(entries), streams[stream])
                     done += self._handle(streams[stream], entries)
-                if text(claimed[0]) != "0-0":
-                    following[stream] = text(claimed[0])
+                if start != "0-0":
+                    following[stream] = start
             starts = following
         return done
 
