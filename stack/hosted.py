@@ -18,7 +18,9 @@ servers over a link that a nemesis can cut:
     host zk       with ``zookeeper``, a standalone ZooKeeper of its own (the
                   ``zookeeper`` strategy's lock: a JVM to start, which the other
                   strategies never use)
-    host persist1 a persister of the gate's streams (``manage.py persist_orders``)
+    host persist1 with ``gate`` (or a gate with replicas or a Cluster), a persister
+                  of the gate's streams (``manage.py persist_orders``): a Django
+                  process the other strategies' cells never use
     with ``payments``, for a sale with a payment window:
     host expire1  the expirer (``manage.py expire_orders``), its /metrics at its
                   address (the verdicts watch its batch in hand there)
@@ -115,7 +117,7 @@ class HostedApps:
                  fenced: bool = True, environment: Mapping[str, str] | Iterable[tuple[str, str]] = (),
                  sentinel: bool = False, clock: bool = False, gate_replicas: int | None = None,
                  gate_cluster: bool = False, payments: bool = False, expiry_pause_ms: float = 0.0,
-                 zookeeper: bool = False):
+                 zookeeper: bool = False, gate: bool = False):
         self.config = config
         self.instances = instances
         self.section_delay_ms = section_delay_ms
@@ -134,6 +136,8 @@ class HostedApps:
         self.payments = payments
         self.expiry_pause_ms = expiry_pause_ms
         self.zookeeper = zookeeper
+        # The gate sells here: its persister runs (a gate with replicas or a Cluster sells).
+        self.gate = gate or gate_cluster or gate_replicas is not None
         self.net = Net()
         # Under the test_ prefix the app's user may create (stack.servers.mariadb_bootstrap).
         self.database = f"test_{APP_DATABASE}_hosted_{self.net.tag}"
@@ -216,10 +220,11 @@ class HostedApps:
             zk.start(zookeeper_command(conf, log4j), stdout=(logs / "zk.log").open("w"),
                      stderr=subprocess.STDOUT)
             self._until(zookeeper_probe(ZK_PORT, zk.address), STARTUP_S, "ZooKeeper not serving")
-        persister = self.net.host(PERSISTER)
-        persister.start([sys.executable, "manage.py", "persist_orders", f"--name={PERSISTER}"],
-                        cwd=ROOT, env=self._environment(persister, selling=False),
-                        stdout=(logs / "persister.log").open("w"), stderr=subprocess.STDOUT)
+        if self.gate:
+            persister = self.net.host(PERSISTER)
+            persister.start([sys.executable, "manage.py", "persist_orders", f"--name={PERSISTER}"],
+                            cwd=ROOT, env=self._environment(persister, selling=False),
+                            stdout=(logs / "persister.log").open("w"), stderr=subprocess.STDOUT)
         for i in range(1, self.instances + 1):
             app = self.net.host(name := f"app{i}")
             self.apps.append(app)
@@ -232,7 +237,9 @@ class HostedApps:
             self._payments(logs)  # after the instances: the provider's webhooks go to app1
         for url in self.urls:
             self._until(http_probe(f"{url}/readyz"), STARTUP_S, f"{url} not ready")
-        self._until(self._persister_connected, STARTUP_S, "the persister not connected to the gate's Redis")
+        if self.gate:
+            self._until(self._persister_connected, STARTUP_S,
+                        "the persister not connected to the gate's Redis")
         if self.payments:
             self._until(http_probe(self.expirer_metrics), STARTUP_S, "the expirer not serving /metrics")
 

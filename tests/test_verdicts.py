@@ -32,7 +32,7 @@ SMALL = dict(stock=30, buyers=240, threads=12, trigger=10)
 
 @pytest.fixture(scope="module")
 def hosts(stack_config):
-    with HostedApps(stack_config, section_delay_ms=2.0) as hosted:
+    with HostedApps(stack_config, section_delay_ms=2.0, gate=True) as hosted:
         yield hosted
 
 
@@ -195,7 +195,7 @@ def test_an_expirer_cut_off_from_mariadb_mid_batch_returns_each_unit_once(stack_
     under setnx, the stock lock, whose lease runs out) while buyers pay them."""
     window = dict(stock=20, buyers=120, threads=12, trigger=5)
     with HostedApps(stack_config, section_delay_ms=2.0, payments=True,
-                    expiry_pause_ms=EXPIRY_PAUSE_MS) as hosted:
+                    expiry_pause_ms=EXPIRY_PAUSE_MS, gate=strategy == "gate") as hosted:
         cell = run_cell(stack_config, strategy=strategy, nemesis="partition-expirer-db", out=tmp_path,
                         on=hosted, **window)
     assert cell.end_state.injected, cell.end_state.notes

@@ -92,6 +92,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
         on: dict[tuple, HostedApps] = {}  # started as the first cell needs them
         # One set of hosts serves each shape's cells, whatever their strategy.
         zookeeper = any(in_zookeeper(STRATEGIES[s]) for s, n in plan if hosted(n))
+        gate = any(STRATEGIES[s].gated for s, n in plan if hosted(n))
         for strategy, nemesis in plan:
             current = (config if hosted(nemesis)
                        else use(strategy=strategy, section_delay_ms=args.section_delay_ms,
@@ -100,7 +101,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
             instances = None
             if hosted(nemesis):
-                shape = hosts_for(nemesis, args.section_delay_ms) | {"zookeeper": zookeeper}
+                shape = hosts_for(nemesis, args.section_delay_ms) | {"zookeeper": zookeeper, "gate": gate}
                 key = tuple(shape.items())
                 if key not in on:
                     on[key] = hosts.enter_context(HostedApps(config, **shape))

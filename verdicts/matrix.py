@@ -136,6 +136,9 @@ def run_cell(config: StackConfig, *, strategy: str, nemesis: str, out: Path, sto
     if hosted(nemesis):
         if in_zookeeper(STRATEGIES[strategy]) and not on.zookeeper:
             raise ValueError(f"{strategy} locks in ZooKeeper: its test hosts need HostedApps(zookeeper=True)")
+        if STRATEGIES[strategy].gated and not on.gate:
+            raise ValueError(f"{strategy} sells from Redis and a persister writes its orders: its test hosts "
+                             "need HostedApps(gate=True)")
         fault, urls = LINK_FAULTS[nemesis].on(on), on.urls
         first = urls[0] if fault.first_app else None
         trigger = trigger if fault.trigger is None else fault.trigger

@@ -57,3 +57,13 @@ def test_a_zookeeper_cell_refuses_test_hosts_started_without_zookeeper(tmp_path)
     with pytest.raises(ValueError, match="zookeeper=True"):
         run_cell(StackConfig.from_env(), strategy="zookeeper", nemesis="partition-holder-zk", out=tmp_path,
                  stock=1, buyers=1, threads=1, trigger=1, on=without)
+
+
+def test_a_gate_cell_refuses_test_hosts_started_without_its_persister(tmp_path):
+    """Test hosts start the gate's persister only when asked (``HostedApps(gate=True)``):
+    a gate cell on hosts without one says so before it sells, not as orders never
+    written."""
+    without = SimpleNamespace(zookeeper=False, gate=False)
+    with pytest.raises(ValueError, match="gate=True"):
+        run_cell(StackConfig.from_env(), strategy="gate", nemesis="partition-app-db", out=tmp_path,
+                 stock=1, buyers=1, threads=1, trigger=1, on=without)
