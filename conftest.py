@@ -16,6 +16,7 @@ from stack.appgroups import apps_asked, apps_order, apps_recorded
 from stack.config import StackConfig
 from stack.control import apps_as_needed, watch
 from stack.servers import infrastructure
+from stack.suite import APPS_LEFT
 from stack.supervisor import Supervisor
 
 pytest_plugins = [
@@ -76,7 +77,8 @@ def stack_watchers(stack_config) -> StackConfig:
 
 @pytest.fixture(scope="session")
 def _apps_in_use(stack_config):
-    with apps_as_needed(stack_config, rolling=False) as use:
+    # Put back as started at the end, unless make test stops the stack next (stack.suite).
+    with apps_as_needed(stack_config, rolling=False, put_back=not os.environ.get(APPS_LEFT)) as use:
         yield use
 
 

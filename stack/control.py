@@ -420,10 +420,12 @@ def reconfigure(config: StackConfig, *, rolling: bool = True) -> StackConfig:
 
 
 @contextmanager
-def apps_as_needed(config: StackConfig, *, rolling: bool = True) -> Iterator[Callable[..., StackConfig]]:
+def apps_as_needed(config: StackConfig, *, rolling: bool = True,
+                   put_back: bool = True) -> Iterator[Callable[..., StackConfig]]:
     """Yield ``use(**changes)``, which restarts the app instances with ``config`` so
     changed, unless that is what already runs; on the way out, the instances are
-    put back to ``config``. ``rolling`` as in ``reconfigure``; a call may say
+    put back to ``config`` (not ``put_back``: left as the last call asked, for a
+    caller whose stack stops next). ``rolling`` as in ``reconfigure``; a call may say
     otherwise (``use(rolling=True, ...)``: a switch while a sale runs)."""
     current = config
 
@@ -437,7 +439,7 @@ def apps_as_needed(config: StackConfig, *, rolling: bool = True) -> Iterator[Cal
     try:
         yield use
     finally:
-        if current != config:
+        if put_back and current != config:
             reconfigure(config, rolling=rolling)
 
 

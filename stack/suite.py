@@ -75,6 +75,7 @@ BESIDE = POOLED
 ALONE = f"exclusive or own_stack or {POOLED}"
 SHARE = "FLASHSALE_TEST_SHARE"  # "k/n": a stack part's share of the tests that drive its stack
 POOL = "FLASHSALE_TEST_POOL"  # the directory where the parts take the pool's chunks
+APPS_LEFT = "FLASHSALE_TEST_APPS_LEFT"  # "1": its app instances are not put back (leave_apps)
 POOL_DIRECTORY = "pool"  # in the run's suite directory, emptied as the run begins
 _printing = threading.Lock()  # a part's log comes out whole, not between another's lines
 
@@ -119,6 +120,7 @@ class Part:
     durations: dict[str, float] = field(default_factory=dict)
     asked: dict[str, str] = field(default_factory=dict)
     cpu: dict[str, list[float]] = field(default_factory=dict)  # test: [its pytest's, its stack's] s
+    apps_left: bool = False  # APPS_LEFT
 
     @property
     def log(self) -> Path:
@@ -158,8 +160,10 @@ class Part:
                "FLASHSALE_TEST_APPS_OUT": str(self.apps_file), "FLASHSALE_TEST_CPU_OUT": str(self.cpu_file)}
         if self.worker == 0:  # its tests drive the stack: what it uses is theirs
             env["FLASHSALE_TEST_CPU_STACK"] = "1"
-        env.pop(SHARE, None)  # a part's share is its own, not that of a part it runs in
-        env.update({POOL: str(self.pool), **({SHARE: "{}/{}".format(*self.share)} if self.share else {})})
+        for own in (SHARE, APPS_LEFT):  # its own, not those of a part it runs in
+            env.pop(own, None)
+        env.update({POOL: str(self.pool), **({SHARE: "{}/{}".format(*self.share)} if self.share else {}),
+                    **({APPS_LEFT: "1"} if self.apps_left else {})})
         self.pool.mkdir(exist_ok=True)
         self.apps_file.unlink(missing_ok=True)
         self.cpu_file.unlink(missing_ok=True)
@@ -209,6 +213,16 @@ def alone_part(config: StackConfig, lanes: int, out: Path) -> Part:
     return Part("alone", ALONE, 0, config if lanes == 1 else alone_config(config, lanes), None, out)
 
 
+def leave_apps(shares: list[list[Part]], alone: Part, ours: list[StackConfig]) -> None:
+    """The last part to drive each stack this run stops (``ours``) leaves its instances as
+    they are: with one lane, the alone part; with more, each lane's stack part and the
+    alone part, whose stack goes once it ends (``run_alone``)."""
+    alone.apps_left = len(shares) > 1 or alone.config in ours
+    if len(shares) > 1:
+        for stack_part, _ in shares:
+            stack_part.apps_left = stack_part.config in ours
+
+
 def run_lane(parts: list[Part], pytest_args: list[str], *, then: Part | None = None) -> None:
     """The lane's parts at once; ``then`` after them (one lane's exclusive tests)."""
     threads = [threading.Thread(target=part.run, args=(pytest_args,)) for part in parts]
@@ -248,12 +262,13 @@ def _removed(config: StackConfig, out: Path) -> None:
 
 
 @contextmanager
-def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
+def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[list[StackConfig]]:
     """Every lane's stack up, all at once (a start mostly waits: on a server to answer,
     on migrations); afterwards, at once too, down what this run started, and the lanes
     it made removed with what they made outside their run directories, their logs
-    kept in ``out``."""
-    ends = [partial(down, config) for config in configs[:1] if not Supervisor(config).is_running()]
+    kept in ``out``. Yields the stacks it stops after."""
+    ours = configs[1:] if Supervisor(configs[0]).is_running() else configs
+    ends = [partial(down, config) for config in ours if config is configs[0]]
     ends += [partial(_removed, config, out) for config in configs[1:]]
     began = time.monotonic()
     try:
@@ -262,7 +277,7 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[None]:
         for start in starts:
             start.result()  # the first that failed raises: every stack is cleaned up
         say(f"[suite] the lanes' stacks up in {time.monotonic() - began:.1f} s")
-        yield
+        yield ours
     finally:
         began = time.monotonic()
         with ThreadPoolExecutor(max(len(ends), 1)) as pool:
@@ -346,9 +361,10 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
                 return lint.status or 1
         say(f"[suite] the bytecode compiled once, before the parts start at once: {warm_bytecode():.0f} s")
         checked = beside.enter_context(checks_beside(checks))
-        beside.enter_context(stacks_up(configs, out))
+        ours = beside.enter_context(stacks_up(configs, out))
         shares = [lane_parts(c, lane, lanes, out) for lane, c in enumerate(configs, start=1)]
         alone = alone_part(config, lanes, out)
+        leave_apps(shares, alone, ours)
         if lanes == 1:
             threads = [threading.Thread(target=run_lane, args=(shares[0], pytest_args),
                                         kwargs={"then": alone})]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from stack import appgroups
+from stack import appgroups, control
 from stack.config import StackConfig
 
 
@@ -38,3 +38,17 @@ def test_the_stack_tests_run_grouped_by_what_they_ask_of_the_apps_as_started_fir
     # Those that read the watchers last, so that the watchers start as late as can be.
     order = appgroups.apps_order(tests, asked, last={"b", "d"})
     assert sorted(tests, key=order.__getitem__) == ["e", "new", "a", "c", "f", "b", "d"]
+
+
+@pytest.mark.parametrize("put_back", [True, False])
+def test_the_instances_go_back_as_started_unless_the_stack_stops_next(put_back, config, monkeypatch):
+    """``apps_as_needed`` restarts only for a change, and at its end puts them back,
+    unless told its stack stops next (a ``make test`` part's: stack.suite.leave_apps)."""
+    restarts = []
+    monkeypatch.setattr(control, "reconfigure", lambda wanted, rolling: restarts.append(wanted) or wanted)
+    with control.apps_as_needed(config, rolling=False, put_back=put_back) as use:
+        use()  # as started: nothing restarts
+        use(strategy="gate")
+        use(strategy="gate")  # what runs already
+    assert restarts[:1] == [config.replace(strategy="gate")]
+    assert restarts[1:] == ([config] if put_back else [])

@@ -105,7 +105,8 @@ def test_the_lanes_stacks_start_at_once_and_go_at_once_after_whatever_failed(
         monkeypatch.setattr(suite, name, ending(name))
     monkeypatch.setattr(suite, "logs_kept", lambda stack, out: calls.append(("logs kept", stack.run_dir)))
     with pytest.raises(RuntimeError) if fails else contextlib.nullcontext():
-        with suite.stacks_up(lanes, tmp_path):
+        with suite.stacks_up(lanes, tmp_path) as ours:
+            assert ours == lanes  # lane 1's was not running: this run stops every one
             calls.append(("tests", None))
     ups = {("up", stack.run_dir, False) for stack in lanes}
     assert set(calls[:3]) == ups
@@ -234,6 +235,22 @@ def test_with_more_lanes_the_exclusive_tests_run_on_a_stack_started_for_them_and
                      ("logs kept", where), ("clean", where)]
     # A stack that did not start leaves the part not run: the suite fails (exit_status).
     assert (part.status == 0) is starts
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("lane_one_ours", [True, False])
+def test_the_last_part_to_drive_a_stack_the_run_stops_leaves_its_instances_unrestored(
+        lanes, lane_one_ours, config, tmp_path):
+    configs = [suite.lane_config(config, lane) for lane in range(1, lanes + 1)]
+    ours = configs if lane_one_ours else configs[1:]
+    shares = [suite.lane_parts(c, lane, lanes, tmp_path) for lane, c in enumerate(configs, start=1)]
+    alone = suite.alone_part(config, lanes, tmp_path)
+    suite.leave_apps(shares, alone, ours)
+    left = {part.name for part in [*(p for parts in shares for p in parts), alone] if part.apps_left}
+    if lanes == 1:  # the alone part drives lane 1's stack after its stack part
+        assert left == ({"alone"} if lane_one_ours else set())
+    else:  # a stack of its own for the alone part; lane 1's stays up if it was before
+        assert left == {"alone", "stack 2/2", *(["stack 1/2"] if lane_one_ours else [])}
 
 
 @pytest.mark.parametrize("lanes", [1, 2, 3])
