@@ -307,3 +307,21 @@ def test_the_report_ends_with_the_machines_cpu_by_what_used_it(config, tmp_path)
     assert UNSEEN in kept and listed == list(kept)[:len(listed)], (listed, kept)
     commands = json.loads((tmp_path / "machine-cpu-commands.json").read_text())
     assert commands and {"command", "role", "seconds", "processes"} == set(commands[0])
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_a_part_tells_its_pytest_to_leave_the_instances_only_when_it_is_marked(left, config, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv(suite.APPS_LEFT, "1")  # a run inside a part's: not this part's to inherit
+    given = {}
+
+    def call(command, *, env, **kwargs):
+        given.update(env)
+        return 0
+
+    monkeypatch.setattr(suite.subprocess, "call", call)
+    monkeypatch.setattr(suite, "say", lambda text: None)
+    part = suite.lane_parts(config, 1, 1, tmp_path)[0]
+    part.apps_left = left
+    part.run([])
+    assert (given.get(suite.APPS_LEFT) == "1") is left
