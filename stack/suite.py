@@ -267,8 +267,9 @@ def stacks_up(configs: list[StackConfig], out: Path) -> Iterator[list[StackConfi
     on migrations); afterwards, at once too, down what this run started, and the lanes
     it made removed with what they made outside their run directories, their logs
     kept in ``out``. Yields the stacks it stops after."""
-    ours = configs[1:] if Supervisor(configs[0]).is_running() else configs
-    ends = [partial(down, config) for config in ours if config is configs[0]]
+    lane_one_ours = not Supervisor(configs[0]).is_running()
+    ours = configs if lane_one_ours else configs[1:]
+    ends = [partial(down, configs[0])] if lane_one_ours else []
     ends += [partial(_removed, config, out) for config in configs[1:]]
     began = time.monotonic()
     try:
