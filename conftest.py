@@ -10,6 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from common.memory import forget_everything
+from loadtest.buyers import MadeBuyers
 from loadtest.client import FlashsaleClient
 from orders.gate.store import gate_redis
 from stack.appgroups import apps_asked, apps_order, apps_recorded
@@ -103,7 +104,8 @@ def stack_apps(stack_config, _apps_in_use, _apps_asked, request):
     def use(**changes):
         asked = {name: value for name, value in changes.items() if name != "rolling"}
         _apps_asked.setdefault(request.node.nodeid, apps_asked(stack_config, asked))
-        return FlashsaleClient.for_stack(_apps_in_use(**changes))
+        config = _apps_in_use(**changes)
+        return FlashsaleClient.for_stack(config, tokens=MadeBuyers(config))
 
     return use
 

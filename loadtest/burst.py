@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .client import FlashsaleClient, SignedUpBuyers
+from .client import FlashsaleClient
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ def burst(*, base_url: str, sku: str, attempts: int, concurrency: int, quantity:
     with ``tokens`` (buyer -> bearer token), signed in with its token.
     """
     buyers = [f"{prefix}{n}" for n in range(attempts)]
-    if isinstance(tokens, SignedUpBuyers):
-        tokens.signed_up(buyers)  # before the burst, not inside it
+    if (ready := getattr(tokens, "signed_up", None)) is not None:
+        ready(buyers)  # before the burst, not inside it (SignedUpBuyers, MadeBuyers)
     statuses: Counter = Counter()
     mutex = threading.Lock()
     barrier = threading.Barrier(concurrency + 1)

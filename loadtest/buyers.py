@@ -4,10 +4,14 @@ bearer token: for apps that take the buyer from credentials (``FLASHSALE_BUYER_A
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from stack.config import ROOT, StackConfig
@@ -48,10 +52,67 @@ def buyer_tokens(config: StackConfig, *, prefix: str, count: int, database: str 
         tokens, made = _made[key]
         if len(tokens) >= count and time.monotonic() - made < hours * 3600 / 2:
             return dict(list(tokens.items())[:count])
-    with tempfile.TemporaryDirectory(prefix="flashsale-buyers-") as scratch:
-        out = buyers_file(config, Path(scratch) / "buyers.tsv", prefix=prefix, count=count,
-                          database=database, hours=hours)
-        tokens = dict(line.split("\t", 1) for line in out.read_text().splitlines())
+    tokens = _made_now(config, prefix=prefix, count=count, database=database, hours=hours)
     if database == APP_DATABASE:
         _made[key] = tokens, time.monotonic()
     return tokens
+
+
+def _made_now(config: StackConfig, *, prefix: str, count: int, database: str = APP_DATABASE,
+              hours: float = 1.0) -> dict[str, str]:
+    with tempfile.TemporaryDirectory(prefix="flashsale-buyers-") as scratch:
+        out = buyers_file(config, Path(scratch) / "buyers.tsv", prefix=prefix, count=count,
+                          database=database, hours=hours)
+        return dict(line.split("\t", 1) for line in out.read_text().splitlines())
+
+
+# Buyers made ahead for MadeBuyers, by stack (its run directory, MariaDB's port): the
+# tokens no object has taken yet, and when they were made (time.monotonic()).
+_ahead: dict[tuple[str, int], tuple[deque[str], float]] = {}
+_ahead_mutex = threading.Lock()
+MADE_AHEAD = 500  # buyers a batch: one Django start makes hundreds for about the CPU of one
+MADE_HOURS = 1.0
+
+
+class MadeBuyers(Mapping[str, str]):
+    """Bearer tokens by buyer label, each label a buyer of its own that no other label
+    or object is given: accounts made ahead in the stack's database by ``buyers_make``,
+    a batch at a time, as the load tests' are. The stack's own tests buy with them
+    where a test needs distinct buyers, not their sign-up: ``SignedUpBuyers``' sign-up
+    over the API costs each buyer a request (the sign-up has tests of its own). A
+    batch serves while its tokens have more than half of their hours left."""
+
+    def __init__(self, config: StackConfig):
+        self.config = config
+        self._tokens: dict[str, str] = {}
+
+    def __getitem__(self, label: str) -> str:
+        with _ahead_mutex:
+            if label not in self._tokens:
+                self._tokens[label] = _taken(self.config)
+            return self._tokens[label]
+
+    def signed_up(self, labels: list[str]) -> None:
+        """``labels``' buyers taken now (a batch made if need be), as ``SignedUpBuyers``
+        signs them up before a burst."""
+        for label in labels:
+            self[label]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._tokens))
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+def _taken(config: StackConfig) -> str:
+    """A token of a buyer made ahead for ``config``'s stack that nobody has taken (under
+    ``_ahead_mutex``)."""
+    key = (str(config.run_dir), config.mysql_port)
+    tokens, made = _ahead.get(key, (deque(), 0.0))
+    if not tokens or time.monotonic() - made > MADE_HOURS * 3600 / 2:
+        # A prefix no batch had: buyers_make gives a name made before a new token.
+        batch = _made_now(config, prefix=f"made-{secrets.token_hex(4)}-", count=MADE_AHEAD, hours=MADE_HOURS)
+        tokens, made = deque(batch.values()), time.monotonic()
+        _ahead[key] = tokens, made
+    return tokens.popleft()

@@ -142,12 +142,16 @@ class FlashsaleClient:
         self.session.mount("https://", adapter)
 
     @classmethod
-    def for_stack(cls, config) -> FlashsaleClient:
+    def for_stack(cls, config, tokens: Mapping[str, str] | None = None) -> FlashsaleClient:
         """A client for a local stack (a ``stack.config.StackConfig``): through its
-        nginx, with its admin token; its buyers sign up as they first buy when the
-        stack takes the buyer from credentials."""
-        return cls(config.base_url, admin_token=config.admin_token(),
-                   tokens=SignedUpBuyers(config.base_url) if config.buyer_auth else None)
+        nginx, with its admin token; when the stack takes the buyer from credentials,
+        its buyers are ``tokens``' (``loadtest.buyers.MadeBuyers``: made ahead), or
+        sign up as they first buy."""
+        if not config.buyer_auth:
+            tokens = None
+        elif tokens is None:
+            tokens = SignedUpBuyers(config.base_url)
+        return cls(config.base_url, admin_token=config.admin_token(), tokens=tokens)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url.rstrip('/')}{path}"

@@ -14,7 +14,8 @@ import uuid
 import pytest
 import redis
 
-from loadtest.client import FlashsaleClient, SignedUpBuyers
+from loadtest.buyers import MadeBuyers
+from loadtest.client import FlashsaleClient
 from waitingroom.store import room_keys
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +58,7 @@ def _longest_gap(asks: list[tuple[float, float]]) -> float:
 def test_two_instances_admit_at_the_rooms_rate_and_the_admitted_buy(stack_apps, stack_config):
     through_nginx = stack_apps()
     assert stack_config.instances == 2
-    tokens = SignedUpBuyers(stack_config.base_url)
+    tokens = MadeBuyers(stack_config)
     buyers = [f"waiter-{n}" for n in range(BUYERS)]
     tokens.signed_up(buyers)
     through_nginx.tokens = tokens
