@@ -10,12 +10,12 @@ from typing import cast
 
 import redis
 
-from stack.hosted import (
+from stack.hosted import HostedApps
+from stack.hosted_redis import (
     GATE_CLUSTER_HOSTS,
     GATE_SENTINEL_SERVICE,
     REDIS_GATE_REPLICA_PORT,
     SENTINEL_SERVICE,
-    HostedApps,
 )
 
 HELD_A_WHILE = 0.04  # seconds a holder keeps the lock before the cut: past its read

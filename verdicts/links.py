@@ -21,7 +21,8 @@ from kazoo.exceptions import NoNodeError
 
 from chaos.faults import OnSale, until_batch_in_hand
 from stack.config import StackConfig
-from stack.hosted import REDIS_GATE_PORT, REDIS_PORT, ZK_PORT, HostedApps
+from stack.hosted import ZK_PORT, HostedApps
+from stack.hosted_redis import REDIS_GATE_PORT, REDIS_PORT
 
 from .holders import held_a_while, lock_failed_over, promoted, setnx_holder, someone_asks
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import redis
 
 from chaos.faults import FAULTS, Fault
-from stack.hosted import SENTINEL_SERVICE
+from stack.hosted_redis import SENTINEL_SERVICE
 from verdicts.holders import lock_failed_over
 from verdicts.links import LINK_FAULTS
 
