@@ -6,8 +6,8 @@
     python -m chaos --small                      # stock 30, 240 buyers: what the tests run
     python -m chaos --docs                       # also the table into docs/results/measured/chaos.md
 
-Uses the local stack (`make chaos` starts it); the app instances are restarted per
-strategy and put back as they were. Prints a table, writes it to
+Uses the local stack (`make chaos` starts it) as it runs: each sale's product is reset
+to its strategy, so one set of app instances serves them all. Prints a table, writes it to
 reports/<time>/chaos.md, and exits 1 if a strategy that claims correctness broke an
 invariant or gave a final answer that lies (the gate losing its sale with Redis's data
 is reported, as its design says it may, not counted).
@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from common.strategies import STRATEGIES
 from loadtest.measured import recorded
 from stack.config import ROOT, StackConfig
-from stack.control import apps_as_needed
 
 from .faults import FAULTS, expected_loss
 from .sale import RETRY_POLICY, Verdict, sale_under_fault
@@ -70,18 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m chaos " + shlex.join(sys.argv[1:] if argv is None else argv)
     print(f"$ {command}", flush=True)
     verdicts: list[Verdict] = []
-    with apps_as_needed(config) as use:
-        for strategy in strategies:
-            current = use(strategy=strategy)
-            for fault in faults:
-                print(f"[chaos] {strategy} x {fault}: {FAULTS[fault].summary}", flush=True)
-                verdict = sale_under_fault(current, strategy=strategy, fault=FAULTS[fault], stock=args.stock,
-                                           buyers=args.buyers, threads=args.threads, trigger=args.trigger)
-                verdicts.append(verdict)
-                broke = ", ".join(verdict.broken) or "nothing"
-                print(f"[chaos]   {verdict.orders}/{verdict.stock} sold, lies {verdict.lies}, "
-                      f"stall {verdict.stall_seconds:.1f} s, broken: {broke}; {'; '.join(verdict.notes)}",
-                      flush=True)
+    for strategy in strategies:
+        for fault in faults:
+            print(f"[chaos] {strategy} x {fault}: {FAULTS[fault].summary}", flush=True)
+            verdict = sale_under_fault(config, strategy=strategy, fault=FAULTS[fault], stock=args.stock,
+                                       buyers=args.buyers, threads=args.threads, trigger=args.trigger)
+            verdicts.append(verdict)
+            broke = ", ".join(verdict.broken) or "nothing"
+            print(f"[chaos]   {verdict.orders}/{verdict.stock} sold, lies {verdict.lies}, "
+                  f"stall {verdict.stall_seconds:.1f} s, broken: {broke}; {'; '.join(verdict.notes)}",
+                  flush=True)
     broken = [v for v in verdicts if v.broken and STRATEGIES[v.strategy].claims_correct
               and not expected_loss(v.strategy, v.fault)]
     lost = [v for v in verdicts if v.broken and expected_loss(v.strategy, v.fault)]
