@@ -57,12 +57,19 @@ class _KeptDatabase:
 
     def check(self) -> None:
         with self._mutex:
+            if self._connection is not None:
+                try:
+                    self._connection.ping()
+                    return
+                except MySQLdb.Error:
+                    # Broken since the last check: a restart of the server, which may
+                    # be back, breaks every process's; a connection made now says.
+                    self._connection = None
             try:
-                if self._connection is None:
-                    params = connections["default"].get_connection_params()
-                    wait = max(1, int(TIMEOUT))  # the client's unit is the second
-                    params.update(connect_timeout=wait, read_timeout=wait, write_timeout=wait)
-                    self._connection = MySQLdb.connect(**params)
+                params = connections["default"].get_connection_params()
+                wait = max(1, int(TIMEOUT))  # the client's unit is the second
+                params.update(connect_timeout=wait, read_timeout=wait, write_timeout=wait)
+                self._connection = MySQLdb.connect(**params)
                 self._connection.ping()
             except MySQLdb.Error:
                 self._connection = None  # the next check connects afresh

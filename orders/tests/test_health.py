@@ -2,6 +2,7 @@
 them: ``tests/test_health_stack.py``."""
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 from orders import health
@@ -83,6 +84,24 @@ def test_the_database_is_asked_on_one_kept_connection(client, monkeypatch):
     for _ in range(3):
         assert client.get("/readyz").status_code == 200
     assert len(made) == 1 and made[0]["read_timeout"] == 1
+
+
+@pytest.mark.django_db
+def test_a_kept_connection_the_server_dropped_is_not_a_database_down(client, monkeypatch):
+    """A restart of MariaDB breaks every process's kept connection; the server, back,
+    is ready, and the next check says so rather than the broken connection's error."""
+    made = []
+    real = health.MySQLdb.connect
+    kept = health._KeptDatabase()
+    monkeypatch.setattr(health, "_database", kept)
+    monkeypatch.setattr(health.MySQLdb, "connect", lambda **params: made.append(params) or real(**params))
+    assert client.get("/readyz").status_code == 200
+    assert kept._connection is not None
+    with connection.cursor() as cursor:  # as a restart drops it, from the server's side
+        cursor.execute("KILL CONNECTION %s", [kept._connection.thread_id()])
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.json()
+    assert len(made) == 2
 
 
 def test_ping_touches_no_backend(client):
