@@ -153,7 +153,7 @@ class HostedApps:
 
     @property
     def redis(self) -> Host:
-        return self.net.hosts["redis"]
+        return self.redis_servers.redis
 
     @property
     def zk(self) -> Host:
