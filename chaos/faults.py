@@ -30,11 +30,12 @@ from stack.supervisor import Supervisor
 
 @dataclass(frozen=True)
 class OnSale:
-    """The sale a fault strikes: its sku and stock, where its admin resets it, and the
-    history it is recorded in."""
+    """The sale a fault strikes: its sku, stock and strategy, where its admin resets it,
+    and the history it is recorded in."""
 
     sku: str
     stock: int
+    strategy: str
     base_url: str
     history: Recorder | None
 
@@ -218,7 +219,8 @@ class ResetUnderLoad(Fault):
         terms = dict(self.terms)
         admin = FlashsaleClient(self.sale.base_url, admin_token=config.admin_token())
         asked = time.monotonic()
-        admin.reset(self.sale.sku, self.sale.stock, **terms)
+        # The sale's own strategy again: without one, a reset sells under the deployment's.
+        admin.reset(self.sale.sku, self.sale.stock, strategy=self.sale.strategy, **terms)
         if self.sale.history is not None:
             self.sale.history.reset(self.sale.sku, self.sale.stock, window=terms["payment_window_s"],
                                     grace=config.payment_grace_s,

@@ -225,7 +225,7 @@ def sale_under_fault(  # noqa: C901 (one sale, its fault and its checks, in the 
         history.reset(sku, stock, window=window.seconds if window else 0.0,
                       grace=config.payment_grace_s if window else 0.0)
     if fault is not None:
-        fault = fault.for_sale(OnSale(sku, stock, urls[0], history))
+        fault = fault.for_sale(OnSale(sku, stock, strategy, urls[0], history))
         fault.before_sale(config)  # a fault's first step, once the sale is open and before any purchase
     sold = 0
     mutex = threading.Lock()

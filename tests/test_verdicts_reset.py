@@ -15,14 +15,14 @@ SMALL = dict(stock=20, buyers=120, threads=12, trigger=5)
 
 @pytest.mark.parametrize("strategy", ["atomic", "gate"])
 def test_a_reset_under_load_leaves_the_new_sale_no_order(strategy, stack_config, stack_apps, tmp_path):
-    stack_apps(strategy=strategy)
-    cell = run_cell(stack_config.replace(strategy=strategy), strategy=strategy, nemesis="reset-under-load",
-                    out=tmp_path, **SMALL)
+    client = stack_apps()  # the sale is the strategy's by its reset
+    cell = run_cell(stack_config, strategy=strategy, nemesis="reset-under-load", out=tmp_path, **SMALL)
     assert cell.end_state.injected, cell.end_state.notes
     assert cell.verdict.valid is True, cell.verdict.anomalies[:2]
     events = read(cell.history)
     resets = [e for e in events if isinstance(e, Reset)]
     assert len(resets) == 2 and resets[1].opens_at is not None
+    assert client.product(resets[1].sku)["strategy"] == strategy  # new terms, the same strategy
     final = next(e for e in events if isinstance(e, Final))
     assert (final.orders, final.remaining) == ([], SMALL["stock"])
     old_sale, new_sale = check(events).skus
