@@ -2,7 +2,8 @@
 gate sells on, the backlog waits and drains), the gate's Redis crashed and restarted
 from its append-only file under each fsync policy (what an accepted order survives),
 Django's cache flushed (nothing of the gate's goes with it), the gate's sale lost
-from Redis (the audit says what it cannot know).
+from Redis (the audit says what it cannot know). Each sale is reset to the gate on the
+instances as they run: a product's strategy is its own, whatever the deployment's.
 
 Faults are real: SIGKILL to the server's process group, then a start by supervisord.
 The persisters are paused (SIGSTOP) where the test needs accepted orders to exist in
@@ -46,9 +47,9 @@ def sell(client, sku: str, count: int) -> dict[str, int]:
 
 def test_the_gate_sells_while_mariadb_is_down_and_its_backlog_drains_after(
         stack_config, stack_apps, reconnect_afterwards):
-    client = stack_apps(strategy="gate")
+    client = stack_apps()
     sku = f"gate-db-down-{uuid.uuid4().hex[:6]}"
-    client.reset(sku, 50)
+    client.reset(sku, 50, strategy="gate")
     stack_redis = redis.Redis(port=stack_config.redis_gate_port, decode_responses=True)
     signed_up(client, 20)
     Supervisor(stack_config).kill("mariadb")
@@ -68,9 +69,9 @@ def test_the_gate_sells_while_mariadb_is_down_and_its_backlog_drains_after(
 @pytest.mark.parametrize("fsync", ["always", "everysec"])
 def test_accepted_orders_survive_a_redis_crash_from_its_append_only_file(
         stack_config, stack_apps, fsync, record_property):
-    client = stack_apps(strategy="gate")
+    client = stack_apps()
     sku = f"gate-redis-crash-{fsync}-{uuid.uuid4().hex[:6]}"
-    client.reset(sku, 50)
+    client.reset(sku, 50, strategy="gate")
     stack_redis = redis.Redis(port=stack_config.redis_gate_port, decode_responses=True)
     before = stack_redis.config_get("appendfsync")["appendfsync"]
     stack_redis.config_set("appendfsync", fsync)
@@ -98,9 +99,9 @@ def test_accepted_orders_survive_a_redis_crash_from_its_append_only_file(
 def test_a_flush_of_djangos_cache_loses_no_accepted_order(stack_config, stack_apps):
     """An operator's ``cache.clear()`` (FLUSHDB of the cache's database) while the
     accepted orders wait in Redis alone: the gate's Redis is another server."""
-    client = stack_apps(strategy="gate")
+    client = stack_apps()
     sku = f"gate-cache-clear-{uuid.uuid4().hex[:6]}"
-    client.reset(sku, 50)
+    client.reset(sku, 50, strategy="gate")
     sup = Supervisor(stack_config)
     with sup.paused(stack_config.persister_names):
         accepted = sell(client, sku, 30)
@@ -117,9 +118,9 @@ def test_a_flush_of_djangos_cache_loses_no_accepted_order(stack_config, stack_ap
 
 
 def test_when_redis_lost_the_sale_the_audit_says_what_it_cannot_know(stack_config, stack_apps):
-    client = stack_apps(strategy="gate")
+    client = stack_apps()
     sku = f"gate-lost-{uuid.uuid4().hex[:6]}"
-    client.reset(sku, 50)
+    client.reset(sku, 50, strategy="gate")
     sell(client, sku, 5)
     assert client.audit(sku, settle=60)["orders"] == 5
     sup = Supervisor(stack_config)

@@ -31,9 +31,9 @@ def spread(client: FlashsaleClient, sku: str, keys: list[str]) -> list[int]:
 
 
 def test_a_sold_out_sale_answers_its_replays_and_a_reset_reopens_it_on_every_worker(stack_apps):
-    client = stack_apps(strategy="gate")
+    client = stack_apps()  # the sale is the gate's by its reset
     sku = f"gate-sold-out-{uuid.uuid4().hex[:6]}"
-    client.reset(sku, 2)
+    client.reset(sku, 2, strategy="gate")
     # Keys unique to the run: a key names one order across every product.
     first = {key: client.order(sku, 1, f"buyer-{key}", key=key).json()["order_id"]
              for key in (f"{sku}-a", f"{sku}-b")}
@@ -43,7 +43,7 @@ def test_a_sold_out_sale_answers_its_replays_and_a_reset_reopens_it_on_every_wor
             replay = client.order(sku, 1, f"buyer-{key}", key=key)
             assert (replay.status_code, replay.json()["order_id"]) == (200, order_id), replay.text
 
-    client.reset(sku, SPREAD)  # every worker remembers the old sale sold out
+    client.reset(sku, SPREAD, strategy="gate")  # every worker remembers the old sale sold out
     assert spread(client, sku, [f"{sku}-new-{i}" for i in range(SPREAD)]) == [201] * SPREAD
     audit = client.audit(sku, settle=60)
     assert (audit["orders"], audit["remaining"], audit["consistent"]) == (SPREAD, 0, True), audit

@@ -880,7 +880,7 @@ def test_a_gate_replicas_backlog_holds_what_its_primary_writes_before_it_refuses
     assert row, "the gate's row of the capacity table"
     ceiling = int(row.group(1).replace(",", ""))
 
-    client = stack_apps(strategy="gate")
+    client = stack_apps()
     sku = f"backlog-{uuid.uuid4().hex[:6]}"
     client.reset(sku, stock=1000, strategy="gate")
     buyers = [f"{sku}-{i}" for i in range(200)]

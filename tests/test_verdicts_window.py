@@ -29,8 +29,8 @@ CELLS = [("atomic", "kill-expirer"), ("setnx", "kill-expirer"), ("gate", "kill-e
 @pytest.mark.parametrize(("strategy", "nemesis"), CELLS)
 def test_a_sale_with_a_payment_window_under_the_fault_is_linearizable_and_conserves_its_units(
         strategy, nemesis, stack_config, stack_apps, tmp_path):
-    stack_apps(strategy=strategy, expiry_pause_ms=EXPIRY_PAUSE_MS)
-    config = stack_config.replace(strategy=strategy, expiry_pause_ms=EXPIRY_PAUSE_MS)
+    stack_apps(expiry_pause_ms=EXPIRY_PAUSE_MS)  # the sale is the strategy's by its reset
+    config = stack_config.replace(expiry_pause_ms=EXPIRY_PAUSE_MS)
     cell = run_cell(config, strategy=strategy, nemesis=nemesis, out=tmp_path, **SMALL)
     assert cell.end_state.injected, cell.end_state.notes
     assert cell.verdict.valid is True, cell.verdict.anomalies[:1]

@@ -6,8 +6,9 @@ linearizability (``verdicts.checker``), under faults.
     python -m verdicts run --small                      # stock 30, 240 buyers: what the tests run
     python -m verdicts check history.jsonl [--svg window.svg]   # a history of your own
 
-``run`` uses the local stack (`make verdicts` starts it), restarting the app
-instances per strategy; it writes reports/<time>/verdicts/ (verdicts.md, index.html
+``run`` uses the local stack (`make verdicts` starts it), its app instances
+restarted once with the cells' critical-section delay, each cell's sale reset to its
+strategy; it writes reports/<time>/verdicts/ (verdicts.md, index.html
 with the timelines, one history per cell) and exits 1 if a strategy that claims
 correctness is found not linearizable or breaks a set check (the gate losing its
 sale with Redis's data is reported, as its design says it may). ``check`` prints the
@@ -94,9 +95,10 @@ def _run(args: argparse.Namespace, command: str) -> int:
         zookeeper = any(in_zookeeper(STRATEGIES[s]) for s, n in plan if hosted(n))
         gate = any(STRATEGIES[s].gated for s, n in plan if hosted(n))
         for strategy, nemesis in plan:
+            # A stack cell's sale is its strategy's by its reset: the instances as
+            # they run sell every strategy (chaos.sale), with the cells' delay.
             current = (config if hosted(nemesis)
-                       else use(strategy=strategy, section_delay_ms=args.section_delay_ms,
-                                expiry_pause_ms=EXPIRY_PAUSE_MS))
+                       else use(section_delay_ms=args.section_delay_ms, expiry_pause_ms=EXPIRY_PAUSE_MS))
             where = " (test hosts)" if hosted(nemesis) else ""
             print(f"[verdicts] {strategy} x {nemesis}{where}", flush=True)
             instances = None
