@@ -63,6 +63,7 @@ from .cpuquota import cpu_quota
 from .machinecpu import MachineCpu
 from .suitereport import report
 from .supervisor import Supervisor
+from .yardstick import loop_seconds
 
 # Lane 2's ports are lane 1's plus this; tests/second_stack.py's stack sits at +100.
 LANE_PORT_STEP = 200
@@ -244,8 +245,7 @@ def run_alone(part: Part, pytest_args: list[str], out: Path) -> None:
     except Exception as e:  # noqa: BLE001 (said, and the part stays "not run")
         say(f"[suite] {part.name}: its stack did not start: {e!r}")
     finally:
-        logs_kept(part.config, out)
-        clean(part.config)
+        _removed(part.config, out)
 
 
 def logs_kept(config: StackConfig, into: Path) -> None:
@@ -347,7 +347,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
     configs = [lane_config(config, lane) for lane in range(1, lanes + 1)]
     out = config.dir("suite")
     shutil.rmtree(out / POOL_DIRECTORY, ignore_errors=True)  # a run before's chunks, all taken
-    began = time.monotonic()
+    loop, began = loop_seconds(), time.monotonic()  # the yardstick: before the quota, the burners
     with ExitStack() as beside:
         if cpu:
             say(f"[suite] under a CPU quota: {cpu:g} of the machine's cores "
@@ -377,7 +377,7 @@ def main(pytest_args: list[str], *, lanes: int, store_durations: bool, burn: int
         for thread in threads:
             thread.join()
     parts = [*(part for parts in shares for part in parts), alone]
-    say("\n" + report(parts, time.monotonic() - began, out, machine, checked))
+    say("\n" + report(parts, time.monotonic() - began, out, machine, checked, loops=(loop, loop_seconds())))
     if store_durations:
         kept = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
         kept.update(json.loads((out / "durations.json").read_text()))

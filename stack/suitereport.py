@@ -31,9 +31,11 @@ class Part(Protocol):
 
 
 def report(parts: Sequence[Part], seconds: float, out: Path, machine: MachineCpu | None = None,
-           checks: check.Part | None = None) -> str:
+           checks: check.Part | None = None, loops: tuple[float, float] | None = None) -> str:
+    """``loops``: the yardstick (``stack.yardstick``) before the suite and after it."""
     lanes = len({part.config.run_dir for part in parts if part.name != "alone"})
-    lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''} -----"]
+    yardstick = f"; the yardstick {loops[0]:.2f} s before, {loops[1]:.2f} s after" if loops else ""
+    lines = [f"----- the suite: {seconds:.0f} s in {lanes} lane{'s' if lanes > 1 else ''}{yardstick} -----"]
     shown: list[Part | check.Part] = [*parts, *([checks] if checks else [])]
     lines += [f"  {part.name:<12} {part.seconds:7.0f} s  {part.verdict}"
               + (f", {len(ran)} tests" if (ran := getattr(part, "durations", None)) else "")

@@ -127,7 +127,8 @@ def test_the_report_names_each_parts_time_and_the_slowest_tests_of_all(config, t
     parts = [_part("stack 1/2", 0, 100, dict(list(durations.items())[:15]), tmp_path),
              _part("beside 1/2", 5, 50, dict(list(durations.items())[15:]), tmp_path),
              _part("alone 1/2", 1, 20, {}, tmp_path)]
-    text = suitereport.report(parts, 170, tmp_path)
+    text = suitereport.report(parts, 170, tmp_path, loops=(0.2, 0.254))
+    assert text.splitlines()[0].endswith("; the yardstick 0.20 s before, 0.25 s after -----")
     assert "stack 1/2" in text and "100 s  passed" in text
     assert "none selected" in text and "failed (1)" in text
     lines = text.splitlines()
