@@ -62,11 +62,19 @@ def _failover(**setnx_options) -> dict:
             replica.stop()
 
 
-def _redlock_with_a_master_restarted_empty() -> dict:
+# Seconds each master may take to answer: they are all alive here, so long enough
+# that no master's vote is lost to a slow machine. RedlockBackend's default is short,
+# for a dead master to cost little; with it, a throttled machine lost A a vote, and a
+# bare majority is what one master coming back empty undoes (RedLock's known limit).
+LIVE_MASTER_S = 5.0
+
+
+def _redlock_with_a_master_restarted_empty(socket_timeout: float = LIVE_MASTER_S) -> dict:
     """A takes the lock on three independent masters; one crashes and comes back
     empty (no persistence); B asks all three for the same lock."""
     with redis_servers(3) as masters:
-        backend = RedlockBackend("s10", {"urls": [m.url for m in masters]})
+        options = {"urls": [m.url for m in masters], "socket_timeout": socket_timeout}
+        backend = RedlockBackend("s10", dict(options))
         restarted: ScratchRedis | None = None
         try:
             a = backend.lock("stock:s10")
@@ -74,7 +82,7 @@ def _redlock_with_a_master_restarted_empty() -> dict:
             a_votes = a.votes
             masters[0].crash()
             restarted = start_redis(port=masters[0].port)
-            b = RedlockBackend("s10-b", {"urls": [m.url for m in masters]})
+            b = RedlockBackend("s10-b", dict(options))
             b_lock = b.lock("stock:s10")
             b_holds = b_lock.acquire(blocking=False)
             b_votes = b_lock.votes
