@@ -112,7 +112,9 @@ SCENARIOS = [
              "the link between them, lets A take the lock on the master, kills the master and "
              "promotes the replica, as Sentinel would: the lock is not there, and B takes it "
              "too. Fixes: count the acquisition only once a replica acknowledged it (WAIT; A is "
-             "refused while the link is down), or RedLock: a majority of independent masters, "
-             "which one master coming back empty cannot undo.",
+             "refused while the link is down), or RedLock over three independent masters: A "
+             "holds all three, and one master coming back empty gives B one vote of the two it "
+             "needs. Had A held a bare majority, that master would give B its majority: RedLock "
+             "asks a restarted master to stay away for a lease's length.",
              s10_failover_before_replication, needs=("redis-server",)),
 ]
