@@ -1,5 +1,6 @@
-"""A process-local lock behind a load balancer (S1): it restarts the stack's app
-instances with the strategy under test and sends a burst through nginx."""
+"""A process-local lock behind a load balancer (S1): the stack's app instances, two of
+two workers each with work inside the section, sell a product under each strategy
+(its reset's) to a burst through nginx."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ APPS = dict(instances=2, workers=2, section_delay_ms=20.0)
 
 def s1_local_lock_across_instances(ctx: Context) -> Outcome:
     if ctx.apps is None:
-        raise RuntimeError("S1 restarts the stack's app instances: run it with the stack up")
+        raise RuntimeError("S1 sells on the stack's app instances: run it with the stack up")
 
     def sale(strategy: str) -> dict:
-        client = ctx.apps(strategy=strategy, **APPS)
+        client = ctx.apps(**APPS)
         sku = f"s1-{strategy}-{uuid.uuid4().hex[:6]}"
-        client.reset(sku, STOCK)
+        client.reset(sku, STOCK, strategy=strategy)
         result = burst(base_url=client.base_url, sku=sku, attempts=ATTEMPTS, concurrency=BUYERS,
                        tokens=client.tokens)
         audit = client.audit(sku)
@@ -44,8 +45,9 @@ SCENARIOS = [
     Scenario("S1", "a process-local lock across two instances", "001",
              "A synchronized block or threading.Lock excludes threads of one process only. "
              "Behind nginx, two instances of two workers each run four critical sections at "
-             "once. The scenario restarts the stack's instances with `local`, then with "
-             "`redisson`, and sends 200 purchases from 32 buyers for 20 units through nginx "
-             "(20 ms of work inside the section); the instances are put back afterwards.",
+             "once. The scenario runs the stack's instances with 20 ms of work inside the "
+             "section, resets one product under `local` and another under `redisson`, and "
+             "sends each 200 purchases from 32 buyers for 20 units through nginx; the "
+             "instances are put back afterwards.",
              s1_local_lock_across_instances, needs=("stack",)),
 ]
