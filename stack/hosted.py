@@ -51,7 +51,6 @@ import redis
 from .clock import SteppedClock
 from .config import ROOT, StackConfig
 from .hosted_redis import (
-    GATE_CLUSTER_HOSTS,
     GATE_SENTINEL_SERVICE,
     REDIS_GATE_PORT,
     REDIS_PORT,
@@ -79,8 +78,6 @@ EXPIRER = "expire1"
 EXPIRER_METRICS_PORT = 9108
 PAYPROVIDER = "pay"
 PAYPROVIDER_PORT = 8070
-# How long a server of the hosted stack may take to start before the stack gives up
-# (with its logs): a wait, not a measure, so as long as the slowest machine needs.
 
 
 def until_ready(url: str, seconds: float) -> None:
@@ -241,9 +238,8 @@ class HostedApps:
 
     def _persister_connected(self) -> None:
         """The persister connected to the gate's Redis (to one of a Cluster's primaries)."""
-        hosts = [self.net.hosts[name] for name in GATE_CLUSTER_HOSTS] if self.gate_cluster else [self.redis]
         failures = []
-        for host in hosts:
+        for host in self.redis_servers.gate_started_on():
             try:
                 return redis_client_probe(REDIS_GATE_PORT, PERSISTER, host.address)()
             except ConnectionError as e:

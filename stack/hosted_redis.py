@@ -38,6 +38,8 @@ SENTINEL_MONITOR = """sentinel monitor {service} {master} {master_port} 1
 sentinel down-after-milliseconds {service} 1000
 sentinel failover-timeout {service} 5000
 """
+# How long a server of the hosted stack may take to start before the stack gives up
+# (with its logs): a wait, not a measure, so as long as the slowest machine needs.
 STARTUP_S = 60
 
 
@@ -116,11 +118,18 @@ class HostedRedis:
         if done.returncode:
             raise RuntimeError(f"redis-cli {' '.join(args[:2])} failed:\n{done.stdout}{done.stderr}")
 
+    def gate_started_on(self) -> list[Host]:
+        """The hosts the gate's primaries (on REDIS_GATE_PORT) were started on, before
+        any failover: a Cluster's three, or host redis."""
+        if self.gate_cluster:
+            return [self.net.hosts[name] for name in GATE_CLUSTER_HOSTS]
+        return [self.redis]
+
     def gate_primaries(self) -> list[Host]:
         """The hosts of the gate's primaries (on REDIS_GATE_PORT) as made: a Cluster's
         three, or the one the sentinel names."""
         if self.gate_cluster:
-            return [self.net.hosts[name] for name in GATE_CLUSTER_HOSTS]
+            return self.gate_started_on()
         return [self.master(GATE_SENTINEL_SERVICE)]
 
     def gate_shard(self, key: str) -> tuple[Host, Host]:
@@ -130,7 +139,7 @@ class HostedRedis:
             master = self.master(GATE_SENTINEL_SERVICE)
             return master, next(h for h in self.net.hosts.values()
                                 if h.name in ("redis", "redis2") and h is not master)
-        hosts = {self.net.hosts[name].address: self.net.hosts[name] for name in GATE_CLUSTER_HOSTS}
+        hosts = {host.address: host for host in self.gate_started_on()}
         with redis.Redis(host=self.redis.address, port=REDIS_GATE_PORT, socket_timeout=1,
                          decode_responses=True) as node:
             slot = node.cluster("keyslot", key)
