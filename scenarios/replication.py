@@ -69,12 +69,12 @@ def _failover(**setnx_options) -> dict:
 LIVE_MASTER_S = 5.0
 
 
-def _redlock_with_a_master_restarted_empty(socket_timeout: float = LIVE_MASTER_S) -> dict:
+def _redlock_with_a_master_restarted_empty() -> dict:
     """A takes the lock on three independent masters; one crashes and comes back
     empty (no persistence); B asks all three for the same lock."""
     with redis_servers(3) as masters:
-        options = {"urls": [m.url for m in masters], "socket_timeout": socket_timeout}
-        backend = RedlockBackend("s10", dict(options))
+        options = {"urls": [m.url for m in masters], "socket_timeout": LIVE_MASTER_S}
+        backend = RedlockBackend("s10", options)
         restarted: ScratchRedis | None = None
         try:
             a = backend.lock("stock:s10")
@@ -82,7 +82,7 @@ def _redlock_with_a_master_restarted_empty(socket_timeout: float = LIVE_MASTER_S
             a_votes = a.votes
             masters[0].crash()
             restarted = start_redis(port=masters[0].port)
-            b = RedlockBackend("s10-b", dict(options))
+            b = RedlockBackend("s10-b", options)
             b_lock = b.lock("stock:s10")
             b_holds = b_lock.acquire(blocking=False)
             b_votes = b_lock.votes
