@@ -12,7 +12,6 @@ import redis
 
 from stack.hosted import HostedApps
 from stack.hosted_redis import (
-    GATE_CLUSTER_HOSTS,
     GATE_SENTINEL_SERVICE,
     REDIS_GATE_REPLICA_PORT,
     SENTINEL_SERVICE,
@@ -92,5 +91,5 @@ def promoted(hosted: HostedApps, cluster: bool) -> list[str]:
 
     if not cluster:
         return ["redis2"] if sentinel_master(hosted, GATE_SENTINEL_SERVICE) == "redis2" else []
-    return [name for name in GATE_CLUSTER_HOSTS
-            if primary(hosted.net.hosts[name].address, REDIS_GATE_REPLICA_PORT)]
+    return [host.name for host in hosted.redis_servers.gate_started_on()
+            if primary(host.address, REDIS_GATE_REPLICA_PORT)]
