@@ -5,7 +5,7 @@ command lines (``stack.machinecpu``'s looks), so that each record gets its comma
 role. The suite's own report looks every 2 s and calls what ended between two looks
 "not seen"; this says what it was.
 
-    python -m stack.census [--top 40] -- make test-slow     (as root)
+    python -m stack.census [--top 40] [--short 30] -- make test-slow     (as root)
 
 Every census gets every record, so one run by the command (the suite's tests of
 this one, in a census of the suite) takes nothing from it. A process still running
@@ -38,11 +38,12 @@ class Row:
     short_processes: int = 0
 
 
-def by_role(exited: list[Exited], looked: MachineCpu) -> list[Row]:
-    """The CPU of the processes that ended, by role, the most first."""
+def by_role(exited: list[Exited], looked: MachineCpu, commands: bool = False) -> list[Row]:
+    """The CPU of the processes that ended, by role, the most first; ``commands``: by
+    command line instead (as the looks kept it)."""
     pids: dict[int, list[tuple[float, str]]] = {}
     for (pid, started), seen in looked.seen.items():
-        pids.setdefault(pid, []).append((started, seen.role))
+        pids.setdefault(pid, []).append((started, seen.command if commands else seen.role))
     rows: dict[str, Row] = {}
     for process in exited:
         # The record's start is the wall clock at its end less its lifetime, and the
@@ -79,9 +80,18 @@ def report(rows: list[Row], top: int, lost: int = 0) -> str:
     return "\n".join(out)
 
 
+def short_commands(rows: list[Row], top: int) -> str:
+    """The ``top`` command lines of ``rows`` by the CPU of their short processes."""
+    rows = sorted((row for row in rows if row.short_processes), key=lambda row: -row.short_seconds)
+    return "\n".join(f"{row.short_seconds:8.1f} s {row.short_processes:6,}   {row.role[:160]}"
+                      for row in rows[:top])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack.census", description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=40, help="roles shown (40)")
+    parser.add_argument("--short", type=int, default=0, metavar="N",
+                        help=f"and the N command lines whose processes under {SHORT:g} s cost the most")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to count")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -91,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         status = subprocess.call(command)
     print(f"\n----- {' '.join(command)}: every process that ended, by role (stack.census) -----")
     print(report(by_role(ended.exited, looked), args.top, ended.lost))
+    if args.short:
+        print(f"\n----- the command lines whose processes under {SHORT:g} s cost the most -----")
+        print(short_commands(by_role(ended.exited, looked, commands=True), args.short))
     return status
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stack.census import LOOK_PERIOD, by_role, report
+from stack.census import LOOK_PERIOD, by_role, report, short_commands
 from stack.machinecpu import MachineCpu, _Seen
 from stack.taskstats import (
     COMM,
@@ -98,6 +98,10 @@ def test_a_record_takes_the_role_of_the_look_that_started_nearest_it():
     assert rows["MariaDB"].seconds == 2.0 and "Redis" not in rows  # the nearer of two starts
     assert report(list(rows.values()), top=5).startswith("3 processes ended")
     assert report(list(rows.values()), top=5, lost=2).startswith("records lost 2 times")
+    # By command line: only the short lives, the costliest first (pytest lived long).
+    lines = short_commands(by_role(exited, looked, commands=True), top=5).splitlines()
+    assert [line.split()[-1] for line in lines] == ["mariadbd", "[nginx]"]
+    assert lines[0].split()[:3] == ["2.0", "s", "1"]
 
 
 # Three threads spin to 0.4 s of the process's CPU, then it says what its own clock
