@@ -6,8 +6,10 @@ same key, on a connection error, 502, 503 and 504: 5 tries, backing off from 0.2
 to 2 s. An answer that says the order may have been taken (503 ``outcome_unknown``
 from the app; 502 and 504 from nginx, whose bodies say "it may or may not have gone
 through"; no answer at all) is asked again past the 5th try, as the answer itself says
-to, until the buyer learns the outcome or 30 s have passed since its first try. Its
-last answer is its *final answer*. The verdict:
+to, until the buyer learns the outcome or 30 s have passed since its first try (a
+later try that wrote nothing, a 503 ``busy`` or ``unavailable``, does not tell it:
+the earlier try's script or commit may have run). Its last answer is its *final
+answer*. The verdict:
 
 - oversold, lost updates and the ledger, as the audit counts them;
 - keys with two orders (the unique key should make it impossible);
@@ -57,8 +59,8 @@ BACKOFF = (0.2, 2.0)  # first pause, longest pause; doubling between
 # what became of its purchase: a failover's pause and reconciliation can outlast 5
 # tries, and so can nginx's ten seconds without an instance it marked down.
 UNKNOWN_PATIENCE = 30.0
-RETRY_POLICY = (f"{TRIES} tries, and past them while the outcome is unknown (outcome_unknown, "
-                f"nginx's 502 or 504, no answer; {UNKNOWN_PATIENCE:g} s at most)")
+RETRY_POLICY = (f"{TRIES} tries, and past them once a try's outcome is unknown (outcome_unknown, "
+                f"nginx's 502 or 504, no answer) until an answer says it; {UNKNOWN_PATIENCE:g} s at most")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
     pause = BACKOFF[0]
     patience = time.monotonic() + UNKNOWN_PATIENCE
     attempt = 0
+    unknown = False  # an answer said the purchase may have gone through, and none since said how
     while True:
         attempt += 1
         op = history.invoke(user, sku, 1, key) if history else None
@@ -123,9 +126,10 @@ def _buy(client_now: Callable[[], FlashsaleClient], sku: str, key: str, user: st
             status, body = 0, {}
             if op:
                 op.unanswered(history.now(), type(e).__name__)
-        unknown = ((status in UNKNOWN_STATUSES or body.get("error") == "outcome_unknown")
-                   and time.monotonic() < patience)
-        if status not in RETRIED or (attempt >= TRIES and not unknown):
+        # A 503 that wrote nothing (busy, unavailable) is this try's answer alone: it
+        # says nothing of an earlier try whose outcome is unknown.
+        unknown = unknown or status in UNKNOWN_STATUSES or body.get("error") == "outcome_unknown"
+        if status not in RETRIED or (attempt >= TRIES and not (unknown and time.monotonic() < patience)):
             return DocumentedError(key, user, status, body.get("error"), body.get("order_id"), attempt)
         time.sleep(pause)
         pause = min(pause * 2, BACKOFF[1])

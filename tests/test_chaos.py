@@ -68,6 +68,17 @@ def test_a_buyer_told_the_outcome_is_unknown_asks_again_past_its_tries_until_it_
     assert chaos.sale._buy(lambda: told, "sku", "key", "buyer", None).tries == chaos.sale.TRIES
 
 
+def test_a_buyer_told_the_outcome_is_unknown_is_not_told_it_by_a_try_that_wrote_nothing(monkeypatch):
+    """Its first try's script ran and its reply was lost as the gate's Redis went
+    down; the tries while it is down write nothing (``unavailable``), which says
+    nothing of the first: the buyer asks on until an answer says what became of it."""
+    monkeypatch.setattr(chaos.sale, "BACKOFF", (0.001, 0.001))
+    unknown, unavailable, busy = (503, "outcome_unknown"), (503, "unavailable"), (503, "busy")
+    told = _Answers([unknown] + [unavailable] * 5 + [busy] + [(200, None)])
+    answer = chaos.sale._buy(lambda: told, "sku", "key", "buyer", None)
+    assert (answer.status, answer.order_id, answer.tries) == (200, 7, 8)
+
+
 def test_a_buyer_whose_purchase_no_instance_answered_asks_again_past_its_tries(monkeypatch):
     """nginx's 502 and 504 say the purchase may or may not have gone through, and so
     does no answer: the buyer asks again with its key until it knows."""
