@@ -31,28 +31,37 @@ CLOCKS_APART = 0.02  # the most a record's start and a look's part, a second of 
 
 @dataclass
 class Row:
-    role: str
+    name: str  # a role, or a command line (``by_command``)
     seconds: float = 0.0
     processes: int = 0
     short_seconds: float = 0.0  # of those that lived under SHORT
     short_processes: int = 0
 
 
-def by_role(exited: list[Exited], looked: MachineCpu, commands: bool = False) -> list[Row]:
-    """The CPU of the processes that ended, by role, the most first; ``commands``: by
-    command line instead (as the looks kept it)."""
+def by_role(exited: list[Exited], looked: MachineCpu) -> list[Row]:
+    """The CPU of the processes that ended, by role, the most first."""
+    return _tally(exited, looked, "role")
+
+
+def by_command(exited: list[Exited], looked: MachineCpu) -> list[Row]:
+    """The same by command line, as the looks kept it."""
+    return _tally(exited, looked, "command")
+
+
+def _tally(exited: list[Exited], looked: MachineCpu, by: str) -> list[Row]:
+    """``by``: what of a look's process names its row, its ``role`` or its ``command``."""
     pids: dict[int, list[tuple[float, str]]] = {}
     for (pid, started), seen in looked.seen.items():
-        pids.setdefault(pid, []).append((started, seen.command if commands else seen.role))
+        pids.setdefault(pid, []).append((started, getattr(seen, by)))
     rows: dict[str, Row] = {}
     for process in exited:
         # The record's start is the wall clock at its end less its lifetime, and the
         # look's from the boot's: on a machine whose wall clock is steered they part by
         # seconds over a long life. The closest of the PID's starts within that.
-        near = [(abs(started - process.started), role) for started, role in pids.get(process.pid, ())]
-        near = [(apart, role) for apart, role in near if apart <= 2 + process.alive * CLOCKS_APART]
-        role = min(near)[1] if near else f"[{process.program}]"
-        row = rows.setdefault(role, Row(role))
+        near = [(abs(started - process.started), name) for started, name in pids.get(process.pid, ())]
+        near = [(apart, name) for apart, name in near if apart <= 2 + process.alive * CLOCKS_APART]
+        named = min(near)[1] if near else f"[{process.program}]"
+        row = rows.setdefault(named, Row(named))
         row.seconds += process.cpu
         row.processes += 1
         if process.alive < SHORT:
@@ -72,7 +81,7 @@ def report(rows: list[Row], top: int, lost: int = 0) -> str:
             f"{sum(row.short_processes for row in rows):,} of them lived under {SHORT:g} s: {short:,.0f} s",
             f"{'CPU s':>8} {'share':>7} {'processes':>9}   {f'under {SHORT:g} s':>15}   role"]
     out += [f"{row.seconds:8.1f} {100 * row.seconds / total if total else 0:5.0f} % {row.processes:9,}   "
-            f"{row.short_seconds:7.1f} s {row.short_processes:6,}   {row.role}" for row in rows[:top]]
+            f"{row.short_seconds:7.1f} s {row.short_processes:6,}   {row.name}" for row in rows[:top]]
     if len(rows) > top:
         rest = rows[top:]
         out.append(f"{sum(row.seconds for row in rest):8.1f}        {sum(row.processes for row in rest):9,}"
@@ -83,7 +92,7 @@ def report(rows: list[Row], top: int, lost: int = 0) -> str:
 def short_commands(rows: list[Row], top: int) -> str:
     """The ``top`` command lines of ``rows`` by the CPU of their short processes."""
     rows = sorted((row for row in rows if row.short_processes), key=lambda row: -row.short_seconds)
-    return "\n".join(f"{row.short_seconds:8.1f} s {row.short_processes:6,}   {row.role[:160]}"
+    return "\n".join(f"{row.short_seconds:8.1f} s {row.short_processes:6,}   {row.name[:160]}"
                       for row in rows[:top])
 
 
@@ -103,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(by_role(ended.exited, looked), args.top, ended.lost))
     if args.short:
         print(f"\n----- the command lines whose processes under {SHORT:g} s cost the most -----")
-        print(short_commands(by_role(ended.exited, looked, commands=True), args.short))
+        print(short_commands(by_command(ended.exited, looked), args.short))
     return status
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stack.census import LOOK_PERIOD, by_role, report, short_commands
+from stack.census import LOOK_PERIOD, by_command, by_role, report, short_commands
 from stack.machinecpu import MachineCpu, _Seen
 from stack.taskstats import (
     COMM,
@@ -92,14 +92,14 @@ def test_a_record_takes_the_role_of_the_look_that_started_nearest_it():
         Exited(pid=43, ppid=1, started=1_006, alive=0.5, cpu=0.1, program="nginx"),
         Exited(pid=44, ppid=1, started=1_000, alive=1.0, cpu=2.0, program="mariadbd"),
     ]
-    rows = {row.role: row for row in by_role(exited, looked)}
+    rows = {row.name: row for row in by_role(exited, looked)}
     assert rows["pytest"].seconds == 80.0
     assert rows["[nginx]"].processes == 1 and "nginx" not in rows
     assert rows["MariaDB"].seconds == 2.0 and "Redis" not in rows  # the nearer of two starts
     assert report(list(rows.values()), top=5).startswith("3 processes ended")
     assert report(list(rows.values()), top=5, lost=2).startswith("records lost 2 times")
     # By command line: only the short lives, the costliest first (pytest lived long).
-    lines = short_commands(by_role(exited, looked, commands=True), top=5).splitlines()
+    lines = short_commands(by_command(exited, looked), top=5).splitlines()
     assert [line.split()[-1] for line in lines] == ["mariadbd", "[nginx]"]
     assert lines[0].split()[:3] == ["2.0", "s", "1"]
 
@@ -131,7 +131,7 @@ def test_a_command_is_counted_whole_under_its_role_and_an_unseen_one_by_its_name
     own = float(said.stdout)
     # A tick's sample (acct(2)'s) is far off either way on a busy core.
     assert own - THREADS * TICK <= spinner.cpu <= own + 0.25 and spinner.alive >= 0.9, (own, spinner)
-    rows = {row.role: row for row in by_role(ended.exited, looked)}
+    rows = {row.name: row for row in by_role(ended.exited, looked)}
     assert rows["other Python"].seconds >= spinner.cpu
     assert any(role in ("[true]", "true") for role in rows)  # by its line if a look saw it
     assert "processes ended" in report(list(rows.values()), top=5)
